@@ -1,0 +1,3 @@
+module github.com/wasmstream/wasmstream/abi
+
+go 1.24
