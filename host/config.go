@@ -1,0 +1,360 @@
+package host
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// Config configures a Host. The zero value of every field means its documented default; New
+// copies the Config, so later changes by the caller have no effect.
+type Config struct {
+	// DataDir holds the state store and the compilation cache. Default "data".
+	DataDir string
+	// CacheDir holds compiled modules between runs. Default DataDir/cache. "-" disables it.
+	CacheDir string
+	// CheckpointInterval is how often state, marks and positions are committed. Default 1s.
+	CheckpointInterval time.Duration
+	// SyncWrites makes every checkpoint fsync the store and the file sinks. Without it a
+	// checkpoint survives a killed process but not a power loss. Default false.
+	SyncWrites bool
+	// Logger receives the host's structured logs. Default: discard.
+	Logger *slog.Logger
+	// Now is the processing-time clock. Default time.Now. Tests inject their own.
+	Now func() time.Time
+	// Tasks are the tasks the host runs. At least one.
+	Tasks []TaskConfig
+}
+
+// TaskConfig describes one task: a module, its inputs, its outputs and its limits.
+type TaskConfig struct {
+	// Name identifies the task in state, logs and the CLI. Required; letters, digits, '-', '_', '.'.
+	Name string
+	// Module is the path of the task's .wasm file. Required.
+	Module string
+	// Config is the task's own configuration, handed to the guest as JSON. Default {}.
+	Config map[string]any
+	// Inputs are the task's sources. At least one.
+	Inputs []InputConfig
+	// Output is where the task's emitted records go.
+	Output OutputConfig
+	// DeadLetter is where records that cannot be decoded or keep failing go.
+	DeadLetter DeadLetterConfig
+	// Sequencing chooses which records must run in order (S7).
+	Sequencing SequencingConfig
+	// Workers is the number of wasm instances running batches at once. Default GOMAXPROCS.
+	Workers int
+	// MaxBatchRecords bounds the records of one guest call. Default 256.
+	MaxBatchRecords int
+	// MaxKeyRecords bounds the records one key contributes to one call. Default 64.
+	MaxKeyRecords int
+	// MaxInFlight bounds the records of one partition being processed at once. 1 means strictly
+	// in partition order. Default 1024.
+	MaxInFlight int
+	// MaxQueued bounds the records read ahead per partition; reading pauses above it and resumes
+	// at half. Default 8192.
+	MaxQueued int
+	// MaxQueuedBytes bounds the bytes read ahead per partition, like MaxQueued. Default 32 MiB.
+	MaxQueuedBytes int
+	// MaxMemoryPages caps each instance's linear memory in 64 KiB pages. Default 1024 (64 MiB).
+	MaxMemoryPages uint32
+	// MaxValueBytes caps one state value or emitted value. Default 1 MiB.
+	MaxValueBytes int
+	// StateCacheBytes bounds the clean state kept in memory. Default 256 MiB.
+	StateCacheBytes int64
+	// Retry says how a failing record is retried.
+	Retry RetryConfig
+}
+
+// InputConfig describes one source of records.
+type InputConfig struct {
+	// Name identifies the input in positions and in records' source field. Default "input<i>".
+	Name string
+	// Type is "file" or "stdin". Default "file".
+	Type string
+	// Path is the file to read (Type "file").
+	Path string
+	// Format is "json" (one JSON object per line) or "text" (one record per line). Default "json".
+	Format string
+	// KeyField is the JSON field holding the record key (json). Empty: no key.
+	KeyField string
+	// ValueField is the JSON field holding the record value (json). Empty: the whole line.
+	ValueField string
+	// TimestampField is the JSON field holding the event time in ms since the epoch (json).
+	TimestampField string
+	// KeySeparator splits a text line into key and value at its first occurrence (text).
+	// Empty: the key is empty and the value is the whole line.
+	KeySeparator string
+	// OnMalformed is "deadletter" (default: the line goes to the dead-letter file with the
+	// reason and the run goes on) or "halt" (the task stops with an error naming the line).
+	OnMalformed string
+}
+
+// OutputConfig says where emitted records go.
+type OutputConfig struct {
+	// Type is "file" or "stdout". Default "stdout".
+	Type string
+	// Path is the file to append to (Type "file").
+	Path string
+	// Names, if set, are the only output names the task may emit to.
+	Names []string
+}
+
+// DeadLetterConfig says where dead letters go.
+type DeadLetterConfig struct {
+	// Path is the file dead letters are appended to. Default DataDir/<task>.deadletter.ndjson.
+	Path string
+}
+
+// SequencingConfig chooses the sequencing key of a record (S7).
+type SequencingConfig struct {
+	// Policy is "key" (default: per record key), "partition" (strict partition order), "none"
+	// (full concurrency; the task may not use state), "field" (a JSON field) or "header".
+	Policy string
+	// Field is the JSON field for Policy "field".
+	Field string
+	// Header is the header name for Policy "header".
+	Header string
+}
+
+// RetryConfig says how a failing record is retried (S17).
+type RetryConfig struct {
+	// MaxAttempts is how many times a record is tried before OnExhausted applies. Default 5.
+	MaxAttempts int
+	// Backoff is the first retry delay. Default 1s.
+	Backoff time.Duration
+	// MaxBackoff caps the doubling delay. Default 60s.
+	MaxBackoff time.Duration
+	// OnExhausted is "deadletter" (default), "halt" or "skip".
+	OnExhausted string
+}
+
+// Limits of the sequencing and batching options, used by Validate.
+const maxWorkers = 1024
+
+var (
+	inputTypes  = []string{"file", "stdin"}
+	formats     = []string{"json", "text"}
+	onMalformed = []string{"deadletter", "halt"}
+	outputTypes = []string{"file", "stdout"}
+	policies    = []string{"key", "partition", "none", "field", "header"}
+	onExhausted = []string{"deadletter", "halt", "skip"}
+)
+
+// withDefaults returns a copy of c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.DataDir == "" {
+		c.DataDir = "data"
+	}
+	if c.CacheDir == "" {
+		c.CacheDir = c.DataDir + "/cache"
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	tasks := make([]TaskConfig, len(c.Tasks))
+	for i, t := range c.Tasks {
+		tasks[i] = t.withDefaults(c.DataDir)
+	}
+	c.Tasks = tasks
+	return c
+}
+
+func (t TaskConfig) withDefaults(dataDir string) TaskConfig {
+	inputs := make([]InputConfig, len(t.Inputs))
+	for i, in := range t.Inputs {
+		if in.Name == "" {
+			in.Name = fmt.Sprintf("input%d", i)
+		}
+		if in.Type == "" {
+			in.Type = "file"
+		}
+		if in.Format == "" {
+			in.Format = "json"
+		}
+		if in.OnMalformed == "" {
+			in.OnMalformed = "deadletter"
+		}
+		inputs[i] = in
+	}
+	t.Inputs = inputs
+	if t.Output.Type == "" {
+		t.Output.Type = "stdout"
+	}
+	if t.DeadLetter.Path == "" {
+		t.DeadLetter.Path = dataDir + "/" + t.Name + ".deadletter.ndjson"
+	}
+	if t.Sequencing.Policy == "" {
+		t.Sequencing.Policy = "key"
+	}
+	if t.Workers == 0 {
+		t.Workers = runtime.GOMAXPROCS(0)
+	}
+	if t.MaxBatchRecords == 0 {
+		t.MaxBatchRecords = 256
+	}
+	if t.MaxKeyRecords == 0 {
+		t.MaxKeyRecords = 64
+	}
+	if t.MaxInFlight == 0 {
+		t.MaxInFlight = 1024
+	}
+	if t.MaxQueued == 0 {
+		t.MaxQueued = 8192
+	}
+	if t.MaxQueuedBytes == 0 {
+		t.MaxQueuedBytes = 32 << 20
+	}
+	if t.MaxMemoryPages == 0 {
+		t.MaxMemoryPages = 1024
+	}
+	if t.MaxValueBytes == 0 {
+		t.MaxValueBytes = 1 << 20
+	}
+	if t.StateCacheBytes == 0 {
+		t.StateCacheBytes = 256 << 20
+	}
+	if t.Retry.MaxAttempts == 0 {
+		t.Retry.MaxAttempts = 5
+	}
+	if t.Retry.Backoff == 0 {
+		t.Retry.Backoff = time.Second
+	}
+	if t.Retry.MaxBackoff == 0 {
+		t.Retry.MaxBackoff = 60 * time.Second
+	}
+	if t.Retry.OnExhausted == "" {
+		t.Retry.OnExhausted = "deadletter"
+	}
+	return t
+}
+
+// Validate reports every problem of the configuration at once, each naming the offending key
+// as it is spelled in the configuration file (e.g. "tasks[0].inputs[1].path").
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	var errs []error
+	bad := func(key, format string, args ...any) {
+		errs = append(errs, &ConfigError{Key: key, Problem: fmt.Sprintf(format, args...)})
+	}
+	if c.CheckpointInterval < 0 {
+		bad("checkpoint_interval", "must be positive, got %s", c.CheckpointInterval)
+	}
+	if len(c.Tasks) == 0 {
+		bad("tasks", "at least one task is required")
+	}
+	names := map[string]bool{}
+	for i, t := range c.Tasks {
+		p := fmt.Sprintf("tasks[%d].", i)
+		switch {
+		case t.Name == "":
+			bad(p+"name", "is required")
+		case !validName(t.Name):
+			bad(p+"name", "%q may hold only letters, digits, '-', '_' and '.'", t.Name)
+		case names[t.Name]:
+			bad(p+"name", "%q is used by two tasks", t.Name)
+		}
+		names[t.Name] = true
+		if t.Module == "" {
+			bad(p+"module", "is required (the path of the task's .wasm file)")
+		}
+		if len(t.Inputs) == 0 {
+			bad(p+"inputs", "at least one input is required")
+		}
+		inputNames := map[string]bool{}
+		stdin := 0
+		for j, in := range t.Inputs {
+			q := fmt.Sprintf("%sinputs[%d].", p, j)
+			if !validName(in.Name) {
+				bad(q+"name", "%q may hold only letters, digits, '-', '_' and '.'", in.Name)
+			} else if inputNames[in.Name] {
+				bad(q+"name", "%q is used by two inputs", in.Name)
+			}
+			inputNames[in.Name] = true
+			oneOf(bad, q+"type", in.Type, inputTypes)
+			oneOf(bad, q+"format", in.Format, formats)
+			oneOf(bad, q+"on_malformed", in.OnMalformed, onMalformed)
+			if in.Type == "file" && in.Path == "" {
+				bad(q+"path", "is required for a file input")
+			}
+			if in.Type == "stdin" {
+				stdin++
+			}
+			if in.Format == "text" && (in.KeyField != "" || in.ValueField != "" || in.TimestampField != "") {
+				bad(q+"format", "text inputs take key_separator, not key_field/value_field/timestamp_field")
+			}
+		}
+		if stdin > 1 {
+			bad(p+"inputs", "stdin can be read by one input only")
+		}
+		oneOf(bad, p+"output.type", t.Output.Type, outputTypes)
+		if t.Output.Type == "file" && t.Output.Path == "" {
+			bad(p+"output.path", "is required for a file output")
+		}
+		oneOf(bad, p+"sequencing.policy", t.Sequencing.Policy, policies)
+		if t.Sequencing.Policy == "field" && t.Sequencing.Field == "" {
+			bad(p+"sequencing.field", "is required with policy \"field\"")
+		}
+		if t.Sequencing.Policy == "header" && t.Sequencing.Header == "" {
+			bad(p+"sequencing.header", "is required with policy \"header\"")
+		}
+		positive := func(key string, v int) {
+			if v < 0 {
+				bad(p+key, "must be positive, got %d", v)
+			}
+		}
+		positive("workers", t.Workers)
+		if t.Workers > maxWorkers {
+			bad(p+"workers", "must be at most %d, got %d", maxWorkers, t.Workers)
+		}
+		positive("max_batch_records", t.MaxBatchRecords)
+		positive("max_key_records", t.MaxKeyRecords)
+		positive("max_in_flight", t.MaxInFlight)
+		positive("max_queued", t.MaxQueued)
+		positive("max_queued_bytes", t.MaxQueuedBytes)
+		positive("max_value_bytes", t.MaxValueBytes)
+		positive("retry.max_attempts", t.Retry.MaxAttempts)
+		if t.MaxMemoryPages > 65536 {
+			bad(p+"max_memory_pages", "must be at most 65536 (4 GiB), got %d", t.MaxMemoryPages)
+		}
+		if t.StateCacheBytes < 0 {
+			bad(p+"state_cache_bytes", "must be positive, got %d", t.StateCacheBytes)
+		}
+		if t.Retry.Backoff < 0 || t.Retry.MaxBackoff < t.Retry.Backoff {
+			bad(p+"retry", "need 0 < backoff <= max_backoff, got %s and %s", t.Retry.Backoff, t.Retry.MaxBackoff)
+		}
+		oneOf(bad, p+"retry.on_exhausted", t.Retry.OnExhausted, onExhausted)
+	}
+	return errors.Join(errs...)
+}
+
+func oneOf(bad func(string, string, ...any), key, v string, allowed []string) {
+	for _, a := range allowed {
+		if v == a {
+			return
+		}
+	}
+	bad(key, "%q is not one of %s", v, strings.Join(allowed, ", "))
+}
+
+func validName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		ok := r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z'
+		if !ok {
+			return false
+		}
+	}
+	return true
+}

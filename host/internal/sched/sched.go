@@ -1,0 +1,532 @@
+package sched
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Item is one unit of work for a key: a record, or a timer firing that enters the key's queue
+// like a record. The scheduler reads Stream, Key and Size, and carries Offset and Value through
+// untouched.
+type Item[T any] struct {
+	Stream uint32 // the stream (a partition) the item belongs to
+	Key    string // the key; items of one (Stream, Key) run one batch at a time, in push order
+	Offset int64  // the item's position in its stream, for the caller and for diagnostics
+	Size   int    // bytes the item holds, counted against HighBytes while it is queued
+	Value  T      // the payload
+}
+
+// Batch is a set of items handed to one worker. Items of one key are adjacent and in push order;
+// no key of the batch is in any other in-flight batch.
+//
+// The scheduler keeps a reference to Items until the batch is completed or retried, and reads it
+// again in Retry: the caller must not modify it before then.
+type Batch[T any] struct {
+	ID    uint64
+	Items []Item[T]
+}
+
+// entry is a queued item; iso marks the items of a failed batch that must run alone.
+type entry[T any] struct {
+	it  Item[T]
+	iso bool
+}
+
+// key is the queue of one (stream, key). It exists while it has items queued or in flight.
+type key[T any] struct {
+	st      *stream[T]
+	name    string
+	q       deque[entry[T]]
+	busy    bool      // in an in-flight batch
+	inReady bool      // listed in st.ready (the listing may be stale; see pick)
+	ready   bool      // counted in Scheduler.readyKeys: queued, not busy, not delayed
+	deep    bool      // counted in st.deepKeys
+	until   time.Time // deadline while delayed
+	heapIdx int       // index in Scheduler.delays, -1 when not delayed
+}
+
+// stream is one input stream (a partition) and its keys.
+type stream[T any] struct {
+	id       uint32
+	keys     map[string]*key[T]
+	keysPeak int            // largest len(keys) since the map was last rebuilt
+	ready    deque[*key[T]] // keys to dispatch, round robin (not in strict mode)
+	order    deque[*key[T]] // strict mode: the key of every queued item, in push order
+	queued   int            // items queued (not dispatched)
+	bytes    int            // Size of the queued items
+	inFlight int            // items in in-flight batches
+	deepKeys int            // keys with deep set
+	inRing   bool           // listed in Scheduler.ring
+	held     bool           // an earlier stream with this ID still has items in flight
+	removed  bool           // RemoveStream was called; in-flight batches may still point here
+	paused   bool           // current flow state
+	reported bool           // flow state last returned by Flow
+	inFlow   bool           // listed in Scheduler.flow
+}
+
+// seg is the run of a batch's items that belongs to one key.
+type seg[T any] struct {
+	k *key[T]
+	n int
+}
+
+// inflight is the scheduler's record of a batch handed out by Next.
+type inflight[T any] struct {
+	items []Item[T]
+	segs  []seg[T]
+	iso   bool // the batch is one isolated item
+}
+
+// FlowChange reports that a stream should stop (Paused) or resume fetching.
+type FlowChange struct {
+	Stream uint32
+	Paused bool
+}
+
+// Scheduler decides which keys run next. It is synchronous, deterministic and not safe for
+// concurrent use: one goroutine owns it. Time only enters through the now argument of Next and
+// the deadlines given to Delay.
+type Scheduler[T any] struct {
+	cfg      Config
+	strict   bool // MaxStreamInFlight == 1
+	streams  map[uint32]*stream[T]
+	ring     deque[*stream[T]] // streams that may have something to dispatch, round robin
+	delays   delayHeap[T]
+	batches  map[uint64]*inflight[T]
+	lastID   uint64
+	draining map[uint32]int // in-flight items of removed streams, by stream ID
+	flow     []*stream[T]   // streams whose flow state may differ from the reported one
+	free     []*inflight[T] // recycled batch records
+
+	keys, readyKeys     int
+	queued, queuedBytes int
+	inFlightItems       int
+}
+
+// New returns a scheduler with no streams. It returns the error of cfg.Validate if any.
+func New[T any](cfg Config) (*Scheduler[T], error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	return &Scheduler[T]{
+		cfg:      cfg,
+		strict:   cfg.MaxStreamInFlight == 1,
+		streams:  map[uint32]*stream[T]{},
+		batches:  map[uint64]*inflight[T]{},
+		draining: map[uint32]int{},
+	}, nil
+}
+
+// Config returns the configuration in use, with every default filled in.
+func (s *Scheduler[T]) Config() Config { return s.cfg }
+
+// AddStream starts accepting items for the stream. Adding a stream that is present does nothing.
+// If a removed stream with the same ID still has batches in flight, the new stream's items wait
+// until those batches complete, so a key never runs in two batches at once across a revoke and
+// re-assign.
+func (s *Scheduler[T]) AddStream(id uint32) {
+	if s.streams[id] != nil {
+		return
+	}
+	s.streams[id] = &stream[T]{id: id, keys: map[string]*key[T]{}, held: s.draining[id] > 0}
+}
+
+// RemoveStream forgets the stream and returns exactly its queued items: per key in push order,
+// the keys ordered by the offset of their items (ties by key). Batches in flight that hold its
+// items must still be completed or retried; their items are then discarded. Pending flow changes
+// of the stream are dropped. Removing an unknown stream returns nil.
+func (s *Scheduler[T]) RemoveStream(id uint32) (dropped []Item[T]) {
+	st := s.streams[id]
+	if st == nil {
+		return nil
+	}
+	delete(s.streams, id)
+	st.removed = true
+	names := make([]string, 0, len(st.keys))
+	for name := range st.keys {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	dropped = make([]Item[T], 0, st.queued)
+	for _, name := range names {
+		k := st.keys[name]
+		for i := range k.q.len() {
+			dropped = append(dropped, k.q.at(i).it)
+		}
+		k.q.clear()
+		if k.heapIdx >= 0 {
+			s.delays.remove(k)
+		}
+		if k.ready {
+			k.ready = false
+			s.readyKeys--
+		}
+	}
+	slices.SortStableFunc(dropped, func(a, b Item[T]) int { return cmp.Compare(a.Offset, b.Offset) })
+	s.keys -= len(st.keys)
+	s.queued -= st.queued
+	s.queuedBytes -= st.bytes
+	if st.inFlight > 0 {
+		s.draining[id] += st.inFlight
+	}
+	st.keys, st.queued, st.bytes = nil, 0, 0
+	st.ready.clear()
+	st.order.clear()
+	return dropped
+}
+
+// Push appends the item at the tail of its key's queue. It returns an error wrapping
+// ErrUnknownStream if the stream is not added, and ErrNegativeSize if it.Size < 0. Push never
+// refuses an item because of backpressure: a paused stream still accepts what was already
+// fetched, and Flow tells the caller to stop fetching.
+func (s *Scheduler[T]) Push(it Item[T]) error {
+	st := s.streams[it.Stream]
+	if st == nil {
+		return fmt.Errorf("%w: push to stream %d", ErrUnknownStream, it.Stream)
+	}
+	if it.Size < 0 {
+		return fmt.Errorf("%w: %d bytes at stream %d offset %d", ErrNegativeSize, it.Size, it.Stream, it.Offset)
+	}
+	k := st.keys[it.Key]
+	if k == nil {
+		k = &key[T]{st: st, name: it.Key, heapIdx: -1}
+		st.keys[it.Key] = k
+		st.keysPeak = max(st.keysPeak, len(st.keys))
+		s.keys++
+	}
+	k.q.pushBack(entry[T]{it: it})
+	if s.strict {
+		st.order.pushBack(k)
+	}
+	s.queuedDelta(st, 1, it.Size)
+	s.depthChanged(k)
+	s.settle(k)
+	return nil
+}
+
+// Next forms a batch if fewer than MaxBatches batches are in flight and some key is ready, and
+// reports whether it did. Keys whose Delay deadline is not after now become ready first.
+//
+// A batch takes keys round robin: one key from each stream with a ready key in turn, each key
+// contributing up to MaxKeyItems items in push order, until MaxBatchItems items are taken or no
+// key is ready. A key is ready when it has queued items, is in no in-flight batch and is not
+// delayed, and its stream is below MaxStreamInFlight and not held (see AddStream). In strict
+// mode (MaxStreamInFlight 1) only the stream's oldest queued item is eligible. A key being
+// isolated after Retry runs one item alone in its batch; if it comes up while a batch already
+// has items, it ends that batch and leads the next one.
+func (s *Scheduler[T]) Next(now time.Time) (Batch[T], bool) {
+	for len(s.delays) > 0 && !s.delays[0].until.After(now) {
+		k := s.delays[0]
+		s.delays.remove(k)
+		s.settle(k)
+	}
+	if len(s.batches) >= s.cfg.MaxBatches {
+		return Batch[T]{}, false
+	}
+	var b *inflight[T]
+	if n := len(s.free); n > 0 {
+		b, s.free = s.free[n-1], s.free[:n-1]
+	} else {
+		b = &inflight[T]{}
+	}
+	room := s.cfg.MaxBatchItems
+	for room > 0 && s.ring.len() > 0 {
+		st := s.ring.front()
+		if !s.schedulable(st) {
+			s.ring.popFront()
+			st.inRing = false
+			continue
+		}
+		var k *key[T]
+		if s.strict {
+			k = st.order.front()
+		} else {
+			k = st.ready.front()
+			if k.busy || k.heapIdx >= 0 || k.q.len() == 0 {
+				// Stale: delayed or dispatched since it was listed. It is listed again when it
+				// becomes ready.
+				st.ready.popFront()
+				k.inReady = false
+				continue
+			}
+		}
+		iso := k.q.front().iso
+		if iso && len(b.items) > 0 {
+			break
+		}
+		if !s.strict {
+			st.ready.popFront()
+			k.inReady = false
+		}
+		n := min(k.q.len(), s.cfg.MaxKeyItems, room, s.cfg.MaxStreamInFlight-st.inFlight)
+		if iso {
+			n = 1
+		}
+		bytes := 0
+		for range n {
+			e := k.q.popFront()
+			b.items = append(b.items, e.it)
+			bytes += e.it.Size
+			if s.strict {
+				st.order.popFront()
+			}
+		}
+		b.segs = append(b.segs, seg[T]{k: k, n: n})
+		b.iso = iso
+		room -= n
+		k.busy = true
+		st.inFlight += n
+		s.inFlightItems += n
+		s.queuedDelta(st, -n, -bytes)
+		s.depthChanged(k)
+		s.settle(k)
+		// Round robin: the stream goes to the back of the ring.
+		s.ring.popFront()
+		st.inRing = false
+		s.touch(st)
+		if iso {
+			break
+		}
+	}
+	if len(b.items) == 0 {
+		s.free = append(s.free, b)
+		return Batch[T]{}, false
+	}
+	s.lastID++
+	s.batches[s.lastID] = b
+	return Batch[T]{ID: s.lastID, Items: b.items}, true
+}
+
+// Complete records that the batch finished: its keys are free to run their next items, and go to
+// the back of the round robin. It returns an error wrapping ErrUnknownBatch if the batch is not
+// in flight.
+func (s *Scheduler[T]) Complete(batchID uint64) error {
+	b := s.batches[batchID]
+	if b == nil {
+		return fmt.Errorf("%w: complete %d", ErrUnknownBatch, batchID)
+	}
+	delete(s.batches, batchID)
+	for _, sg := range b.segs {
+		if s.release(sg) {
+			s.settle(sg.k)
+			s.touch(sg.k.st)
+		}
+	}
+	s.recycle(b)
+	return nil
+}
+
+// Retry records that the batch failed: its items go back to the front of their keys' queues in
+// their original order, ahead of anything pushed since. With isolate, each of those items then
+// runs alone in its own batch, one at a time per key, until all of them have completed, so the
+// caller can tell which item fails; items already isolated stay isolated whatever isolate says.
+// Items of removed streams are discarded. Retry returns an error wrapping ErrUnknownBatch if the
+// batch is not in flight.
+//
+// Retry does not delay the keys; call Delay for a back-off.
+func (s *Scheduler[T]) Retry(batchID uint64, isolate bool) error {
+	b := s.batches[batchID]
+	if b == nil {
+		return fmt.Errorf("%w: retry %d", ErrUnknownBatch, batchID)
+	}
+	delete(s.batches, batchID)
+	iso := isolate || b.iso
+	end := len(b.items)
+	for i := len(b.segs) - 1; i >= 0; i-- {
+		sg := b.segs[i]
+		items := b.items[end-sg.n : end]
+		end -= sg.n
+		if !s.release(sg) {
+			continue
+		}
+		k, st := sg.k, sg.k.st
+		bytes := 0
+		for j := len(items) - 1; j >= 0; j-- {
+			k.q.pushFront(entry[T]{it: items[j], iso: iso})
+			bytes += items[j].Size
+			if s.strict {
+				st.order.pushFront(k)
+			}
+		}
+		s.queuedDelta(st, sg.n, bytes)
+		s.depthChanged(k)
+		s.settle(k)
+		s.touch(st)
+	}
+	s.recycle(b)
+	return nil
+}
+
+// Delay holds the key back: it is not dispatched before until (S17 back-off); other keys keep
+// flowing, except in strict mode, where the whole stream waits behind its oldest item. Delay
+// replaces any earlier deadline of the key; a zero until cancels it. The deadline lasts while the
+// key has items queued or in flight. Delay returns an error wrapping ErrUnknownStream or
+// ErrUnknownKey if there is no such stream, or the key has nothing queued or in flight.
+func (s *Scheduler[T]) Delay(stream uint32, key string, until time.Time) error {
+	st := s.streams[stream]
+	if st == nil {
+		return fmt.Errorf("%w: delay %d", ErrUnknownStream, stream)
+	}
+	k := st.keys[key]
+	if k == nil {
+		return fmt.Errorf("%w: delay stream %d key %q", ErrUnknownKey, stream, key)
+	}
+	switch {
+	case until.IsZero():
+		if k.heapIdx >= 0 {
+			s.delays.remove(k)
+		}
+	case k.heapIdx >= 0:
+		k.until = until
+		s.delays.fix(k.heapIdx)
+	default:
+		k.until = until
+		s.delays.push(k)
+	}
+	s.settle(k)
+	return nil
+}
+
+// NextWake returns the earliest Delay deadline still pending, so the caller can arm a timer and
+// call Next when it fires; false when no key is delayed.
+func (s *Scheduler[T]) NextWake() (time.Time, bool) {
+	if len(s.delays) == 0 {
+		return time.Time{}, false
+	}
+	return s.delays[0].until, true
+}
+
+// Idle reports whether the stream has nothing queued and nothing in flight, counting batches of
+// an earlier stream with the same ID that was removed while they ran. An unknown stream with
+// nothing in flight is idle.
+func (s *Scheduler[T]) Idle(stream uint32) bool {
+	if s.draining[stream] > 0 {
+		return false
+	}
+	st := s.streams[stream]
+	return st == nil || st.queued == 0 && st.inFlight == 0
+}
+
+// release returns the in-flight items of one key of a finished batch, and reports whether the
+// key's stream is still there.
+func (s *Scheduler[T]) release(sg seg[T]) bool {
+	k, st := sg.k, sg.k.st
+	k.busy = false
+	st.inFlight -= sg.n
+	s.inFlightItems -= sg.n
+	if !st.removed {
+		return true
+	}
+	if s.draining[st.id] -= sg.n; s.draining[st.id] == 0 {
+		delete(s.draining, st.id)
+		if cur := s.streams[st.id]; cur != nil {
+			cur.held = false
+			s.touch(cur)
+		}
+	}
+	return false
+}
+
+func (s *Scheduler[T]) recycle(b *inflight[T]) {
+	clear(b.segs)
+	*b = inflight[T]{segs: b.segs[:0]} // items belong to the caller now
+	s.free = append(s.free, b)
+}
+
+// schedulable reports whether the stream can contribute a key to a batch now. In normal mode it
+// may answer true for a stream whose listed keys are all stale; Next then finds out.
+func (s *Scheduler[T]) schedulable(st *stream[T]) bool {
+	if st.removed || st.held || st.inFlight >= s.cfg.MaxStreamInFlight {
+		return false
+	}
+	if s.strict {
+		if st.order.len() == 0 {
+			return false
+		}
+		k := st.order.front()
+		return !k.busy && k.heapIdx < 0
+	}
+	return st.ready.len() > 0
+}
+
+// touch lists the stream in the ring if it may have become schedulable.
+func (s *Scheduler[T]) touch(st *stream[T]) {
+	if !st.inRing && s.schedulable(st) {
+		s.ring.pushBack(st)
+		st.inRing = true
+	}
+}
+
+// settle brings everything derived from a key's state up to date after it changed: the ready
+// count, the stream's ready list, and the key's existence (a key with nothing queued or in flight
+// is freed, together with its deadline).
+func (s *Scheduler[T]) settle(k *key[T]) {
+	st := k.st
+	r := k.q.len() > 0 && !k.busy && k.heapIdx < 0
+	if r != k.ready {
+		k.ready = r
+		if r {
+			s.readyKeys++
+		} else {
+			s.readyKeys--
+		}
+	}
+	if k.q.len() == 0 && !k.busy {
+		s.freeKey(k)
+		return
+	}
+	if r && !s.strict && !k.inReady {
+		st.ready.pushBack(k)
+		k.inReady = true
+	}
+	if r {
+		s.touch(st)
+	}
+}
+
+func (s *Scheduler[T]) freeKey(k *key[T]) {
+	st := k.st
+	if k.heapIdx >= 0 {
+		s.delays.remove(k)
+	}
+	delete(st.keys, k.name)
+	s.keys--
+	// Go maps keep their peak size; rebuild the map once it is far below it, so memory follows
+	// the keys that exist.
+	if st.keysPeak >= 1024 && len(st.keys) < st.keysPeak/4 {
+		m := make(map[string]*key[T], len(st.keys))
+		for name, k := range st.keys {
+			m[name] = k
+		}
+		st.keys, st.keysPeak = m, len(m)
+	}
+}
+
+// queuedDelta changes the stream's queued figures and re-evaluates its flow state.
+func (s *Scheduler[T]) queuedDelta(st *stream[T], items, bytes int) {
+	st.queued += items
+	st.bytes += bytes
+	s.queued += items
+	s.queuedBytes += bytes
+	s.checkFlow(st)
+}
+
+// depthChanged updates the key's deep flag from its depth, with hysteresis: deep at
+// MaxKeyDepth, no longer deep below half of it.
+func (s *Scheduler[T]) depthChanged(k *key[T]) {
+	d, st := k.q.len(), k.st
+	switch {
+	case !k.deep && d >= s.cfg.MaxKeyDepth:
+		k.deep = true
+		st.deepKeys++
+	case k.deep && 2*d < s.cfg.MaxKeyDepth:
+		k.deep = false
+		st.deepKeys--
+	default:
+		return
+	}
+	s.checkFlow(st)
+}
