@@ -3,7 +3,9 @@ package host
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -25,6 +27,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the processing-time clock. Default time.Now. Tests inject their own.
 	Now func() time.Time
+	// Stdin is what inputs of type "stdin" read. Default os.Stdin.
+	Stdin io.Reader
+	// Stdout is where outputs of type "stdout" go. Default os.Stdout.
+	Stdout io.Writer
 	// Tasks are the tasks the host runs. At least one.
 	Tasks []TaskConfig
 }
@@ -157,6 +163,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Stdin == nil {
+		c.Stdin = os.Stdin
+	}
+	if c.Stdout == nil {
+		c.Stdout = os.Stdout
 	}
 	if c.Now == nil {
 		c.Now = time.Now

@@ -2,16 +2,31 @@ package host
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"sync"
+
+	"github.com/wasmstream/wasmstream/host/internal/modrt"
+	"github.com/wasmstream/wasmstream/host/internal/sched"
+	"github.com/wasmstream/wasmstream/host/internal/sink"
+	"github.com/wasmstream/wasmstream/host/internal/source"
+	"github.com/wasmstream/wasmstream/host/internal/task"
+	"github.com/wasmstream/wasmstream/store"
 )
 
-// Host runs tasks. Create it with New, run it with Run, release it with Close.
+// Host runs tasks. Create it with New, run it once with Run, release it with Close.
 type Host struct {
 	cfg Config
 
-	mu     sync.Mutex
-	closed bool
+	mu      sync.Mutex
+	closed  bool
+	running bool
+	tasks   []*task.Task
+	names   []string
 }
 
 // New validates cfg and returns a Host. It starts no goroutine and opens nothing yet.
@@ -27,8 +42,213 @@ func New(cfg Config) (*Host, error) {
 // finishes the batches in flight, commits a last checkpoint and returns nil), or until a task
 // fails (then it stops the other tasks and returns a *TaskError). Every goroutine it starts has
 // stopped when it returns.
-func (h *Host) Run(ctx context.Context) error {
-	return errors.New("wasmstream: Run not implemented yet")
+func (h *Host) Run(ctx context.Context) (err error) {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return ErrClosed
+	}
+	if h.running {
+		h.mu.Unlock()
+		return errors.New("wasmstream: Run called twice")
+	}
+	h.running = true
+	h.mu.Unlock()
+
+	cfg := h.cfg
+	log := cfg.Logger
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+		return fmt.Errorf("wasmstream: data dir: %w", err)
+	}
+	db, err := store.Open(filepath.Join(cfg.DataDir, "state"), store.Options{SyncWrites: cfg.SyncWrites, Logger: log})
+	if err != nil {
+		return fmt.Errorf("wasmstream: %w", err)
+	}
+	defer func() {
+		if cerr := db.Close(); cerr != nil && err == nil {
+			err = cerr
+		}
+	}()
+	rt, err := modrt.NewRuntime(ctx, modrt.RuntimeConfig{CacheDir: cacheDir(cfg), Logger: log})
+	if err != nil {
+		return fmt.Errorf("wasmstream: %w", err)
+	}
+	defer rt.Close(context.WithoutCancel(ctx))
+
+	var closers []io.Closer
+	defer func() {
+		for _, c := range closers {
+			if cerr := c.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+	}()
+	tasks := make([]*task.Task, len(cfg.Tasks))
+	for i, tc := range cfg.Tasks {
+		mod, err := compile(ctx, rt, tc)
+		if err != nil {
+			return &TaskError{Task: tc.Name, Err: err}
+		}
+		defer mod.Close(context.WithoutCancel(ctx))
+		out, err := openOutput(tc.Output, cfg.SyncWrites, cfg.Stdout)
+		if err != nil {
+			return &TaskError{Task: tc.Name, Err: err}
+		}
+		closers = append(closers, out)
+		dlq, err := sink.OpenFile(tc.DeadLetter.Path, cfg.SyncWrites)
+		if err != nil {
+			return &TaskError{Task: tc.Name, Err: err}
+		}
+		closers = append(closers, dlq)
+		tcfg, err := taskConfig(cfg, tc, mod, out, dlq, db)
+		if err != nil {
+			return &TaskError{Task: tc.Name, Err: err}
+		}
+		if tasks[i], err = task.New(tcfg); err != nil {
+			return &TaskError{Task: tc.Name, Err: err}
+		}
+		log.Info("task ready", "task", tc.Name, "module", tc.Module, "abi", mod.Info().ABIVersion, "workers", tc.Workers)
+	}
+	h.mu.Lock()
+	h.tasks = tasks
+	for _, tc := range cfg.Tasks {
+		h.names = append(h.names, tc.Name)
+	}
+	h.mu.Unlock()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errs := make([]error, len(tasks))
+	var wg sync.WaitGroup
+	for i, t := range tasks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := t.Run(ctx); err != nil {
+				errs[i] = &TaskError{Task: cfg.Tasks[i].Name, Err: err}
+				cancel() // one failed task stops the host
+			}
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+func cacheDir(cfg Config) string {
+	if cfg.CacheDir == "-" {
+		return ""
+	}
+	return cfg.CacheDir
+}
+
+func compile(ctx context.Context, rt *modrt.Runtime, tc TaskConfig) (*modrt.Module, error) {
+	wasm, err := os.ReadFile(tc.Module)
+	if err != nil {
+		return nil, fmt.Errorf("module: %w", err)
+	}
+	mod, err := rt.Compile(ctx, wasm, limits(tc))
+	if err != nil {
+		return nil, fmt.Errorf("module %s: %w", tc.Module, err)
+	}
+	return mod, nil
+}
+
+func limits(tc TaskConfig) modrt.Limits {
+	return modrt.Limits{MaxMemoryPages: tc.MaxMemoryPages, MaxValueBytes: tc.MaxValueBytes}
+}
+
+func openOutput(oc OutputConfig, sync bool, stdout io.Writer) (*sink.Writer, error) {
+	if oc.Type == "file" {
+		return sink.OpenFile(oc.Path, sync)
+	}
+	return sink.NewStream(stdout), nil
+}
+
+func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out, dlq *sink.Writer, db *store.DB) (task.Config, error) {
+	guest := []byte("{}")
+	if len(tc.Config) > 0 {
+		b, err := json.Marshal(tc.Config)
+		if err != nil {
+			return task.Config{}, &ConfigError{Key: "config", Problem: err.Error()}
+		}
+		guest = b
+	}
+	tcfg := task.Config{
+		Name:        tc.Name,
+		Module:      mod,
+		GuestConfig: guest,
+		OutputNames: tc.Output.Names,
+		Output:      out,
+		DeadLetter:  dlq,
+		Store:       db,
+		Policy:      tc.Sequencing.Policy,
+		Field:       tc.Sequencing.Field,
+		Header:      tc.Sequencing.Header,
+		Sched: sched.Config{
+			MaxBatchItems:     tc.MaxBatchRecords,
+			MaxKeyItems:       tc.MaxKeyRecords,
+			MaxStreamInFlight: tc.MaxInFlight,
+			HighItems:         tc.MaxQueued,
+			LowItems:          max(tc.MaxQueued/2, 1),
+			HighBytes:         tc.MaxQueuedBytes,
+			LowBytes:          max(tc.MaxQueuedBytes/2, 1),
+		},
+		Workers:         tc.Workers,
+		StateCacheBytes: tc.StateCacheBytes,
+		MaxAttempts:     tc.Retry.MaxAttempts,
+		Backoff:         tc.Retry.Backoff,
+		MaxBackoff:      tc.Retry.MaxBackoff,
+		OnExhausted:     tc.Retry.OnExhausted,
+		Checkpoint:      cfg.CheckpointInterval,
+		Now:             cfg.Now,
+		Logger:          cfg.Logger,
+	}
+	for _, in := range tc.Inputs {
+		ti := task.Input{
+			Name: in.Name,
+			Path: in.Path,
+			Format: source.Format{
+				JSON:           in.Format == "json",
+				KeyField:       in.KeyField,
+				ValueField:     in.ValueField,
+				TimestampField: in.TimestampField,
+				KeySeparator:   in.KeySeparator,
+			},
+			HaltOnError: in.OnMalformed == "halt",
+		}
+		if in.Type == "stdin" {
+			ti.Stdin = cfg.Stdin
+		}
+		tcfg.Inputs = append(tcfg.Inputs, ti)
+	}
+	return tcfg, nil
+}
+
+// TaskStats are the running figures of one task, as of its last checkpoint.
+type TaskStats struct {
+	Task        string
+	Records     int64 // records read this run
+	Processed   int64 // records whose processing completed
+	Outputs     int64
+	Skipped     int64 // records replayed after a restart and skipped as already applied
+	DeadLetters int64
+	Retries     int64
+	Failures    int64
+	Checkpoints int64
+}
+
+// Stats returns every task's figures. Safe from any goroutine while Run runs.
+func (h *Host) Stats() []TaskStats {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := make([]TaskStats, len(h.tasks))
+	for i, t := range h.tasks {
+		s := t.Stats()
+		out[i] = TaskStats{Task: h.names[i], Records: s.Records, Processed: s.Processed, Outputs: s.Outputs,
+			Skipped: s.Skipped, DeadLetters: s.DeadLetters, Retries: s.Retries, Failures: s.Failures,
+			Checkpoints: s.Checkpoints}
+	}
+	return out
 }
 
 // Close releases the Host. It is idempotent and safe to call after Run returned.

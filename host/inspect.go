@@ -3,6 +3,13 @@ package host
 import (
 	"context"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/modrt"
+	"github.com/wasmstream/wasmstream/store"
 )
 
 // ModuleReport describes a task's module as the host validated it.
@@ -16,11 +23,35 @@ type ModuleReport struct {
 	Exports    []string
 }
 
-// Check validates cfg and compiles and validates every task's module without running
-// anything. It returns a report per module; the error joins every problem found, each a
-// *ConfigError or a *TaskError.
+// Check validates cfg, then compiles and validates every task's module without running
+// anything. It returns a report per valid module. A configuration problem is returned as the
+// joined *ConfigError values of Validate; module problems are joined *TaskError values.
 func Check(ctx context.Context, cfg Config) ([]ModuleReport, error) {
-	return nil, errors.New("wasmstream: Check not implemented yet")
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	rt, err := modrt.NewRuntime(ctx, modrt.RuntimeConfig{CacheDir: cacheDir(cfg), Logger: cfg.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("wasmstream: %w", err)
+	}
+	defer rt.Close(ctx)
+	var reports []ModuleReport
+	var errs []error
+	for _, tc := range cfg.Tasks {
+		mod, err := compile(ctx, rt, tc)
+		if err != nil {
+			errs = append(errs, &TaskError{Task: tc.Name, Err: err})
+			continue
+		}
+		info := mod.Info()
+		reports = append(reports, ModuleReport{
+			Task: tc.Name, Path: tc.Module, Size: info.Size, SHA256: info.SHA256,
+			ABIVersion: abi.VersionString(info.ABIVersion), Imports: info.Imports, Exports: info.Exports,
+		})
+		mod.Close(ctx)
+	}
+	return reports, errors.Join(errs...)
 }
 
 // StateEntry is one state value: state[Key][Name] of a task's stream.
@@ -32,22 +63,53 @@ type StateEntry struct {
 }
 
 // StateReader reads the state of a stopped host's data directory.
-type StateReader struct{}
+type StateReader struct {
+	db *store.DB
+}
 
 // OpenState opens dataDir's store read-only. It fails with a clear error if a running host
 // holds it, and with ErrNoState if there is no store.
 func OpenState(dataDir string) (*StateReader, error) {
-	return nil, errors.New("wasmstream: OpenState not implemented yet")
+	dir := filepath.Join(dataDir, "state")
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: %s", ErrNoState, dataDir)
+	}
+	db, err := store.Open(dir, store.Options{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("wasmstream: %w", err)
+	}
+	return &StateReader{db: db}, nil
 }
 
 // Tasks lists the tasks that have state.
-func (r *StateReader) Tasks() ([]string, error) { return nil, errors.New("not implemented") }
+func (r *StateReader) Tasks() ([]string, error) { return r.db.Tasks() }
 
 // Scan calls fn for every entry of task whose key starts with keyPrefix (all keys when empty),
-// in store order, until fn returns false. With exact set, only the key equal to keyPrefix.
+// stream by stream and in key and name order, until fn returns false. With exact set, only the
+// key equal to keyPrefix. The entry's slices are valid only during the call.
 func (r *StateReader) Scan(task string, keyPrefix []byte, exact bool, fn func(StateEntry) bool) error {
-	return errors.New("not implemented")
+	streams, err := r.db.Streams(task)
+	if err != nil {
+		return err
+	}
+	for _, st := range streams {
+		more := true
+		err := r.db.ScanKeys(task, st.ID, keyPrefix, func(key, name, val []byte) bool {
+			if exact && string(key) != string(keyPrefix) {
+				return true
+			}
+			more = fn(StateEntry{Stream: st.Name, Key: key, Name: name, Value: val})
+			return more
+		})
+		if err != nil {
+			return err
+		}
+		if !more {
+			return nil
+		}
+	}
+	return nil
 }
 
 // Close releases the store.
-func (r *StateReader) Close() error { return nil }
+func (r *StateReader) Close() error { return r.db.Close() }

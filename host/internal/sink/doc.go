@@ -1,0 +1,16 @@
+// Package sink writes a task's outputs and dead letters as newline-delimited JSON to a file or
+// to standard output.
+//
+// A Writer buffers; Flush makes everything written so far durable against a killed process
+// (and, with sync, against a power loss) and is called by the task loop before every checkpoint,
+// so that a checkpoint never covers an output the sink has not got (S11: outputs at least once).
+// When a file is opened after a crash that tore its last line, the torn tail is cut off: it was
+// never covered by a checkpoint, so the records that produced it run again.
+//
+// Output lines look like
+//
+//	{"output":"counts","key":"alice","value":"hello 1","ts":1700000000000}
+//
+// with "headers" appended when the output has some. A key or value that is not valid UTF-8 is
+// written base64-encoded under "key_b64" / "value_b64" instead.
+package sink

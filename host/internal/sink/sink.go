@@ -1,0 +1,189 @@
+package sink
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"unicode/utf8"
+)
+
+// Writer appends JSON lines to a file or a stream. It is used by one goroutine.
+type Writer struct {
+	f    *os.File // nil for a plain stream
+	w    *bufio.Writer
+	sync bool
+	line []byte
+	n    int64 // lines written
+}
+
+// OpenFile opens path for appending, creating it and cutting a torn last line. With sync,
+// Flush also fsyncs.
+func OpenFile(path string, sync bool) (*Writer, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("sink: %w", err)
+	}
+	if err := cutTornTail(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("sink: %s: %w", path, err)
+	}
+	return &Writer{f: f, w: bufio.NewWriterSize(f, 256<<10), sync: sync}, nil
+}
+
+// cutTornTail truncates f after its last newline and positions it at the end.
+func cutTornTail(f *os.File) error {
+	st, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	size := st.Size()
+	end := size
+	buf := make([]byte, 64<<10)
+	for end > 0 {
+		n := int64(len(buf))
+		if end < n {
+			n = end
+		}
+		if _, err := f.ReadAt(buf[:n], end-n); err != nil {
+			return err
+		}
+		if i := bytes.LastIndexByte(buf[:n], '\n'); i >= 0 {
+			end = end - n + int64(i) + 1
+			break
+		}
+		end -= n
+	}
+	if end != size {
+		if err := f.Truncate(end); err != nil {
+			return err
+		}
+	}
+	_, err = f.Seek(end, io.SeekStart)
+	return err
+}
+
+// NewStream writes to w (e.g. standard output); Flush flushes but cannot fsync.
+func NewStream(w io.Writer) *Writer {
+	return &Writer{w: bufio.NewWriterSize(w, 64<<10)}
+}
+
+// Header is an output header.
+type Header struct{ Name, Value []byte }
+
+// WriteOutput appends one output line.
+func (w *Writer) WriteOutput(name string, key, value []byte, ts int64, headers []Header) error {
+	b := append(w.line[:0], `{"output":`...)
+	b = AppendString(b, name)
+	b = appendBytesField(b, "key", key)
+	b = appendBytesField(b, "value", value)
+	b = append(b, `,"ts":`...)
+	b = strconv.AppendInt(b, ts, 10)
+	if len(headers) > 0 {
+		b = append(b, `,"headers":{`...)
+		for i, h := range headers {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = AppendString(b, string(h.Name))
+			b = append(b, ':')
+			b = AppendString(b, string(h.Value))
+		}
+		b = append(b, '}')
+	}
+	b = append(b, "}\n"...)
+	w.line = b
+	w.n++
+	_, err := w.w.Write(b)
+	return err
+}
+
+// WriteLine appends one already encoded JSON object and a newline.
+func (w *Writer) WriteLine(obj []byte) error {
+	w.n++
+	if _, err := w.w.Write(obj); err != nil {
+		return err
+	}
+	return w.w.WriteByte('\n')
+}
+
+// Lines is the number of lines written since the Writer was created.
+func (w *Writer) Lines() int64 { return w.n }
+
+// Flush writes the buffer out and, for a file opened with sync, fsyncs it.
+func (w *Writer) Flush() error {
+	if err := w.w.Flush(); err != nil {
+		return fmt.Errorf("sink: %w", err)
+	}
+	if w.f != nil && w.sync {
+		if err := w.f.Sync(); err != nil {
+			return fmt.Errorf("sink: %w", err)
+		}
+	}
+	return nil
+}
+
+// Close flushes and closes a file; a stream is only flushed.
+func (w *Writer) Close() error {
+	err := w.Flush()
+	if w.f != nil {
+		if cerr := w.f.Close(); err == nil {
+			err = cerr
+		}
+		w.f = nil
+	}
+	return err
+}
+
+func appendBytesField(b []byte, field string, v []byte) []byte {
+	if utf8.Valid(v) {
+		b = append(b, `,"`...)
+		b = append(b, field...)
+		b = append(b, `":`...)
+		return AppendString(b, string(v))
+	}
+	b = append(b, `,"`...)
+	b = append(b, field...)
+	b = append(b, `_b64":"`...)
+	b = base64.StdEncoding.AppendEncode(b, v)
+	return append(b, '"')
+}
+
+const hexDigits = "0123456789abcdef"
+
+// AppendString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD.
+func AppendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c == '\n':
+				b = append(b, '\\', 'n')
+			case c == '\r':
+				b = append(b, '\\', 'r')
+			case c == '\t':
+				b = append(b, '\\', 't')
+			case c < 0x20 || c == 0x7f:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, `\ufffd`...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
+}

@@ -1,0 +1,156 @@
+package source
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// Record is one line of an input.
+type Record struct {
+	Offset  int64 // line number from the start of the input
+	End     int64 // byte position just after the line: where to resume after it
+	Decoded       // valid when Err is nil
+	Raw     []byte
+	Err     error // the line could not be decoded (wraps ErrMalformed)
+}
+
+// Chunk is what a Reader sends to the loop: some records, and at the end of the input Done.
+type Chunk struct {
+	Stream  uint32
+	Records []Record
+	Done    bool  // the input is exhausted; no chunk follows
+	Err     error // reading failed; no chunk follows
+}
+
+// MaxLineBytes is the longest line a Reader accepts; a longer line is a malformed record.
+const MaxLineBytes = 4 << 20
+
+const chunkRecords = 256
+
+// Reader reads one input. Create it with NewReader, start it with Run.
+type Reader struct {
+	stream uint32
+	r      io.Reader
+	format Format
+	offset int64 // next line number
+	pos    int64 // byte position of the next line
+
+	mu     sync.Mutex
+	cond   *sync.Cond
+	paused bool
+}
+
+// NewReader reads r, whose first byte is at byte position pos and whose first line is line
+// number offset.
+func NewReader(stream uint32, r io.Reader, format Format, offset, pos int64) *Reader {
+	rd := &Reader{stream: stream, r: r, format: format, offset: offset, pos: pos}
+	rd.cond = sync.NewCond(&rd.mu)
+	return rd
+}
+
+// Pause stops the reader after the chunk it is reading. Safe from any goroutine.
+func (rd *Reader) Pause() {
+	rd.mu.Lock()
+	rd.paused = true
+	rd.mu.Unlock()
+}
+
+// Resume undoes Pause. Safe from any goroutine.
+func (rd *Reader) Resume() {
+	rd.mu.Lock()
+	rd.paused = false
+	rd.cond.Broadcast()
+	rd.mu.Unlock()
+}
+
+// waitResumed blocks while paused; it returns false when ctx is done.
+func (rd *Reader) waitResumed(ctx context.Context) bool {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	for rd.paused && ctx.Err() == nil {
+		rd.cond.Wait()
+	}
+	return ctx.Err() == nil
+}
+
+// Run reads until the end of the input, an error or ctx is done, sending chunks to out. The
+// last chunk has Done or Err set (unless ctx ended first).
+func (rd *Reader) Run(ctx context.Context, out chan<- Chunk) {
+	stop := context.AfterFunc(ctx, func() {
+		rd.mu.Lock()
+		rd.cond.Broadcast()
+		rd.mu.Unlock()
+	})
+	defer stop()
+	br := bufio.NewReaderSize(rd.r, 256<<10)
+	send := func(c Chunk) bool {
+		select {
+		case out <- c:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	for {
+		if !rd.waitResumed(ctx) {
+			return
+		}
+		recs, done, err := rd.readChunk(br)
+		c := Chunk{Stream: rd.stream, Records: recs, Done: done, Err: err}
+		if !send(c) || done || err != nil {
+			return
+		}
+	}
+}
+
+func (rd *Reader) readChunk(br *bufio.Reader) ([]Record, bool, error) {
+	recs := make([]Record, 0, chunkRecords)
+	for len(recs) < chunkRecords {
+		line, n, err := readLine(br)
+		if n > 0 {
+			rd.pos += int64(n)
+			off := rd.offset
+			rd.offset++
+			body := bytes.TrimRight(line, "\r\n")
+			if len(bytes.TrimSpace(body)) > 0 || n > MaxLineBytes {
+				rec := Record{Offset: off, End: rd.pos, Raw: body}
+				if n > MaxLineBytes {
+					rec.Err = fmt.Errorf("%w: line longer than %d bytes", ErrMalformed, MaxLineBytes)
+					rec.Raw = body[:min(len(body), 256)]
+				} else {
+					rec.Decoded, rec.Err = rd.format.Decode(body)
+				}
+				recs = append(recs, rec)
+			}
+		}
+		if err == io.EOF {
+			return recs, true, nil
+		}
+		if err != nil {
+			return recs, false, err
+		}
+	}
+	return recs, false, nil
+}
+
+// readLine returns the next line with its newline (a copy), and the number of bytes consumed.
+// A line over MaxLineBytes is consumed whole but only its first MaxLineBytes bytes returned.
+func readLine(br *bufio.Reader) ([]byte, int, error) {
+	var line []byte
+	n := 0
+	for {
+		frag, err := br.ReadSlice('\n')
+		n += len(frag)
+		if len(line) < MaxLineBytes {
+			line = append(line, frag[:min(len(frag), MaxLineBytes-len(line))]...)
+		}
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		return line, n, err
+	}
+}

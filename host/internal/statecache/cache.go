@@ -1,0 +1,250 @@
+package statecache
+
+import (
+	"bytes"
+	"sort"
+
+	"github.com/wasmstream/wasmstream/store"
+)
+
+// Loader reads a key's persisted state. store.DB satisfies it through LoaderFunc.
+type Loader func(stream uint32, key []byte, fn func(name, val []byte)) error
+
+// entryOverhead approximates the memory one Entry costs beyond its bytes.
+const (
+	entryOverhead = 160
+	nameOverhead  = 64
+)
+
+type slot struct {
+	name    []byte
+	val     []byte
+	deleted bool // tombstone kept until the delete is collected
+	dirty   bool
+}
+
+// Entry is the state of one (stream, key). Its methods other than Load, Get and Scan are the
+// loop's; Load, Get and Scan may run on the worker that holds the key's batch.
+type Entry struct {
+	stream    uint32
+	key       []byte
+	slots     []slot // sorted by name
+	loaded    bool
+	pins      int
+	mark      int64
+	markDirty bool
+	dirty     bool // some slot or the mark is dirty; the entry is in Cache.dirty
+	size      int64
+}
+
+// Key returns the entry's record key. Do not modify it.
+func (e *Entry) Key() []byte { return e.key }
+
+// Stream returns the entry's stream.
+func (e *Entry) Stream() uint32 { return e.stream }
+
+// Loaded reports whether the persisted state has been read in.
+func (e *Entry) Loaded() bool { return e.loaded }
+
+// Load reads the key's persisted state once. Writes applied before the load (blind writes)
+// win over persisted values.
+func (e *Entry) Load(load Loader) error {
+	if e.loaded {
+		return nil
+	}
+	var persisted []slot
+	err := load(e.stream, e.key, func(name, val []byte) {
+		persisted = append(persisted, slot{name: bytes.Clone(name), val: bytes.Clone(val)})
+	})
+	if err != nil {
+		return err
+	}
+	sort.Slice(persisted, func(i, j int) bool { return bytes.Compare(persisted[i].name, persisted[j].name) < 0 })
+	for _, p := range persisted {
+		if i, ok := e.find(p.name); !ok {
+			e.insert(i, p)
+		}
+	}
+	e.loaded = true
+	return nil
+}
+
+func (e *Entry) find(name []byte) (int, bool) {
+	i := sort.Search(len(e.slots), func(i int) bool { return bytes.Compare(e.slots[i].name, name) >= 0 })
+	return i, i < len(e.slots) && bytes.Equal(e.slots[i].name, name)
+}
+
+func (e *Entry) insert(i int, s slot) {
+	e.slots = append(e.slots, slot{})
+	copy(e.slots[i+1:], e.slots[i:])
+	e.slots[i] = s
+	e.size += int64(nameOverhead + len(s.name) + len(s.val))
+}
+
+// Get returns state[key][name]; the value must not be modified. The entry must be loaded.
+func (e *Entry) Get(name []byte) ([]byte, bool) {
+	i, ok := e.find(name)
+	if !ok || e.slots[i].deleted {
+		return nil, false
+	}
+	return e.slots[i].val, true
+}
+
+// Scan calls fn, in ascending name order, for the names that start with prefix and sort after
+// `after` (all of them if fromStart), until fn returns false. The entry must be loaded.
+func (e *Entry) Scan(prefix, after []byte, fromStart bool, fn func(name, val []byte) bool) {
+	start := prefix
+	if !fromStart && bytes.Compare(after, prefix) >= 0 {
+		start = after
+	}
+	i, found := e.find(start)
+	if found && !fromStart && bytes.Equal(start, after) {
+		i++
+	}
+	for ; i < len(e.slots); i++ {
+		s := &e.slots[i]
+		if !bytes.HasPrefix(s.name, prefix) {
+			return
+		}
+		if s.deleted {
+			continue
+		}
+		if !fn(s.name, s.val) {
+			return
+		}
+	}
+}
+
+// Cache is a task's state cache. It is owned by one goroutine (the task loop).
+type Cache struct {
+	load    Loader
+	entries map[string]*Entry // by skey(stream, key)
+	dirty   map[*Entry]struct{}
+	budget  int64
+	size    int64
+	keyBuf  []byte
+}
+
+// New returns a cache that loads from load and keeps about budget bytes of clean state.
+func New(load Loader, budget int64) *Cache {
+	return &Cache{load: load, entries: map[string]*Entry{}, dirty: map[*Entry]struct{}{}, budget: budget}
+}
+
+// Loader returns the cache's loader, for workers to Load entries with.
+func (c *Cache) Loader() Loader { return c.load }
+
+func (c *Cache) skey(stream uint32, key []byte) []byte {
+	b := append(c.keyBuf[:0], byte(stream>>24), byte(stream>>16), byte(stream>>8), byte(stream))
+	c.keyBuf = append(b, key...)
+	return c.keyBuf
+}
+
+// Pin returns the entry of (stream, key), creating an unloaded one if needed, and protects it
+// from eviction until Unpin.
+func (c *Cache) Pin(stream uint32, key []byte) *Entry {
+	k := c.skey(stream, key)
+	e, ok := c.entries[string(k)]
+	if !ok {
+		e = &Entry{stream: stream, key: bytes.Clone(key), mark: -1, size: entryOverhead + int64(len(key))}
+		c.entries[string(k)] = e
+		c.size += e.size
+	}
+	e.pins++
+	return e
+}
+
+// Unpin releases a Pin.
+func (c *Cache) Unpin(e *Entry) { e.pins-- }
+
+// Apply records state[key][name] = val, or its deletion. The loop calls it for a succeeded
+// batch's writes, in order. The entry must be loaded (a worker loads every key it wrote).
+func (c *Cache) Apply(e *Entry, name, val []byte, del bool) {
+	before := e.size
+	i, ok := e.find(name)
+	if ok {
+		s := &e.slots[i]
+		e.size += int64(len(val) - len(s.val))
+		s.val, s.deleted, s.dirty = val, del, true
+		if del {
+			e.size -= int64(len(val))
+			s.val = nil
+		}
+	} else {
+		if del {
+			val = nil
+		}
+		e.insert(i, slot{name: name, val: val, deleted: del, dirty: true})
+	}
+	c.size += e.size - before
+	c.markDirty(e)
+}
+
+// SetMark records that the key's state now includes every record of its stream up to offset.
+func (c *Cache) SetMark(e *Entry, offset int64) {
+	if offset > e.mark {
+		e.mark = offset
+		e.markDirty = true
+		c.markDirty(e)
+	}
+}
+
+func (c *Cache) markDirty(e *Entry) {
+	if !e.dirty {
+		e.dirty = true
+		c.dirty[e] = struct{}{}
+	}
+}
+
+// Dirty is the number of entries with writes not yet collected.
+func (c *Cache) Dirty() int { return len(c.dirty) }
+
+// Size is the approximate memory the cache holds, in bytes.
+func (c *Cache) Size() int64 { return c.size }
+
+// Len is the number of cached entries.
+func (c *Cache) Len() int { return len(c.entries) }
+
+// Collect appends every dirty entry's writes and mark to cp and marks them clean. The values in
+// cp share memory with the cache; they are never modified in place, only replaced.
+func (c *Cache) Collect(cp *store.Checkpoint) {
+	for e := range c.dirty {
+		kw := store.KeyWrites{Stream: e.stream, Key: e.key, Mark: e.mark}
+		kept := e.slots[:0]
+		for _, s := range e.slots {
+			if s.dirty {
+				kw.Writes = append(kw.Writes, store.Write{Name: s.name, Value: s.val, Delete: s.deleted})
+				s.dirty = false
+			}
+			if s.deleted {
+				e.size -= int64(nameOverhead + len(s.name))
+				c.size -= int64(nameOverhead + len(s.name))
+				continue
+			}
+			kept = append(kept, s)
+		}
+		clear(e.slots[len(kept):])
+		e.slots = kept
+		e.markDirty = false
+		e.dirty = false
+		cp.Keys = append(cp.Keys, kw)
+	}
+	clear(c.dirty)
+}
+
+// Evict drops clean, unpinned entries until the cache is within its budget. Go's map order is
+// random, so eviction samples entries at random.
+func (c *Cache) Evict() int {
+	n := 0
+	for k, e := range c.entries {
+		if c.size <= c.budget {
+			break
+		}
+		if e.pins > 0 || e.dirty {
+			continue
+		}
+		delete(c.entries, k)
+		c.size -= e.size
+		n++
+	}
+	return n
+}

@@ -1,0 +1,15 @@
+// Package statecache keeps a task's state in memory so that the store (Badger) is off the
+// per-record path (S13).
+//
+// The cache holds one Entry per (stream, key): the complete, sorted list of that key's state
+// names and values, loaded from the store on first use. Its single owner is the task's loop
+// goroutine, with one exception that needs no lock: while a key is in a batch in flight, the loop
+// has handed its Entry to that batch's worker, which may Load it and read it; the scheduler
+// guarantees a key is in at most one batch at a time, and the loop touches the Entry again only
+// after the worker's result came back over a channel.
+//
+// Writes are applied by the loop when a batch succeeds (Apply, SetMark). Collect gathers every
+// dirty entry into store writes for a checkpoint; once the checkpoint is durable, Committed
+// releases them for eviction. Eviction removes clean, unpinned entries when the cache holds more
+// than its byte budget; dirty or pinned entries are never evicted.
+package statecache

@@ -1,0 +1,689 @@
+package task
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/modrt"
+	"github.com/wasmstream/wasmstream/host/internal/positions"
+	"github.com/wasmstream/wasmstream/host/internal/sched"
+	"github.com/wasmstream/wasmstream/host/internal/sink"
+	"github.com/wasmstream/wasmstream/host/internal/source"
+	"github.com/wasmstream/wasmstream/host/internal/statecache"
+	"github.com/wasmstream/wasmstream/store"
+)
+
+// Sequencing policies (S7).
+const (
+	PolicyKey       = "key"
+	PolicyPartition = "partition"
+	PolicyNone      = "none"
+	PolicyField     = "field"
+	PolicyHeader    = "header"
+)
+
+// Input is one source of the task, already resolved by the host.
+type Input struct {
+	Name        string
+	Stdin       io.Reader // non-nil: read this stream instead of Path; it cannot be rewound
+	Path        string
+	Format      source.Format
+	HaltOnError bool // a malformed line halts the task instead of going to the dead letters
+}
+
+// Config is everything a Task needs; the host fills it from its own configuration.
+type Config struct {
+	Name        string
+	Module      *modrt.Module
+	GuestConfig []byte
+	OutputNames []string
+	Inputs      []Input
+	Output      *sink.Writer
+	DeadLetter  *sink.Writer
+	Store       *store.DB
+
+	Policy, Field, Header string
+
+	Sched           sched.Config // MaxBatches is set from Workers
+	Workers         int
+	StateCacheBytes int64
+
+	MaxAttempts  int
+	Backoff      time.Duration
+	MaxBackoff   time.Duration
+	OnExhausted  string // "deadletter", "halt" or "skip"
+	Checkpoint   time.Duration
+	ProgressEach time.Duration // how often a progress line is logged; 0 = 10s
+
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// item is the payload of one scheduled record.
+type item struct {
+	rec abi.Record
+	end int64 // byte position just after the record's line (resume token)
+}
+
+// stream is one input of the task as the loop sees it.
+type stream struct {
+	id       uint32
+	in       *Input
+	reader   *source.Reader
+	tracker  *positions.Tracker
+	ends     []endMark // (offset, end) of records added and not yet below a checkpoint
+	durable  store.Position
+	horizon  int64 // highest offset whose effects may be in state
+	replay   int64 // records at or below this offset may have been applied before a crash
+	done     bool  // the reader reached the end of its input
+	closer   io.Closer
+	records  int64 // records read this run
+	skipped  int64 // records skipped because their key's mark showed them applied
+	malform  int64 // malformed lines sent to the dead letters
+	partitio int32
+}
+
+type endMark struct{ offset, end int64 }
+
+// Stats are a task's running figures.
+type Stats struct {
+	Records     int64 // records read this run
+	Processed   int64 // records whose processing completed
+	Outputs     int64
+	Skipped     int64 // records replayed after a restart and skipped as already applied
+	DeadLetters int64
+	Retries     int64
+	Failures    int64 // failed guest calls
+	Checkpoints int64
+}
+
+// Task runs one task. It is created by New and run once by Run.
+type Task struct {
+	cfg     Config
+	log     *slog.Logger
+	sched   *sched.Scheduler[*item]
+	cache   *statecache.Cache
+	streams map[uint32]*stream
+	order   []*stream
+	jobs    chan *job
+	results chan *job
+
+	inflight  map[uint64]*job
+	attempts  map[attemptKey]int
+	pending   int // records pushed to the scheduler and not completed
+	stats     Stats
+	statsMu   sync.Mutex
+	published Stats
+}
+
+type attemptKey struct {
+	stream uint32
+	offset int64
+}
+
+// New prepares a task; it opens nothing and starts no goroutine.
+func New(cfg Config) (*Task, error) {
+	if cfg.Workers <= 0 {
+		cfg.Workers = 1
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ProgressEach == 0 {
+		cfg.ProgressEach = 10 * time.Second
+	}
+	if cfg.Checkpoint <= 0 {
+		cfg.Checkpoint = time.Second
+	}
+	cfg.Sched.MaxBatches = cfg.Workers
+	s, err := sched.New[*item](cfg.Sched)
+	if err != nil {
+		return nil, err
+	}
+	t := &Task{
+		cfg:      cfg,
+		log:      cfg.Logger.With("task", cfg.Name),
+		sched:    s,
+		streams:  map[uint32]*stream{},
+		jobs:     make(chan *job, cfg.Workers),
+		results:  make(chan *job, cfg.Workers),
+		inflight: map[uint64]*job{},
+		attempts: map[attemptKey]int{},
+	}
+	name := cfg.Name
+	db := cfg.Store
+	t.cache = statecache.New(func(st uint32, key []byte, fn func(name, val []byte)) error {
+		return db.Scan(name, st, key, nil, nil, func(n, v []byte) bool { fn(n, v); return true })
+	}, cfg.StateCacheBytes)
+	return t, nil
+}
+
+// Stats returns the task's figures as of its last checkpoint. Safe from any goroutine.
+func (t *Task) Stats() Stats {
+	t.statsMu.Lock()
+	defer t.statsMu.Unlock()
+	return t.published
+}
+
+// Run processes the task's inputs until they are exhausted (nil), ctx is done (nil, after a
+// last checkpoint of everything finished), or the task fails (the error). Every goroutine it
+// starts has stopped when it returns.
+func (t *Task) Run(ctx context.Context) (err error) {
+	readCtx, stopReading := context.WithCancel(ctx)
+	defer stopReading()
+	chunks := make(chan source.Chunk, 2*len(t.cfg.Inputs))
+	var readers sync.WaitGroup
+	defer readers.Wait()
+	defer stopReading()
+	defer func() {
+		for _, st := range t.order {
+			if st.closer != nil {
+				st.closer.Close()
+			}
+		}
+	}()
+	for i := range t.cfg.Inputs {
+		st, err := t.openStream(&t.cfg.Inputs[i])
+		if err != nil {
+			return err
+		}
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			st.reader.Run(readCtx, chunks)
+		}()
+	}
+
+	// Workers run guest calls on their own context: a batch in flight always finishes, so
+	// that stopping never leaves half-applied work behind.
+	workCtx := context.WithoutCancel(ctx)
+	var workers sync.WaitGroup
+	instErr := make(chan error, t.cfg.Workers)
+	for i := 0; i < t.cfg.Workers; i++ {
+		inst, err := t.instantiate(workCtx)
+		if err != nil {
+			close(t.jobs)
+			workers.Wait()
+			return err
+		}
+		workers.Add(1)
+		go func() {
+			defer workers.Done()
+			t.work(workCtx, inst, instErr)
+		}()
+	}
+	defer func() {
+		close(t.jobs)
+		workers.Wait()
+	}()
+
+	err = t.loop(ctx, chunks, instErr)
+	stopReading()
+	// Finish what is in flight, so the last checkpoint covers as much as possible.
+	for len(t.inflight) > 0 {
+		j := <-t.results
+		if ferr := t.finish(j); ferr != nil && err == nil {
+			err = ferr
+		}
+	}
+	if cerr := t.checkpoint(); cerr != nil && err == nil {
+		err = cerr
+	}
+	t.logProgress("stopped")
+	return err
+}
+
+func (t *Task) openStream(in *Input) (*stream, error) {
+	kind := "file"
+	if in.Stdin != nil {
+		kind = "stdin"
+	}
+	name := kind + ":" + in.Name + "/0"
+	id, err := t.cfg.Store.StreamID(t.cfg.Name, name)
+	if err != nil {
+		return nil, err
+	}
+	pos, ok, err := t.cfg.Store.Position(t.cfg.Name, id)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		pos = store.Position{Next: 0, Horizon: -1, Resume: 0}
+	}
+	st := &stream{id: id, in: in, durable: pos, horizon: pos.Horizon, replay: pos.Horizon}
+	var r io.Reader
+	start, resume := pos.Next, pos.Resume
+	if in.Stdin != nil {
+		// Standard input cannot be rewound: its lines continue the numbering after everything
+		// ever applied, so no mark can mistake a new line for an old one.
+		start = max(pos.Next, pos.Horizon+1)
+		resume = 0
+		st.replay = -1
+		r = in.Stdin
+	} else {
+		f, err := os.Open(in.Path)
+		if err != nil {
+			return nil, fmt.Errorf("input %s: %w", in.Name, err)
+		}
+		st.closer = f
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, fmt.Errorf("input %s: %w", in.Name, err)
+		}
+		if fi.Size() < pos.Resume {
+			return nil, fmt.Errorf("input %s: %s holds %d bytes but %d were already processed: the file was replaced or truncated since the last checkpoint", in.Name, in.Path, fi.Size(), pos.Resume)
+		}
+		if _, err := f.Seek(pos.Resume, io.SeekStart); err != nil {
+			return nil, fmt.Errorf("input %s: %w", in.Name, err)
+		}
+		r = f
+	}
+	st.tracker = positions.NewTracker(start)
+	st.reader = source.NewReader(id, r, in.Format, start, resume)
+	t.streams[id] = st
+	t.order = append(t.order, st)
+	t.sched.AddStream(id)
+	if pos.Next > 0 || pos.Horizon >= 0 {
+		t.log.Info("resuming input", "input", in.Name, "line", start, "byte", resume, "replay_through", st.replay)
+	}
+	return st, nil
+}
+
+func (t *Task) instantiate(ctx context.Context) (*modrt.Instance, error) {
+	return t.cfg.Module.Instantiate(ctx, modrt.InstanceConfig{
+		Task:          t.cfg.Name,
+		Config:        t.cfg.GuestConfig,
+		Logger:        t.log,
+		Now:           func() int64 { return t.cfg.Now().UnixMilli() },
+		Outputs:       t.cfg.OutputNames,
+		StatelessOnly: t.cfg.Policy == PolicyNone,
+	})
+}
+
+// loop is the task's event loop: the only goroutine that touches the scheduler, the trackers,
+// the cache's map and the sinks.
+func (t *Task) loop(ctx context.Context, chunks <-chan source.Chunk, instErr <-chan error) error {
+	tick := time.NewTicker(t.cfg.Checkpoint)
+	defer tick.Stop()
+	progress := time.NewTicker(t.cfg.ProgressEach)
+	defer progress.Stop()
+	wake := time.NewTimer(time.Hour)
+	defer wake.Stop()
+	for {
+		if err := t.dispatch(); err != nil {
+			return err
+		}
+		if t.finished() {
+			return nil
+		}
+		if w, ok := t.sched.NextWake(); ok {
+			wake.Reset(max(w.Sub(t.cfg.Now()), time.Millisecond))
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case c := <-chunks:
+			if err := t.ingest(c); err != nil {
+				return err
+			}
+		case j := <-t.results:
+			if err := t.finish(j); err != nil {
+				return err
+			}
+		case err := <-instErr:
+			return err
+		case <-tick.C:
+			if err := t.checkpoint(); err != nil {
+				return err
+			}
+		case <-progress.C:
+			t.logProgress("progress")
+		case <-wake.C:
+		}
+	}
+}
+
+// finished reports whether every input is exhausted and all work is done.
+func (t *Task) finished() bool {
+	if t.pending > 0 || len(t.inflight) > 0 {
+		return false
+	}
+	for _, st := range t.order {
+		if !st.done {
+			return false
+		}
+	}
+	return true
+}
+
+func (t *Task) ingest(c source.Chunk) error {
+	st := t.streams[c.Stream]
+	if c.Err != nil {
+		return fmt.Errorf("input %s: %w", st.in.Name, c.Err)
+	}
+	for i := range c.Records {
+		if err := t.admit(st, &c.Records[i]); err != nil {
+			return err
+		}
+	}
+	if c.Done {
+		st.done = true
+		t.log.Debug("input exhausted", "input", st.in.Name, "records", st.records)
+	}
+	t.applyFlow()
+	return nil
+}
+
+// admit routes one record: to the dead letters if malformed, past the guest if a replay of
+// already applied work, and otherwise into its key's queue.
+func (t *Task) admit(st *stream, r *source.Record) error {
+	st.records++
+	t.stats.Records++
+	if err := st.tracker.Add(r.Offset); err != nil {
+		return fmt.Errorf("input %s: %w", st.in.Name, err)
+	}
+	st.ends = append(st.ends, endMark{r.Offset, r.End})
+	if r.Err != nil {
+		if st.in.HaltOnError {
+			return fmt.Errorf("input %s line %d: %w", st.in.Name, r.Offset+1, r.Err)
+		}
+		st.malform++
+		if err := t.deadLetter(st, r.Offset, nil, r.Raw, r.Err, 0); err != nil {
+			return err
+		}
+		st.tracker.Complete(r.Offset)
+		return nil
+	}
+	key := r.Key
+	seq := string(key)
+	switch t.cfg.Policy {
+	case PolicyPartition:
+		seq = ""
+	case PolicyNone:
+		seq = strconv.FormatInt(r.Offset, 10)
+	case PolicyField:
+		v, err := r.Field(t.cfg.Field)
+		if err != nil {
+			if st.in.HaltOnError {
+				return fmt.Errorf("input %s line %d: %w", st.in.Name, r.Offset+1, err)
+			}
+			st.malform++
+			if err := t.deadLetter(st, r.Offset, nil, r.Raw, err, 0); err != nil {
+				return err
+			}
+			st.tracker.Complete(r.Offset)
+			return nil
+		}
+		key, seq = v, string(v)
+	case PolicyHeader:
+		key, seq = nil, "" // files carry no headers
+	}
+	if r.Offset <= st.replay && t.cfg.Policy != PolicyNone {
+		mark, ok, err := t.cfg.Store.Mark(t.cfg.Name, st.id, key)
+		if err != nil {
+			return err
+		}
+		if ok && r.Offset <= mark {
+			st.skipped++
+			t.stats.Skipped++
+			st.tracker.Complete(r.Offset)
+			return nil
+		}
+	}
+	it := &item{
+		rec: abi.Record{
+			Partition: 0,
+			Offset:    r.Offset,
+			Timestamp: r.Timestamp,
+			Source:    []byte(st.in.Name),
+			Key:       key,
+			Value:     r.Value,
+		},
+		end: r.End,
+	}
+	t.pending++
+	return t.sched.Push(sched.Item[*item]{
+		Stream: st.id, Key: seq, Offset: r.Offset,
+		Size:  len(r.Raw) + 128,
+		Value: it,
+	})
+}
+
+func (t *Task) applyFlow() {
+	for _, fc := range t.sched.Flow() {
+		st := t.streams[fc.Stream]
+		if st == nil {
+			continue
+		}
+		if fc.Paused {
+			st.reader.Pause()
+		} else {
+			st.reader.Resume()
+		}
+	}
+}
+
+// dispatch hands ready batches to idle workers.
+func (t *Task) dispatch() error {
+	for len(t.inflight) < t.cfg.Workers {
+		b, ok := t.sched.Next(t.cfg.Now())
+		if !ok {
+			return nil
+		}
+		j := t.newJob(b)
+		t.inflight[b.ID] = j
+		t.jobs <- j
+	}
+	return nil
+}
+
+// finish applies a finished job: effects on success; retry, dead letter, skip or halt on
+// failure.
+func (t *Task) finish(j *job) error {
+	delete(t.inflight, j.id)
+	defer t.release(j)
+	if j.err == nil {
+		t.apply(j)
+		if err := t.sched.Complete(j.id); err != nil {
+			return err
+		}
+		t.applyFlow()
+		return nil
+	}
+	t.stats.Failures++
+	if len(j.items) > 1 {
+		// Find the failing record: its keys run again, one record per call.
+		t.log.Debug("batch failed; isolating its records", "records", len(j.items), "err", j.err)
+		return t.sched.Retry(j.id, true)
+	}
+	it := j.items[0]
+	st := t.streams[it.Stream]
+	ak := attemptKey{it.Stream, it.Offset}
+	t.attempts[ak]++
+	n := t.attempts[ak]
+	recErr := &RecordError{Input: st.in.Name, Offset: it.Offset, Key: it.Value.rec.Key, Attempts: n, Err: j.err}
+	if n < t.cfg.MaxAttempts {
+		delay := t.backoff(n)
+		t.stats.Retries++
+		t.log.Warn("record failed; retrying its key", "input", st.in.Name, "line", it.Offset+1,
+			"key", string(it.Value.rec.Key), "attempt", n, "retry_in", delay, "err", j.err)
+		if err := t.sched.Retry(j.id, false); err != nil {
+			return err
+		}
+		return t.sched.Delay(it.Stream, it.Key, t.cfg.Now().Add(delay))
+	}
+	delete(t.attempts, ak)
+	switch t.cfg.OnExhausted {
+	case "halt":
+		return recErr
+	case "skip":
+		t.log.Error("record failed on every attempt; skipped as configured", "input", st.in.Name,
+			"line", it.Offset+1, "key", string(it.Value.rec.Key), "attempts", n, "err", j.err)
+	default:
+		t.log.Error("record failed on every attempt; sent to the dead letters", "input", st.in.Name,
+			"line", it.Offset+1, "key", string(it.Value.rec.Key), "attempts", n, "err", j.err)
+		if err := t.deadLetter(st, it.Offset, it.Value.rec.Key, it.Value.rec.Value, j.err, n); err != nil {
+			return err
+		}
+	}
+	st.tracker.Complete(it.Offset)
+	t.pending--
+	t.stats.Processed++
+	if err := t.sched.Complete(j.id); err != nil {
+		return err
+	}
+	t.applyFlow()
+	return nil
+}
+
+func (t *Task) backoff(attempt int) time.Duration {
+	d := t.cfg.Backoff
+	for i := 1; i < attempt && d < t.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, t.cfg.MaxBackoff)
+}
+
+// apply makes a succeeded job's effects part of the task's state and outputs.
+func (t *Task) apply(j *job) {
+	for gi := range j.groups {
+		g := &j.groups[gi]
+		st := t.streams[g.stream]
+		for _, w := range g.effects.Writes {
+			t.cache.Apply(g.entries[string(w.Key)], w.Name, w.Value, w.Delete)
+		}
+		if len(g.effects.Writes) > 0 {
+			for key, last := range g.lastOffset {
+				t.cache.SetMark(g.entries[key], last)
+			}
+		}
+		for _, o := range g.effects.Outputs {
+			var hs []sink.Header
+			for _, h := range o.Headers {
+				hs = append(hs, sink.Header{Name: h.Name, Value: h.Value})
+			}
+			t.cfg.Output.WriteOutput(o.Name, o.Key, o.Value, o.Timestamp, hs)
+			t.stats.Outputs++
+		}
+		for _, r := range g.recs {
+			if st != nil {
+				st.tracker.Complete(r.Offset)
+			}
+			delete(t.attempts, attemptKey{g.stream, r.Offset})
+		}
+		t.pending -= len(g.recs)
+		t.stats.Processed += int64(len(g.recs))
+	}
+}
+
+// checkpoint makes outputs durable, then commits state, marks and positions in the store (S9).
+func (t *Task) checkpoint() error {
+	if err := t.cfg.Output.Flush(); err != nil {
+		return err
+	}
+	if err := t.cfg.DeadLetter.Flush(); err != nil {
+		return err
+	}
+	cp := store.Checkpoint{Task: t.cfg.Name}
+	t.cache.Collect(&cp)
+	for _, st := range t.order {
+		next := st.tracker.Committable()
+		pos := st.durable
+		pos.Next = next
+		i := 0
+		for i < len(st.ends) && st.ends[i].offset < next {
+			pos.Resume = st.ends[i].end
+			i++
+		}
+		st.ends = st.ends[:copy(st.ends, st.ends[i:])]
+		if h := st.tracker.Horizon(); h > st.horizon {
+			st.horizon = h
+		}
+		pos.Horizon = st.horizon
+		if st.in.Stdin != nil {
+			pos.Resume = 0
+		}
+		if pos != st.durable {
+			cp.Positions = append(cp.Positions, store.StreamPosition{Stream: st.id, Position: pos})
+		}
+	}
+	if len(cp.Keys) == 0 && len(cp.Positions) == 0 {
+		return nil
+	}
+	if err := t.cfg.Store.Commit(&cp); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	for _, sp := range cp.Positions {
+		t.streams[sp.Stream].durable = sp.Position
+	}
+	t.stats.Checkpoints++
+	t.cache.Evict()
+	t.statsMu.Lock()
+	t.published = t.stats
+	t.statsMu.Unlock()
+	return nil
+}
+
+func (t *Task) deadLetter(st *stream, offset int64, key, value []byte, cause error, attempts int) error {
+	t.stats.DeadLetters++
+	b := []byte(`{"task":`)
+	b = sink.AppendString(b, t.cfg.Name)
+	b = append(b, `,"input":`...)
+	b = sink.AppendString(b, st.in.Name)
+	b = append(b, `,"partition":0,"offset":`...)
+	b = strconv.AppendInt(b, offset, 10)
+	b = append(b, `,"line":`...)
+	b = strconv.AppendInt(b, offset+1, 10)
+	b = append(b, `,"attempts":`...)
+	b = strconv.AppendInt(b, int64(attempts), 10)
+	b = append(b, `,"error":`...)
+	b = sink.AppendString(b, cause.Error())
+	if key != nil {
+		b = append(b, `,"key":`...)
+		b = sink.AppendString(b, string(key))
+	}
+	b = append(b, `,"record":`...)
+	b = sink.AppendString(b, string(value))
+	b = append(b, '}')
+	return t.cfg.DeadLetter.WriteLine(b)
+}
+
+func (t *Task) logProgress(msg string) {
+	var committed []any
+	for _, st := range t.order {
+		committed = append(committed, st.in.Name, st.tracker.Committable())
+	}
+	t.log.Info(msg, "records", t.stats.Records, "processed", t.stats.Processed,
+		"outputs", t.stats.Outputs, "skipped_replayed", t.stats.Skipped, "dead_letters", t.stats.DeadLetters,
+		"retries", t.stats.Retries, "checkpoints", t.stats.Checkpoints, "state_keys_cached", t.cache.Len(),
+		slog.Group("committed_line", committed...))
+}
+
+// RecordError is a record that failed on every attempt with OnExhausted "halt".
+type RecordError struct {
+	Input    string
+	Offset   int64
+	Key      []byte
+	Attempts int
+	Err      error
+}
+
+func (e *RecordError) Error() string {
+	return fmt.Sprintf("input %s line %d key %q failed %d times; halting as configured: %v",
+		e.Input, e.Offset+1, e.Key, e.Attempts, e.Err)
+}
+
+func (e *RecordError) Unwrap() error { return e.Err }
+
+var errStopped = errors.New("task stopped")

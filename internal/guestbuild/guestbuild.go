@@ -1,0 +1,164 @@
+// Package guestbuild builds the repository's guest modules from source for tests and
+// benchmarks, so that every test runs real wasm compiled from the code in the repository.
+//
+// Builds go to a directory shared by the packages of one `go test` run (the repository's
+// .build/test directory) and are reused when the output is newer than every source file, so a
+// module is compiled once per change, not once per test.
+package guestbuild
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+var mu sync.Mutex
+
+// Root returns the repository's root directory.
+func Root() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
+}
+
+func outDir(tb testing.TB) string {
+	dir := filepath.Join(Root(), ".build", "test")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
+}
+
+// Go builds the Go guest in examples/wasm/<pkg> (e.g. "wordcount" or "testguests/trapper")
+// with standard Go for wasip1 and returns the .wasm path.
+func Go(tb testing.TB, pkg string) string {
+	tb.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	src := filepath.Join(Root(), "examples", "wasm")
+	out := filepath.Join(outDir(tb), strings.ReplaceAll(pkg, "/", "_")+".wasm")
+	if fresh(out, filepath.Join(src, pkg), filepath.Join(Root(), "guest-sdk", "go"), filepath.Join(Root(), "abi")) {
+		return out
+	}
+	// Several test binaries may build at once: build aside, then rename into place.
+	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
+	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", tmp, "./"+pkg)
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("building Go guest %s: %v\n%s", pkg, err, b)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+// Rust builds the Rust guest crate examples/wasm/<crate> for wasm32-unknown-unknown with the
+// system's rustc and returns the .wasm path. It fails the test when the toolchain is missing:
+// the README's set-up installs it.
+func Rust(tb testing.TB, crate string) string {
+	tb.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	src := filepath.Join(Root(), "examples", "wasm", crate)
+	name := strings.ReplaceAll(crate, "-", "_")
+	out := filepath.Join(outDir(tb), name+".wasm")
+	if fresh(out, src, filepath.Join(Root(), "guest-sdk", "rust")) {
+		return out
+	}
+	target := filepath.Join(outDir(tb), "cargo-target")
+	cargo, rustc := RustToolchain()
+	cmd := exec.Command(cargo, "build", "--release", "--target", "wasm32-unknown-unknown", "--target-dir", target)
+	cmd.Dir = src
+	cmd.Env = append(os.Environ(), "RUSTC="+rustc, "CARGO_NET_OFFLINE=true")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("building Rust guest %s (install rustc, cargo and libstd-rust-dev-wasm32): %v\n%s", crate, err, b)
+	}
+	built := filepath.Join(target, "wasm32-unknown-unknown", "release", name+".wasm")
+	b, err := os.ReadFile(built)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
+	if err := os.WriteFile(tmp, b, 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+// RustToolchain returns the cargo and rustc to build wasm guests with: the system's
+// (/usr/bin), whose standard library has the wasm target, when present; otherwise whatever is
+// on PATH.
+func RustToolchain() (cargo, rustc string) {
+	cargo, rustc = "cargo", "rustc"
+	if _, err := os.Stat("/usr/bin/cargo"); err == nil {
+		cargo = "/usr/bin/cargo"
+	}
+	if _, err := os.Stat("/usr/bin/rustc"); err == nil {
+		rustc = "/usr/bin/rustc"
+	}
+	return cargo, rustc
+}
+
+// fresh reports whether out exists and is newer than every file under the source dirs.
+func fresh(out string, dirs ...string) bool {
+	st, err := os.Stat(out)
+	if err != nil {
+		return false
+	}
+	built := st.ModTime()
+	newer := false
+	for _, d := range dirs {
+		filepath.WalkDir(d, func(path string, de os.DirEntry, err error) error {
+			if err != nil || newer {
+				return filepath.SkipDir
+			}
+			if de.IsDir() && (de.Name() == "target" || strings.HasPrefix(de.Name(), ".")) {
+				return filepath.SkipDir
+			}
+			if info, err := de.Info(); err == nil && !de.IsDir() && info.ModTime().After(built) {
+				newer = true
+			}
+			return nil
+		})
+	}
+	return !newer
+}
+
+// Binary builds the wasmstream command into the test build directory and returns its path.
+func Binary(tb testing.TB) string {
+	tb.Helper()
+	mu.Lock()
+	defer mu.Unlock()
+	out := filepath.Join(outDir(tb), "wasmstream")
+	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
+	start := time.Now()
+	cmd := exec.Command("go", "build", "-o", tmp, "./cmd/wasmstream")
+	cmd.Dir = Root()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("building wasmstream: %v\n%s", err, b)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Logf("built wasmstream in %s", time.Since(start).Round(time.Millisecond))
+	return out
+}
+
+// Describe is for failure messages: the module's path relative to the repository.
+func Describe(path string) string {
+	rel, err := filepath.Rel(Root(), path)
+	if err != nil {
+		return path
+	}
+	return fmt.Sprint(rel)
+}
