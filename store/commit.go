@@ -1,0 +1,291 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// DropMark, as KeyWrites.Mark, deletes the key's applied mark instead of
+// setting it. Drop a mark only when it is below the stream's durable
+// Position.Next, that is the Next of a checkpoint that has already been
+// committed (not the one being committed): replay never reaches such offsets,
+// so the mark is no longer needed.
+const DropMark int64 = -1
+
+// Checkpoint is everything one Commit writes for a task.
+type Checkpoint struct {
+	// Task names the task; see ErrInvalidName.
+	Task string
+	// Keys holds the dirty keys, at most one entry per (stream, key).
+	Keys []KeyWrites
+	// Positions holds new positions, at most one entry per stream. They are
+	// written after every key, in the last transaction of the Commit.
+	Positions []StreamPosition
+}
+
+// KeyWrites is the change of one (stream, key) in a checkpoint: its name
+// writes and its new applied mark, committed together atomically.
+type KeyWrites struct {
+	// Stream is a stream ID from DB.StreamID (never 0).
+	Stream uint32
+	// Key is the record key; any bytes, possibly empty.
+	Key []byte
+	// Mark is the key's new applied mark (≥ 0): the highest offset of this key
+	// whose effects are in the state written by this checkpoint. DropMark
+	// deletes the mark.
+	Mark int64
+	// Writes are applied in order; a later write of the same name wins.
+	Writes []Write
+}
+
+// Write sets or deletes one name of a key.
+type Write struct {
+	// Name is the name within the key's map; any bytes, possibly empty.
+	Name []byte
+	// Value is the new value; ignored if Delete.
+	Value []byte
+	// Delete removes Name.
+	Delete bool
+}
+
+// StreamPosition is the new position of one stream in a checkpoint.
+type StreamPosition struct {
+	// Stream is a stream ID from DB.StreamID (never 0).
+	Stream   uint32
+	Position Position
+}
+
+// entryOverhead over-approximates Badger's per-entry transaction accounting
+// (key + value + 2 meta bytes + 10 version bytes), so that the checkpoint
+// splitter's estimate is never below Badger's.
+const entryOverhead = 12
+
+// Commit writes cp durably (fsynced only with Options.SyncWrites): as one
+// atomic Badger transaction when it fits within Options.MaxTxnBytes and
+// Options.MaxTxnEntries, otherwise as several transactions split between key
+// groups, with the positions in the last one (see the package documentation
+// for why that is crash-safe). Commit does not retain cp or any slice in it
+// after it returns; the caller must not modify them during the call.
+//
+// Commit validates cp before writing anything: it returns an error wrapping
+// ErrInvalidCheckpoint for a malformed checkpoint and a *KeyError wrapping
+// ErrKeyTooLarge for a key and name too long. It returns a *KeyError wrapping
+// ErrTxnTooBig when the writes of a single key do not fit in one Badger
+// transaction, and ErrReadOnly on a read-only DB.
+//
+// If Commit fails after writing has started, some key groups may be committed
+// and the positions are not: the store is in the same consistent state a
+// crash would leave. Committing the same checkpoint again is harmless.
+//
+// Commits are serialised.
+func (db *DB) Commit(cp *Checkpoint) error {
+	if err := validTask(cp.Task); err != nil {
+		return err
+	}
+	if err := validateCheckpoint(cp); err != nil {
+		return err
+	}
+	if err := db.enter(); err != nil {
+		return err
+	}
+	defer db.leave()
+	if db.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	db.commitMu.Lock()
+	defer db.commitMu.Unlock()
+
+	w := txnWriter{db: db, txn: db.bdb.NewTransaction(true)}
+	defer func() { w.txn.Discard() }()
+	for i := range cp.Keys {
+		kw := &cp.Keys[i]
+		entries, size := keyGroupSize(cp.Task, kw)
+		if err := w.reserve(entries, size); err != nil {
+			return err
+		}
+		if err := w.writeKey(cp.Task, kw); err != nil {
+			return err
+		}
+	}
+	if len(cp.Positions) > 0 {
+		posSize := len(cp.Positions) * (positionKeyLen(cp.Task) + positionValueLen + entryOverhead)
+		if err := w.reserve(len(cp.Positions), posSize); err != nil {
+			return err
+		}
+		for _, sp := range cp.Positions {
+			k := appendPositionKey(w.alloc(positionKeyLen(cp.Task)), cp.Task, sp.Stream)
+			v := appendPosition(w.alloc(positionValueLen), sp.Position)
+			if err := w.txn.Set(k, v); err != nil {
+				return fmt.Errorf("store: commit: stream %d position: %w", sp.Stream, err)
+			}
+		}
+	}
+	return w.flush()
+}
+
+func positionKeyLen(task string) int { return taskPrefixOverhead + len(task) + streamPartLen }
+
+// keyGroupSize estimates the entries and bytes of one key group in a Badger
+// transaction, never below Badger's own accounting.
+func keyGroupSize(task string, kw *KeyWrites) (entries, size int) {
+	size = markKeyLen(task, kw.Key) + markValueLen + entryOverhead
+	for i := range kw.Writes {
+		wr := &kw.Writes[i]
+		size += stateKeyLen(task, kw.Key, wr.Name) + entryOverhead
+		if !wr.Delete {
+			size += len(wr.Value)
+		}
+	}
+	return len(kw.Writes) + 1, size
+}
+
+// validateCheckpoint checks everything Commit can check before writing.
+func validateCheckpoint(cp *Checkpoint) error {
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("%w: task %q: "+format, append([]any{ErrInvalidCheckpoint, cp.Task}, args...)...)
+	}
+	var seen map[string]struct{}
+	if len(cp.Keys) > 1 {
+		seen = make(map[string]struct{}, len(cp.Keys))
+	}
+	var buf []byte
+	for i := range cp.Keys {
+		kw := &cp.Keys[i]
+		keyErr := func(err error) error {
+			return &KeyError{Task: cp.Task, Stream: kw.Stream, Key: kw.Key, Err: err}
+		}
+		switch {
+		case kw.Stream == 0:
+			return keyErr(fmt.Errorf("%w: stream ID 0", ErrInvalidCheckpoint))
+		case kw.Mark < DropMark:
+			return keyErr(fmt.Errorf("%w: mark %d < DropMark", ErrInvalidCheckpoint, kw.Mark))
+		case markKeyLen(cp.Task, kw.Key) > maxBadgerKey:
+			return keyErr(fmt.Errorf("%w: key of %d bytes", ErrKeyTooLarge, len(kw.Key)))
+		}
+		for j := range kw.Writes {
+			if n := len(cp.Task) + len(kw.Key) + len(kw.Writes[j].Name); n > MaxStateKeyLen {
+				return keyErr(fmt.Errorf("%w: task, key and name of %d bytes > %d", ErrKeyTooLarge, n, MaxStateKeyLen))
+			}
+		}
+		if seen != nil {
+			buf = binary.BigEndian.AppendUint32(buf[:0], kw.Stream)
+			buf = append(buf, kw.Key...)
+			if _, dup := seen[string(buf)]; dup {
+				return keyErr(fmt.Errorf("%w: key appears twice", ErrInvalidCheckpoint))
+			}
+			seen[string(buf)] = struct{}{}
+		}
+	}
+	for i, sp := range cp.Positions {
+		switch {
+		case sp.Stream == 0:
+			return invalid("position of stream ID 0")
+		case sp.Position.Next < 0 || sp.Position.Horizon < -1:
+			return invalid("stream %d: position %+v out of range", sp.Stream, sp.Position)
+		}
+		for _, prev := range cp.Positions[:i] {
+			if prev.Stream == sp.Stream {
+				return invalid("stream %d: two positions", sp.Stream)
+			}
+		}
+	}
+	return nil
+}
+
+// txnWriter fills Badger transactions for one Commit, starting a new one
+// between key groups when the current one is full.
+type txnWriter struct {
+	db      *DB
+	txn     *badger.Txn
+	entries int // estimated entries in txn
+	size    int // estimated bytes in txn
+	index   int // transactions committed so far
+	arena   []byte
+}
+
+// reserve makes room for a key group of the given estimated size, committing
+// the current transaction first if the group does not fit and the transaction
+// is not empty. A group larger than the limits gets a transaction of its own.
+func (w *txnWriter) reserve(entries, size int) error {
+	o := &w.db.opts
+	if w.entries > 0 && (w.entries+entries > o.MaxTxnEntries || w.size+size > o.MaxTxnBytes) {
+		if err := w.flush(); err != nil {
+			return err
+		}
+		w.txn = w.db.bdb.NewTransaction(true)
+	}
+	w.entries += entries
+	w.size += size
+	return nil
+}
+
+// flush commits the current transaction.
+func (w *txnWriter) flush() error {
+	if hook := w.db.opts.beforeTxn; hook != nil {
+		if err := hook(w.index); err != nil {
+			return err
+		}
+	}
+	if err := w.txn.Commit(); err != nil {
+		return fmt.Errorf("store: commit transaction %d: %w", w.index, err)
+	}
+	w.index++
+	w.entries, w.size = 0, 0
+	w.arena = nil // the committed transaction no longer references it
+	return nil
+}
+
+// writeKey adds one key group to the current transaction.
+func (w *txnWriter) writeKey(task string, kw *KeyWrites) error {
+	fail := func(err error) error {
+		if errors.Is(err, badger.ErrTxnTooBig) {
+			err = fmt.Errorf("%w: %w", ErrTxnTooBig, err)
+		}
+		return &KeyError{Task: task, Stream: kw.Stream, Key: kw.Key, Err: err}
+	}
+	prefix := appendStateKeyPrefix(w.alloc(stateKeyLen(task, kw.Key, nil)), task, kw.Stream, kw.Key)
+	for i := range kw.Writes {
+		wr := &kw.Writes[i]
+		k := append(w.alloc(len(prefix)+len(wr.Name)), prefix...)
+		k = append(k, wr.Name...)
+		var err error
+		if wr.Delete {
+			err = w.txn.Delete(k)
+		} else {
+			err = w.txn.Set(k, wr.Value)
+		}
+		if err != nil {
+			return fail(err)
+		}
+	}
+	mk := appendMarkKey(w.alloc(markKeyLen(task, kw.Key)), task, kw.Stream, kw.Key)
+	var err error
+	if kw.Mark == DropMark {
+		err = w.txn.Delete(mk)
+	} else {
+		err = w.txn.Set(mk, appendI64(w.alloc(markValueLen), kw.Mark))
+	}
+	if err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// alloc returns an empty slice with capacity n carved from an arena, so that
+// the many small keys of a transaction share a few allocations. Badger keeps
+// references to keys and values until the transaction commits.
+func (w *txnWriter) alloc(n int) []byte {
+	const chunk = 64 << 10
+	if cap(w.arena)-len(w.arena) < n {
+		if n > chunk/4 {
+			return make([]byte, 0, n)
+		}
+		w.arena = make([]byte, 0, chunk)
+	}
+	l := len(w.arena)
+	w.arena = w.arena[:l+n]
+	return w.arena[l : l : l+n]
+}

@@ -1,0 +1,264 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+)
+
+// workload returns a deterministic series of checkpoints over three streams
+// of task "t": sets, overwrites, deletes, empty keys and names, values of
+// varied sizes, dropped marks and positions.
+func workload(streams []uint32) []*Checkpoint {
+	var cps []*Checkpoint
+	for round := range 4 {
+		cp := &Checkpoint{Task: "t"}
+		for si, s := range streams {
+			for k := range 60 {
+				if (k+round)%3 == 0 {
+					continue // not dirty this round
+				}
+				kw := KeyWrites{Stream: s, Key: []byte(fmt.Sprintf("key-%d", k)), Mark: int64(100*round + k)}
+				if k == 0 {
+					kw.Key = nil
+				}
+				nwrites := 1 + (k*7+round)%9 // up to 9 writes: some groups exceed tiny limits alone
+				for w := range nwrites {
+					name := fmt.Sprintf("n%d", w)
+					if w == 0 && k%5 == 0 {
+						name = ""
+					}
+					if (w+k+round)%4 == 0 && round > 0 {
+						kw.Writes = append(kw.Writes, del(name))
+						continue
+					}
+					value := strings.Repeat(string(rune('a'+si)), (k*w+round)%300)
+					kw.Writes = append(kw.Writes, set(name, fmt.Sprintf("r%d:%s", round, value)))
+				}
+				if round == 3 && k%10 == 1 {
+					kw.Mark = DropMark
+				}
+				cp.Keys = append(cp.Keys, kw)
+			}
+			cp.Positions = append(cp.Positions, StreamPosition{s, Position{Next: int64(10 * round), Horizon: int64(10*round + 5), Resume: int64(round)}})
+		}
+		cps = append(cps, cp)
+	}
+	return cps
+}
+
+// TestSplitCommitEquivalence commits the same checkpoints as single
+// transactions and split into many small ones, and checks that both stores
+// end up byte-for-byte identical.
+func TestSplitCommitEquivalence(t *testing.T) {
+	run := func(opts Options) (dump map[string]string, txnsPerCommit []int) {
+		db := openTestDB(t, opts)
+		var streams []uint32
+		for _, name := range []string{"file:a/0", "file:a/1", "kafka:b/0"} {
+			streams = append(streams, mustStreamID(t, db, "t", name))
+		}
+		txns := 0
+		db.opts.beforeTxn = func(int) error { txns++; return nil }
+		for _, cp := range workload(streams) {
+			txns = 0
+			mustCommit(t, db, cp)
+			txnsPerCommit = append(txnsPerCommit, txns)
+		}
+		return dumpDB(t, db), txnsPerCommit
+	}
+	whole, wholeTxns := run(Options{})
+	split, splitTxns := run(Options{MaxTxnEntries: 5, MaxTxnBytes: 600})
+	for i := range wholeTxns {
+		if wholeTxns[i] != 1 {
+			t.Errorf("checkpoint %d with default limits took %d transactions, want 1", i, wholeTxns[i])
+		}
+		if splitTxns[i] < 50 {
+			t.Errorf("checkpoint %d with tiny limits took %d transactions, want many", i, splitTxns[i])
+		}
+	}
+	if len(whole) < 300 {
+		t.Fatalf("workload left only %d records; the test is too weak", len(whole))
+	}
+	if !maps.Equal(whole, split) {
+		for k, v := range whole {
+			if split[k] != v {
+				t.Errorf("key %x: whole %q, split %q", k, v, split[k])
+			}
+		}
+		for k := range split {
+			if _, ok := whole[k]; !ok {
+				t.Errorf("key %x only in the split store", k)
+			}
+		}
+	}
+}
+
+// TestCrashBetweenTxns stops a split checkpoint after k transactions, for
+// every k, as a crash would, and checks the invariant: every key's state
+// matches its mark (all old or all new) and the positions are old until the
+// last transaction has committed.
+func TestCrashBetweenTxns(t *testing.T) {
+	const nkeys = 20
+	errCrash := errors.New("simulated crash")
+	old := func(s uint32) *Checkpoint {
+		cp := &Checkpoint{Task: "t", Positions: []StreamPosition{{s, Position{Next: 10, Horizon: 15, Resume: 1}}}}
+		for i := range nkeys {
+			cp.Keys = append(cp.Keys, KeyWrites{Stream: s, Key: []byte(fmt.Sprint(i)), Mark: int64(100 + i),
+				Writes: []Write{set("v", fmt.Sprint("old-", i)), set("x", "old")}})
+		}
+		return cp
+	}
+	next := func(s uint32) *Checkpoint {
+		cp := &Checkpoint{Task: "t", Positions: []StreamPosition{{s, Position{Next: 20, Horizon: 25, Resume: 2}}}}
+		for i := range nkeys {
+			cp.Keys = append(cp.Keys, KeyWrites{Stream: s, Key: []byte(fmt.Sprint(i)), Mark: int64(200 + i),
+				Writes: []Write{set("v", fmt.Sprint("new-", i)), set("w", "new"), del("x")}})
+		}
+		return cp
+	}
+	opts := Options{MaxTxnEntries: 8} // two key groups of 4 entries per transaction
+
+	prevNew := -1
+	for k := 0; ; k++ {
+		dir := t.TempDir()
+		db := openTestDBAt(t, dir, opts)
+		s := mustStreamID(t, db, "t", "s")
+		mustCommit(t, db, old(s))
+		db.opts.beforeTxn = func(i int) error {
+			if i == k {
+				return errCrash
+			}
+			return nil
+		}
+		err := db.Commit(next(s))
+		finished := err == nil
+		if !finished && !errors.Is(err, errCrash) {
+			t.Fatalf("k=%d: Commit: %v", k, err)
+		}
+		mustClose(t, db)
+
+		db = openTestDBAt(t, dir, Options{ReadOnly: true})
+		newKeys := 0
+		for i := range nkeys {
+			key := fmt.Sprint(i)
+			v, x, w := getString(t, db, "t", s, key, "v"), getString(t, db, "t", s, key, "x"), getString(t, db, "t", s, key, "w")
+			mark, ok, err := db.Mark("t", s, []byte(key))
+			if err != nil || !ok {
+				t.Fatalf("k=%d key %s: Mark = %d, %v, %v", k, key, mark, ok, err)
+			}
+			switch {
+			case v == "old-"+key && x == "old" && w == "<none>" && mark == int64(100+i):
+			case v == "new-"+key && x == "<none>" && w == "new" && mark == int64(200+i):
+				newKeys++
+			default:
+				t.Errorf("k=%d key %s: inconsistent: v=%q x=%q w=%q mark=%d", k, key, v, x, w, mark)
+			}
+		}
+		pos, _, err := db.Position("t", s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantNext := int64(10)
+		if finished {
+			wantNext = 20
+		}
+		if pos.Next != wantNext {
+			t.Errorf("k=%d: Position.Next = %d, want %d (finished=%v)", k, pos.Next, wantNext, finished)
+		}
+		if newKeys < prevNew {
+			t.Errorf("k=%d: %d new keys, fewer than %d after fewer transactions", k, newKeys, prevNew)
+		}
+		if k == 0 && newKeys != 0 {
+			t.Errorf("k=0: %d new keys before any transaction committed", newKeys)
+		}
+		prevNew = newKeys
+		mustClose(t, db)
+		if finished {
+			if newKeys != nkeys {
+				t.Errorf("finished commit left %d of %d keys new", newKeys, nkeys)
+			}
+			if k < 5 {
+				t.Errorf("checkpoint took %d transactions, want at least 5 with these limits", k+1)
+			}
+			break
+		}
+		if k > 100 {
+			t.Fatal("Commit never finished")
+		}
+	}
+}
+
+func TestCommitKeyTooBigForOneTxn(t *testing.T) {
+	// Badger limits a transaction to 15% of a memtable: about 154 KiB here.
+	db := openTestDB(t, Options{MemTableSize: 1 << 20})
+	s := mustStreamID(t, db, "t", "s")
+	big := KeyWrites{Stream: s, Key: []byte("big"), Mark: 1}
+	for i := range 200 {
+		big.Writes = append(big.Writes, set(fmt.Sprint(i), strings.Repeat("x", 1024)))
+	}
+	// A group over the store's own limit but within Badger's is committed in
+	// a transaction of its own.
+	fits := KeyWrites{Stream: s, Key: []byte("fits"), Mark: 1, Writes: big.Writes[:100]}
+	mustCommit(t, db, &Checkpoint{Task: "t", Keys: []KeyWrites{
+		{Stream: s, Key: []byte("small"), Mark: 1, Writes: []Write{set("n", "v")}}, fits,
+	}})
+	if got := getString(t, db, "t", s, "fits", "99"); len(got) != 1024 {
+		t.Errorf("value of the large group = %d bytes, want 1024", len(got))
+	}
+
+	err := db.Commit(&Checkpoint{Task: "t", Keys: []KeyWrites{big}})
+	var ke *KeyError
+	if !errors.Is(err, ErrTxnTooBig) || !errors.As(err, &ke) || string(ke.Key) != "big" || ke.Stream != s {
+		t.Fatalf("Commit of an oversized key group: error = %v, want *KeyError for key big wrapping ErrTxnTooBig", err)
+	}
+	if got := getString(t, db, "t", s, "big", "0"); got != "<none>" {
+		t.Errorf("oversized group partly written: Get = %q", got)
+	}
+}
+
+func TestCommitValidation(t *testing.T) {
+	db := openTestDB(t, Options{InMemory: true})
+	s := mustStreamID(t, db, "t", "s")
+	good := KeyWrites{Stream: s, Key: []byte("good"), Mark: 1, Writes: []Write{set("n", "v")}}
+	tooLong := make([]byte, MaxStateKeyLen-len("t")) // plus a 1-byte name: one over
+	tests := []struct {
+		name    string
+		cp      Checkpoint
+		want    error
+		wantKey bool // a *KeyError
+	}{
+		{name: "stream 0", cp: Checkpoint{Keys: []KeyWrites{good, {Stream: 0, Key: []byte("k")}}}, want: ErrInvalidCheckpoint, wantKey: true},
+		{name: "mark below DropMark", cp: Checkpoint{Keys: []KeyWrites{good, {Stream: s, Key: []byte("k"), Mark: -2}}}, want: ErrInvalidCheckpoint, wantKey: true},
+		{name: "duplicate key", cp: Checkpoint{Keys: []KeyWrites{good, {Stream: s, Key: []byte("k")}, {Stream: s, Key: []byte("k")}}}, want: ErrInvalidCheckpoint, wantKey: true},
+		{name: "duplicate empty key", cp: Checkpoint{Keys: []KeyWrites{good, {Stream: s, Key: nil}, {Stream: s, Key: []byte{}}}}, want: ErrInvalidCheckpoint, wantKey: true},
+		{name: "key and name too long", cp: Checkpoint{Keys: []KeyWrites{good, {Stream: s, Key: tooLong, Writes: []Write{set("n", "")}}}}, want: ErrKeyTooLarge, wantKey: true},
+		{name: "position stream 0", cp: Checkpoint{Keys: []KeyWrites{good}, Positions: []StreamPosition{{0, Position{}}}}, want: ErrInvalidCheckpoint},
+		{name: "negative next", cp: Checkpoint{Keys: []KeyWrites{good}, Positions: []StreamPosition{{s, Position{Next: -1}}}}, want: ErrInvalidCheckpoint},
+		{name: "horizon below -1", cp: Checkpoint{Keys: []KeyWrites{good}, Positions: []StreamPosition{{s, Position{Horizon: -2}}}}, want: ErrInvalidCheckpoint},
+		{name: "two positions of a stream", cp: Checkpoint{Keys: []KeyWrites{good}, Positions: []StreamPosition{{s, Position{}}, {s, Position{}}}}, want: ErrInvalidCheckpoint},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.cp.Task = "t"
+			err := db.Commit(&tt.cp)
+			if !errors.Is(err, tt.want) {
+				t.Fatalf("Commit error = %v, want %v", err, tt.want)
+			}
+			var ke *KeyError
+			if errors.As(err, &ke) != tt.wantKey {
+				t.Errorf("Commit error %v: *KeyError = %v, want %v", err, ke != nil, tt.wantKey)
+			}
+			if got := getString(t, db, "t", s, "good", "n"); got != "<none>" {
+				t.Errorf("invalid checkpoint was partly written: Get(good) = %q", got)
+			}
+		})
+	}
+	// Exactly at the limit is accepted.
+	atLimit := tooLong[1:]
+	mustCommit(t, db, &Checkpoint{Task: "t", Keys: []KeyWrites{{Stream: s, Key: atLimit, Mark: 1, Writes: []Write{set("n", "v")}}}})
+	if v, ok, err := db.Get("t", s, atLimit, []byte("n")); err != nil || !ok || string(v) != "v" {
+		t.Errorf("Get at the key limit = %q, %v, %v", v, ok, err)
+	}
+}

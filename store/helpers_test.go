@@ -1,0 +1,220 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// openTestDB opens a store in a new temporary directory (or in memory with
+// opts.InMemory). On cleanup it checks the store's consistency (checkDB) and
+// closes it, unless the test closed it.
+func openTestDB(t testing.TB, opts Options) *DB {
+	t.Helper()
+	if opts.InMemory {
+		return openTestDBAt(t, "", opts)
+	}
+	return openTestDBAt(t, t.TempDir(), opts)
+}
+
+// openTestDBAt is openTestDB on a given directory (for reopening).
+func openTestDBAt(t testing.TB, dir string, opts Options) *DB {
+	t.Helper()
+	db, err := Open(dir, opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		db.mu.RLock()
+		closed := db.closed
+		db.mu.RUnlock()
+		if closed {
+			return
+		}
+		if err := checkDB(db); err != nil {
+			t.Errorf("store inconsistent at cleanup: %v", err)
+		}
+		if err := db.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+	})
+	return db
+}
+
+// mustClose closes db, failing the test on error.
+func mustClose(t testing.TB, db *DB) {
+	t.Helper()
+	if err := db.Close(); err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
+
+// mustStreamID returns the stream ID of (task, stream), failing the test on error.
+func mustStreamID(t testing.TB, db *DB, task, stream string) uint32 {
+	t.Helper()
+	id, err := db.StreamID(task, stream)
+	if err != nil {
+		t.Fatalf("StreamID(%q, %q): %v", task, stream, err)
+	}
+	return id
+}
+
+// mustCommit commits cp, failing the test on error.
+func mustCommit(t testing.TB, db *DB, cp *Checkpoint) {
+	t.Helper()
+	if err := db.Commit(cp); err != nil {
+		t.Fatalf("Commit: %v", err)
+	}
+}
+
+// checkDB decodes every record of the store and checks the cross-table
+// invariants: one format version; every key and value of the right shape;
+// every stream ID used by a position, mark or state entry assigned to its
+// task, and below the task's next ID.
+func checkDB(db *DB) error {
+	type taskStream struct {
+		task   string
+		stream uint32
+	}
+	next := map[string]uint32{}
+	assigned := map[taskStream]bool{}
+	used := map[taskStream]string{}
+	var versions int
+	err := db.bdb.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := it.Item().KeyCopy(nil)
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			switch k[0] {
+			case tableVersion:
+				if !bytes.Equal(k, versionKey) {
+					return fmt.Errorf("bad version key %x", k)
+				}
+				if _, err := decodeU32(v); err != nil {
+					return err
+				}
+				versions++
+			case tableTask:
+				id, err := decodeU32(v)
+				if err != nil {
+					return err
+				}
+				next[string(k[1:])] = id
+			case tableStream:
+				rest, task, err := decodeTaskPrefix(k, tableStream)
+				if err != nil {
+					return err
+				}
+				if len(rest) == 0 {
+					return fmt.Errorf("stream key %x without a name", k)
+				}
+				id, err := decodeU32(v)
+				if err != nil {
+					return err
+				}
+				if assigned[taskStream{task, id}] {
+					return fmt.Errorf("task %q: stream ID %d assigned twice", task, id)
+				}
+				assigned[taskStream{task, id}] = true
+			case tablePosition:
+				rest, task, stream, err := decodeStreamPrefix(k, tablePosition)
+				if err != nil {
+					return err
+				}
+				if len(rest) != 0 {
+					return fmt.Errorf("position key %x has trailing bytes", k)
+				}
+				if _, err := decodePosition(v); err != nil {
+					return err
+				}
+				used[taskStream{task, stream}] = "position"
+			case tableMark:
+				_, task, stream, err := decodeStreamPrefix(k, tableMark)
+				if err != nil {
+					return err
+				}
+				if m, err := decodeMark(v); err != nil || m < 0 {
+					return fmt.Errorf("mark key %x: value %x: %v", k, v, err)
+				}
+				used[taskStream{task, stream}] = "mark"
+			case tableState:
+				task, stream, _, _, err := decodeStateKey(k)
+				if err != nil {
+					return err
+				}
+				used[taskStream{task, stream}] = "state"
+			default:
+				return fmt.Errorf("key %x of unknown table", k)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	var errs []error
+	if versions != 1 {
+		errs = append(errs, fmt.Errorf("%d format versions", versions))
+	}
+	for ts := range assigned {
+		if ts.stream == 0 || ts.stream >= next[ts.task] {
+			errs = append(errs, fmt.Errorf("task %q: stream ID %d not below next ID %d", ts.task, ts.stream, next[ts.task]))
+		}
+	}
+	for ts, what := range used {
+		if !assigned[ts] {
+			errs = append(errs, fmt.Errorf("task %q: %s of unassigned stream %d", ts.task, what, ts.stream))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// dumpDB returns every Badger key and value of the store, for comparing two
+// stores byte for byte.
+func dumpDB(t testing.TB, db *DB) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := db.bdb.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			v, err := it.Item().ValueCopy(nil)
+			if err != nil {
+				return err
+			}
+			out[string(it.Item().Key())] = string(v)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("dump: %v", err)
+	}
+	return out
+}
+
+// getString returns the value of name, or "<none>" if absent.
+func getString(t testing.TB, db *DB, task string, stream uint32, key, name string) string {
+	t.Helper()
+	v, ok, err := db.Get(task, stream, []byte(key), []byte(name))
+	if err != nil {
+		t.Fatalf("Get(%q, %d, %q, %q): %v", task, stream, key, name, err)
+	}
+	if !ok {
+		if v != nil {
+			t.Errorf("Get(%q, %d, %q, %q) = %q, false: want nil value when absent", task, stream, key, name, v)
+		}
+		return "<none>"
+	}
+	return string(v)
+}
+
+// set and del build Writes.
+func set(name, value string) Write { return Write{Name: []byte(name), Value: []byte(value)} }
+func del(name string) Write        { return Write{Name: []byte(name), Delete: true} }

@@ -1,0 +1,175 @@
+package store
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"strings"
+	"testing"
+)
+
+func TestStateKeyGolden(t *testing.T) {
+	// The example of the package documentation.
+	got := appendStateKey(nil, "wc", 1, []byte("ab"), []byte("n"))
+	want, _ := hex.DecodeString("73" + "0002" + "7763" + "00000001" + "00000002" + "6162" + "6e")
+	if !bytes.Equal(got, want) {
+		t.Fatalf("state key = %x, want %x", got, want)
+	}
+	gotPos := appendPositionKey(nil, "wc", 1)
+	wantPos, _ := hex.DecodeString("70" + "0002" + "7763" + "00000001")
+	if !bytes.Equal(gotPos, wantPos) {
+		t.Fatalf("position key = %x, want %x", gotPos, wantPos)
+	}
+	gotVal := appendPosition(nil, Position{Next: 1, Horizon: -1, Resume: 258})
+	wantVal, _ := hex.DecodeString("0000000000000001" + "ffffffffffffffff" + "0000000000000102")
+	if !bytes.Equal(gotVal, wantVal) {
+		t.Fatalf("position value = %x, want %x", gotVal, wantVal)
+	}
+}
+
+func TestStateKeyRoundTrip(t *testing.T) {
+	tests := []struct {
+		desc      string
+		task      string
+		stream    uint32
+		key, name []byte
+	}{
+		{desc: "plain", task: "wordcount", stream: 1, key: []byte("apple"), name: []byte("count")},
+		{desc: "empty key and name", task: "t", stream: 2, key: []byte{}, name: []byte{}},
+		{desc: "nil key and name", task: "t", stream: 3},
+		{desc: "empty key", task: "t", stream: 4, key: nil, name: []byte("n")},
+		{desc: "empty name", task: "t", stream: 5, key: []byte("k"), name: nil},
+		{desc: "binary", task: "t\x00\xff", stream: 0xffffffff, key: []byte{0, 0, 0, 1}, name: []byte{0xff, 0}},
+		{desc: "long task", task: strings.Repeat("x", MaxTaskLen), stream: 7, key: []byte("k"), name: []byte("n")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			k := appendStateKey(nil, tt.task, tt.stream, tt.key, tt.name)
+			if len(k) != stateKeyLen(tt.task, tt.key, tt.name) {
+				t.Errorf("len = %d, stateKeyLen = %d", len(k), stateKeyLen(tt.task, tt.key, tt.name))
+			}
+			task, stream, key, name, err := decodeStateKey(k)
+			if err != nil {
+				t.Fatalf("decode: %v", err)
+			}
+			if task != tt.task || stream != tt.stream || !bytes.Equal(key, tt.key) || !bytes.Equal(name, tt.name) {
+				t.Errorf("decode = (%q, %d, %q, %q), want (%q, %d, %q, %q)",
+					task, stream, key, name, tt.task, tt.stream, tt.key, tt.name)
+			}
+		})
+	}
+}
+
+// TestKeyPrefixExact checks that the prefix of one (task, stream, key) never
+// matches an entry of another: a prefix scan must be exact.
+func TestKeyPrefixExact(t *testing.T) {
+	type ident struct {
+		task   string
+		stream uint32
+		key    string
+	}
+	tests := []struct {
+		name string
+		a, b ident // a's prefix must not be a prefix of any key of b, and vice versa
+	}{
+		{name: "key a vs ab", a: ident{"t", 1, "a"}, b: ident{"t", 1, "ab"}},
+		{name: "empty key vs a", a: ident{"t", 1, ""}, b: ident{"t", 1, "a"}},
+		{name: "task a vs ab", a: ident{"a", 1, "k"}, b: ident{"ab", 1, "k"}},
+		{name: "task+stream shift", a: ident{"a", 0x62000000, "k"}, b: ident{"ab", 0, "k"}},
+		{name: "stream 1 vs 256", a: ident{"t", 1, "k"}, b: ident{"t", 256, "k"}},
+		{name: "key bytes look like length", a: ident{"t", 1, "\x00"}, b: ident{"t", 1, "\x00\x00"}},
+	}
+	names := [][]byte{nil, []byte("b"), []byte("\x00"), []byte("x\xff")}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, pair := range [][2]ident{{tt.a, tt.b}, {tt.b, tt.a}} {
+				p, o := pair[0], pair[1]
+				prefix := appendStateKeyPrefix(nil, p.task, p.stream, []byte(p.key))
+				for _, n := range names {
+					full := appendStateKey(nil, o.task, o.stream, []byte(o.key), n)
+					if bytes.HasPrefix(full, prefix) {
+						t.Errorf("state key of %+v name %q has the prefix of %+v", o, n, p)
+					}
+				}
+				mp := appendStreamPrefix(nil, tableMark, p.task, p.stream)
+				if p.stream != o.stream || p.task != o.task {
+					if bytes.HasPrefix(appendMarkKey(nil, o.task, o.stream, []byte(o.key)), mp) {
+						t.Errorf("mark key of %+v has the stream prefix of %+v", o, p)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestDecodeStateKeyRejects(t *testing.T) {
+	tests := []struct {
+		name string
+		k    []byte
+	}{
+		{name: "empty", k: nil},
+		{name: "wrong table", k: appendMarkKey(nil, "t", 1, []byte("k"))},
+		{name: "task length too long", k: []byte{'s', 0, 9, 't'}},
+		{name: "no stream", k: []byte{'s', 0, 1, 't', 0, 0}},
+		{name: "no key length", k: []byte{'s', 0, 1, 't', 0, 0, 0, 1, 0}},
+		{name: "key length too long", k: []byte{'s', 0, 1, 't', 0, 0, 0, 1, 0, 0, 0, 2, 'k'}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, _, _, _, err := decodeStateKey(tt.k); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("decodeStateKey(%x) error = %v, want ErrCorrupt", tt.k, err)
+			}
+		})
+	}
+}
+
+func TestPrefixEnd(t *testing.T) {
+	tests := []struct {
+		in, want []byte
+	}{
+		{in: []byte{1, 2}, want: []byte{1, 3}},
+		{in: []byte{1, 0xff}, want: []byte{2}},
+		{in: []byte{0xff, 0xff}, want: nil},
+		{in: []byte{}, want: nil},
+	}
+	for _, tt := range tests {
+		if got := prefixEnd(tt.in); !bytes.Equal(got, tt.want) || (got == nil) != (tt.want == nil) {
+			t.Errorf("prefixEnd(%x) = %x, want %x", tt.in, got, tt.want)
+		}
+	}
+}
+
+func FuzzStateKey(f *testing.F) {
+	f.Add("wordcount", uint32(1), []byte("apple"), []byte("count"), []byte(nil))
+	f.Add("t", uint32(0), []byte{}, []byte{}, []byte{'s', 0, 1, 't', 0, 0, 0, 1, 0, 0, 0, 0})
+	f.Add("a\x00b", uint32(0xffffffff), []byte{0, 0, 0, 1}, []byte{0xff}, []byte{'s', 0xff, 0xff})
+	f.Add("x", uint32(256), []byte("ab"), []byte(""), []byte{'s', 0, 0, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, task string, stream uint32, key, name, raw []byte) {
+		if len(task) <= MaxTaskLen {
+			k := appendStateKey(nil, task, stream, key, name)
+			gt, gs, gk, gn, err := decodeStateKey(k)
+			if err != nil {
+				t.Fatalf("decode(encode(%q, %d, %q, %q)): %v", task, stream, key, name, err)
+			}
+			if gt != task || gs != stream || !bytes.Equal(gk, key) || !bytes.Equal(gn, name) {
+				t.Fatalf("round trip of (%q, %d, %q, %q) = (%q, %d, %q, %q)", task, stream, key, name, gt, gs, gk, gn)
+			}
+			prefix := appendStateKeyPrefix(nil, task, stream, key)
+			if !bytes.HasPrefix(k, prefix) || len(k)-len(prefix) != len(name) {
+				t.Fatalf("state key %x does not extend its prefix %x by the name", k, prefix)
+			}
+		}
+		// Decoding arbitrary bytes never panics, and what decodes re-encodes
+		// to the same bytes (the encoding is canonical).
+		gt, gs, gk, gn, err := decodeStateKey(raw)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("decode(%x) error %v does not wrap ErrCorrupt", raw, err)
+			}
+			return
+		}
+		if re := appendStateKey(nil, gt, gs, gk, gn); !bytes.Equal(re, raw) {
+			t.Fatalf("decode(%x) re-encodes as %x", raw, re)
+		}
+	})
+}

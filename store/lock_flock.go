@@ -1,0 +1,31 @@
+//go:build darwin || dragonfly || freebsd || linux || netbsd || openbsd
+
+package store
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+// lockHeld reports whether another user holds the lock that Badger takes on
+// dir: an flock on the directory, exclusive for a writer and shared for a
+// reader. Open calls it after Badger failed, to tell "locked" from other
+// failures without parsing Badger's message.
+func lockHeld(dir string, readOnly bool) bool {
+	f, err := os.Open(dir)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	how := syscall.LOCK_EX
+	if readOnly {
+		how = syscall.LOCK_SH
+	}
+	err = syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
+	if err == nil {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		return false
+	}
+	return errors.Is(err, syscall.EWOULDBLOCK)
+}

@@ -1,0 +1,467 @@
+package store
+
+import (
+	"bytes"
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"sync"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// DB is an open store. It is safe for concurrent use.
+type DB struct {
+	bdb  *badger.DB
+	opts Options // defaults applied; MaxTxn* clamped to Badger's limits
+
+	// mu guards closed: methods hold it shared while they use bdb; Close
+	// holds it exclusively.
+	mu     sync.RWMutex
+	closed bool
+
+	streamMu sync.Mutex // serialises stream ID assignment
+	commitMu sync.Mutex // serialises Commit
+}
+
+// Position is how far a task has got in one stream.
+type Position struct {
+	// Next is the offset of the next record to read: every record below it
+	// is complete and its effects are committed (the committed prefix).
+	Next int64
+	// Horizon is the highest offset whose effects may be in the stored state,
+	// or -1 if none. Records from Next to Horizon may have been applied; the
+	// per-key applied marks say which.
+	Horizon int64
+	// Resume is a source-specific token for resuming at Next, for example the
+	// byte offset of record Next in a file. The store does not interpret it.
+	Resume int64
+}
+
+// StreamInfo names one stream of a task.
+type StreamInfo struct {
+	ID   uint32
+	Name string
+}
+
+// Open opens the store in dir, creating dir and a new store if needed (unless
+// opts.ReadOnly). With opts.InMemory, dir must be "".
+//
+// Open returns ErrLocked if another user holds the store, ErrFormatTooNew if
+// it was written by a newer version of this package, ErrNotStore if dir holds
+// some other Badger database, and an error wrapping ErrInvalidOptions if opts
+// does not validate. A read-only Open of a missing dir returns an error
+// wrapping fs.ErrNotExist.
+func Open(dir string, opts Options) (*DB, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.InMemory != (dir == "") {
+		return nil, fmt.Errorf("%w: dir must be empty exactly when InMemory is set", ErrInvalidOptions)
+	}
+	opts = opts.withDefaults()
+	if opts.ReadOnly {
+		if _, err := os.Stat(dir); err != nil {
+			return nil, fmt.Errorf("store: open read-only: %w", err)
+		}
+	}
+	bdb, err := badger.Open(opts.badgerOptions(dir))
+	if err != nil {
+		if !opts.InMemory && lockHeld(dir, opts.ReadOnly) {
+			return nil, fmt.Errorf("%w: %w", ErrLocked, err)
+		}
+		return nil, fmt.Errorf("store: open: %w", err)
+	}
+	// Stay below Badger's own transaction limits, which Commit's estimate
+	// approximates from above.
+	opts.MaxTxnBytes = int(min(int64(opts.MaxTxnBytes), bdb.MaxBatchSize()*9/10))
+	opts.MaxTxnEntries = int(min(int64(opts.MaxTxnEntries), bdb.MaxBatchCount()*9/10))
+	db := &DB{bdb: bdb, opts: opts}
+	if err := db.checkFormat(); err != nil {
+		_ = bdb.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// checkFormat reads the format version, writing it into a new store.
+func (db *DB) checkFormat() error {
+	var (
+		version uint32
+		found   bool
+		empty   bool
+	)
+	err := db.bdb.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(versionKey)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			it := txn.NewIterator(badger.IteratorOptions{})
+			defer it.Close()
+			it.Rewind()
+			empty = !it.Valid()
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		found = true
+		return item.Value(func(v []byte) error {
+			version, err = decodeU32(v)
+			return err
+		})
+	})
+	switch {
+	case err != nil:
+		return fmt.Errorf("store: read format version: %w", err)
+	case found && version > FormatVersion:
+		return fmt.Errorf("%w: store has format %d, this version supports up to %d",
+			ErrFormatTooNew, version, FormatVersion)
+	case found && version == 0:
+		return fmt.Errorf("%w: format version 0", ErrCorrupt)
+	case found:
+		return nil
+	case !empty:
+		return fmt.Errorf("%w: database has data but no format version", ErrNotStore)
+	case db.opts.ReadOnly:
+		return nil // an empty store: every read finds nothing
+	}
+	err = db.bdb.Update(func(txn *badger.Txn) error {
+		return txn.Set(versionKey, binary.BigEndian.AppendUint32(nil, FormatVersion))
+	})
+	if err != nil {
+		return fmt.Errorf("store: write format version: %w", err)
+	}
+	return nil
+}
+
+// Close closes the store. It waits for calls in progress, and is idempotent:
+// later calls return nil. Other methods return ErrClosed afterwards.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.closed {
+		return nil
+	}
+	db.closed = true
+	if err := db.bdb.Close(); err != nil {
+		return fmt.Errorf("store: close: %w", err)
+	}
+	return nil
+}
+
+// enter marks the start of a call that uses bdb; leave must follow unless it
+// returns an error.
+func (db *DB) enter() error {
+	db.mu.RLock()
+	if db.closed {
+		db.mu.RUnlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+func (db *DB) leave() { db.mu.RUnlock() }
+
+// StreamID returns the stream ID of (task, stream), assigning the next free ID
+// of the task if the stream has none yet. IDs start at 1 and are never reused
+// or changed. On a read-only DB, StreamID returns ErrReadOnly for a stream
+// without an ID. Names are validated as described for ErrInvalidName.
+func (db *DB) StreamID(task, stream string) (uint32, error) {
+	if err := validTask(task); err != nil {
+		return 0, err
+	}
+	if err := validStreamName(stream); err != nil {
+		return 0, err
+	}
+	if err := db.enter(); err != nil {
+		return 0, err
+	}
+	defer db.leave()
+
+	key := appendStreamKey(nil, task, stream)
+	lookup := func(txn *badger.Txn) (uint32, bool, error) {
+		item, err := txn.Get(key)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return 0, false, nil
+		}
+		if err != nil {
+			return 0, false, err
+		}
+		var id uint32
+		err = item.Value(func(v []byte) error {
+			id, err = decodeU32(v)
+			return err
+		})
+		return id, err == nil, err
+	}
+	var id uint32
+	var ok bool
+	err := db.bdb.View(func(txn *badger.Txn) (err error) {
+		id, ok, err = lookup(txn)
+		return err
+	})
+	if err != nil || ok {
+		return id, wrapErr("stream id", err)
+	}
+	if db.opts.ReadOnly {
+		return 0, fmt.Errorf("%w: task %q stream %q has no ID", ErrReadOnly, task, stream)
+	}
+
+	db.streamMu.Lock()
+	defer db.streamMu.Unlock()
+	err = db.bdb.Update(func(txn *badger.Txn) (err error) {
+		if id, ok, err = lookup(txn); err != nil || ok {
+			return err // assigned while we waited for streamMu
+		}
+		taskKey := appendTaskKey(nil, task)
+		id = 1
+		item, err := txn.Get(taskKey)
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+		case err != nil:
+			return err
+		default:
+			err = item.Value(func(v []byte) error {
+				id, err = decodeU32(v)
+				return err
+			})
+			if err != nil {
+				return err
+			}
+		}
+		if id == 0 || id == math.MaxUint32 {
+			return fmt.Errorf("task %q: stream IDs exhausted", task)
+		}
+		if err := txn.Set(key, binary.BigEndian.AppendUint32(nil, id)); err != nil {
+			return err
+		}
+		return txn.Set(taskKey, binary.BigEndian.AppendUint32(nil, id+1))
+	})
+	return id, wrapErr("assign stream id", err)
+}
+
+// Streams returns the streams of task that have an ID, in ID order.
+func (db *DB) Streams(task string) ([]StreamInfo, error) {
+	if err := validTask(task); err != nil {
+		return nil, err
+	}
+	var out []StreamInfo
+	prefix := appendTaskPrefix(nil, tableStream, task)
+	err := db.iterate(prefix, nil, func(k []byte, item *badger.Item) (bool, error) {
+		var id uint32
+		err := item.Value(func(v []byte) (err error) {
+			id, err = decodeU32(v)
+			return err
+		})
+		if err != nil {
+			return false, err
+		}
+		out = append(out, StreamInfo{ID: id, Name: string(k[len(prefix):])})
+		return true, nil
+	})
+	slices.SortFunc(out, func(a, b StreamInfo) int { return cmp.Compare(a.ID, b.ID) })
+	return out, wrapErr("streams", err)
+}
+
+// Tasks returns the tasks that have at least one stream, sorted bytewise.
+func (db *DB) Tasks() ([]string, error) {
+	var out []string
+	err := db.iterate([]byte{tableTask}, nil, func(k []byte, _ *badger.Item) (bool, error) {
+		out = append(out, string(k[1:]))
+		return true, nil
+	})
+	return out, wrapErr("tasks", err)
+}
+
+// Get returns a copy of the value of name under (task, stream, key), and
+// whether it exists.
+func (db *DB) Get(task string, stream uint32, key, name []byte) (val []byte, ok bool, err error) {
+	if err := validTask(task); err != nil {
+		return nil, false, err
+	}
+	k := appendStateKey(make([]byte, 0, stateKeyLen(task, key, name)), task, stream, key, name)
+	err = db.get(k, func(v []byte) error {
+		val = append([]byte{}, v...) // non-nil even when empty
+		ok = true
+		return nil
+	})
+	return val, ok, wrapErr("get", err)
+}
+
+// Scan calls fn for each name of (task, stream, key) that starts with prefix
+// and is strictly greater than after (nil after: from the first such name), in
+// ascending bytewise order, until fn returns false. name and val are valid
+// only during the call to fn; copy them to keep them. fn must not call other
+// methods of db.
+func (db *DB) Scan(task string, stream uint32, key, prefix, after []byte, fn func(name, val []byte) (more bool)) error {
+	if err := validTask(task); err != nil {
+		return err
+	}
+	base := appendStateKeyPrefix(nil, task, stream, key)
+	scanPrefix := append(base[:len(base):len(base)], prefix...)
+	seek, skip := scanPrefix, []byte(nil)
+	if after != nil && bytes.Compare(after, prefix) >= 0 {
+		seek = append(base[:len(base):len(base)], after...)
+		skip = seek
+	}
+	err := db.iterate(scanPrefix, seek, func(k []byte, item *badger.Item) (bool, error) {
+		if skip != nil && bytes.Equal(k, skip) {
+			return true, nil
+		}
+		more := false
+		err := item.Value(func(v []byte) error {
+			more = fn(k[len(base):], v)
+			return nil
+		})
+		return more, err
+	})
+	return wrapErr("scan", err)
+}
+
+// ScanKeys calls fn for every state entry of (task, stream) whose key starts
+// with keyPrefix (nil: all keys), until fn returns false. Entries come ordered
+// by key length, then key bytes, then name bytes. key, name and val are valid
+// only during the call to fn. fn must not call other methods of db. ScanKeys
+// is meant for inspection tools; it reads every key of the stream.
+func (db *DB) ScanKeys(task string, stream uint32, keyPrefix []byte, fn func(key, name, val []byte) (more bool)) error {
+	if err := validTask(task); err != nil {
+		return err
+	}
+	prefix := appendStreamPrefix(nil, tableState, task, stream)
+	err := db.iterateSeek(prefix, nil, func(k []byte, item *badger.Item) ([]byte, bool, error) {
+		_, _, key, name, err := decodeStateKey(k)
+		if err != nil {
+			return nil, false, err
+		}
+		if !bytes.HasPrefix(key, keyPrefix) {
+			// Skip the key's remaining names.
+			return prefixEnd(k[:len(k)-len(name)]), true, nil
+		}
+		more := false
+		err = item.Value(func(v []byte) error {
+			more = fn(key, name, v)
+			return nil
+		})
+		return nil, more, err
+	})
+	return wrapErr("scan keys", err)
+}
+
+// Position returns the committed position of (task, stream) and whether it has
+// one.
+func (db *DB) Position(task string, stream uint32) (Position, bool, error) {
+	if err := validTask(task); err != nil {
+		return Position{}, false, err
+	}
+	var p Position
+	var ok bool
+	err := db.get(appendPositionKey(nil, task, stream), func(v []byte) (err error) {
+		p, err = decodePosition(v)
+		ok = err == nil
+		return err
+	})
+	return p, ok, wrapErr("position", err)
+}
+
+// Mark returns the applied mark of (task, stream, key) and whether it has one.
+func (db *DB) Mark(task string, stream uint32, key []byte) (mark int64, ok bool, err error) {
+	if err := validTask(task); err != nil {
+		return 0, false, err
+	}
+	err = db.get(appendMarkKey(nil, task, stream, key), func(v []byte) (err error) {
+		mark, err = decodeMark(v)
+		ok = err == nil
+		return err
+	})
+	return mark, ok, wrapErr("mark", err)
+}
+
+// Marks calls fn for every applied mark of (task, stream), in bytewise key
+// order, until fn returns false. key is valid only during the call to fn. fn
+// must not call other methods of db.
+func (db *DB) Marks(task string, stream uint32, fn func(key []byte, mark int64) (more bool)) error {
+	if err := validTask(task); err != nil {
+		return err
+	}
+	prefix := appendStreamPrefix(nil, tableMark, task, stream)
+	err := db.iterate(prefix, nil, func(k []byte, item *badger.Item) (bool, error) {
+		var mark int64
+		err := item.Value(func(v []byte) (err error) {
+			mark, err = decodeMark(v)
+			return err
+		})
+		if err != nil {
+			return false, err
+		}
+		return fn(k[len(prefix):], mark), nil
+	})
+	return wrapErr("marks", err)
+}
+
+// get calls fn with the value of k if k exists.
+func (db *DB) get(k []byte, fn func(v []byte) error) error {
+	if err := db.enter(); err != nil {
+		return err
+	}
+	defer db.leave()
+	return db.bdb.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(k)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		return item.Value(fn)
+	})
+}
+
+// iterate calls fn for each key with prefix, from seek (nil: prefix), in
+// order, until fn returns false or an error. k is valid only during fn.
+func (db *DB) iterate(prefix, seek []byte, fn func(k []byte, item *badger.Item) (bool, error)) error {
+	return db.iterateSeek(prefix, seek, func(k []byte, item *badger.Item) ([]byte, bool, error) {
+		more, err := fn(k, item)
+		return nil, more, err
+	})
+}
+
+// iterateSeek is iterate where fn may also return a key to seek to next
+// (nil: the next key).
+func (db *DB) iterateSeek(prefix, seek []byte, fn func(k []byte, item *badger.Item) (next []byte, more bool, err error)) error {
+	if err := db.enter(); err != nil {
+		return err
+	}
+	defer db.leave()
+	if seek == nil {
+		seek = prefix
+	}
+	return db.bdb.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Seek(seek); it.ValidForPrefix(prefix); {
+			item := it.Item()
+			next, more, err := fn(item.Key(), item)
+			if err != nil || !more {
+				return err
+			}
+			if next != nil {
+				it.Seek(next)
+			} else {
+				it.Next()
+			}
+		}
+		return nil
+	})
+}
+
+// wrapErr prefixes err with the operation, leaving sentinels of this package
+// reachable with errors.Is. It returns nil for nil.
+func wrapErr(op string, err error) error {
+	if err == nil || errors.Is(err, ErrClosed) {
+		return err
+	}
+	return fmt.Errorf("store: %s: %w", op, err)
+}
