@@ -64,9 +64,9 @@ func parseScript(t *testing.T, path string) (blocks []block, tail []string) {
 	return blocks, pre
 }
 
-// runScripts runs every testdata/*.txt file as a subtest; run is called once per file and
-// returns the command interpreter for that file.
-func runScripts(t *testing.T, run func() func(cmd string, args []string) string) {
+// runScripts runs every testdata/*.txt file as a subtest; run is called once per file, with
+// the subtest, and returns the command interpreter for that file.
+func runScripts(t *testing.T, run func(t *testing.T) func(cmd string, args []string) string) {
 	paths, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
 	if err != nil {
 		t.Fatal(err)
@@ -77,24 +77,33 @@ func runScripts(t *testing.T, run func() func(cmd string, args []string) string)
 	for _, path := range paths {
 		t.Run(strings.TrimSuffix(filepath.Base(path), ".txt"), func(t *testing.T) {
 			blocks, tail := parseScript(t, path)
-			do := run()
+			do := run(t)
 			var w strings.Builder
+			// An output ends at a blank line; write one unless the next line already is.
+			blank := false
+			lines := func(ls []string) {
+				if blank && (len(ls) == 0 || ls[0] != "") {
+					w.WriteString("\n")
+				}
+				blank = false
+				for _, l := range ls {
+					w.WriteString(l + "\n")
+				}
+			}
 			for _, b := range blocks {
 				f := strings.Fields(b.cmd)
 				got := strings.TrimRight(do(f[0], f[1:]), "\n")
 				if !*update && got != b.want {
 					t.Errorf("%s:%d: %s\ngot:\n%s\nwant:\n%s", path, b.line, b.cmd, got, b.want)
 				}
-				for _, l := range b.pre {
-					w.WriteString(l + "\n")
-				}
-				w.WriteString(b.cmd + "\n")
+				lines(append(b.pre, b.cmd))
 				if got != "" {
-					w.WriteString("----\n" + got + "\n\n")
+					w.WriteString("----\n" + got + "\n")
+					blank = true
 				}
 			}
-			for _, l := range tail {
-				w.WriteString(l + "\n")
+			if len(tail) > 0 {
+				lines(tail)
 			}
 			if *update {
 				if err := os.WriteFile(path, []byte(w.String()), 0o644); err != nil {

@@ -20,7 +20,7 @@ import (
 //
 // add and complete print each error, then the state.
 func TestScripts(t *testing.T) {
-	runScripts(t, func() func(string, []string) string {
+	runScripts(t, func(t *testing.T) func(string, []string) string {
 		tr := NewTracker(0)
 		state := func() string {
 			return fmt.Sprintf("committable=%d horizon=%d inflight=%d", tr.Committable(), tr.Horizon(), tr.InFlight())

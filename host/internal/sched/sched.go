@@ -28,6 +28,9 @@ type Batch[T any] struct {
 	Items []Item[T]
 }
 
+// keyPoolSize bounds the number of freed keys kept for reuse.
+const keyPoolSize = 1024
+
 // entry is a queued item; iso marks the items of a failed batch that must run alone.
 type entry[T any] struct {
 	it  Item[T]
@@ -40,7 +43,7 @@ type key[T any] struct {
 	name    string
 	q       deque[entry[T]]
 	busy    bool      // in an in-flight batch
-	inReady bool      // listed in st.ready (the listing may be stale; see pick)
+	inReady bool      // listed in st.ready (the listing may be stale; Next skips it then)
 	ready   bool      // counted in Scheduler.readyKeys: queued, not busy, not delayed
 	deep    bool      // counted in st.deepKeys
 	until   time.Time // deadline while delayed
@@ -98,7 +101,9 @@ type Scheduler[T any] struct {
 	lastID   uint64
 	draining map[uint32]int // in-flight items of removed streams, by stream ID
 	flow     []*stream[T]   // streams whose flow state may differ from the reported one
-	free     []*inflight[T] // recycled batch records
+	free     []*inflight[T] // recycled batch records, at most MaxBatches
+	keyPool  []*key[T]      // recycled keys, at most keyPoolSize
+	scratch  []Item[T]      // the items of the batch Next is forming
 
 	keys, readyKeys     int
 	queued, queuedBytes int
@@ -134,10 +139,11 @@ func (s *Scheduler[T]) AddStream(id uint32) {
 	s.streams[id] = &stream[T]{id: id, keys: map[string]*key[T]{}, held: s.draining[id] > 0}
 }
 
-// RemoveStream forgets the stream and returns exactly its queued items: per key in push order,
-// the keys ordered by the offset of their items (ties by key). Batches in flight that hold its
-// items must still be completed or retried; their items are then discarded. Pending flow changes
-// of the stream are dropped. Removing an unknown stream returns nil.
+// RemoveStream forgets the stream (S2) and returns exactly its queued items, sorted by Offset
+// (a stable sort of the keys' queues taken in key order). Batches in flight that hold its items
+// must still be completed or retried; their items are then discarded, and the stream stays
+// non-idle until they are. Pending flow changes of the stream are dropped. Removing an unknown
+// stream returns nil.
 func (s *Scheduler[T]) RemoveStream(id uint32) (dropped []Item[T]) {
 	st := s.streams[id]
 	if st == nil {
@@ -192,7 +198,12 @@ func (s *Scheduler[T]) Push(it Item[T]) error {
 	}
 	k := st.keys[it.Key]
 	if k == nil {
-		k = &key[T]{st: st, name: it.Key, heapIdx: -1}
+		if n := len(s.keyPool); n > 0 {
+			k, s.keyPool = s.keyPool[n-1], s.keyPool[:n-1]
+			k.st, k.name = st, it.Key
+		} else {
+			k = &key[T]{st: st, name: it.Key, heapIdx: -1}
+		}
 		st.keys[it.Key] = k
 		st.keysPeak = max(st.keysPeak, len(st.keys))
 		s.keys++
@@ -254,7 +265,7 @@ func (s *Scheduler[T]) Next(now time.Time) (Batch[T], bool) {
 			}
 		}
 		iso := k.q.front().iso
-		if iso && len(b.items) > 0 {
+		if iso && len(s.scratch) > 0 {
 			break
 		}
 		if !s.strict {
@@ -268,7 +279,7 @@ func (s *Scheduler[T]) Next(now time.Time) (Batch[T], bool) {
 		bytes := 0
 		for range n {
 			e := k.q.popFront()
-			b.items = append(b.items, e.it)
+			s.scratch = append(s.scratch, e.it)
 			bytes += e.it.Size
 			if s.strict {
 				st.order.popFront()
@@ -291,10 +302,14 @@ func (s *Scheduler[T]) Next(now time.Time) (Batch[T], bool) {
 			break
 		}
 	}
-	if len(b.items) == 0 {
+	if len(s.scratch) == 0 {
 		s.free = append(s.free, b)
 		return Batch[T]{}, false
 	}
+	// The items were gathered in a reused buffer; the batch gets a copy of exactly its size.
+	b.items = slices.Clone(s.scratch)
+	clear(s.scratch)
+	s.scratch = s.scratch[:0]
 	s.lastID++
 	s.batches[s.lastID] = b
 	return Batch[T]{ID: s.lastID, Items: b.items}, true
@@ -310,9 +325,9 @@ func (s *Scheduler[T]) Complete(batchID uint64) error {
 	}
 	delete(s.batches, batchID)
 	for _, sg := range b.segs {
-		if s.release(sg) {
-			s.settle(sg.k)
-			s.touch(sg.k.st)
+		if st := sg.k.st; s.release(sg) {
+			s.settle(sg.k) // may free the key
+			s.touch(st)
 		}
 	}
 	s.recycle(b)
@@ -334,11 +349,10 @@ func (s *Scheduler[T]) Retry(batchID uint64, isolate bool) error {
 	}
 	delete(s.batches, batchID)
 	iso := isolate || b.iso
-	end := len(b.items)
-	for i := len(b.segs) - 1; i >= 0; i-- {
-		sg := b.segs[i]
-		items := b.items[end-sg.n : end]
-		end -= sg.n
+	pos := 0
+	for _, sg := range b.segs {
+		items := b.items[pos : pos+sg.n]
+		pos += sg.n
 		if !s.release(sg) {
 			continue
 		}
@@ -494,6 +508,16 @@ func (s *Scheduler[T]) freeKey(k *key[T]) {
 	}
 	delete(st.keys, k.name)
 	s.keys--
+	if len(s.keyPool) < keyPoolSize && !k.inReady {
+		// The key is referenced nowhere else now (not busy, not listed, not delayed); keep
+		// it, and a small queue buffer, for the next new key.
+		q := k.q
+		if len(q.buf) > minDeque*4 {
+			q = deque[entry[T]]{}
+		}
+		*k = key[T]{q: q, heapIdx: -1}
+		s.keyPool = append(s.keyPool, k)
+	}
 	// Go maps keep their peak size; rebuild the map once it is far below it, so memory follows
 	// the keys that exist.
 	if st.keysPeak >= 1024 && len(st.keys) < st.keysPeak/4 {
