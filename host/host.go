@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
 	"github.com/wasmstream/wasmstream/host/internal/sched"
 	"github.com/wasmstream/wasmstream/host/internal/sink"
@@ -107,7 +108,7 @@ func (h *Host) Run(ctx context.Context) (err error) {
 		if tasks[i], err = task.New(tcfg); err != nil {
 			return &TaskError{Task: tc.Name, Err: err}
 		}
-		log.Info("task ready", "task", tc.Name, "module", tc.Module, "abi", mod.Info().ABIVersion, "workers", tc.Workers)
+		log.Info("task ready", "task", tc.Name, "module", tc.Module, "abi", abi.VersionString(mod.Info().ABIVersion), "workers", tc.Workers)
 	}
 	h.mu.Lock()
 	h.tasks = tasks

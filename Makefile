@@ -1,0 +1,76 @@
+# The contributor interface. `make help` lists the targets.
+SHELL := /bin/bash
+GO ?= go
+CARGO ?= $(shell test -x /usr/bin/cargo && echo /usr/bin/cargo || echo cargo)
+RUSTC ?= $(shell test -x /usr/bin/rustc && echo /usr/bin/rustc || echo rustc)
+BUILD := .build
+FUZZTIME ?= 5s
+
+.PHONY: help demo build examples test test-go test-rust fuzz race bench check lint clean
+
+help:
+	@echo "make demo      build the wordcount example and run it on the embedded file source"
+	@echo "make test      every test: host, store, ABI, Go SDK, examples, Rust SDK, short fuzzing, crash test"
+	@echo "make bench     benchmarks (wasm vs native vs no-op; compile, instantiate, 1M keys RSS)"
+	@echo "make fuzz      fuzz every decoder for FUZZTIME each (default 5s)"
+	@echo "make race      the concurrency tests under the race detector"
+	@echo "make build     build bin/wasmstream"
+	@echo "make examples  build every example module into .build/"
+
+build:
+	$(GO) build -o bin/wasmstream ./cmd/wasmstream
+
+$(BUILD):
+	mkdir -p $(BUILD)
+
+examples: | $(BUILD)
+	cd examples/wasm && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o ../../$(BUILD)/wordcount.wasm ./wordcount
+	@if command -v $(CARGO) >/dev/null; then \
+	  for c in wordcount-rust logparse-rust; do \
+	    [ -d examples/wasm/$$c ] || continue; \
+	    (cd examples/wasm/$$c && RUSTC=$(RUSTC) $(CARGO) build -q --release --target wasm32-unknown-unknown --target-dir ../../../$(BUILD)/cargo-target) || exit 1; \
+	    cp $(BUILD)/cargo-target/wasm32-unknown-unknown/release/$${c//-/_}.wasm $(BUILD)/ ; \
+	  done; fi
+
+# The README's first command: the wordcount example over examples/wasm/wordcount/input.ndjson.
+demo: | $(BUILD)
+	cd examples/wasm && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o ../../$(BUILD)/wordcount.wasm ./wordcount
+	rm -rf $(BUILD)/demo-data
+	$(GO) run ./cmd/wasmstream run -c config.example.yaml --data-dir $(BUILD)/demo-data
+	@echo "--- final state of key alice (wasmstream state --task wordcount --key alice):"
+	@$(GO) run ./cmd/wasmstream state --task wordcount --key alice --data-dir $(BUILD)/demo-data
+
+# The README's second command.
+test: test-go test-rust fuzz
+
+test-go:
+	cd abi && $(GO) vet ./... && $(GO) test ./...
+	cd guest-sdk/go && $(GO) vet ./... && $(GO) test ./...
+	cd examples/wasm && $(GO) vet ./... && $(GO) test ./...
+	$(GO) vet ./...
+	$(GO) test -timeout 20m ./...
+
+test-rust:
+	cd guest-sdk/rust && RUSTC=$(RUSTC) $(CARGO) test -q --offline
+	@for c in wordcount-rust logparse-rust; do \
+	  [ -d examples/wasm/$$c ] || continue; \
+	  (cd examples/wasm/$$c && RUSTC=$(RUSTC) $(CARGO) test -q --offline) || exit 1; \
+	done
+
+fuzz:
+	cd abi && for f in FuzzDecodeBatch FuzzDecodeInit FuzzDecodeHeaders FuzzDecodeScanPage; do \
+	  $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) . || exit 1; done
+	$(GO) test -run '^$$' -fuzz '^FuzzStateKey$$' -fuzztime $(FUZZTIME) ./store
+	$(GO) test -run '^$$' -fuzz '^FuzzScheduler$$' -fuzztime $(FUZZTIME) ./host/internal/sched
+	$(GO) test -run '^$$' -fuzz '^FuzzTracker$$' -fuzztime $(FUZZTIME) ./host/internal/positions
+	$(GO) test -run '^$$' -fuzz '^FuzzHostFunctions$$' -fuzztime $(FUZZTIME) ./host/internal/modrt
+	$(GO) test -run '^$$' -fuzz '^FuzzLoadConfig$$' -fuzztime $(FUZZTIME) ./cmd/wasmstream
+
+race:
+	$(GO) test -race -short ./host/... ./store/...
+
+bench:
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./host/ ./host/internal/modrt/
+
+clean:
+	rm -rf $(BUILD) bin
