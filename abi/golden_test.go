@@ -16,7 +16,7 @@ var update = flag.Bool("update", false, "rewrite testdata/golden from the encode
 // values and must produce the same bytes.
 func goldenCases() map[string][]byte {
 	return map[string][]byte{
-		"init": AppendInit(nil, Init{Version: 1, Task: []byte("wordcount"), Config: []byte(`{"min_len":2}`)}),
+		"init":        AppendInit(nil, Init{Version: 1, Task: []byte("wordcount"), Config: []byte(`{"min_len":2}`)}),
 		"batch_empty": AppendBatchHeader(nil, 0),
 		"batch_two": func() []byte {
 			b := AppendBatchHeader(nil, 2)
