@@ -236,6 +236,8 @@ type TaskStats struct {
 	Retries     int64
 	Failures    int64
 	Checkpoints int64
+	PeakQueued  int   // most records read ahead and queued at once
+	Pauses      int64 // times an input was paused because its queues were full
 }
 
 // Stats returns every task's figures. Safe from any goroutine while Run runs.
@@ -247,7 +249,7 @@ func (h *Host) Stats() []TaskStats {
 		s := t.Stats()
 		out[i] = TaskStats{Task: h.names[i], Records: s.Records, Processed: s.Processed, Outputs: s.Outputs,
 			Skipped: s.Skipped, DeadLetters: s.DeadLetters, Retries: s.Retries, Failures: s.Failures,
-			Checkpoints: s.Checkpoints}
+			Checkpoints: s.Checkpoints, PeakQueued: s.PeakQueued, Pauses: s.Pauses}
 	}
 	return out
 }

@@ -103,6 +103,8 @@ type Stats struct {
 	Retries     int64
 	Failures    int64 // failed guest calls
 	Checkpoints int64
+	PeakQueued  int   // most records queued in the scheduler at once (read ahead, not in flight)
+	Pauses      int64 // times an input was paused because its queues were full (S4)
 }
 
 // Task runs one task. It is created by New and run once by Run.
@@ -182,7 +184,9 @@ func (t *Task) Stats() Stats {
 func (t *Task) Run(ctx context.Context) (err error) {
 	readCtx, stopReading := context.WithCancel(ctx)
 	defer stopReading()
-	chunks := make(chan source.Chunk, 2*len(t.cfg.Inputs))
+	// Unbuffered: a paused reader overshoots its queue bound by at most the chunk that crossed
+	// the mark and the one it was reading then (S4).
+	chunks := make(chan source.Chunk)
 	var readers sync.WaitGroup
 	defer readers.Wait()
 	defer stopReading()
@@ -377,6 +381,9 @@ func (t *Task) ingest(c source.Chunk) error {
 			return err
 		}
 	}
+	if q := t.sched.Stats().QueuedItems; q > t.stats.PeakQueued {
+		t.stats.PeakQueued = q
+	}
 	if c.Done {
 		st.done = true
 		t.log.Debug("input exhausted", "input", st.in.Name, "records", st.records)
@@ -467,6 +474,7 @@ func (t *Task) applyFlow() {
 			continue
 		}
 		if fc.Paused {
+			t.stats.Pauses++
 			st.reader.Pause()
 		} else {
 			st.reader.Resume()
@@ -618,17 +626,16 @@ func (t *Task) checkpoint() error {
 			cp.Positions = append(cp.Positions, store.StreamPosition{Stream: st.id, Position: pos})
 		}
 	}
-	if len(cp.Keys) == 0 && len(cp.Positions) == 0 {
-		return nil
+	if len(cp.Keys) > 0 || len(cp.Positions) > 0 {
+		if err := t.cfg.Store.Commit(&cp); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		for _, sp := range cp.Positions {
+			t.streams[sp.Stream].durable = sp.Position
+		}
+		t.stats.Checkpoints++
+		t.cache.Evict()
 	}
-	if err := t.cfg.Store.Commit(&cp); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
-	}
-	for _, sp := range cp.Positions {
-		t.streams[sp.Stream].durable = sp.Position
-	}
-	t.stats.Checkpoints++
-	t.cache.Evict()
 	t.statsMu.Lock()
 	t.published = t.stats
 	t.statsMu.Unlock()

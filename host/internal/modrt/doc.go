@@ -1,0 +1,70 @@
+// Package modrt runs wasmstream task modules: it compiles and validates WebAssembly modules against
+// the guest ABI (abi/ABI.md), instantiates them in a sandbox and calls them with batches of records,
+// serving the wasmstream_v0 host functions. It is the only package that imports wazero; no wazero
+// type appears in its API.
+//
+// # Use
+//
+//	rt, _ := modrt.NewRuntime(ctx, modrt.RuntimeConfig{CacheDir: dir, Logger: log})
+//	defer rt.Close(ctx)
+//	mod, err := rt.Compile(ctx, wasm, modrt.Limits{})  // validates; *ModuleError says what is wrong
+//	inst, err := mod.Instantiate(ctx, modrt.InstanceConfig{Task: "t", Config: cfg, Now: clock})
+//	eff, err := inst.Process(ctx, recs, env)           // env: committed state for recs' keys
+//	if inst.Broken() { inst.Close(ctx); inst, err = mod.Instantiate(ctx, ...) }
+//
+// Compile once, pool instances: instantiating a standard Go guest costs milliseconds and megabytes,
+// a call costs tens of nanoseconds.
+//
+// # What is validated
+//
+// Compile refuses, before returning, any module that is not well-formed wasm, lacks an export of
+// ABI §3 or has it with another signature, imports from wasmstream_v0 a name that is not a host
+// function of ABI §4 (or with another signature), imports from wasi_snapshot_preview1 something
+// WASI does not provide, imports from any other module, declares a memory whose minimum is above
+// Limits.MaxMemoryPages, traps in _initialize, or declares an incompatible ABI version. The
+// *ModuleError lists every problem found, each naming the export, import or limit at fault.
+//
+// At run time every pointer and length a guest passes to a host function is checked (negative
+// lengths, ranges past the end of memory, ptr+len wrapping in 32 bits): the guest gets
+// ERR_OUT_OF_BOUNDS and the host never panics. Size and count limits give ERR_TOO_LARGE and
+// ERR_LIMIT; state and emit outside wasmstream_process give ERR_NOT_ALLOWED; state for a key that
+// is not in the current batch gives ERR_KEY_NOT_IN_BATCH (DESIGN S12); malformed emitted headers
+// and, when InstanceConfig.Outputs is set, unknown output names give ERR_INVALID.
+//
+// # Sandbox
+//
+// An instance gets WASI with no preopened directories, no environment, no arguments, no network,
+// a fake clock and a deterministic random source; its stdout and stderr are logged line by line.
+// Memory is capped by Limits.MaxMemoryPages: memory.grow beyond it returns -1 to the guest.
+// Processing time comes from InstanceConfig.Now (now_ms).
+//
+// # Memory ownership per call
+//
+//   - Process encodes the Batch into guest memory the guest returned from wasmstream_alloc; the
+//     guest owns it (ABI §3). recs is only read during the call.
+//   - Views of guest memory given to Env (name, prefix, after) are valid only until the Env method
+//     returns. Bytes the host keeps (state writes, outputs, fail messages) are copied out of guest
+//     memory before the host function returns.
+//   - Effects returned by Process are owned by the caller and never touched again by the Instance.
+//
+// # Goroutines
+//
+// Runtime and Module are safe for concurrent use. An Instance is not: one goroutine at a time calls
+// Process, and the Env it passes is called only from that goroutine, during the call. No method
+// starts a goroutine.
+//
+// # Failures
+//
+// A call fails with a *CallError when the export returns non-zero (Code, with the guest's fail
+// message), when it traps or exits (Trap), or when the Env returned an error during it; a failed
+// call has no effects. After a trap the guest's state is unknown and wazero does not poison the
+// instance, so this package does (DESIGN S18): Broken reports true, Process returns ErrBroken, and
+// the caller closes the Instance and makes a new one.
+//
+// # CPU time
+//
+// There is no CPU bound yet: a guest that loops forever is never stopped, and ctx is checked only
+// before a call. wazero's context-done interruption is deliberately not used (it makes guest loops
+// ~33× slower, DESIGN S21); fuel metering injected at Compile will set and check each call's budget
+// in Instance.call, the single place the host enters the guest.
+package modrt

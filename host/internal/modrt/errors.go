@@ -1,0 +1,103 @@
+package modrt
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+)
+
+// ErrClosed is returned when a Runtime, Module or Instance is used after Close.
+var ErrClosed = errors.New("modrt: closed")
+
+// ErrBroken is returned by Instance.Process when an earlier call trapped, exited or could not
+// allocate: the guest's memory may be inconsistent (wazero does not poison an instance after a
+// trap), so the instance must be closed and replaced (DESIGN S18).
+var ErrBroken = errors.New("modrt: instance broken by an earlier failed call; close and replace it")
+
+// ErrGuestFailed is the CallError.Err of a call whose export returned a non-zero status
+// (the guest failed the call on purpose, usually after calling fail).
+var ErrGuestFailed = errors.New("guest returned a failure status")
+
+// ErrAllocFailed is the CallError.Err of a call whose payload could not be placed in guest
+// memory: wasmstream_alloc returned 0 or a region outside memory. The instance is broken.
+var ErrAllocFailed = errors.New("wasmstream_alloc failed")
+
+// ErrBatchTooLarge is returned by Instance.Process, without calling the guest, when the
+// encoded Batch cannot fit in the instance's memory limit (or in 2 GiB). Split the batch.
+var ErrBatchTooLarge = errors.New("modrt: batch too large for the instance's memory limit")
+
+// ModuleError is returned by Runtime.Compile when a module is refused: it is not a valid wasm
+// binary, or it breaks the ABI contract (missing or mistyped exports, unknown imports, memory
+// over the limit, an incompatible ABI version, a trap while starting up).
+type ModuleError struct {
+	// Problems lists everything found wrong, each a short sentence naming the export, import
+	// or limit at fault, e.g. "module exports no wasmstream_process". Never empty.
+	Problems []string
+	// Err is the underlying cause when there is one (a decoding or trap error), else nil.
+	Err error
+}
+
+// Reason is all Problems joined with "; ".
+func (e *ModuleError) Reason() string { return strings.Join(e.Problems, "; ") }
+
+func (e *ModuleError) Error() string { return "modrt: module refused: " + e.Reason() }
+
+func (e *ModuleError) Unwrap() error { return e.Err }
+
+func moduleErr(cause error, problems ...string) *ModuleError {
+	return &ModuleError{Problems: problems, Err: cause}
+}
+
+// CallError is returned when a guest call fails: wasmstream_process or wasmstream_init returned
+// non-zero, trapped, exited, could not receive its payload, or the host's Env failed during the
+// call. A failed call has no effects (ABI §3).
+type CallError struct {
+	// Task is InstanceConfig.Task.
+	Task string
+	// Func is the guest export that failed, e.g. "wasmstream_process".
+	Func string
+	// Trap is true when the call did not return normally (a wasm trap, a WASI proc_exit, a panic
+	// in a host function) or its payload could not be allocated. The instance is then broken.
+	Trap bool
+	// Code is the export's non-zero return status; 0 when Trap is true or the host failed.
+	Code int32
+	// GuestMessage is what the guest passed to fail during the call, if anything (truncated to
+	// Limits.MaxLogBytes).
+	GuestMessage string
+	// Err is the cause: ErrGuestFailed for a non-zero status, the runtime's trap error, ErrAllocFailed,
+	// or the error returned by the Env (the call then fails even if the guest returned 0).
+	Err error
+}
+
+func (e *CallError) Error() string {
+	var b strings.Builder
+	b.WriteString("modrt: task ")
+	b.WriteString(strconv.Quote(e.Task))
+	b.WriteString(": ")
+	b.WriteString(e.Func)
+	switch {
+	case e.Trap:
+		b.WriteString(" trapped: ")
+		b.WriteString(errString(e.Err))
+	case e.Code != 0:
+		b.WriteString(" returned ")
+		b.WriteString(strconv.Itoa(int(e.Code)))
+	default:
+		b.WriteString(" failed: ")
+		b.WriteString(errString(e.Err))
+	}
+	if e.GuestMessage != "" {
+		b.WriteString("; guest says ")
+		b.WriteString(strconv.Quote(e.GuestMessage))
+	}
+	return b.String()
+}
+
+func (e *CallError) Unwrap() error { return e.Err }
+
+func errString(err error) string {
+	if err == nil {
+		return "unknown error"
+	}
+	return err.Error()
+}

@@ -1,0 +1,449 @@
+package modrt
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// The wasmstream_v0 host functions (ABI.md §4). Each takes its arguments from the wasm value stack
+// and writes its status back to stack[0]. The rules every one of them follows:
+//
+//   - Every (pointer, length) pair is checked first: a negative length, or a range that runs past
+//     the end of memory (computed in 64 bits, so ptr+len cannot wrap) is ERR_OUT_OF_BOUNDS. Nothing
+//     panics and nothing is written on any error.
+//   - Then the phase: state and emit outside wasmstream_process (and state when the instance is
+//     StatelessOnly) are ERR_NOT_ALLOWED.
+//   - Bytes read from the guest are views valid only inside the host function; everything kept is
+//     copied.
+
+// Host function ids, in abi.HostFuncs order; used by tests to observe results.
+const (
+	hfStateGet = iota
+	hfStatePut
+	hfStateDelete
+	hfStateScan
+	hfEmit
+	hfLog
+	hfNowMs
+	hfConfigGet
+	hfFail
+	hfCount
+)
+
+// hostFunc describes one host function: its ABI name and signature and its implementation, which
+// returns the status (or, for now_ms, the time).
+type hostFunc struct {
+	name    string
+	params  []byte
+	results []byte
+	fn      func(i *Instance, ctx context.Context, s []uint64) int64
+}
+
+func i32s(n int) []byte { return bytes.Repeat([]byte{valI32}, n) }
+
+var hostFuncs = [hfCount]hostFunc{
+	hfStateGet: {abi.FuncStateGet, i32s(6), i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
+		return i.stateGet(u32(s[0]), u32(s[1]), u32(s[2]), u32(s[3]), u32(s[4]), u32(s[5]))
+	}},
+	hfStatePut: {abi.FuncStatePut, i32s(6), i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
+		return i.statePut(u32(s[0]), u32(s[1]), u32(s[2]), u32(s[3]), u32(s[4]), u32(s[5]), false)
+	}},
+	hfStateDelete: {abi.FuncStateDelete, i32s(4), i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
+		return i.statePut(u32(s[0]), u32(s[1]), u32(s[2]), u32(s[3]), 0, 0, true)
+	}},
+	hfStateScan: {abi.FuncStateScan, i32s(8), i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
+		return i.stateScan(u32(s[0]), u32(s[1]), u32(s[2]), u32(s[3]), u32(s[4]), u32(s[5]), u32(s[6]), u32(s[7]))
+	}},
+	hfEmit: {abi.FuncEmit, append(i32s(8), valI64), i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
+		return i.emit(u32(s[0]), u32(s[1]), u32(s[2]), u32(s[3]), u32(s[4]), u32(s[5]), u32(s[6]), u32(s[7]), int64(s[8]))
+	}},
+	hfLog: {abi.FuncLog, i32s(3), i32s(1), func(i *Instance, ctx context.Context, s []uint64) int64 {
+		return i.logMsg(ctx, u32(s[0]), u32(s[1]), u32(s[2]))
+	}},
+	hfNowMs: {abi.FuncNowMs, nil, []byte{valI64}, func(i *Instance, _ context.Context, _ []uint64) int64 {
+		return i.now()
+	}},
+	hfConfigGet: {abi.FuncConfigGet, i32s(2), i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
+		return i.configGet(u32(s[0]), u32(s[1]))
+	}},
+	hfFail: {abi.FuncFail, i32s(2), i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
+		return i.fail(u32(s[0]), u32(s[1]))
+	}},
+}
+
+// hostFuncByName maps an ABI name to its description, for import checks.
+var hostFuncByName = func() map[string]*hostFunc {
+	m := make(map[string]*hostFunc, hfCount)
+	for k := range hostFuncs {
+		m[hostFuncs[k].name] = &hostFuncs[k]
+	}
+	return m
+}()
+
+func u32(v uint64) uint32 { return uint32(v) }
+
+func sigOf(params, results []api.ValueType) funcType { return sig(params, results) }
+
+// goFunc adapts a hostFunc to wazero's stack-based calling convention.
+func (h *hostFunc) goFunc(id int) api.GoModuleFunc {
+	fn, i64 := h.fn, len(h.results) == 1 && h.results[0] == valI64
+	return func(ctx context.Context, _ api.Module, stack []uint64) {
+		var r int64
+		if i := instanceOf(ctx); i == nil {
+			r = int64(abi.ErrNotAllowed) // not one of our calls: cannot happen
+		} else {
+			r = fn(i, ctx, stack)
+			if i.observer != nil {
+				i.observer(id, r)
+			}
+		}
+		if i64 {
+			stack[0] = uint64(r)
+		} else {
+			stack[0] = uint64(uint32(int32(r)))
+		}
+	}
+}
+
+// instantiateHostModule registers the wasmstream_v0 host module in rt.
+func instantiateHostModule(ctx context.Context, rt wazero.Runtime) error {
+	b := rt.NewHostModuleBuilder(abi.ModuleName)
+	for id := range hostFuncs {
+		h := &hostFuncs[id]
+		b.NewFunctionBuilder().WithGoModuleFunction(h.goFunc(id), h.params, h.results).Export(h.name)
+	}
+	_, err := b.Instantiate(ctx)
+	return err
+}
+
+// view returns guest memory [ptr, ptr+n) as a view, or false when n is negative as an i32 or the
+// range is outside memory. The view is valid until the guest runs again.
+func (i *Instance) view(ptr, n uint32) ([]byte, bool) {
+	if int32(n) < 0 {
+		return nil, false
+	}
+	return i.mem.Read(ptr, n) // checks uint64(ptr)+uint64(n) <= memory size
+}
+
+// stateScope checks that state functions are allowed and key is in scope.
+func (i *Instance) stateScope(key []byte) (*scopeKey, abi.Errno) {
+	if i.phase != phaseProcess || i.stateless {
+		return nil, abi.ErrNotAllowed
+	}
+	sk := i.scope.find(key)
+	if sk == nil {
+		return nil, abi.ErrKeyNotInBatch
+	}
+	return sk, abi.OK
+}
+
+// envFailed records a host storage error: the guest gets ERR_INTERNAL and the call fails.
+func (i *Instance) envFailed(err error) int64 {
+	if i.envErr == nil {
+		i.envErr = err
+	}
+	return int64(abi.ErrInternal)
+}
+
+// copyOut implements the "length, copied when it fits" result of state_get and config_get.
+func copyOut(buf, val []byte) int64 {
+	if len(val) > math.MaxInt32 {
+		return int64(abi.ErrInternal)
+	}
+	if len(val) <= len(buf) {
+		copy(buf, val)
+	}
+	return int64(len(val))
+}
+
+// stateGet implements state_get (ABI §4.1).
+func (i *Instance) stateGet(keyPtr, keyLen, namePtr, nameLen, bufPtr, bufCap uint32) int64 {
+	key, ok1 := i.view(keyPtr, keyLen)
+	name, ok2 := i.view(namePtr, nameLen)
+	buf, ok3 := i.view(bufPtr, bufCap)
+	if !ok1 || !ok2 || !ok3 {
+		return int64(abi.ErrOutOfBounds)
+	}
+	sk, e := i.stateScope(key)
+	if e != abi.OK {
+		return int64(e)
+	}
+	if idx, ok := sk.names[string(name)]; ok {
+		w := &i.writes[idx]
+		if w.Delete {
+			return int64(abi.ErrNotFound)
+		}
+		return copyOut(buf, w.Value)
+	}
+	if i.env == nil {
+		return int64(abi.ErrNotFound)
+	}
+	val, found, err := i.env.StateGet(sk.key, name)
+	if err != nil {
+		return i.envFailed(err)
+	}
+	if !found {
+		return int64(abi.ErrNotFound)
+	}
+	return copyOut(buf, val)
+}
+
+// statePut implements state_put (ABI §4.2) and, with del, state_delete (§4.3).
+func (i *Instance) statePut(keyPtr, keyLen, namePtr, nameLen, valPtr, valLen uint32, del bool) int64 {
+	key, ok1 := i.view(keyPtr, keyLen)
+	name, ok2 := i.view(namePtr, nameLen)
+	val, ok3 := i.view(valPtr, valLen)
+	if !ok1 || !ok2 || !ok3 {
+		return int64(abi.ErrOutOfBounds)
+	}
+	sk, e := i.stateScope(key)
+	if e != abi.OK {
+		return int64(e)
+	}
+	if len(name) > i.lim.MaxNameBytes || len(val) > i.lim.MaxValueBytes {
+		return int64(abi.ErrTooLarge)
+	}
+	if len(i.writes) >= i.lim.MaxWritesPerCall {
+		return int64(abi.ErrLimit)
+	}
+	if sk.owned == nil {
+		sk.owned = append(make([]byte, 0, len(sk.key)), sk.key...)
+	}
+	w := Write{Key: sk.owned, Delete: del}
+	if del {
+		w.Name = append(make([]byte, 0, len(name)), name...)
+	} else {
+		b := make([]byte, len(name)+len(val))
+		copy(b, name)
+		copy(b[len(name):], val)
+		w.Name, w.Value = b[:len(name):len(name)], b[len(name):]
+	}
+	if sk.names == nil {
+		sk.names = make(map[string]int32)
+	}
+	sk.names[string(name)] = int32(len(i.writes))
+	i.writes = append(i.writes, w)
+	return int64(abi.OK)
+}
+
+// stateScan implements state_scan (ABI §4.4): a ScanPage of the names of state[key] with the prefix
+// after after, merging the committed state (Env.StateScan) with this call's overlay.
+func (i *Instance) stateScan(keyPtr, keyLen, prefixPtr, prefixLen, afterPtr, afterLen, bufPtr, bufCap uint32) int64 {
+	key, ok1 := i.view(keyPtr, keyLen)
+	prefix, ok2 := i.view(prefixPtr, prefixLen)
+	fromStart := int32(afterLen) == -1
+	var after []byte
+	ok3 := true
+	if !fromStart {
+		after, ok3 = i.view(afterPtr, afterLen)
+	}
+	buf, ok4 := i.view(bufPtr, bufCap)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return int64(abi.ErrOutOfBounds)
+	}
+	sk, e := i.stateScope(key)
+	if e != abi.OK {
+		return int64(e)
+	}
+	if len(buf) < 8 {
+		return int64(abi.ErrBufferTooSmall)
+	}
+
+	// The overlay's names in range, sorted.
+	ov := i.scanTmp[:0]
+	for name := range sk.names {
+		if strings.HasPrefix(name, string(prefix)) && (fromStart || name > string(after)) {
+			ov = append(ov, name)
+		}
+	}
+	slices.Sort(ov)
+	i.scanTmp = ov[:0]
+
+	p := scanPage{buf: buf, off: 8}
+	oi := 0
+	// putOverlay adds the overlay entry ov[oi] (unless it is a deletion) and advances oi.
+	putOverlay := func() bool {
+		w := &i.writes[sk.names[ov[oi]]]
+		oi++
+		if w.Delete {
+			return true
+		}
+		return p.add(w.Name, w.Value)
+	}
+	if i.env != nil {
+		err := i.env.StateScan(sk.key, prefix, after, fromStart, func(name, val []byte) bool {
+			for oi < len(ov) && ov[oi] < string(name) {
+				if !putOverlay() {
+					return false
+				}
+			}
+			if oi < len(ov) && ov[oi] == string(name) {
+				return putOverlay() // the overlay replaces or hides the committed entry
+			}
+			return p.add(name, val)
+		})
+		if err != nil {
+			clear(ov)
+			return i.envFailed(err)
+		}
+	}
+	for !p.full && oi < len(ov) {
+		putOverlay()
+	}
+	clear(ov)
+	if p.full && p.count == 0 {
+		return int64(abi.ErrBufferTooSmall)
+	}
+	putU32(buf[0:], p.count)
+	more := uint32(0)
+	if p.full {
+		more = 1
+	}
+	putU32(buf[4:], more)
+	return int64(p.off)
+}
+
+// scanPage fills a ScanPage's entries in guest memory from offset 8; the header is written last.
+type scanPage struct {
+	buf   []byte
+	off   int
+	count uint32
+	full  bool // an entry did not fit: more entries follow
+}
+
+func (p *scanPage) add(name, val []byte) bool {
+	n := 8 + len(name) + len(val)
+	if n > len(p.buf)-p.off {
+		p.full = true
+		return false
+	}
+	b := p.buf[p.off:]
+	putU32(b, uint32(len(name)))
+	copy(b[4:], name)
+	putU32(b[4+len(name):], uint32(len(val)))
+	copy(b[8+len(name):], val)
+	p.off += n
+	p.count++
+	return true
+}
+
+func putU32(b []byte, v uint32) {
+	_ = b[3]
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+}
+
+// emit implements emit (ABI §4.5).
+func (i *Instance) emit(outPtr, outLen, keyPtr, keyLen, valPtr, valLen, hdrPtr, hdrLen uint32, ts int64) int64 {
+	out, ok1 := i.view(outPtr, outLen)
+	key, ok2 := i.view(keyPtr, keyLen)
+	val, ok3 := i.view(valPtr, valLen)
+	hdr, ok4 := i.view(hdrPtr, hdrLen)
+	if !ok1 || !ok2 || !ok3 || !ok4 {
+		return int64(abi.ErrOutOfBounds)
+	}
+	if i.phase != phaseProcess {
+		return int64(abi.ErrNotAllowed)
+	}
+	if len(i.outs) >= i.lim.MaxOutputsPerCall {
+		return int64(abi.ErrLimit)
+	}
+	if len(out) > i.lim.MaxNameBytes || len(key) > i.lim.MaxKeyBytes ||
+		len(val) > i.lim.MaxValueBytes || len(hdr) > i.lim.MaxValueBytes {
+		return int64(abi.ErrTooLarge)
+	}
+	hs, err := abi.DecodeHeaders(hdr)
+	if err != nil {
+		return int64(abi.ErrInvalid)
+	}
+	var name string
+	if len(i.outputs) == 0 {
+		name = string(out)
+	} else {
+		k := slices.IndexFunc(i.outputs, func(s string) bool { return s == string(out) })
+		if k < 0 {
+			return int64(abi.ErrInvalid)
+		}
+		name = i.outputs[k] // no allocation
+	}
+	// One allocation for key, value and header bytes.
+	size := len(key) + len(val)
+	for _, h := range hs {
+		size += len(h.Name) + len(h.Value)
+	}
+	b := make([]byte, 0, size)
+	take := func(p []byte) []byte {
+		s := len(b)
+		b = append(b, p...)
+		return b[s:len(b):len(b)]
+	}
+	o := Output{Name: name, Key: take(key), Value: take(val), Timestamp: ts}
+	for k := range hs {
+		hs[k] = abi.Header{Name: take(hs[k].Name), Value: take(hs[k].Value)}
+	}
+	o.Headers = hs
+	if ts < 0 {
+		o.Timestamp = i.now()
+	}
+	i.outs = append(i.outs, o)
+	return int64(abi.OK)
+}
+
+// logMsg implements log (ABI §4.6).
+func (i *Instance) logMsg(ctx context.Context, level, msgPtr, msgLen uint32) int64 {
+	msg, ok := i.view(msgPtr, msgLen)
+	if !ok {
+		return int64(abi.ErrOutOfBounds)
+	}
+	var lvl slog.Level
+	switch level {
+	case abi.LevelDebug:
+		lvl = slog.LevelDebug
+	case abi.LevelInfo:
+		lvl = slog.LevelInfo
+	case abi.LevelWarn:
+		lvl = slog.LevelWarn
+	case abi.LevelError:
+		lvl = slog.LevelError
+	default:
+		return int64(abi.ErrInvalid)
+	}
+	if i.log.Enabled(ctx, lvl) {
+		i.log.LogAttrs(ctx, lvl, string(truncate(msg, i.lim.MaxLogBytes)))
+	}
+	return int64(abi.OK)
+}
+
+// configGet implements config_get (ABI §4.8).
+func (i *Instance) configGet(bufPtr, bufCap uint32) int64 {
+	buf, ok := i.view(bufPtr, bufCap)
+	if !ok {
+		return int64(abi.ErrOutOfBounds)
+	}
+	return copyOut(buf, i.config)
+}
+
+// fail implements fail (ABI §4.9): the last message of a call wins.
+func (i *Instance) fail(msgPtr, msgLen uint32) int64 {
+	msg, ok := i.view(msgPtr, msgLen)
+	if !ok {
+		return int64(abi.ErrOutOfBounds)
+	}
+	i.failMsg = string(truncate(msg, i.lim.MaxLogBytes))
+	return int64(abi.OK)
+}
+
+func truncate(b []byte, n int) []byte {
+	if len(b) > n {
+		return b[:n]
+	}
+	return b
+}

@@ -1,0 +1,415 @@
+package modrt
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+const pageSize = 65536
+
+// InstanceConfig configures one Instance. Only Task is required in practice; every other zero
+// value has a default.
+type InstanceConfig struct {
+	// Task names the task in log records and errors.
+	Task string
+	// Config is the task's configuration (a JSON object), passed in the Init payload and returned
+	// by config_get. Empty means "{}". It is copied.
+	Config []byte
+	// Logger receives the guest's log calls and its stdout (info) and stderr (warn) lines, with a
+	// "task" attribute. nil discards them.
+	Logger *slog.Logger
+	// Now returns the processing time in ms since the Unix epoch, for now_ms and for emits with a
+	// negative timestamp. nil means the wall clock.
+	Now func() int64
+	// Outputs, when not empty, lists the output names the task may emit to; emit to any other
+	// name returns ERR_INVALID. Empty means any name.
+	Outputs []string
+	// StatelessOnly makes every state function return ERR_NOT_ALLOWED.
+	StatelessOnly bool
+}
+
+// Env gives a call read access to committed state. The host implements it for one Process call;
+// it is called only from the goroutine calling Process, and only during that call.
+//
+// key is the Key of a record passed to Process (the caller's own bytes). name, prefix and after
+// are views into guest memory, valid only until the method returns: copy them to keep them.
+// An error makes the host function return ERR_INTERNAL to the guest and fails the whole call
+// (Process returns a *CallError wrapping it) even if the guest then returns 0.
+type Env interface {
+	// StateGet returns the committed value of state[key][name]. val is only read, never modified
+	// or kept after the call.
+	StateGet(key, name []byte) (val []byte, ok bool, err error)
+	// StateScan calls fn for each committed name of state[key] that starts with prefix and sorts
+	// after after (every name with the prefix when fromStart), in ascending bytewise order, until
+	// fn returns false. name and val are only read during fn.
+	StateScan(key, prefix, after []byte, fromStart bool, fn func(name, val []byte) bool) error
+}
+
+// Effects are the results of a successful Process call, in the order the guest issued them.
+// Every byte slice is owned by the caller (copied out of guest memory); Write.Key slices of the
+// same record key share one copy.
+type Effects struct {
+	Writes  []Write
+	Outputs []Output
+}
+
+// Write is one state_put (Delete false) or state_delete (Delete true, Value nil).
+type Write struct {
+	Key, Name, Value []byte
+	Delete           bool
+}
+
+// Output is one emitted record.
+type Output struct {
+	// Name is the output the guest emitted to.
+	Name       string
+	Key, Value []byte
+	Headers    []abi.Header
+	// Timestamp is the guest's timestamp, or InstanceConfig.Now() at the emit when it was negative.
+	Timestamp int64
+}
+
+// phase is what the guest is being called for; it decides which host functions are allowed.
+type phase uint8
+
+const (
+	phaseIdle    phase = iota // no call in progress
+	phaseStart                // instantiation, _initialize, wasmstream_abi_version, wasmstream_alloc
+	phaseInit                 // wasmstream_init
+	phaseProcess              // wasmstream_process
+)
+
+// Instance is one instantiated module: its own memory and globals, and the per-call state the host
+// functions work on. An Instance is NOT safe for concurrent use: one goroutine at a time calls
+// Process (the scheduler's worker that owns it). After a failed call with CallError.Trap set,
+// Broken reports true and the Instance must be closed and replaced.
+type Instance struct {
+	m         *Module
+	mod       api.Module
+	mem       api.Memory
+	fnAlloc   api.Function
+	fnInit    api.Function
+	fnProcess api.Function
+	stack     [2]uint64 // params and results of export calls, reused
+	cctx      callCtx   // the context handed to the guest during a call, reused
+
+	lim       Limits
+	task      string
+	config    []byte
+	log       *slog.Logger
+	now       func() int64
+	outputs   []string
+	stateless bool
+	stdout    *lineWriter
+	stderr    *lineWriter
+
+	phase  phase
+	broken bool
+	closed bool
+
+	// Per-call state, reset by beginCall.
+	env      Env
+	scope    scope
+	writes   []Write
+	outs     []Output
+	failMsg  string
+	envErr   error
+	scanTmp  []string // scratch for state_scan's overlay names
+	abiVers  uint32
+	observer func(fn int, result int64) // tests only: sees every host function result
+}
+
+// callCtx is the context.Context passed to the guest for one call. Host functions find their
+// Instance with a type assertion on it (see instanceOf), which is cheaper than a context value
+// lookup. It wraps the caller's context only for the duration of the call.
+type callCtx struct {
+	context.Context
+	inst *Instance
+}
+
+type instanceKey struct{}
+
+// Value makes the Instance reachable with ctx.Value(instanceKey{}) should a wrapper hide callCtx.
+func (c *callCtx) Value(key any) any {
+	if key == (instanceKey{}) {
+		return c.inst
+	}
+	return c.Context.Value(key)
+}
+
+// instanceOf returns the Instance whose call is in progress, or nil.
+func instanceOf(ctx context.Context) *Instance {
+	if c, ok := ctx.(*callCtx); ok {
+		return c.inst
+	}
+	i, _ := ctx.Value(instanceKey{}).(*Instance)
+	return i
+}
+
+// Instantiate creates an Instance: it instantiates the module with an anonymous name and the
+// sandboxed WASI (no files, environment, arguments or network; a fake clock and a deterministic
+// random source; stdout and stderr captured into cfg.Logger), runs _initialize when exported,
+// checks the ABI version and calls wasmstream_init with the Init payload. A failing or trapping
+// init returns a *CallError naming the task and carrying the guest's fail message. Instantiate is
+// safe for concurrent use.
+func (m *Module) Instantiate(ctx context.Context, cfg InstanceConfig) (*Instance, error) {
+	i, err := m.newInstance(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	n := 12 + len(i.task) + len(i.config)
+	ptr, buf, err := i.place(ctx, abi.ExportInit, n)
+	if err == nil {
+		b := abi.AppendInit(buf[:0], abi.Init{Version: abi.Version, Task: []byte(i.task), Config: i.config})
+		if len(b) != n || &b[0] != &buf[0] {
+			err = fmt.Errorf("modrt: internal error: Init payload size %d, expected %d", len(b), n)
+		} else {
+			err = i.callPayload(ctx, phaseInit, abi.ExportInit, i.fnInit, ptr, n)
+		}
+	}
+	if err != nil {
+		_ = i.Close(ctx)
+		return nil, err
+	}
+	return i, nil
+}
+
+// newInstance instantiates the module and runs everything before wasmstream_init.
+func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance, error) {
+	if m.isClosed() {
+		return nil, ErrClosed
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	logger = logger.With(slog.String("task", cfg.Task))
+	now := cfg.Now
+	if now == nil {
+		now = func() int64 { return time.Now().UnixMilli() }
+	}
+	config := []byte("{}")
+	if len(cfg.Config) > 0 {
+		config = append([]byte(nil), cfg.Config...)
+	}
+	i := &Instance{
+		m:         m,
+		lim:       m.lim,
+		task:      cfg.Task,
+		config:    config,
+		log:       logger,
+		now:       now,
+		outputs:   append([]string(nil), cfg.Outputs...),
+		stateless: cfg.StatelessOnly,
+		stdout:    &lineWriter{log: logger, level: slog.LevelInfo, stream: "stdout", max: m.lim.MaxLogBytes},
+		stderr:    &lineWriter{log: logger, level: slog.LevelWarn, stream: "stderr", max: m.lim.MaxLogBytes},
+	}
+	i.cctx.inst = i
+	i.observer = m.observer
+	mc := wazero.NewModuleConfig().
+		WithName(""). // anonymous: any number of instances of one module
+		WithStartFunctions(). // _initialize is called below, like every other export
+		WithStdout(i.stdout).
+		WithStderr(i.stderr)
+	// Host functions called by a start section see phaseStart.
+	i.phase, i.cctx.Context = phaseStart, ctx
+	mod, err := m.eng.rt.InstantiateModule(&i.cctx, m.compiled, mc)
+	i.phase, i.cctx.Context = phaseIdle, context.Background()
+	if err != nil {
+		return nil, fmt.Errorf("modrt: task %q: instantiate: %w", cfg.Task, err)
+	}
+	i.mod = mod
+	i.mem = mod.Memory()
+	i.fnAlloc = mod.ExportedFunction(abi.ExportAlloc)
+	i.fnInit = mod.ExportedFunction(abi.ExportInit)
+	i.fnProcess = mod.ExportedFunction(abi.ExportProcess)
+	fnVersion := mod.ExportedFunction(abi.ExportABIVersion)
+	if i.mem == nil || i.fnAlloc == nil || i.fnInit == nil || i.fnProcess == nil || fnVersion == nil {
+		_ = mod.Close(ctx) // Compile checked the exports: unreachable.
+		return nil, fmt.Errorf("modrt: task %q: internal error: exports missing after validation", cfg.Task)
+	}
+	if fn := mod.ExportedFunction(abi.ExportInitialize); fn != nil {
+		if err := i.call(ctx, phaseStart, abi.ExportInitialize, fn, nil); err != nil {
+			_ = i.Close(ctx)
+			return nil, err
+		}
+	}
+	if err := i.call(ctx, phaseStart, abi.ExportABIVersion, fnVersion, i.stack[:1]); err != nil {
+		_ = i.Close(ctx)
+		return nil, err
+	}
+	i.abiVers = uint32(i.stack[0])
+	if !abi.Compatible(i.abiVers) {
+		_ = i.Close(ctx)
+		return nil, moduleErr(nil, abiMismatch(i.abiVers))
+	}
+	return i, nil
+}
+
+func abiMismatch(v uint32) string {
+	return fmt.Sprintf("declares ABI %s; this host speaks %s", abi.VersionString(v), abi.VersionString(abi.Version))
+}
+
+// Process runs one wasmstream_process call over recs.
+//
+// The Batch is encoded straight into guest memory obtained from wasmstream_alloc. The call's scope
+// is the set of record keys in recs (DESIGN S12): state functions for any other key return
+// ERR_KEY_NOT_IN_BATCH. State writes go to a per-call overlay that later reads and scans of the
+// same call see (scans merge it with env.StateScan; deletions hide names). A nil env behaves as
+// empty committed state.
+//
+// recs and its byte slices must not change during the call; they are not retained. On success the
+// Effects are returned (owned by the caller). On failure Process returns a *CallError and no
+// effects; when CallError.Trap is set the Instance is broken (see Broken). ErrBatchTooLarge,
+// ErrBroken, ErrClosed and ctx's error are returned without calling the guest.
+//
+// ctx is checked before the call but does not interrupt a running guest (there is no CPU bound
+// yet; see the package documentation).
+func (i *Instance) Process(ctx context.Context, recs []abi.Record, env Env) (Effects, error) {
+	switch {
+	case i.closed:
+		return Effects{}, ErrClosed
+	case i.broken:
+		return Effects{}, ErrBroken
+	}
+	if err := ctx.Err(); err != nil {
+		return Effects{}, err
+	}
+	size := 8
+	for k := range recs {
+		size += abi.RecordSize(&recs[k])
+		if size > math.MaxInt32 {
+			return Effects{}, ErrBatchTooLarge
+		}
+	}
+	if uint64(size) > uint64(i.lim.MaxMemoryPages)*pageSize {
+		return Effects{}, ErrBatchTooLarge
+	}
+	ptr, buf, err := i.place(ctx, abi.ExportProcess, size)
+	if err != nil {
+		return Effects{}, err
+	}
+	b := abi.AppendBatchHeader(buf[:0], len(recs))
+	for k := range recs {
+		b = abi.AppendRecord(b, &recs[k])
+	}
+	if len(b) != size || &b[0] != &buf[0] {
+		return Effects{}, fmt.Errorf("modrt: internal error: Batch size %d, expected %d", len(b), size)
+	}
+
+	i.beginCall(env)
+	for k := range recs {
+		i.scope.add(recs[k].Key)
+	}
+	err = i.callPayload(ctx, phaseProcess, abi.ExportProcess, i.fnProcess, ptr, size)
+	eff := Effects{Writes: i.writes, Outputs: i.outs}
+	i.endCall()
+	if err != nil {
+		return Effects{}, err
+	}
+	return eff, nil
+}
+
+// beginCall resets the per-call state.
+func (i *Instance) beginCall(env Env) {
+	i.env = env
+	i.scope.reset()
+	i.writes, i.outs = nil, nil
+	i.failMsg, i.envErr = "", nil
+}
+
+// endCall drops the per-call references (the effects now belong to the caller or are discarded).
+func (i *Instance) endCall() {
+	i.env = nil
+	i.scope.reset()
+	i.writes, i.outs = nil, nil
+	i.envErr = nil
+}
+
+// place asks the guest for n bytes (wasmstream_alloc) and returns the region as a view. Any
+// failure breaks the instance and is returned as a *CallError naming export, the call the payload
+// is for.
+func (i *Instance) place(ctx context.Context, export string, n int) (uint32, []byte, error) {
+	i.failMsg = ""
+	i.stack[0] = uint64(uint32(n))
+	if err := i.call(ctx, phaseStart, abi.ExportAlloc, i.fnAlloc, i.stack[:1]); err != nil {
+		return 0, nil, err
+	}
+	ptr := uint32(i.stack[0])
+	var (
+		buf []byte
+		ok  bool
+	)
+	if ptr != 0 {
+		buf, ok = i.mem.Read(ptr, uint32(n))
+	}
+	if !ok || n == 0 {
+		// A zero-size payload cannot happen (a Batch is at least 8 bytes, an Init 12).
+		i.broken = true
+		return 0, nil, &CallError{Task: i.task, Func: export, Trap: true, GuestMessage: i.failMsg,
+			Err: fmt.Errorf("%w: returned %d for %d bytes (memory is %d bytes)", ErrAllocFailed, ptr, n, i.mem.Size())}
+	}
+	return ptr, buf, nil
+}
+
+// callPayload calls init or process with a payload placed by place and interprets the status.
+func (i *Instance) callPayload(ctx context.Context, ph phase, export string, fn api.Function, ptr uint32, n int) error {
+	i.stack[0], i.stack[1] = uint64(ptr), uint64(uint32(n))
+	if err := i.call(ctx, ph, export, fn, i.stack[:2]); err != nil {
+		return err
+	}
+	if rc := int32(uint32(i.stack[0])); rc != 0 {
+		return &CallError{Task: i.task, Func: export, Code: rc, GuestMessage: i.failMsg, Err: ErrGuestFailed}
+	}
+	if i.envErr != nil {
+		return &CallError{Task: i.task, Func: export, GuestMessage: i.failMsg, Err: i.envErr}
+	}
+	return nil
+}
+
+// call is the one place the host enters the guest. A call that does not return normally breaks the
+// instance and becomes a *CallError with Trap set.
+//
+// CPU bound seam: there is none yet (a looping guest is never stopped; WithCloseOnContextDone is
+// deliberately not used, see DESIGN S21). Fuel metering will set the call's budget here, before
+// CallWithStack, and classify a trap caused by exhausted fuel here, after it.
+func (i *Instance) call(ctx context.Context, ph phase, export string, fn api.Function, stack []uint64) error {
+	i.phase, i.cctx.Context = ph, ctx
+	err := fn.CallWithStack(&i.cctx, stack)
+	i.phase, i.cctx.Context = phaseIdle, context.Background()
+	if err != nil {
+		i.broken = true
+		return &CallError{Task: i.task, Func: export, Trap: true, GuestMessage: i.failMsg, Err: err}
+	}
+	return nil
+}
+
+// Broken reports whether a call trapped, exited or could not allocate, leaving the guest in an
+// unknown state. A broken Instance refuses Process with ErrBroken; close it and make a new one.
+func (i *Instance) Broken() bool { return i.broken }
+
+// Close releases the instance's memory and logs any pending partial stdout/stderr line. It is
+// idempotent.
+func (i *Instance) Close(ctx context.Context) error {
+	if i.closed {
+		return nil
+	}
+	i.closed = true
+	i.stdout.flush()
+	i.stderr.flush()
+	if i.mod == nil {
+		return nil
+	}
+	if err := i.mod.Close(ctx); err != nil {
+		return fmt.Errorf("modrt: task %q: close: %w", i.task, err)
+	}
+	return nil
+}

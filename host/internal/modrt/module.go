@@ -1,0 +1,233 @@
+package modrt
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// Module is a compiled and validated task module. Instances are made from it with Instantiate.
+// A Module is safe for concurrent use.
+type Module struct {
+	eng      *engine
+	compiled wazero.CompiledModule
+	info     ModuleInfo
+	lim      Limits
+
+	mu     sync.Mutex
+	closed bool
+
+	observer func(fn int, result int64) // tests only, copied into each Instance
+}
+
+// ModuleInfo describes a compiled module.
+type ModuleInfo struct {
+	// ABIVersion is what the module's wasmstream_abi_version returned (major << 16 | minor).
+	ABIVersion uint32
+	// Size is the length of the .wasm binary in bytes.
+	Size int
+	// SHA256 is the hex SHA-256 of the binary.
+	SHA256 string
+	// Imports lists every import as "module.name", in binary order.
+	Imports []string
+	// Exports lists every export name, in binary order.
+	Exports []string
+}
+
+// signatures of the guest exports (ABI §3).
+var (
+	sigVersion    = sig(nil, []byte{valI32})
+	sigAlloc      = sig([]byte{valI32}, []byte{valI32})
+	sigPayload    = sig([]byte{valI32, valI32}, []byte{valI32})
+	sigInitialize = sig(nil, nil)
+)
+
+var requiredExports = []struct {
+	name string
+	typ  funcType
+}{
+	{abi.ExportABIVersion, sigVersion},
+	{abi.ExportAlloc, sigAlloc},
+	{abi.ExportInit, sigPayload},
+	{abi.ExportProcess, sigPayload},
+}
+
+// Compile validates and compiles a task module under lim (zero fields take their defaults).
+//
+// Everything is checked before a Module is returned, and every refusal is a *ModuleError whose
+// Problems name exactly what is wrong:
+//
+//   - the bytes are a well-formed WebAssembly binary;
+//   - the exports of ABI §3 are present with their signatures ("module exports no
+//     wasmstream_process", "export wasmstream_alloc has type (i32, i32) -> i32; want (i32) -> i32");
+//   - every import from wasmstream_v0 is a host function of ABI §4 with its signature ("imports
+//     unknown host function wasmstream_v0.frobnicate"), every import from wasi_snapshot_preview1 is
+//     a WASI function, and nothing is imported from any other module;
+//   - each memory's declared minimum is within lim.MaxMemoryPages ("memory minimum 2000 pages
+//     exceeds the limit of 1024");
+//   - a trial instance runs _initialize (if exported) without trapping and its
+//     wasmstream_abi_version is compatible with this host ("declares ABI 1.0; this host speaks 0.1").
+//
+// Invalid limits are reported by Limits.Validate's error instead. Compile is safe for concurrent
+// use; compiling the same bytes twice shares the compiled code.
+func (r *Runtime) Compile(ctx context.Context, wasm []byte, lim Limits) (*Module, error) {
+	if err := lim.Validate(); err != nil {
+		return nil, err
+	}
+	lim = lim.withDefaults()
+	eng, err := r.engine(ctx, lim.MaxMemoryPages)
+	if err != nil {
+		return nil, err
+	}
+	shape, err := scanWasm(wasm)
+	if err != nil {
+		return nil, moduleErr(err, "invalid wasm binary: "+err.Error())
+	}
+	if problems := checkShape(shape, eng, lim); len(problems) > 0 {
+		return nil, moduleErr(nil, problems...)
+	}
+	compiled, err := eng.rt.CompileModule(ctx, wasm)
+	if err != nil {
+		return nil, moduleErr(err, "invalid wasm binary: "+err.Error())
+	}
+	sum := sha256.Sum256(wasm)
+	m := &Module{
+		eng:      eng,
+		compiled: compiled,
+		lim:      lim,
+		info:     ModuleInfo{Size: len(wasm), SHA256: hex.EncodeToString(sum[:])},
+	}
+	for _, im := range shape.imports {
+		m.info.Imports = append(m.info.Imports, im.module+"."+im.name)
+	}
+	for _, ex := range shape.exports {
+		m.info.Exports = append(m.info.Exports, ex.name)
+	}
+
+	// The trial instance: start-up must work and declare a compatible ABI version.
+	trial, err := m.newInstance(ctx, InstanceConfig{Task: "(compile)", Logger: r.logger})
+	if err != nil {
+		_ = compiled.Close(ctx)
+		var me *ModuleError
+		if errors.As(err, &me) {
+			return nil, me
+		}
+		var ce *CallError
+		if errors.As(err, &ce) {
+			return nil, moduleErr(err, fmt.Sprintf("%s trapped: %v", ce.Func, ce.Err))
+		}
+		return nil, moduleErr(err, "cannot be instantiated: "+err.Error())
+	}
+	m.info.ABIVersion = trial.abiVers
+	_ = trial.Close(ctx)
+	return m, nil
+}
+
+// checkShape checks exports, imports and memory minimums against the ABI.
+func checkShape(s *wasmShape, eng *engine, lim Limits) []string {
+	var problems []string
+	exports := make(map[string]*wasmExport, len(s.exports))
+	for k := range s.exports {
+		exports[s.exports[k].name] = &s.exports[k]
+	}
+	checkFunc := func(name string, want funcType, required bool) {
+		ex := exports[name]
+		switch {
+		case ex == nil:
+			if required {
+				problems = append(problems, "module exports no "+name)
+			}
+		case ex.kind != kindFunc:
+			problems = append(problems, fmt.Sprintf("export %s is a %s, not a function", name, kindName(ex.kind)))
+		case ex.typ != want:
+			problems = append(problems, fmt.Sprintf("export %s has type %s; want %s", name, ex.typ, want))
+		}
+	}
+	switch ex := exports[abi.ExportMemory]; {
+	case ex == nil:
+		problems = append(problems, "module exports no "+abi.ExportMemory)
+	case ex.kind != kindMemory:
+		problems = append(problems, fmt.Sprintf("export %s is a %s, not a memory", abi.ExportMemory, kindName(ex.kind)))
+	}
+	for _, re := range requiredExports {
+		checkFunc(re.name, re.typ, true)
+	}
+	checkFunc(abi.ExportInitialize, sigInitialize, false)
+
+	for _, im := range s.imports {
+		full := im.module + "." + im.name
+		var (
+			want  funcType
+			known bool
+			what  string
+		)
+		switch im.module {
+		case abi.ModuleName:
+			what = "host function"
+			if h := hostFuncByName[im.name]; h != nil {
+				want, known = sig(h.params, h.results), true
+			}
+		case wasiModuleName:
+			what = "WASI function"
+			want, known = eng.wasi[im.name]
+		default:
+			problems = append(problems, fmt.Sprintf("imports %s: only %s and %s may be imported", full, abi.ModuleName, wasiModuleName))
+			continue
+		}
+		switch {
+		case im.kind != kindFunc:
+			problems = append(problems, fmt.Sprintf("imports %s %s; %s provides only functions", kindName(im.kind), full, im.module))
+		case !known:
+			problems = append(problems, fmt.Sprintf("imports unknown %s %s", what, full))
+		case im.typ != want:
+			problems = append(problems, fmt.Sprintf("import %s has type %s; want %s", full, im.typ, want))
+		}
+	}
+
+	for _, min := range s.memMins {
+		if min > uint64(lim.MaxMemoryPages) {
+			problems = append(problems, fmt.Sprintf("memory minimum %d pages exceeds the limit of %d", min, lim.MaxMemoryPages))
+		}
+	}
+	return problems
+}
+
+// Info describes the module. The returned slices are copies.
+func (m *Module) Info() ModuleInfo {
+	info := m.info
+	info.Imports = append([]string(nil), info.Imports...)
+	info.Exports = append([]string(nil), info.Exports...)
+	return info
+}
+
+// Limits returns the limits the module was compiled with, defaults applied.
+func (m *Module) Limits() Limits { return m.lim }
+
+func (m *Module) isClosed() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.closed
+}
+
+// Close releases the compiled code once no Instance uses it; Instances already made keep working
+// until they are closed. Instantiate then returns ErrClosed. Close is idempotent.
+func (m *Module) Close(ctx context.Context) error {
+	m.mu.Lock()
+	if m.closed {
+		m.mu.Unlock()
+		return nil
+	}
+	m.closed = true
+	m.mu.Unlock()
+	if err := m.compiled.Close(ctx); err != nil {
+		return fmt.Errorf("modrt: close module: %w", err)
+	}
+	return nil
+}

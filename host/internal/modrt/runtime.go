@@ -1,0 +1,133 @@
+package modrt
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// wasiModuleName is the WASI import module a guest may use (ABI §7).
+const wasiModuleName = wasi_snapshot_preview1.ModuleName
+
+// RuntimeConfig configures a Runtime. The zero value is valid.
+type RuntimeConfig struct {
+	// CacheDir is a directory for the on-disk compilation cache, created if missing. A module
+	// compiled once is then loaded from it by later processes (about 20× faster for a standard Go
+	// guest). Entries are keyed by the module's bytes and the wazero version. "" (the default)
+	// means no disk cache.
+	CacheDir string
+	// Logger receives the runtime's own messages and the output of trial instances made by
+	// Compile. nil discards them.
+	Logger *slog.Logger
+}
+
+// Runtime compiles modules and holds what their instances share: the compiled code, the WASI
+// host module and the wasmstream_v0 host module. It is safe for concurrent use.
+//
+// Internally a wazero runtime carries the memory limit, so the Runtime keeps one wazero runtime
+// per distinct Limits.MaxMemoryPages it has seen (in practice one), all sharing one compilation
+// engine and cache.
+type Runtime struct {
+	cache  wazero.CompilationCache
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	closed  bool
+	engines map[uint32]*engine // by memory limit in pages
+}
+
+// engine is one wazero runtime with its host modules instantiated.
+type engine struct {
+	rt       wazero.Runtime
+	maxPages uint32
+	wasi     map[string]funcType // WASI functions the guest may import, with their signatures
+}
+
+// NewRuntime creates a Runtime. It starts no goroutine.
+func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
+	var (
+		cache wazero.CompilationCache
+		err   error
+	)
+	if cfg.CacheDir != "" {
+		if cache, err = wazero.NewCompilationCacheWithDir(cfg.CacheDir); err != nil {
+			return nil, fmt.Errorf("modrt: compilation cache: %w", err)
+		}
+	} else {
+		// In memory only: lets the per-limit wazero runtimes share compiled code.
+		cache = wazero.NewCompilationCache()
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	r := &Runtime{cache: cache, logger: logger, engines: map[uint32]*engine{}}
+	// Create the engine for the default limit now, so a broken environment fails here.
+	if _, err := r.engine(ctx, DefaultMaxMemoryPages); err != nil {
+		_ = r.Close(ctx)
+		return nil, err
+	}
+	return r, nil
+}
+
+// engine returns the wazero runtime for a memory limit, creating it on first use.
+func (r *Runtime) engine(ctx context.Context, pages uint32) (*engine, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		return nil, ErrClosed
+	}
+	if e := r.engines[pages]; e != nil {
+		return e, nil
+	}
+	// wazero picks its compiler on amd64 and arm64, its interpreter elsewhere.
+	rc := wazero.NewRuntimeConfig().
+		WithCompilationCache(r.cache).
+		WithMemoryLimitPages(pages).
+		WithCloseOnContextDone(false) // never: it makes guest loops ~33× slower (DESIGN S21)
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("modrt: instantiate WASI: %w", err)
+	}
+	if err := instantiateHostModule(ctx, rt); err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("modrt: instantiate %s: %w", abi.ModuleName, err)
+	}
+	e := &engine{rt: rt, maxPages: pages, wasi: map[string]funcType{}}
+	for name, def := range rt.Module(wasiModuleName).ExportedFunctionDefinitions() {
+		e.wasi[name] = sigOf(def.ParamTypes(), def.ResultTypes())
+	}
+	r.engines[pages] = e
+	return e, nil
+}
+
+// Close releases every wazero runtime and the cache; Modules and Instances made by r stop
+// working. Close is idempotent.
+func (r *Runtime) Close(ctx context.Context) error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	engines := r.engines
+	r.engines = nil
+	r.mu.Unlock()
+	var errs []error
+	for _, e := range engines {
+		errs = append(errs, e.rt.Close(ctx))
+	}
+	errs = append(errs, r.cache.Close(ctx))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("modrt: close runtime: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,9 @@
+;; foreignimport: imports from a module other than wasmstream_v0 and wasi_snapshot_preview1.
+(module
+  (import "env" "something" (func))
+  (memory (export "memory") 1)
+  (func (export "wasmstream_abi_version") (result i32) (i32.const 1))
+  (func (export "wasmstream_alloc") (param i32) (result i32) (i32.const 1024))
+  (func (export "wasmstream_init") (param i32 i32) (result i32) (i32.const 0))
+  (func (export "wasmstream_process") (param i32 i32) (result i32) (i32.const 0))
+)

@@ -1,0 +1,7 @@
+;; noabi: exports everything except wasmstream_process.
+(module
+  (memory (export "memory") 1)
+  (func (export "wasmstream_abi_version") (result i32) (i32.const 1))
+  (func (export "wasmstream_alloc") (param i32) (result i32) (i32.const 1024))
+  (func (export "wasmstream_init") (param i32 i32) (result i32) (i32.const 0))
+)
