@@ -68,7 +68,7 @@ func (t *Task) release(j *job) {
 
 // work runs jobs on one instance until the jobs channel closes. A trapped instance is replaced;
 // if no replacement can be made the error goes to fatal and the worker stops.
-func (t *Task) work(ctx context.Context, inst *modrt.Instance, fatal chan<- error) {
+func (t *Task) work(ctx context.Context, inst Processor, fatal chan<- error) {
 	defer func() {
 		if inst != nil {
 			inst.Close(ctx)

@@ -39,10 +39,21 @@ type Input struct {
 	HaltOnError bool // a malformed line halts the task instead of going to the dead letters
 }
 
+// Processor runs batches of one task: a wasm instance (modrt.Instance) or, for benchmarks and
+// for embedding, a native Go handler with the same contract. It is used by one goroutine at a
+// time; after a call returned an error, Broken tells whether it must be replaced.
+type Processor interface {
+	Process(ctx context.Context, recs []abi.Record, env modrt.Env) (modrt.Effects, error)
+	Broken() bool
+	Close(ctx context.Context) error
+}
+
 // Config is everything a Task needs; the host fills it from its own configuration.
 type Config struct {
-	Name        string
-	Module      *modrt.Module
+	Name   string
+	Module *modrt.Module
+	// NewProcessor, if set, replaces instances of Module (which may then be nil).
+	NewProcessor func(ctx context.Context) (Processor, error)
 	GuestConfig []byte
 	OutputNames []string
 	Inputs      []Input
@@ -304,7 +315,10 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 	return st, nil
 }
 
-func (t *Task) instantiate(ctx context.Context) (*modrt.Instance, error) {
+func (t *Task) instantiate(ctx context.Context) (Processor, error) {
+	if t.cfg.NewProcessor != nil {
+		return t.cfg.NewProcessor(ctx)
+	}
 	return t.cfg.Module.Instantiate(ctx, modrt.InstanceConfig{
 		Task:          t.cfg.Name,
 		Config:        t.cfg.GuestConfig,
