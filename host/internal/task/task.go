@@ -54,12 +54,12 @@ type Config struct {
 	Module *modrt.Module
 	// NewProcessor, if set, replaces instances of Module (which may then be nil).
 	NewProcessor func(ctx context.Context) (Processor, error)
-	GuestConfig []byte
-	OutputNames []string
-	Inputs      []Input
-	Output      *sink.Writer
-	DeadLetter  *sink.Writer
-	Store       *store.DB
+	GuestConfig  []byte
+	OutputNames  []string
+	Inputs       []Input
+	Output       *sink.Writer
+	DeadLetter   *sink.Writer
+	Store        *store.DB
 
 	Policy, Field, Header string
 
