@@ -1,0 +1,74 @@
+// Package wasmstream is the Go guest SDK of wasmstream: it turns a Go package into a stateful
+// stream task module that a wasmstream host runs (the ABI is abi/ABI.md in the wasmstream
+// repository; this package implements its guest side, version 0.1).
+//
+// # Writing a task
+//
+// A task is a package main with an empty main and an init function that registers the handlers.
+// The module is a WASI reactor: the host never runs main, it calls the exports this package
+// provides (wasmstream_abi_version, wasmstream_alloc, wasmstream_init, wasmstream_process).
+//
+//	package main
+//
+//	import wasmstream "github.com/wasmstream/wasmstream/guest-sdk/go"
+//
+//	func main() {}
+//
+//	func init() {
+//		wasmstream.Handle(func(r *wasmstream.Record) error {
+//			return wasmstream.Emit("echo", r.Key(), r.Value())
+//		})
+//	}
+//
+// Build it with standard Go (about 2 MB) or TinyGo (tens of KB):
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o task.wasm .
+//	tinygo build -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -o task.wasm .
+//
+// Always pass -scheduler=none to TinyGo: with its default scheduler every call into the module
+// costs 100+ µs. Add -trimpath to the go build line to keep your machine's paths out of panic
+// messages. The SDK starts no goroutine, uses no reflection and no fmt or encoding/json, so it
+// builds with either toolchain; keep your handler TinyGo-friendly the same way if you want the
+// small build.
+//
+// # Records and batches
+//
+// The host delivers records in batches. Handle's function is called once per record, in batch
+// order; records of one key arrive in order and a key is never processed twice at once, so its
+// state is never raced. Records of different keys are independent and their relative order is
+// unspecified.
+//
+// Everything a Record returns as []byte (Key, Value, header values) is a view into the batch in
+// guest memory, valid only until the handler returns: copy what you keep.
+//
+// A batch is all or nothing. If the handler returns an error the SDK reports it to the host
+// (ABI fail) and the batch fails: none of its state writes or outputs take effect. If the handler
+// panics, the module traps with the same effect, and the host throws this instance away and starts
+// a fresh one, so package variables are lost; that is the right thing for a bug, but return
+// errors for expected failures.
+//
+// # State
+//
+// State is a map per record key: Record.State gives the map of the record's key, with Get, Put,
+// Delete and Scan (ascending by name, with a prefix). Reads see the batch's own earlier writes. The
+// host refuses keys outside the batch (StateOf, ErrKeyNotInBatch) and any state access during
+// init (ErrNotAllowed).
+//
+// # Outputs, logs, time, config
+//
+// Emit and EmitWith send records to named outputs; the host releases them in emit order when the
+// batch succeeds. Log (and Debug, Info, Warn, Error) write to the host's log. NowMs is the host's
+// processing time; the sandbox's own clock is not real time. Config returns the task's JSON
+// configuration, also handed to the function registered with HandleInit.
+//
+// # Errors
+//
+// Host function failures are *HostError values; errors.Is matches them against ErrNotFound,
+// ErrKeyNotInBatch and the other sentinels, which are the ABI error codes.
+//
+// # Testing
+//
+// Package wasmstreamtest runs the registered handlers natively against an in-memory host, so
+// a task's tests are ordinary go test runs. In a native build without that harness, calling a
+// host-backed function panics.
+package wasmstream

@@ -1,0 +1,71 @@
+//go:build !wasip1
+
+package host
+
+// Host is an in-process implementation of the host functions, for native builds. Each method has
+// the contract of the ABI function it is named after; slices are the guest's memory (the
+// implementation copies what it keeps and writes only into buf).
+type Host interface {
+	StateGet(key, name, buf []byte) int32
+	StatePut(key, name, value []byte) int32
+	StateDelete(key, name []byte) int32
+	StateScan(key, prefix, after []byte, fromFirst bool, buf []byte) int32
+	Emit(output, key, value, headers []byte, ts int64) int32
+	Log(level int32, msg []byte) int32
+	NowMs() int64
+	ConfigGet(buf []byte) int32
+	Fail(msg []byte) int32
+}
+
+// Current serves every host function of a native build. It is nil until a harness installs one.
+var Current Host
+
+// Exports is the guest side of a native build, the counterpart of the wasm exports of ABI.md §3.
+// Alloc returns the input buffer (len == size) the caller writes a payload into; Init and Process
+// then read the first n bytes of it.
+type Exports struct {
+	Alloc   func(size int32) []byte
+	Init    func(n int32) int32
+	Process func(n int32) int32
+}
+
+// Guest is set by package wasmstream when it is initialized.
+var Guest Exports
+
+func current() Host {
+	if Current == nil {
+		panic("wasmstream: no host: outside a wasm module, run handlers through package wasmstreamtest")
+	}
+	return Current
+}
+
+// StateGet calls Current.StateGet.
+func StateGet(key, name, buf []byte) int32 { return current().StateGet(key, name, buf) }
+
+// StatePut calls Current.StatePut.
+func StatePut(key, name, value []byte) int32 { return current().StatePut(key, name, value) }
+
+// StateDelete calls Current.StateDelete.
+func StateDelete(key, name []byte) int32 { return current().StateDelete(key, name) }
+
+// StateScan calls Current.StateScan.
+func StateScan(key, prefix, after []byte, fromFirst bool, buf []byte) int32 {
+	return current().StateScan(key, prefix, after, fromFirst, buf)
+}
+
+// Emit calls Current.Emit.
+func Emit(output, key, value, headers []byte, ts int64) int32 {
+	return current().Emit(output, key, value, headers, ts)
+}
+
+// Log calls Current.Log.
+func Log(level int32, msg []byte) int32 { return current().Log(level, msg) }
+
+// NowMs calls Current.NowMs.
+func NowMs() int64 { return current().NowMs() }
+
+// ConfigGet calls Current.ConfigGet.
+func ConfigGet(buf []byte) int32 { return current().ConfigGet(buf) }
+
+// Fail calls Current.Fail.
+func Fail(msg []byte) int32 { return current().Fail(msg) }

@@ -1,0 +1,77 @@
+//go:build wasip1
+
+package host
+
+import "unsafe"
+
+//go:wasmimport wasmstream_v0 state_get
+func stateGet(keyPtr unsafe.Pointer, keyLen int32, namePtr unsafe.Pointer, nameLen int32, bufPtr unsafe.Pointer, bufCap int32) int32
+
+//go:wasmimport wasmstream_v0 state_put
+func statePut(keyPtr unsafe.Pointer, keyLen int32, namePtr unsafe.Pointer, nameLen int32, valPtr unsafe.Pointer, valLen int32) int32
+
+//go:wasmimport wasmstream_v0 state_delete
+func stateDelete(keyPtr unsafe.Pointer, keyLen int32, namePtr unsafe.Pointer, nameLen int32) int32
+
+//go:wasmimport wasmstream_v0 state_scan
+func stateScan(keyPtr unsafe.Pointer, keyLen int32, prefixPtr unsafe.Pointer, prefixLen int32, afterPtr unsafe.Pointer, afterLen int32, bufPtr unsafe.Pointer, bufCap int32) int32
+
+//go:wasmimport wasmstream_v0 emit
+func emit(outPtr unsafe.Pointer, outLen int32, keyPtr unsafe.Pointer, keyLen int32, valPtr unsafe.Pointer, valLen int32, hdrPtr unsafe.Pointer, hdrLen int32, ts int64) int32
+
+//go:wasmimport wasmstream_v0 log
+func log(level int32, msgPtr unsafe.Pointer, msgLen int32) int32
+
+//go:wasmimport wasmstream_v0 now_ms
+func nowMs() int64
+
+//go:wasmimport wasmstream_v0 config_get
+func configGet(bufPtr unsafe.Pointer, bufCap int32) int32
+
+//go:wasmimport wasmstream_v0 fail
+func fail(msgPtr unsafe.Pointer, msgLen int32) int32
+
+// ptr is the address of b's first element, or nil for a nil slice.
+func ptr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
+
+// StateGet calls state_get (ABI.md §4.1); len(buf) is buf_cap.
+func StateGet(key, name, buf []byte) int32 {
+	return stateGet(ptr(key), int32(len(key)), ptr(name), int32(len(name)), ptr(buf), int32(len(buf)))
+}
+
+// StatePut calls state_put (ABI.md §4.2).
+func StatePut(key, name, value []byte) int32 {
+	return statePut(ptr(key), int32(len(key)), ptr(name), int32(len(name)), ptr(value), int32(len(value)))
+}
+
+// StateDelete calls state_delete (ABI.md §4.3).
+func StateDelete(key, name []byte) int32 {
+	return stateDelete(ptr(key), int32(len(key)), ptr(name), int32(len(name)))
+}
+
+// StateScan calls state_scan (ABI.md §4.4). fromFirst passes after_len = -1 and ignores after;
+// len(buf) is buf_cap.
+func StateScan(key, prefix, after []byte, fromFirst bool, buf []byte) int32 {
+	afterLen := int32(len(after))
+	if fromFirst {
+		afterLen = -1
+	}
+	return stateScan(ptr(key), int32(len(key)), ptr(prefix), int32(len(prefix)), ptr(after), afterLen, ptr(buf), int32(len(buf)))
+}
+
+// Emit calls emit (ABI.md §4.5); an empty headers passes hdr_len = 0 (no headers).
+func Emit(output, key, value, headers []byte, ts int64) int32 {
+	return emit(ptr(output), int32(len(output)), ptr(key), int32(len(key)), ptr(value), int32(len(value)), ptr(headers), int32(len(headers)), ts)
+}
+
+// Log calls log (ABI.md §4.6).
+func Log(level int32, msg []byte) int32 { return log(level, ptr(msg), int32(len(msg))) }
+
+// NowMs calls now_ms (ABI.md §4.7).
+func NowMs() int64 { return nowMs() }
+
+// ConfigGet calls config_get (ABI.md §4.8); len(buf) is buf_cap.
+func ConfigGet(buf []byte) int32 { return configGet(ptr(buf), int32(len(buf))) }
+
+// Fail calls fail (ABI.md §4.9).
+func Fail(msg []byte) int32 { return fail(ptr(msg), int32(len(msg))) }

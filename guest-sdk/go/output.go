@@ -1,0 +1,96 @@
+package wasmstream
+
+import (
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/guest-sdk/go/internal/host"
+)
+
+// TimestampNow as an Output timestamp asks the host to stamp the output with its processing time.
+const TimestampNow int64 = -1
+
+// Output is one record to emit.
+type Output struct {
+	// Name is the output, e.g. a topic mapping in the task config.
+	Name string
+	// Key and Value are the output record's key and value; the host copies them.
+	Key, Value []byte
+	// Headers are the output headers, in order; nil or empty means none.
+	Headers []Header
+	// Timestamp is the event time in ms since the Unix epoch; any negative value (TimestampNow)
+	// means the host's processing time. Note that the zero value is the epoch itself: pass a
+	// record's Timestamp() or TimestampNow.
+	Timestamp int64
+}
+
+// hdrBuf is the reusable buffer for encoding output headers.
+var hdrBuf []byte
+
+// Emit sends key and value to the output named output, stamped with the processing time. Outputs
+// are released by the host in emit order, and only if the whole batch succeeds.
+func Emit(output string, key, value []byte) error {
+	return check(abi.FuncEmit, host.Emit(strBytes(output), key, value, nil, TimestampNow))
+}
+
+// EmitWith sends o. Outputs are released by the host in emit order, and only if the whole batch
+// succeeds.
+func EmitWith(o Output) error {
+	var hdr []byte
+	if len(o.Headers) > 0 {
+		hdrBuf = abi.AppendHeaders(hdrBuf[:0], o.Headers)
+		hdr = hdrBuf
+	}
+	return check(abi.FuncEmit, host.Emit(strBytes(o.Name), o.Key, o.Value, hdr, o.Timestamp))
+}
+
+// Level is a log level.
+type Level int32
+
+// Log levels (ABI.md §4.6).
+const (
+	LevelDebug Level = abi.LevelDebug
+	LevelInfo  Level = abi.LevelInfo
+	LevelWarn  Level = abi.LevelWarn
+	LevelError Level = abi.LevelError
+)
+
+// Log writes msg to the host's log, tagged with the task. The host truncates over-long messages.
+// Log works in init, in handlers and at package initialization; it never fails the batch (an
+// invalid level is dropped by the host).
+func Log(level Level, msg string) { host.Log(int32(level), strBytes(msg)) }
+
+// Debug logs msg at LevelDebug.
+func Debug(msg string) { Log(LevelDebug, msg) }
+
+// Info logs msg at LevelInfo.
+func Info(msg string) { Log(LevelInfo, msg) }
+
+// Warn logs msg at LevelWarn.
+func Warn(msg string) { Log(LevelWarn, msg) }
+
+// Error logs msg at LevelError.
+func Error(msg string) { Log(LevelError, msg) }
+
+// NowMs returns the host's processing time in ms since the Unix epoch. It is the guest's only
+// clock: the sandbox's own clock (time.Now) does not tell real time.
+func NowMs() int64 { return host.NowMs() }
+
+// config is a copy of the task config made when the host called init.
+var config []byte
+
+// Config returns the task configuration: a JSON object ("{}" when the task has none). The slice is
+// shared; do not modify it. Before init (e.g. in a Go init function) it asks the host.
+func Config() []byte {
+	if config != nil {
+		return config
+	}
+	var buf []byte
+	n := host.ConfigGet(buf)
+	for n > int32(len(buf)) {
+		buf = make([]byte, n)
+		n = host.ConfigGet(buf)
+	}
+	if n < 0 {
+		return nil
+	}
+	return buf[:n]
+}

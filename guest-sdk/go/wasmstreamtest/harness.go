@@ -1,0 +1,397 @@
+//go:build !wasip1
+
+package wasmstreamtest
+
+import (
+	"bytes"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/wasmstream/wasmstream/abi"
+	wasmstream "github.com/wasmstream/wasmstream/guest-sdk/go"
+	"github.com/wasmstream/wasmstream/guest-sdk/go/internal/host"
+)
+
+// Options configure a Host. The zero value is a task named "test" with config "{}", any output
+// name allowed and a clock at 0.
+type Options struct {
+	// Task is the task name in the Init payload; "" means "test".
+	Task string
+	// Config is the task configuration handed to init; nil means "{}".
+	Config []byte
+	// Outputs, when not empty, declares the task's outputs: Emit to any other name fails with
+	// ErrInvalid, as on a host whose task declares its outputs.
+	Outputs []string
+	// NowMs is what wasmstream.NowMs returns.
+	NowMs int64
+}
+
+// Input is one record of a batch. The zero value is partition 0, offset 0, timestamp 0 (the epoch;
+// set -1 for unknown), an empty source and key.
+type Input struct {
+	Source    string
+	Partition uint32
+	Offset    int64
+	Timestamp int64
+	Late      bool
+	Key       []byte
+	Value     []byte
+	Headers   []wasmstream.Header
+}
+
+// Output is one record a handler emitted; every field is a copy.
+type Output struct {
+	Name      string
+	Key       []byte
+	Value     []byte
+	Headers   []wasmstream.Header // nil when emitted without headers
+	Timestamp int64               // as passed by the guest: negative means "now"
+}
+
+// String formats o for test failures.
+func (o Output) String() string {
+	return fmt.Sprintf("%s key=%q value=%q ts=%d headers=%d", o.Name, o.Key, o.Value, o.Timestamp, len(o.Headers))
+}
+
+// StateEntry is one state entry, state[Key][Name] = Value.
+type StateEntry struct {
+	Key   []byte
+	Name  string
+	Value []byte
+}
+
+// LogLine is one message a guest logged.
+type LogLine struct {
+	Level wasmstream.Level
+	Msg   string
+}
+
+// Result is what a successful call produced.
+type Result struct {
+	// Outputs are the emitted records in emit order.
+	Outputs []Output
+	// State is the whole state after the call, sorted by key then name (bytewise).
+	State []StateEntry
+	// Logs are the messages logged during the call.
+	Logs []LogLine
+}
+
+// CallError is returned when a guest call fails.
+type CallError struct {
+	// Export is the failed export: "wasmstream_init" or "wasmstream_process".
+	Export string
+	// Code is the guest's non-zero return value (0 when it panicked).
+	Code int32
+	// Reason is the message the guest passed to fail, if any.
+	Reason string
+	// Panic is the recovered panic value when the handler panicked (a trap in wasm).
+	Panic any
+	// Logs are the messages logged during the call.
+	Logs []LogLine
+}
+
+func (e *CallError) Error() string {
+	if e.Panic != nil {
+		return fmt.Sprintf("wasmstreamtest: %s trapped: panic: %v", e.Export, e.Panic)
+	}
+	return fmt.Sprintf("wasmstreamtest: %s returned %d: %s", e.Export, e.Code, e.Reason)
+}
+
+// Run makes a Host with opts, runs init and then all records as one batch, and returns the
+// batch's result.
+func Run(opts Options, records []Input) (Result, error) {
+	h := New(opts)
+	if err := h.Init(); err != nil {
+		return Result{}, err
+	}
+	return h.Process(records...)
+}
+
+// Host is an in-memory wasmstream host serving the handlers registered in this program.
+type Host struct {
+	opts  Options
+	state map[string]map[string][]byte // committed state
+
+	// per call
+	phase   phase
+	scope   map[string]bool
+	writes  map[string]map[string][]byte // key → name → value (nil value = deleted)
+	outputs []Output
+	logs    []LogLine
+	reason  []byte
+}
+
+type phase int
+
+const (
+	phaseIdle phase = iota
+	phaseInit
+	phaseProcess
+)
+
+// New makes a Host with empty state and installs it as the SDK's host, replacing any earlier one.
+func New(opts Options) *Host {
+	if opts.Task == "" {
+		opts.Task = "test"
+	}
+	if opts.Config == nil {
+		opts.Config = []byte("{}")
+	}
+	h := &Host{opts: opts, state: map[string]map[string][]byte{}}
+	host.Current = h
+	return h
+}
+
+// Init calls the guest's init with the task name and config.
+func (h *Host) Init() error {
+	payload := abi.AppendInit(nil, abi.Init{Version: abi.Version, Task: []byte(h.opts.Task), Config: h.opts.Config})
+	_, err := h.call(phaseInit, "wasmstream_init", payload, host.Guest.Init)
+	return err
+}
+
+// Process calls the guest with one batch holding records, in order. On success the batch's state
+// writes are committed and its outputs returned; on failure nothing changes.
+func (h *Host) Process(records ...Input) (Result, error) {
+	payload := abi.AppendBatchHeader(nil, len(records))
+	h.scope = map[string]bool{}
+	for _, in := range records {
+		r := abi.Record{Partition: in.Partition, Offset: in.Offset, Timestamp: in.Timestamp,
+			Source: []byte(in.Source), Key: in.Key, Value: in.Value, Headers: in.Headers}
+		if in.Late {
+			r.Flags |= abi.FlagLate
+		}
+		payload = abi.AppendRecord(payload, &r)
+		h.scope[string(in.Key)] = true
+	}
+	return h.call(phaseProcess, "wasmstream_process", payload, host.Guest.Process)
+}
+
+func (h *Host) call(p phase, export string, payload []byte, fn func(int32) int32) (res Result, err error) {
+	if host.Current != h {
+		return Result{}, fmt.Errorf("wasmstreamtest: %s: another Host was made after this one", export)
+	}
+	h.phase, h.writes, h.outputs, h.logs, h.reason = p, map[string]map[string][]byte{}, nil, nil, nil
+	defer func() {
+		h.phase, h.scope, h.writes = phaseIdle, nil, nil
+		if v := recover(); v != nil {
+			res, err = Result{}, &CallError{Export: export, Panic: v, Reason: string(h.reason), Logs: h.logs}
+		}
+	}()
+	buf := host.Guest.Alloc(int32(len(payload)))
+	if len(buf) != len(payload) {
+		return Result{}, fmt.Errorf("wasmstreamtest: wasmstream_alloc(%d) failed", len(payload))
+	}
+	copy(buf, payload)
+	if rc := fn(int32(len(payload))); rc != 0 {
+		return Result{}, &CallError{Export: export, Code: rc, Reason: string(h.reason), Logs: h.logs}
+	}
+	for key, names := range h.writes {
+		for name, v := range names {
+			h.commit(key, name, v)
+		}
+	}
+	return Result{Outputs: h.outputs, State: h.State(), Logs: h.logs}, nil
+}
+
+func (h *Host) commit(key, name string, v []byte) {
+	m := h.state[key]
+	if v == nil {
+		delete(m, name)
+		if len(m) == 0 {
+			delete(h.state, key)
+		}
+		return
+	}
+	if m == nil {
+		m = map[string][]byte{}
+		h.state[key] = m
+	}
+	m[name] = v
+}
+
+// SetState sets a committed state entry, e.g. to start a test from existing state.
+func (h *Host) SetState(key, name string, value []byte) {
+	h.commit(key, name, append([]byte{}, value...))
+}
+
+// State returns the committed state sorted by key then name (bytewise). Values are copies.
+func (h *Host) State() []StateEntry {
+	var out []StateEntry
+	for key, names := range h.state {
+		for name, v := range names {
+			out = append(out, StateEntry{Key: []byte(key), Name: name, Value: append([]byte{}, v...)})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if c := bytes.Compare(out[i].Key, out[j].Key); c != 0 {
+			return c < 0
+		}
+		return out[i].Name < out[j].Name
+	})
+	return out
+}
+
+// access checks the phase and scope of a state call.
+func (h *Host) access(key []byte) int32 {
+	if h.phase != phaseProcess {
+		return int32(abi.ErrNotAllowed)
+	}
+	if !h.scope[string(key)] {
+		return int32(abi.ErrKeyNotInBatch)
+	}
+	return 0
+}
+
+// lookup reads state[key][name] as the guest sees it: this call's writes over committed state.
+func (h *Host) lookup(key, name string) ([]byte, bool) {
+	if v, ok := h.writes[key][name]; ok {
+		return v, v != nil
+	}
+	v, ok := h.state[key][name]
+	return v, ok
+}
+
+func (h *Host) write(key, name []byte, v []byte) {
+	m := h.writes[string(key)]
+	if m == nil {
+		m = map[string][]byte{}
+		h.writes[string(key)] = m
+	}
+	m[string(name)] = v
+}
+
+// StateGet implements state_get (ABI.md §4.1).
+func (h *Host) StateGet(key, name, buf []byte) int32 {
+	if rc := h.access(key); rc != 0 {
+		return rc
+	}
+	v, ok := h.lookup(string(key), string(name))
+	if !ok {
+		return int32(abi.ErrNotFound)
+	}
+	if len(v) <= len(buf) {
+		copy(buf, v)
+	}
+	return int32(len(v))
+}
+
+// StatePut implements state_put (ABI.md §4.2).
+func (h *Host) StatePut(key, name, value []byte) int32 {
+	if rc := h.access(key); rc != 0 {
+		return rc
+	}
+	h.write(key, name, append([]byte{}, value...))
+	return 0
+}
+
+// StateDelete implements state_delete (ABI.md §4.3).
+func (h *Host) StateDelete(key, name []byte) int32 {
+	if rc := h.access(key); rc != 0 {
+		return rc
+	}
+	h.write(key, name, nil)
+	return 0
+}
+
+// StateScan implements state_scan (ABI.md §4.4).
+func (h *Host) StateScan(key, prefix, after []byte, fromFirst bool, buf []byte) int32 {
+	if rc := h.access(key); rc != 0 {
+		return rc
+	}
+	names := map[string]bool{}
+	for name := range h.state[string(key)] {
+		names[name] = true
+	}
+	for name := range h.writes[string(key)] {
+		names[name] = true
+	}
+	var sorted []string
+	for name := range names {
+		if _, ok := h.lookup(string(key), name); !ok || !strings.HasPrefix(name, string(prefix)) {
+			continue
+		}
+		if !fromFirst && name <= string(after) {
+			continue
+		}
+		sorted = append(sorted, name)
+	}
+	sort.Strings(sorted)
+	var entries []abi.ScanEntry
+	size := 8
+	for _, name := range sorted {
+		v, _ := h.lookup(string(key), name)
+		n := abi.ScanEntrySize([]byte(name), v)
+		if size+n > len(buf) {
+			break
+		}
+		size += n
+		entries = append(entries, abi.ScanEntry{Name: []byte(name), Value: v})
+	}
+	if len(entries) == 0 && len(sorted) > 0 {
+		return int32(abi.ErrBufferTooSmall)
+	}
+	if size > len(buf) {
+		return int32(abi.ErrBufferTooSmall)
+	}
+	page := abi.AppendScanPage(nil, entries, len(entries) < len(sorted))
+	return int32(copy(buf, page))
+}
+
+// Emit implements emit (ABI.md §4.5).
+func (h *Host) Emit(output, key, value, headers []byte, ts int64) int32 {
+	if h.phase != phaseProcess {
+		return int32(abi.ErrNotAllowed)
+	}
+	if len(h.opts.Outputs) > 0 && !contains(h.opts.Outputs, string(output)) {
+		return int32(abi.ErrInvalid)
+	}
+	var hs []wasmstream.Header
+	if len(headers) > 0 {
+		dec, err := abi.DecodeHeaders(headers)
+		if err != nil {
+			return int32(abi.ErrInvalid)
+		}
+		for _, hd := range dec {
+			hs = append(hs, wasmstream.Header{Name: append([]byte{}, hd.Name...), Value: append([]byte{}, hd.Value...)})
+		}
+	}
+	h.outputs = append(h.outputs, Output{Name: string(output), Key: append([]byte{}, key...),
+		Value: append([]byte{}, value...), Headers: hs, Timestamp: ts})
+	return 0
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Log implements log (ABI.md §4.6).
+func (h *Host) Log(level int32, msg []byte) int32 {
+	if level < abi.LevelDebug || level > abi.LevelError {
+		return int32(abi.ErrInvalid)
+	}
+	h.logs = append(h.logs, LogLine{Level: wasmstream.Level(level), Msg: string(msg)})
+	return 0
+}
+
+// NowMs implements now_ms (ABI.md §4.7).
+func (h *Host) NowMs() int64 { return h.opts.NowMs }
+
+// ConfigGet implements config_get (ABI.md §4.8).
+func (h *Host) ConfigGet(buf []byte) int32 {
+	if len(h.opts.Config) <= len(buf) {
+		copy(buf, h.opts.Config)
+	}
+	return int32(len(h.opts.Config))
+}
+
+// Fail implements fail (ABI.md §4.9).
+func (h *Host) Fail(msg []byte) int32 {
+	h.reason = append(h.reason[:0], msg...)
+	return 0
+}
