@@ -1,0 +1,26 @@
+// Package host is the embeddable wasmstream runtime: it runs stateful stream tasks written as
+// WebAssembly modules.
+//
+// A Host is created with New from a Config (validated and copied; zero values are defaults),
+// run once with Run and released with Close:
+//
+//	h, err := host.New(host.Config{DataDir: "data", Tasks: []host.TaskConfig{{
+//		Name:   "wordcount",
+//		Module: "wordcount.wasm",
+//		Inputs: []host.InputConfig{{Path: "input.ndjson", KeyField: "user", ValueField: "text"}},
+//		Output: host.OutputConfig{Type: "file", Path: "out.ndjson"},
+//	}}})
+//	if err != nil { ... }          // every configuration problem, each naming its key
+//	defer h.Close()
+//	err = h.Run(ctx)               // until the inputs are exhausted, ctx is done, or a task fails
+//
+// Run reads each task's inputs, routes every record to its key's queue, hands batches of ready
+// keys to a pool of wasm instances, applies what the guest did (state writes, outputs) when a
+// call succeeds, and commits state, applied marks and input positions in one checkpoint on an
+// interval and on the way out. A killed host resumes from its last checkpoint with exactly the
+// state of processing every record once; outputs are delivered at least once.
+//
+// Check validates a configuration and its modules without running anything; OpenState reads the
+// state of a stopped host. Nothing in this package's API exposes the wasm runtime, the store or
+// any other dependency. See INTERNALS.md for the goroutines, ownership rules and invariants.
+package host
