@@ -95,7 +95,10 @@ func FuzzHostFunctions(f *testing.F) {
 		}
 		bad = bad[:0]
 		prog := fuzzProgram(data)
-		recs := []abi.Record{rec("k", prog), rec("", nil)}
+		// One record only: the program may overwrite the rest of the batch in guest memory, and
+		// a clobbered header count can keep the driver walking for seconds (there is no CPU
+		// bound yet).
+		recs := []abi.Record{rec("k", prog)}
 		_, err := inst.Process(ctx, recs, env)
 		if err != nil {
 			// The program may overwrite itself (host functions write into guest memory) and

@@ -215,7 +215,7 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 	i.cctx.inst = i
 	i.observer = m.observer
 	mc := wazero.NewModuleConfig().
-		WithName(""). // anonymous: any number of instances of one module
+		WithName("").         // anonymous: any number of instances of one module
 		WithStartFunctions(). // _initialize is called below, like every other export
 		WithStdout(i.stdout).
 		WithStderr(i.stderr)

@@ -56,19 +56,19 @@ func TestOverlay(t *testing.T) {
 		"other": {"a": "no"},
 	})
 	p := new(prog).
-		put("k", "b", "2").                   // new name
-		get("k", "b", scratch, 64).            // sees the overlay: 1
-		emitAbs("got", "k", scratch, 1).       // "2"
-		del("k", "c").                         // hide a committed name
-		get("k", "c", scratch, 64).            // NOT_FOUND
-		get("k", "a", scratch, 64).            // committed: 1
-		put("k", "a", "xx").                   // replace a committed name
-		get("k", "a", scratch+100, 1).         // too small: length 2, nothing copied
-		get("k", "a", scratch+100, 2).         // 2
-		emitAbs("got", "k", scratch+100, 2).   // "xx"
-		del("k", "nope").                      // deleting a missing name is fine
-		scan("k", "", nil, scratch, 1024).     // "", a=xx, b=2, d=4, x1=X
-		scan("k", "", new(""), scratch+1024, 1024). // skips only the empty name
+		put("k", "b", "2").                          // new name
+		get("k", "b", scratch, 64).                  // sees the overlay: 1
+		emitAbs("got", "k", scratch, 1).             // "2"
+		del("k", "c").                               // hide a committed name
+		get("k", "c", scratch, 64).                  // NOT_FOUND
+		get("k", "a", scratch, 64).                  // committed: 1
+		put("k", "a", "xx").                         // replace a committed name
+		get("k", "a", scratch+100, 1).               // too small: length 2, nothing copied
+		get("k", "a", scratch+100, 2).               // 2
+		emitAbs("got", "k", scratch+100, 2).         // "xx"
+		del("k", "nope").                            // deleting a missing name is fine
+		scan("k", "", nil, scratch, 1024).           // "", a=xx, b=2, d=4, x1=X
+		scan("k", "", new(""), scratch+1024, 1024).  // skips only the empty name
 		scan("k", "", new("a"), scratch+2048, 1024). // b, d, x1
 		scan("k", "x", nil, scratch+3072, 1024).     // x1
 		put("k", "c", "again").                      // a deleted name comes back
@@ -155,7 +155,7 @@ func TestScanPaging(t *testing.T) {
 	// Each entry takes 8+1+1 = 10 bytes; the header 8.
 	p := new(prog).
 		put("k", "b", "2").
-		scan("k", "", nil, scratch, 8+10+10+9). // a, b; more
+		scan("k", "", nil, scratch, 8+10+10+9).   // a, b; more
 		scan("k", "", new("b"), scratch+100, 18). // c; exactly fits, no more
 		scan("k", "", nil, scratch+200, 17).      // not even one entry
 		scan("k", "", nil, scratch+300, 7).       // not even the header
@@ -269,12 +269,12 @@ func TestLimits(t *testing.T) {
 	rs := observe(i)
 	tooBigHdr := abi.AppendHeaders(nil, []abi.Header{{Name: []byte("h"), Value: []byte("v")}}) // 14 bytes
 	p := new(prog).
-		put("k", "name5", "v").         // name too large
-		put("k", "n", "123456789").     // value too large
-		put("k", "n", "12345678").      // ok
-		del("k", "n").                  // ok
-		put("k", "m", "v").             // third write
-		del("k", "m").                  // third write
+		put("k", "name5", "v").            // name too large
+		put("k", "n", "123456789").        // value too large
+		put("k", "n", "12345678").         // ok
+		del("k", "n").                     // ok
+		put("k", "m", "v").                // third write
+		del("k", "m").                     // third write
 		emit("out", "kkkk", "v", nil, -1). // key too large
 		emit("out", "k", "123456789", nil, -1).
 		emit("out5x", "k", "v", nil, -1).
@@ -501,10 +501,10 @@ func TestInvalidArguments(t *testing.T) {
 	i := instantiate(t, compile(t, r, "driver", Limits{}), InstanceConfig{Outputs: []string{"out", "dlq"}})
 	rs := observe(i)
 	p := new(prog).
-		emit("out", "k", "v", []byte{1, 0, 0, 0}, -1).                // count 1, no header
-		emit("out", "k", "v", []byte{0, 0, 0, 0, 9}, -1).             // trailing byte
-		emit("nowhere", "k", "v", nil, -1).                           // undeclared output
-		emit("dlq", "k", "v", abi.AppendHeaders(nil, nil), -1).       // ok, empty headers
+		emit("out", "k", "v", []byte{1, 0, 0, 0}, -1).          // count 1, no header
+		emit("out", "k", "v", []byte{0, 0, 0, 0, 9}, -1).       // trailing byte
+		emit("nowhere", "k", "v", nil, -1).                     // undeclared output
+		emit("dlq", "k", "v", abi.AppendHeaders(nil, nil), -1). // ok, empty headers
 		log(4, "x").log(-1, "x").log(0, "debug").log(3, "error")
 	eff, err := i.Process(ctx, []abi.Record{rec("k", p.bytes())}, nil)
 	if err != nil {

@@ -12,7 +12,7 @@ type Loader func(stream uint32, key []byte, fn func(name, val []byte)) error
 
 // entryOverhead approximates the memory one Entry costs beyond its bytes.
 const (
-	entryOverhead = 160
+	entryOverhead = 256
 	nameOverhead  = 64
 )
 

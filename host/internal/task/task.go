@@ -177,6 +177,12 @@ func New(cfg Config) (*Task, error) {
 	name := cfg.Name
 	db := cfg.Store
 	t.cache = statecache.New(func(st uint32, key []byte, fn func(name, val []byte)) error {
+		// Every key with persisted state has an applied mark (written with its state), and a
+		// point lookup is far cheaper than a prefix scan: most keys a stream sees for the first
+		// time have no state at all.
+		if _, ok, err := db.Mark(name, st, key); err != nil || !ok {
+			return err
+		}
 		return db.Scan(name, st, key, nil, nil, func(n, v []byte) bool { fn(n, v); return true })
 	}, cfg.StateCacheBytes)
 	return t, nil

@@ -1,0 +1,172 @@
+package modrt
+
+import (
+	"context"
+	"testing"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// BenchmarkProcessEmpty measures one Process call that does nothing: the wasmstream_alloc call,
+// encoding the Batch into guest memory and the wasmstream_process call.
+func BenchmarkProcessEmpty(b *testing.B) {
+	r := newRuntime(b, RuntimeConfig{})
+	i := instantiate(b, compile(b, r, "driver", Limits{}), InstanceConfig{})
+	for _, n := range []int{0, 1, 100} {
+		recs := make([]abi.Record, n)
+		for k := range recs {
+			recs[k] = rec("key", nil)
+		}
+		b.Run(map[int]string{0: "records=0", 1: "records=1", 100: "records=100"}[n], func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := i.Process(ctx, recs, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// benchHostCalls runs one Process call whose program makes calls host calls built by add, and
+// reports the time per host call (including the driver's few instructions to decode each op).
+func benchHostCalls(b *testing.B, env Env, add func(p *prog)) {
+	const calls = 1000
+	r := newRuntime(b, RuntimeConfig{})
+	i := instantiate(b, compile(b, r, "driver", Limits{}), InstanceConfig{})
+	p := new(prog)
+	for k := 0; k < calls; k++ {
+		add(p)
+	}
+	recs := []abi.Record{rec("key", p.bytes())}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := i.Process(ctx, recs, env); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*calls), "ns/hostcall")
+}
+
+// BenchmarkHostCall is the floor: now_ms, a host call that touches no memory.
+func BenchmarkHostCall(b *testing.B) {
+	benchHostCalls(b, nil, func(p *prog) { p.op(opNowMs) })
+}
+
+// BenchmarkStateGet reads a 16-byte committed value through the Env.
+func BenchmarkStateGet(b *testing.B) {
+	env := newEnv(map[string]map[string]string{"key": {"name": "0123456789abcdef"}})
+	benchHostCalls(b, env, func(p *prog) { p.get("key", "name", scratch, 64) })
+}
+
+// BenchmarkStateGetOverlay reads a value written earlier in the same call.
+func BenchmarkStateGetOverlay(b *testing.B) {
+	first := true
+	benchHostCalls(b, nil, func(p *prog) {
+		if first {
+			p.put("key", "name", "0123456789abcdef")
+			first = false
+		}
+		p.get("key", "name", scratch, 64)
+	})
+}
+
+// BenchmarkStatePut writes 1000 16-byte values in one call (the copies the Effects own included).
+func BenchmarkStatePut(b *testing.B) {
+	benchHostCalls(b, nil, func(p *prog) { p.put("key", "name", "0123456789abcdef") })
+}
+
+// BenchmarkEmit emits 1000 records with a 16-byte value in one call.
+func BenchmarkEmit(b *testing.B) {
+	benchHostCalls(b, nil, func(p *prog) { p.emit("out", "key", "0123456789abcdef", nil, -1) })
+}
+
+func benchCompile(b *testing.B, wasm []byte, cacheDir string) {
+	r := newRuntime(b, RuntimeConfig{CacheDir: cacheDir})
+	if cacheDir != "" { // fill the cache
+		m, err := r.Compile(context.Background(), wasm, Limits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = m.Close(context.Background())
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		// Closing the only Module drops the compiled code from memory: the next Compile
+		// compiles again, or loads from the disk cache.
+		m, err := r.Compile(context.Background(), wasm, Limits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		_ = m.Close(context.Background())
+	}
+}
+
+// BenchmarkCompile measures Compile (validation, compilation, trial instance), without a cache and
+// from the disk cache, for the WAT driver and a standard Go guest (skipped with -short).
+func BenchmarkCompile(b *testing.B) {
+	for _, g := range []struct {
+		name string
+		wasm func(testing.TB) []byte
+	}{
+		{"driver", func(t testing.TB) []byte { return fixture(t, "driver") }},
+		{"goguest", goguestWasm},
+	} {
+		b.Run(g.name+"/nocache", func(b *testing.B) { benchCompile(b, g.wasm(b), "") })
+		b.Run(g.name+"/diskcache", func(b *testing.B) { benchCompile(b, g.wasm(b), b.TempDir()) })
+	}
+}
+
+// BenchmarkInstantiate measures Instantiate (instantiation, _initialize, ABI check, init) and Close.
+func BenchmarkInstantiate(b *testing.B) {
+	for _, g := range []struct {
+		name string
+		wasm func(testing.TB) []byte
+	}{
+		{"driver", func(t testing.TB) []byte { return fixture(t, "driver") }},
+		{"goguest", goguestWasm},
+	} {
+		b.Run(g.name, func(b *testing.B) {
+			r := newRuntime(b, RuntimeConfig{})
+			m, err := r.Compile(context.Background(), g.wasm(b), Limits{})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer m.Close(context.Background())
+			b.ReportAllocs()
+			for b.Loop() {
+				i, err := m.Instantiate(context.Background(), InstanceConfig{Task: "t"})
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = i.Close(context.Background())
+			}
+		})
+	}
+}
+
+// BenchmarkGoGuestProcess measures a standard Go guest processing 100 records (a state_get, a
+// state_put and an emit each).
+func BenchmarkGoGuestProcess(b *testing.B) {
+	wasm := goguestWasm(b)
+	r := newRuntime(b, RuntimeConfig{})
+	m, err := r.Compile(context.Background(), wasm, Limits{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	i := instantiate(b, m, InstanceConfig{})
+	recs := make([]abi.Record, 100)
+	for k := range recs {
+		recs[k] = rec(string(rune('a'+k%26)), []byte("0123456789abcdef"))
+	}
+	env := newEnv(nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := i.Process(context.Background(), recs, env); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
+}
