@@ -3,6 +3,7 @@ SHELL := /bin/bash
 GO ?= go
 CARGO ?= $(shell test -x /usr/bin/cargo && echo /usr/bin/cargo || echo cargo)
 RUSTC ?= $(shell test -x /usr/bin/rustc && echo /usr/bin/rustc || echo rustc)
+RUSTDOC ?= $(shell test -x /usr/bin/rustdoc && echo /usr/bin/rustdoc || echo rustdoc)
 BUILD := .build
 FUZZTIME ?= 5s
 
@@ -51,10 +52,10 @@ test-go:
 	$(GO) test -timeout 20m ./...
 
 test-rust:
-	cd guest-sdk/rust && RUSTC=$(RUSTC) $(CARGO) test -q --offline
+	cd guest-sdk/rust && RUSTC=$(RUSTC) RUSTDOC=$(RUSTDOC) $(CARGO) test -q --offline
 	@for c in wordcount-rust logparse-rust; do \
 	  [ -d examples/wasm/$$c ] || continue; \
-	  (cd examples/wasm/$$c && RUSTC=$(RUSTC) $(CARGO) test -q --offline) || exit 1; \
+	  (cd examples/wasm/$$c && RUSTC=$(RUSTC) RUSTDOC=$(RUSTDOC) $(CARGO) test -q --offline) || exit 1; \
 	done
 
 fuzz:

@@ -1,0 +1,317 @@
+//! Decodes every golden vector of the ABI (abi/testdata/golden) into the values its README lists
+//! and re-encodes those values byte for byte; checks that malformed layouts are rejected.
+
+use std::path::PathBuf;
+
+use wasmstream::abi::{self, Init};
+use wasmstream::testing::{encode_batch, TestRecord};
+use wasmstream::{Errno, HeadersBuilder};
+
+fn golden_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../abi/testdata/golden")
+}
+
+/// Parses the golden hex format: hex byte pairs separated by white space; `#` starts a comment
+/// that runs to the end of the line.
+fn parse_hex(text: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let line = match line.find('#') {
+            Some(i) => &line[..i],
+            None => line,
+        };
+        for tok in line.split_whitespace() {
+            assert!(tok.len() % 2 == 0, "odd hex token {:?}", tok);
+            for i in (0..tok.len()).step_by(2) {
+                out.push(
+                    u8::from_str_radix(&tok[i..i + 2], 16)
+                        .unwrap_or_else(|_| panic!("bad hex {:?}", tok)),
+                );
+            }
+        }
+    }
+    out
+}
+
+fn golden(name: &str) -> Vec<u8> {
+    let path = golden_dir().join(format!("{}.hex", name));
+    let text =
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {}", path.display(), e));
+    parse_hex(&text)
+}
+
+#[test]
+fn hex_parser() {
+    assert_eq!(
+        parse_hex("# c\n01 ff\n\tA0b1 # x 99\n"),
+        vec![0x01, 0xff, 0xa0, 0xb1]
+    );
+}
+
+#[test]
+fn every_golden_file_is_tested() {
+    let tested = [
+        "batch_empty",
+        "batch_two",
+        "headers",
+        "headers_empty",
+        "init",
+        "scan_page",
+        "scan_page_empty",
+    ];
+    let mut found: Vec<String> = std::fs::read_dir(golden_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .filter_map(|n| n.strip_suffix(".hex").map(str::to_string))
+        .collect();
+    found.sort();
+    assert_eq!(
+        found, tested,
+        "a golden vector was added or removed: test it here"
+    );
+}
+
+#[test]
+fn init() {
+    let b = golden("init");
+    let init = abi::decode_init(&b).unwrap();
+    assert_eq!(
+        init,
+        Init {
+            version: 0x0000_0001,
+            task: b"wordcount",
+            config: br#"{"min_len":2}"#
+        }
+    );
+    let mut out = Vec::new();
+    abi::encode_init(&mut out, &init);
+    assert_eq!(out, b);
+}
+
+#[test]
+fn batch_empty() {
+    let b = golden("batch_empty");
+    let batch = abi::decode_batch(&b).unwrap();
+    assert_eq!(batch.len(), 0);
+    assert!(batch.records().next().is_none());
+    assert_eq!(encode_batch(&[]), b);
+}
+
+fn batch_two_values() -> Vec<TestRecord> {
+    vec![
+        TestRecord::new("alice", "hello world")
+            .source("input")
+            .timestamp(1_700_000_000_000),
+        TestRecord::new("", [0x00, 0xff])
+            .source("orders")
+            .late(true)
+            .partition(3)
+            .offset(42)
+            .timestamp(-1)
+            .header("trace", "abc")
+            .header("empty", ""),
+    ]
+}
+
+#[test]
+fn batch_two() {
+    let b = golden("batch_two");
+    let batch = abi::decode_batch(&b).unwrap();
+    assert_eq!(batch.len(), 2);
+    let recs: Vec<_> = batch.records().collect();
+
+    let r = &recs[0];
+    assert_eq!(
+        (r.flags(), r.partition(), r.offset(), r.timestamp()),
+        (0, 0, 0, 1_700_000_000_000)
+    );
+    assert_eq!(
+        (r.source(), r.key(), r.value()),
+        (&b"input"[..], &b"alice"[..], &b"hello world"[..])
+    );
+    assert!(!r.is_late());
+    assert_eq!(r.event_time(), Some(1_700_000_000_000));
+    assert!(r.headers().is_empty());
+    assert_eq!(r.value_str().unwrap(), "hello world");
+
+    let r = &recs[1];
+    assert_eq!(
+        (r.flags(), r.partition(), r.offset(), r.timestamp()),
+        (1, 3, 42, -1)
+    );
+    assert!(r.is_late());
+    assert_eq!(r.event_time(), None);
+    assert_eq!(
+        (r.source(), r.key(), r.value()),
+        (&b"orders"[..], &b""[..], &[0x00, 0xff][..])
+    );
+    let hs: Vec<_> = r.headers().iter().collect();
+    assert_eq!(
+        hs,
+        vec![(&b"trace"[..], &b"abc"[..]), (&b"empty"[..], &b""[..])]
+    );
+    assert_eq!(r.header("trace"), Some(&b"abc"[..]));
+    assert_eq!(r.header("empty"), Some(&b""[..]));
+    assert_eq!(r.header("missing"), None);
+    assert!(r.value_str().is_err());
+
+    // Encode the documented values, and re-encode what was decoded.
+    assert_eq!(encode_batch(&batch_two_values()), b);
+    let copies: Vec<TestRecord> = recs.iter().map(TestRecord::from_record).collect();
+    assert_eq!(copies, batch_two_values());
+    assert_eq!(encode_batch(&copies), b);
+}
+
+#[test]
+fn headers() {
+    let b = golden("headers");
+    let hs = abi::decode_headers(&b).unwrap();
+    let got: Vec<_> = hs.iter().collect();
+    assert_eq!(
+        got,
+        vec![
+            (&b"content-type"[..], &b"text/plain"[..]),
+            (&b"x"[..], &b""[..])
+        ]
+    );
+    let mut hb = HeadersBuilder::new();
+    hb.add("content-type", "text/plain").add("x", "");
+    assert_eq!(hb.len(), 2);
+    assert_eq!(hb.as_bytes(), &b[..]);
+    assert_eq!(hb.headers(), hs);
+    hb.clear();
+    assert_eq!(hb.as_bytes(), &golden("headers_empty")[..]);
+}
+
+#[test]
+fn headers_empty() {
+    let b = golden("headers_empty");
+    let hs = abi::decode_headers(&b).unwrap();
+    assert!(hs.is_empty());
+    assert_eq!(HeadersBuilder::new().as_bytes(), &b[..]);
+}
+
+#[test]
+fn scan_page() {
+    let b = golden("scan_page");
+    let p = abi::decode_scan_page(&b).unwrap();
+    assert!(p.more());
+    let got: Vec<_> = p.entries().collect();
+    assert_eq!(got, vec![(&b"a"[..], &b"1"[..]), (&b"b"[..], &b""[..])]);
+    let mut out = Vec::new();
+    abi::encode_scan_page(&mut out, &[(b"a", b"1"), (b"b", b"")], true);
+    assert_eq!(out, b);
+}
+
+#[test]
+fn scan_page_empty() {
+    let b = golden("scan_page_empty");
+    let p = abi::decode_scan_page(&b).unwrap();
+    assert!(!p.more());
+    assert!(p.is_empty());
+    let mut out = Vec::new();
+    abi::encode_scan_page(&mut out, &[], false);
+    assert_eq!(out, b);
+}
+
+/// Decodes with the decoder of each layout; Ok(()) when it accepts.
+fn decode(layout: &str, b: &[u8]) -> Result<(), wasmstream::Error> {
+    match layout {
+        "init" => abi::decode_init(b).map(|_| ()),
+        "batch" => abi::decode_batch(b).map(|_| ()),
+        "headers" => abi::decode_headers(b).map(|_| ()),
+        "scan_page" => abi::decode_scan_page(b).map(|_| ()),
+        _ => unreachable!(),
+    }
+}
+
+const CASES: [(&str, &str); 7] = [
+    ("init", "init"),
+    ("batch_empty", "batch"),
+    ("batch_two", "batch"),
+    ("headers", "headers"),
+    ("headers_empty", "headers"),
+    ("scan_page", "scan_page"),
+    ("scan_page_empty", "scan_page"),
+];
+
+#[test]
+fn truncated_is_rejected() {
+    for (file, layout) in CASES {
+        let b = golden(file);
+        for n in 0..b.len() {
+            if layout == "headers" && n == 0 {
+                continue; // an empty Headers buffer means "no headers" (emit's hdr_len = 0)
+            }
+            let err = decode(layout, &b[..n])
+                .expect_err(&format!("{} truncated to {} bytes accepted", file, n));
+            assert_eq!(err.code(), Errno::INVALID);
+            assert!(
+                err.to_string().starts_with("wasmstream abi: malformed"),
+                "{}",
+                err
+            );
+        }
+    }
+}
+
+#[test]
+fn trailing_bytes_are_rejected() {
+    for (file, layout) in CASES {
+        let mut b = golden(file);
+        b.push(0);
+        assert!(
+            decode(layout, &b).is_err(),
+            "{} with a trailing byte accepted",
+            file
+        );
+    }
+}
+
+#[test]
+fn unknown_batch_kind_is_rejected() {
+    for kind in [0u8, 2, 0xff] {
+        let mut b = golden("batch_empty");
+        b[0] = kind;
+        assert!(abi::decode_batch(&b).is_err(), "kind {} accepted", kind);
+        let mut b = golden("batch_two");
+        b[0] = kind;
+        assert!(abi::decode_batch(&b).is_err(), "kind {} accepted", kind);
+    }
+}
+
+#[test]
+fn impossible_counts_are_rejected() {
+    // A count far larger than the bytes that follow: rejected up front, without looping.
+    let mut b = golden("batch_two");
+    b[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(abi::decode_batch(&b).is_err());
+    let mut b = golden("batch_two");
+    b[4..8].copy_from_slice(&3u32.to_le_bytes());
+    assert!(abi::decode_batch(&b).is_err());
+    let mut b = golden("batch_two");
+    b[4..8].copy_from_slice(&1u32.to_le_bytes());
+    assert!(
+        abi::decode_batch(&b).is_err(),
+        "one record plus trailing bytes accepted"
+    );
+
+    let mut b = golden("headers");
+    b[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(abi::decode_headers(&b).is_err());
+    let mut b = golden("scan_page");
+    b[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(abi::decode_scan_page(&b).is_err());
+
+    // A length prefix running past the end.
+    let mut b = golden("init");
+    b[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(abi::decode_init(&b).is_err());
+}
+
+#[test]
+fn scan_page_more_must_be_0_or_1() {
+    let mut b = golden("scan_page");
+    b[4] = 2;
+    assert!(abi::decode_scan_page(&b).is_err());
+}
