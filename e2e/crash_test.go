@@ -72,7 +72,7 @@ func writeWordcountInput(t *testing.T, path string, n, users int, seed uint64) w
 	return exp
 }
 
-func writeConfig(t *testing.T, dir, module, input, output string, extra string) string {
+func writeConfig(t testing.TB, dir, module, input, output string, extra string) string {
 	t.Helper()
 	cfg := fmt.Sprintf(`data_dir: %s
 checkpoint_interval: 100ms

@@ -69,7 +69,7 @@ type TaskConfig struct {
 	MaxMemoryPages uint32
 	// MaxValueBytes caps one state value or emitted value. Default 1 MiB.
 	MaxValueBytes int
-	// StateCacheBytes bounds the clean state kept in memory. Default 256 MiB.
+	// StateCacheBytes bounds the clean state kept in memory. Default 64 MiB.
 	StateCacheBytes int64
 	// Retry says how a failing record is retried.
 	Retry RetryConfig
@@ -233,7 +233,7 @@ func (t TaskConfig) withDefaults(dataDir string) TaskConfig {
 		t.MaxValueBytes = 1 << 20
 	}
 	if t.StateCacheBytes == 0 {
-		t.StateCacheBytes = 256 << 20
+		t.StateCacheBytes = 64 << 20
 	}
 	if t.Retry.MaxAttempts == 0 {
 		t.Retry.MaxAttempts = 5
