@@ -26,7 +26,8 @@
 //
 // At run time every pointer and length a guest passes to a host function is checked (negative
 // lengths, ranges past the end of memory, ptr+len wrapping in 32 bits): the guest gets
-// ERR_OUT_OF_BOUNDS and the host never panics. Size and count limits give ERR_TOO_LARGE and
+// ERR_OUT_OF_BOUNDS and the host never panics. A zero length is an empty byte string whatever its
+// pointer (ABI §4). Size and count limits give ERR_TOO_LARGE and
 // ERR_LIMIT; state and emit outside wasmstream_process give ERR_NOT_ALLOWED; state for a key that
 // is not in the current batch gives ERR_KEY_NOT_IN_BATCH (DESIGN S12); malformed emitted headers
 // and, when InstanceConfig.Outputs is set, unknown output names give ERR_INVALID.

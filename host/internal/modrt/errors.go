@@ -19,7 +19,8 @@ var ErrBroken = errors.New("modrt: instance broken by an earlier failed call; cl
 var ErrGuestFailed = errors.New("guest returned a failure status")
 
 // ErrAllocFailed is the CallError.Err of a call whose payload could not be placed in guest
-// memory: wasmstream_alloc returned 0 or a region outside memory. The instance is broken.
+// memory: wasmstream_alloc returned 0 or a region outside memory. The instance is broken, since its
+// allocator is out of memory or confused.
 var ErrAllocFailed = errors.New("wasmstream_alloc failed")
 
 // ErrBatchTooLarge is returned by Instance.Process, without calling the guest, when the
@@ -56,8 +57,9 @@ type CallError struct {
 	Task string
 	// Func is the guest export that failed, e.g. "wasmstream_process".
 	Func string
-	// Trap is true when the call did not return normally (a wasm trap, a WASI proc_exit, a panic
-	// in a host function) or its payload could not be allocated. The instance is then broken.
+	// Trap is true when the call did not return normally: a wasm trap, a WASI proc_exit, a panic
+	// in a host function or in the Env. The instance is then broken (Instance.Broken), as it is
+	// when the payload could not be allocated (Err is ErrAllocFailed).
 	Trap bool
 	// Code is the export's non-zero return status; 0 when Trap is true or the host failed.
 	Code int32

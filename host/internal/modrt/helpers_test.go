@@ -253,25 +253,27 @@ func rec(key string, value []byte) abi.Record {
 // ---- a map-backed Env ----
 
 type memEnv struct {
-	state  map[string]map[string]string
+	state  map[string]map[string][]byte
 	getErr error
-	gets   int
 }
 
 func newEnv(kv map[string]map[string]string) *memEnv {
-	if kv == nil {
-		kv = map[string]map[string]string{}
+	e := &memEnv{state: map[string]map[string][]byte{}}
+	for k, m := range kv {
+		e.state[k] = map[string][]byte{}
+		for n, v := range m {
+			e.state[k][n] = []byte(v)
+		}
 	}
-	return &memEnv{state: kv}
+	return e
 }
 
 func (e *memEnv) StateGet(key, name []byte) ([]byte, bool, error) {
-	e.gets++
 	if e.getErr != nil {
 		return nil, false, e.getErr
 	}
 	v, ok := e.state[string(key)][string(name)]
-	return []byte(v), ok, nil
+	return v, ok, nil
 }
 
 func (e *memEnv) StateScan(key, prefix, after []byte, fromStart bool, fn func(name, val []byte) bool) error {
@@ -284,7 +286,7 @@ func (e *memEnv) StateScan(key, prefix, after []byte, fromStart bool, fn func(na
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		if !fn([]byte(n), []byte(m[n])) {
+		if !fn([]byte(n), m[n]) {
 			return nil
 		}
 	}

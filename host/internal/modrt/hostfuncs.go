@@ -18,7 +18,8 @@ import (
 // and writes its status back to stack[0]. The rules every one of them follows:
 //
 //   - Every (pointer, length) pair is checked first: a negative length, or a range that runs past
-//     the end of memory (computed in 64 bits, so ptr+len cannot wrap) is ERR_OUT_OF_BOUNDS. Nothing
+//     the end of memory (computed in 64 bits, so ptr+len cannot wrap) is ERR_OUT_OF_BOUNDS. A
+//     length of 0 is an empty byte string whatever the pointer (ABI §4) and is never read. Nothing
 //     panics and nothing is written on any error.
 //   - Then the phase: state and emit outside wasmstream_process (and state when the instance is
 //     StatelessOnly) are ERR_NOT_ALLOWED.
@@ -126,10 +127,14 @@ func instantiateHostModule(ctx context.Context, rt wazero.Runtime) error {
 }
 
 // view returns guest memory [ptr, ptr+n) as a view, or false when n is negative as an i32 or the
-// range is outside memory. The view is valid until the guest runs again.
+// range is outside memory. n == 0 is an empty (nil) view whatever ptr is. The view is valid until
+// the guest runs again.
 func (i *Instance) view(ptr, n uint32) ([]byte, bool) {
-	if int32(n) < 0 {
+	switch {
+	case int32(n) < 0:
 		return nil, false
+	case n == 0:
+		return nil, true
 	}
 	return i.mem.Read(ptr, n) // checks uint64(ptr)+uint64(n) <= memory size
 }
@@ -231,6 +236,9 @@ func (i *Instance) statePut(keyPtr, keyLen, namePtr, nameLen, valPtr, valLen uin
 		sk.names = make(map[string]int32)
 	}
 	sk.names[string(name)] = int32(len(i.writes))
+	if i.writes == nil {
+		i.writes = make([]Write, 0, sizeHint(i.writesHint))
+	}
 	i.writes = append(i.writes, w)
 	return int64(abi.OK)
 }
@@ -366,7 +374,7 @@ func (i *Instance) emit(outPtr, outLen, keyPtr, keyLen, valPtr, valLen, hdrPtr, 
 	}
 	var name string
 	if len(i.outputs) == 0 {
-		name = string(out)
+		name = i.internName(out)
 	} else {
 		k := slices.IndexFunc(i.outputs, func(s string) bool { return s == string(out) })
 		if k < 0 {
@@ -393,9 +401,38 @@ func (i *Instance) emit(outPtr, outLen, keyPtr, keyLen, valPtr, valLen, hdrPtr, 
 	if ts < 0 {
 		o.Timestamp = i.now()
 	}
+	if i.outs == nil {
+		i.outs = make([]Output, 0, sizeHint(i.outsHint))
+	}
 	i.outs = append(i.outs, o)
 	return int64(abi.OK)
 }
+
+// maxInterned and maxInternedLen bound the output names an Instance remembers, so a guest emitting
+// to ever new (or huge) names cannot make it hold much memory.
+const (
+	maxInterned    = 64
+	maxInternedLen = 256
+)
+
+// internName returns out as a string, allocating only the first time a name is seen.
+func (i *Instance) internName(out []byte) string {
+	if s, ok := i.interned[string(out)]; ok {
+		return s
+	}
+	s := string(out)
+	if len(i.interned) < maxInterned && len(s) <= maxInternedLen {
+		if i.interned == nil {
+			i.interned = make(map[string]string)
+		}
+		i.interned[s] = s
+	}
+	return s
+}
+
+// sizeHint is the initial capacity of a call's writes or outputs: the previous call's count, within
+// reason, so a steady workload does not regrow the slices every call.
+func sizeHint(last int) int { return min(max(last, 4), 1024) }
 
 // logMsg implements log (ABI §4.6).
 func (i *Instance) logMsg(ctx context.Context, level, msgPtr, msgLen uint32) int64 {

@@ -92,7 +92,6 @@ const (
 // Process (the scheduler's worker that owns it). After a failed call with CallError.Trap set,
 // Broken reports true and the Instance must be closed and replaced.
 type Instance struct {
-	m         *Module
 	mod       api.Module
 	mem       api.Memory
 	fnAlloc   api.Function
@@ -116,15 +115,18 @@ type Instance struct {
 	closed bool
 
 	// Per-call state, reset by beginCall.
-	env      Env
-	scope    scope
-	writes   []Write
-	outs     []Output
-	failMsg  string
-	envErr   error
-	scanTmp  []string // scratch for state_scan's overlay names
-	abiVers  uint32
-	observer func(fn int, result int64) // tests only: sees every host function result
+	env     Env
+	scope   scope
+	writes  []Write
+	outs    []Output
+	failMsg string
+	envErr  error
+	scanTmp []string // scratch for state_scan's overlay names
+
+	writesHint, outsHint int               // the previous call's counts, for sizeHint
+	interned             map[string]string // output names seen, when Outputs is empty
+	abiVers              uint32
+	observer             func(fn int, result int64) // tests only: sees every host function result
 }
 
 // callCtx is the context.Context passed to the guest for one call. Host functions find their
@@ -201,7 +203,6 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 		config = append([]byte(nil), cfg.Config...)
 	}
 	i := &Instance{
-		m:         m,
 		lim:       m.lim,
 		task:      cfg.Task,
 		config:    config,
@@ -269,7 +270,8 @@ func abiMismatch(v uint32) string {
 // recs and its byte slices must not change during the call; they are not retained. On success the
 // Effects are returned (owned by the caller). On failure Process returns a *CallError and no
 // effects; when CallError.Trap is set the Instance is broken (see Broken). ErrBatchTooLarge,
-// ErrBroken, ErrClosed and ctx's error are returned without calling the guest.
+// ErrBroken, ErrClosed and ctx's error are returned without calling the guest. After any error,
+// check Broken.
 //
 // ctx is checked before the call but does not interrupt a running guest (there is no CPU bound
 // yet; see the package documentation).
@@ -328,6 +330,7 @@ func (i *Instance) beginCall(env Env) {
 
 // endCall drops the per-call references (the effects now belong to the caller or are discarded).
 func (i *Instance) endCall() {
+	i.writesHint, i.outsHint = len(i.writes), len(i.outs)
 	i.env = nil
 	i.scope.reset()
 	i.writes, i.outs = nil, nil
@@ -335,8 +338,8 @@ func (i *Instance) endCall() {
 }
 
 // place asks the guest for n bytes (wasmstream_alloc) and returns the region as a view. Any
-// failure breaks the instance and is returned as a *CallError naming export, the call the payload
-// is for.
+// failure breaks the instance (a guest whose allocator fails is replaced like a trapped one) and is
+// returned as a *CallError naming export, the call the payload is for.
 func (i *Instance) place(ctx context.Context, export string, n int) (uint32, []byte, error) {
 	i.failMsg = ""
 	i.stack[0] = uint64(uint32(n))
@@ -354,7 +357,7 @@ func (i *Instance) place(ctx context.Context, export string, n int) (uint32, []b
 	if !ok || n == 0 {
 		// A zero-size payload cannot happen (a Batch is at least 8 bytes, an Init 12).
 		i.broken = true
-		return 0, nil, &CallError{Task: i.task, Func: export, Trap: true, GuestMessage: i.failMsg,
+		return 0, nil, &CallError{Task: i.task, Func: export, GuestMessage: i.failMsg,
 			Err: fmt.Errorf("%w: returned %d for %d bytes (memory is %d bytes)", ErrAllocFailed, ptr, n, i.mem.Size())}
 	}
 	return ptr, buf, nil
@@ -392,8 +395,8 @@ func (i *Instance) call(ctx context.Context, ph phase, export string, fn api.Fun
 	return nil
 }
 
-// Broken reports whether a call trapped, exited or could not allocate, leaving the guest in an
-// unknown state. A broken Instance refuses Process with ErrBroken; close it and make a new one.
+// Broken reports whether a call trapped, exited or could not allocate its payload, leaving the guest
+// in an unknown state. A broken Instance refuses Process with ErrBroken; close it and make a new one.
 func (i *Instance) Broken() bool { return i.broken }
 
 // Close releases the instance's memory and logs any pending partial stdout/stderr line. It is

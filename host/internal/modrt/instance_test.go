@@ -565,8 +565,46 @@ func TestBatchTooLarge(t *testing.T) {
 	// Fits the limit, but not the guest's allocator (its buffer starts at 64 KiB).
 	_, err := i.Process(ctx, []abi.Record{rec("k", big[:2*65536])}, nil)
 	ce := asCallError(t, err)
-	if !errors.Is(err, ErrAllocFailed) || !ce.Trap || !i.Broken() {
+	if !errors.Is(err, ErrAllocFailed) || ce.Trap || !i.Broken() {
 		t.Errorf("got %v, broken %v", err, i.Broken())
+	}
+	if want := `modrt: task "t": wasmstream_process failed: wasmstream_alloc failed: returned 0 for 131123 bytes (memory is 131072 bytes)`; err.Error() != want {
+		t.Errorf("message %q, want %q", err, want)
+	}
+}
+
+func TestEmptyRangesAnyPointer(t *testing.T) {
+	// ABI §4: a zero length is an empty byte string whatever its pointer.
+	r := newRuntime(t, RuntimeConfig{})
+	i := instantiate(t, compile(t, r, "driver", Limits{}), InstanceConfig{})
+	rs := observe(i)
+	wild := abs(-7)
+	p := new(prog)
+	kp, kl := p.blob("k")
+	op, ol := p.blob("o")
+	p.op(opStatePut, kp, kl, wild, abs(0), abs(0x7ffffff0), abs(0)).
+		op(opStateGet, kp, kl, wild, abs(0), wild, abs(0)).
+		op(opStateScan, kp, kl, wild, abs(0), wild, abs(0), abs(scratch), abs(64)).
+		op(opEmit, op, ol, wild, abs(0), abs(0x10000000), abs(0), wild, abs(0)).
+		op(opLog, abs(1), wild, abs(0)).
+		op(opConfigGet, wild, abs(0)).
+		op(opFail, wild, abs(0)).
+		op(opStateDelete, kp, kl, wild, abs(0))
+	eff, err := i.Process(ctx, []abi.Record{rec("k", p.bytes())}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []int64
+	for _, r := range *rs {
+		got = append(got, r.r)
+	}
+	// get: the empty name's value "" (length 0); scan with after "": the empty name is skipped,
+	// an empty page (8); config_get: the length of "{}".
+	if want := []int64{0, 0, 8, 0, 0, 2, 0, 0}; !slices.Equal(got, want) {
+		t.Errorf("results %v, want %v", got, want)
+	}
+	if len(eff.Writes) != 2 || len(eff.Outputs) != 1 || len(eff.Outputs[0].Key) != 0 {
+		t.Errorf("effects %+v", eff)
 	}
 }
 
@@ -586,5 +624,62 @@ func TestHostFunctionsOutsideACall(t *testing.T) {
 	hostFuncs[hfStatePut].goFunc(hfStatePut)(ctx, nil, stack[:])
 	if abi.Errno(int32(stack[0])) != abi.ErrNotAllowed {
 		t.Errorf("got %v", abi.Errno(int32(stack[0])))
+	}
+}
+
+// TestConcurrentInstances compiles and runs instances from several goroutines at once (run it with
+// -race): Runtime and Module are shared, each Instance has one goroutine.
+func TestConcurrentInstances(t *testing.T) {
+	r := newRuntime(t, RuntimeConfig{})
+	wasm := fixture(t, "driver")
+	errs := make(chan error, 8)
+	for g := 0; g < 8; g++ {
+		go func() {
+			errs <- func() error {
+				m, err := r.Compile(ctx, wasm, Limits{MaxMemoryPages: uint32(4 + g%2)})
+				if err != nil {
+					return err
+				}
+				defer m.Close(ctx)
+				i, err := m.Instantiate(ctx, InstanceConfig{Task: fmt.Sprint("t", g)})
+				if err != nil {
+					return err
+				}
+				defer i.Close(ctx)
+				key := fmt.Sprint("k", g)
+				env := newEnv(map[string]map[string]string{key: {"n": key}})
+				p := new(prog).get(key, "n", scratch, 16).emitAbs("out", key, scratch, int32(len(key))).
+					put(key, "m", key).bytes()
+				for n := 0; n < 50; n++ {
+					eff, err := i.Process(ctx, []abi.Record{rec(key, p)}, env)
+					if err != nil {
+						return err
+					}
+					if string(eff.Outputs[0].Value) != key || string(eff.Writes[0].Key) != key {
+						return fmt.Errorf("goroutine %d: effects %s", g, fmtOutputs(eff.Outputs))
+					}
+				}
+				return nil
+			}()
+		}()
+	}
+	for g := 0; g < 8; g++ {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+type panicEnv struct{ constEnv }
+
+func (panicEnv) StateGet(key, name []byte) ([]byte, bool, error) { panic("host bug") }
+
+// TestEnvPanic: a panic in the host's Env surfaces as a trap of the call, never across the API.
+func TestEnvPanic(t *testing.T) {
+	r := newRuntime(t, RuntimeConfig{})
+	i := instantiate(t, compile(t, r, "driver", Limits{}), InstanceConfig{})
+	_, err := i.Process(ctx, []abi.Record{rec("k", new(prog).get("k", "n", scratch, 8).bytes())}, panicEnv{})
+	if ce := asCallError(t, err); !ce.Trap || !i.Broken() || !strings.Contains(err.Error(), "host bug") {
+		t.Errorf("got %v, broken %v", err, i.Broken())
 	}
 }

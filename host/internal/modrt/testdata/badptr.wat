@@ -4,9 +4,10 @@
 ;; Bad pairs (memory is one page, 65536 bytes):
 ;;   (0x7fffffff, 16) far past the end      (65530, 16) straddles the end
 ;;   (16, -1) negative length               (0xfffffff0, 32) ptr+len wraps in 32 bits
-;;   (-1, 1) "negative" pointer             (65537, 0) empty but past the end
+;;   (-1, 1) "negative" pointer             (65536, 1) starts at the end
 ;;   (16, 0x7fffffff) huge length           (0x80000000, 0x80000000) both negative
 ;; For state_scan's `after` a length of -1 means "from the start", so -2 replaces it there.
+;; (An empty range is valid whatever its pointer, ABI §4, so none of the pairs has length 0.)
 ;;
 ;; Functions, in order, with their pointer pairs ("slots"): state_get 3, state_put 3,
 ;; state_delete 2, state_scan 4, emit 4, log 1, config_get 1, fail 1: 19 slots × 8 pairs = 152
@@ -34,7 +35,7 @@
     "\10\00\00\00\ff\ff\ff\ff"
     "\f0\ff\ff\ff\20\00\00\00"
     "\ff\ff\ff\ff\01\00\00\00"
-    "\01\00\01\00\00\00\00\00"
+    "\00\00\01\00\01\00\00\00"
     "\10\00\00\00\ff\ff\ff\7f"
     "\00\00\00\80\00\00\00\80")
 
