@@ -66,6 +66,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzTracker$$' -fuzztime $(FUZZTIME) ./host/internal/positions
 	$(GO) test -run '^$$' -fuzz '^FuzzHostFunctions$$' -fuzztime $(FUZZTIME) ./host/internal/modrt
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadConfig$$' -fuzztime $(FUZZTIME) ./cmd/wasmstream
+	$(GO) test -run '^$$' -fuzz '^FuzzEscape$$' -fuzztime $(FUZZTIME) ./cmd/wasmstream
 
 race:
 	$(GO) test -race -short ./host/... ./store/...

@@ -85,7 +85,8 @@ func OpenState(dataDir string) (*StateReader, error) {
 func (r *StateReader) Tasks() ([]string, error) { return r.db.Tasks() }
 
 // Scan calls fn for every entry of task whose key starts with keyPrefix (all keys when empty),
-// stream by stream and in key and name order, until fn returns false. With exact set, only the
+// stream by stream in store order — shorter keys first, then keys and names bytewise — until fn
+// returns false. With exact set, only the
 // key equal to keyPrefix. The entry's slices are valid only during the call.
 func (r *StateReader) Scan(task string, keyPrefix []byte, exact bool, fn func(StateEntry) bool) error {
 	streams, err := r.db.Streams(task)

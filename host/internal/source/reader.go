@@ -110,15 +110,25 @@ func (rd *Reader) Run(ctx context.Context, out chan<- Chunk) {
 func (rd *Reader) readChunk(br *bufio.Reader) ([]Record, bool, error) {
 	recs := make([]Record, 0, chunkRecords)
 	for len(recs) < chunkRecords {
+		// Hand over what we have rather than wait for more: a slow stream (a pipe, a terminal)
+		// must not hold complete lines back until a whole chunk has arrived.
+		if len(recs) > 0 && br.Buffered() == 0 {
+			return recs, false, nil
+		}
 		line, n, err := readLine(br)
 		if n > 0 {
 			rd.pos += int64(n)
 			off := rd.offset
 			rd.offset++
+			content := n // the line's length without its newline, which err == nil means it has
+			if err == nil {
+				content--
+			}
+			long := content > MaxLineBytes
 			body := bytes.TrimRight(line, "\r\n")
-			if len(bytes.TrimSpace(body)) > 0 || n > MaxLineBytes {
+			if len(bytes.TrimSpace(body)) > 0 || long {
 				rec := Record{Offset: off, End: rd.pos, Raw: body}
-				if n > MaxLineBytes {
+				if long {
 					rec.Err = fmt.Errorf("%w: line longer than %d bytes", ErrMalformed, MaxLineBytes)
 					rec.Raw = body[:min(len(body), 256)]
 				} else {
@@ -132,6 +142,11 @@ func (rd *Reader) readChunk(br *bufio.Reader) ([]Record, bool, error) {
 		}
 		if err != nil {
 			return recs, false, err
+		}
+		if len(recs) > 0 && br.Buffered() == 0 {
+			// The next line is not here yet: deliver what we have rather than wait for a full
+			// chunk behind a slow writer (a live standard input).
+			break
 		}
 	}
 	return recs, false, nil

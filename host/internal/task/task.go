@@ -219,6 +219,13 @@ func (t *Task) Run(ctx context.Context) (err error) {
 		if err != nil {
 			return err
 		}
+		if st.in.Stdin != nil {
+			// A read from standard input cannot be interrupted: this reader is not waited for.
+			// It ends at the next line or end of input, seeing readCtx done; nothing it reads
+			// after Run returned is used.
+			go st.reader.Run(readCtx, chunks)
+			continue
+		}
 		readers.Add(1)
 		go func() {
 			defer readers.Done()

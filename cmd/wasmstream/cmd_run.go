@@ -1,0 +1,182 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host"
+)
+
+const configHelp = `Configuration comes from a YAML file (--config, or ` + defaultConfigFile + ` in the current
+directory; config.example.yaml documents every key), then environment variables, then flags,
+each overriding the one before:
+
+  data_dir             WASMSTREAM_DATA_DIR             --data-dir
+  cache_dir            WASMSTREAM_CACHE_DIR            --cache-dir
+  checkpoint_interval  WASMSTREAM_CHECKPOINT_INTERVAL  --checkpoint-interval
+  sync_writes          WASMSTREAM_SYNC_WRITES          --sync-writes
+  log.format           WASMSTREAM_LOG_FORMAT           --log-format
+  log.level            WASMSTREAM_LOG_LEVEL            --log-level
+
+Relative paths in the file are relative to the file's directory, and so is the default data
+directory; relative paths in flags and environment variables are relative to the current
+directory. Unknown keys and ill-typed values are errors, each reported with its key.
+
+Instead of a file, --module and --input give a single task (and --config must not be set).`
+
+func newRunCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	var cf configFlags
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the configured tasks",
+		Long: `Run runs every task until all its inputs are read and processed, then commits a last
+checkpoint and exits 0. SIGINT or SIGTERM stops the reading: the batches in flight finish, a
+last checkpoint is committed, and it exits 0; a second signal kills the process. If a task
+fails, the others are stopped and it exits 1. A configuration error exits 2.
+
+Records a task emits to an output of type stdout are written to standard output; logs go to
+standard error.
+
+` + configHelp,
+		Example: `  wasmstream run --config config.example.yaml
+  wasmstream run --module wordcount.wasm --input in.ndjson --key-field user --value-field text \
+    --timestamp-field ts --task-config '{"min_len": 2}'
+  WASMSTREAM_LOG_LEVEL=debug wasmstream run -c prod.yaml --data-dir state`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := cf.load(cmd.Flags())
+			if err != nil {
+				return exitFor(err)
+			}
+			return runHost(cmd.Context(), s, stdin, stdout, stderr)
+		},
+	}
+	addConfigFlags(cmd.Flags(), &cf)
+	return cmd
+}
+
+// runHost runs s until its tasks are done, ctx is cancelled or a task fails.
+func runHost(ctx context.Context, s settings, stdin io.Reader, stdout, stderr io.Writer) (err error) {
+	logger := newLogger(stderr, s.Log)
+	cfg := s.Host
+	cfg.Logger = logger
+	cfg.Stdin = stdin
+	cfg.Stdout = stdout
+	h, err := host.New(cfg)
+	if err != nil {
+		return exitFor(err)
+	}
+	defer func() {
+		if cerr := h.Close(); cerr != nil && err == nil {
+			err = failure(fmt.Errorf("close: %w", cerr))
+		}
+	}()
+	stopNotice := context.AfterFunc(ctx, func() {
+		logger.Info("stopping: finishing the batches in flight, then checkpointing")
+	})
+	defer stopNotice()
+
+	logger.Info("starting", "tasks", taskNames(cfg.Tasks), "data_dir", cfg.DataDir, "abi", abi.VersionString(abi.Version))
+	if err := h.Run(ctx); err != nil {
+		return failure(err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+func taskNames(tasks []host.TaskConfig) []string {
+	names := make([]string, len(tasks))
+	for i, t := range tasks {
+		names[i] = t.Name
+	}
+	return names
+}
+
+// exitFor maps an error to its exit status: configuration problems (a *configErrors, or
+// errors that are all *host.ConfigError) exit 2, everything else 1.
+func exitFor(err error) error {
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return err
+	}
+	var ce *configErrors
+	if errors.As(err, &ce) {
+		return &exitError{code: exitUsage, err: err}
+	}
+	if cfgErrs := configProblems(err); cfgErrs != nil {
+		return &exitError{code: exitUsage, err: &configErrors{errs: cfgErrs}}
+	}
+	return failure(err)
+}
+
+// configProblems returns err's leaves if any of them is a *host.ConfigError, else nil.
+func configProblems(err error) []error {
+	leaves := unjoin(err)
+	for _, e := range leaves {
+		var ce *host.ConfigError
+		if errors.As(e, &ce) {
+			return leaves
+		}
+	}
+	return nil
+}
+
+func newCheckCommand(stdout, stderr io.Writer) *cobra.Command {
+	var cf configFlags
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Validate the configuration and the tasks' modules without running anything",
+		Long: `Check validates the configuration, then compiles and validates every task's module, and
+prints for each what it imports and exports and the ABI version it declares. It exits 0 if
+everything is valid, 1 if a module is refused, 2 on a configuration error.
+
+` + configHelp,
+		Example: `  wasmstream check --config config.example.yaml
+  wasmstream check --module wordcount.wasm --input in.ndjson`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := cf.load(cmd.Flags())
+			if err != nil {
+				return exitFor(err)
+			}
+			cfg := s.Host
+			cfg.Logger = newLogger(stderr, s.Log)
+			reports, err := host.Check(cmd.Context(), cfg)
+			for _, r := range reports {
+				printReport(stdout, r)
+			}
+			if err != nil {
+				if cfgErrs := configProblems(err); cfgErrs != nil {
+					return &exitError{code: exitUsage, err: &configErrors{file: s.File, errs: cfgErrs}}
+				}
+				return failure(err)
+			}
+			fmt.Fprintf(stdout, "ok: %d task(s) valid\n", len(reports))
+			return nil
+		},
+	}
+	addConfigFlags(cmd.Flags(), &cf)
+	return cmd
+}
+
+// printReport writes a module report as an indented block.
+func printReport(w io.Writer, r host.ModuleReport) {
+	fmt.Fprintf(w, "task %s\n", r.Task)
+	fmt.Fprintf(w, "  module   %s (%d bytes, sha256 %s)\n", r.Path, r.Size, r.SHA256)
+	fmt.Fprintf(w, "  abi      %s (this host speaks %s)\n", r.ABIVersion, abi.VersionString(abi.Version))
+	list := func(title string, items []string) {
+		if len(items) == 0 {
+			fmt.Fprintf(w, "  %-8s (none)\n", title)
+			return
+		}
+		fmt.Fprintf(w, "  %-8s %s\n", title, strings.Join(items, "\n           "))
+	}
+	list("imports", r.Imports)
+	list("exports", r.Exports)
+}

@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bufio"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wasmstream/wasmstream/host"
+)
+
+func newStateCommand(stdout io.Writer) *cobra.Command {
+	var (
+		file, task, key, prefix, format string
+	)
+	cmd := &cobra.Command{
+		Use:   "state",
+		Short: "Print the state of a stopped host",
+		Long: `State reads the state store of a stopped host (a running host holds it locked) and prints
+the state of one task, or without --task the names of the tasks that have state.
+
+The data directory is --data-dir, else WASMSTREAM_DATA_DIR, else the data_dir of the
+configuration file (--config, or ` + defaultConfigFile + ` if it exists), else "` + defaultDataDir + `".
+
+Text output is one line per entry, tab-separated:
+
+  <key>\t<name>\t<value>
+
+where each column shows printable UTF-8 as is, a backslash as \\, and every other byte or
+character as the Go escape strconv.Quote would use (\t, \n, \x00, \u200b, ...), without
+quotes. Columns therefore never hold a tab or a newline. --key and --prefix accept the same
+escapes, so a key can be copied from the output.
+
+JSON output is one object per line:
+
+  {"stream":"file:input0/0","key":"alice","name":"count","value":"3"}
+
+with key, name and value as JSON strings when they are valid UTF-8, and otherwise as
+key_base64, name_base64 or value_base64 in standard base64.`,
+		Example: `  wasmstream state
+  wasmstream state --task wordcount
+  wasmstream state --task wordcount --key alice --format json
+  wasmstream state --task wordcount --prefix 'user\x00' --data-dir state`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if format != "text" && format != "json" {
+				return usageError("--format must be text or json, got %q", format)
+			}
+			if key != "" && prefix != "" {
+				return usageError("--key and --prefix do not go together")
+			}
+			if task == "" && (key != "" || prefix != "") {
+				return usageError("--key and --prefix need --task")
+			}
+			match, exact := prefix, false
+			if key != "" {
+				match, exact = key, true
+			}
+			want, err := unescape(match)
+			if err != nil {
+				return usageError("--key/--prefix %q: %v", match, err)
+			}
+
+			path, err := configPath(file, false)
+			if err != nil {
+				return err
+			}
+			s, err := loadFile(path, cmd.Flags(), false)
+			if err != nil {
+				return exitFor(err)
+			}
+			dataDir := s.Host.DataDir
+			if dataDir == "" {
+				dataDir = defaultDataDir
+			}
+			return printState(stdout, dataDir, task, want, exact, format)
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVarP(&file, "config", "c", "", "configuration file to take data_dir from (default "+defaultConfigFile+" if it exists)")
+	fs.String("data-dir", "", "the host's data directory (env WASMSTREAM_DATA_DIR)")
+	fs.StringVar(&task, "task", "", "the task whose state to print; without it, list the tasks that have state")
+	fs.StringVar(&key, "key", "", "print only this key")
+	fs.StringVar(&prefix, "prefix", "", "print only the keys starting with this prefix")
+	fs.StringVar(&format, "format", "text", "output format: text or json")
+	return cmd
+}
+
+func printState(stdout io.Writer, dataDir, task string, match []byte, exact bool, format string) (err error) {
+	r, err := host.OpenState(dataDir)
+	if errors.Is(err, host.ErrNoState) {
+		return failure(fmt.Errorf("no state store in data directory %s (has a host run with it?)", dataDir))
+	}
+	if err != nil {
+		return failure(err)
+	}
+	defer func() {
+		if cerr := r.Close(); cerr != nil && err == nil {
+			err = failure(cerr)
+		}
+	}()
+	tasks, err := r.Tasks()
+	if err != nil {
+		return failure(err)
+	}
+	w := bufio.NewWriter(stdout)
+	if task == "" {
+		for _, t := range tasks {
+			fmt.Fprintln(w, t)
+		}
+		return flush(w)
+	}
+	if !slices.Contains(tasks, task) {
+		have := "none has"
+		if len(tasks) > 0 {
+			have = "tasks with state: " + strings.Join(tasks, ", ")
+		}
+		return failure(fmt.Errorf("task %s has no state in %s (%s)", task, dataDir, have))
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	var writeErr error
+	err = r.Scan(task, match, exact, func(e host.StateEntry) bool {
+		if format == "json" {
+			writeErr = enc.Encode(jsonEntry(e))
+		} else {
+			_, writeErr = fmt.Fprintf(w, "%s\t%s\t%s\n", escape(e.Key), escape(e.Name), escape(e.Value))
+		}
+		return writeErr == nil
+	})
+	if err != nil {
+		return failure(err)
+	}
+	if writeErr != nil {
+		return failure(writeErr)
+	}
+	return flush(w)
+}
+
+func flush(w *bufio.Writer) error {
+	if err := w.Flush(); err != nil {
+		return failure(err)
+	}
+	return nil
+}
+
+// stateJSON is a StateEntry as the JSON output spells it: each of key, name and value is
+// set either as a string (valid UTF-8) or in base64.
+type stateJSON struct {
+	Stream      string  `json:"stream"`
+	Key         *string `json:"key,omitempty"`
+	KeyBase64   *string `json:"key_base64,omitempty"`
+	Name        *string `json:"name,omitempty"`
+	NameBase64  *string `json:"name_base64,omitempty"`
+	Value       *string `json:"value,omitempty"`
+	ValueBase64 *string `json:"value_base64,omitempty"`
+}
+
+func jsonEntry(e host.StateEntry) stateJSON {
+	j := stateJSON{Stream: e.Stream}
+	put := func(text, b64 **string, b []byte) {
+		var s string
+		if utf8.Valid(b) {
+			s = string(b)
+			*text = &s
+		} else {
+			s = base64.StdEncoding.EncodeToString(b)
+			*b64 = &s
+		}
+	}
+	put(&j.Key, &j.KeyBase64, e.Key)
+	put(&j.Name, &j.NameBase64, e.Name)
+	put(&j.Value, &j.ValueBase64, e.Value)
+	return j
+}

@@ -1,0 +1,495 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+
+	"github.com/spf13/pflag"
+	"github.com/spf13/viper"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/wasmstream/wasmstream/host"
+)
+
+// defaultConfigFile is read by run and check when no --config is given and it exists in the
+// current directory.
+const defaultConfigFile = "wasmstream.yaml"
+
+// defaultDataDir is host.Config's documented default for DataDir. The CLI needs it to find
+// the state of a stopped host, and to anchor it to the configuration file's directory.
+const defaultDataDir = "data"
+
+// fileConfig is the shape of a configuration file: host.Config's fields, spelled in
+// snake_case, plus the CLI's own log section. Fields of function, pointer or interface type
+// (Logger, Now, Stdin, Stdout) are not configuration keys.
+type fileConfig struct {
+	host.Config
+	Log logConfig
+}
+
+// logConfig configures the CLI's logger (the "log" section).
+type logConfig struct {
+	// Format is "text" (default) or "json".
+	Format string
+	// Level is "debug", "info" (default), "warn" or "error".
+	Level string
+}
+
+// settings is a loaded configuration.
+type settings struct {
+	Host host.Config
+	Log  logConfig
+	// File is the configuration file read, "" if none.
+	File string
+}
+
+// override is a top-level key that environment variables and flags can set, through viper.
+// Precedence: flag, then environment variable, then the configuration file.
+type override struct {
+	key  string // as in the file, nested keys joined by "."
+	flag string // the flag that sets it, on the commands that have it
+}
+
+var overrides = []override{
+	{key: "data_dir", flag: "data-dir"},
+	{key: "cache_dir", flag: "cache-dir"},
+	{key: "checkpoint_interval", flag: "checkpoint-interval"},
+	{key: "sync_writes", flag: "sync-writes"},
+	{key: "log.format", flag: "log-format"},
+	{key: "log.level", flag: "log-level"},
+}
+
+// envName is the environment variable that overrides key: WASMSTREAM_ and the key in upper
+// case, "." becoming "_" (log.level: WASMSTREAM_LOG_LEVEL).
+func envName(key string) string {
+	return "WASMSTREAM_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
+}
+
+// configErrors lists every problem of a configuration. It maps to exit status 2.
+type configErrors struct {
+	file string
+	errs []error
+}
+
+func (e *configErrors) title() string {
+	if e.file == "" {
+		return "invalid configuration"
+	}
+	return "invalid configuration in " + e.file
+}
+
+func (e *configErrors) Error() string {
+	var b strings.Builder
+	b.WriteString(e.title())
+	for _, err := range e.errs {
+		b.WriteString("\n  ")
+		b.WriteString(err.Error())
+	}
+	return b.String()
+}
+
+func (e *configErrors) Unwrap() []error { return e.errs }
+
+// loadConfig decodes a configuration file's contents (data may be empty: no file), applies
+// the environment and flags overrides (flags may be nil), and resolves relative paths from
+// the file against dir. It does not call host.Config.Validate; validate does.
+//
+// Unknown keys are detected by decoding the YAML document ourselves, case-preserved, against
+// host.Config's fields (see decode.go): viper lower-cases every key, including those of the
+// free-form tasks[].config maps that belong to the guest, so it only layers the overridable
+// top-level keys.
+func loadConfig(data []byte, dir string, flags *pflag.FlagSet) (settings, error) {
+	var doc any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return settings{}, &configErrors{errs: []error{fmt.Errorf("not valid YAML: %w", err)}}
+	}
+	if doc == nil {
+		doc = map[string]any{}
+	}
+
+	v := viper.New()
+	v.SetConfigType("yaml")
+	if _, ok := doc.(map[string]any); ok && len(data) > 0 {
+		if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
+			return settings{}, &configErrors{errs: []error{err}}
+		}
+	}
+	skip := map[string]bool{}
+	for _, o := range overrides {
+		skip[o.key] = true
+		if err := v.BindEnv(o.key, envName(o.key)); err != nil {
+			panic(err) // only fails when given no key
+		}
+		if f := lookupFlag(flags, o.flag); f != nil {
+			if err := v.BindPFlag(o.key, f); err != nil {
+				panic(err) // only fails on a nil flag
+			}
+		}
+	}
+
+	var fc fileConfig
+	d := &decoder{skip: skip}
+	d.structure("", doc, reflect.ValueOf(&fc).Elem())
+
+	// The overridable keys: viper picks the flag, the environment or the file, in that order.
+	fromFile := map[string]bool{}
+	for _, o := range overrides {
+		if !v.IsSet(o.key) {
+			continue
+		}
+		source := ""
+		if f := lookupFlag(flags, o.flag); f != nil && f.Changed {
+			source = "--" + o.flag
+		} else if os.Getenv(envName(o.key)) != "" { // viper ignores empty variables
+			source = envName(o.key)
+		} else {
+			fromFile[o.key] = true
+		}
+		field, ok := fieldByKey(reflect.ValueOf(&fc).Elem(), o.key)
+		if !ok {
+			panic("wasmstream: override of an unknown key " + o.key)
+		}
+		n := len(d.errs)
+		d.value(o.key, v.Get(o.key), field)
+		for _, err := range d.errs[n:] {
+			if ce, ok := err.(*host.ConfigError); ok && source != "" {
+				ce.Problem += " (from " + source + ")"
+			}
+		}
+	}
+
+	switch fc.Log.Format {
+	case "", "text", "json":
+	default:
+		d.bad("log.format", "%q is not one of text, json", fc.Log.Format)
+	}
+	if fc.Log.Level != "" {
+		var l slog.Level
+		if err := l.UnmarshalText([]byte(fc.Log.Level)); err != nil {
+			d.bad("log.level", "%q is not one of debug, info, warn, error", fc.Log.Level)
+		}
+	}
+
+	cfg := fc.Config
+	if dir != "" {
+		// A configuration file's relative paths are relative to its directory, and so is the
+		// default data directory; flags' and environment variables' are relative to the
+		// current directory.
+		switch {
+		case cfg.DataDir == "":
+			cfg.DataDir = filepath.Join(dir, defaultDataDir)
+		case fromFile["data_dir"]:
+			cfg.DataDir = resolve(dir, cfg.DataDir)
+		}
+		if fromFile["cache_dir"] && cfg.CacheDir != "-" {
+			cfg.CacheDir = resolve(dir, cfg.CacheDir)
+		}
+		for i := range cfg.Tasks {
+			t := &cfg.Tasks[i]
+			t.Module = resolve(dir, t.Module)
+			for j := range t.Inputs {
+				t.Inputs[j].Path = resolve(dir, t.Inputs[j].Path)
+			}
+			t.Output.Path = resolve(dir, t.Output.Path)
+			t.DeadLetter.Path = resolve(dir, t.DeadLetter.Path)
+		}
+	}
+	s := settings{Host: cfg, Log: fc.Log}
+	if len(d.errs) > 0 {
+		return s, &configErrors{errs: d.errs}
+	}
+	return s, nil
+}
+
+func lookupFlag(flags *pflag.FlagSet, name string) *pflag.Flag {
+	if flags == nil {
+		return nil
+	}
+	return flags.Lookup(name)
+}
+
+func resolve(dir, path string) string {
+	if path == "" || filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(dir, path)
+}
+
+// validate reports every problem of the loaded configuration s: loadErr, what loadConfig
+// reported, and those host.Config.Validate finds, leaving out the latter when loadErr already
+// names the same key (a value that failed to decode stays at its default, which Validate may
+// complain about too). rename maps a key to how the user spelled it (nil: unchanged).
+func validate(s settings, loadErr error, rename func(string) string) error {
+	var errs []error
+	var ce *configErrors
+	if errors.As(loadErr, &ce) {
+		for _, e := range ce.errs {
+			var c *host.ConfigError
+			if !errors.As(e, &c) || c.Key == topLevel {
+				// The document as a whole is unusable: Validate would only add noise.
+				ce.file = s.File
+				return ce
+			}
+		}
+		errs = append(errs, ce.errs...)
+	} else if loadErr != nil {
+		return loadErr
+	}
+	reported := func(key string) bool {
+		for _, e := range errs {
+			var c *host.ConfigError
+			if errors.As(e, &c) && (related(c.Key, key) || related(key, c.Key)) {
+				return true
+			}
+		}
+		return false
+	}
+	if err := s.Host.Validate(); err != nil {
+		for _, e := range unjoin(err) {
+			var c *host.ConfigError
+			if errors.As(e, &c) && reported(c.Key) {
+				continue
+			}
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	if rename != nil {
+		for i, e := range errs {
+			var c *host.ConfigError
+			if errors.As(e, &c) {
+				errs[i] = &host.ConfigError{Key: rename(c.Key), Problem: c.Problem}
+			}
+		}
+	}
+	return &configErrors{file: s.File, errs: errs}
+}
+
+// related reports whether key is parent or parent's descendant.
+func related(parent, key string) bool {
+	if !strings.HasPrefix(key, parent) {
+		return false
+	}
+	rest := key[len(parent):]
+	return rest == "" || rest[0] == '.' || rest[0] == '['
+}
+
+// configFlags are the flags of the commands that load a configuration.
+type configFlags struct {
+	file string
+	// The single-task form, without a configuration file.
+	quick quickTask
+}
+
+// quickTask is a task given by flags: wasmstream run --module m.wasm --input in.ndjson.
+type quickTask struct {
+	name           string
+	module         string
+	inputs         []string
+	output         string
+	format         string
+	keyField       string
+	valueField     string
+	timestampField string
+	keySeparator   string
+	config         string // the guest's settings, a JSON object
+}
+
+// addConfigFlags defines the flags of run and check on fs.
+func addConfigFlags(fs *pflag.FlagSet, cf *configFlags) {
+	fs.StringVarP(&cf.file, "config", "c", "", "configuration file (default "+defaultConfigFile+" if it exists)")
+	fs.String("data-dir", "", "directory of the state store (default \""+defaultDataDir+"\"; env WASMSTREAM_DATA_DIR)")
+	fs.String("cache-dir", "", "compilation cache directory, \"-\" to disable (default <data-dir>/cache; env WASMSTREAM_CACHE_DIR)")
+	fs.Duration("checkpoint-interval", 0, "time between checkpoints (default 1s; env WASMSTREAM_CHECKPOINT_INTERVAL)")
+	fs.Bool("sync-writes", false, "fsync at every checkpoint (env WASMSTREAM_SYNC_WRITES)")
+	fs.String("log-format", "", "log format: text or json (default text; env WASMSTREAM_LOG_FORMAT)")
+	fs.String("log-level", "", "log level: debug, info, warn or error (default info; env WASMSTREAM_LOG_LEVEL)")
+
+	q := &cf.quick
+	fs.StringVar(&q.module, "module", "", "run one task of this .wasm module, without a configuration file")
+	fs.StringArrayVar(&q.inputs, "input", nil, "with --module: an input file, \"-\" for stdin (repeatable)")
+	fs.StringVar(&q.output, "output", "", "with --module: the output file (default stdout)")
+	fs.StringVar(&q.name, "task", "", "with --module: the task name (default the module's file name)")
+	fs.StringVar(&q.format, "format", "", "with --module: the inputs' format, json or text (default json)")
+	fs.StringVar(&q.keyField, "key-field", "", "with --module: the JSON field holding the record key")
+	fs.StringVar(&q.valueField, "value-field", "", "with --module: the JSON field holding the value (default the whole line)")
+	fs.StringVar(&q.timestampField, "timestamp-field", "", "with --module: the JSON field holding the event time in ms")
+	fs.StringVar(&q.keySeparator, "key-separator", "", "with --module and --format text: splits a line into key and value")
+	fs.StringVar(&q.config, "task-config", "", "with --module: the module's own settings, a JSON object (default {})")
+}
+
+// quickFlags are the flags that only make sense with --module.
+var quickFlags = []string{"input", "output", "task", "format", "key-field", "value-field", "timestamp-field", "key-separator", "task-config"}
+
+// load loads the configuration of run and check: the configuration file (or the task given
+// by --module), the environment, the flags; then validates it.
+func (cf *configFlags) load(fs *pflag.FlagSet) (settings, error) {
+	if cf.quick.module == "" {
+		for _, name := range quickFlags {
+			if fs.Changed(name) {
+				return settings{}, usageError("--%s needs --module (or put the task in a configuration file)", name)
+			}
+		}
+		path, err := configPath(cf.file, true)
+		if err != nil {
+			return settings{}, err
+		}
+		return loadFile(path, fs, true)
+	}
+	if cf.file != "" {
+		return settings{}, usageError("--module and --config do not go together: give the task in one or the other")
+	}
+	if len(cf.quick.inputs) == 0 {
+		return settings{}, usageError("--module needs at least one --input (\"-\" for stdin)")
+	}
+	t, err := cf.quick.task()
+	if err != nil {
+		return settings{}, err
+	}
+	s, err := loadConfig(nil, "", fs)
+	s.Host.Tasks = []host.TaskConfig{t}
+	return s, validate(s, err, quickKey)
+}
+
+// configPath returns the configuration file to read: explicit if set, else the default file
+// if it exists. With required, a missing file is an error; without it, "" means none.
+func configPath(explicit string, required bool) (string, error) {
+	if explicit != "" {
+		return explicit, nil
+	}
+	if _, err := os.Stat(defaultConfigFile); err == nil {
+		return defaultConfigFile, nil
+	}
+	if !required {
+		return "", nil
+	}
+	return "", &exitError{
+		code: exitUsage,
+		err:  errors.New("no configuration: no --config given and no " + defaultConfigFile + " in the current directory"),
+		hint: "pass --config FILE, create " + defaultConfigFile + " (see config.example.yaml), or give a single task with --module M.wasm --input IN.ndjson",
+	}
+}
+
+// loadFile reads and loads the configuration file path ("" for none), validating it if asked.
+func loadFile(path string, fs *pflag.FlagSet, check bool) (settings, error) {
+	var data []byte
+	dir := ""
+	if path != "" {
+		var err error
+		data, err = os.ReadFile(path)
+		if err != nil {
+			return settings{}, &exitError{code: exitUsage, err: fmt.Errorf("configuration file: %w", err)}
+		}
+		dir = filepath.Dir(path)
+	}
+	s, err := loadConfig(data, dir, fs)
+	s.File = path
+	if check {
+		return s, validate(s, err, nil)
+	}
+	var ce *configErrors
+	if errors.As(err, &ce) {
+		ce.file = path
+	}
+	return s, err
+}
+
+// task builds the TaskConfig of the single-task form.
+func (q *quickTask) task() (host.TaskConfig, error) {
+	name := q.name
+	if name == "" {
+		name = taskName(q.module)
+	}
+	t := host.TaskConfig{Name: name, Module: q.module}
+	if q.config != "" {
+		if err := json.Unmarshal([]byte(q.config), &t.Config); err != nil {
+			return t, usageError("--task-config must be a JSON object: %v", err)
+		}
+	}
+	for _, path := range q.inputs {
+		in := host.InputConfig{
+			Path:           path,
+			Format:         q.format,
+			KeyField:       q.keyField,
+			ValueField:     q.valueField,
+			TimestampField: q.timestampField,
+			KeySeparator:   q.keySeparator,
+		}
+		if path == "-" {
+			in.Type, in.Path = "stdin", ""
+		}
+		t.Inputs = append(t.Inputs, in)
+	}
+	if q.output != "" && q.output != "-" {
+		t.Output = host.OutputConfig{Type: "file", Path: q.output}
+	}
+	return t, nil
+}
+
+// taskName derives a task name from a module path: its base name without ".wasm", any
+// character a task name may not hold replaced by '-'.
+func taskName(module string) string {
+	base := strings.TrimSuffix(filepath.Base(module), ".wasm")
+	name := strings.Map(func(r rune) rune {
+		if r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			return r
+		}
+		return '-'
+	}, base)
+	if name == "" || name == "." || name == ".." {
+		return "task"
+	}
+	return name
+}
+
+// quickKey renames a configuration key of the single task given by flags to its flag.
+func quickKey(key string) string {
+	rest, ok := strings.CutPrefix(key, "tasks[0].")
+	if !ok {
+		return key
+	}
+	if i := strings.Index(rest, "]."); strings.HasPrefix(rest, "inputs[") && i > 0 {
+		rest = "inputs." + rest[i+2:]
+	}
+	flags := map[string]string{
+		"name":                   "--task",
+		"module":                 "--module",
+		"inputs":                 "--input",
+		"inputs.path":            "--input",
+		"inputs.name":            "--input",
+		"inputs.format":          "--format",
+		"inputs.key_field":       "--key-field",
+		"inputs.value_field":     "--value-field",
+		"inputs.timestamp_field": "--timestamp-field",
+		"inputs.key_separator":   "--key-separator",
+		"output.path":            "--output",
+		"output.type":            "--output",
+	}
+	if f, ok := flags[rest]; ok {
+		return f
+	}
+	return key
+}
+
+// newLogger returns the CLI's logger, writing to w.
+func newLogger(w io.Writer, lc logConfig) *slog.Logger {
+	var level slog.Level
+	if lc.Level != "" {
+		_ = level.UnmarshalText([]byte(lc.Level)) // loadConfig checked it
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	if lc.Format == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

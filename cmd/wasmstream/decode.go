@@ -1,0 +1,420 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/wasmstream/wasmstream/host"
+)
+
+// The decoder turns a YAML document, as go.yaml.in/yaml/v3 decodes it into an any (maps,
+// lists, strings, numbers, booleans, nil), into fileConfig. Its rules:
+//
+//   - A struct field's key is its Go name in snake_case (DataDir: data_dir, MaxInFlight:
+//     max_in_flight). Keys are case-sensitive. Embedded structs are flattened. Fields of
+//     function, pointer, interface or channel type are not keys.
+//   - A key that names no field is an error: "tasks[0].inputs[0].kye_field: unknown key (did
+//     you mean key_field?)". Every problem is reported, each naming its key; the walk goes on.
+//   - A field of type map[string]any is free-form (tasks[].config: the guest's own settings):
+//     its keys are not checked, but it must be encodable as JSON.
+//   - A null value leaves the field at its zero value, i.e. its default.
+//   - Strings must be strings; numbers must be integers in range (a string of digits is
+//     accepted too, since environment variables are strings); booleans are true/false;
+//     durations are Go duration strings ("1s", "500ms", "2m"), a bare number other than 0 is
+//     an error rather than nanoseconds.
+//
+// No panics: every input yields a value or errors.
+
+var (
+	durationType = reflect.TypeFor[time.Duration]()
+	freeMapType  = reflect.TypeFor[map[string]any]()
+)
+
+// decoder accumulates the problems of one document.
+type decoder struct {
+	errs []error
+	// skip holds keys that are checked for being known but decoded elsewhere (the
+	// overridable keys, which viper resolves).
+	skip map[string]bool
+	// seen, if non-nil, records every key met, list indexes written "[]" (tests use it).
+	seen map[string]bool
+}
+
+// topLevel is the key errors about the document as a whole name.
+const topLevel = "(top level)"
+
+func (d *decoder) bad(key, format string, args ...any) {
+	if key == "" {
+		key = topLevel
+	}
+	d.errs = append(d.errs, &host.ConfigError{Key: key, Problem: fmt.Sprintf(format, args...)})
+}
+
+// field is a configuration key of a struct type.
+type field struct {
+	key   string
+	index []int
+}
+
+// fieldsOf lists the configuration keys of struct type t, in field order.
+func fieldsOf(t reflect.Type) []field {
+	var out []field
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+			for _, sub := range fieldsOf(f.Type) {
+				out = append(out, field{key: sub.key, index: append([]int{i}, sub.index...)})
+			}
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		switch f.Type.Kind() {
+		case reflect.Func, reflect.Pointer, reflect.Interface, reflect.Chan, reflect.UnsafePointer:
+			continue
+		}
+		out = append(out, field{key: snakeCase(f.Name), index: []int{i}})
+	}
+	return out
+}
+
+// snakeCase spells a Go identifier in snake_case: DataDir → data_dir, ABIVersion →
+// abi_version, SHA256 → sha256.
+func snakeCase(name string) string {
+	rs := []rune(name)
+	var b strings.Builder
+	for i, r := range rs {
+		if unicode.IsUpper(r) {
+			prevLower := i > 0 && (unicode.IsLower(rs[i-1]) || unicode.IsDigit(rs[i-1]))
+			acronymEnd := i > 0 && unicode.IsUpper(rs[i-1]) && i+1 < len(rs) && unicode.IsLower(rs[i+1])
+			if prevLower || acronymEnd {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// fieldByKey finds the field of struct value v a dotted key names.
+func fieldByKey(v reflect.Value, key string) (reflect.Value, bool) {
+	for part := range strings.SplitSeq(key, ".") {
+		if v.Kind() != reflect.Struct {
+			return reflect.Value{}, false
+		}
+		fields := fieldsOf(v.Type())
+		i := slices.IndexFunc(fields, func(f field) bool { return f.key == part })
+		if i < 0 {
+			return reflect.Value{}, false
+		}
+		v = v.FieldByIndex(fields[i].index)
+	}
+	return v, true
+}
+
+func join(parent, key string) string {
+	if parent == "" {
+		return key
+	}
+	return parent + "." + key
+}
+
+// structure decodes the mapping raw into the struct dst, reporting unknown keys.
+func (d *decoder) structure(key string, raw any, dst reflect.Value) {
+	m, ok := stringMap(raw)
+	if !ok {
+		d.bad(key, "must be a mapping of keys, got %s", describe(raw))
+		return
+	}
+	fields := fieldsOf(dst.Type())
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // report in a stable order
+	for _, k := range keys {
+		full := join(key, k)
+		i := slices.IndexFunc(fields, func(f field) bool { return f.key == k })
+		if i < 0 {
+			d.bad(full, "unknown key%s", suggest(k, fields))
+			continue
+		}
+		d.see(full)
+		if d.skip[full] {
+			continue
+		}
+		d.value(full, m[k], dst.FieldByIndex(fields[i].index))
+	}
+}
+
+func (d *decoder) see(key string) {
+	if d.seen == nil {
+		return
+	}
+	var b strings.Builder
+	for i := 0; i < len(key); i++ {
+		if key[i] == '[' {
+			j := strings.IndexByte(key[i:], ']')
+			b.WriteString("[]")
+			i += j
+			continue
+		}
+		b.WriteByte(key[i])
+	}
+	d.seen[b.String()] = true
+}
+
+// value decodes raw into dst, the field key names.
+func (d *decoder) value(key string, raw any, dst reflect.Value) {
+	if raw == nil {
+		return
+	}
+	t := dst.Type()
+	switch {
+	case t == durationType:
+		d.duration(key, raw, dst)
+		return
+	case t == freeMapType:
+		d.freeMap(key, raw, dst)
+		return
+	}
+	switch t.Kind() {
+	case reflect.String:
+		s, ok := raw.(string)
+		if !ok {
+			d.bad(key, "must be a string, got %s (quote it)", describe(raw))
+			return
+		}
+		dst.SetString(s)
+	case reflect.Bool:
+		switch b := raw.(type) {
+		case bool:
+			dst.SetBool(b)
+		case string:
+			v, err := strconv.ParseBool(b)
+			if err != nil {
+				d.bad(key, "must be true or false, got %q", b)
+				return
+			}
+			dst.SetBool(v)
+		default:
+			d.bad(key, "must be true or false, got %s", describe(raw))
+		}
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		n, problem := integer(raw)
+		if problem != "" {
+			d.bad(key, "%s", problem)
+			return
+		}
+		if dst.OverflowInt(n) {
+			d.bad(key, "%d is out of range", n)
+			return
+		}
+		dst.SetInt(n)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		n, problem := integer(raw)
+		if problem != "" {
+			d.bad(key, "%s", problem)
+			return
+		}
+		if n < 0 {
+			d.bad(key, "must not be negative, got %d", n)
+			return
+		}
+		if dst.OverflowUint(uint64(n)) {
+			d.bad(key, "%d is out of range", n)
+			return
+		}
+		dst.SetUint(uint64(n))
+	case reflect.Slice:
+		items, ok := raw.([]any)
+		if !ok {
+			d.bad(key, "must be a list, got %s", describe(raw))
+			return
+		}
+		s := reflect.MakeSlice(t, len(items), len(items))
+		for i, item := range items {
+			d.value(fmt.Sprintf("%s[%d]", key, i), item, s.Index(i))
+		}
+		dst.Set(s)
+	case reflect.Struct:
+		d.structure(key, raw, dst)
+	default:
+		// A field type this decoder does not know: TestEveryFieldIsDecodable catches it first.
+		d.bad(key, "cannot be set from a configuration file (type %s)", t)
+	}
+}
+
+func (d *decoder) duration(key string, raw any, dst reflect.Value) {
+	switch v := raw.(type) {
+	case string:
+		dur, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil {
+			d.bad(key, "%q is not a duration (write e.g. \"1s\", \"500ms\", \"2m\")", v)
+			return
+		}
+		dst.SetInt(int64(dur))
+	default:
+		if n, problem := integer(raw); problem == "" && n == 0 {
+			dst.SetInt(0)
+			return
+		}
+		d.bad(key, "must be a duration with a unit, like \"1s\" or \"500ms\", got %s", describe(raw))
+	}
+}
+
+func (d *decoder) freeMap(key string, raw any, dst reflect.Value) {
+	if _, ok := stringMap(raw); !ok {
+		d.bad(key, "must be a mapping, got %s", describe(raw))
+		return
+	}
+	m, _ := jsonable(raw).(map[string]any)
+	if _, err := json.Marshal(m); err != nil {
+		d.bad(key, "cannot be passed to the guest as JSON: %v", err)
+		return
+	}
+	dst.Set(reflect.ValueOf(m))
+}
+
+// jsonable converts the maps with non-string keys YAML may produce into map[string]any, so
+// the value can be encoded as JSON.
+func jsonable(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = jsonable(e)
+		}
+		return out
+	case map[any]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[fmt.Sprint(k)] = jsonable(e)
+		}
+		return out
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = jsonable(e)
+		}
+		return out
+	}
+	return v
+}
+
+func stringMap(raw any) (map[string]any, bool) {
+	switch m := raw.(type) {
+	case map[string]any:
+		return m, true
+	case map[any]any:
+		out := make(map[string]any, len(m))
+		for k, v := range m {
+			out[fmt.Sprint(k)] = v
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// integer reads an integer from a YAML number or a string of digits. problem is "" when it
+// is one that fits an int64.
+func integer(raw any) (n int64, problem string) {
+	switch v := raw.(type) {
+	case int:
+		return int64(v), ""
+	case int64:
+		return v, ""
+	case uint64:
+		if v > math.MaxInt64 {
+			return 0, strconv.FormatUint(v, 10) + " is out of range"
+		}
+		return int64(v), ""
+	case float64:
+		switch {
+		case v != math.Trunc(v): // also NaN and infinities
+			return 0, "must be an integer, got " + describe(raw)
+		case v < -(1<<63) || v >= 1<<63:
+			return 0, describe(raw) + " is out of range"
+		}
+		return int64(v), ""
+	case string:
+		n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+		switch {
+		case err == nil:
+			return n, ""
+		case errors.Is(err, strconv.ErrRange):
+			return 0, strconv.Quote(v) + " is out of range"
+		}
+	}
+	return 0, "must be an integer, got " + describe(raw)
+}
+
+// describe names the YAML type of a value, for error messages.
+func describe(raw any) string {
+	switch v := raw.(type) {
+	case string:
+		return strconv.Quote(v)
+	case bool:
+		return "boolean " + strconv.FormatBool(v)
+	case int, int64, uint64:
+		return fmt.Sprintf("number %d", v)
+	case float64:
+		return "number " + strconv.FormatFloat(v, 'g', -1, 64)
+	case []any:
+		return "a list"
+	case map[string]any, map[any]any:
+		return "a mapping"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%T", raw)
+}
+
+// suggest returns " (did you mean X?)" for the known key closest to an unknown one, if it is
+// close enough to be a typo.
+func suggest(k string, fields []field) string {
+	best, bestDist := "", math.MaxInt
+	for _, f := range fields {
+		if dist := editDistance(strings.ToLower(k), f.key); dist < bestDist {
+			best, bestDist = f.key, dist
+		}
+	}
+	if best == "" || bestDist > max(2, len(k)/3) {
+		return ""
+	}
+	return " (did you mean " + best + "?)"
+}
+
+// editDistance is the Levenshtein distance of a and b.
+func editDistance(a, b string) int {
+	if len(a) > 64 || len(b) > 64 {
+		return math.MaxInt // not a typo of a key; and bounds the work on hostile input
+	}
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,55 @@
+// Command wasmstream runs stateful stream tasks written as WebAssembly modules.
+//
+// # Commands
+//
+//	wasmstream run     [-c FILE] [--data-dir D] [--cache-dir D] [--checkpoint-interval 1s]
+//	                   [--sync-writes] [--log-format text|json] [--log-level info]
+//	wasmstream run     --module M.wasm --input IN.ndjson [--input -] [--output OUT.ndjson]
+//	                   [--task NAME] [--format json|text] [--key-field F] [--value-field F]
+//	                   [--timestamp-field F] [--key-separator S] [--task-config JSON]
+//	wasmstream check   (the same flags as run)
+//	wasmstream state   [--task NAME [--key K | --prefix P]] [-c FILE] [--data-dir D]
+//	                   [--format text|json]
+//	wasmstream version
+//
+// run runs the tasks until their inputs are exhausted, a task fails, or SIGINT/SIGTERM asks it
+// to stop (it then finishes the batches in flight and commits a last checkpoint; a second
+// signal kills the process). check validates the configuration and compiles every module
+// without running anything, printing what each imports and exports and its ABI version.
+// state prints the state of a stopped host, or lists the tasks that have state. version
+// prints the wasmstream, ABI and Go versions; the wasmstream version is set at build time
+// with -ldflags "-X main.version=v1.2.3".
+//
+// Exit status: 0 success, 1 runtime failure (a task failed, a module was refused, no state),
+// 2 usage or configuration error.
+//
+// # Configuration
+//
+// The configuration is a YAML file (--config, or wasmstream.yaml in the current directory if
+// it exists); config.example.yaml at the repository root documents every key with its
+// default. Keys are host.Config's fields in snake_case, plus a log section (format, level)
+// for the CLI's logger. A key that does not exist, at any depth, is an error naming it
+// ("tasks[0].inputs[0].kye_field: unknown key (did you mean key_field?)"), and so is a value
+// of the wrong type or a bad duration; every problem is listed at once, with those
+// host.Config.Validate finds. Only tasks[].config, the guest's own settings, is free-form.
+//
+// The top-level keys data_dir, cache_dir, checkpoint_interval, sync_writes, log.format and
+// log.level can be overridden by environment variables named WASMSTREAM_ and the key in
+// upper case with "." as "_" (WASMSTREAM_DATA_DIR, WASMSTREAM_LOG_LEVEL), and those by the
+// flags of the same names (--data-dir, --log-level). Tasks come only from the file or from
+// --module.
+//
+// Relative paths in the file (data_dir, cache_dir, module, inputs[].path, output.path,
+// dead_letter.path) are relative to the file's directory, and so is the default data
+// directory ("data" next to the file); relative paths given by flags or environment
+// variables are relative to the current directory.
+//
+// # Design
+//
+// main only calls run, which turns signals into a cancelled context and returns the exit
+// status; everything else takes its input and output as arguments, so tests run commands in
+// process. Viper is used through a local instance to layer the file, the environment and the
+// flags for the overridable keys. The file itself is decoded by this package (decode.go),
+// against host.Config's fields by reflection: viper lower-cases every key, including the
+// guest's, and reports no unknown keys with their full path.
+package main

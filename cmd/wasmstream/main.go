@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+// version is the wasmstream version, set at build time with
+// -ldflags "-X main.version=v1.2.3".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// run runs the command line args and returns the process exit status: 0 on success, 1 on a
+// runtime failure, 2 on a usage or configuration error. It is the only place that turns
+// SIGINT and SIGTERM into a cancelled context: the host then finishes its in-flight work,
+// commits a last checkpoint and returns. A second signal kills the process.
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// Once the first signal cancelled ctx, restore the default handling so that a second
+	// one ends the process at once.
+	defer context.AfterFunc(ctx, stop)()
+	return execute(ctx, args, stdin, stdout, stderr)
+}
+
+// execute is run without the signal handling, for tests.
+func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRootCommand(stdin, stdout, stderr)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	var ee *exitError
+	if !errors.As(err, &ee) {
+		// Errors cobra found itself: an unknown command or flag, a missing argument.
+		ee = &exitError{code: exitUsage, err: err}
+	}
+	printError(stderr, ee)
+	return ee.code
+}
+
+// Exit statuses.
+const (
+	exitOK      = 0
+	exitFailure = 1 // a runtime failure: a task failed, a module was refused, no state
+	exitUsage   = 2 // a usage or configuration error
+)
+
+// exitError is a command's failure and the exit status it maps to.
+type exitError struct {
+	code int
+	err  error
+	// hint, when set, is printed on a line of its own after the error.
+	hint string
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageError is a mistake in the command line.
+func usageError(format string, args ...any) error {
+	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...), hint: "run 'wasmstream help' for usage"}
+}
+
+// failure is a runtime failure.
+func failure(err error) error { return &exitError{code: exitFailure, err: err} }
+
+// printError writes ee to w, one problem a line when it joins several.
+func printError(w io.Writer, ee *exitError) {
+	var ce *configErrors
+	switch list := unjoin(ee.err); {
+	case errors.As(ee.err, &ce):
+		fmt.Fprintf(w, "wasmstream: %s:\n", ce.title())
+		for _, e := range ce.errs {
+			fmt.Fprintf(w, "  %s\n", message(e))
+		}
+	case len(list) > 1:
+		fmt.Fprintln(w, "wasmstream:")
+		for _, e := range list {
+			fmt.Fprintf(w, "  %s\n", message(e))
+		}
+	default:
+		fmt.Fprintf(w, "wasmstream: %s\n", message(ee.err))
+	}
+	if ee.hint != "" {
+		fmt.Fprintf(w, "%s\n", ee.hint)
+	}
+}
+
+// message is err's text without the "wasmstream: " prefix the host's errors carry, which
+// printError adds once.
+func message(err error) string {
+	return strings.TrimPrefix(err.Error(), "wasmstream: ")
+}
+
+// unjoin flattens errors.Join trees into their leaves.
+func unjoin(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, unjoin(e)...)
+	}
+	return out
+}
+
+// newRootCommand builds the command tree. Each call builds a fresh one: no command, flag or
+// viper instance is shared between calls.
+func newRootCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "wasmstream",
+		Short: "Run stateful stream tasks written as WebAssembly modules",
+		Long: `wasmstream runs stateful stream tasks written as WebAssembly modules.
+
+Each task reads records from its inputs, hands them in batches to its module, keeps the
+module's state in a local store and writes what the module emits to its output. Progress is
+checkpointed, so a stopped or killed run resumes where its last checkpoint left off.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		Args:          cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cmd.SetOut(stderr)
+			_ = cmd.Help()
+			return &exitError{code: exitUsage, err: errors.New("no command given")}
+		},
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		return &exitError{code: exitUsage, err: err, hint: fmt.Sprintf("run '%s --help' for usage", cmd.CommandPath())}
+	})
+	root.AddCommand(
+		newRunCommand(stdin, stdout, stderr),
+		newCheckCommand(stdout, stderr),
+		newStateCommand(stdout),
+		newVersionCommand(stdout),
+	)
+	return root
+}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/wasmstream/wasmstream/host"
+)
+
+func TestEscape(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		in   string
+		want string
+	}{
+		{"plain", "alice", "alice"},
+		{"empty", "", ""},
+		{"space and quotes", `a "b" 'c'`, `a "b" 'c'`},
+		{"printable unicode", "café ☕", "café ☕"},
+		{"tab and newline", "a\tb\nc\r", `a\tb\nc\r`},
+		{"backslash", `a\b`, `a\\b`},
+		{"nul and control", "\x00\x07\x1b", `\x00\a\x1b`},
+		{"invalid UTF-8", "\xff\xfe", `\xff\xfe`},
+		{"big-endian count", "\x00\x00\x00\x00\x00\x00\x00\x03", `\x00\x00\x00\x00\x00\x00\x00\x03`},
+		{"non-printable rune", "a\u200bb\u00a0", `a\u200bb\u00a0`},
+		{"encoded replacement char", "\uFFFD", "\uFFFD"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := escape([]byte(tc.in))
+			if got != tc.want {
+				t.Errorf("escape(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+			back, err := unescape(got)
+			if err != nil || string(back) != tc.in {
+				t.Errorf("unescape(%q) = %q, %v; want %q", got, back, err, tc.in)
+			}
+		})
+	}
+}
+
+func TestUnescapeErrors(t *testing.T) {
+	for _, in := range []string{`\`, `\q`, `\x4`, `\u12`, `a\"b`} {
+		if b, err := unescape(in); err == nil {
+			t.Errorf("unescape(%q) = %q, want an error", in, b)
+		}
+	}
+}
+
+// FuzzEscape checks that escape's output fits a tab-separated column and unescape inverts it.
+func FuzzEscape(f *testing.F) {
+	for _, s := range []string{"", "alice", "a\tb\n", "\x00\xff", "\\x00", "café\u200b", "\uFFFD\xef\xbf"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s := escape(b)
+		if strings.ContainsAny(s, "\t\n\r\x00") {
+			t.Fatalf("escape(%q) = %q holds a separator", b, s)
+		}
+		back, err := unescape(s)
+		if err != nil || !bytes.Equal(back, b) {
+			t.Fatalf("unescape(escape(%q)) = %q, %v", b, back, err)
+		}
+	})
+}
+
+func TestJSONEntry(t *testing.T) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	for _, e := range []host.StateEntry{
+		{Stream: "file:input0/0", Key: []byte("alice"), Name: []byte("hello"), Value: []byte("3")},
+		{Stream: "s", Key: []byte{}, Name: []byte("<n>"), Value: []byte{0xff, 0x00}},
+	} {
+		if err := enc.Encode(jsonEntry(e)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := `{"stream":"file:input0/0","key":"alice","name":"hello","value":"3"}
+{"stream":"s","key":"","name":"<n>","value_base64":"/wA="}
+`
+	if buf.String() != want {
+		t.Errorf("got\n%swant\n%s", buf.String(), want)
+	}
+}
