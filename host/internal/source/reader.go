@@ -143,11 +143,6 @@ func (rd *Reader) readChunk(br *bufio.Reader) ([]Record, bool, error) {
 		if err != nil {
 			return recs, false, err
 		}
-		if len(recs) > 0 && br.Buffered() == 0 {
-			// The next line is not here yet: deliver what we have rather than wait for a full
-			// chunk behind a slow writer (a live standard input).
-			break
-		}
 	}
 	return recs, false, nil
 }

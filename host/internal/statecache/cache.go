@@ -32,9 +32,11 @@ type Entry struct {
 	loaded    bool
 	pins      int
 	mark      int64
-	markDirty bool
 	dirty     bool // some slot or the mark is dirty; the entry is in Cache.dirty
+	written   bool // some slot is dirty
+	dropLater bool // collected tombstones wait for the last Unpin to be dropped
 	size      int64
+	counted   int64 // the part of size that Cache.size includes; Load changes size alone
 }
 
 // Key returns the entry's record key. Do not modify it.
@@ -147,19 +149,34 @@ func (c *Cache) Pin(stream uint32, key []byte) *Entry {
 	if !ok {
 		e = &Entry{stream: stream, key: bytes.Clone(key), mark: -1, size: entryOverhead + int64(len(key))}
 		c.entries[string(k)] = e
-		c.size += e.size
+		c.account(e)
 	}
 	e.pins++
 	return e
 }
 
-// Unpin releases a Pin.
-func (c *Cache) Unpin(e *Entry) { e.pins-- }
+// Unpin releases a Pin. After the last one, it counts what a worker's Load added to the entry
+// and drops the tombstones a Collect left in place.
+func (c *Cache) Unpin(e *Entry) {
+	e.pins--
+	if e.pins == 0 {
+		if e.dropLater {
+			c.dropTombstones(e)
+		}
+		c.account(e)
+	}
+}
+
+// account brings the cache's size up to date with e's: Load runs on a worker and cannot
+// touch the cache, so what it adds is counted when the loop next handles the entry.
+func (c *Cache) account(e *Entry) {
+	c.size += e.size - e.counted
+	e.counted = e.size
+}
 
 // Apply records state[key][name] = val, or its deletion. The loop calls it for a succeeded
 // batch's writes, in order. The entry must be loaded (a worker loads every key it wrote).
 func (c *Cache) Apply(e *Entry, name, val []byte, del bool) {
-	before := e.size
 	i, ok := e.find(name)
 	if ok {
 		s := &e.slots[i]
@@ -175,7 +192,8 @@ func (c *Cache) Apply(e *Entry, name, val []byte, del bool) {
 		}
 		e.insert(i, slot{name: name, val: val, deleted: del, dirty: true})
 	}
-	c.size += e.size - before
+	c.account(e)
+	e.written = true
 	c.markDirty(e)
 }
 
@@ -183,7 +201,6 @@ func (c *Cache) Apply(e *Entry, name, val []byte, del bool) {
 func (c *Cache) SetMark(e *Entry, offset int64) {
 	if offset > e.mark {
 		e.mark = offset
-		e.markDirty = true
 		c.markDirty(e)
 	}
 }
@@ -206,29 +223,48 @@ func (c *Cache) Len() int { return len(c.entries) }
 
 // Collect appends every dirty entry's writes and mark to cp and marks them clean. The values in
 // cp share memory with the cache; they are never modified in place, only replaced.
+//
+// Collect may run while workers hold pinned entries (a checkpoint with batches in flight): it
+// reads a pinned entry's slots only if it has writes to collect (then it is loaded, and Load
+// no longer changes it), changes nothing a worker reads, and leaves a pinned entry's collected
+// tombstones in place until its last Unpin.
 func (c *Cache) Collect(cp *store.Checkpoint) {
 	for e := range c.dirty {
 		kw := store.KeyWrites{Stream: e.stream, Key: e.key, Mark: e.mark}
-		kept := e.slots[:0]
-		for _, s := range e.slots {
-			if s.dirty {
-				kw.Writes = append(kw.Writes, store.Write{Name: s.name, Value: s.val, Delete: s.deleted})
-				s.dirty = false
+		if e.written {
+			for i := range e.slots {
+				if s := &e.slots[i]; s.dirty {
+					kw.Writes = append(kw.Writes, store.Write{Name: s.name, Value: s.val, Delete: s.deleted})
+					s.dirty = false
+				}
 			}
-			if s.deleted {
-				e.size -= int64(nameOverhead + len(s.name))
-				c.size -= int64(nameOverhead + len(s.name))
-				continue
+			e.written = false
+			if e.pins == 0 {
+				c.dropTombstones(e)
+			} else {
+				e.dropLater = true
 			}
-			kept = append(kept, s)
 		}
-		clear(e.slots[len(kept):])
-		e.slots = kept
-		e.markDirty = false
 		e.dirty = false
 		cp.Keys = append(cp.Keys, kw)
 	}
 	clear(c.dirty)
+}
+
+// dropTombstones removes the deletes that have been collected. No worker may hold e.
+func (c *Cache) dropTombstones(e *Entry) {
+	kept := e.slots[:0]
+	for _, s := range e.slots {
+		if s.deleted && !s.dirty {
+			e.size -= int64(nameOverhead + len(s.name))
+			continue
+		}
+		kept = append(kept, s)
+	}
+	clear(e.slots[len(kept):])
+	e.slots = kept
+	e.dropLater = false
+	c.account(e)
 }
 
 // Evict drops clean, unpinned entries until the cache is within its budget. Go's map order is
@@ -243,7 +279,7 @@ func (c *Cache) Evict() int {
 			continue
 		}
 		delete(c.entries, k)
-		c.size -= e.size
+		c.size -= e.counted
 		n++
 	}
 	return n

@@ -9,7 +9,7 @@
 // after the worker's result came back over a channel.
 //
 // Writes are applied by the loop when a batch succeeds (Apply, SetMark). Collect gathers every
-// dirty entry into store writes for a checkpoint; once the checkpoint is durable, Committed
-// releases them for eviction. Eviction removes clean, unpinned entries when the cache holds more
-// than its byte budget; dirty or pinned entries are never evicted.
+// dirty entry's writes and mark into a store checkpoint; the caller commits it and then calls
+// Evict, which removes clean, unpinned entries while the cache holds more than its byte budget.
+// Dirty or pinned entries are never evicted.
 package statecache

@@ -1,0 +1,281 @@
+package source
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestDecodeJSONKey(t *testing.T) {
+	tests := []struct {
+		name    string
+		field   string
+		line    string
+		want    string
+		wantErr bool
+	}{
+		{name: "string", field: "k", line: `{"k":"alice"}`, want: "alice"},
+		{name: "string with escapes", field: "k", line: `{"k":"a\"b\\c\u00e9"}`, want: "a\"b\\cé"},
+		{name: "empty string", field: "k", line: `{"k":""}`, want: ""},
+		{name: "integer", field: "k", line: `{"k":42}`, want: "42"},
+		{name: "number kept as written", field: "k", line: `{"k":-1.5e3}`, want: "-1.5e3"},
+		{name: "true", field: "k", line: `{"k":true}`, want: "true"},
+		{name: "false", field: "k", line: `{"k":false}`, want: "false"},
+		{name: "null is empty", field: "k", line: `{"k":null}`, want: ""},
+		{name: "missing is empty", field: "k", line: `{"other":"x"}`, want: ""},
+		{name: "no key field configured", field: "", line: `{"k":"alice"}`, want: ""},
+		{name: "object", field: "k", line: `{"k":{"a":1}}`, wantErr: true},
+		{name: "array", field: "k", line: `{"k":[1]}`, wantErr: true},
+		{name: "whitespace around value", field: "k", line: `{ "k" : "bob" }`, want: "bob"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := Format{JSON: true, KeyField: tt.field}
+			d, err := f.Decode([]byte(tt.line))
+			if tt.wantErr {
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("Decode(%s) error = %v, want ErrMalformed", tt.line, err)
+				}
+				if !strings.Contains(err.Error(), `"`+tt.field+`"`) {
+					t.Errorf("error %q does not name the field %q", err, tt.field)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Decode(%s): %v", tt.line, err)
+			}
+			if string(d.Key) != tt.want {
+				t.Errorf("Key = %q, want %q", d.Key, tt.want)
+			}
+			if string(d.Value) != tt.line {
+				t.Errorf("Value = %q, want the whole line", d.Value)
+			}
+			if d.Timestamp != -1 {
+				t.Errorf("Timestamp = %d, want -1 (unknown)", d.Timestamp)
+			}
+		})
+	}
+}
+
+func TestDecodeJSONValue(t *testing.T) {
+	tests := []struct {
+		name    string
+		line    string
+		want    string
+		wantErr bool
+	}{
+		{name: "plain string", line: `{"v":"hello"}`, want: "hello"},
+		{name: "tab and newline escapes", line: `{"v":"a\tb\nc"}`, want: "a\tb\nc"},
+		{name: "quote and backslash escapes", line: `{"v":"say \"hi\" \\ bye"}`, want: `say "hi" \ bye`},
+		{name: "unicode escapes", line: `{"v":"caf\u00e9 \u2603"}`, want: "café ☃"},
+		{name: "surrogate pair", line: `{"v":"\ud83d\ude00"}`, want: "😀"},
+		{name: "raw utf-8", line: `{"v":"naïve"}`, want: "naïve"},
+		{name: "object is raw JSON text", line: `{"v":{"a": [1, 2], "b":"x"}}`, want: `{"a": [1, 2], "b":"x"}`},
+		{name: "array is raw JSON text", line: `{"v":[1,"two"]}`, want: `[1,"two"]`},
+		{name: "number is its text", line: `{"v":3.50}`, want: "3.50"},
+		{name: "bool is its text", line: `{"v":false}`, want: "false"},
+		{name: "missing", line: `{"w":"x"}`, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := Format{JSON: true, ValueField: "v"}
+			d, err := f.Decode([]byte(tt.line))
+			if tt.wantErr {
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("Decode(%s) error = %v, want ErrMalformed", tt.line, err)
+				}
+				if !strings.Contains(err.Error(), `"v"`) {
+					t.Errorf("error %q does not name the value field", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Decode(%s): %v", tt.line, err)
+			}
+			if string(d.Value) != tt.want {
+				t.Errorf("Value = %q, want %q", d.Value, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecodeJSONTimestamp(t *testing.T) {
+	tests := []struct {
+		name    string
+		field   string
+		line    string
+		want    int64
+		wantErr bool
+	}{
+		{name: "integer", field: "ts", line: `{"ts":1700000000000}`, want: 1700000000000},
+		{name: "zero", field: "ts", line: `{"ts":0}`, want: 0},
+		{name: "missing is unknown", field: "ts", line: `{"x":1}`, want: -1},
+		{name: "null is unknown", field: "ts", line: `{"ts":null}`, want: -1},
+		{name: "no field configured", field: "", line: `{"ts":5}`, want: -1},
+		{name: "fraction", field: "ts", line: `{"ts":1.5}`, wantErr: true},
+		{name: "exponent", field: "ts", line: `{"ts":1e3}`, wantErr: true},
+		{name: "string", field: "ts", line: `{"ts":"1700000000000"}`, wantErr: true},
+		{name: "bool", field: "ts", line: `{"ts":true}`, wantErr: true},
+		{name: "object", field: "ts", line: `{"ts":{}}`, wantErr: true},
+		{name: "overflows int64", field: "ts", line: `{"ts":99999999999999999999}`, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := Format{JSON: true, TimestampField: tt.field}
+			d, err := f.Decode([]byte(tt.line))
+			if tt.wantErr {
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("Decode(%s) error = %v, want ErrMalformed", tt.line, err)
+				}
+				if !strings.Contains(err.Error(), `"`+tt.field+`"`) {
+					t.Errorf("error %q does not name the field %q", err, tt.field)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Decode(%s): %v", tt.line, err)
+			}
+			if d.Timestamp != tt.want {
+				t.Errorf("Timestamp = %d, want %d", d.Timestamp, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecodeJSONNotAnObject(t *testing.T) {
+	tests := []struct {
+		name string
+		line string
+	}{
+		{name: "empty", line: ``},
+		{name: "array", line: `[1,2]`},
+		{name: "string", line: `"alice"`},
+		{name: "number", line: `42`},
+		{name: "null", line: `null`},
+		{name: "truncated", line: `{"k":"a"`},
+		{name: "trailing garbage", line: `{"k":"a"} x`},
+		{name: "plain text", line: `hello world`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := Format{JSON: true, KeyField: "k"}
+			if _, err := f.Decode([]byte(tt.line)); !errors.Is(err, ErrMalformed) {
+				t.Fatalf("Decode(%q) error = %v, want ErrMalformed", tt.line, err)
+			}
+		})
+	}
+}
+
+func TestDecodeJSONAllFields(t *testing.T) {
+	f := Format{JSON: true, KeyField: "user", ValueField: "text", TimestampField: "ts"}
+	d, err := f.Decode([]byte(`{"user":"alice","text":"hello\tworld","ts":1700000000000,"n":7}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(d.Key) != "alice" || string(d.Value) != "hello\tworld" || d.Timestamp != 1700000000000 {
+		t.Errorf("got key %q value %q ts %d", d.Key, d.Value, d.Timestamp)
+	}
+	if n, err := d.Field("n"); err != nil || string(n) != "7" {
+		t.Errorf(`Field("n") = %q, %v; want "7"`, n, err)
+	}
+	if u, err := d.Field("user"); err != nil || string(u) != "alice" {
+		t.Errorf(`Field("user") = %q, %v; want "alice"`, u, err)
+	}
+	if m, err := d.Field("missing"); err != nil || len(m) != 0 {
+		t.Errorf(`Field("missing") = %q, %v; want empty`, m, err)
+	}
+}
+
+func TestDecodeText(t *testing.T) {
+	tests := []struct {
+		name      string
+		sep       string
+		line      string
+		wantKey   string
+		wantValue string
+	}{
+		{name: "no separator configured", sep: "", line: "alice:hello", wantKey: "", wantValue: "alice:hello"},
+		{name: "separator present", sep: ":", line: "alice:hello", wantKey: "alice", wantValue: "hello"},
+		{name: "first separator only", sep: ":", line: "a:b:c", wantKey: "a", wantValue: "b:c"},
+		{name: "separator absent", sep: ":", line: "just a value", wantKey: "", wantValue: "just a value"},
+		{name: "separator first", sep: ":", line: ":value", wantKey: "", wantValue: "value"},
+		{name: "separator last", sep: ":", line: "key:", wantKey: "key", wantValue: ""},
+		{name: "multi-byte separator", sep: " | ", line: "k1 | v | w", wantKey: "k1", wantValue: "v | w"},
+		{name: "tab separator", sep: "\t", line: "bob\t42", wantKey: "bob", wantValue: "42"},
+		{name: "JSON-looking text is not parsed", sep: "", line: `{"k":1}`, wantKey: "", wantValue: `{"k":1}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := Format{KeySeparator: tt.sep}
+			d, err := f.Decode([]byte(tt.line))
+			if err != nil {
+				t.Fatalf("Decode(%q): %v", tt.line, err)
+			}
+			if string(d.Key) != tt.wantKey || string(d.Value) != tt.wantValue {
+				t.Errorf("Decode(%q) = key %q value %q, want key %q value %q", tt.line, d.Key, d.Value, tt.wantKey, tt.wantValue)
+			}
+			if d.Timestamp != -1 {
+				t.Errorf("Timestamp = %d, want -1", d.Timestamp)
+			}
+			if d.Fields != nil {
+				t.Errorf("Fields = %v, want nil for text", d.Fields)
+			}
+		})
+	}
+}
+
+// FuzzDecode checks that no line makes Decode panic or fail other than with ErrMalformed, that
+// text lines split around their first separator, and that a JSON object whose key field is a
+// string decodes to exactly that key (and value, and timestamp).
+func FuzzDecode(f *testing.F) {
+	f.Add([]byte(`{"k":"alice","v":"x","ts":1}`), "alice", ":")
+	f.Add([]byte(`{"k":{"a":1},"v":[1,2],"ts":1.5}`), "a\tb\n\"c\"", " | ")
+	f.Add([]byte(`alice:hello`), "\u2028\x00\x7f", "")
+	f.Add([]byte(`null`), "", ":")
+	f.Add([]byte(`{"k":null,"ts":null}`), "<&>", "\xff")
+	f.Fuzz(func(t *testing.T, line []byte, key, sep string) {
+		formats := []Format{
+			{JSON: true},
+			{JSON: true, KeyField: "k", ValueField: "v", TimestampField: "ts"},
+			{KeySeparator: sep},
+		}
+		for _, format := range formats {
+			d, err := format.Decode(line)
+			if err != nil {
+				if !errors.Is(err, ErrMalformed) {
+					t.Fatalf("%+v: error %v does not wrap ErrMalformed", format, err)
+				}
+				continue
+			}
+			if format.JSON {
+				continue
+			}
+			wantKey, wantValue := []byte(nil), line
+			if i := bytes.Index(line, []byte(sep)); sep != "" && i >= 0 {
+				wantKey, wantValue = line[:i], line[i+len(sep):]
+			}
+			if !bytes.Equal(d.Key, wantKey) || !bytes.Equal(d.Value, wantValue) {
+				t.Fatalf("text %q with separator %q = key %q value %q, want key %q value %q", line, sep, d.Key, d.Value, wantKey, wantValue)
+			}
+		}
+
+		if !utf8.ValidString(key) {
+			return
+		}
+		obj, err := json.Marshal(map[string]any{"k": key, "v": key, "ts": int64(len(key)), "other": string(line)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		format := Format{JSON: true, KeyField: "k", ValueField: "v", TimestampField: "ts"}
+		d, err := format.Decode(obj)
+		if err != nil {
+			t.Fatalf("Decode(%s): %v", obj, err)
+		}
+		if string(d.Key) != key || string(d.Value) != key || d.Timestamp != int64(len(key)) {
+			t.Fatalf("Decode(%s) = key %q value %q ts %d, want key and value %q ts %d", obj, d.Key, d.Value, d.Timestamp, key, len(key))
+		}
+	})
+}

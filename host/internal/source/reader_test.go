@@ -1,0 +1,455 @@
+package source
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"testing/synctest"
+)
+
+const testStream = 7
+
+// readAll runs a Reader over r until it reports the end of the input or an error, and returns
+// every chunk it sent; the last one has Done or Err set.
+func readAll(t *testing.T, r io.Reader, format Format, offset, pos int64) []Chunk {
+	t.Helper()
+	out := make(chan Chunk)
+	stopped := make(chan struct{})
+	rd := NewReader(testStream, r, format, offset, pos)
+	go func() {
+		defer close(stopped)
+		rd.Run(t.Context(), out)
+	}()
+	var chunks []Chunk
+	for {
+		c := <-out
+		chunks = append(chunks, c)
+		if c.Stream != testStream {
+			t.Errorf("chunk of stream %d, want %d", c.Stream, testStream)
+		}
+		if c.Done || c.Err != nil {
+			break
+		}
+	}
+	<-stopped
+	return chunks
+}
+
+func allRecords(chunks []Chunk) []Record {
+	var recs []Record
+	for _, c := range chunks {
+		recs = append(recs, c.Records...)
+	}
+	return recs
+}
+
+// line is what the tests compare of a record.
+type line struct {
+	Offset, End int64
+	Raw         string
+}
+
+func lines(recs []Record) []line {
+	out := make([]line, len(recs))
+	for i, r := range recs {
+		out[i] = line{r.Offset, r.End, string(r.Raw)}
+	}
+	return out
+}
+
+func TestReaderOffsetsAndEnds(t *testing.T) {
+	tests := []struct {
+		name        string
+		input       string
+		offset, pos int64
+		want        []line
+	}{
+		{name: "empty input", input: ""},
+		{name: "lines", input: "a\nbb\nccc\n", want: []line{{0, 2, "a"}, {1, 5, "bb"}, {2, 9, "ccc"}}},
+		{name: "final line without newline", input: "a\nbb", want: []line{{0, 2, "a"}, {1, 4, "bb"}}},
+		{name: "single line without newline", input: "only", want: []line{{0, 4, "only"}}},
+		{name: "CRLF", input: "a\r\nbb\r\n", want: []line{{0, 3, "a"}, {1, 7, "bb"}}},
+		{name: "CRLF final line without newline", input: "a\r\nb\r", want: []line{{0, 3, "a"}, {1, 5, "b"}}},
+		{
+			name:  "blank lines skipped but counted",
+			input: "a\n\n  \t \r\n\nb\n",
+			want:  []line{{0, 2, "a"}, {4, 12, "b"}},
+		},
+		{name: "only blank lines", input: "\n\n \n"},
+		{name: "trailing blank line without newline", input: "a\n   ", want: []line{{0, 2, "a"}}},
+		{name: "inner spaces kept", input: " a b \n", want: []line{{0, 6, " a b "}}},
+		{
+			name: "starts at the given offset and position", input: "x\n\ny\n", offset: 10, pos: 100,
+			want: []line{{10, 102, "x"}, {12, 105, "y"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			chunks := readAll(t, strings.NewReader(tt.input), Format{}, tt.offset, tt.pos)
+			last := chunks[len(chunks)-1]
+			if !last.Done || last.Err != nil {
+				t.Fatalf("last chunk Done=%v Err=%v, want Done", last.Done, last.Err)
+			}
+			recs := allRecords(chunks)
+			if got := lines(recs); !slices.Equal(got, tt.want) {
+				t.Errorf("records = %v, want %v", got, tt.want)
+			}
+			for _, r := range recs {
+				if r.Err != nil {
+					t.Errorf("line %d: %v", r.Offset, r.Err)
+				}
+				if string(r.Value) != string(r.Raw) {
+					t.Errorf("line %d: Value %q, want the raw line %q", r.Offset, r.Value, r.Raw)
+				}
+			}
+		})
+	}
+}
+
+// TestReaderEndsAreLineLengths checks End against the running sum of the line lengths over many
+// chunks, and that every chunk but the last is bounded and not Done.
+func TestReaderEndsAreLineLengths(t *testing.T) {
+	var input strings.Builder
+	var want []line
+	pos := int64(0)
+	for i := range 3*chunkRecords + 17 {
+		l := fmt.Sprintf("%d:%s", i%13, strings.Repeat("v", i%29))
+		nl := "\n"
+		if i%5 == 0 {
+			nl = "\r\n"
+		}
+		input.WriteString(l + nl)
+		pos += int64(len(l) + len(nl))
+		want = append(want, line{int64(i), pos, l})
+	}
+	chunks := readAll(t, strings.NewReader(input.String()), Format{KeySeparator: ":"}, 0, 0)
+	if len(chunks) < 4 {
+		t.Errorf("%d chunks for %d lines, want at least 4", len(chunks), len(want))
+	}
+	for i, c := range chunks {
+		if len(c.Records) > chunkRecords {
+			t.Errorf("chunk %d holds %d records, more than %d", i, len(c.Records), chunkRecords)
+		}
+		if c.Done != (i == len(chunks)-1) {
+			t.Errorf("chunk %d Done = %v", i, c.Done)
+		}
+	}
+	recs := allRecords(chunks)
+	if got := lines(recs); !slices.Equal(got, want) {
+		t.Fatalf("records differ:\n got %v\nwant %v", got, want)
+	}
+	for _, r := range recs {
+		if want := fmt.Sprint(r.Offset % 13); string(r.Key) != want {
+			t.Fatalf("line %d: key %q, want %q", r.Offset, r.Key, want)
+		}
+	}
+}
+
+// TestReaderResume starts a reader just after each line of a file, at that line's End and next
+// offset, as a restart from a checkpoint does, and checks it reads exactly the rest.
+func TestReaderResume(t *testing.T) {
+	input := "first\n\nthird line\r\n  \nfifth\nsixth"
+	full := allRecords(readAll(t, strings.NewReader(input), Format{}, 0, 0))
+	if len(full) != 4 {
+		t.Fatalf("%d records, want 4", len(full))
+	}
+	for i, r := range full {
+		t.Run(fmt.Sprintf("after line %d", r.Offset), func(t *testing.T) {
+			rest := allRecords(readAll(t, strings.NewReader(input[r.End:]), Format{}, r.Offset+1, r.End))
+			if got, want := lines(rest), lines(full[i+1:]); !slices.Equal(got, want) {
+				t.Errorf("resumed records = %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+type wantRec struct {
+	off, end  int64
+	malformed bool
+	key       string
+}
+
+func TestReaderMalformedLines(t *testing.T) {
+	long := strings.Repeat("x", 5<<20)
+	tests := []struct {
+		name   string
+		input  string
+		format Format
+		want   []wantRec
+	}{
+		{
+			name:   "5 MiB line then a good line",
+			input:  long + "\n" + `{"k":"next"}` + "\n",
+			format: Format{JSON: true, KeyField: "k"},
+			want:   []wantRec{{0, 5<<20 + 1, true, ""}, {1, 5<<20 + 1 + 13, false, "next"}},
+		},
+		{
+			name:   "good line then 5 MiB final line without newline",
+			input:  `{"k":"a"}` + "\n\n" + long,
+			format: Format{JSON: true, KeyField: "k"},
+			want:   []wantRec{{0, 10, false, "a"}, {2, 11 + 5<<20, true, ""}},
+		},
+		{
+			name:   "line of exactly MaxLineBytes is accepted",
+			input:  "k:" + strings.Repeat("y", MaxLineBytes-2) + "\nk2:z\n",
+			format: Format{KeySeparator: ":"},
+			want:   []wantRec{{0, MaxLineBytes + 1, false, "k"}, {1, MaxLineBytes + 1 + 5, false, "k2"}},
+		},
+		{
+			name:   "line of MaxLineBytes+1 is malformed",
+			input:  strings.Repeat("y", MaxLineBytes+1) + "\nk2:z\n",
+			format: Format{KeySeparator: ":"},
+			want:   []wantRec{{0, MaxLineBytes + 2, true, ""}, {1, MaxLineBytes + 2 + 5, false, "k2"}},
+		},
+		{
+			name:   "undecodable JSON between good lines",
+			input:  `{"k":"a"}` + "\n" + `{"k":` + "\n" + `{"k":{}}` + "\n" + `{"k":"d"}` + "\n",
+			format: Format{JSON: true, KeyField: "k"},
+			want:   []wantRec{{0, 10, false, "a"}, {1, 16, true, ""}, {2, 25, true, ""}, {3, 35, false, "d"}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			chunks := readAll(t, strings.NewReader(tt.input), tt.format, 0, 0)
+			if last := chunks[len(chunks)-1]; !last.Done {
+				t.Fatalf("last chunk not Done: %v", last.Err)
+			}
+			recs := allRecords(chunks)
+			if len(recs) != len(tt.want) {
+				t.Fatalf("%d records, want %d", len(recs), len(tt.want))
+			}
+			for i, w := range tt.want {
+				r := recs[i]
+				if r.Offset != w.off || r.End != w.end {
+					t.Errorf("record %d: offset %d End %d, want %d %d", i, r.Offset, r.End, w.off, w.end)
+				}
+				if w.malformed {
+					if !errors.Is(r.Err, ErrMalformed) {
+						t.Errorf("record %d: Err = %v, want ErrMalformed", i, r.Err)
+					}
+					if len(r.Raw) == 0 || len(r.Raw) > 256 {
+						t.Errorf("record %d: Raw holds %d bytes, want 1..256", i, len(r.Raw))
+					}
+					if !strings.Contains(tt.input, string(r.Raw)) {
+						t.Errorf("record %d: Raw %.40q is not from the input", i, r.Raw)
+					}
+					continue
+				}
+				if r.Err != nil {
+					t.Errorf("record %d: %v", i, r.Err)
+				}
+				if string(r.Key) != w.key {
+					t.Errorf("record %d: key %q, want %q", i, r.Key, w.key)
+				}
+			}
+		})
+	}
+}
+
+// TestReaderLongLineRawIsBounded checks that an over-long line does not travel whole.
+func TestReaderLongLineRawIsBounded(t *testing.T) {
+	recs := allRecords(readAll(t, strings.NewReader(strings.Repeat("z", 5<<20)+"\n"), Format{}, 0, 0))
+	if len(recs) != 1 || !errors.Is(recs[0].Err, ErrMalformed) {
+		t.Fatalf("records = %d, want one malformed", len(recs))
+	}
+	if n := len(recs[0].Raw); n == 0 || n > 256 {
+		t.Errorf("Raw holds %d bytes, want 1..256", n)
+	}
+	if !strings.Contains(recs[0].Err.Error(), fmt.Sprint(MaxLineBytes)) {
+		t.Errorf("error %q does not state the limit", recs[0].Err)
+	}
+}
+
+var errDisk = errors.New("disk on fire")
+
+func TestReaderReadError(t *testing.T) {
+	r := io.MultiReader(strings.NewReader("a\nb\n"), &failingReader{err: errDisk})
+	chunks := readAll(t, r, Format{}, 0, 0)
+	last := chunks[len(chunks)-1]
+	if !errors.Is(last.Err, errDisk) {
+		t.Fatalf("last chunk Err = %v, want %v", last.Err, errDisk)
+	}
+	if last.Done {
+		t.Error("a failed chunk is also Done")
+	}
+	if got := lines(allRecords(chunks)); !slices.Equal(got, []line{{0, 2, "a"}, {1, 4, "b"}}) {
+		t.Errorf("records = %v", got)
+	}
+}
+
+type failingReader struct{ err error }
+
+func (r *failingReader) Read([]byte) (int, error) { return 0, r.err }
+
+// TestReaderDeliversWithoutWaitingForMore checks that records already read are sent while the
+// input has nothing more to give (a live standard input), instead of waiting for a full chunk.
+func TestReaderDeliversWithoutWaitingForMore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pr, pw := io.Pipe()
+		t.Cleanup(func() { pw.Close() }) // lets the reader stop if the test fails
+		out := make(chan Chunk)
+		rd := NewReader(testStream, pr, Format{}, 0, 0)
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			rd.Run(t.Context(), out)
+		}()
+		write(pw, "a\nb\n")
+		if got := lines((<-out).Records); !slices.Equal(got, []line{{0, 2, "a"}, {1, 4, "b"}}) {
+			t.Fatalf("first chunk = %v", got)
+		}
+		write(pw, "c")
+		synctest.Wait()
+		if len(out) != 0 {
+			t.Fatal("a partial line was sent")
+		}
+		write(pw, "\n")
+		if got := lines((<-out).Records); !slices.Equal(got, []line{{2, 6, "c"}}) {
+			t.Fatalf("second chunk = %v", got)
+		}
+		pw.Close()
+		if c := <-out; !c.Done || len(c.Records) != 0 {
+			t.Fatalf("last chunk Done=%v with %d records", c.Done, len(c.Records))
+		}
+		<-stopped
+	})
+}
+
+// write writes s to w from another goroutine, since a pipe write waits for the reader.
+func write(w io.Writer, s string) {
+	go w.Write([]byte(s))
+}
+
+func TestReaderPause(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		pr, pw := io.Pipe()
+		t.Cleanup(func() { pw.Close() }) // lets the reader stop if the test fails
+		// Buffered, so that a chunk sent while paused would show instead of blocking.
+		out := make(chan Chunk, 4)
+		rd := NewReader(testStream, pr, Format{}, 0, 0)
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			rd.Run(t.Context(), out)
+		}()
+		write(pw, "0\n")
+		if got := lines((<-out).Records); !slices.Equal(got, []line{{0, 2, "0"}}) {
+			t.Fatalf("chunk 1 = %v", got)
+		}
+		synctest.Wait() // the reader waits for input within its next chunk
+
+		rd.Pause()
+		write(pw, "1\n")
+		synctest.Wait()
+		// The chunk being read when Pause came is still sent…
+		if len(out) != 1 {
+			t.Fatalf("%d chunks after Pause, want the current one", len(out))
+		}
+		if got := lines((<-out).Records); !slices.Equal(got, []line{{1, 4, "1"}}) {
+			t.Fatalf("chunk 2 = %v", got)
+		}
+		// …but no other, however much input is waiting.
+		write(pw, strings.Repeat("2\n", 3))
+		synctest.Wait()
+		if len(out) != 0 {
+			t.Fatalf("a paused reader sent %d more chunks", len(out))
+		}
+		rd.Pause() // pausing twice is harmless
+
+		rd.Resume()
+		var got []line
+		for len(got) < 3 {
+			got = append(got, lines((<-out).Records)...)
+		}
+		if want := []line{{2, 6, "2"}, {3, 8, "2"}, {4, 10, "2"}}; !slices.Equal(got, want) {
+			t.Fatalf("after Resume = %v, want %v", got, want)
+		}
+		rd.Resume() // resuming a running reader is harmless
+		pw.Close()
+		if c := <-out; !c.Done {
+			t.Fatalf("last chunk not Done: %v", c.Err)
+		}
+		<-stopped
+	})
+}
+
+func TestReaderPausedBeforeRun(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		out := make(chan Chunk, 1)
+		r := &countingReader{r: strings.NewReader("a\n")}
+		rd := NewReader(testStream, r, Format{}, 0, 0)
+		rd.Pause()
+		stopped := make(chan struct{})
+		go func() {
+			defer close(stopped)
+			rd.Run(t.Context(), out)
+		}()
+		synctest.Wait()
+		if r.reads != 0 || len(out) != 0 {
+			t.Fatalf("a reader paused before Run read %d times and sent %d chunks", r.reads, len(out))
+		}
+		rd.Resume()
+		var got []line
+		for c := range out {
+			got = append(got, lines(c.Records)...)
+			if c.Done {
+				break
+			}
+		}
+		if want := []line{{0, 2, "a"}}; !slices.Equal(got, want) {
+			t.Fatalf("after Resume = %v, want %v", got, want)
+		}
+		<-stopped
+	})
+}
+
+type countingReader struct {
+	r     io.Reader
+	reads int
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	c.reads++
+	return c.r.Read(p)
+}
+
+// TestReaderStopsOnCancel checks that Run returns when ctx ends wherever the reader waits.
+func TestReaderStopsOnCancel(t *testing.T) {
+	tests := []struct {
+		name  string
+		pause bool // paused: waiting for Resume; not paused: waiting for the loop to take a chunk
+	}{
+		{name: "paused", pause: true},
+		{name: "blocked sending", pause: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, cancel := context.WithCancel(t.Context())
+				out := make(chan Chunk) // nobody receives
+				rd := NewReader(testStream, bytes.NewReader([]byte("a\nb\n")), Format{}, 0, 0)
+				if tt.pause {
+					rd.Pause()
+				}
+				stopped := make(chan struct{})
+				go func() {
+					defer close(stopped)
+					rd.Run(ctx, out)
+				}()
+				synctest.Wait()
+				select {
+				case <-stopped:
+					t.Fatal("Run returned before ctx ended")
+				default:
+				}
+				cancel()
+				<-stopped
+			})
+		})
+	}
+}

@@ -1,0 +1,486 @@
+package statecache
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/wasmstream/wasmstream/store"
+)
+
+// persisted is a Loader over a map of (stream, key) → name → value.
+type persisted map[string]map[string]string
+
+func skeyString(stream uint32, key []byte) string { return fmt.Sprintf("%d/%s", stream, key) }
+
+func (p persisted) load(stream uint32, key []byte, fn func(name, val []byte)) error {
+	var name, val []byte // reused, as a store iterator reuses its buffers
+	for n, v := range p[skeyString(stream, key)] {
+		name = append(name[:0], n...)
+		val = append(val[:0], v...)
+		fn(name, val)
+	}
+	return nil
+}
+
+// loadedEntry returns a pinned, loaded entry of (1, "k") over state.
+func loadedEntry(t *testing.T, state map[string]string) (*Cache, *Entry) {
+	t.Helper()
+	p := persisted{skeyString(1, []byte("k")): state}
+	c := New(p.load, 1<<30)
+	e := c.Pin(1, []byte("k"))
+	if err := e.Load(c.Loader()); err != nil {
+		t.Fatal(err)
+	}
+	return c, e
+}
+
+func scanNames(e *Entry, prefix, after string, fromStart bool) []string {
+	var names []string
+	e.Scan([]byte(prefix), []byte(after), fromStart, func(name, val []byte) bool {
+		names = append(names, string(name)+"="+string(val))
+		return true
+	})
+	return names
+}
+
+func TestScan(t *testing.T) {
+	state := map[string]string{"": "e", "a": "1", "a/1": "2", "a/2": "3", "a/3": "4", "ab": "5", "b": "6", "b/1": "7", "\xff": "8"}
+	tests := []struct {
+		name      string
+		prefix    string
+		after     string
+		fromStart bool
+		want      []string
+	}{
+		{name: "everything", prefix: "", fromStart: true, want: []string{"=e", "a=1", "a/1=2", "a/3=4", "ab=5", "b=6", "b/1=7", "\xff=8"}},
+		{name: "empty prefix after the empty name", prefix: "", after: "", want: []string{"a=1", "a/1=2", "a/3=4", "ab=5", "b=6", "b/1=7", "\xff=8"}},
+		{name: "empty prefix after a name", prefix: "", after: "a/3", want: []string{"ab=5", "b=6", "b/1=7", "\xff=8"}},
+		{name: "prefix from start", prefix: "a/", fromStart: true, want: []string{"a/1=2", "a/3=4"}},
+		{name: "fromStart ignores after", prefix: "a/", after: "a/3", fromStart: true, want: []string{"a/1=2", "a/3=4"}},
+		{name: "prefix that is a name from start", prefix: "a", fromStart: true, want: []string{"a=1", "a/1=2", "a/3=4", "ab=5"}},
+		{name: "after equals the prefix name", prefix: "a", after: "a", want: []string{"a/1=2", "a/3=4", "ab=5"}},
+		{name: "after equals the prefix, not a name", prefix: "a/", after: "a/", want: []string{"a/1=2", "a/3=4"}},
+		{name: "after before the prefix", prefix: "a/", after: "0", want: []string{"a/1=2", "a/3=4"}},
+		{name: "after empty before the prefix", prefix: "b", after: "", want: []string{"b=6", "b/1=7"}},
+		{name: "after equals a name", prefix: "a/", after: "a/1", want: []string{"a/3=4"}},
+		{name: "after equals a deleted name", prefix: "a/", after: "a/2", want: []string{"a/3=4"}},
+		{name: "after between names", prefix: "a/", after: "a/15", want: []string{"a/3=4"}},
+		{name: "after the last prefixed name", prefix: "a/", after: "a/3", want: nil},
+		{name: "after beyond the prefix range", prefix: "a/", after: "a0", want: nil},
+		{name: "after in a later range", prefix: "a", after: "b", want: nil},
+		{name: "prefix with no names", prefix: "c", fromStart: true, want: nil},
+		{name: "prefix longer than every name", prefix: "a/1/x", fromStart: true, want: nil},
+		{name: "non-UTF-8 prefix", prefix: "\xff", fromStart: true, want: []string{"\xff=8"}},
+		{name: "after the last name", prefix: "", after: "\xff", want: nil},
+	}
+	c, e := loadedEntry(t, state)
+	c.Apply(e, []byte("a/2"), nil, true) // a tombstone, not yet collected
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := scanNames(e, tt.prefix, tt.after, tt.fromStart); !slices.Equal(got, tt.want) {
+				t.Errorf("Scan(%q, %q, %v) = %q, want %q", tt.prefix, tt.after, tt.fromStart, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestScanStops(t *testing.T) {
+	_, e := loadedEntry(t, map[string]string{"a": "1", "b": "2", "c": "3"})
+	var got []string
+	e.Scan(nil, nil, true, func(name, _ []byte) bool {
+		got = append(got, string(name))
+		return len(got) < 2
+	})
+	if !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("Scan visited %q after fn returned false, want [a b]", got)
+	}
+}
+
+func TestDeleteHidesThenForgets(t *testing.T) {
+	tests := []struct {
+		name      string
+		persisted bool // the name was loaded from the store, not written in the cache
+	}{
+		{name: "persisted name", persisted: true},
+		{name: "name written in the cache", persisted: false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			state := map[string]string{"keep": "k"}
+			if tt.persisted {
+				state["x"] = "old"
+			}
+			c, e := loadedEntry(t, state)
+			if !tt.persisted {
+				c.Apply(e, []byte("x"), []byte("new"), false)
+			}
+			if v, ok := e.Get([]byte("x")); !ok || len(v) == 0 {
+				t.Fatalf("Get(x) before the delete = %q, %v", v, ok)
+			}
+			c.Apply(e, []byte("x"), []byte("ignored"), true)
+			if v, ok := e.Get([]byte("x")); ok || v != nil {
+				t.Errorf("Get(x) after the delete = %q, %v", v, ok)
+			}
+			if got := scanNames(e, "", "", true); !slices.Equal(got, []string{"keep=k"}) {
+				t.Errorf("Scan after the delete = %q", got)
+			}
+			c.Unpin(e)
+			var cp store.Checkpoint
+			c.Collect(&cp)
+			if len(cp.Keys) != 1 || len(cp.Keys[0].Writes) != 1 {
+				t.Fatalf("Collect = %+v, want one key with one write", cp.Keys)
+			}
+			if w := cp.Keys[0].Writes[0]; string(w.Name) != "x" || !w.Delete {
+				t.Errorf("write = %+v, want a delete of x", w)
+			}
+			if slices.ContainsFunc(e.slots, func(s slot) bool { return string(s.name) == "x" }) {
+				t.Error("the tombstone outlived Collect")
+			}
+			if _, ok := e.Get([]byte("x")); ok {
+				t.Error("Get(x) after Collect found it")
+			}
+			if got := scanNames(e, "", "", true); !slices.Equal(got, []string{"keep=k"}) {
+				t.Errorf("Scan after Collect = %q", got)
+			}
+			c.Apply(e, []byte("x"), []byte("again"), false)
+			if v, ok := e.Get([]byte("x")); !ok || string(v) != "again" {
+				t.Errorf("Get(x) after writing it again = %q, %v", v, ok)
+			}
+			checkSizes(t, c)
+		})
+	}
+}
+
+func TestLoad(t *testing.T) {
+	p := persisted{skeyString(3, []byte("k")): {"c": "3", "a": "1", "b": "2", "d": "4"}}
+	calls := 0
+	load := func(stream uint32, key []byte, fn func(name, val []byte)) error {
+		calls++
+		if stream != 3 || string(key) != "k" {
+			t.Errorf("loader called for (%d, %q), want (3, k)", stream, key)
+		}
+		return p.load(stream, key, fn)
+	}
+	c := New(load, 1<<30)
+	e := c.Pin(3, []byte("k"))
+	if e.Loaded() {
+		t.Fatal("a new entry is loaded")
+	}
+	// Blind writes before the load win over the persisted values, deletes included.
+	c.Apply(e, []byte("b"), []byte("blind"), false)
+	c.Apply(e, []byte("c"), nil, true)
+	c.Apply(e, []byte("z"), []byte("new"), false)
+	for range 2 {
+		if err := e.Load(load); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if calls != 1 {
+		t.Errorf("loader called %d times, want once", calls)
+	}
+	if !e.Loaded() {
+		t.Error("Loaded() = false after Load")
+	}
+	if got, want := scanNames(e, "", "", true), []string{"a=1", "b=blind", "d=4", "z=new"}; !slices.Equal(got, want) {
+		t.Errorf("state = %q, want %q", got, want)
+	}
+	for i := 1; i < len(e.slots); i++ {
+		if string(e.slots[i-1].name) >= string(e.slots[i].name) {
+			t.Fatalf("slots not sorted: %q before %q", e.slots[i-1].name, e.slots[i].name)
+		}
+	}
+	c.Unpin(e)
+	checkSizes(t, c)
+}
+
+func TestLoadError(t *testing.T) {
+	errDown := errors.New("store down")
+	fail := true
+	load := func(stream uint32, key []byte, fn func(name, val []byte)) error {
+		fn([]byte("half"), []byte("read"))
+		if fail {
+			return errDown
+		}
+		fn([]byte("rest"), []byte("read"))
+		return nil
+	}
+	c := New(load, 1<<30)
+	e := c.Pin(1, []byte("k"))
+	if err := e.Load(load); !errors.Is(err, errDown) {
+		t.Fatalf("Load = %v, want %v", err, errDown)
+	}
+	if e.Loaded() {
+		t.Fatal("Loaded() after a failed Load")
+	}
+	if len(e.slots) != 0 {
+		t.Fatalf("a failed Load left %d slots", len(e.slots))
+	}
+	fail = false
+	if err := e.Load(load); err != nil {
+		t.Fatalf("second Load: %v", err)
+	}
+	if got := scanNames(e, "", "", true); !slices.Equal(got, []string{"half=read", "rest=read"}) {
+		t.Errorf("state after the retried Load = %q", got)
+	}
+}
+
+func TestCollect(t *testing.T) {
+	c := New(persisted{}.load, 1<<30)
+	a := c.Pin(1, []byte("a"))
+	b := c.Pin(1, []byte("b"))
+	m := c.Pin(2, []byte("a")) // same key, another stream: another entry
+	idle := c.Pin(1, []byte("idle"))
+	for _, e := range []*Entry{a, b, m, idle} {
+		if err := e.Load(c.Loader()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m == a {
+		t.Fatal("streams share an entry")
+	}
+	c.Apply(a, []byte("y"), []byte("1"), false)
+	c.Apply(a, []byte("x"), []byte("1"), false)
+	c.Apply(a, []byte("x"), []byte("2"), false) // the last write of a name wins
+	c.SetMark(a, 10)
+	c.Apply(b, []byte("gone"), nil, true) // never set in the cache: still a delete for the store
+	c.SetMark(m, 4)
+	c.SetMark(m, 7)
+	c.SetMark(m, 5) // marks only increase
+	if c.Dirty() != 3 {
+		t.Errorf("Dirty() = %d, want 3", c.Dirty())
+	}
+
+	cp := store.Checkpoint{Keys: []store.KeyWrites{{Stream: 9, Key: []byte("earlier")}}}
+	c.Collect(&cp)
+	if cp.Keys[0].Stream != 9 {
+		t.Error("Collect replaced what cp held instead of appending")
+	}
+	got := map[string]string{}
+	for _, kw := range cp.Keys[1:] {
+		got[skeyString(kw.Stream, kw.Key)] = describe(kw)
+	}
+	want := map[string]string{
+		"1/a": "mark 10: x=2 y=1",
+		"1/b": fmt.Sprintf("mark %d: -gone", store.DropMark),
+		"2/a": "mark 7:",
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("Collect = %q, want %q", got, want)
+	}
+	if c.Dirty() != 0 {
+		t.Errorf("Dirty() = %d after Collect", c.Dirty())
+	}
+
+	// Nothing changed since: nothing to collect. A lower mark changes nothing either.
+	c.SetMark(a, 9)
+	c.SetMark(m, 7)
+	cp = store.Checkpoint{}
+	c.Collect(&cp)
+	if len(cp.Keys) != 0 {
+		t.Errorf("second Collect = %+v, want nothing", cp.Keys)
+	}
+
+	// Only what changed since the last Collect, with the current mark.
+	c.Apply(a, []byte("y"), nil, true)
+	c.Collect(&cp)
+	if len(cp.Keys) != 1 || describe(cp.Keys[0]) != "mark 10: -y" {
+		t.Errorf("third Collect = %+v, want a's delete of y at mark 10", cp.Keys)
+	}
+}
+
+// describe renders a KeyWrites as "mark M: name=value -deleted …".
+func describe(kw store.KeyWrites) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "mark %d:", kw.Mark)
+	for _, w := range kw.Writes {
+		if w.Delete {
+			fmt.Fprintf(&b, " -%s", w.Name)
+		} else {
+			fmt.Fprintf(&b, " %s=%s", w.Name, w.Value)
+		}
+	}
+	return b.String()
+}
+
+func TestEvict(t *testing.T) {
+	const keys = 10
+	tests := []struct {
+		name     string
+		budget   int64 // in entries' worth of bytes
+		pinned   []int
+		dirty    []int
+		wantLeft int // entries left
+	}{
+		{name: "within budget", budget: keys, wantLeft: keys},
+		{name: "evicts down to the budget", budget: 4, wantLeft: 4},
+		{name: "evicts everything for a zero budget", budget: 0, wantLeft: 0},
+		{name: "never pinned or dirty", budget: 0, pinned: []int{1, 2}, dirty: []int{3}, wantLeft: 3},
+		{name: "pinned and dirty count towards the budget", budget: 5, pinned: []int{0, 1}, dirty: []int{2, 3}, wantLeft: 5},
+		{name: "a budget below what must stay", budget: 1, pinned: []int{0, 1}, dirty: []int{2}, wantLeft: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := persisted{}
+			for i := range keys {
+				p[skeyString(1, fmt.Appendf(nil, "k%d", i))] = map[string]string{"n": strings.Repeat("v", 1000)}
+			}
+			c := New(p.load, 0)
+			entries := make([]*Entry, keys)
+			for i := range entries {
+				entries[i] = c.Pin(1, fmt.Appendf(nil, "k%d", i))
+				if err := entries[i].Load(c.Loader()); err != nil {
+					t.Fatal(err)
+				}
+				c.Unpin(entries[i])
+			}
+			perEntry := entries[0].size
+			if c.Size() != keys*perEntry {
+				t.Fatalf("Size() = %d, want %d entries of %d bytes", c.Size(), keys, perEntry)
+			}
+			for _, i := range tt.pinned {
+				c.Pin(1, entries[i].key)
+			}
+			for _, i := range tt.dirty {
+				c.SetMark(entries[i], 1)
+			}
+			c.budget = tt.budget * perEntry
+			n := c.Evict()
+			if c.Len() != tt.wantLeft || n != keys-tt.wantLeft {
+				t.Errorf("Evict() = %d leaving %d entries, want %d leaving %d", n, c.Len(), keys-tt.wantLeft, tt.wantLeft)
+			}
+			if c.Size() != int64(c.Len())*perEntry {
+				t.Errorf("Size() = %d for %d entries of %d bytes", c.Size(), c.Len(), perEntry)
+			}
+			for _, i := range append(slices.Clone(tt.pinned), tt.dirty...) {
+				if c.Pin(1, entries[i].key) != entries[i] {
+					t.Errorf("entry %d (pinned or dirty) was evicted", i)
+				}
+			}
+			checkSizes(t, c)
+		})
+	}
+}
+
+// TestSizeCountsLoadedState checks that what a Load reads counts towards the budget and that
+// evicting it gives back exactly what it took.
+func TestSizeCountsLoadedState(t *testing.T) {
+	p := persisted{skeyString(1, []byte("k")): {"n": strings.Repeat("v", 10_000)}}
+	c := New(p.load, 1000)
+	e := c.Pin(1, []byte("k"))
+	empty := c.Size()
+	if err := e.Load(c.Loader()); err != nil {
+		t.Fatal(err)
+	}
+	c.Unpin(e)
+	if c.Size() < empty+10_000 {
+		t.Fatalf("Size() = %d after loading 10000 bytes into an entry of %d", c.Size(), empty)
+	}
+	if n := c.Evict(); n != 1 {
+		t.Fatalf("Evict() = %d, want 1", n)
+	}
+	if c.Size() != 0 || c.Len() != 0 {
+		t.Errorf("after evicting everything Size() = %d, Len() = %d", c.Size(), c.Len())
+	}
+}
+
+// checkSizes checks the size bookkeeping against the slots: each entry's size is its overhead and
+// bytes, the cache's is the sum of what it has counted, and an unpinned entry is fully counted.
+func checkSizes(t *testing.T, c *Cache) {
+	t.Helper()
+	var total int64
+	for _, e := range c.entries {
+		want := entryOverhead + int64(len(e.key))
+		for _, s := range e.slots {
+			want += int64(nameOverhead + len(s.name) + len(s.val))
+		}
+		if e.size != want {
+			t.Fatalf("entry %q: size %d, want %d", e.key, e.size, want)
+		}
+		if e.pins == 0 && e.counted != e.size {
+			t.Fatalf("unpinned entry %q: counted %d of %d bytes", e.key, e.counted, e.size)
+		}
+		total += e.counted
+	}
+	if c.size != total {
+		t.Fatalf("cache size %d, entries counted %d", c.size, total)
+	}
+}
+
+// TestCollectWhileWorkerReads runs Collect while workers hold pinned entries, as the task loop
+// does at a checkpoint with batches in flight: one worker reads an entry that has uncollected
+// writes and a tombstone, another loads an entry whose only change is its mark. Run with -race.
+func TestCollectWhileWorkerReads(t *testing.T) {
+	p := persisted{
+		skeyString(1, []byte("k")): {"a": "1", "b": "2", "c": "3"},
+		skeyString(1, []byte("m")): {"x": "9"},
+	}
+	c := New(p.load, 0)
+	e := c.Pin(1, []byte("k"))
+	if err := e.Load(c.Loader()); err != nil {
+		t.Fatal(err)
+	}
+	c.Apply(e, []byte("b"), nil, true)
+	c.Apply(e, []byte("d"), []byte("4"), false)
+	c.SetMark(e, 3)
+	m := c.Pin(1, []byte("m"))
+	c.SetMark(m, 5) // a key in the batch that wrote nothing: dirty but never loaded
+
+	want := []string{"a=1", "c=3", "d=4"}
+	const reads = 200
+	errs := make(chan error, 2)
+	go func() { // the worker holding k
+		for range reads {
+			if got := scanNames(e, "", "", true); !slices.Equal(got, want) {
+				errs <- fmt.Errorf("worker's Scan = %q, want %q", got, want)
+				return
+			}
+			if _, ok := e.Get([]byte("b")); ok {
+				errs <- errors.New("worker's Get found a deleted name")
+				return
+			}
+		}
+		errs <- nil
+	}()
+	go func() { // the worker holding m
+		if err := m.Load(c.Loader()); err != nil {
+			errs <- err
+			return
+		}
+		if v, ok := m.Get([]byte("x")); !ok || string(v) != "9" {
+			errs <- fmt.Errorf("worker's Get(x) = %q, %v", v, ok)
+			return
+		}
+		errs <- nil
+	}()
+	var cp store.Checkpoint
+	c.Collect(&cp)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	got := map[string]string{}
+	for _, kw := range cp.Keys {
+		got[skeyString(kw.Stream, kw.Key)] = describe(kw)
+	}
+	if w := map[string]string{"1/k": "mark 3: -b d=4", "1/m": "mark 5:"}; !maps.Equal(got, w) {
+		t.Errorf("Collect = %q, want %q", got, w)
+	}
+	// The results came back: the loop owns the entries again.
+	c.Unpin(e)
+	c.Unpin(m)
+	if slices.ContainsFunc(e.slots, func(s slot) bool { return s.deleted }) {
+		t.Error("a collected tombstone outlived the Unpin")
+	}
+	if got := scanNames(e, "", "", true); !slices.Equal(got, want) {
+		t.Errorf("Scan after Unpin = %q, want %q", got, want)
+	}
+	checkSizes(t, c)
+	if n := c.Evict(); n != 2 || c.Size() != 0 {
+		t.Errorf("Evict() = %d leaving Size() = %d, want 2 and 0", n, c.Size())
+	}
+}
