@@ -25,17 +25,17 @@ $(BUILD):
 	mkdir -p $(BUILD)
 
 examples: | $(BUILD)
-	cd examples/wasm && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o ../../$(BUILD)/wordcount.wasm ./wordcount
-	@if command -v $(CARGO) >/dev/null; then \
-	  for c in wordcount-rust logparse-rust; do \
-	    [ -d examples/wasm/$$c ] || continue; \
-	    (cd examples/wasm/$$c && RUSTC=$(RUSTC) $(CARGO) build -q --release --target wasm32-unknown-unknown --target-dir ../../../$(BUILD)/cargo-target) || exit 1; \
-	    cp $(BUILD)/cargo-target/wasm32-unknown-unknown/release/$${c//-/_}.wasm $(BUILD)/ ; \
-	  done; fi
+	cd examples/wasm && GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o ../../$(BUILD)/wordcount.wasm ./wordcount
+	for c in wordcount-rust logparse-rust conform-rust; do \
+	  (cd examples/wasm/$$c && RUSTC=$(RUSTC) $(CARGO) build -q --release --target wasm32-unknown-unknown --target-dir ../../../$(BUILD)/cargo-target) || exit 1; \
+	  lib=$$(sed -n '/^\[lib\]/,/^\[/s/^name *= *"\(.*\)"/\1/p' examples/wasm/$$c/Cargo.toml); lib=$${lib:-$${c//-/_}}; \
+	  cp $(BUILD)/cargo-target/wasm32-unknown-unknown/release/$$lib.wasm $(BUILD)/$$c.wasm; \
+	done
+	@ls -l $(BUILD)/*.wasm
 
 # The README's first command: the wordcount example over examples/wasm/wordcount/input.ndjson.
 demo: | $(BUILD)
-	cd examples/wasm && GOOS=wasip1 GOARCH=wasm $(GO) build -buildmode=c-shared -o ../../$(BUILD)/wordcount.wasm ./wordcount
+	cd examples/wasm && GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o ../../$(BUILD)/wordcount.wasm ./wordcount
 	rm -rf $(BUILD)/demo-data
 	$(GO) run ./cmd/wasmstream run -c config.example.yaml --data-dir $(BUILD)/demo-data
 	@echo "--- final state of key alice (wasmstream state --task wordcount --key alice):"
@@ -55,8 +55,7 @@ test-go:
 
 test-rust:
 	cd guest-sdk/rust && RUSTC=$(RUSTC) RUSTDOC=$(RUSTDOC) $(CARGO) test -q --offline
-	@for c in wordcount-rust logparse-rust; do \
-	  [ -d examples/wasm/$$c ] || continue; \
+	@for c in wordcount-rust logparse-rust conform-rust; do \
 	  (cd examples/wasm/$$c && RUSTC=$(RUSTC) RUSTDOC=$(RUSTDOC) $(CARGO) test -q --offline) || exit 1; \
 	done
 

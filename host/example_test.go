@@ -129,3 +129,45 @@ func TestWordcountExample(t *testing.T) {
 		})
 	}
 }
+
+// exampleCase runs an example module over its sample input and checks its expected files.
+func exampleCase(t *testing.T, module, exampleDir string, config map[string]any, keyField, valueField, tsField string) {
+	t.Helper()
+	dir := t.TempDir()
+	src := filepath.Join(guestbuild.Root(), "examples", "wasm", exampleDir)
+	tc := host.TaskConfig{
+		Name: "example", Module: module, Config: config, Workers: 2, MaxBatchRecords: 4,
+		Inputs: []host.InputConfig{{Name: "in", Path: filepath.Join(src, "input.ndjson"),
+			KeyField: keyField, ValueField: valueField, TimestampField: tsField}},
+		Output: host.OutputConfig{Type: "file", Path: filepath.Join(dir, "out.ndjson")},
+	}
+	runHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
+	got, err := os.ReadFile(filepath.Join(dir, "out.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(filepath.Join(src, "expected.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := strings.Join(sortByKey(t, got), "\n"), strings.Join(sortByKey(t, want), "\n"); g != w {
+		t.Errorf("outputs differ from %s/expected.ndjson\ngot:\n%s\nwant:\n%s", exampleDir, g, w)
+	}
+	wantState, err := os.ReadFile(filepath.Join(src, "expected-state.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := dumpState(t, filepath.Join(dir, "data"), "example"); g != string(wantState) {
+		t.Errorf("state differs from %s/expected-state.txt\ngot:\n%s\nwant:\n%s", exampleDir, g, wantState)
+	}
+}
+
+// The Rust wordcount behaves exactly like the Go one: same expected files.
+func TestWordcountRustExample(t *testing.T) {
+	exampleCase(t, guestbuild.Rust(t, "wordcount-rust"), "wordcount-rust", map[string]any{"min_len": 2}, "user", "text", "ts")
+}
+
+func TestLogparseRustExample(t *testing.T) {
+	exampleCase(t, guestbuild.Rust(t, "logparse-rust"), "logparse-rust",
+		map[string]any{"output": "summary", "on_invalid": "count"}, "client", "line", "")
+}

@@ -47,7 +47,7 @@ func Go(tb testing.TB, pkg string) string {
 	}
 	// Several test binaries may build at once: build aside, then rename into place.
 	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
-	cmd := exec.Command("go", "build", "-buildmode=c-shared", "-o", tmp, "./"+pkg)
+	cmd := exec.Command("go", "build", "-trimpath", "-buildmode=c-shared", "-o", tmp, "./"+pkg)
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "GOOS=wasip1", "GOARCH=wasm")
 	if b, err := cmd.CombinedOutput(); err != nil {
@@ -67,8 +67,10 @@ func Rust(tb testing.TB, crate string) string {
 	mu.Lock()
 	defer mu.Unlock()
 	src := filepath.Join(Root(), "examples", "wasm", crate)
-	name := strings.ReplaceAll(crate, "-", "_")
-	out := filepath.Join(outDir(tb), name+".wasm")
+	name := libName(tb, src)
+	// Named after the crate directory: a library called "wordcount" must not overwrite the Go
+	// wordcount's module.
+	out := filepath.Join(outDir(tb), crate+".wasm")
 	if fresh(out, src, filepath.Join(Root(), "guest-sdk", "rust")) {
 		return out
 	}
@@ -93,6 +95,38 @@ func Rust(tb testing.TB, crate string) string {
 		tb.Fatal(err)
 	}
 	return out
+}
+
+// libName reads the crate's library name from its Cargo.toml: [lib] name, else the package
+// name, with '-' turned into '_' as cargo does.
+func libName(tb testing.TB, dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, "Cargo.toml"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	section, pkg, lib := "", "", ""
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") {
+			section = line
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.TrimSpace(k) != "name" {
+			continue
+		}
+		v = strings.Trim(strings.TrimSpace(v), `"`)
+		switch section {
+		case "[package]":
+			pkg = v
+		case "[lib]":
+			lib = v
+		}
+	}
+	if lib == "" {
+		lib = pkg
+	}
+	return strings.ReplaceAll(lib, "-", "_")
 }
 
 // RustToolchain returns the cargo and rustc to build wasm guests with: the system's

@@ -1,0 +1,461 @@
+package conformance_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+)
+
+var update = flag.Bool("update", false, "rewrite every case's expected files from the reference model")
+
+// The host's limits the model applies (its defaults; the runner leaves them unchanged).
+const (
+	maxValueBytes = 1 << 20  // a state value or an emitted value
+	maxNameBytes  = 64 << 10 // a state name or an output name
+)
+
+// expectation is what a case must produce, as the reference model computes it.
+type expectation struct {
+	Outputs string       // expected.ndjson: every record's outputs, records in input order
+	State   string       // expected-state.txt
+	Dead    []deadLetter // expected-deadletters.ndjson, by offset
+}
+
+// coverage is what the model saw a case exercise, for TestCasesCoverContract.
+type coverage struct {
+	commands    map[string]int
+	maxScanPage int  // largest ScanPage one scan needs: 8 + Σ (8 + name + value)
+	maxBig      int  // largest value a successful big read back
+	headers     bool // an output with headers
+	retried     bool // a dead letter after more than one attempt
+	emptyKey    bool // a record with the empty key
+	emptyValue  bool // a state value or an output value that is empty
+	nonASCII    bool // a record key or value that is not ASCII
+	interleaved bool // a key whose records are not consecutive
+}
+
+// model runs a case through the reference model of its contract.
+func model(c *testCase) (expectation, *coverage, error) {
+	cov := &coverage{commands: map[string]int{}}
+	var step func(state map[string]string, r inputRecord, emit func(output, value string, hs []header) error) error
+	switch c.Spec.Contract {
+	case contractConform:
+		m := &conformModel{cfg: string(c.configBytes()), keys: map[string]bool{}, cov: cov}
+		for _, r := range c.Input {
+			m.keys[r.Key] = true
+		}
+		step = m.record
+	case contractWordcount:
+		minLen, err := wordcountMinLen(c.Spec.Config)
+		if err != nil {
+			return expectation{}, nil, err
+		}
+		step = func(state map[string]string, r inputRecord, emit func(string, string, []header) error) error {
+			return wordcount(minLen, state, r, emit)
+		}
+	}
+
+	state := map[string]map[string]string{} // key → name → value
+	var exp expectation
+	last := map[string]int64{}
+	for i, r := range c.Input {
+		if r.Key == "" {
+			cov.emptyKey = true
+		}
+		if !isASCII(r.Key) || !isASCII(r.Value) {
+			cov.nonASCII = true
+		}
+		if p, ok := last[r.Key]; ok && p != int64(i-1) {
+			cov.interleaved = true
+		}
+		last[r.Key] = int64(i)
+
+		// A record's writes and outputs take effect only if it succeeds.
+		work := map[string]string{}
+		for n, v := range state[r.Key] {
+			work[n] = v
+		}
+		var outs []string
+		emit := func(output, value string, hs []header) error {
+			if len(output) > maxNameBytes || len(value) > maxValueBytes {
+				return errors.New("ERR_TOO_LARGE")
+			}
+			if value == "" {
+				cov.emptyValue = true
+			}
+			if len(hs) > 0 {
+				cov.headers = true
+			}
+			outs = append(outs, outputLine(output, r.Key, value, r.Ts, hs))
+			return nil
+		}
+		if err := step(work, r, emit); err != nil {
+			var bad caseError
+			if errors.As(err, &bad) {
+				return expectation{}, nil, fmt.Errorf("%s line %d: %s", fileInput, r.Offset+1, bad.msg)
+			}
+			// The host retries the record, then dead-letters it with the SDK's fail message.
+			exp.Dead = append(exp.Dead, deadLetter{
+				Input: inputName, Offset: r.Offset, Attempts: c.Spec.Retry.MaxAttempts,
+				Error: "wasmstream: record " + inputName + "/0@" + strconv.FormatInt(r.Offset, 10) + ": " + err.Error(),
+				Key:   r.Key, Record: r.Value,
+			})
+			if c.Spec.Retry.MaxAttempts > 1 {
+				cov.retried = true
+			}
+			continue
+		}
+		if len(work) == 0 {
+			delete(state, r.Key)
+		} else {
+			state[r.Key] = work
+		}
+		exp.Outputs += strings.Join(outs, "")
+	}
+	var lines []string
+	for k, names := range state {
+		for n, v := range names {
+			if v == "" {
+				cov.emptyValue = true
+			}
+			lines = append(lines, stateLine(k, n, v))
+		}
+	}
+	exp.State = stateText(lines)
+	return exp, cov, nil
+}
+
+// conformModel is the conform contract (README.md) on maps.
+type conformModel struct {
+	cfg  string
+	keys map[string]bool // every key of the case's input
+	cov  *coverage
+}
+
+var errBadNumber = errors.New("bad number")
+
+// caseError is a case the model refuses: its expectations would not be deterministic.
+type caseError struct{ msg string }
+
+func (e caseError) Error() string { return e.msg }
+
+func (m *conformModel) record(st map[string]string, r inputRecord, emit func(string, string, []header) error) error {
+	result := func(v string) error { return emit("result", v, nil) }
+	put := func(name, value string) error {
+		if len(name) > maxNameBytes || len(value) > maxValueBytes {
+			return errors.New("ERR_TOO_LARGE")
+		}
+		st[name] = value
+		return nil
+	}
+	scan := func(prefix string) []string {
+		var names []string
+		size := 8
+		for n, v := range st {
+			if strings.HasPrefix(n, prefix) {
+				names = append(names, n)
+				size += 8 + len(n) + len(v)
+			}
+		}
+		m.cov.maxScanPage = max(m.cov.maxScanPage, size)
+		sort.Strings(names)
+		return names
+	}
+
+	cmd, args := cut(r.Value)
+	m.cov.commands[cmd]++
+	switch cmd {
+	case "put":
+		name, value := cut(args)
+		if err := put(name, value); err != nil {
+			return err
+		}
+		return result("ok")
+	case "get":
+		v, ok := st[args]
+		if !ok {
+			return result("missing")
+		}
+		return result(v)
+	case "del":
+		delete(st, args)
+		return result("ok")
+	case "scan":
+		var parts []string
+		for _, n := range scan(args) {
+			parts = append(parts, n+"="+st[n])
+		}
+		return result(strings.Join(parts, ";"))
+	case "many":
+		count, prefix := cut(args)
+		n, ok := number(count, 99999)
+		if !ok {
+			return errBadNumber
+		}
+		for i := 0; i < n; i++ {
+			if err := put(fmt.Sprintf("%s%05d", prefix, i), strconv.Itoa(i)); err != nil {
+				return err
+			}
+		}
+		names := scan(prefix)
+		first, last := "", ""
+		if len(names) > 0 {
+			first, last = names[0], names[len(names)-1]
+		}
+		return result(fmt.Sprintf("%d %s %s", len(names), first, last))
+	case "big":
+		n, ok := number(args, 16<<20)
+		if !ok {
+			return errBadNumber
+		}
+		if err := put("big", strings.Repeat("x", n)); err != nil {
+			return err
+		}
+		m.cov.maxBig = max(m.cov.maxBig, n)
+		return result(strconv.Itoa(n))
+	case "emit":
+		fields := strings.Split(args, " ")
+		value := ""
+		if len(fields) > 1 {
+			value = fields[1]
+		}
+		var hs []header
+		for _, f := range fields[min(len(fields), 2):] {
+			n, v, _ := strings.Cut(f, "=")
+			hs = append(hs, header{n, v})
+		}
+		return emit(fields[0], value, hs)
+	case "config":
+		return result(m.cfg)
+	case "meta":
+		return result(fmt.Sprintf("%s 0 %d %d", inputName, r.Offset, r.Ts))
+	case "fail":
+		return errors.New(args)
+	case "foreign":
+		key, name := cut(args)
+		if key != r.Key {
+			if m.keys[key] {
+				// Whether another key of the input shares the record's batch is up to the host.
+				return caseError{fmt.Sprintf("foreign on key %q of the input: whether it shares the record's batch is up to the host", key)}
+			}
+			return result("ERR_KEY_NOT_IN_BATCH")
+		}
+		if v, ok := st[name]; ok {
+			return result("ok " + v)
+		}
+		return result("ok missing")
+	default:
+		return errors.New("unknown command")
+	}
+}
+
+// cut splits s at its first space; without a space the rest is empty.
+func cut(s string) (string, string) {
+	before, after, _ := strings.Cut(s, " ")
+	return before, after
+}
+
+// number parses 1 to 9 ASCII digits with a value of at most limit.
+func number(s string, limit int) (int, bool) {
+	if len(s) == 0 || len(s) > 9 || strings.Trim(s, "0123456789") != "" {
+		return 0, false
+	}
+	n, _ := strconv.Atoi(s)
+	return n, n <= limit
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
+}
+
+// wordcountMinLen reads min_len from a wordcount case's config (examples/wasm/wordcount/README.md).
+func wordcountMinLen(cfg map[string]any) (int, error) {
+	v, ok := cfg["min_len"]
+	if !ok {
+		return 1, nil
+	}
+	num, _ := v.(json.Number)
+	n, err := strconv.ParseUint(string(num), 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("min_len: %v", err)
+	}
+	return max(int(n), 1), nil
+}
+
+// wordcount is the wordcount contract (examples/wasm/wordcount/README.md) on maps: words are runs
+// of ASCII letters and digits, lowercased; those of at least minLen bytes are counted in the
+// key's state and "<word> <count>" goes to output "counts".
+func wordcount(minLen int, st map[string]string, r inputRecord, emit func(string, string, []header) error) error {
+	alnum := func(c byte) bool { return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' }
+	text := r.Value
+	for i := 0; i < len(text); {
+		if !alnum(text[i]) {
+			i++
+			continue
+		}
+		start := i
+		for i < len(text) && alnum(text[i]) {
+			i++
+		}
+		if i-start < minLen {
+			continue
+		}
+		word := strings.ToLower(text[start:i])
+		n, _ := strconv.Atoi(st[word])
+		st[word] = strconv.Itoa(n + 1)
+		if err := emit("counts", word+" "+st[word], nil); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeOrCompare compares a case file with what the model says, or with -update writes it (an
+// empty want removes an optional file).
+func writeOrCompare(t *testing.T, path, want string, optional bool) {
+	t.Helper()
+	if *update {
+		if want == "" && optional {
+			if err := os.Remove(path); err != nil && !os.IsNotExist(err) {
+				t.Fatal(err)
+			}
+			return
+		}
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	got, err := os.ReadFile(path)
+	if os.IsNotExist(err) && optional && want == "" {
+		return
+	}
+	if err != nil {
+		t.Fatalf("%v (regenerate the expected files with go test ./conformance -run TestExpectedFiles -update)", err)
+	}
+	if string(got) != want {
+		t.Errorf("%s differs from the reference model's (first difference at line %d); regenerate with -update",
+			path, firstDiffLine(string(got), want))
+	}
+}
+
+func firstDiffLine(a, b string) int {
+	la, lb := strings.Split(a, "\n"), strings.Split(b, "\n")
+	for i := 0; i < len(la) && i < len(lb); i++ {
+		if la[i] != lb[i] {
+			return i + 1
+		}
+	}
+	return min(len(la), len(lb)) + 1
+}
+
+// TestExpectedFiles checks that every case's expected files are what the reference model
+// computes from its input; with -update it writes them. They never come from a guest run.
+func TestExpectedFiles(t *testing.T) {
+	for _, c := range loadCases(t) {
+		t.Run(c.Name, func(t *testing.T) {
+			exp, _, err := model(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			writeOrCompare(t, filepath.Join(c.Dir, fileExpected), exp.Outputs, false)
+			writeOrCompare(t, filepath.Join(c.Dir, fileState), exp.State, false)
+			var dead strings.Builder
+			for _, d := range exp.Dead {
+				dead.WriteString(d.line())
+			}
+			writeOrCompare(t, filepath.Join(c.Dir, fileDead), dead.String(), true)
+		})
+	}
+}
+
+// TestCasesCoverContract checks that the cases, together, exercise every command of the conform
+// contract and the situations the suite promises to cover.
+func TestCasesCoverContract(t *testing.T) {
+	total := coverage{commands: map[string]int{}}
+	wordcountCases := 0
+	for _, c := range loadCases(t) {
+		if c.Spec.Contract == contractWordcount {
+			wordcountCases++
+		}
+		_, cov, err := model(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, n := range cov.commands {
+			total.commands[k] += n
+		}
+		total.maxScanPage = max(total.maxScanPage, cov.maxScanPage)
+		total.maxBig = max(total.maxBig, cov.maxBig)
+		total.headers = total.headers || cov.headers
+		total.retried = total.retried || cov.retried
+		total.emptyKey = total.emptyKey || cov.emptyKey
+		total.emptyValue = total.emptyValue || cov.emptyValue
+		total.nonASCII = total.nonASCII || cov.nonASCII
+		total.interleaved = total.interleaved || cov.interleaved
+	}
+	for _, cmd := range []string{"put", "get", "del", "scan", "many", "big", "emit", "config", "meta", "fail", "foreign", ""} {
+		if total.commands[cmd] == 0 {
+			t.Errorf("no case uses command %q", cmd)
+		}
+	}
+	// The SDKs' scan buffers start at 4 KiB: a scan of three pages or more crosses pages.
+	if total.maxScanPage < 3*4096 {
+		t.Errorf("the largest scan is %d bytes: not several 4 KiB pages", total.maxScanPage)
+	}
+	if total.maxBig < 200000 {
+		t.Errorf("the largest big value is %d bytes", total.maxBig)
+	}
+	for what, ok := range map[string]bool{"output headers": total.headers, "retried failures": total.retried,
+		"the empty key": total.emptyKey, "empty values": total.emptyValue, "non-ASCII text": total.nonASCII,
+		"interleaved keys": total.interleaved, "a wordcount case": wordcountCases > 0} {
+		if !ok {
+			t.Errorf("no case covers %s", what)
+		}
+	}
+}
+
+// The wordcount case is the example's own sample: same outputs and state as its expected files.
+func TestWordcountCaseIsTheExample(t *testing.T) {
+	example := filepath.Join(guestbuild.Root(), "examples", "wasm", "wordcount")
+	c := loadCase(t, filepath.Join(casesDir, "wordcount"))
+	want, err := os.ReadFile(filepath.Join(example, "expected.ndjson"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(filepath.Join(c.Dir, fileExpected))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err1 := byKey(got)
+	w, err2 := byKey(want)
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(g) != fmt.Sprint(w) {
+		t.Error("the wordcount case's expected outputs differ from the example's expected.ndjson")
+	}
+	wantState, _ := os.ReadFile(filepath.Join(example, "expected-state.txt"))
+	gotState, _ := os.ReadFile(filepath.Join(c.Dir, fileState))
+	if !bytes.Equal(gotState, wantState) || len(wantState) == 0 {
+		t.Error("the wordcount case's expected state differs from the example's expected-state.txt")
+	}
+	if fmt.Sprint(c.Spec.Config) != "map[min_len:2]" {
+		t.Errorf("config %v; the example runs with {\"min_len\":2}", c.Spec.Config)
+	}
+}

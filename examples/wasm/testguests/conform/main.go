@@ -1,0 +1,206 @@
+// Command conform is the Go implementation of the wasmstream conformance guest contract
+// (conformance/README.md in the repository): each record's value is one command, run against the
+// state of the record's key, whose result is emitted to output "result".
+//
+//	put <name> <value>      state put, emits "ok"
+//	get <name>              emits the value, or "missing"
+//	del <name>              state delete, emits "ok"
+//	scan <prefix>           emits "name=value;name=value..." in ascending name order
+//	many <n> <prefix>       puts <prefix>00000.. with values 0.., scans the prefix, emits "<count> <first> <last>"
+//	big <n>                 puts "big" = n bytes of 'x', reads it back, emits its length
+//	emit <out> <value> [h=v ...]  emits to <out> with those headers, nothing to "result"
+//	config                  emits the task config
+//	meta                    emits "<source> <partition> <offset> <timestamp>"
+//	fail <msg>              the record fails with <msg>
+//	foreign <key> <name>    state get on another key: "ok <value>", "ok missing" or the error's ABI name
+//
+// Anything else fails the record with "unknown command". A host error from any other SDK call
+// fails the record with the error's ABI name (e.g. "ERR_TOO_LARGE").
+//
+//	GOOS=wasip1 GOARCH=wasm go build -trimpath -buildmode=c-shared -o conform.wasm .
+package main
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+	"strings"
+
+	wasmstream "github.com/wasmstream/wasmstream/guest-sdk/go"
+)
+
+func main() {}
+
+func init() {
+	wasmstream.Handle(handle)
+}
+
+// Output is the output every command's result goes to.
+const Output = "result"
+
+// Limits of the numeric arguments.
+const (
+	maxMany = 99999
+	maxBig  = 16 << 20
+)
+
+var errBadNumber = errors.New("bad number")
+
+func handle(r *wasmstream.Record) error {
+	cmd, args := cut(string(r.Value()))
+	st := r.State()
+	switch cmd {
+	case "put":
+		name, value := cut(args)
+		if err := st.Put(name, []byte(value)); err != nil {
+			return hostErr(err)
+		}
+		return result(r, "ok")
+	case "get":
+		v, found, err := st.Get(args)
+		if err != nil {
+			return hostErr(err)
+		}
+		if !found {
+			return result(r, "missing")
+		}
+		return result(r, string(v))
+	case "del":
+		if err := st.Delete(args); err != nil {
+			return hostErr(err)
+		}
+		return result(r, "ok")
+	case "scan":
+		var b strings.Builder
+		err := st.Scan(args, func(name, value []byte) bool {
+			if b.Len() > 0 {
+				b.WriteByte(';')
+			}
+			b.Write(name)
+			b.WriteByte('=')
+			b.Write(value)
+			return true
+		})
+		if err != nil {
+			return hostErr(err)
+		}
+		return result(r, b.String())
+	case "many":
+		count, prefix := cut(args)
+		n, ok := number(count, maxMany)
+		if !ok {
+			return errBadNumber
+		}
+		for i := 0; i < n; i++ {
+			if err := st.Put(prefix+pad5(i), []byte(strconv.Itoa(i))); err != nil {
+				return hostErr(err)
+			}
+		}
+		seen, first, last := 0, "", ""
+		err := st.Scan(prefix, func(name, _ []byte) bool {
+			if seen == 0 {
+				first = string(name)
+			}
+			last = string(name)
+			seen++
+			return true
+		})
+		if err != nil {
+			return hostErr(err)
+		}
+		return result(r, strconv.Itoa(seen)+" "+first+" "+last)
+	case "big":
+		n, ok := number(args, maxBig)
+		if !ok {
+			return errBadNumber
+		}
+		if err := st.Put("big", bytes.Repeat([]byte{'x'}, n)); err != nil {
+			return hostErr(err)
+		}
+		v, found, err := st.Get("big")
+		if err != nil {
+			return hostErr(err)
+		}
+		if !found {
+			return result(r, "missing")
+		}
+		return result(r, strconv.Itoa(len(v)))
+	case "emit":
+		fields := strings.Split(args, " ")
+		o := wasmstream.Output{Name: fields[0], Key: r.Key(), Timestamp: r.Timestamp()}
+		if len(fields) > 1 {
+			o.Value = []byte(fields[1])
+		}
+		for _, f := range fields[min(len(fields), 2):] {
+			name, value, _ := strings.Cut(f, "=")
+			o.Headers = append(o.Headers, wasmstream.Header{Name: []byte(name), Value: []byte(value)})
+		}
+		return hostErr(wasmstream.EmitWith(o))
+	case "config":
+		return result(r, string(wasmstream.Config()))
+	case "meta":
+		return result(r, r.Source()+" "+strconv.FormatUint(uint64(r.Partition()), 10)+" "+
+			strconv.FormatInt(r.Offset(), 10)+" "+strconv.FormatInt(r.Timestamp(), 10))
+	case "fail":
+		return errors.New(args)
+	case "foreign":
+		key, name := cut(args)
+		v, found, err := wasmstream.StateOf([]byte(key)).Get(name)
+		var he *wasmstream.HostError
+		switch {
+		case errors.As(err, &he):
+			return result(r, he.Errno.String())
+		case err != nil:
+			return err
+		case !found:
+			return result(r, "ok missing")
+		default:
+			return result(r, "ok "+string(v))
+		}
+	default:
+		return errors.New("unknown command")
+	}
+}
+
+// result emits value to Output with the record's key and timestamp.
+func result(r *wasmstream.Record, value string) error {
+	return hostErr(wasmstream.EmitWith(wasmstream.Output{Name: Output, Key: r.Key(), Value: []byte(value),
+		Timestamp: r.Timestamp()}))
+}
+
+// hostErr turns a host error into an error whose message is the code's ABI name, as the contract
+// says; other errors (and nil) pass unchanged.
+func hostErr(err error) error {
+	var he *wasmstream.HostError
+	if errors.As(err, &he) {
+		return errors.New(he.Errno.String())
+	}
+	return err
+}
+
+// cut splits s at its first space; without a space the rest is empty.
+func cut(s string) (before, after string) {
+	before, after, _ = strings.Cut(s, " ")
+	return before, after
+}
+
+// number parses one or more ASCII digits with a value of at most limit.
+func number(s string, limit int) (int, bool) {
+	if s == "" || len(s) > 9 {
+		return 0, false
+	}
+	n := 0
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		n = n*10 + int(s[i]-'0')
+	}
+	return n, n <= limit
+}
+
+// pad5 formats 0 <= i <= 99999 as exactly five decimal digits.
+func pad5(i int) string {
+	s := strconv.Itoa(i)
+	return strings.Repeat("0", 5-len(s)) + s
+}

@@ -1,0 +1,129 @@
+// Command hostile is a hostile test guest for the sandbox tests: what it does with a record
+// depends on the record's value.
+//
+//	loop       loops forever
+//	recurse    recurses forever
+//	alloc      allocates 1 GiB
+//	emitstorm  emits until the host refuses, then returns the host's error
+//	bigemit    emits a 2 MiB value and returns the host's error
+//	statebomb  writes a 2 MiB state value and returns the host's error
+//	probe      tries the WASI capabilities and emits what it got to output "probe", one record
+//	           per capability (key file, env, args, clock, random, socket); the file it reads is
+//	           the value after "probe " ("probe /data/x.txt"), the environment variable it looks
+//	           up is WS_TEST
+//	anything else is echoed to output "echo"
+//
+// With task config {"init":"loop"} or {"init":"alloc"} its init loops forever or allocates 1 GiB.
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o hostile.wasm .
+package main
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	wasmstream "github.com/wasmstream/wasmstream/guest-sdk/go"
+)
+
+func main() {}
+
+// sink keeps the compiler from removing the hostile loops.
+var (
+	sink uint64
+	keep []byte
+)
+
+func init() {
+	wasmstream.HandleInit(func(cfg []byte) error {
+		switch {
+		case bytes.Contains(cfg, []byte(`"init":"loop"`)):
+			spinForever()
+		case bytes.Contains(cfg, []byte(`"init":"alloc"`)):
+			keep = make([]byte, 1<<30)
+		}
+		return nil
+	})
+	wasmstream.Handle(handle)
+}
+
+func spinForever() {
+	for {
+		sink = sink*6364136223846793005 + 1
+	}
+}
+
+//go:noinline
+func recurse(n uint64) uint64 { return recurse(n+1) + n }
+
+func handle(r *wasmstream.Record) error {
+	v := r.Value()
+	emit := func(out, key string, val []byte) error {
+		return wasmstream.EmitWith(wasmstream.Output{Name: out, Key: []byte(key), Value: val, Timestamp: r.Timestamp()})
+	}
+	switch {
+	case string(v) == "loop":
+		spinForever()
+	case string(v) == "recurse":
+		sink = recurse(0)
+	case string(v) == "alloc":
+		keep = make([]byte, 1<<30)
+		keep[len(keep)-1] = 1
+	case string(v) == "emitstorm":
+		for i := 0; ; i++ {
+			if err := emit("storm", strconv.Itoa(i), nil); err != nil {
+				return err
+			}
+		}
+	case string(v) == "bigemit":
+		return emit("big", "k", make([]byte, 2<<20))
+	case string(v) == "statebomb":
+		return r.State().Put("bomb", make([]byte, 2<<20))
+	case bytes.HasPrefix(v, []byte("probe")):
+		path := strings.TrimSpace(strings.TrimPrefix(string(v), "probe"))
+		for _, p := range probe(path) {
+			if err := emit("probe", p[0], []byte(p[1])); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	return emit("echo", string(r.Key()), v)
+}
+
+// probe tries each capability and says what it got: "ok: <data>" or "error: <error>".
+func probe(path string) [][2]string {
+	res := func(data string, err error) string {
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return "ok: " + data
+	}
+	var out [][2]string
+	b, err := os.ReadFile(path)
+	out = append(out, [2]string{"file", res(string(b), err)})
+	env, ok := os.LookupEnv("WS_TEST")
+	if !ok {
+		out = append(out, [2]string{"env", res("", errors.New("WS_TEST not set; environment has "+strconv.Itoa(len(os.Environ()))+" variables"))})
+	} else {
+		out = append(out, [2]string{"env", res(env, nil)})
+	}
+	out = append(out, [2]string{"args", res(strconv.Itoa(len(os.Args)), nil)})
+	out = append(out, [2]string{"clock", res(strconv.FormatInt(time.Now().UnixNano(), 10), nil)})
+	rb := make([]byte, 16)
+	_, err = rand.Read(rb)
+	out = append(out, [2]string{"random", res(hex.EncodeToString(rb), err)})
+	var fd int32
+	errno := sockAccept(3, 0, &fd)
+	if errno == 0 {
+		out = append(out, [2]string{"socket", res("accepted fd "+strconv.Itoa(int(fd)), nil)})
+	} else {
+		out = append(out, [2]string{"socket", res("", errors.New("errno "+strconv.Itoa(int(errno))))})
+	}
+	return out
+}
