@@ -165,10 +165,22 @@ func BenchmarkPipeline(b *testing.B) {
 		return m
 	}
 	wc, noop := load("wordcount"), load("testguests/noop")
+	rwasm, err := os.ReadFile(guestbuild.Rust(b, "wordcount-rust"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rwc, err := rt.Compile(ctx, rwasm, modrt.Limits{})
+	if err != nil {
+		b.Fatal(err)
+	}
 	for i := 0; i < b.N; i++ {
 		w := runPipeline(b, wc, nil, input, records)
+		r := runPipeline(b, rwc, nil, input, records)
 		n := runPipeline(b, nil, nativeWordcount{}, input, records)
 		o := runPipeline(b, noop, nil, input, records)
+		b.ReportMetric(r.recsPerSec, "rust-rec/s")
+		b.ReportMetric(float64(r.cpuPerRec.Nanoseconds())/1e3, "rust-cpu-µs/rec")
+		b.ReportMetric(r.recsPerSec/n.recsPerSec, "rust/native-throughput")
 		b.ReportMetric(w.recsPerSec, "wasm-rec/s")
 		b.ReportMetric(n.recsPerSec, "native-rec/s")
 		b.ReportMetric(o.recsPerSec, "noop-rec/s")
@@ -177,5 +189,39 @@ func BenchmarkPipeline(b *testing.B) {
 		b.ReportMetric(float64(o.cpuPerRec.Nanoseconds())/1e3, "noop-cpu-µs/rec")
 		b.ReportMetric(w.recsPerSec/n.recsPerSec, "wasm/native-throughput")
 		b.ReportMetric(float64(w.cpuPerRec)/float64(n.cpuPerRec), "wasm/native-cpu")
+	}
+}
+
+// BenchmarkInstantiate reports the time to create one instance (instantiate, _initialize, ABI
+// check, init) of the Go and the Rust wordcount.
+func BenchmarkInstantiate(b *testing.B) {
+	ctx := context.Background()
+	rt, err := modrt.NewRuntime(ctx, modrt.RuntimeConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer rt.Close(ctx)
+	for _, c := range []struct{ name, path string }{
+		{"go", guestbuild.Go(b, "wordcount")},
+		{"rust", guestbuild.Rust(b, "wordcount-rust")},
+	} {
+		wasm, err := os.ReadFile(c.path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		mod, err := rt.Compile(ctx, wasm, modrt.Limits{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportMetric(float64(len(wasm))/1024, "module-KiB")
+			for i := 0; i < b.N; i++ {
+				inst, err := mod.Instantiate(ctx, modrt.InstanceConfig{Task: "bench", Config: []byte(`{"min_len":2}`)})
+				if err != nil {
+					b.Fatal(err)
+				}
+				inst.Close(ctx)
+			}
+		})
 	}
 }
