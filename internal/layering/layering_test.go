@@ -70,6 +70,7 @@ var forbidden = []struct{ pkg, must string }{
 	{mod + "/cmd/wasmstream", mod + "/store"},
 	{mod + "/host/internal/sched", mod + "/"},
 	{mod + "/host/internal/positions", mod + "/"},
+	{mod + "/host/internal/fuel", mod + "/"}, // bytes in, bytes out: standard library only
 }
 
 func TestDependencyDirection(t *testing.T) {

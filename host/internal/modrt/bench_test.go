@@ -2,9 +2,14 @@ package modrt
 
 import (
 	"context"
+	"encoding/binary"
+	"os"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
 )
 
 // BenchmarkProcessEmpty measures one Process call that does nothing: the wasmstream_alloc call,
@@ -179,4 +184,130 @@ func BenchmarkGoGuestProcess(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
+}
+
+// cpuGuest is a guest for BenchmarkCPUBound.
+type cpuGuest struct {
+	name string
+	wasm func(testing.TB) []byte
+	recs func() []abi.Record
+}
+
+// textRecords is a batch of 16 records of 1 KiB of English-like text each.
+func textRecords() []abi.Record {
+	words := strings.Fields("the quick brown Fox jumps over a lazy dog while 42 zebras and 7 owls " +
+		"watch quietly from behind the old Oak tree near river Thames in early spring morning light")
+	recs := make([]abi.Record, 16)
+	for k := range recs {
+		var b []byte
+		for w := k; len(b) < 1024; w += 7 {
+			b = append(append(b, words[w%len(words)]...), ' ')
+		}
+		recs[k] = rec(string(rune('a'+k)), b[:1024])
+	}
+	return recs
+}
+
+func goGuest(pkg string) func(testing.TB) []byte {
+	return func(t testing.TB) []byte {
+		if testing.Short() {
+			t.Skip("builds a Go guest; skipped with -short")
+		}
+		b, err := os.ReadFile(guestbuild.Go(t, pkg))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+}
+
+func rustGuest(crate string) func(testing.TB) []byte {
+	return func(t testing.TB) []byte {
+		if testing.Short() {
+			t.Skip("builds a Rust guest; skipped with -short")
+		}
+		b, err := os.ReadFile(guestbuild.Rust(t, crate))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+}
+
+var cpuGuests = []cpuGuest{
+	{"tokenizer-go", goGuest("testguests/tokenizer"), textRecords},
+	{"wordcount-go", goGuest("wordcount"), textRecords},
+	{"wordcount-rust", rustGuest("wordcount-rust"), textRecords},
+	{"spin-wat", func(t testing.TB) []byte { return fixture(t, "spin") }, func() []abi.Record {
+		return []abi.Record{rec("k", binary.LittleEndian.AppendUint32(nil, 100_000))}
+	}},
+}
+
+// BenchmarkCPUBound measures what bounding a guest's CPU time costs (DESIGN S21), on a CPU-heavy
+// guest (a tokenizer over 1 KiB records), the wordcount examples and a tight arithmetic loop: the
+// same batch is processed by three instances in turn — no bound at all, wazero's interruption
+// (WithCloseOnContextDone, with a deadline per call) and fuel metering — so that the ratios
+// come from one run under the same conditions. Metrics: ns per record of each, and the overhead
+// of each bound against none (fuel-% and interrupt-%).
+func BenchmarkCPUBound(b *testing.B) {
+	for _, g := range cpuGuests {
+		b.Run(g.name, func(b *testing.B) {
+			wasm := g.wasm(b)
+			recs := g.recs()
+			type mode struct {
+				name string
+				inst *Instance
+				ctx  bool // a deadline per call
+				ns   time.Duration
+			}
+			mk := func(name string, rc RuntimeConfig, lim Limits, withCtx bool) *mode {
+				r := newRuntime(b, rc)
+				m, err := r.Compile(context.Background(), wasm, lim)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.Cleanup(func() { _ = m.Close(context.Background()) })
+				return &mode{name: name, inst: instantiate(b, m, InstanceConfig{}), ctx: withCtx}
+			}
+			modes := []*mode{
+				mk("none", RuntimeConfig{}, Limits{FuelPerRecord: NoFuel}, false),
+				mk("interrupt", RuntimeConfig{closeOnContextDone: true}, Limits{FuelPerRecord: NoFuel}, true),
+				mk("fuel", RuntimeConfig{}, Limits{}, false),
+			}
+			var want []Output
+			for _, m := range modes { // warm up, and check that every mode computes the same
+				eff, err := m.inst.Process(context.Background(), recs, newEnv(nil))
+				if err != nil {
+					b.Fatalf("%s: %v", m.name, err)
+				}
+				if want == nil {
+					want = eff.Outputs
+				} else if fmtOutputs(eff.Outputs) != fmtOutputs(want) {
+					b.Fatalf("%s computes other outputs than %s", m.name, modes[0].name)
+				}
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				for _, m := range modes {
+					ctx, cancel := context.Background(), context.CancelFunc(func() {})
+					start := time.Now()
+					if m.ctx {
+						ctx, cancel = context.WithTimeout(ctx, time.Minute)
+					}
+					_, err := m.inst.Process(ctx, recs, newEnv(nil))
+					cancel()
+					m.ns += time.Since(start)
+					if err != nil {
+						b.Fatalf("%s: %v", m.name, err)
+					}
+				}
+			}
+			per := func(m *mode) float64 { return float64(m.ns.Nanoseconds()) / float64(b.N*len(recs)) }
+			for _, m := range modes {
+				b.ReportMetric(per(m), m.name+"-ns/rec")
+			}
+			b.ReportMetric(100*(per(modes[2])/per(modes[0])-1), "fuel-%")
+			b.ReportMetric(100*(per(modes[1])/per(modes[0])-1), "interrupt-%")
+		})
+	}
 }

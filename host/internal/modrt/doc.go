@@ -17,11 +17,14 @@
 //
 // # What is validated
 //
-// Compile refuses, before returning, any module that is not well-formed wasm, lacks an export of
+// Compile refuses, before returning, any module that is not well-formed wasm, cannot be
+// fuel-metered (exception handling, typed function references, an export named like the
+// counter), lacks an export of
 // ABI §3 or has it with another signature, imports from wasmstream_v0 a name that is not a host
 // function of ABI §4 (or with another signature), imports from wasi_snapshot_preview1 something
 // WASI does not provide, imports from any other module, declares a memory whose minimum is above
-// Limits.MaxMemoryPages, traps in _initialize, or declares an incompatible ABI version. The
+// Limits.MaxMemoryPages, traps or spends Limits.InitFuel in its start function or _initialize, or
+// declares an incompatible ABI version. The
 // *ModuleError lists every problem found, each naming the export, import or limit at fault.
 //
 // At run time every pointer and length a guest passes to a host function is checked (negative
@@ -64,8 +67,16 @@
 //
 // # CPU time
 //
-// There is no CPU bound yet: a guest that loops forever is never stopped, and ctx is checked only
-// before a call. wazero's context-done interruption is deliberately not used (it makes guest loops
-// ~33× slower, DESIGN S21); fuel metering injected at Compile will set and check each call's budget
-// in Instance.call, the single place the host enters the guest.
+// Every call into the guest is bounded by fuel (Limits.FuelPerRecord, Limits.InitFuel): Compile
+// has package fuel rewrite the module so that it counts down an exported counter at function
+// entries and loop headers and traps when it runs out; Instance.call, the single place the host
+// enters the guest, sets the counter to the call's budget before the call and reads it after, and
+// turns a trap with a negative counter into a *FuelError (errors.Is ErrFuelExhausted). Fuel is
+// deterministic: the same call on the same instance history always spends the same fuel
+// (Effects.Fuel), and stops at the same point. A start function is moved out of instantiation and
+// run under InitFuel, so a module whose start function loops is refused by Compile.
+//
+// wazero's context-done interruption is deliberately not used: it makes guest loops ~33× slower
+// (DESIGN S21); fuel costs a few percent (BenchmarkCPUBound). ctx is checked only before a call;
+// host functions that wait are bounded by their own deadlines.
 package modrt

@@ -2,6 +2,7 @@ package modrt
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 )
@@ -26,6 +27,34 @@ var ErrAllocFailed = errors.New("wasmstream_alloc failed")
 // ErrBatchTooLarge is returned by Instance.Process, without calling the guest, when the
 // encoded Batch cannot fit in the instance's memory limit (or in 2 GiB). Split the batch.
 var ErrBatchTooLarge = errors.New("modrt: batch too large for the instance's memory limit")
+
+// ErrFuelExhausted matches (errors.Is) every *FuelError: a call stopped because it spent its CPU
+// budget.
+var ErrFuelExhausted = errors.New("modrt: CPU budget exhausted")
+
+// FuelError is the CallError.Err of a call that exceeded its CPU budget (Limits.FuelPerRecord,
+// Limits.InitFuel). The call trapped on purpose: CallError.Trap is set and the instance is broken.
+// The same call with the same inputs always stops at the same point (fuel is deterministic).
+type FuelError struct {
+	// Budget is the fuel the call was given.
+	Budget int64
+	// PerRecord and Records say how a wasmstream_process budget was made (Budget =
+	// PerRecord × Records, saturating); both are 0 for a start-up call, whose budget is
+	// Limits.InitFuel.
+	PerRecord int64
+	Records   int
+}
+
+func (e *FuelError) Error() string {
+	if e.PerRecord == 0 {
+		return fmt.Sprintf("call exceeded its CPU budget of %d fuel units (init_fuel=%d)", e.Budget, e.Budget)
+	}
+	return fmt.Sprintf("call exceeded its CPU budget of %d fuel units (fuel_per_record=%d × %d records)",
+		e.Budget, e.PerRecord, e.Records)
+}
+
+// Is makes errors.Is(err, ErrFuelExhausted) true.
+func (e *FuelError) Is(target error) bool { return target == ErrFuelExhausted }
 
 // ModuleError is returned by Runtime.Compile when a module is refused: it is not a valid wasm
 // binary, or it breaks the ABI contract (missing or mistyped exports, unknown imports, memory
@@ -66,8 +95,9 @@ type CallError struct {
 	// GuestMessage is what the guest passed to fail during the call, if anything (truncated to
 	// Limits.MaxLogBytes).
 	GuestMessage string
-	// Err is the cause: ErrGuestFailed for a non-zero status, the runtime's trap error, ErrAllocFailed,
-	// or the error returned by the Env (the call then fails even if the guest returned 0).
+	// Err is the cause: ErrGuestFailed for a non-zero status, a *FuelError when the call spent its
+	// CPU budget, the runtime's trap error, ErrAllocFailed, or the error returned by the Env (the
+	// call then fails even if the guest returned 0).
 	Err error
 }
 
@@ -78,6 +108,9 @@ func (e *CallError) Error() string {
 	b.WriteString(": ")
 	b.WriteString(e.Func)
 	switch {
+	case e.Trap && errors.Is(e.Err, ErrFuelExhausted):
+		b.WriteString(" stopped: ")
+		b.WriteString(errString(e.Err))
 	case e.Trap:
 		b.WriteString(" trapped: ")
 		b.WriteString(errString(e.Err))

@@ -11,6 +11,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/fuel"
 )
 
 const pageSize = 65536
@@ -59,6 +60,9 @@ type Env interface {
 type Effects struct {
 	Writes  []Write
 	Outputs []Output
+	// Fuel is the fuel the call spent (its wasmstream_alloc and wasmstream_process calls);
+	// 0 when the module is not metered.
+	Fuel int64
 }
 
 // Write is one state_put (Delete false) or state_delete (Delete true, Value nil).
@@ -97,8 +101,10 @@ type Instance struct {
 	fnAlloc   api.Function
 	fnInit    api.Function
 	fnProcess api.Function
-	stack     [2]uint64 // params and results of export calls, reused
-	cctx      callCtx   // the context handed to the guest during a call, reused
+	stack     [2]uint64         // params and results of export calls, reused
+	cctx      callCtx           // the context handed to the guest during a call, reused
+	fuel      api.MutableGlobal // the fuel counter (fuel.GlobalExport); nil when not metered
+	spent     int64             // fuel spent by calls since the last reset
 
 	lim       Limits
 	task      string
@@ -168,13 +174,13 @@ func (m *Module) Instantiate(ctx context.Context, cfg InstanceConfig) (*Instance
 		return nil, err
 	}
 	n := 12 + len(i.task) + len(i.config)
-	ptr, buf, err := i.place(ctx, abi.ExportInit, n)
+	ptr, buf, err := i.place(ctx, abi.ExportInit, n, i.initBudget())
 	if err == nil {
 		b := abi.AppendInit(buf[:0], abi.Init{Version: abi.Version, Task: []byte(i.task), Config: i.config})
 		if len(b) != n || &b[0] != &buf[0] {
 			err = fmt.Errorf("modrt: internal error: Init payload size %d, expected %d", len(b), n)
 		} else {
-			err = i.callPayload(ctx, phaseInit, abi.ExportInit, i.fnInit, ptr, n)
+			err = i.callPayload(ctx, phaseInit, abi.ExportInit, i.fnInit, ptr, n, i.initBudget())
 		}
 	}
 	if err != nil {
@@ -229,6 +235,14 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 	}
 	i.mod = mod
 	i.mem = mod.Memory()
+	if m.metered {
+		g, ok := mod.ExportedGlobal(fuel.GlobalExport).(api.MutableGlobal)
+		if !ok {
+			_ = mod.Close(ctx)
+			return nil, fmt.Errorf("modrt: task %q: internal error: the fuel counter is missing after metering", cfg.Task)
+		}
+		i.fuel = g
+	}
 	i.fnAlloc = mod.ExportedFunction(abi.ExportAlloc)
 	i.fnInit = mod.ExportedFunction(abi.ExportInit)
 	i.fnProcess = mod.ExportedFunction(abi.ExportProcess)
@@ -237,13 +251,25 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 		_ = mod.Close(ctx) // Compile checked the exports: unreachable.
 		return nil, fmt.Errorf("modrt: task %q: internal error: exports missing after validation", cfg.Task)
 	}
-	if fn := mod.ExportedFunction(abi.ExportInitialize); fn != nil {
-		if err := i.call(ctx, phaseStart, abi.ExportInitialize, fn, nil); err != nil {
+	if m.start {
+		// The start section was moved here by metering, so that it runs within a budget.
+		fn := mod.ExportedFunction(fuel.StartExport)
+		if fn == nil {
+			_ = mod.Close(ctx)
+			return nil, fmt.Errorf("modrt: task %q: internal error: the start function is missing after metering", cfg.Task)
+		}
+		if err := i.call(ctx, phaseStart, "start function", fn, nil, i.initBudget()); err != nil {
 			_ = i.Close(ctx)
 			return nil, err
 		}
 	}
-	if err := i.call(ctx, phaseStart, abi.ExportABIVersion, fnVersion, i.stack[:1]); err != nil {
+	if fn := mod.ExportedFunction(abi.ExportInitialize); fn != nil {
+		if err := i.call(ctx, phaseStart, abi.ExportInitialize, fn, nil, i.initBudget()); err != nil {
+			_ = i.Close(ctx)
+			return nil, err
+		}
+	}
+	if err := i.call(ctx, phaseStart, abi.ExportABIVersion, fnVersion, i.stack[:1], i.initBudget()); err != nil {
 		_ = i.Close(ctx)
 		return nil, err
 	}
@@ -273,8 +299,9 @@ func abiMismatch(v uint32) string {
 // ErrBroken, ErrClosed and ctx's error are returned without calling the guest. After any error,
 // check Broken.
 //
-// ctx is checked before the call but does not interrupt a running guest (there is no CPU bound
-// yet; see the package documentation).
+// ctx is checked before the call but does not interrupt a running guest: the call's CPU time is
+// bounded by fuel (Limits.FuelPerRecord × len(recs)); a call that spends it returns a *CallError
+// whose Err is a *FuelError, and breaks the instance.
 func (i *Instance) Process(ctx context.Context, recs []abi.Record, env Env) (Effects, error) {
 	switch {
 	case i.closed:
@@ -295,7 +322,9 @@ func (i *Instance) Process(ctx context.Context, recs []abi.Record, env Env) (Eff
 	if uint64(size) > uint64(i.lim.MaxMemoryPages)*pageSize {
 		return Effects{}, ErrBatchTooLarge
 	}
-	ptr, buf, err := i.place(ctx, abi.ExportProcess, size)
+	bud := i.processBudget(len(recs))
+	i.spent = 0
+	ptr, buf, err := i.place(ctx, abi.ExportProcess, size, bud)
 	if err != nil {
 		return Effects{}, err
 	}
@@ -311,8 +340,9 @@ func (i *Instance) Process(ctx context.Context, recs []abi.Record, env Env) (Eff
 	for k := range recs {
 		i.scope.add(recs[k].Key)
 	}
-	err = i.callPayload(ctx, phaseProcess, abi.ExportProcess, i.fnProcess, ptr, size)
-	eff := Effects{Writes: i.writes, Outputs: i.outs}
+	bud.left -= i.spent // the alloc and the process call share the budget
+	err = i.callPayload(ctx, phaseProcess, abi.ExportProcess, i.fnProcess, ptr, size, bud)
+	eff := Effects{Writes: i.writes, Outputs: i.outs, Fuel: i.spent}
 	i.endCall()
 	if err != nil {
 		return Effects{}, err
@@ -340,10 +370,10 @@ func (i *Instance) endCall() {
 // place asks the guest for n bytes (wasmstream_alloc) and returns the region as a view. Any
 // failure breaks the instance (a guest whose allocator fails is replaced like a trapped one) and is
 // returned as a *CallError naming export, the call the payload is for.
-func (i *Instance) place(ctx context.Context, export string, n int) (uint32, []byte, error) {
+func (i *Instance) place(ctx context.Context, export string, n int, b budget) (uint32, []byte, error) {
 	i.failMsg = ""
 	i.stack[0] = uint64(uint32(n))
-	if err := i.call(ctx, phaseStart, abi.ExportAlloc, i.fnAlloc, i.stack[:1]); err != nil {
+	if err := i.call(ctx, phaseStart, abi.ExportAlloc, i.fnAlloc, i.stack[:1], b); err != nil {
 		return 0, nil, err
 	}
 	ptr := uint32(i.stack[0])
@@ -364,9 +394,9 @@ func (i *Instance) place(ctx context.Context, export string, n int) (uint32, []b
 }
 
 // callPayload calls init or process with a payload placed by place and interprets the status.
-func (i *Instance) callPayload(ctx context.Context, ph phase, export string, fn api.Function, ptr uint32, n int) error {
+func (i *Instance) callPayload(ctx context.Context, ph phase, export string, fn api.Function, ptr uint32, n int, b budget) error {
 	i.stack[0], i.stack[1] = uint64(ptr), uint64(uint32(n))
-	if err := i.call(ctx, ph, export, fn, i.stack[:2]); err != nil {
+	if err := i.call(ctx, ph, export, fn, i.stack[:2], b); err != nil {
 		return err
 	}
 	if rc := int32(uint32(i.stack[0])); rc != 0 {
@@ -378,16 +408,53 @@ func (i *Instance) callPayload(ctx context.Context, ph phase, export string, fn 
 	return nil
 }
 
+// budget is the fuel one call may spend.
+type budget struct {
+	units     int64 // the budget, as the error reports it
+	left      int64 // what the counter is set to: units minus what earlier calls sharing it spent
+	perRecord int64 // 0 for a start-up call
+	records   int
+}
+
+// initBudget is the budget of a start-up call.
+func (i *Instance) initBudget() budget { return budget{units: i.lim.InitFuel, left: i.lim.InitFuel} }
+
+// processBudget is the budget of a Process over n records: FuelPerRecord × max(n, 1), saturating.
+func (i *Instance) processBudget(n int) budget {
+	per := i.lim.FuelPerRecord
+	units := per
+	if n > 1 {
+		if per > math.MaxInt64/int64(n) {
+			units = math.MaxInt64
+		} else {
+			units = per * int64(n)
+		}
+	}
+	return budget{units: units, left: units, perRecord: per, records: n}
+}
+
 // call is the one place the host enters the guest. A call that does not return normally breaks the
 // instance and becomes a *CallError with Trap set.
 //
-// CPU bound seam: there is none yet (a looping guest is never stopped; WithCloseOnContextDone is
-// deliberately not used, see DESIGN S21). Fuel metering will set the call's budget here, before
-// CallWithStack, and classify a trap caused by exhausted fuel here, after it.
-func (i *Instance) call(ctx context.Context, ph phase, export string, fn api.Function, stack []uint64) error {
+// The CPU bound is set here: with a metered module, the fuel counter is set to the call's budget
+// before the call and read after it; a trap with a negative counter is the module's own trap on
+// exhausted fuel (package fuel) and becomes a *FuelError. WithCloseOnContextDone is deliberately not
+// used (DESIGN S21).
+func (i *Instance) call(ctx context.Context, ph phase, export string, fn api.Function, stack []uint64, b budget) error {
+	if i.fuel != nil {
+		i.fuel.Set(uint64(b.left))
+	}
 	i.phase, i.cctx.Context = ph, ctx
 	err := fn.CallWithStack(&i.cctx, stack)
 	i.phase, i.cctx.Context = phaseIdle, context.Background()
+	if i.fuel != nil {
+		left := int64(i.fuel.Get())
+		i.spent += b.left - left
+		if err != nil && left < 0 {
+			i.spent = b.units
+			err = &FuelError{Budget: b.units, PerRecord: b.perRecord, Records: b.records}
+		}
+	}
 	if err != nil {
 		i.broken = true
 		return &CallError{Task: i.task, Func: export, Trap: true, GuestMessage: i.failMsg, Err: err}

@@ -14,6 +14,11 @@ const (
 	DefaultMaxOutputsPerCall = 65536
 	DefaultMaxWritesPerCall  = 65536
 	DefaultMaxLogBytes       = 4 << 10
+	DefaultFuelPerRecord     = 100_000_000   // ~20–200 ms of guest CPU, see Limits.FuelPerRecord
+	DefaultInitFuel          = 1_000_000_000 // a standard Go guest's start-up spends ~10^6
+
+	// NoFuel, as Limits.FuelPerRecord, disables fuel metering.
+	NoFuel = -1
 
 	// maxPages is the most pages a 32-bit wasm memory can have (4 GiB).
 	maxPages = 65536
@@ -23,7 +28,7 @@ const (
 // default; negative values are invalid. Limits are fixed at Compile and shared by every Instance
 // of the Module.
 //
-// There is no CPU bound yet: see "CPU time" in the package documentation.
+// The CPU bound is fuel: see "CPU time" in the package documentation.
 type Limits struct {
 	// MaxMemoryPages caps each instance's linear memory, in 64 KiB pages (default 1024 = 64 MiB,
 	// at most 65536). A module whose declared minimum is larger is refused; memory.grow past it
@@ -43,7 +48,22 @@ type Limits struct {
 	// MaxLogBytes truncates each log message, fail message and captured stdout/stderr line
 	// (default 4 KiB). Truncation is not an error.
 	MaxLogBytes int
+	// FuelPerRecord is the CPU budget of a wasmstream_process call per record it carries, in
+	// fuel units (an upper bound of the wasm instructions executed, close for Rust and C,
+	// several times coarser for standard Go; see package fuel for how they are counted):
+	// a call over n records may spend n × FuelPerRecord (saturating), its wasmstream_alloc
+	// and wasmstream_process calls together. A call that exceeds it stops with a
+	// *FuelError and breaks the instance. Default DefaultFuelPerRecord (10^8). NoFuel (-1)
+	// disables metering: the module runs unmodified and nothing bounds the CPU time of a call.
+	FuelPerRecord int64
+	// InitFuel is the budget of each start-up call: the start function, _initialize,
+	// wasmstream_abi_version, wasmstream_init and the alloc for its payload. Default
+	// DefaultInitFuel (10^9). Ignored when FuelPerRecord is NoFuel.
+	InitFuel int64
 }
+
+// metered reports whether modules compiled under l are fuel-metered.
+func (l Limits) metered() bool { return l.FuelPerRecord != NoFuel }
 
 // Validate reports every invalid field at once.
 func (l Limits) Validate() error {
@@ -66,6 +86,12 @@ func (l Limits) Validate() error {
 			errs = append(errs, fmt.Errorf("modrt: limits: %s is negative (%d)", f.name, f.v))
 		}
 	}
+	if l.FuelPerRecord < NoFuel {
+		errs = append(errs, fmt.Errorf("modrt: limits: FuelPerRecord is %d; want > 0, 0 for the default or %d to disable metering", l.FuelPerRecord, NoFuel))
+	}
+	if l.InitFuel < 0 {
+		errs = append(errs, fmt.Errorf("modrt: limits: InitFuel is negative (%d)", l.InitFuel))
+	}
 	return errors.Join(errs...)
 }
 
@@ -85,5 +111,11 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxOutputsPerCall, DefaultMaxOutputsPerCall)
 	def(&l.MaxWritesPerCall, DefaultMaxWritesPerCall)
 	def(&l.MaxLogBytes, DefaultMaxLogBytes)
+	if l.FuelPerRecord == 0 {
+		l.FuelPerRecord = DefaultFuelPerRecord
+	}
+	if l.InitFuel == 0 {
+		l.InitFuel = DefaultInitFuel
+	}
 	return l
 }

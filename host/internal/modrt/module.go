@@ -11,6 +11,7 @@ import (
 	"github.com/tetratelabs/wazero"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/fuel"
 )
 
 // Module is a compiled and validated task module. Instances are made from it with Instantiate.
@@ -20,6 +21,8 @@ type Module struct {
 	compiled wazero.CompiledModule
 	info     ModuleInfo
 	lim      Limits
+	metered  bool // the module was rewritten by package fuel
+	start    bool // metered, and its start function is exported as fuel.StartExport
 
 	mu     sync.Mutex
 	closed bool
@@ -39,6 +42,12 @@ type ModuleInfo struct {
 	Imports []string
 	// Exports lists every export name, in binary order.
 	Exports []string
+	// Metered is true when the module runs fuel-metered (Limits.FuelPerRecord is not NoFuel).
+	Metered bool
+	// StartupFuel is the fuel the trial instance's start-up spent (start function, _initialize,
+	// wasmstream_abi_version; wasmstream_init is not run by Compile): a guide for InitFuel.
+	// 0 when not Metered.
+	StartupFuel int64
 }
 
 // signatures of the guest exports (ABI §3).
@@ -72,7 +81,10 @@ var requiredExports = []struct {
 //     a WASI function, and nothing is imported from any other module;
 //   - each memory's declared minimum is within lim.MaxMemoryPages ("memory minimum 2000 pages
 //     exceeds the limit of 1024");
-//   - a trial instance runs _initialize (if exported) without trapping and its
+//   - unless lim.FuelPerRecord is NoFuel, the module can be fuel-metered (package fuel rewrites
+//     it before it is compiled; "cannot be fuel-metered: … unsupported opcode 0x06");
+//   - a trial instance runs its start function and _initialize (if any) without trapping and
+//     within lim.InitFuel ("start function stopped: call exceeded its CPU budget of …"), and its
 //     wasmstream_abi_version is compatible with this host ("declares ABI 1.0; this host speaks 0.1").
 //
 // Invalid limits are reported by Limits.Validate's error instead. Compile is safe for concurrent
@@ -93,7 +105,22 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte, lim Limits) (*Module
 	if problems := checkShape(shape, eng, lim); len(problems) > 0 {
 		return nil, moduleErr(nil, problems...)
 	}
-	compiled, err := eng.rt.CompileModule(ctx, wasm)
+	code := wasm
+	var metered fuel.Result
+	if lim.metered() {
+		if metered, err = fuel.Instrument(wasm, fuel.Options{Initial: lim.InitFuel}); err != nil {
+			var fe *fuel.Error
+			switch {
+			case errors.As(err, &fe) && fe.Unsupported:
+				return nil, moduleErr(err, "cannot be fuel-metered: "+fe.Detail())
+			case errors.As(err, &fe):
+				return nil, moduleErr(err, "invalid wasm binary: "+fe.Detail())
+			}
+			return nil, moduleErr(err, "invalid wasm binary: "+err.Error())
+		}
+		code = metered.Wasm
+	}
+	compiled, err := eng.rt.CompileModule(ctx, code)
 	if err != nil {
 		return nil, moduleErr(err, "invalid wasm binary: "+err.Error())
 	}
@@ -102,6 +129,8 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte, lim Limits) (*Module
 		eng:      eng,
 		compiled: compiled,
 		lim:      lim,
+		metered:  lim.metered(),
+		start:    metered.Start,
 		info:     ModuleInfo{Size: len(wasm), SHA256: hex.EncodeToString(sum[:])},
 	}
 	for _, im := range shape.imports {
@@ -121,11 +150,17 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte, lim Limits) (*Module
 		}
 		var ce *CallError
 		if errors.As(err, &ce) {
-			return nil, moduleErr(err, fmt.Sprintf("%s trapped: %v", ce.Func, ce.Err))
+			verb := "trapped"
+			if errors.Is(ce.Err, ErrFuelExhausted) {
+				verb = "stopped"
+			}
+			return nil, moduleErr(err, fmt.Sprintf("%s %s: %v", ce.Func, verb, ce.Err))
 		}
 		return nil, moduleErr(err, "cannot be instantiated: "+err.Error())
 	}
 	m.info.ABIVersion = trial.abiVers
+	m.info.Metered = m.metered
+	m.info.StartupFuel = trial.spent
 	_ = trial.Close(ctx)
 	return m, nil
 }

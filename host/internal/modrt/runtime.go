@@ -26,6 +26,10 @@ type RuntimeConfig struct {
 	// Logger receives the runtime's own messages and the output of trial instances made by
 	// Compile. nil discards them.
 	Logger *slog.Logger
+
+	// closeOnContextDone turns on wazero's interruption of a running guest when the call's
+	// context is done. Benchmarks only: it is what fuel metering is measured against.
+	closeOnContextDone bool
 }
 
 // Runtime compiles modules and holds what their instances share: the compiled code, the WASI
@@ -35,8 +39,9 @@ type RuntimeConfig struct {
 // per distinct Limits.MaxMemoryPages it has seen (in practice one), all sharing one compilation
 // engine and cache.
 type Runtime struct {
-	cache  wazero.CompilationCache
-	logger *slog.Logger
+	cache     wazero.CompilationCache
+	logger    *slog.Logger
+	interrupt bool // RuntimeConfig.closeOnContextDone
 
 	mu      sync.Mutex
 	closed  bool
@@ -68,7 +73,7 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	r := &Runtime{cache: cache, logger: logger, engines: map[uint32]*engine{}}
+	r := &Runtime{cache: cache, logger: logger, interrupt: cfg.closeOnContextDone, engines: map[uint32]*engine{}}
 	// Create the engine for the default limit now, so a broken environment fails here.
 	if _, err := r.engine(ctx, DefaultMaxMemoryPages); err != nil {
 		_ = r.Close(ctx)
@@ -91,7 +96,7 @@ func (r *Runtime) engine(ctx context.Context, pages uint32) (*engine, error) {
 	rc := wazero.NewRuntimeConfig().
 		WithCompilationCache(r.cache).
 		WithMemoryLimitPages(pages).
-		WithCloseOnContextDone(false) // never: it makes guest loops ~33× slower (DESIGN S21)
+		WithCloseOnContextDone(r.interrupt) // off but in benchmarks: it makes guest loops ~33× slower (DESIGN S21)
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 		_ = rt.Close(ctx)

@@ -1,0 +1,586 @@
+package fuel
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Names of the exports Instrument adds. They contain a dot, which no ABI export has; a module
+// that already exports either name is refused.
+const (
+	// GlobalExport is the fuel counter, a mutable i64 global.
+	GlobalExport = "wasmstream.fuel"
+	// StartExport is the module's start function, when it has one: () -> ().
+	StartExport = "wasmstream.start"
+)
+
+// Options configure Instrument.
+type Options struct {
+	// Initial is the counter's value when an instance is created. With the start section moved
+	// to StartExport nothing runs before the host sets the counter, so this only matters to a
+	// host that runs the module without setting it.
+	Initial int64
+}
+
+// Result is a metered module.
+type Result struct {
+	// Wasm is the rewritten binary.
+	Wasm []byte
+	// Start is true when the module had a start function, now exported as StartExport: the
+	// host must call it once, before any other export, as instantiation would have.
+	Start bool
+	// Functions counts the functions metered, Loops their loops, and Points the charges inserted
+	// besides function entries (loop headers, br_table targets, backward jumps of dispatch loops).
+	Functions, Loops, Points int
+}
+
+// Error is returned by Instrument when a module cannot be metered: it is malformed, or uses an
+// instruction the rewriter does not know.
+type Error struct {
+	// Offset is the byte offset in the original binary where the problem was found.
+	Offset int
+	// Func is the index of the function whose body is at fault, or -1.
+	Func int
+	// Reason says what is wrong, e.g. "unsupported opcode 0x06 (exception handling)".
+	Reason string
+	// Unsupported is true when the module may be valid WebAssembly but cannot be metered: it
+	// uses exception handling or typed function references, or exports a reserved name.
+	// Otherwise the binary is malformed.
+	Unsupported bool
+}
+
+func (e *Error) Error() string { return "fuel: " + e.Detail() }
+
+// Detail is the error without the package prefix: where, then what.
+func (e *Error) Detail() string {
+	if e.Func >= 0 {
+		return fmt.Sprintf("function %d at offset 0x%x: %s", e.Func, e.Offset, e.Reason)
+	}
+	if e.Offset > 0 {
+		return fmt.Sprintf("at offset 0x%x: %s", e.Offset, e.Reason)
+	}
+	return e.Reason
+}
+
+// errUnsupported marks a valid construct the rewriter cannot meter.
+type errUnsupported struct{ msg string }
+
+func (e errUnsupported) Error() string { return e.msg }
+
+var errTruncated = errors.New("unexpected end of binary")
+
+// Section ids.
+const (
+	secCustom    = 0
+	secType      = 1
+	secImport    = 2
+	secFunction  = 3
+	secTable     = 4
+	secMemory    = 5
+	secGlobal    = 6
+	secExport    = 7
+	secStart     = 8
+	secElement   = 9
+	secCode      = 10
+	secData      = 11
+	secDataCount = 12
+	secTag       = 13
+)
+
+// rank is the order in which non-custom sections must appear.
+func rank(id byte) int {
+	switch id {
+	case secType:
+		return 1
+	case secImport:
+		return 2
+	case secFunction:
+		return 3
+	case secTable:
+		return 4
+	case secMemory:
+		return 5
+	case secTag:
+		return 6
+	case secGlobal:
+		return 7
+	case secExport:
+		return 8
+	case secStart:
+		return 9
+	case secElement:
+		return 10
+	case secDataCount:
+		return 11
+	case secCode:
+		return 12
+	case secData:
+		return 13
+	}
+	return 100
+}
+
+type section struct {
+	id   byte
+	off  int // offset of the body in the binary
+	body []byte
+}
+
+// module is what Instrument needs to know about the input.
+type module struct {
+	sections      []section
+	typeParams    []int // number of params of each type
+	funcTypes     []uint32
+	importedFuncs int
+	globals       int // imported and defined
+	exportNames   []string
+	start         int64 // -1 when none
+}
+
+// Instrument returns a copy of wasm that meters its own execution (see the package
+// documentation). wasm is not modified. An *Error says why a module cannot be metered;
+// Instrument does not fully validate the module — the runtime does, after rewriting.
+func Instrument(wasm []byte, opt Options) (Result, error) {
+	m, err := parse(wasm)
+	if err != nil {
+		return Result{}, err
+	}
+	for _, n := range m.exportNames {
+		if n == GlobalExport || n == StartExport {
+			return Result{}, &Error{Func: -1, Unsupported: true,
+				Reason: fmt.Sprintf("the module exports %q, a name reserved for fuel metering", n)}
+		}
+	}
+	gidx := uint32(m.globals)
+	res := Result{Start: m.start >= 0}
+	out := make([]byte, 0, len(wasm)+len(wasm)/8+64)
+	out = append(out, wasm[:8]...)
+	globalDone, exportDone := false, false
+	emitGlobal := func(old []byte) error {
+		var body []byte
+		if old == nil {
+			body = appendU32(body, 1)
+		} else {
+			r := &reader{b: old}
+			n, err := r.u32()
+			if err != nil {
+				return err
+			}
+			body = appendU32(body, n+1)
+			body = append(body, r.b...)
+		}
+		body = append(body, 0x7e, 0x01, 0x42) // i64, mutable, i64.const
+		body = appendS64(body, opt.Initial)
+		body = append(body, 0x0b)
+		out = appendSection(out, secGlobal, body)
+		globalDone = true
+		return nil
+	}
+	emitExport := func(old []byte) error {
+		var body []byte
+		extra := uint32(1)
+		if m.start >= 0 {
+			extra = 2
+		}
+		if old == nil {
+			body = appendU32(body, extra)
+		} else {
+			r := &reader{b: old}
+			n, err := r.u32()
+			if err != nil {
+				return err
+			}
+			body = appendU32(body, n+extra)
+			body = append(body, r.b...)
+		}
+		body = appendName(body, GlobalExport)
+		body = append(body, 0x03)
+		body = appendU32(body, gidx)
+		if m.start >= 0 {
+			body = appendName(body, StartExport)
+			body = append(body, 0x00)
+			body = appendU32(body, uint32(m.start))
+		}
+		out = appendSection(out, secExport, body)
+		exportDone = true
+		return nil
+	}
+	for _, s := range m.sections {
+		if s.id == secCustom {
+			if name, _ := (&reader{b: s.body}).name(); strings.HasPrefix(name, ".debug_") {
+				continue
+			}
+			out = appendSection(out, s.id, s.body)
+			continue
+		}
+		if !globalDone && rank(s.id) > rank(secGlobal) {
+			if err := emitGlobal(nil); err != nil {
+				return Result{}, err
+			}
+		}
+		if !exportDone && rank(s.id) > rank(secExport) {
+			if err := emitExport(nil); err != nil {
+				return Result{}, err
+			}
+		}
+		var err error
+		switch s.id {
+		case secGlobal:
+			err = emitGlobal(s.body)
+		case secExport:
+			err = emitExport(s.body)
+		case secStart:
+			// Moved to StartExport.
+		case secCode:
+			var body []byte
+			body, err = instrumentCode(m, s, gidx, &res)
+			if err == nil {
+				out = appendSection(out, secCode, body)
+			}
+		default:
+			out = appendSection(out, s.id, s.body)
+		}
+		if err != nil {
+			return Result{}, wrapErr(err, s.off, -1)
+		}
+	}
+	if !globalDone {
+		if err := emitGlobal(nil); err != nil {
+			return Result{}, err
+		}
+	}
+	if !exportDone {
+		if err := emitExport(nil); err != nil {
+			return Result{}, err
+		}
+	}
+	res.Wasm = out
+	return res, nil
+}
+
+func wrapErr(err error, off, fn int) error {
+	var e *Error
+	if errors.As(err, &e) {
+		return e
+	}
+	var u errUnsupported
+	return &Error{Offset: off, Func: fn, Reason: err.Error(), Unsupported: errors.As(err, &u)}
+}
+
+// parse splits the binary into sections and reads the indices Instrument needs.
+func parse(wasm []byte) (*module, error) {
+	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" || wasm[4] != 1 || wasm[5] != 0 || wasm[6] != 0 || wasm[7] != 0 {
+		return nil, &Error{Func: -1, Reason: "not a WebAssembly 1.0 binary"}
+	}
+	m := &module{start: -1}
+	r := &reader{b: wasm[8:], base: 8}
+	last := 0
+	for len(r.b) > 0 {
+		id, _ := r.byte()
+		size, err := r.u32()
+		if err != nil {
+			return nil, wrapErr(err, r.pos(), -1)
+		}
+		off := r.pos()
+		body, err := r.take(int(size))
+		if err != nil {
+			return nil, &Error{Offset: off, Func: -1, Reason: fmt.Sprintf("section %d runs past the end of the binary", id)}
+		}
+		if id != secCustom {
+			if rk := rank(id); rk == 100 {
+				return nil, &Error{Offset: off, Func: -1, Reason: fmt.Sprintf("unknown section id %d", id)}
+			} else if rk <= last {
+				return nil, &Error{Offset: off, Func: -1, Reason: fmt.Sprintf("section %d out of order", id)}
+			} else {
+				last = rk
+			}
+		}
+		m.sections = append(m.sections, section{id: id, off: off, body: body})
+		sr := &reader{b: body, base: off}
+		switch id {
+		case secType:
+			err = m.parseTypes(sr)
+		case secImport:
+			err = m.parseImports(sr)
+		case secFunction:
+			err = m.parseFunctions(sr)
+		case secGlobal:
+			var n uint32
+			n, err = sr.u32()
+			m.globals += int(n)
+		case secExport:
+			err = m.parseExports(sr)
+		case secStart:
+			var f uint32
+			f, err = sr.u32()
+			m.start = int64(f)
+		}
+		if err == nil && id != secCustom && id != secGlobal && id != secCode && id < secData && id != secTable &&
+			id != secMemory && id != secElement && len(sr.b) != 0 {
+			err = fmt.Errorf("section %d has %d bytes after its entries", id, len(sr.b))
+		}
+		if err != nil {
+			return nil, wrapErr(err, sr.pos(), -1)
+		}
+	}
+	return m, nil
+}
+
+func (m *module) parseTypes(r *reader) error {
+	n, err := r.u32()
+	if err != nil {
+		return err
+	}
+	for i := uint32(0); i < n; i++ {
+		form, err := r.byte()
+		if err != nil {
+			return err
+		}
+		if form != 0x60 {
+			return fmt.Errorf("unsupported type form 0x%02x", form)
+		}
+		np, err := r.u32()
+		if err != nil {
+			return err
+		}
+		if _, err := r.take(int(np)); err != nil {
+			return err
+		}
+		nr, err := r.u32()
+		if err != nil {
+			return err
+		}
+		if _, err := r.take(int(nr)); err != nil {
+			return err
+		}
+		m.typeParams = append(m.typeParams, int(np))
+	}
+	return nil
+}
+
+func (m *module) parseImports(r *reader) error {
+	n, err := r.u32()
+	if err != nil {
+		return err
+	}
+	for i := uint32(0); i < n; i++ {
+		if _, err := r.name(); err != nil {
+			return err
+		}
+		if _, err := r.name(); err != nil {
+			return err
+		}
+		kind, err := r.byte()
+		if err != nil {
+			return err
+		}
+		switch kind {
+		case 0: // function
+			t, err := r.u32()
+			if err != nil {
+				return err
+			}
+			m.funcTypes = append(m.funcTypes, t)
+			m.importedFuncs++
+		case 1: // table: reftype, limits
+			if _, err := r.byte(); err != nil {
+				return err
+			}
+			if err := r.limits(); err != nil {
+				return err
+			}
+		case 2: // memory
+			if err := r.limits(); err != nil {
+				return err
+			}
+		case 3: // global: valtype, mutability
+			if _, err := r.take(2); err != nil {
+				return err
+			}
+			m.globals++
+		case 4: // tag
+			if _, err := r.byte(); err != nil {
+				return err
+			}
+			if _, err := r.u32(); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("unknown import kind %d", kind)
+		}
+	}
+	return nil
+}
+
+func (m *module) parseFunctions(r *reader) error {
+	n, err := r.u32()
+	if err != nil {
+		return err
+	}
+	for i := uint32(0); i < n; i++ {
+		t, err := r.u32()
+		if err != nil {
+			return err
+		}
+		m.funcTypes = append(m.funcTypes, t)
+	}
+	return nil
+}
+
+func (m *module) parseExports(r *reader) error {
+	n, err := r.u32()
+	if err != nil {
+		return err
+	}
+	for i := uint32(0); i < n; i++ {
+		name, err := r.name()
+		if err != nil {
+			return err
+		}
+		if _, err := r.byte(); err != nil {
+			return err
+		}
+		if _, err := r.u32(); err != nil {
+			return err
+		}
+		m.exportNames = append(m.exportNames, name)
+	}
+	return nil
+}
+
+// ---- binary reading and writing ----
+
+type reader struct {
+	b    []byte
+	base int // offset of the original b[0] in the binary
+	read int // bytes consumed
+}
+
+func (r *reader) pos() int { return r.base + r.read }
+
+func (r *reader) byte() (byte, error) {
+	if len(r.b) == 0 {
+		return 0, errTruncated
+	}
+	c := r.b[0]
+	r.b = r.b[1:]
+	r.read++
+	return c, nil
+}
+
+func (r *reader) take(n int) ([]byte, error) {
+	if n < 0 || n > len(r.b) {
+		return nil, errTruncated
+	}
+	p := r.b[:n]
+	r.b = r.b[n:]
+	r.read += n
+	return p, nil
+}
+
+// uleb reads an unsigned LEB128 of at most bits bits.
+func (r *reader) uleb(bits uint) (uint64, error) {
+	var v uint64
+	for shift := uint(0); ; shift += 7 {
+		c, err := r.byte()
+		if err != nil {
+			return 0, err
+		}
+		if shift >= bits || (shift+7 > bits && uint64(c&0x7f)>>(bits-shift) != 0) {
+			return 0, errors.New("integer too large")
+		}
+		v |= uint64(c&0x7f) << shift
+		if c&0x80 == 0 {
+			return v, nil
+		}
+	}
+}
+
+// sleb skips a signed LEB128 of at most bits bits and returns its value.
+func (r *reader) sleb(bits uint) (int64, error) {
+	var v int64
+	for shift := uint(0); ; shift += 7 {
+		c, err := r.byte()
+		if err != nil {
+			return 0, err
+		}
+		if shift >= bits {
+			return 0, errors.New("integer too large")
+		}
+		v |= int64(c&0x7f) << shift
+		if c&0x80 == 0 {
+			if shift+7 < 64 && c&0x40 != 0 {
+				v |= -1 << (shift + 7)
+			}
+			return v, nil
+		}
+	}
+}
+
+func (r *reader) u32() (uint32, error) {
+	v, err := r.uleb(32)
+	return uint32(v), err
+}
+
+func (r *reader) name() (string, error) {
+	n, err := r.u32()
+	if err != nil {
+		return "", err
+	}
+	p, err := r.take(int(n))
+	return string(p), err
+}
+
+func (r *reader) limits() error {
+	flags, err := r.byte()
+	if err != nil {
+		return err
+	}
+	bits := uint(32)
+	if flags&4 != 0 {
+		bits = 64
+	}
+	if _, err := r.uleb(bits); err != nil {
+		return err
+	}
+	if flags&1 != 0 {
+		if _, err := r.uleb(bits); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func appendU32(b []byte, v uint32) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if v == 0 {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
+
+func appendS64(b []byte, v int64) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
+}
+
+func appendName(b []byte, s string) []byte {
+	b = appendU32(b, uint32(len(s)))
+	return append(b, s...)
+}
+
+func appendSection(b []byte, id byte, body []byte) []byte {
+	b = append(b, id)
+	b = appendU32(b, uint32(len(body)))
+	return append(b, body...)
+}
