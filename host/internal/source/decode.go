@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/wasmstream/wasmstream/abi"
 	"strconv"
 )
 
@@ -24,6 +25,7 @@ type Decoded struct {
 	Value     []byte
 	Timestamp int64
 	Fields    map[string]json.RawMessage // JSON lines only, for sequencing by field
+	Headers   []abi.Header               // Kafka records only
 }
 
 // ErrMalformed wraps every decoding failure.

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wasmstream/wasmstream/host"
+)
+
+// newDevCommand builds `wasmstream dev`: the tasks against an embedded development broker, or
+// the broker alone.
+func newDevCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
+	cf := configFlags{embedded: true}
+	var brokerOnly bool
+	var port, partitions int
+	var dir string
+	var topics []string
+	cmd := &cobra.Command{
+		Use:   "dev",
+		Short: "Run the tasks against an embedded Kafka broker (or run the broker alone)",
+		Long: `Dev starts an in-process Kafka-protocol broker on a loopback port (9092 by default), creates
+every topic the configuration names (4 partitions each), and runs the tasks against it, exactly
+as run does with kafka.brokers pointing there. Its records and group offsets are kept in a
+directory (kafka.embedded.dir, default <data_dir>/kafka), so they survive a restart. Any Kafka
+client can talk to it meanwhile, e.g. kcat -b 127.0.0.1:9092.
+
+With --broker-only it starts just the broker (with the topics given by --topic) and serves
+until SIGINT or SIGTERM.
+
+` + configHelp,
+		Example: `  wasmstream dev -c kafka.yaml
+  wasmstream dev --broker-only --topic words --topic counts --dir data/kafka
+  kcat -b 127.0.0.1:9092 -P -t words -K: <<< 'alice:hello world'`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if brokerOnly {
+				b, err := host.StartDevBroker(dir, port, partitions, topics)
+				if err != nil {
+					return failure(err)
+				}
+				fmt.Fprintf(stdout, "broker listening on %v (data in %s); topics %v\n", b.Addrs(), dir, topics)
+				<-cmd.Context().Done()
+				b.Close()
+				return nil
+			}
+			s, err := cf.load(cmd.Flags())
+			if err != nil {
+				return exitFor(err)
+			}
+			e := &s.Host.Kafka.Embedded
+			e.Enable = true
+			if cmd.Flags().Changed("port") {
+				e.Port = port
+			}
+			if cmd.Flags().Changed("partitions") {
+				e.Partitions = partitions
+			}
+			if cmd.Flags().Changed("dir") {
+				e.Dir = dir
+			}
+			return runHost(cmd.Context(), s, false, stdin, stdout, stderr)
+		},
+	}
+	addConfigFlags(cmd.Flags(), &cf)
+	cmd.Flags().BoolVar(&brokerOnly, "broker-only", false, "run only the broker, until interrupted")
+	cmd.Flags().IntVar(&port, "port", 9092, "the broker's loopback port")
+	cmd.Flags().IntVar(&partitions, "partitions", 4, "partitions of the topics it creates")
+	cmd.Flags().StringVar(&dir, "dir", "data/kafka", "where the broker keeps its data")
+	cmd.Flags().StringSliceVar(&topics, "topic", nil, "a topic to create (with --broker-only; repeatable)")
+	return cmd
+}

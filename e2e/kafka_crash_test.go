@@ -1,0 +1,187 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+)
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// startBroker runs `wasmstream dev --broker-only` as its own process, so that it outlives the
+// hosts the test kills.
+func startBroker(t *testing.T, bin, dir string, port int, topics ...string) {
+	t.Helper()
+	args := []string{"dev", "--broker-only", "--dir", dir, "--port", strconv.Itoa(port)}
+	for _, tp := range topics {
+		args = append(args, "--topic", tp)
+	}
+	cmd := exec.Command(bin, args...)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGINT)
+		cmd.Wait()
+	})
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.Contains(line, "listening") {
+		t.Fatalf("broker did not start: %q %v", line, err)
+	}
+}
+
+// TestKafkaCrashExactState kills a real wasmstream process consuming from a broker in another
+// process with SIGKILL at random moments, at least 10 times, and checks that the final state is
+// exact and no output was lost; it reports the duplicates.
+func TestKafkaCrashExactState(t *testing.T) {
+	bin := guestbuild.Binary(t)
+	module := guestbuild.Go(t, "wordcount")
+	dir := t.TempDir()
+	port := freePort(t)
+	startBroker(t, bin, filepath.Join(dir, "broker"), port, "words", "counts")
+	brokers := "127.0.0.1:" + strconv.Itoa(port)
+
+	// The input: keyed text records, produced once up front.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	const records = 60_000
+	rng := rand.New(rand.NewPCG(3, 4))
+	want := wordcountExpect{}
+	var batch []*kgo.Record
+	for i := 0; i < records; i++ {
+		user := fmt.Sprintf("user%03d", rng.IntN(300))
+		text := fmt.Sprintf("w%02d w%02d", rng.IntN(40), rng.IntN(40))
+		want.add(user, text)
+		batch = append(batch, &kgo.Record{Topic: "words", Key: []byte(user), Value: []byte(text)})
+		if len(batch) == 5000 {
+			if err := cl.ProduceSync(context.Background(), batch...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			batch = batch[:0]
+		}
+	}
+	cfg := filepath.Join(dir, "wasmstream.yaml")
+	os.WriteFile(cfg, []byte(fmt.Sprintf(`data_dir: %s
+checkpoint_interval: 100ms
+kafka:
+  brokers: [%s]
+  session_timeout: 6s
+tasks:
+  - name: wc
+    module: %s
+    workers: 2
+    inputs:
+      - name: words
+        type: kafka
+        topics: [words]
+    output:
+      type: kafka
+      topic: counts
+`, filepath.Join(dir, "data"), brokers, module)), 0o644)
+
+	kills := 0
+	for kills < 10 {
+		cmd := exec.Command(bin, "run", "-c", cfg, "--log-level", "warn")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond)
+		cmd.Process.Signal(syscall.SIGKILL)
+		cmd.Wait()
+		kills++
+	}
+	// The last run goes until every output is there, then stops cleanly.
+	cmd := exec.Command(bin, "run", "-c", cfg, "--log-level", "info")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	outputs, dups := consumeCounts(t, brokers, want, 3*time.Minute, func() string { return stderr.String() })
+	cmd.Process.Signal(syscall.SIGINT)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("last run: %v\n%s", err, stderr.String())
+	}
+	got := readState(t, filepath.Join(dir, "data"), "wc")
+	if diffs := diffState(want, got); len(diffs) > 0 {
+		t.Fatalf("state differs after %d kills:\n%s", kills, strings.Join(diffs[:min(len(diffs), 20)], "\n"))
+	}
+	t.Logf("kafka crash test: %d records, %d SIGKILLs, state exact over %d users; %d outputs, %d duplicates", records, kills, len(got), outputs, dups)
+	fmt.Printf("kafka crash test: %d SIGKILLs, %d records, state exact, %d duplicate outputs\n", kills, records, dups)
+}
+
+// consumeCounts reads the counts topic until every expected (user, word, count) output is
+// there, and returns how many outputs it read and how many were duplicates.
+func consumeCounts(t *testing.T, brokers string, want wordcountExpect, timeout time.Duration, logs func() string) (outputs, dups int) {
+	t.Helper()
+	need := 0
+	for _, ws := range want {
+		for _, n := range ws {
+			need += n
+		}
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics("counts"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	seen := map[string]bool{}
+	for len(seen) < need {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%d of %d distinct outputs arrived; the host's log:\n%s", len(seen), need, logs())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			outputs++
+			k := string(r.Key) + "/" + string(r.Value)
+			if seen[k] {
+				dups++
+			}
+			seen[k] = true
+		})
+	}
+	// Every output is one the model expects.
+	for k := range seen {
+		user, rest, _ := strings.Cut(k, "/")
+		word, count, _ := strings.Cut(rest, " ")
+		n, _ := strconv.Atoi(count)
+		if n < 1 || n > want[user][word] {
+			t.Fatalf("unexpected output %s", k)
+		}
+	}
+	return outputs, dups
+}

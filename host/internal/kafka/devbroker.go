@@ -1,0 +1,57 @@
+package kafka
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// DevBroker is the embedded development broker: an in-process Kafka-protocol cluster
+// (franz-go's kfake) on loopback, with its data kept in a directory across restarts.
+type DevBroker struct {
+	c *kfake.Cluster
+}
+
+// DevBrokerConfig configures the development broker.
+type DevBrokerConfig struct {
+	Dir        string   // where records and group offsets are kept; "" keeps them in memory
+	Port       int      // loopback port; 0 picks one
+	Partitions int32    // partitions of the topics it creates; default 4
+	Topics     []string // topics to create
+}
+
+// StartDevBroker starts the broker. Close stops it.
+func StartDevBroker(cfg DevBrokerConfig) (*DevBroker, error) {
+	if cfg.Partitions <= 0 {
+		cfg.Partitions = 4
+	}
+	opts := []kfake.Opt{
+		kfake.NumBrokers(1),
+		kfake.Ports(cfg.Port),
+		kfake.AllowAutoTopicCreation(),
+		kfake.DefaultNumPartitions(int(cfg.Partitions)),
+	}
+	if cfg.Dir != "" {
+		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+			return nil, fmt.Errorf("kafka: dev broker: %w", err)
+		}
+		// Written through the page cache, as a real broker does by default: a killed broker
+		// process loses nothing, a power loss may.
+		opts = append(opts, kfake.DataDir(cfg.Dir))
+	}
+	if len(cfg.Topics) > 0 {
+		opts = append(opts, kfake.SeedTopics(cfg.Partitions, cfg.Topics...))
+	}
+	c, err := kfake.NewCluster(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: dev broker: %w", err)
+	}
+	return &DevBroker{c: c}, nil
+}
+
+// Addrs are the broker's listen addresses (host:port).
+func (b *DevBroker) Addrs() []string { return b.c.ListenAddrs() }
+
+// Close stops the broker; with a Dir, its data stays there for the next start.
+func (b *DevBroker) Close() { b.c.Close() }

@@ -1,0 +1,16 @@
+// Package kafka is wasmstream's only door to Apache Kafka (through franz-go): a consumer-group
+// source, a producer for outputs and dead letters, and the embedded development broker.
+//
+// The Consumer runs one goroutine (Run) that polls with rebalances blocked while a poll's
+// records are being handed over (franz-go's BlockRebalanceOnPoll), so every record of a poll is
+// in the task loop's hands before any rebalance callback runs. The callbacks call the Handler
+// synchronously: Assigned decides where each new partition starts (the local checkpoint wins
+// over the group's committed offset when it is further along), Revoked returns only after the
+// task drained and checkpointed the partitions and gives the offsets to commit, which the
+// callback commits synchronously before the rebalance goes on; Lost drops the partitions
+// without committing. The Handler must not call back into the Consumer's blocking methods.
+//
+// The Producer produces asynchronously; Flush waits until every record produced so far is
+// acknowledged and returns the first delivery error since the last Flush, so a checkpoint never
+// covers an output the brokers have not got.
+package kafka

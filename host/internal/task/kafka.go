@@ -1,0 +1,398 @@
+package task
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/kafka"
+	"github.com/wasmstream/wasmstream/host/internal/positions"
+	"github.com/wasmstream/wasmstream/host/internal/source"
+	"github.com/wasmstream/wasmstream/store"
+)
+
+// KafkaInput is a task's Kafka source: one consumer-group member reading its topics.
+type KafkaInput struct {
+	Name    string // the input's name, for logs and dead letters
+	Client  kafka.Config
+	Group   string
+	Topics  []string
+	StartAt string // "earliest", "latest" or an RFC 3339 time
+	// DrainTimeout bounds how long a revoke waits for the partition's batches in flight.
+	// Default 30s.
+	DrainTimeout time.Duration
+	// SessionTimeout and RebalanceTimeout of the group; zero: the client's defaults.
+	SessionTimeout, RebalanceTimeout time.Duration
+}
+
+// kafkaSide is the loop's state for a Kafka input.
+type kafkaSide struct {
+	in       *KafkaInput
+	log      *slog.Logger
+	consumer *kafka.Consumer
+	streams  map[kafka.TopicPartition]*stream
+	fetches  chan kafka.Fetch
+	assign   chan assignReq
+	revoke   chan revokeReq
+	lost     chan lostReq
+	done     chan struct{} // closed when the loop has stopped serving requests
+	revoking []*pendingRevoke
+	final    map[kafka.TopicPartition]int64 // positions of the last checkpoint, once the loop ended
+}
+
+type assignReq struct {
+	committed map[kafka.TopicPartition]int64
+	reply     chan assignReply
+}
+
+type assignReply struct {
+	start map[kafka.TopicPartition]int64
+	err   error
+}
+
+type revokeReq struct {
+	parts []kafka.TopicPartition
+	reply chan map[kafka.TopicPartition]int64
+}
+
+type lostReq struct {
+	parts []kafka.TopicPartition
+	reply chan struct{}
+}
+
+type pendingRevoke struct {
+	streams  []*stream
+	deadline time.Time
+	reply    chan map[kafka.TopicPartition]int64
+}
+
+// kafkaHandler is the consumer's Handler: it hands each rebalance step to the loop and waits.
+type kafkaHandler struct{ k *kafkaSide }
+
+func (h kafkaHandler) Assigned(ctx context.Context, committed map[kafka.TopicPartition]int64) (map[kafka.TopicPartition]int64, error) {
+	req := assignReq{committed: committed, reply: make(chan assignReply, 1)}
+	select {
+	case h.k.assign <- req:
+	case <-h.k.done:
+		return nil, errStopped
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case r := <-req.reply:
+		return r.start, r.err
+	case <-h.k.done:
+		return nil, errStopped
+	}
+}
+
+func (h kafkaHandler) Revoked(ctx context.Context, parts []kafka.TopicPartition) map[kafka.TopicPartition]int64 {
+	req := revokeReq{parts: parts, reply: make(chan map[kafka.TopicPartition]int64, 1)}
+	select {
+	case h.k.revoke <- req:
+	case <-h.k.done:
+		return h.k.finalFor(parts)
+	}
+	select {
+	case offs := <-req.reply:
+		return offs
+	case <-h.k.done:
+		return h.k.finalFor(parts)
+	}
+}
+
+func (h kafkaHandler) Lost(ctx context.Context, parts []kafka.TopicPartition) {
+	req := lostReq{parts: parts, reply: make(chan struct{}, 1)}
+	select {
+	case h.k.lost <- req:
+	case <-h.k.done:
+		return
+	}
+	select {
+	case <-req.reply:
+	case <-h.k.done:
+	}
+}
+
+// finalFor is what a revoke after the loop ended commits: the last checkpoint's positions.
+// final is written by the loop before done is closed, so reading it after done is safe.
+func (k *kafkaSide) finalFor(parts []kafka.TopicPartition) map[kafka.TopicPartition]int64 {
+	out := map[kafka.TopicPartition]int64{}
+	for _, tp := range parts {
+		if o, ok := k.final[tp]; ok {
+			out[tp] = o
+			k.log.Info("partition revoked", "topic", tp.Topic, "partition", tp.Partition, "committed", o, "at", "shutdown")
+		} else {
+			k.log.Info("partition revoked", "topic", tp.Topic, "partition", tp.Partition, "at", "shutdown")
+		}
+	}
+	return out
+}
+
+func kafkaStreamName(tp kafka.TopicPartition) string {
+	return "kafka:" + tp.Topic + "/" + strconv.Itoa(int(tp.Partition))
+}
+
+// startKafka creates the consumer; the caller runs its poll loop.
+func (t *Task) startKafka() error {
+	in := t.cfg.Kafka
+	if in.DrainTimeout <= 0 {
+		in.DrainTimeout = 30 * time.Second
+	}
+	k := &kafkaSide{
+		in:      in,
+		log:     t.log,
+		streams: map[kafka.TopicPartition]*stream{},
+		fetches: make(chan kafka.Fetch),
+		assign:  make(chan assignReq),
+		revoke:  make(chan revokeReq),
+		lost:    make(chan lostReq),
+		done:    make(chan struct{}),
+	}
+	c, err := kafka.NewConsumer(in.Client, kafka.ConsumerConfig{
+		Group: in.Group, Topics: in.Topics, StartAt: in.StartAt, Handler: kafkaHandler{k},
+		SessionTimeout: in.SessionTimeout, RebalanceTimeout: in.RebalanceTimeout,
+	})
+	if err != nil {
+		return fmt.Errorf("input %s: %w", in.Name, err)
+	}
+	k.consumer = c
+	t.kafka = k
+	return nil
+}
+
+// onAssign opens the newly assigned partitions' streams and says where each starts: at the
+// local checkpoint, unless the group's committed offset is further along (the partition was
+// processed elsewhere meanwhile; its local state is then stale, and the changelog that would
+// bring it up to date is not there yet), or where the group starts when neither exists.
+func (t *Task) onAssign(req assignReq) {
+	start := map[kafka.TopicPartition]int64{}
+	for tp, committed := range req.committed {
+		if old := t.kafka.streams[tp]; old != nil {
+			t.dropStream(old)
+		}
+		id, err := t.cfg.Store.StreamID(t.cfg.Name, kafkaStreamName(tp))
+		if err != nil {
+			req.reply <- assignReply{err: err}
+			return
+		}
+		pos, ok, err := t.cfg.Store.Position(t.cfg.Name, id)
+		if err != nil {
+			req.reply <- assignReply{err: err}
+			return
+		}
+		st := &stream{id: id, in: &Input{Name: t.cfg.Kafka.Name}, kafka: true, tp: tp, horizon: -1, replay: -1,
+			source: []byte(tp.Topic), lastAdded: -1}
+		at := int64(-1)
+		switch {
+		case ok && committed > pos.Next:
+			t.log.Warn("the group committed further than this host's checkpoint: the partition was processed elsewhere, its local state is stale",
+				"topic", tp.Topic, "partition", tp.Partition, "committed", committed, "local", pos.Next)
+			at = committed
+			st.durable, st.horizon = pos, max(pos.Horizon, committed-1)
+		case ok:
+			at = pos.Next
+			st.durable, st.horizon, st.replay = pos, pos.Horizon, pos.Horizon
+		case committed >= 0:
+			at = committed
+		}
+		if at >= 0 {
+			st.tracker = positions.NewTracker(at)
+			start[tp] = at
+		}
+		t.streams[id] = st
+		t.order = append(t.order, st)
+		t.kafka.streams[tp] = st
+		t.sched.AddStream(id)
+		t.log.Info("partition assigned", "topic", tp.Topic, "partition", tp.Partition, "start", at, "replay_through", st.replay)
+	}
+	req.reply <- assignReply{start: start}
+}
+
+// ingestKafka admits a fetch's records, dropping those of partitions no longer assigned.
+func (t *Task) ingestKafka(f kafka.Fetch) error {
+	st := t.kafka.streams[f.TopicPartition]
+	if st == nil || st.revoking {
+		return nil
+	}
+	for i := range f.Records {
+		r := &f.Records[i]
+		if st.tracker == nil {
+			st.tracker = positions.NewTracker(r.Offset)
+		} else if r.Offset < st.tracker.Committable() || r.Offset <= st.lastAdded {
+			continue // already admitted
+		}
+		st.lastAdded = r.Offset
+		rec := source.Record{Offset: r.Offset, Raw: r.Value}
+		rec.Key, rec.Value, rec.Timestamp = r.Key, r.Value, r.Timestamp
+		for _, h := range r.Headers {
+			rec.Headers = append(rec.Headers, abi.Header{Name: h.Name, Value: h.Value})
+		}
+		if err := t.admit(st, &rec); err != nil {
+			return err
+		}
+	}
+	if q := t.sched.Stats().QueuedItems; q > t.stats.PeakQueued {
+		t.stats.PeakQueued = q
+	}
+	t.applyFlow()
+	return nil
+}
+
+// onRevoke stops the partitions (their queued records are dropped, uncommitted) and waits —
+// without blocking the loop — for their batches in flight; finishRevokes then checkpoints and
+// answers with the offsets to commit.
+func (t *Task) onRevoke(req revokeReq) {
+	pr := &pendingRevoke{deadline: t.cfg.Now().Add(t.kafka.in.DrainTimeout), reply: req.reply}
+	for _, tp := range req.parts {
+		st := t.kafka.streams[tp]
+		if st == nil {
+			continue
+		}
+		st.revoking = true
+		t.pending -= len(t.sched.RemoveStream(st.id))
+		pr.streams = append(pr.streams, st)
+	}
+	t.kafka.revoking = append(t.kafka.revoking, pr)
+}
+
+// finishRevokes completes the revokes whose partitions have drained (or whose drain timed out).
+func (t *Task) finishRevokes() error {
+	if t.kafka == nil || len(t.kafka.revoking) == 0 {
+		return nil
+	}
+	now := t.cfg.Now()
+	kept := t.kafka.revoking[:0]
+	var ready []*pendingRevoke
+	for _, pr := range t.kafka.revoking {
+		drained := true
+		for _, st := range pr.streams {
+			if st.inflight > 0 {
+				drained = false
+			}
+		}
+		if drained || now.After(pr.deadline) {
+			if !drained {
+				t.log.Warn("revoke: batches still in flight after the drain timeout; committing what completed", "timeout", t.kafka.in.DrainTimeout)
+			}
+			ready = append(ready, pr)
+		} else {
+			kept = append(kept, pr)
+		}
+	}
+	t.kafka.revoking = kept
+	if len(ready) == 0 {
+		return nil
+	}
+	err := t.checkpoint()
+	for _, pr := range ready {
+		offs := map[kafka.TopicPartition]int64{}
+		for _, st := range pr.streams {
+			if err == nil && st.durable.Next >= 0 && st.tracker != nil {
+				offs[st.tp] = st.durable.Next
+			}
+			t.dropStream(st)
+			t.log.Info("partition revoked", "topic", st.tp.Topic, "partition", st.tp.Partition, "committed", offs[st.tp])
+		}
+		pr.reply <- offs
+	}
+	return err
+}
+
+// onLost drops the partitions at once, without committing anything.
+func (t *Task) onLost(req lostReq) {
+	for _, tp := range req.parts {
+		if st := t.kafka.streams[tp]; st != nil {
+			t.pending -= len(t.sched.RemoveStream(st.id))
+			t.dropStream(st)
+			t.log.Warn("partition lost", "topic", tp.Topic, "partition", tp.Partition)
+		}
+	}
+	req.reply <- struct{}{}
+}
+
+// dropStream forgets a stream. Results of its batches still in flight are discarded when they
+// come back (finish compares streams by identity), and records it had queued are not
+// complete, so nothing of it beyond the last checkpoint is ever committed.
+func (t *Task) dropStream(st *stream) {
+	if t.streams[st.id] == st {
+		delete(t.streams, st.id)
+		t.sched.RemoveStream(st.id)
+	}
+	for i, o := range t.order {
+		if o == st {
+			t.order = append(t.order[:i], t.order[i+1:]...)
+			break
+		}
+	}
+	if t.kafka != nil && t.kafka.streams[st.tp] == st {
+		delete(t.kafka.streams, st.tp)
+	}
+}
+
+// commitKafka commits the group offsets of the positions a checkpoint just made durable.
+func (t *Task) commitKafka(positions []store.StreamPosition) {
+	if t.kafka == nil {
+		return
+	}
+	offs := map[kafka.TopicPartition]int64{}
+	for _, sp := range positions {
+		if st := t.streams[sp.Stream]; st != nil && st.kafka {
+			offs[st.tp] = sp.Position.Next
+		}
+	}
+	if len(offs) == 0 {
+		return
+	}
+	t.kafka.consumer.Commit(offs, func(err error) {
+		if err != nil {
+			t.log.Warn("committing group offsets failed; the next checkpoint commits again", "err", err)
+		}
+	})
+}
+
+// kafkaFinal records the final positions for revokes that come after the loop ended.
+func (t *Task) kafkaFinal() {
+	if t.kafka == nil {
+		return
+	}
+	t.kafka.final = map[kafka.TopicPartition]int64{}
+	for tp, st := range t.kafka.streams {
+		if st.tracker != nil {
+			t.kafka.final[tp] = st.durable.Next
+		}
+	}
+	close(t.kafka.done)
+}
+
+// The loop's Kafka channels; nil (never ready) without a Kafka input.
+func (t *Task) kafkaFetches() chan kafka.Fetch {
+	if t.kafka == nil {
+		return nil
+	}
+	return t.kafka.fetches
+}
+
+func (t *Task) kafkaAssigns() chan assignReq {
+	if t.kafka == nil {
+		return nil
+	}
+	return t.kafka.assign
+}
+
+func (t *Task) kafkaRevokes() chan revokeReq {
+	if t.kafka == nil {
+		return nil
+	}
+	return t.kafka.revoke
+}
+
+func (t *Task) kafkaLosses() chan lostReq {
+	if t.kafka == nil {
+		return nil
+	}
+	return t.kafka.lost
+}

@@ -1,0 +1,114 @@
+package task
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/wasmstream/wasmstream/host/internal/kafka"
+	"github.com/wasmstream/wasmstream/host/internal/sink"
+)
+
+// OutputSink receives a task's outputs. Flush makes everything written so far durable (a file)
+// or acknowledged (Kafka); a checkpoint calls it before committing state (S11).
+type OutputSink interface {
+	WriteOutput(name string, key, value []byte, ts int64, headers []sink.Header) error
+	Flush() error
+}
+
+// DeadLetter is a record that could not be decoded or failed on every attempt.
+type DeadLetter struct {
+	Task      string
+	Input     string // input name, or the topic for Kafka
+	Partition int32
+	Offset    int64
+	Attempts  int
+	Err       error
+	Key       []byte // nil when the record could not be decoded
+	Value     []byte // the record value, or the raw line
+}
+
+// DeadLetterSink receives dead letters; Flush as OutputSink.
+type DeadLetterSink interface {
+	WriteDeadLetter(d *DeadLetter) error
+	Flush() error
+}
+
+// FileDeadLetters writes dead letters as JSON lines:
+//
+//	{"task":…,"input":…,"partition":0,"offset":41,"line":42,"attempts":5,"error":…,"key":…,"record":…}
+type FileDeadLetters struct{ W *sink.Writer }
+
+func (f FileDeadLetters) WriteDeadLetter(d *DeadLetter) error {
+	b := []byte(`{"task":`)
+	b = sink.AppendString(b, d.Task)
+	b = append(b, `,"input":`...)
+	b = sink.AppendString(b, d.Input)
+	b = append(b, `,"partition":`...)
+	b = strconv.AppendInt(b, int64(d.Partition), 10)
+	b = append(b, `,"offset":`...)
+	b = strconv.AppendInt(b, d.Offset, 10)
+	b = append(b, `,"line":`...)
+	b = strconv.AppendInt(b, d.Offset+1, 10)
+	b = append(b, `,"attempts":`...)
+	b = strconv.AppendInt(b, int64(d.Attempts), 10)
+	b = append(b, `,"error":`...)
+	b = sink.AppendString(b, d.Err.Error())
+	if d.Key != nil {
+		b = append(b, `,"key":`...)
+		b = sink.AppendString(b, string(d.Key))
+	}
+	b = append(b, `,"record":`...)
+	b = sink.AppendString(b, string(d.Value))
+	b = append(b, '}')
+	return f.W.WriteLine(b)
+}
+
+func (f FileDeadLetters) Flush() error { return f.W.Flush() }
+
+// KafkaOutput produces outputs to topics: Topics maps an output name to its topic, Topic is
+// for every other name.
+type KafkaOutput struct {
+	P      *kafka.Producer
+	Topic  string
+	Topics map[string]string
+}
+
+func (k KafkaOutput) WriteOutput(name string, key, value []byte, ts int64, headers []sink.Header) error {
+	topic, ok := k.Topics[name]
+	if !ok {
+		topic = k.Topic
+	}
+	var hs []kafka.Header
+	for _, h := range headers {
+		hs = append(hs, kafka.Header{Name: h.Name, Value: h.Value})
+	}
+	k.P.Produce(topic, key, value, hs, ts)
+	return nil
+}
+
+func (k KafkaOutput) Flush() error { return k.P.Flush(context.Background()) }
+
+// KafkaDeadLetters produces dead letters to a topic with the original key and value, and
+// headers naming the error, the task, the source topic (or input), partition, offset and
+// attempts.
+type KafkaDeadLetters struct {
+	P     *kafka.Producer
+	Topic string
+	Now   func() int64
+}
+
+func (k KafkaDeadLetters) WriteDeadLetter(d *DeadLetter) error {
+	h := func(n, v string) kafka.Header { return kafka.Header{Name: []byte(n), Value: []byte(v)} }
+	hs := []kafka.Header{
+		h("wasmstream.error", d.Err.Error()),
+		h("wasmstream.task", d.Task),
+		h("wasmstream.source", d.Input),
+		h("wasmstream.partition", strconv.Itoa(int(d.Partition))),
+		h("wasmstream.offset", strconv.FormatInt(d.Offset, 10)),
+		h("wasmstream.attempts", strconv.Itoa(d.Attempts)),
+	}
+	k.P.Produce(k.Topic, d.Key, d.Value, hs, k.Now())
+	return nil
+}
+
+func (k KafkaDeadLetters) Flush() error { return k.P.Flush(context.Background()) }

@@ -1,0 +1,281 @@
+package host
+
+import (
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/wasmstream/wasmstream/host/internal/kafka"
+	"github.com/wasmstream/wasmstream/host/internal/sink"
+	"github.com/wasmstream/wasmstream/host/internal/task"
+)
+
+// KafkaConfig says how to reach the Kafka cluster.
+type KafkaConfig struct {
+	// Brokers are the seed brokers ("host:port"). Required for any kafka input, output or dead
+	// letter topic, unless Embedded is enabled.
+	Brokers []string
+	// ClientID names the host's clients in the brokers' logs. Default "wasmstream".
+	ClientID string
+	// TLS encrypts the connections.
+	TLS KafkaTLSConfig
+	// SASL authenticates the host.
+	SASL KafkaSASLConfig
+	// SessionTimeout and RebalanceTimeout of the consumer groups. Default: the client's (45s,
+	// 60s).
+	SessionTimeout   time.Duration
+	RebalanceTimeout time.Duration
+	// DrainTimeout bounds how long a revoked partition waits for its batches in flight before
+	// its position is committed without them. Default 30s.
+	DrainTimeout time.Duration
+	// Embedded runs an in-process development broker and points the host at it.
+	Embedded EmbeddedBrokerConfig
+}
+
+// KafkaTLSConfig enables TLS.
+type KafkaTLSConfig struct {
+	Enable             bool
+	CAFile             string // PEM bundle of the CAs to trust. Default: the system's.
+	CertFile           string // client certificate for mutual TLS
+	KeyFile            string
+	InsecureSkipVerify bool
+}
+
+// KafkaSASLConfig enables SASL authentication.
+type KafkaSASLConfig struct {
+	// Mechanism is "plain", "scram-sha-256" or "scram-sha-512". Empty: no SASL.
+	Mechanism string
+	User      string
+	Password  string
+}
+
+// EmbeddedBrokerConfig configures the development broker (`wasmstream dev`).
+type EmbeddedBrokerConfig struct {
+	// Enable starts the broker inside the host.
+	Enable bool
+	// Port is its loopback port. Default 9092.
+	Port int
+	// Dir keeps its records and group offsets across restarts. Default DataDir/kafka.
+	Dir string
+	// Partitions of the topics it creates (every topic the configuration names). Default 4.
+	Partitions int
+}
+
+func (k KafkaConfig) withDefaults(dataDir string) KafkaConfig {
+	if k.ClientID == "" {
+		k.ClientID = "wasmstream"
+	}
+	if k.DrainTimeout == 0 {
+		k.DrainTimeout = 30 * time.Second
+	}
+	if k.Embedded.Port == 0 {
+		k.Embedded.Port = 9092
+	}
+	if k.Embedded.Dir == "" {
+		k.Embedded.Dir = filepath.Join(dataDir, "kafka")
+	}
+	if k.Embedded.Partitions == 0 {
+		k.Embedded.Partitions = 4
+	}
+	return k
+}
+
+func (k KafkaConfig) client() kafka.Config {
+	return kafka.Config{
+		Brokers:  k.Brokers,
+		ClientID: k.ClientID,
+		TLS: kafka.TLSConfig{Enable: k.TLS.Enable, CAFile: k.TLS.CAFile, CertFile: k.TLS.CertFile,
+			KeyFile: k.TLS.KeyFile, InsecureSkipVerify: k.TLS.InsecureSkipVerify},
+		SASL: kafka.SASLConfig{Mechanism: k.SASL.Mechanism, User: k.SASL.User, Password: k.SASL.Password},
+	}
+}
+
+// usesKafka reports whether the task reads, writes or dead-letters through Kafka.
+func (t TaskConfig) usesKafka() bool {
+	for _, in := range t.Inputs {
+		if in.Type == "kafka" {
+			return true
+		}
+	}
+	return t.Output.Type == "kafka" || t.DeadLetter.Topic != ""
+}
+
+// kafkaTopics lists every topic the configuration names, for the embedded broker to create.
+func (c Config) kafkaTopics() []string {
+	set := map[string]bool{}
+	for _, t := range c.Tasks {
+		for _, in := range t.Inputs {
+			if in.Type == "kafka" {
+				for _, tp := range in.Topics {
+					set[tp] = true
+				}
+			}
+		}
+		if t.Output.Type == "kafka" {
+			if t.Output.Topic != "" {
+				set[t.Output.Topic] = true
+			}
+			for _, tp := range t.Output.Topics {
+				set[tp] = true
+			}
+		}
+		if t.DeadLetter.Topic != "" {
+			set[t.DeadLetter.Topic] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for tp := range set {
+		out = append(out, tp)
+	}
+	sort.Strings(out)
+	return out
+}
+
+func validateKafkaTask(c Config, t TaskConfig, p string, bad func(string, string, ...any)) {
+	kafkaInputs := 0
+	for j, in := range t.Inputs {
+		if in.Type != "kafka" {
+			continue
+		}
+		q := fmt.Sprintf("%sinputs[%d].", p, j)
+		kafkaInputs++
+		if kafkaInputs == 2 {
+			bad(q+"type", "a task has at most one kafka input; list every topic under its topics")
+		}
+		if len(in.Topics) == 0 {
+			bad(q+"topics", "a kafka input needs at least one topic")
+		}
+		if _, err := kafka.StartOffset(in.StartAt); err != nil {
+			bad(q+"start_at", "%v", err)
+		}
+	}
+	if t.Output.Type == "kafka" && t.Output.Topic == "" && len(t.Output.Topics) == 0 {
+		bad(p+"output.topic", "a kafka output needs a topic (or topics per output name)")
+	}
+	if t.usesKafka() && len(c.Kafka.Brokers) == 0 && !c.Kafka.Embedded.Enable {
+		bad("kafka.brokers", "task %s uses Kafka: name the brokers (or enable kafka.embedded)", t.Name)
+	}
+	switch c.Kafka.SASL.Mechanism {
+	case "", "plain", "scram-sha-256", "scram-sha-512":
+	default:
+		bad("kafka.sasl.mechanism", "%q is not one of plain, scram-sha-256, scram-sha-512", c.Kafka.SASL.Mechanism)
+	}
+}
+
+// kafkaInput builds the task's Kafka input.
+func kafkaInput(cfg Config, tc TaskConfig, in InputConfig) *task.KafkaInput {
+	group := in.Group
+	if group == "" {
+		group = "wasmstream-" + tc.Name
+	}
+	kc := cfg.Kafka.client()
+	kc.Logger = cfg.Logger.With("task", tc.Name)
+	return &task.KafkaInput{
+		Name: in.Name, Client: kc, Group: group, Topics: in.Topics, StartAt: in.StartAt,
+		DrainTimeout:   cfg.Kafka.DrainTimeout,
+		SessionTimeout: cfg.Kafka.SessionTimeout, RebalanceTimeout: cfg.Kafka.RebalanceTimeout,
+	}
+}
+
+// openSinks opens the task's output and dead-letter destinations.
+func openSinks(cfg Config, tc TaskConfig) (task.OutputSink, task.DeadLetterSink, []io.Closer, error) {
+	var closers []io.Closer
+	var producer *kafka.Producer
+	needProducer := tc.Output.Type == "kafka" || tc.DeadLetter.Topic != ""
+	if needProducer {
+		kc := cfg.Kafka.client()
+		kc.Logger = cfg.Logger.With("task", tc.Name)
+		p, err := kafka.NewProducer(kc, kafka.ProducerConfig{})
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		producer = p
+		closers = append(closers, closerFunc(func() error { p.Close(); return nil }))
+	}
+	var out task.OutputSink
+	switch tc.Output.Type {
+	case "kafka":
+		out = task.KafkaOutput{P: producer, Topic: tc.Output.Topic, Topics: tc.Output.Topics}
+	case "file":
+		w, err := sink.OpenFile(tc.Output.Path, cfg.SyncWrites)
+		if err != nil {
+			return nil, nil, closers, err
+		}
+		closers = append(closers, w)
+		out = w
+	default:
+		w := sink.NewStream(cfg.Stdout)
+		closers = append(closers, w)
+		out = w
+	}
+	if tc.DeadLetter.Topic != "" {
+		now := cfg.Now
+		return out, task.KafkaDeadLetters{P: producer, Topic: tc.DeadLetter.Topic,
+			Now: func() int64 { return now().UnixMilli() }}, closers, nil
+	}
+	w, err := sink.OpenFile(tc.DeadLetter.Path, cfg.SyncWrites)
+	if err != nil {
+		return nil, nil, closers, err
+	}
+	closers = append(closers, w)
+	return out, task.FileDeadLetters{W: w}, closers, nil
+}
+
+type closerFunc func() error
+
+func (f closerFunc) Close() error { return f() }
+
+// outputNames are the names a task may emit to: the configured ones, or, for a kafka output
+// without a default topic, the names its topics map.
+func outputNames(oc OutputConfig) []string {
+	if len(oc.Names) > 0 || oc.Type != "kafka" || oc.Topic != "" {
+		return oc.Names
+	}
+	names := make([]string, 0, len(oc.Topics))
+	for n := range oc.Topics {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// startEmbedded starts the development broker when configured and points cfg at it.
+func startEmbedded(cfg *Config) (stop func(), err error) {
+	e := cfg.Kafka.Embedded
+	if !e.Enable {
+		return func() {}, nil
+	}
+	b, err := kafka.StartDevBroker(kafka.DevBrokerConfig{Dir: e.Dir, Port: e.Port,
+		Partitions: int32(e.Partitions), Topics: cfg.kafkaTopics()})
+	if err != nil {
+		return nil, fmt.Errorf("wasmstream: embedded broker: %w", err)
+	}
+	cfg.Kafka.Brokers = b.Addrs()
+	cfg.Logger.Info("embedded Kafka broker listening", "addrs", b.Addrs(), "dir", e.Dir, "topics", cfg.kafkaTopics())
+	return b.Close, nil
+}
+
+// DevBroker is a running development broker (see StartDevBroker).
+type DevBroker struct{ b *kafka.DevBroker }
+
+// StartDevBroker starts the embedded development broker on its own, for `wasmstream dev
+// --broker-only`: an in-process Kafka-protocol broker on a loopback port with its data in dir.
+func StartDevBroker(dir string, port, partitions int, topics []string) (*DevBroker, error) {
+	if partitions == 0 {
+		partitions = 4
+	}
+	b, err := kafka.StartDevBroker(kafka.DevBrokerConfig{Dir: dir, Port: port, Partitions: int32(partitions), Topics: topics})
+	if err != nil {
+		return nil, err
+	}
+	return &DevBroker{b: b}, nil
+}
+
+// Addrs are the broker's addresses.
+func (d *DevBroker) Addrs() []string { return d.b.Addrs() }
+
+// Close stops the broker.
+func (d *DevBroker) Close() { d.b.Close() }
