@@ -31,8 +31,28 @@ type Config struct {
 	Stdin io.Reader
 	// Stdout is where outputs of type "stdout" go. Default os.Stdout.
 	Stdout io.Writer
+	// Kafka says how to reach the Kafka cluster that "kafka" inputs, outputs and dead letters
+	// use.
+	Kafka KafkaConfig
 	// Tasks are the tasks the host runs. At least one.
 	Tasks []TaskConfig
+	// KeepModuleVersions is how many versions of each task's module the data directory keeps
+	// for rollback, the active one always among them. Default 10.
+	KeepModuleVersions int
+	// Admin configures the admin HTTP API (deploy, rollback, pause, status).
+	Admin AdminConfig
+}
+
+// AdminConfig configures the admin HTTP API, which runs while Run runs.
+type AdminConfig struct {
+	// Addr is the "host:port" the API listens on. Empty (the default): no API. A port alone
+	// (":7070") listens on the loopback interface only (127.0.0.1:7070).
+	Addr string
+	// Token is the bearer token every request must carry ("Authorization: Bearer <token>").
+	// Required when Addr is not a loopback address. Default: none.
+	Token string
+	// MaxModuleBytes bounds the size of an uploaded module. Default 64 MiB.
+	MaxModuleBytes int64
 }
 
 // TaskConfig describes one task: a module, its inputs, its outputs and its limits.
@@ -69,8 +89,20 @@ type TaskConfig struct {
 	MaxMemoryPages uint32
 	// MaxValueBytes caps one state value or emitted value. Default 1 MiB.
 	MaxValueBytes int
+	// MaxOutputsPerCall caps the records one guest call may emit; the emit after the last
+	// one fails with ERR_LIMIT. Default 65536.
+	MaxOutputsPerCall int
 	// StateCacheBytes bounds the clean state kept in memory. Default 64 MiB.
 	StateCacheBytes int64
+	// FuelPerRecord bounds the CPU time of each guest call: a call over n records may spend
+	// n × FuelPerRecord fuel units (about one wasm instruction each, counted as an upper bound;
+	// deterministic). A call that spends it is stopped with an error naming the limit and goes
+	// through Retry like a trap. Default 100000000 (tens to hundreds of milliseconds of CPU).
+	// -1 disables the bound: a guest that loops forever then holds its worker forever.
+	FuelPerRecord int64
+	// InitFuel bounds each start-up call of an instance (start function, _initialize, init) in
+	// fuel units. Default 1000000000; a standard Go guest's start-up spends about 10^6.
+	InitFuel int64
 	// Retry says how a failing record is retried.
 	Retry RetryConfig
 }
@@ -79,8 +111,16 @@ type TaskConfig struct {
 type InputConfig struct {
 	// Name identifies the input in positions and in records' source field. Default "input<i>".
 	Name string
-	// Type is "file" or "stdin". Default "file".
+	// Type is "file", "stdin" or "kafka". Default "file". A task has at most one kafka input
+	// (with any number of topics).
 	Type string
+	// Topics are the topics a kafka input consumes.
+	Topics []string
+	// Group is the consumer group of a kafka input. Default "wasmstream-<task>".
+	Group string
+	// StartAt is where a kafka input starts in a partition the group has no committed offset
+	// for: "earliest" (default), "latest", or an RFC 3339 time.
+	StartAt string
 	// Path is the file to read (Type "file").
 	Path string
 	// Format is "json" (one JSON object per line) or "text" (one record per line). Default "json".
@@ -101,8 +141,12 @@ type InputConfig struct {
 
 // OutputConfig says where emitted records go.
 type OutputConfig struct {
-	// Type is "file" or "stdout". Default "stdout".
+	// Type is "file", "stdout" or "kafka". Default "stdout".
 	Type string
+	// Topic is the topic a kafka output writes every output name to that Topics does not map.
+	Topic string
+	// Topics maps output names to topics (kafka).
+	Topics map[string]string
 	// Path is the file to append to (Type "file").
 	Path string
 	// Names, if set, are the only output names the task may emit to.
@@ -113,6 +157,9 @@ type OutputConfig struct {
 type DeadLetterConfig struct {
 	// Path is the file dead letters are appended to. Default DataDir/<task>.deadletter.ndjson.
 	Path string
+	// Topic, if set, sends dead letters to this Kafka topic instead of the file, with headers
+	// naming the error, the task, the source topic, partition, offset and attempts.
+	Topic string
 }
 
 // SequencingConfig chooses the sequencing key of a record (S7).
@@ -142,10 +189,10 @@ type RetryConfig struct {
 const maxWorkers = 1024
 
 var (
-	inputTypes  = []string{"file", "stdin"}
+	inputTypes  = []string{"file", "stdin", "kafka"}
 	formats     = []string{"json", "text"}
 	onMalformed = []string{"deadletter", "halt"}
-	outputTypes = []string{"file", "stdout"}
+	outputTypes = []string{"file", "stdout", "kafka"}
 	policies    = []string{"key", "partition", "none", "field", "header"}
 	onExhausted = []string{"deadletter", "halt", "skip"}
 )
@@ -173,6 +220,13 @@ func (c Config) withDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.KeepModuleVersions == 0 {
+		c.KeepModuleVersions = 10
+	}
+	if c.Admin.MaxModuleBytes == 0 {
+		c.Admin.MaxModuleBytes = 64 << 20
+	}
+	c.Kafka = c.Kafka.withDefaults(c.DataDir)
 	tasks := make([]TaskConfig, len(c.Tasks))
 	for i, t := range c.Tasks {
 		tasks[i] = t.withDefaults(c.DataDir)
@@ -264,6 +318,10 @@ func (c Config) Validate() error {
 	if len(c.Tasks) == 0 {
 		bad("tasks", "at least one task is required")
 	}
+	if c.KeepModuleVersions < 0 {
+		bad("keep_module_versions", "must be positive, got %d", c.KeepModuleVersions)
+	}
+	validateAdmin(c.Admin, bad)
 	names := map[string]bool{}
 	for i, t := range c.Tasks {
 		p := fmt.Sprintf("tasks[%d].", i)
@@ -308,6 +366,7 @@ func (c Config) Validate() error {
 		if stdin > 1 {
 			bad(p+"inputs", "stdin can be read by one input only")
 		}
+		validateKafkaTask(c, t, p, bad)
 		oneOf(bad, p+"output.type", t.Output.Type, outputTypes)
 		if t.Output.Type == "file" && t.Output.Path == "" {
 			bad(p+"output.path", "is required for a file output")
@@ -334,12 +393,19 @@ func (c Config) Validate() error {
 		positive("max_queued", t.MaxQueued)
 		positive("max_queued_bytes", t.MaxQueuedBytes)
 		positive("max_value_bytes", t.MaxValueBytes)
+		positive("max_outputs_per_call", t.MaxOutputsPerCall)
 		positive("retry.max_attempts", t.Retry.MaxAttempts)
 		if t.MaxMemoryPages > 65536 {
 			bad(p+"max_memory_pages", "must be at most 65536 (4 GiB), got %d", t.MaxMemoryPages)
 		}
 		if t.StateCacheBytes < 0 {
 			bad(p+"state_cache_bytes", "must be positive, got %d", t.StateCacheBytes)
+		}
+		if t.FuelPerRecord < -1 {
+			bad(p+"fuel_per_record", "must be positive, or -1 to disable the CPU bound, got %d", t.FuelPerRecord)
+		}
+		if t.InitFuel < 0 {
+			bad(p+"init_fuel", "must be positive, got %d", t.InitFuel)
 		}
 		if t.Retry.Backoff < 0 || t.Retry.MaxBackoff < t.Retry.Backoff {
 			bad(p+"retry", "need 0 < backoff <= max_backoff, got %s and %s", t.Retry.Backoff, t.Retry.MaxBackoff)

@@ -20,6 +20,12 @@
 // interval and on the way out. A killed host resumes from its last checkpoint with exactly the
 // state of processing every record once; outputs are delivered at least once.
 //
+// While Run runs, Deploy replaces a task's module with a new version without stopping it (no
+// record lost or processed twice, state kept; a module that fails validation changes nothing),
+// Rollback and Activate go back to a version kept in the data directory, and Pause and Resume
+// hold a task's batches; with Config.Admin.Addr set, an admin HTTP API offers the same. The
+// active version survives restarts.
+//
 // Check validates a configuration and its modules without running anything; OpenState reads the
 // state of a stopped host. Nothing in this package's API exposes the wasm runtime, the store or
 // any other dependency. See INTERNALS.md for the goroutines, ownership rules and invariants.

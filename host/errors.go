@@ -3,6 +3,7 @@ package host
 import (
 	"errors"
 	"fmt"
+	"strings"
 )
 
 // ErrClosed is returned by Run when the Host was already closed.
@@ -10,6 +11,37 @@ var ErrClosed = errors.New("wasmstream: host closed")
 
 // ErrNoState is returned by OpenState when the data directory holds no state store.
 var ErrNoState = errors.New("wasmstream: no state store in the data directory")
+
+// ErrUnknownTask is returned by Deploy and its siblings for a task name the configuration does
+// not have.
+var ErrUnknownTask = errors.New("wasmstream: no such task")
+
+// ErrNotRunning is returned by Deploy and its siblings when the task is not running: Run has
+// not started it yet, or it finished or stopped.
+var ErrNotRunning = errors.New("wasmstream: task not running")
+
+// ErrUnknownVersion is returned by Activate and RollbackTo for a version the task's registry
+// does not hold (never added, or pruned).
+var ErrUnknownVersion = errors.New("wasmstream: no such module version")
+
+// ErrNoEarlierVersion is returned by Rollback when the registry holds no version older than
+// the active one.
+var ErrNoEarlierVersion = errors.New("wasmstream: no earlier module version to roll back to")
+
+// ModuleRefusedError is returned by Deploy, Activate and Rollback when the module failed
+// validation; the running version was not touched.
+type ModuleRefusedError struct {
+	Task string
+	// Problems lists everything found wrong, each a short sentence naming the export, import,
+	// limit or call at fault, e.g. "module exports no wasmstream_process". Never empty.
+	Problems []string
+	Err      error
+}
+
+func (e *ModuleRefusedError) Error() string {
+	return fmt.Sprintf("task %s: module refused: %s", e.Task, strings.Join(e.Problems, "; "))
+}
+func (e *ModuleRefusedError) Unwrap() error { return e.Err }
 
 // ConfigError is one problem of a Config, naming the key as spelled in a configuration file.
 type ConfigError struct {

@@ -13,7 +13,6 @@ import (
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
 	"github.com/wasmstream/wasmstream/host/internal/sched"
-	"github.com/wasmstream/wasmstream/host/internal/sink"
 	"github.com/wasmstream/wasmstream/host/internal/source"
 	"github.com/wasmstream/wasmstream/host/internal/task"
 	"github.com/wasmstream/wasmstream/store"
@@ -28,6 +27,11 @@ type Host struct {
 	running bool
 	tasks   []*task.Task
 	names   []string
+
+	ready     chan struct{}  // closed once Run started every task (Ready)
+	live      *live          // while Run runs: what Deploy and its siblings use (deploy.go)
+	calls     sync.WaitGroup // Deploy and siblings in progress; Run waits for them
+	adminAddr string
 }
 
 // New validates cfg and returns a Host. It starts no goroutine and opens nothing yet.
@@ -35,7 +39,7 @@ func New(cfg Config) (*Host, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Host{cfg: cfg.withDefaults()}, nil
+	return &Host{cfg: cfg.withDefaults(), ready: make(chan struct{})}, nil
 }
 
 // Run runs every task until all their inputs are exhausted and fully processed (then it
@@ -76,6 +80,11 @@ func (h *Host) Run(ctx context.Context) (err error) {
 	}
 	defer rt.Close(context.WithoutCancel(ctx))
 
+	stopBroker, err := startEmbedded(&cfg)
+	if err != nil {
+		return err
+	}
+	defer stopBroker()
 	var closers []io.Closer
 	defer func() {
 		for _, c := range closers {
@@ -85,37 +94,49 @@ func (h *Host) Run(ctx context.Context) (err error) {
 		}
 	}()
 	tasks := make([]*task.Task, len(cfg.Tasks))
+	lv := &live{rt: rt, db: db, tasks: map[string]*running{}}
 	for i, tc := range cfg.Tasks {
-		mod, err := compile(ctx, rt, tc)
+		mod, version, err := startModule(ctx, cfg, rt, db, tc)
 		if err != nil {
 			return &TaskError{Task: tc.Name, Err: err}
 		}
 		defer mod.Close(context.WithoutCancel(ctx))
-		out, err := openOutput(tc.Output, cfg.SyncWrites, cfg.Stdout)
+		out, dlq, sinkClosers, err := openSinks(cfg, tc)
+		closers = append(closers, sinkClosers...)
 		if err != nil {
 			return &TaskError{Task: tc.Name, Err: err}
 		}
-		closers = append(closers, out)
-		dlq, err := sink.OpenFile(tc.DeadLetter.Path, cfg.SyncWrites)
-		if err != nil {
-			return &TaskError{Task: tc.Name, Err: err}
-		}
-		closers = append(closers, dlq)
 		tcfg, err := taskConfig(cfg, tc, mod, out, dlq, db)
 		if err != nil {
 			return &TaskError{Task: tc.Name, Err: err}
 		}
+		tcfg.Version = version
 		if tasks[i], err = task.New(tcfg); err != nil {
 			return &TaskError{Task: tc.Name, Err: err}
 		}
-		log.Info("task ready", "task", tc.Name, "module", tc.Module, "abi", abi.VersionString(mod.Info().ABIVersion), "workers", tc.Workers)
+		lv.tasks[tc.Name] = &running{cfg: tc, task: tasks[i]}
+		log.Info("task ready", "task", tc.Name, "module", tc.Module, "version", version, "abi", abi.VersionString(mod.Info().ABIVersion), "workers", tc.Workers)
 	}
 	h.mu.Lock()
 	h.tasks = tasks
 	for _, tc := range cfg.Tasks {
 		h.names = append(h.names, tc.Name)
 	}
+	h.live = lv
 	h.mu.Unlock()
+	// Deploy and its siblings stop being served before the store and the runtime close.
+	defer func() {
+		h.mu.Lock()
+		h.live = nil
+		h.mu.Unlock()
+		h.calls.Wait()
+	}()
+	stopAdmin, err := h.startAdmin(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopAdmin()
+	close(h.ready)
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -155,17 +176,11 @@ func compile(ctx context.Context, rt *modrt.Runtime, tc TaskConfig) (*modrt.Modu
 }
 
 func limits(tc TaskConfig) modrt.Limits {
-	return modrt.Limits{MaxMemoryPages: tc.MaxMemoryPages, MaxValueBytes: tc.MaxValueBytes}
+	return modrt.Limits{MaxMemoryPages: tc.MaxMemoryPages, MaxValueBytes: tc.MaxValueBytes,
+		MaxOutputsPerCall: tc.MaxOutputsPerCall, FuelPerRecord: tc.FuelPerRecord, InitFuel: tc.InitFuel}
 }
 
-func openOutput(oc OutputConfig, sync bool, stdout io.Writer) (*sink.Writer, error) {
-	if oc.Type == "file" {
-		return sink.OpenFile(oc.Path, sync)
-	}
-	return sink.NewStream(stdout), nil
-}
-
-func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out, dlq *sink.Writer, db *store.DB) (task.Config, error) {
+func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSink, dlq task.DeadLetterSink, db *store.DB) (task.Config, error) {
 	guest := []byte("{}")
 	if len(tc.Config) > 0 {
 		b, err := json.Marshal(tc.Config)
@@ -178,7 +193,7 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out, dlq *sink.Wri
 		Name:        tc.Name,
 		Module:      mod,
 		GuestConfig: guest,
-		OutputNames: tc.Output.Names,
+		OutputNames: outputNames(tc.Output),
 		Output:      out,
 		DeadLetter:  dlq,
 		Store:       db,
@@ -205,6 +220,10 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out, dlq *sink.Wri
 		Logger:          cfg.Logger,
 	}
 	for _, in := range tc.Inputs {
+		if in.Type == "kafka" {
+			tcfg.Kafka = kafkaInput(cfg, tc, in)
+			continue
+		}
 		ti := task.Input{
 			Name: in.Name,
 			Path: in.Path,
@@ -238,6 +257,19 @@ type TaskStats struct {
 	Checkpoints int64
 	PeakQueued  int   // most records read ahead and queued at once
 	Pauses      int64 // times an input was paused because its queues were full
+
+	Version  int64 // the module version running (see Versions); up to date
+	Paused   bool  // paused with Pause; up to date
+	Pending  int   // records read and not yet complete (queued or in flight)
+	InFlight int   // records in batches being processed
+	Inputs   []InputStats
+}
+
+// InputStats are the figures of one input of a task, as of the task's last checkpoint.
+type InputStats struct {
+	Name      string
+	Records   int64 // records read this run
+	Committed int64 // lines behind the committed position: a restart resumes at the next one
 }
 
 // Stats returns every task's figures. Safe from any goroutine while Run runs.
@@ -249,7 +281,11 @@ func (h *Host) Stats() []TaskStats {
 		s := t.Stats()
 		out[i] = TaskStats{Task: h.names[i], Records: s.Records, Processed: s.Processed, Outputs: s.Outputs,
 			Skipped: s.Skipped, DeadLetters: s.DeadLetters, Retries: s.Retries, Failures: s.Failures,
-			Checkpoints: s.Checkpoints, PeakQueued: s.PeakQueued, Pauses: s.Pauses}
+			Checkpoints: s.Checkpoints, PeakQueued: s.PeakQueued, Pauses: s.Pauses,
+			Version: s.Version, Paused: s.Paused, Pending: s.Pending, InFlight: s.InFlight}
+		for _, in := range s.Inputs {
+			out[i].Inputs = append(out[i].Inputs, InputStats{Name: in.Name, Records: in.Records, Committed: in.Committed})
+		}
 	}
 	return out
 }

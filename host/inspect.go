@@ -21,6 +21,12 @@ type ModuleReport struct {
 	ABIVersion string   // "major.minor"
 	Imports    []string // "module.name"
 	Exports    []string
+	// FuelPerRecord is the CPU budget per record the module runs under (the task's
+	// fuel_per_record with its default applied); -1 when the CPU bound is disabled.
+	FuelPerRecord int64
+	// StartupFuel is the fuel the module's start-up (start function, _initialize) spent when
+	// Check ran it; 0 when the CPU bound is disabled.
+	StartupFuel int64
 }
 
 // Check validates cfg, then compiles and validates every task's module without running
@@ -45,9 +51,11 @@ func Check(ctx context.Context, cfg Config) ([]ModuleReport, error) {
 			continue
 		}
 		info := mod.Info()
+		fuel := mod.Limits().FuelPerRecord
 		reports = append(reports, ModuleReport{
 			Task: tc.Name, Path: tc.Module, Size: info.Size, SHA256: info.SHA256,
 			ABIVersion: abi.VersionString(info.ABIVersion), Imports: info.Imports, Exports: info.Exports,
+			FuelPerRecord: fuel, StartupFuel: info.StartupFuel,
 		})
 		mod.Close(ctx)
 	}

@@ -46,9 +46,20 @@
 // A mark may be dropped (Mark: [DropMark]) once it is below the stream's
 // durable Position.Next, because replay never goes back that far.
 //
+// # Module registry
+//
+// For each task the store also keeps the module versions deployed for it
+// ([ModuleVersion]: number, hash, size, time, ABI version, exports, imports,
+// origin) and which one is active ([ActiveModule]), so that a restarted host
+// runs the version that was running. [DB.AddModule] stores a module's bytes
+// content-addressed (SHA-256) and numbers the version; it keeps the newest N
+// versions of the task (and always the active one) for rollback.
+// [DB.SetActiveModule] switches the active version.
+//
 // # Concurrency
 //
-// A [DB] is safe for concurrent use. Commits are serialised. Badger runs its own
+// A [DB] is safe for concurrent use. Commits are serialised, and so are writes
+// to the module registry. Badger runs its own
 // goroutines (compaction, memtable flushes) between [Open] and [DB.Close].
 //
 // # On-disk layout
@@ -69,6 +80,24 @@
 //	                      | key
 //	state    's' (0x73) | u16 len(task) | task | u32 stream    value bytes
 //	                      | u32 len(key) | key | name
+//	module   'b' (0x62) | sha256 (32 bytes) | u32 piece         piece of the module's bytes
+//	version  'r' (0x72) | u16 len(task) | task | u64 version   version record (below)
+//	active   'a' (0x61) | u16 len(task) | task                 u64 version | i64 since
+//	                                                            | u32 len | origin
+//
+// The last three tables are the module registry ([DB.AddModule]). A module's
+// bytes are stored once per content, split in pieces 0, 1, 2, … of at most
+// 256 KiB whose concatenation hashes to the key's sha256. A version record's
+// value is
+//
+//	u64 version | sha256 (32 bytes) | i64 size | i64 created (ms since epoch)
+//	| u32 ABI version | u32 len | origin
+//	| u32 n | n × (u32 len | export name)
+//	| u32 n | n × (u32 len | import "module.name")
+//
+// and the version in the value equals the one in the key. Every version refers
+// to stored bytes; bytes no version refers to are deleted by the next
+// AddModule. The active version of a task, when it has one, has a record.
 //
 // For example, the state entry of task "wc", stream 1, key "ab", name "n" is
 // the Badger key
@@ -87,5 +116,9 @@
 //
 // The version key is written when a store is created. [Open] refuses a store
 // whose version is newer than [FormatVersion] with [ErrFormatTooNew]. Any
-// change to this layout bumps [FormatVersion].
+// change to the layout of an existing table bumps [FormatVersion]. Adding a
+// table is a compatible change and does not: an older reader never looks at
+// keys of a tag it does not know. The module registry was added this way, in
+// format 1; a host that predates it opening a store that holds one ignores it
+// and runs the module file its configuration names.
 package store

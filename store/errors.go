@@ -49,6 +49,14 @@ var (
 	// DropMark, or a position with Next < 0 or Horizon < -1.
 	ErrInvalidCheckpoint = errors.New("store: invalid checkpoint")
 
+	// ErrNoSuchVersion is returned by SetActiveModule when the task has no
+	// module version of that number (never added, or pruned).
+	ErrNoSuchVersion = errors.New("store: no such module version")
+
+	// ErrNoSuchModule is returned by ModuleBytes when no module with that
+	// hash is stored.
+	ErrNoSuchModule = errors.New("store: no such module")
+
 	// ErrTxnTooBig is returned by Commit when the writes of a single
 	// (stream, key) do not fit in one Badger transaction, so they cannot be
 	// committed atomically. Raise Options.MemTableSize (Badger's transaction

@@ -73,7 +73,9 @@ func mustCommit(t testing.TB, db *DB, cp *Checkpoint) {
 // checkDB decodes every record of the store and checks the cross-table
 // invariants: one format version; every key and value of the right shape;
 // every stream ID used by a position, mark or state entry assigned to its
-// task, and below the task's next ID.
+// task, and below the task's next ID; in the module registry, every version's
+// bytes stored in contiguous pieces, no bytes without a version, every active
+// version recorded.
 func checkDB(db *DB) error {
 	type taskStream struct {
 		task   string
@@ -83,6 +85,10 @@ func checkDB(db *DB) error {
 	assigned := map[taskStream]bool{}
 	used := map[taskStream]string{}
 	var versions int
+	modules := map[[32]byte]int{} // pieces by hash: highest index + 1
+	pieces := map[[32]byte]int{}  // pieces by hash: count
+	versionsOf := map[string][]ModuleVersion{}
+	active := map[string]uint64{}
 	err := db.bdb.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{})
 		defer it.Close()
@@ -150,6 +156,36 @@ func checkDB(db *DB) error {
 					return err
 				}
 				used[taskStream{task, stream}] = "state"
+			case tableModule:
+				sum, i, err := decodeModuleChunkKey(k)
+				if err != nil {
+					return err
+				}
+				modules[sum] = max(modules[sum], int(i)+1)
+				pieces[sum]++
+			case tableVersionRecord:
+				_, task, err := decodeTaskPrefix(k, tableVersionRecord)
+				if err != nil {
+					return err
+				}
+				mv, err := decodeVersionValue(v)
+				if err != nil {
+					return err
+				}
+				if !bytes.Equal(k, appendVersionKey(nil, task, mv.Version)) {
+					return fmt.Errorf("version key %x holds version %d", k, mv.Version)
+				}
+				versionsOf[task] = append(versionsOf[task], mv)
+			case tableActive:
+				rest, task, err := decodeTaskPrefix(k, tableActive)
+				if err != nil || len(rest) != 0 {
+					return fmt.Errorf("active key %x: %v", k, err)
+				}
+				a, err := decodeActiveValue(v)
+				if err != nil {
+					return err
+				}
+				active[task] = a.Version
 			default:
 				return fmt.Errorf("key %x of unknown table", k)
 			}
@@ -166,6 +202,32 @@ func checkDB(db *DB) error {
 	for ts := range assigned {
 		if ts.stream == 0 || ts.stream >= next[ts.task] {
 			errs = append(errs, fmt.Errorf("task %q: stream ID %d not below next ID %d", ts.task, ts.stream, next[ts.task]))
+		}
+	}
+	referenced := map[[32]byte]bool{}
+	for task, vs := range versionsOf {
+		for _, mv := range vs {
+			referenced[mv.SHA256] = true
+			if pieces[mv.SHA256] == 0 {
+				errs = append(errs, fmt.Errorf("task %q version %d: module bytes missing", task, mv.Version))
+			}
+		}
+	}
+	for sum, n := range modules {
+		if pieces[sum] != n {
+			errs = append(errs, fmt.Errorf("module %x: %d pieces up to index %d", sum, pieces[sum], n-1))
+		}
+		if !referenced[sum] {
+			errs = append(errs, fmt.Errorf("module %x: no version refers to it", sum))
+		}
+	}
+	for task, v := range active {
+		found := false
+		for _, mv := range versionsOf[task] {
+			found = found || mv.Version == v
+		}
+		if !found {
+			errs = append(errs, fmt.Errorf("task %q: active version %d has no record", task, v))
 		}
 	}
 	for ts, what := range used {

@@ -30,6 +30,11 @@ const (
 	tablePosition byte = 'p'
 	tableMark     byte = 'm'
 	tableState    byte = 's'
+
+	// The module registry (added in format 1 without a version bump: see the package doc).
+	tableModule        byte = 'b'
+	tableVersionRecord byte = 'r'
+	tableActive        byte = 'a'
 )
 
 const (

@@ -26,6 +26,8 @@ type DB struct {
 
 	streamMu sync.Mutex // serialises stream ID assignment
 	commitMu sync.Mutex // serialises Commit
+
+	registryMu sync.Mutex // serialises writes to the module registry
 }
 
 // Position is how far a task has got in one stream.

@@ -5,7 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -23,6 +27,8 @@ each overriding the one before:
   sync_writes          WASMSTREAM_SYNC_WRITES          --sync-writes
   log.format           WASMSTREAM_LOG_FORMAT           --log-format
   log.level            WASMSTREAM_LOG_LEVEL            --log-level
+  admin.addr           WASMSTREAM_ADMIN_ADDR           --admin-addr
+  admin.token          WASMSTREAM_ADMIN_TOKEN          --admin-token
 
 Relative paths in the file are relative to the file's directory, and so is the default data
 directory; relative paths in flags and environment variables are relative to the current
@@ -32,6 +38,7 @@ Instead of a file, --module and --input give a single task (and --config must no
 
 func newRunCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var cf configFlags
+	var watch bool
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the configured tasks",
@@ -42,6 +49,15 @@ fails, the others are stopped and it exits 1. A configuration error exits 2.
 
 Records a task emits to an output of type stdout are written to standard output; logs go to
 standard error.
+
+With admin.addr set (--admin-addr), the host serves the admin API that deploy, rollback,
+versions, status, pause and resume talk to. A task runs its active module version: the one
+last deployed or rolled back to if any (it overrides the module file, which is logged),
+otherwise its module file, which is registered as a new version whenever it changed.
+
+--watch reloads a task's module when its file changes (checked every 500ms): the new module is
+validated and switched to without stopping, exactly as deploy does; a module that fails
+validation is logged and the running version kept.
 
 ` + configHelp,
 		Example: `  wasmstream run --config config.example.yaml
@@ -54,15 +70,16 @@ standard error.
 			if err != nil {
 				return exitFor(err)
 			}
-			return runHost(cmd.Context(), s, stdin, stdout, stderr)
+			return runHost(cmd.Context(), s, watch, stdin, stdout, stderr)
 		},
 	}
 	addConfigFlags(cmd.Flags(), &cf)
+	cmd.Flags().BoolVar(&watch, "watch", false, "reload a task's module when its file changes, without restarting")
 	return cmd
 }
 
 // runHost runs s until its tasks are done, ctx is cancelled or a task fails.
-func runHost(ctx context.Context, s settings, stdin io.Reader, stdout, stderr io.Writer) (err error) {
+func runHost(ctx context.Context, s settings, watch bool, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	logger := newLogger(stderr, s.Log)
 	cfg := s.Host
 	cfg.Logger = logger
@@ -83,11 +100,85 @@ func runHost(ctx context.Context, s settings, stdin io.Reader, stdout, stderr io
 	defer stopNotice()
 
 	logger.Info("starting", "tasks", taskNames(cfg.Tasks), "data_dir", cfg.DataDir, "abi", abi.VersionString(abi.Version))
+	if watch {
+		wctx, stopWatch := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-h.Ready():
+				tick := time.NewTicker(watchEvery)
+				defer tick.Stop()
+				watchModules(wctx, h, cfg.Tasks, logger, tick.C, nil)
+			case <-wctx.Done():
+			}
+		}()
+		defer wg.Wait()
+		defer stopWatch() // Run returned: stop watching before h closes
+	}
 	if err := h.Run(ctx); err != nil {
 		return failure(err)
 	}
 	logger.Info("stopped")
 	return nil
+}
+
+// watchEvery is how often --watch looks at the module files.
+const watchEvery = 500 * time.Millisecond
+
+// watchModules reloads a task's module through the host's deploy path whenever its file's
+// modification time or size changed at a tick, until ctx is done. reloaded, if set, is called
+// after each reload (tests).
+func watchModules(ctx context.Context, h *host.Host, tasks []host.TaskConfig, log *slog.Logger, tick <-chan time.Time,
+	reloaded func(task string, d *host.Deployment, err error)) {
+	type stamp struct {
+		mod  time.Time
+		size int64
+	}
+	look := func(path string) stamp {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return stamp{}
+		}
+		return stamp{fi.ModTime(), fi.Size()}
+	}
+	seen := make([]stamp, len(tasks))
+	for i, tc := range tasks {
+		seen[i] = look(tc.Module)
+		log.Info("watching the module file", "task", tc.Name, "module", tc.Module)
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick:
+		}
+		for i, tc := range tasks {
+			now := look(tc.Module)
+			if now == seen[i] || now == (stamp{}) {
+				continue
+			}
+			seen[i] = now
+			d, err := h.ReloadModule(ctx, tc.Name)
+			var refused *host.ModuleRefusedError
+			switch {
+			case errors.As(err, &refused):
+				log.Warn("module file changed but was refused; the running version stays", "task", tc.Name,
+					"module", tc.Module, "problems", strings.Join(refused.Problems, "; "))
+			case err != nil:
+				log.Warn("module file changed but could not be reloaded", "task", tc.Name, "err", err)
+			case d.Unchanged:
+				log.Info("module file changed but holds the active version", "task", tc.Name, "version", d.Version.Version)
+			default:
+				log.Info("module file reloaded", "task", tc.Name, "version", d.Version.Version, "previous", d.Previous,
+					"switch", d.Switched.Sub(d.Requested).Round(time.Millisecond))
+			}
+			if reloaded != nil {
+				reloaded(tc.Name, d, err)
+			}
+		}
+	}
 }
 
 func taskNames(tasks []host.TaskConfig) []string {

@@ -65,6 +65,8 @@ var overrides = []override{
 	{key: "sync_writes", flag: "sync-writes"},
 	{key: "log.format", flag: "log-format"},
 	{key: "log.level", flag: "log-level"},
+	{key: "admin.addr", flag: "admin-addr"},
+	{key: "admin.token", flag: "admin-token"},
 }
 
 // envName is the environment variable that overrides key: WASMSTREAM_ and the key in upper
@@ -287,6 +289,8 @@ func related(parent, key string) bool {
 // configFlags are the flags of the commands that load a configuration.
 type configFlags struct {
 	file string
+	// embedded: the command runs the embedded Kafka broker (wasmstream dev), whatever the file says.
+	embedded bool
 	// The single-task form, without a configuration file.
 	quick quickTask
 }
@@ -314,6 +318,8 @@ func addConfigFlags(fs *pflag.FlagSet, cf *configFlags) {
 	fs.Bool("sync-writes", false, "fsync at every checkpoint (env WASMSTREAM_SYNC_WRITES)")
 	fs.String("log-format", "", "log format: text or json (default text; env WASMSTREAM_LOG_FORMAT)")
 	fs.String("log-level", "", "log level: debug, info, warn or error (default info; env WASMSTREAM_LOG_LEVEL)")
+	fs.String("admin-addr", "", "serve the admin API (deploy, rollback, status) on this host:port; a port alone is loopback (env WASMSTREAM_ADMIN_ADDR)")
+	fs.String("admin-token", "", "the admin API's bearer token; required off loopback (env WASMSTREAM_ADMIN_TOKEN)")
 
 	q := &cf.quick
 	fs.StringVar(&q.module, "module", "", "run one task of this .wasm module, without a configuration file")
@@ -344,7 +350,12 @@ func (cf *configFlags) load(fs *pflag.FlagSet) (settings, error) {
 		if err != nil {
 			return settings{}, err
 		}
-		return loadFile(path, fs, true)
+		if !cf.embedded {
+			return loadFile(path, fs, true)
+		}
+		s, err := loadFile(path, fs, false)
+		s.Host.Kafka.Embedded.Enable = true
+		return s, validate(s, err, nil)
 	}
 	if cf.file != "" {
 		return settings{}, usageError("--module and --config do not go together: give the task in one or the other")
@@ -358,6 +369,7 @@ func (cf *configFlags) load(fs *pflag.FlagSet) (settings, error) {
 	}
 	s, err := loadConfig(nil, "", fs)
 	s.Host.Tasks = []host.TaskConfig{t}
+	s.Host.Kafka.Embedded.Enable = s.Host.Kafka.Embedded.Enable || cf.embedded
 	return s, validate(s, err, quickKey)
 }
 

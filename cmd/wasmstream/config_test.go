@@ -261,6 +261,12 @@ func TestEveryFieldIsDecodable(t *testing.T) {
 			for _, f := range fieldsOf(typ) {
 				walk(join(key, f.key), typ.FieldByIndex(f.index).Type)
 			}
+		case reflect.Map:
+			if typ.Key().Kind() != reflect.String {
+				t.Errorf("%s: the configuration decoder cannot decode a %s", key, typ)
+				return
+			}
+			walk(key+".*", typ.Elem())
 		default:
 			t.Errorf("%s: the configuration decoder cannot decode a %s", key, typ)
 		}

@@ -249,6 +249,21 @@ func (d *decoder) value(key string, raw any, dst reflect.Value) {
 		dst.Set(s)
 	case reflect.Struct:
 		d.structure(key, raw, dst)
+	case reflect.Map:
+		// A map with string keys whose values this decoder can decode (e.g. output.topics):
+		// its keys are data, not configuration keys.
+		m, ok := stringMap(raw)
+		if !ok || t.Key().Kind() != reflect.String {
+			d.bad(key, "must be a mapping, got %s", describe(raw))
+			return
+		}
+		out := reflect.MakeMapWithSize(t, len(m))
+		for k, v := range m {
+			ev := reflect.New(t.Elem()).Elem()
+			d.value(key+"."+k, v, ev)
+			out.SetMapIndex(reflect.ValueOf(k).Convert(t.Key()), ev)
+		}
+		dst.Set(out)
 	default:
 		// A field type this decoder does not know: TestEveryFieldIsDecodable catches it first.
 		d.bad(key, "cannot be set from a configuration file (type %s)", t)

@@ -4,6 +4,7 @@
 //
 //	wasmstream run     [-c FILE] [--data-dir D] [--cache-dir D] [--checkpoint-interval 1s]
 //	                   [--sync-writes] [--log-format text|json] [--log-level info]
+//	                   [--admin-addr HOST:PORT] [--admin-token T] [--watch]
 //	wasmstream run     --module M.wasm --input IN.ndjson [--input -] [--output OUT.ndjson]
 //	                   [--task NAME] [--format json|text] [--key-field F] [--value-field F]
 //	                   [--timestamp-field F] [--key-separator S] [--task-config JSON]
@@ -11,6 +12,12 @@
 //	wasmstream state   [--task NAME [--key K | --prefix P]] [-c FILE] [--data-dir D]
 //	                   [--format text|json]
 //	wasmstream version
+//	wasmstream deploy   --task NAME FILE.wasm     (the admin client: see below)
+//	wasmstream rollback --task NAME [--to V]
+//	wasmstream versions --task NAME [--json]
+//	wasmstream status   [--json]
+//	wasmstream pause    --task NAME
+//	wasmstream resume   --task NAME
 //
 // run runs the tasks until their inputs are exhausted, a task fails, or SIGINT/SIGTERM asks it
 // to stop (it then finishes the batches in flight and commits a last checkpoint; a second
@@ -19,6 +26,11 @@
 // state prints the state of a stopped host, or lists the tasks that have state. version
 // prints the wasmstream, ABI and Go versions; the wasmstream version is set at build time
 // with -ldflags "-X main.version=v1.2.3".
+//
+// deploy, rollback, versions, status, pause and resume talk to a running host's admin API
+// (admin.addr), with --admin-addr and --admin-token, WASMSTREAM_ADMIN_ADDR and
+// WASMSTREAM_ADMIN_TOKEN, or the admin section of the configuration file. run --watch reloads
+// a task's module when its file changes, through the same validation and switch as deploy.
 //
 // Exit status: 0 success, 1 runtime failure (a task failed, a module was refused, no state),
 // 2 usage or configuration error.
@@ -33,8 +45,8 @@
 // of the wrong type or a bad duration; every problem is listed at once, with those
 // host.Config.Validate finds. Only tasks[].config, the guest's own settings, is free-form.
 //
-// The top-level keys data_dir, cache_dir, checkpoint_interval, sync_writes, log.format and
-// log.level can be overridden by environment variables named WASMSTREAM_ and the key in
+// The keys data_dir, cache_dir, checkpoint_interval, sync_writes, log.format, log.level,
+// admin.addr and admin.token can be overridden by environment variables named WASMSTREAM_ and the key in
 // upper case with "." as "_" (WASMSTREAM_DATA_DIR, WASMSTREAM_LOG_LEVEL), and those by the
 // flags of the same names (--data-dir, --log-level). Tasks come only from the file or from
 // --module.

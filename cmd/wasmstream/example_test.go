@@ -114,6 +114,12 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		CacheDir:           "", // <data_dir>/cache
 		CheckpointInterval: time.Second,
 		SyncWrites:         false,
+		KeepModuleVersions: 10,
+		Kafka: host.KafkaConfig{
+			Brokers: []string{}, ClientID: "wasmstream", DrainTimeout: 30 * time.Second,
+			Embedded: host.EmbeddedBrokerConfig{Port: 9092, Partitions: 4},
+		},
+		Admin: host.AdminConfig{Addr: "", Token: "", MaxModuleBytes: 64 << 20},
 		Tasks: []host.TaskConfig{{
 			Name:   "wordcount",
 			Module: filepath.Join(dir, ".build", "wordcount.wasm"),
@@ -121,6 +127,8 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 			Inputs: []host.InputConfig{{
 				Name:           "input0",
 				Type:           "file",
+				Topics:         []string{},
+				StartAt:        "earliest",
 				Path:           filepath.Join(dir, "examples", "wasm", "wordcount", "input.ndjson"),
 				Format:         "json",
 				KeyField:       "user",
@@ -129,18 +137,21 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 				KeySeparator:   "",
 				OnMalformed:    "deadletter",
 			}},
-			Output:          host.OutputConfig{Type: "stdout", Path: "", Names: []string{}},
-			DeadLetter:      host.DeadLetterConfig{Path: ""}, // <data_dir>/<task>.deadletter.ndjson
-			Sequencing:      host.SequencingConfig{Policy: "key"},
-			Workers:         0, // GOMAXPROCS
-			MaxBatchRecords: 256,
-			MaxKeyRecords:   64,
-			MaxInFlight:     1024,
-			MaxQueued:       8192,
-			MaxQueuedBytes:  32 << 20,
-			MaxMemoryPages:  1024,
-			MaxValueBytes:   1 << 20,
-			StateCacheBytes: 256 << 20,
+			Output:            host.OutputConfig{Type: "stdout", Path: "", Names: []string{}, Topics: map[string]string{}},
+			DeadLetter:        host.DeadLetterConfig{Path: ""}, // <data_dir>/<task>.deadletter.ndjson
+			Sequencing:        host.SequencingConfig{Policy: "key"},
+			Workers:           0, // GOMAXPROCS
+			MaxBatchRecords:   256,
+			MaxKeyRecords:     64,
+			MaxInFlight:       1024,
+			MaxQueued:         8192,
+			MaxQueuedBytes:    32 << 20,
+			MaxMemoryPages:    1024,
+			MaxValueBytes:     1 << 20,
+			MaxOutputsPerCall: 65536,
+			FuelPerRecord:     100_000_000,
+			InitFuel:          1_000_000_000,
+			StateCacheBytes:   64 << 20,
 			Retry: host.RetryConfig{
 				MaxAttempts: 5,
 				Backoff:     time.Second,

@@ -147,9 +147,16 @@ checkpointed, so a stopped or killed run resumes where its last checkpoint left 
 	})
 	root.AddCommand(
 		newRunCommand(stdin, stdout, stderr),
+		newDevCommand(stdin, stdout, stderr),
 		newCheckCommand(stdout, stderr),
 		newStateCommand(stdout),
 		newVersionCommand(stdout),
+		newDeployCommand(stdout, stderr),
+		newRollbackCommand(stdout),
+		newVersionsCommand(stdout),
+		newStatusCommand(stdout),
+		newPauseCommand(stdout, true),
+		newPauseCommand(stdout, false),
 	)
 	return root
 }

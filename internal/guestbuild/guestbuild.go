@@ -196,3 +196,51 @@ func Describe(path string) string {
 	}
 	return fmt.Sprint(rel)
 }
+
+// versionedTag is the placeholder of examples/wasm/testguests/versioned (its Tag constant).
+const versionedTag = "ws-version:000000"
+
+// Retag returns a copy of wasm, the module of the testguests/versioned guest, whose tag reads
+// "ws-version:<n as 6 digits>": a distinct module version, with distinct bytes, from one build.
+// The placeholder sits in a data segment and is rewritten in place, so the module stays valid.
+func Retag(tb testing.TB, wasm []byte, n int) []byte {
+	tb.Helper()
+	if n < 0 || n > 999_999 {
+		tb.Fatalf("Retag: version tag %d out of range", n)
+	}
+	if c := strings.Count(string(wasm), versionedTag); c != 1 {
+		tb.Fatalf("Retag: the module holds %d copies of the tag placeholder %q, want 1", c, versionedTag)
+	}
+	out := []byte(strings.Replace(string(wasm), versionedTag, VersionTag(n), 1))
+	return out
+}
+
+// VersionTag is the tag a module made by Retag(…, n) emits.
+func VersionTag(n int) string { return fmt.Sprintf("ws-version:%06d", n) }
+
+// WithCustomSection returns a copy of wasm with a custom section named name appended: the
+// same behaviour, different bytes (a new module version for the registry).
+func WithCustomSection(wasm []byte, name string) []byte {
+	var body []byte
+	body = appendULEB(body, uint64(len(name)))
+	body = append(body, name...)
+	body = append(body, "wasmstream test"...) // the payload: some runtimes reject an empty one
+	out := append([]byte(nil), wasm...)
+	out = append(out, 0) // custom section id
+	out = appendULEB(out, uint64(len(body)))
+	return append(out, body...)
+}
+
+func appendULEB(b []byte, v uint64) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if v != 0 {
+			c |= 0x80
+		}
+		b = append(b, c)
+		if v == 0 {
+			return b
+		}
+	}
+}

@@ -115,7 +115,7 @@ func runPipeline(b *testing.B, mod *modrt.Module, native Processor, input string
 		Name: "bench", Module: mod, GuestConfig: []byte("{}"),
 		Inputs:     []Input{{Name: "in", Path: input, Format: source.Format{JSON: true, KeyField: "user", ValueField: "text", TimestampField: "ts"}}},
 		Output:     sink.NewStream(io.Discard),
-		DeadLetter: sink.NewStream(io.Discard),
+		DeadLetter: FileDeadLetters{W: sink.NewStream(io.Discard)},
 		Store:      db, Policy: PolicyKey, Workers: runtime.GOMAXPROCS(0),
 		StateCacheBytes: 256 << 20, MaxAttempts: 1, OnExhausted: "halt", Checkpoint: time.Second,
 	}

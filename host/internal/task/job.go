@@ -2,7 +2,6 @@ package task
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/wasmstream/wasmstream/abi"
@@ -16,13 +15,15 @@ import (
 type job struct {
 	id     uint64
 	items  []sched.Item[*item]
-	groups []group // one guest call per stream: a key's state is scoped by its stream
+	groups []group  // one guest call per stream: a key's state is scoped by its stream
+	ver    *version // the module version the job runs on: the current one when dispatched
 	err    error
 }
 
 // group is the part of a job from one stream.
 type group struct {
 	stream     uint32
+	st         *stream // the stream as it was at dispatch: a revoked one is replaced
 	recs       []abi.Record
 	entries    map[string]*statecache.Entry // by record key: the call's state scope
 	lastOffset map[string]int64             // by record key: its last record in the call
@@ -42,6 +43,7 @@ func (t *Task) newJob(b sched.Batch[*item]) *job {
 		if g == nil {
 			j.groups = append(j.groups, group{
 				stream:     it.Stream,
+				st:         t.streams[it.Stream],
 				entries:    map[string]*statecache.Entry{},
 				lastOffset: map[string]int64{},
 			})
@@ -49,6 +51,7 @@ func (t *Task) newJob(b sched.Batch[*item]) *job {
 		}
 		r := it.Value.rec
 		g.recs = append(g.recs, r)
+		g.st.inflight++
 		k := string(r.Key)
 		if _, ok := g.entries[k]; !ok {
 			g.entries[k] = t.cache.Pin(it.Stream, r.Key)
@@ -66,9 +69,10 @@ func (t *Task) release(j *job) {
 	}
 }
 
-// work runs jobs on one instance until the jobs channel closes. A trapped instance is replaced;
-// if no replacement can be made the error goes to fatal and the worker stops.
-func (t *Task) work(ctx context.Context, inst Processor, fatal chan<- error) {
+// work runs jobs on one instance (of version ver) until the jobs channel closes. It replaces
+// its instance when a job is of another version (a deploy: the old instance is closed) and
+// after a trap; if no instance can be made the error goes to fatal and the job fails.
+func (t *Task) work(ctx context.Context, inst Processor, ver *version, fatal chan<- error) {
 	defer func() {
 		if inst != nil {
 			inst.Close(ctx)
@@ -76,10 +80,22 @@ func (t *Task) work(ctx context.Context, inst Processor, fatal chan<- error) {
 	}()
 	load := t.cache.Loader()
 	for j := range t.jobs {
+		if inst != nil && ver != j.ver {
+			inst.Close(ctx)
+			inst = nil
+		}
 		if inst == nil {
-			j.err = errors.New("no instance")
-			t.results <- j
-			continue
+			fresh, err := t.instantiate(ctx, j.ver)
+			if err != nil {
+				j.err = fmt.Errorf("instantiating version %d: %w", j.ver.id, err)
+				select {
+				case fatal <- fmt.Errorf("replacing an instance: %w", err):
+				default:
+				}
+				t.results <- j
+				continue
+			}
+			inst, ver = fresh, j.ver
 		}
 		for gi := range j.groups {
 			g := &j.groups[gi]
@@ -101,17 +117,9 @@ func (t *Task) work(ctx context.Context, inst Processor, fatal chan<- error) {
 			g.effects = eff
 		}
 		if inst.Broken() {
+			// Replaced when the next job comes, on that job's version.
 			inst.Close(ctx)
 			inst = nil
-			fresh, err := t.instantiate(ctx)
-			if err != nil {
-				select {
-				case fatal <- fmt.Errorf("replacing a failed instance: %w", err):
-				default:
-				}
-			} else {
-				inst = fresh
-			}
 		}
 		t.results <- j
 	}

@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
 	"github.com/wasmstream/wasmstream/host/internal/positions"
 	"github.com/wasmstream/wasmstream/host/internal/sched"
@@ -52,14 +54,20 @@ type Processor interface {
 type Config struct {
 	Name   string
 	Module *modrt.Module
+	// Version is Module's number in the module registry, for logs and Stats (0: none). Module
+	// stays the caller's to close; the task may close it earlier, once a version given to
+	// Switch replaced it and drained (Module.Close is idempotent).
+	Version int64
 	// NewProcessor, if set, replaces instances of Module (which may then be nil).
 	NewProcessor func(ctx context.Context) (Processor, error)
 	GuestConfig  []byte
 	OutputNames  []string
 	Inputs       []Input
-	Output       *sink.Writer
-	DeadLetter   *sink.Writer
-	Store        *store.DB
+	Output       OutputSink
+	DeadLetter   DeadLetterSink
+	// Kafka, if set, is the task's Kafka input (besides any file inputs).
+	Kafka *KafkaInput
+	Store *store.DB
 
 	Policy, Field, Header string
 
@@ -86,20 +94,35 @@ type item struct {
 
 // stream is one input of the task as the loop sees it.
 type stream struct {
-	id       uint32
-	in       *Input
-	reader   *source.Reader
-	tracker  *positions.Tracker
-	ends     []endMark // (offset, end) of records added and not yet below a checkpoint
-	durable  store.Position
-	horizon  int64 // highest offset whose effects may be in state
-	replay   int64 // records at or below this offset may have been applied before a crash
-	done     bool  // the reader reached the end of its input
-	closer   io.Closer
-	records  int64 // records read this run
-	skipped  int64 // records skipped because their key's mark showed them applied
-	malform  int64 // malformed lines sent to the dead letters
-	partitio int32
+	id      uint32
+	in      *Input
+	reader  *source.Reader
+	tracker *positions.Tracker
+	ends    []endMark // (offset, end) of records added and not yet below a checkpoint
+	durable store.Position
+	horizon int64 // highest offset whose effects may be in state
+	replay  int64 // records at or below this offset may have been applied before a crash
+	done    bool  // the reader reached the end of its input
+	closer  io.Closer
+	records int64 // records read this run
+	skipped int64 // records skipped because their key's mark showed them applied
+	malform int64 // malformed lines sent to the dead letters
+
+	kafka     bool                 // a Kafka partition; tracker is nil until its first record when its start is unknown
+	tp        kafka.TopicPartition // for a Kafka partition
+	lastAdded int64                // Kafka: the last offset admitted
+	inflight  int                  // records of the stream in batches being processed
+	revoking  bool                 // Kafka: revoked, draining its batches in flight
+	source    []byte               // Kafka: the topic, as records carry it
+}
+
+// where names a record's position for errors: "input x line 42" or "topic t partition 3
+// offset 41".
+func (st *stream) where(offset int64) string {
+	if st.kafka {
+		return fmt.Sprintf("topic %s partition %d offset %d", st.tp.Topic, st.tp.Partition, offset)
+	}
+	return fmt.Sprintf("input %s line %d", st.in.Name, offset+1)
 }
 
 type endMark struct{ offset, end int64 }
@@ -116,6 +139,19 @@ type Stats struct {
 	Checkpoints int64
 	PeakQueued  int   // most records queued in the scheduler at once (read ahead, not in flight)
 	Pauses      int64 // times an input was paused because its queues were full (S4)
+
+	Version  int64 // the current module version (Config.Version, then Switch's); up to date
+	Paused   bool  // Pause was called and Resume not since; up to date
+	Pending  int   // records read and not yet complete (queued or in flight)
+	InFlight int   // records in batches being processed
+	Inputs   []InputStats
+}
+
+// InputStats are the figures of one input.
+type InputStats struct {
+	Name      string
+	Records   int64 // records read this run
+	Committed int64 // records (lines) before the committed position: a restart resumes there
 }
 
 // Task runs one task. It is created by New and run once by Run.
@@ -130,6 +166,12 @@ type Task struct {
 	results chan *job
 
 	inflight  map[uint64]*job
+	kafka     *kafkaSide    // the Kafka input, if any
+	kafkaErr  chan error    // the Kafka poll loop's failure
+	cur       *version      // the version new batches run on
+	paused    bool          // no new batches (Pause)
+	ctl       chan request  // calls from other goroutines (Switch, Pause, Resume)
+	stopped   chan struct{} // closed when the loop returned
 	attempts  map[attemptKey]int
 	pending   int // records pushed to the scheduler and not completed
 	stats     Stats
@@ -173,7 +215,11 @@ func New(cfg Config) (*Task, error) {
 		results:  make(chan *job, cfg.Workers),
 		inflight: map[uint64]*job{},
 		attempts: map[attemptKey]int{},
+		cur:      newVersion(cfg.Version, cfg.Module, cfg.NewProcessor),
+		ctl:      make(chan request),
+		stopped:  make(chan struct{}),
 	}
+	t.published.Version = cfg.Version
 	name := cfg.Name
 	db := cfg.Store
 	t.cache = statecache.New(func(st uint32, key []byte, fn func(name, val []byte)) error {
@@ -199,6 +245,8 @@ func (t *Task) Stats() Stats {
 // last checkpoint of everything finished), or the task fails (the error). Every goroutine it
 // starts has stopped when it returns.
 func (t *Task) Run(ctx context.Context) (err error) {
+	loopDone := sync.OnceFunc(func() { close(t.stopped) })
+	defer loopDone()
 	readCtx, stopReading := context.WithCancel(ctx)
 	defer stopReading()
 	// Unbuffered: a paused reader overshoots its queue bound by at most the chunk that crossed
@@ -232,14 +280,38 @@ func (t *Task) Run(ctx context.Context) (err error) {
 			st.reader.Run(readCtx, chunks)
 		}()
 	}
+	if t.cfg.Kafka != nil {
+		if err := t.startKafka(); err != nil {
+			return err
+		}
+		t.kafkaErr = make(chan error, 1)
+		var poller sync.WaitGroup
+		poller.Add(1)
+		go func() {
+			defer poller.Done()
+			if err := t.kafka.consumer.Run(readCtx, t.kafka.fetches); err != nil {
+				t.kafkaErr <- err
+			}
+		}()
+		// Runs after the last checkpoint: rebalance callbacks from now on (leaving the group
+		// included) commit the positions it made durable.
+		defer func() {
+			t.kafkaFinal()
+			stopReading()
+			poller.Wait()
+			t.kafka.consumer.Close()
+		}()
+	}
 
 	// Workers run guest calls on their own context: a batch in flight always finishes, so
 	// that stopping never leaves half-applied work behind.
 	workCtx := context.WithoutCancel(ctx)
 	var workers sync.WaitGroup
 	instErr := make(chan error, t.cfg.Workers)
+	defer t.closeVersions(workCtx)
 	for i := 0; i < t.cfg.Workers; i++ {
-		inst, err := t.instantiate(workCtx)
+		ver := t.cur
+		inst, err := t.instantiate(workCtx, ver)
 		if err != nil {
 			close(t.jobs)
 			workers.Wait()
@@ -248,7 +320,7 @@ func (t *Task) Run(ctx context.Context) (err error) {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			t.work(workCtx, inst, instErr)
+			t.work(workCtx, inst, ver, instErr)
 		}()
 	}
 	defer func() {
@@ -257,6 +329,7 @@ func (t *Task) Run(ctx context.Context) (err error) {
 	}()
 
 	err = t.loop(ctx, chunks, instErr)
+	loopDone()
 	stopReading()
 	// Finish what is in flight, so the last checkpoint covers as much as possible.
 	for len(t.inflight) > 0 {
@@ -328,11 +401,11 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 	return st, nil
 }
 
-func (t *Task) instantiate(ctx context.Context) (Processor, error) {
-	if t.cfg.NewProcessor != nil {
-		return t.cfg.NewProcessor(ctx)
+func (t *Task) instantiate(ctx context.Context, v *version) (Processor, error) {
+	if v.newProc != nil {
+		return v.newProc(ctx)
 	}
-	return t.cfg.Module.Instantiate(ctx, modrt.InstanceConfig{
+	return v.mod.Instantiate(ctx, modrt.InstanceConfig{
 		Task:          t.cfg.Name,
 		Config:        t.cfg.GuestConfig,
 		Logger:        t.log,
@@ -352,6 +425,9 @@ func (t *Task) loop(ctx context.Context, chunks <-chan source.Chunk, instErr <-c
 	wake := time.NewTimer(time.Hour)
 	defer wake.Stop()
 	for {
+		if err := t.finishRevokes(); err != nil {
+			return err
+		}
 		if err := t.dispatch(); err != nil {
 			return err
 		}
@@ -374,10 +450,24 @@ func (t *Task) loop(ctx context.Context, chunks <-chan source.Chunk, instErr <-c
 			}
 		case err := <-instErr:
 			return err
+		case f := <-t.kafkaFetches():
+			if err := t.ingestKafka(f); err != nil {
+				return err
+			}
+		case req := <-t.kafkaAssigns():
+			t.onAssign(req)
+		case req := <-t.kafkaRevokes():
+			t.onRevoke(req)
+		case req := <-t.kafkaLosses():
+			t.onLost(req)
+		case err := <-t.kafkaErr:
+			return err
 		case <-tick.C:
 			if err := t.checkpoint(); err != nil {
 				return err
 			}
+		case r := <-t.ctl:
+			t.serve(context.WithoutCancel(ctx), r)
 		case <-progress.C:
 			t.logProgress("progress")
 		case <-wake.C:
@@ -387,7 +477,7 @@ func (t *Task) loop(ctx context.Context, chunks <-chan source.Chunk, instErr <-c
 
 // finished reports whether every input is exhausted and all work is done.
 func (t *Task) finished() bool {
-	if t.pending > 0 || len(t.inflight) > 0 {
+	if t.kafka != nil || t.pending > 0 || len(t.inflight) > 0 {
 		return false
 	}
 	for _, st := range t.order {
@@ -427,10 +517,12 @@ func (t *Task) admit(st *stream, r *source.Record) error {
 	if err := st.tracker.Add(r.Offset); err != nil {
 		return fmt.Errorf("input %s: %w", st.in.Name, err)
 	}
-	st.ends = append(st.ends, endMark{r.Offset, r.End})
+	if !st.kafka {
+		st.ends = append(st.ends, endMark{r.Offset, r.End})
+	}
 	if r.Err != nil {
 		if st.in.HaltOnError {
-			return fmt.Errorf("input %s line %d: %w", st.in.Name, r.Offset+1, r.Err)
+			return fmt.Errorf("%s: %w", st.where(r.Offset), r.Err)
 		}
 		st.malform++
 		if err := t.deadLetter(st, r.Offset, nil, r.Raw, r.Err, 0); err != nil {
@@ -447,10 +539,19 @@ func (t *Task) admit(st *stream, r *source.Record) error {
 	case PolicyNone:
 		seq = strconv.FormatInt(r.Offset, 10)
 	case PolicyField:
-		v, err := r.Field(t.cfg.Field)
+		var err error
+		if r.Fields == nil && st.kafka {
+			if jerr := json.Unmarshal(r.Value, &r.Fields); jerr != nil || r.Fields == nil {
+				err = fmt.Errorf("%w: sequencing by field %q: the value is not a JSON object", source.ErrMalformed, t.cfg.Field)
+			}
+		}
+		var v []byte
+		if err == nil {
+			v, err = r.Field(t.cfg.Field)
+		}
 		if err != nil {
 			if st.in.HaltOnError {
-				return fmt.Errorf("input %s line %d: %w", st.in.Name, r.Offset+1, err)
+				return fmt.Errorf("%s: %w", st.where(r.Offset), err)
 			}
 			st.malform++
 			if err := t.deadLetter(st, r.Offset, nil, r.Raw, err, 0); err != nil {
@@ -461,7 +562,13 @@ func (t *Task) admit(st *stream, r *source.Record) error {
 		}
 		key, seq = v, string(v)
 	case PolicyHeader:
-		key, seq = nil, "" // files carry no headers
+		key, seq = []byte{}, "" // no such header: the empty key
+		for _, h := range r.Headers {
+			if string(h.Name) == t.cfg.Header {
+				key, seq = h.Value, string(h.Value)
+				break
+			}
+		}
 	}
 	if r.Offset <= st.replay && t.cfg.Policy != PolicyNone {
 		mark, ok, err := t.cfg.Store.Mark(t.cfg.Name, st.id, key)
@@ -477,14 +584,17 @@ func (t *Task) admit(st *stream, r *source.Record) error {
 	}
 	it := &item{
 		rec: abi.Record{
-			Partition: 0,
 			Offset:    r.Offset,
 			Timestamp: r.Timestamp,
 			Source:    []byte(st.in.Name),
 			Key:       key,
 			Value:     r.Value,
+			Headers:   r.Headers,
 		},
 		end: r.End,
+	}
+	if st.kafka {
+		it.rec.Source, it.rec.Partition = st.source, uint32(st.tp.Partition)
 	}
 	t.pending++
 	return t.sched.Push(sched.Item[*item]{
@@ -500,10 +610,16 @@ func (t *Task) applyFlow() {
 		if st == nil {
 			continue
 		}
-		if fc.Paused {
+		switch {
+		case st.kafka && fc.Paused:
+			t.stats.Pauses++
+			t.kafka.consumer.Pause(st.tp)
+		case st.kafka:
+			t.kafka.consumer.Resume(st.tp)
+		case fc.Paused:
 			t.stats.Pauses++
 			st.reader.Pause()
-		} else {
+		default:
 			st.reader.Resume()
 		}
 	}
@@ -511,12 +627,14 @@ func (t *Task) applyFlow() {
 
 // dispatch hands ready batches to idle workers.
 func (t *Task) dispatch() error {
-	for len(t.inflight) < t.cfg.Workers {
+	for !t.paused && len(t.inflight) < t.cfg.Workers {
 		b, ok := t.sched.Next(t.cfg.Now())
 		if !ok {
 			return nil
 		}
 		j := t.newJob(b)
+		j.ver = t.cur
+		t.cur.jobs++
 		t.inflight[b.ID] = j
 		t.jobs <- j
 	}
@@ -528,6 +646,19 @@ func (t *Task) dispatch() error {
 func (t *Task) finish(j *job) error {
 	delete(t.inflight, j.id)
 	defer t.release(j)
+	gone := 0 // records of streams revoked or lost meanwhile: the scheduler drops them
+	for gi := range j.groups {
+		g := &j.groups[gi]
+		g.st.inflight -= len(g.recs)
+		if t.streams[g.stream] != g.st || g.st.revoking {
+			gone += len(g.recs)
+		}
+	}
+	j.ver.jobs--
+	if j.err == nil {
+		j.ver.ranBatch(t.cfg.Now())
+	}
+	j.ver.release(context.Background())
 	if j.err == nil {
 		t.apply(j)
 		if err := t.sched.Complete(j.id); err != nil {
@@ -537,9 +668,11 @@ func (t *Task) finish(j *job) error {
 		return nil
 	}
 	t.stats.Failures++
-	if len(j.items) > 1 {
-		// Find the failing record: its keys run again, one record per call.
+	if len(j.items) > 1 || gone > 0 {
+		// Find the failing record: its keys run again, one record per call. Records of
+		// partitions no longer ours are dropped, uncompleted.
 		t.log.Debug("batch failed; isolating its records", "records", len(j.items), "err", j.err)
+		t.pending -= gone
 		return t.sched.Retry(j.id, true)
 	}
 	it := j.items[0]
@@ -595,6 +728,12 @@ func (t *Task) apply(j *job) {
 	for gi := range j.groups {
 		g := &j.groups[gi]
 		st := t.streams[g.stream]
+		if st != g.st {
+			// The partition was revoked or lost and its stream dropped: its new owner
+			// processes these records again; nothing of them is applied here.
+			t.pending -= len(g.recs)
+			continue
+		}
 		for _, w := range g.effects.Writes {
 			t.cache.Apply(g.entries[string(w.Key)], w.Name, w.Value, w.Delete)
 		}
@@ -633,6 +772,9 @@ func (t *Task) checkpoint() error {
 	cp := store.Checkpoint{Task: t.cfg.Name}
 	t.cache.Collect(&cp)
 	for _, st := range t.order {
+		if st.tracker == nil {
+			continue // a Kafka partition that has not had a record yet
+		}
 		next := st.tracker.Committable()
 		pos := st.durable
 		pos.Next = next
@@ -660,8 +802,20 @@ func (t *Task) checkpoint() error {
 		for _, sp := range cp.Positions {
 			t.streams[sp.Stream].durable = sp.Position
 		}
+		t.commitKafka(cp.Positions)
 		t.stats.Checkpoints++
 		t.cache.Evict()
+	}
+	t.stats.Version = t.cur.id
+	t.stats.Paused = t.paused
+	t.stats.Pending = t.pending
+	t.stats.InFlight = 0
+	for _, j := range t.inflight {
+		t.stats.InFlight += len(j.items)
+	}
+	t.stats.Inputs = t.stats.Inputs[:0:0]
+	for _, st := range t.order {
+		t.stats.Inputs = append(t.stats.Inputs, InputStats{Name: st.in.Name, Records: st.records, Committed: st.durable.Next})
 	}
 	t.statsMu.Lock()
 	t.published = t.stats
@@ -671,32 +825,23 @@ func (t *Task) checkpoint() error {
 
 func (t *Task) deadLetter(st *stream, offset int64, key, value []byte, cause error, attempts int) error {
 	t.stats.DeadLetters++
-	b := []byte(`{"task":`)
-	b = sink.AppendString(b, t.cfg.Name)
-	b = append(b, `,"input":`...)
-	b = sink.AppendString(b, st.in.Name)
-	b = append(b, `,"partition":0,"offset":`...)
-	b = strconv.AppendInt(b, offset, 10)
-	b = append(b, `,"line":`...)
-	b = strconv.AppendInt(b, offset+1, 10)
-	b = append(b, `,"attempts":`...)
-	b = strconv.AppendInt(b, int64(attempts), 10)
-	b = append(b, `,"error":`...)
-	b = sink.AppendString(b, cause.Error())
-	if key != nil {
-		b = append(b, `,"key":`...)
-		b = sink.AppendString(b, string(key))
+	d := &DeadLetter{Task: t.cfg.Name, Input: st.in.Name, Offset: offset, Attempts: attempts, Err: cause, Key: key, Value: value}
+	if st.kafka {
+		d.Input, d.Partition = st.tp.Topic, st.tp.Partition
 	}
-	b = append(b, `,"record":`...)
-	b = sink.AppendString(b, string(value))
-	b = append(b, '}')
-	return t.cfg.DeadLetter.WriteLine(b)
+	return t.cfg.DeadLetter.WriteDeadLetter(d)
 }
 
 func (t *Task) logProgress(msg string) {
 	var committed []any
 	for _, st := range t.order {
-		committed = append(committed, st.in.Name, st.tracker.Committable())
+		switch {
+		case st.tracker == nil:
+		case st.kafka:
+			committed = append(committed, st.tp.Topic+"/"+strconv.Itoa(int(st.tp.Partition)), st.tracker.Committable())
+		default:
+			committed = append(committed, st.in.Name, st.tracker.Committable())
+		}
 	}
 	t.log.Info(msg, "records", t.stats.Records, "processed", t.stats.Processed,
 		"outputs", t.stats.Outputs, "skipped_replayed", t.stats.Skipped, "dead_letters", t.stats.DeadLetters,

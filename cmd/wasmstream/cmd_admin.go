@@ -1,0 +1,482 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// The admin client: deploy, rollback, versions, status, pause and resume talk to a running
+// host's admin API (host.AdminConfig). The wire format is the host's internal/admin package's;
+// the types below decode what the client shows.
+
+const adminHelp = `The host's admin API address and token come from --admin-addr and --admin-token, else
+WASMSTREAM_ADMIN_ADDR and WASMSTREAM_ADMIN_TOKEN, else admin.addr and admin.token of the
+configuration file (--config, or ` + defaultConfigFile + ` if it exists). An address with no host
+(":7070") or an unspecified one ("0.0.0.0:7070") is reached on the loopback interface.`
+
+type wireVersion struct {
+	Version      int64     `json:"version"`
+	SHA256       string    `json:"sha256"`
+	Size         int64     `json:"size"`
+	Created      time.Time `json:"created"`
+	ABIVersion   string    `json:"abi_version"`
+	Origin       string    `json:"origin"`
+	Active       bool      `json:"active"`
+	ActiveOrigin string    `json:"active_origin"`
+}
+
+type wireDeployment struct {
+	Task         string      `json:"task"`
+	Version      wireVersion `json:"version"`
+	Previous     int64       `json:"previous"`
+	Unchanged    bool        `json:"unchanged"`
+	SwitchMillis float64     `json:"switch_ms"`
+}
+
+type wireStatus struct {
+	Tasks []struct {
+		Task        string `json:"task"`
+		Version     int64  `json:"version"`
+		Paused      bool   `json:"paused"`
+		Records     int64  `json:"records"`
+		Processed   int64  `json:"processed"`
+		Pending     int    `json:"pending"`
+		InFlight    int    `json:"in_flight"`
+		Outputs     int64  `json:"outputs"`
+		DeadLetters int64  `json:"dead_letters"`
+		Retries     int64  `json:"retries"`
+		Failures    int64  `json:"failures"`
+		Inputs      []struct {
+			Name      string `json:"name"`
+			Records   int64  `json:"records"`
+			Committed int64  `json:"committed"`
+		} `json:"inputs"`
+	} `json:"tasks"`
+}
+
+// adminFlags are the flags of the client commands.
+type adminFlags struct {
+	config string
+	task   string
+	json   bool
+}
+
+func addAdminFlags(fs *pflag.FlagSet, af *adminFlags, needTask bool) {
+	fs.StringVarP(&af.config, "config", "c", "", "configuration file to read admin.addr and admin.token from (default "+defaultConfigFile+" if it exists)")
+	fs.String("admin-addr", "", "the host's admin API address (env WASMSTREAM_ADMIN_ADDR)")
+	fs.String("admin-token", "", "the admin API's bearer token (env WASMSTREAM_ADMIN_TOKEN)")
+	if needTask {
+		fs.StringVar(&af.task, "task", "", "the task (required)")
+	}
+}
+
+// adminClient calls one host's admin API.
+type adminClient struct {
+	base  string // http://host:port
+	token string
+	hc    *http.Client
+}
+
+// client resolves the address and token from flags, environment and configuration file.
+func (af *adminFlags) client(fs *pflag.FlagSet, needTask bool) (*adminClient, error) {
+	if needTask && af.task == "" {
+		return nil, usageError("--task is required")
+	}
+	path, err := configPath(af.config, false)
+	if err != nil {
+		return nil, err
+	}
+	s, err := loadFile(path, fs, false)
+	if err != nil {
+		return nil, exitFor(err)
+	}
+	addr := s.Host.Admin.Addr
+	if addr == "" {
+		return nil, &exitError{code: exitUsage, err: errors.New("no admin API address"),
+			hint: "pass --admin-addr HOST:PORT, set WASMSTREAM_ADMIN_ADDR, or admin.addr in the configuration file"}
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, usageError("admin address %q is not host:port: %v", addr, err)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return &adminClient{
+		base:  "http://" + net.JoinHostPort(host, port),
+		token: s.Host.Admin.Token,
+		hc:    &http.Client{},
+	}, nil
+}
+
+// do sends a request and decodes a 2xx JSON answer into out; other answers become errors
+// carrying the server's message and problems.
+func (c *adminClient) do(ctx context.Context, method, path string, body io.Reader, size int64, out any) error {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, body)
+	if err != nil {
+		return failure(err)
+	}
+	if body != nil {
+		req.ContentLength = size
+		req.Header.Set("Content-Type", "application/wasm")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return &exitError{code: exitFailure, err: fmt.Errorf("admin API at %s: %w", c.base, err),
+			hint: "is the host running with admin.addr set, and is the address right?"}
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return failure(fmt.Errorf("admin API: reading the answer: %w", err))
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct {
+			Error    string   `json:"error"`
+			Problems []string `json:"problems"`
+		}
+		if json.Unmarshal(data, &e) != nil || e.Error == "" {
+			e.Error = strings.TrimSpace(string(data))
+		}
+		var errs []error
+		if len(e.Problems) > 0 {
+			errs = append(errs, fmt.Errorf("%s (HTTP %d):", e.Error, resp.StatusCode))
+			for _, p := range e.Problems {
+				errs = append(errs, errors.New(p))
+			}
+			return failure(errors.Join(errs...))
+		}
+		return failure(fmt.Errorf("%s (HTTP %d)", e.Error, resp.StatusCode))
+	}
+	if out == nil {
+		return nil
+	}
+	if raw, ok := out.(*json.RawMessage); ok {
+		*raw = data
+		return nil
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return failure(fmt.Errorf("admin API: unexpected answer: %w", err))
+	}
+	return nil
+}
+
+func taskPath(task string, rest string) string {
+	return "/v1/tasks/" + url.PathEscape(task) + rest
+}
+
+func newDeployCommand(stdout, stderr io.Writer) *cobra.Command {
+	var af adminFlags
+	cmd := &cobra.Command{
+		Use:   "deploy --task NAME FILE.wasm",
+		Short: "Deploy a new module version to a running task",
+		Long: `Deploy uploads a module to a running host, which validates it (ABI version, exports,
+imports, memory limit, and a trial instance whose init runs with the task's config) and, if
+it passes, switches the task to it without stopping: batches started from then on run on
+the new version, batches in flight finish on the old one, no record is lost or processed
+twice, and the task's state is kept. A refused module changes nothing; the reasons are
+printed and the exit status is 1. The new version stays active across restarts, overriding
+the module file of the configuration, until another is deployed or rolled back to.
+
+A progress line shows the upload and the validation of a large module.
+
+` + adminHelp,
+		Example: `  wasmstream deploy --task wordcount wordcount.wasm
+  WASMSTREAM_ADMIN_TOKEN=s3cret wasmstream deploy --admin-addr 10.0.0.5:7070 --task wordcount wc.wasm`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := af.client(cmd.Flags(), true)
+			if err != nil {
+				return err
+			}
+			wasm, err := os.ReadFile(args[0])
+			if err != nil {
+				return &exitError{code: exitUsage, err: fmt.Errorf("module: %w", err)}
+			}
+			var d wireDeployment
+			p := newProgress(stderr, args[0], int64(len(wasm)))
+			err = c.do(cmd.Context(), http.MethodPost, taskPath(af.task, "/versions"), p.reader(bytes.NewReader(wasm)), int64(len(wasm)), &d)
+			p.stop()
+			if err != nil {
+				return err
+			}
+			printDeployment(stdout, d, "deployed")
+			return nil
+		},
+	}
+	addAdminFlags(cmd.Flags(), &af, true)
+	return cmd
+}
+
+func newRollbackCommand(stdout io.Writer) *cobra.Command {
+	var af adminFlags
+	var to int64
+	cmd := &cobra.Command{
+		Use:   "rollback --task NAME [--to VERSION]",
+		Short: "Switch a running task back to an earlier module version",
+		Long: `Rollback switches a running task to the version before the active one (the highest-numbered
+version below it; rolling back again goes further back), or to --to VERSION, the same way
+deploy switches to a new one. The data directory keeps the last keep_module_versions
+versions of each task (see versions).
+
+` + adminHelp,
+		Example: `  wasmstream rollback --task wordcount
+  wasmstream rollback --task wordcount --to 3`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := af.client(cmd.Flags(), true)
+			if err != nil {
+				return err
+			}
+			path := taskPath(af.task, "/rollback")
+			if cmd.Flags().Changed("to") {
+				if to <= 0 {
+					return usageError("--to must be a version number (see wasmstream versions)")
+				}
+				path += "?to=" + strconv.FormatInt(to, 10)
+			}
+			var d wireDeployment
+			if err := c.do(cmd.Context(), http.MethodPost, path, nil, 0, &d); err != nil {
+				return err
+			}
+			printDeployment(stdout, d, "rolled back")
+			return nil
+		},
+	}
+	addAdminFlags(cmd.Flags(), &af, true)
+	cmd.Flags().Int64Var(&to, "to", 0, "the version to roll back to (default: the one before the active one)")
+	return cmd
+}
+
+func printDeployment(w io.Writer, d wireDeployment, verb string) {
+	v := d.Version
+	if d.Unchanged {
+		fmt.Fprintf(w, "task %s: version %d (sha256 %s) is already active; nothing changed\n", d.Task, v.Version, short(v.SHA256))
+		return
+	}
+	fmt.Fprintf(w, "task %s: %s: version %d active (was %d), sha256 %s, %d bytes, abi %s; switched %.1f ms after the request\n",
+		d.Task, verb, v.Version, d.Previous, short(v.SHA256), v.Size, v.ABIVersion, d.SwitchMillis)
+}
+
+func short(sum string) string { return sum[:min(12, len(sum))] }
+
+func newVersionsCommand(stdout io.Writer) *cobra.Command {
+	var af adminFlags
+	cmd := &cobra.Command{
+		Use:   "versions --task NAME",
+		Short: "List the module versions of a running task",
+		Long: `Versions lists the module versions a running host keeps for a task, oldest first, marking
+the active one. Origin "file" is the module file of the configuration, "deploy" an upload;
+an active version's "active by" says how it became active (file, deploy, activate, rollback).
+
+` + adminHelp,
+		Example: `  wasmstream versions --task wordcount
+  wasmstream versions --task wordcount --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := af.client(cmd.Flags(), true)
+			if err != nil {
+				return err
+			}
+			if af.json {
+				var raw json.RawMessage
+				if err := c.do(cmd.Context(), http.MethodGet, taskPath(af.task, "/versions"), nil, 0, &raw); err != nil {
+					return err
+				}
+				_, err := stdout.Write(raw)
+				return err
+			}
+			var out struct {
+				Versions []wireVersion `json:"versions"`
+			}
+			if err := c.do(cmd.Context(), http.MethodGet, taskPath(af.task, "/versions"), nil, 0, &out); err != nil {
+				return err
+			}
+			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "VERSION\tACTIVE\tORIGIN\tCREATED\tSIZE\tABI\tSHA256")
+			for _, v := range out.Versions {
+				active := ""
+				if v.Active {
+					active = "* (" + v.ActiveOrigin + ")"
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", v.Version, active, v.Origin,
+					v.Created.Local().Format(time.DateTime), v.Size, v.ABIVersion, short(v.SHA256))
+			}
+			return tw.Flush()
+		},
+	}
+	addAdminFlags(cmd.Flags(), &af, true)
+	cmd.Flags().BoolVar(&af.json, "json", false, "print the API's JSON answer")
+	return cmd
+}
+
+func newStatusCommand(stdout io.Writer) *cobra.Command {
+	var af adminFlags
+	cmd := &cobra.Command{
+		Use:   "status",
+		Short: "Show the tasks of a running host",
+		Long: `Status shows each task of a running host: its active module version, whether it is paused,
+records read, processed, pending (read and not complete) and in flight, outputs, dead
+letters, retries and failed calls, and for each input the records read and the committed
+line a restart would resume after. Figures are as of the task's last checkpoint.
+
+` + adminHelp,
+		Example: `  wasmstream status
+  wasmstream status --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := af.client(cmd.Flags(), false)
+			if err != nil {
+				return err
+			}
+			if af.json {
+				var raw json.RawMessage
+				if err := c.do(cmd.Context(), http.MethodGet, "/v1/status", nil, 0, &raw); err != nil {
+					return err
+				}
+				_, err := stdout.Write(raw)
+				return err
+			}
+			var st wireStatus
+			if err := c.do(cmd.Context(), http.MethodGet, "/v1/status", nil, 0, &st); err != nil {
+				return err
+			}
+			for _, t := range st.Tasks {
+				state := "running"
+				if t.Paused {
+					state = "paused"
+				}
+				fmt.Fprintf(stdout, "task %s: %s, version %d; records %d, processed %d, pending %d, in flight %d, outputs %d, dead letters %d, retries %d, failures %d\n",
+					t.Task, state, t.Version, t.Records, t.Processed, t.Pending, t.InFlight, t.Outputs, t.DeadLetters, t.Retries, t.Failures)
+				for _, in := range t.Inputs {
+					fmt.Fprintf(stdout, "  input %s: read %d, committed line %d\n", in.Name, in.Records, in.Committed)
+				}
+			}
+			return nil
+		},
+	}
+	addAdminFlags(cmd.Flags(), &af, false)
+	cmd.Flags().BoolVar(&af.json, "json", false, "print the API's JSON answer")
+	return cmd
+}
+
+func newPauseCommand(stdout io.Writer, pause bool) *cobra.Command {
+	var af adminFlags
+	name, short, long := "pause", "Stop a running task from starting batches", `Pause stops a running task from starting batches: the batches in flight finish, checkpoints
+go on, and reading stops once its queues are full. resume undoes it. A paused task is not
+paused any more after a restart.`
+	if !pause {
+		name, short, long = "resume", "Let a paused task start batches again", `Resume lets a task paused with pause start batches again.`
+	}
+	cmd := &cobra.Command{
+		Use:     name + " --task NAME",
+		Short:   short,
+		Long:    long + "\n\n" + adminHelp,
+		Example: "  wasmstream " + name + " --task wordcount",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := af.client(cmd.Flags(), true)
+			if err != nil {
+				return err
+			}
+			if err := c.do(cmd.Context(), http.MethodPost, taskPath(af.task, "/"+name), nil, 0, nil); err != nil {
+				return err
+			}
+			verb := "paused"
+			if !pause {
+				verb = "resumed"
+			}
+			fmt.Fprintf(stdout, "task %s: %s\n", af.task, verb)
+			return nil
+		},
+	}
+	addAdminFlags(cmd.Flags(), &af, true)
+	return cmd
+}
+
+// progress prints a progress line on w while a module uploads and the host validates it: the
+// first after progressEvery, then every progressEvery, overwritten in place; nothing at all
+// for a call that ends sooner.
+type progress struct {
+	w     io.Writer
+	name  string
+	total int64
+	sent  atomic.Int64
+	start time.Time
+	done  chan struct{}
+	wg    sync.WaitGroup
+	shown bool
+}
+
+const progressEvery = 250 * time.Millisecond
+
+func newProgress(w io.Writer, name string, total int64) *progress {
+	p := &progress{w: w, name: name, total: total, start: time.Now(), done: make(chan struct{})}
+	p.wg.Add(1)
+	go p.run()
+	return p
+}
+
+func (p *progress) reader(r io.Reader) io.Reader { return &countingReader{r: r, n: &p.sent} }
+
+func (p *progress) run() {
+	defer p.wg.Done()
+	tick := time.NewTicker(progressEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-p.done:
+			return
+		case <-tick.C:
+			p.shown = true
+			sent := p.sent.Load()
+			line := fmt.Sprintf("deploying %s: uploaded %s of %s (%d%%)", p.name, mib(sent), mib(p.total), sent*100/max(p.total, 1))
+			if sent >= p.total {
+				line = fmt.Sprintf("deploying %s: uploaded %s; the host is compiling and validating it (%s)", p.name, mib(p.total), time.Since(p.start).Round(100*time.Millisecond))
+			}
+			fmt.Fprintf(p.w, "\r%-100s", line)
+		}
+	}
+}
+
+// stop ends the progress line.
+func (p *progress) stop() {
+	close(p.done)
+	p.wg.Wait()
+	if p.shown {
+		fmt.Fprintln(p.w)
+	}
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
+
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.n.Add(int64(n))
+	return n, err
+}

@@ -1,0 +1,200 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/wasmstream/wasmstream/host/internal/admin"
+)
+
+// validateAdmin checks the admin section.
+func validateAdmin(a AdminConfig, bad func(string, string, ...any)) {
+	if a.MaxModuleBytes < 0 {
+		bad("admin.max_module_bytes", "must be positive, got %d", a.MaxModuleBytes)
+	}
+	if a.Addr == "" {
+		return
+	}
+	addr, err := adminListenAddr(a.Addr)
+	if err != nil {
+		bad("admin.addr", "%v", err)
+		return
+	}
+	if a.Token == "" && !loopback(addr) {
+		bad("admin.token", "is required when admin.addr (%s) is not a loopback address: anyone who can reach it could deploy code", a.Addr)
+	}
+}
+
+// adminListenAddr returns the address to listen on: a port alone means the loopback interface.
+func adminListenAddr(addr string) (string, error) {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("%q is not host:port: %v", addr, err)
+	}
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// loopback reports whether the host of addr is a loopback address or "localhost".
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// AdminAddr returns the address the admin API listens on while Run runs ("" otherwise, or
+// when the API is disabled). With admin.addr's port 0 it tells the port chosen.
+func (h *Host) AdminAddr() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.adminAddr
+}
+
+// startAdmin starts the admin API if configured; the returned stop shuts it down and waits.
+func (h *Host) startAdmin(ctx context.Context) (stop func(), err error) {
+	ac := h.cfg.Admin
+	if ac.Addr == "" {
+		return func() {}, nil
+	}
+	addr, err := adminListenAddr(ac.Addr)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("wasmstream: admin API: %w", err)
+	}
+	log := h.cfg.Logger.With("component", "admin")
+	srv := admin.New(admin.Config{Token: ac.Token, MaxModuleBytes: ac.MaxModuleBytes, Backend: adminBackend{h}, Logger: log})
+	h.mu.Lock()
+	h.adminAddr = ln.Addr().String()
+	h.mu.Unlock()
+	if ac.Token == "" {
+		log.Warn("admin API without a token: any local user can deploy modules", "addr", ln.Addr().String())
+	} else {
+		log.Info("admin API listening", "addr", ln.Addr().String())
+	}
+	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(actx, ln); err != nil {
+			log.Error("admin API stopped", "err", err)
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
+		h.mu.Lock()
+		h.adminAddr = ""
+		h.mu.Unlock()
+	}, nil
+}
+
+// adminBackend adapts the Host to the admin API.
+type adminBackend struct{ h *Host }
+
+func (b adminBackend) Deploy(ctx context.Context, task string, wasm []byte) (admin.Deployment, error) {
+	d, err := b.h.Deploy(ctx, task, wasm)
+	return wireDeployment(d), wireError(err)
+}
+
+func (b adminBackend) Activate(ctx context.Context, task string, v int64) (admin.Deployment, error) {
+	d, err := b.h.Activate(ctx, task, v)
+	return wireDeployment(d), wireError(err)
+}
+
+func (b adminBackend) Rollback(ctx context.Context, task string, to int64) (admin.Deployment, error) {
+	var d *Deployment
+	var err error
+	if to == 0 {
+		d, err = b.h.Rollback(ctx, task)
+	} else {
+		d, err = b.h.RollbackTo(ctx, task, to)
+	}
+	return wireDeployment(d), wireError(err)
+}
+
+func (b adminBackend) Versions(task string) ([]admin.Version, error) {
+	vs, err := b.h.Versions(task)
+	if err != nil {
+		return nil, wireError(err)
+	}
+	out := make([]admin.Version, len(vs))
+	for i, v := range vs {
+		out[i] = wireVersion(v)
+	}
+	return out, nil
+}
+
+func (b adminBackend) Pause(ctx context.Context, task string) error {
+	return wireError(b.h.Pause(ctx, task))
+}
+
+func (b adminBackend) Resume(ctx context.Context, task string) error {
+	return wireError(b.h.Resume(ctx, task))
+}
+
+func (b adminBackend) Status() []admin.TaskStatus {
+	var out []admin.TaskStatus
+	for _, s := range b.h.Stats() {
+		ts := admin.TaskStatus{Task: s.Task, Version: s.Version, Paused: s.Paused, Records: s.Records,
+			Processed: s.Processed, Pending: s.Pending, InFlight: s.InFlight, Outputs: s.Outputs,
+			Skipped: s.Skipped, DeadLetters: s.DeadLetters, Retries: s.Retries, Failures: s.Failures,
+			Checkpoints: s.Checkpoints, Inputs: []admin.InputStatus{}}
+		for _, in := range s.Inputs {
+			ts.Inputs = append(ts.Inputs, admin.InputStatus{Name: in.Name, Records: in.Records, Committed: in.Committed})
+		}
+		out = append(out, ts)
+	}
+	if out == nil {
+		out = []admin.TaskStatus{}
+	}
+	return out
+}
+
+func wireVersion(v ModuleVersion) admin.Version {
+	return admin.Version{Version: v.Version, SHA256: v.SHA256, Size: v.Size, Created: v.Created,
+		ABIVersion: v.ABIVersion, Origin: v.Origin, Active: v.Active, ActiveOrigin: v.ActiveOrigin,
+		Exports: v.Exports, Imports: v.Imports}
+}
+
+func wireDeployment(d *Deployment) admin.Deployment {
+	if d == nil {
+		return admin.Deployment{}
+	}
+	out := admin.Deployment{Task: d.Task, Version: wireVersion(d.Version), Previous: d.Previous, Unchanged: d.Unchanged}
+	if !d.Switched.IsZero() {
+		out.SwitchMillis = float64(d.Switched.Sub(d.Requested).Microseconds()) / 1000
+	}
+	return out
+}
+
+// wireError gives a host error its HTTP status.
+func wireError(err error) error {
+	if err == nil {
+		return nil
+	}
+	var refused *ModuleRefusedError
+	switch {
+	case errors.As(err, &refused):
+		return &admin.Error{Status: http.StatusUnprocessableEntity, Problems: refused.Problems, Err: err}
+	case errors.Is(err, ErrUnknownTask), errors.Is(err, ErrUnknownVersion):
+		return &admin.Error{Status: http.StatusNotFound, Err: err}
+	case errors.Is(err, ErrNotRunning), errors.Is(err, ErrNoEarlierVersion):
+		return &admin.Error{Status: http.StatusConflict, Err: err}
+	}
+	return err
+}

@@ -1,0 +1,454 @@
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/modrt"
+	"github.com/wasmstream/wasmstream/host/internal/task"
+	"github.com/wasmstream/wasmstream/store"
+)
+
+// Origins of module versions and of active versions (ModuleVersion.Origin, ActiveOrigin).
+const (
+	// OriginFile: the task's configured module file, registered when Run starts or reloaded by
+	// ReloadModule. A task whose active version came from its file follows the file: when the
+	// file changed while the host was down, the next Run registers and runs the new contents.
+	OriginFile = "file"
+	// OriginDeploy: uploaded with Deploy. It overrides the module file at the next Run.
+	OriginDeploy = "deploy"
+	// OriginActivate and OriginRollback: made active again with Activate or Rollback. Like a
+	// deploy, they override the module file at the next Run.
+	OriginActivate = "activate"
+	OriginRollback = "rollback"
+)
+
+// ModuleVersion describes one version of a task's module in the data directory's registry.
+type ModuleVersion struct {
+	Task       string
+	Version    int64 // 1, 2, 3, … per task, in the order versions were added; never reused
+	SHA256     string
+	Size       int64
+	Created    time.Time
+	ABIVersion string // "major.minor"
+	Origin     string // OriginFile or OriginDeploy
+	Exports    []string
+	Imports    []string
+	// Active is whether this is the version the task runs; ActiveOrigin says how it became
+	// active (OriginFile, OriginDeploy, OriginActivate, OriginRollback).
+	Active       bool
+	ActiveOrigin string
+}
+
+// Deployment is the outcome of Deploy, ReloadModule, Activate or Rollback.
+type Deployment struct {
+	Task    string
+	Version ModuleVersion // the version now active
+	// Previous is the version that was active before (equal to Version.Version if Unchanged).
+	Previous int64
+	// Unchanged is set when the version was already active: nothing was switched.
+	Unchanged bool
+	// Requested is when the call started; Switched when the task's loop made the version
+	// current (batches dispatched after it run on it). Switched is zero if Unchanged.
+	Requested, Switched time.Time
+
+	sw task.Switched
+}
+
+// FirstBatch waits until a first batch ran successfully on the deployed version and returns
+// when (wall clock). It fails if ctx ends first, if the deployment switched nothing, or if the
+// version was replaced, or the task stopped, before a batch ran on it.
+func (d *Deployment) FirstBatch(ctx context.Context) (time.Time, error) {
+	if d.Unchanged {
+		return time.Time{}, errors.New("wasmstream: the version was already active; nothing was switched")
+	}
+	return d.sw.FirstBatch(ctx)
+}
+
+// running is what Deploy and its siblings need of a running task.
+type running struct {
+	cfg    TaskConfig
+	task   *task.Task
+	deploy sync.Mutex // serialises the deploys, activations and rollbacks of the task
+}
+
+// live is what Run shares with Deploy and its siblings while it runs.
+type live struct {
+	rt    *modrt.Runtime
+	db    *store.DB
+	tasks map[string]*running
+}
+
+// Ready is closed once Run has opened the store, compiled every task's module, started the
+// admin API (if configured) and is about to start the tasks: from then until Run returns,
+// Deploy, Versions, Pause and their siblings work. It is never closed if Run fails before.
+func (h *Host) Ready() <-chan struct{} { return h.ready }
+
+// enter returns the running task name and registers a call that Run waits for before closing
+// the store and the runtime; leave must follow.
+func (h *Host) enter(name string) (*live, *running, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.live == nil {
+		if !h.knows(name) {
+			return nil, nil, fmt.Errorf("%w: %q", ErrUnknownTask, name)
+		}
+		return nil, nil, fmt.Errorf("%w: task %q", ErrNotRunning, name)
+	}
+	r := h.live.tasks[name]
+	if r == nil {
+		return nil, nil, fmt.Errorf("%w: %q", ErrUnknownTask, name)
+	}
+	h.calls.Add(1)
+	return h.live, r, nil
+}
+
+func (h *Host) leave() { h.calls.Done() }
+
+func (h *Host) knows(name string) bool {
+	for _, tc := range h.cfg.Tasks {
+		if tc.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Deploy validates wasm as a new version of task name's module and, if it passes, switches
+// the running task to it without stopping it (DESIGN S19): batches dispatched from then on run
+// on the new version, batches in flight finish on the old one, no record is lost or processed
+// twice, and state is kept. The version is stored in the data directory's registry and stays
+// active across restarts, overriding the configured module file, until another is deployed or
+// activated.
+//
+// Validation is that of Check (well-formed, ABI version, exports, imports, memory within the
+// task's limits) plus a trial instance whose init runs with the task's config. A refused
+// module changes nothing and the error is a *ModuleRefusedError naming every problem.
+// Deploying the bytes of the active version again changes nothing (Deployment.Unchanged).
+// Other errors wrap ErrUnknownTask or ErrNotRunning. Deploys, activations and rollbacks of one
+// task are serialised. Safe from any goroutine while Run runs.
+func (h *Host) Deploy(ctx context.Context, name string, wasm []byte) (*Deployment, error) {
+	return h.deployBytes(ctx, name, wasm, OriginDeploy)
+}
+
+// ReloadModule reads task name's configured module file and deploys it like Deploy, as a
+// version that follows the file (OriginFile); it returns a Deployment with Unchanged set when
+// the file holds the active version already. It is what `wasmstream run --watch` calls when
+// the file changes.
+func (h *Host) ReloadModule(ctx context.Context, name string) (*Deployment, error) {
+	_, r, err := h.enter(name)
+	if err != nil {
+		return nil, err
+	}
+	path := r.cfg.Module
+	h.leave()
+	wasm, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("wasmstream: task %s: module: %w", name, err)
+	}
+	return h.deployBytes(ctx, name, wasm, OriginFile)
+}
+
+func (h *Host) deployBytes(ctx context.Context, name string, wasm []byte, origin string) (*Deployment, error) {
+	requested := time.Now()
+	lv, r, err := h.enter(name)
+	if err != nil {
+		return nil, err
+	}
+	defer h.leave()
+	r.deploy.Lock()
+	defer r.deploy.Unlock()
+
+	active, cur, err := activeVersion(lv.db, name)
+	if err != nil {
+		return nil, err
+	}
+	if sha256.Sum256(wasm) == cur.SHA256 && (origin != OriginFile || active.Origin == OriginFile) {
+		return &Deployment{Task: name, Version: publicVersion(name, cur, active), Previous: int64(cur.Version), Unchanged: true, Requested: requested}, nil
+	}
+	mod, err := h.prepare(ctx, lv, r, wasm)
+	if err != nil {
+		return nil, err
+	}
+	info := mod.Info()
+	mv, err := lv.db.AddModule(name, wasm, store.ModuleVersion{
+		Created: time.Now().UnixMilli(), ABIVersion: info.ABIVersion, Origin: origin,
+		Exports: info.Exports, Imports: info.Imports,
+	}, h.cfg.KeepModuleVersions)
+	if err != nil {
+		mod.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("wasmstream: task %s: registering the module: %w", name, err)
+	}
+	return h.switchTo(ctx, lv, r, mod, mv, int64(cur.Version), origin, requested)
+}
+
+// Activate makes version v of task name's module the active one again, like Deploy does for
+// new bytes. The version is validated anew (the task's limits may have changed since it ran).
+// It fails with ErrUnknownVersion if the registry has no such version (never deployed, or
+// pruned: Config.KeepModuleVersions).
+func (h *Host) Activate(ctx context.Context, name string, v int64) (*Deployment, error) {
+	return h.activate(ctx, name, v, OriginActivate)
+}
+
+// Rollback activates the version before the active one: the highest-numbered version below
+// it. Repeated rollbacks walk back through the history. It fails with ErrNoEarlierVersion when
+// there is none.
+func (h *Host) Rollback(ctx context.Context, name string) (*Deployment, error) {
+	return h.activate(ctx, name, 0, OriginRollback)
+}
+
+// RollbackTo activates version v, like Activate, recording it as a rollback.
+func (h *Host) RollbackTo(ctx context.Context, name string, v int64) (*Deployment, error) {
+	if v <= 0 {
+		return nil, fmt.Errorf("%w: version %d", ErrUnknownVersion, v)
+	}
+	return h.activate(ctx, name, v, OriginRollback)
+}
+
+// activate activates version v (0: the one before the active one).
+func (h *Host) activate(ctx context.Context, name string, v int64, origin string) (*Deployment, error) {
+	requested := time.Now()
+	lv, r, err := h.enter(name)
+	if err != nil {
+		return nil, err
+	}
+	defer h.leave()
+	r.deploy.Lock()
+	defer r.deploy.Unlock()
+
+	active, cur, err := activeVersion(lv.db, name)
+	if err != nil {
+		return nil, err
+	}
+	var target store.ModuleVersion
+	if v == 0 {
+		versions, err := lv.db.ModuleVersions(name)
+		if err != nil {
+			return nil, fmt.Errorf("wasmstream: %w", err)
+		}
+		found := false
+		for _, mv := range versions {
+			if mv.Version < cur.Version {
+				target, found = mv, true
+			}
+		}
+		if !found {
+			return nil, fmt.Errorf("%w: task %s runs version %d, the oldest it keeps", ErrNoEarlierVersion, name, cur.Version)
+		}
+	} else {
+		mv, ok, err := lv.db.ModuleVersion(name, uint64(v))
+		if err != nil {
+			return nil, fmt.Errorf("wasmstream: %w", err)
+		}
+		if !ok || v < 0 {
+			return nil, fmt.Errorf("%w: task %s has no version %d (see its versions)", ErrUnknownVersion, name, v)
+		}
+		target = mv
+	}
+	if target.Version == cur.Version {
+		return &Deployment{Task: name, Version: publicVersion(name, cur, active), Previous: int64(cur.Version), Unchanged: true, Requested: requested}, nil
+	}
+	wasm, err := lv.db.ModuleBytes(target.SHA256)
+	if err != nil {
+		return nil, fmt.Errorf("wasmstream: task %s version %d: %w", name, target.Version, err)
+	}
+	mod, err := h.prepare(ctx, lv, r, wasm)
+	if err != nil {
+		return nil, err
+	}
+	return h.switchTo(ctx, lv, r, mod, target, int64(cur.Version), origin, requested)
+}
+
+// prepare compiles and validates wasm for r, including a trial instance with the task's config.
+func (h *Host) prepare(ctx context.Context, lv *live, r *running, wasm []byte) (*modrt.Module, error) {
+	mod, err := lv.rt.Compile(ctx, wasm, limits(r.cfg))
+	if err != nil {
+		return nil, refused(r.cfg.Name, err)
+	}
+	if err := r.task.Trial(ctx, mod); err != nil {
+		mod.Close(context.WithoutCancel(ctx))
+		return nil, refused(r.cfg.Name, fmt.Errorf("trial instance with the task's config: %w", err))
+	}
+	return mod, nil
+}
+
+// switchTo switches r's loop to mod (version mv) and records mv as active.
+func (h *Host) switchTo(ctx context.Context, lv *live, r *running, mod *modrt.Module, mv store.ModuleVersion, prev int64, origin string, requested time.Time) (*Deployment, error) {
+	name := r.cfg.Name
+	sw, err := r.task.Switch(ctx, mod, int64(mv.Version))
+	if err != nil {
+		mod.Close(context.WithoutCancel(ctx))
+		if errors.Is(err, task.ErrStopped) {
+			return nil, fmt.Errorf("%w: task %q (version %d is stored but not active)", ErrNotRunning, name, mv.Version)
+		}
+		return nil, fmt.Errorf("wasmstream: task %s: %w", name, err)
+	}
+	active := store.ActiveModule{Version: mv.Version, Since: time.Now().UnixMilli(), Origin: origin}
+	if err := lv.db.SetActiveModule(name, active); err != nil {
+		return nil, fmt.Errorf("wasmstream: task %s runs version %d but recording it as active failed (a restart would run version %d): %w", name, mv.Version, prev, err)
+	}
+	h.cfg.Logger.Info("module version active", "task", name, "version", mv.Version, "previous", prev,
+		"origin", origin, "sha256", hex.EncodeToString(mv.SHA256[:]), "switch", time.Since(requested).Round(time.Microsecond))
+	return &Deployment{Task: name, Version: publicVersion(name, mv, active), Previous: prev,
+		Requested: requested, Switched: sw.At, sw: sw}, nil
+}
+
+// Versions lists task name's module versions, oldest first, while Run runs.
+func (h *Host) Versions(name string) ([]ModuleVersion, error) {
+	lv, _, err := h.enter(name)
+	if err != nil {
+		return nil, err
+	}
+	defer h.leave()
+	active, _, err := lv.db.ActiveModule(name)
+	if err != nil {
+		return nil, fmt.Errorf("wasmstream: %w", err)
+	}
+	versions, err := lv.db.ModuleVersions(name)
+	if err != nil {
+		return nil, fmt.Errorf("wasmstream: %w", err)
+	}
+	out := make([]ModuleVersion, len(versions))
+	for i, mv := range versions {
+		out[i] = publicVersion(name, mv, active)
+	}
+	return out, nil
+}
+
+// Pause stops task name from starting batches: batches in flight finish, checkpoints go on,
+// and reading stops once its queues are full. Resume undoes it. Pausing is not persisted: a
+// restarted task runs. Safe from any goroutine while Run runs.
+func (h *Host) Pause(ctx context.Context, name string) error {
+	return h.pauseResume(ctx, name, (*task.Task).Pause)
+}
+
+// Resume lets a paused task start batches again.
+func (h *Host) Resume(ctx context.Context, name string) error {
+	return h.pauseResume(ctx, name, (*task.Task).Resume)
+}
+
+func (h *Host) pauseResume(ctx context.Context, name string, fn func(*task.Task, context.Context) error) error {
+	_, r, err := h.enter(name)
+	if err != nil {
+		return err
+	}
+	defer h.leave()
+	if err := fn(r.task, ctx); err != nil {
+		if errors.Is(err, task.ErrStopped) {
+			return fmt.Errorf("%w: task %q", ErrNotRunning, name)
+		}
+		return fmt.Errorf("wasmstream: task %s: %w", name, err)
+	}
+	return nil
+}
+
+// activeVersion returns task name's active version and its record.
+func activeVersion(db *store.DB, name string) (store.ActiveModule, store.ModuleVersion, error) {
+	active, ok, err := db.ActiveModule(name)
+	if err != nil {
+		return active, store.ModuleVersion{}, fmt.Errorf("wasmstream: %w", err)
+	}
+	if !ok {
+		return active, store.ModuleVersion{}, fmt.Errorf("wasmstream: task %s has no active module version", name)
+	}
+	mv, ok, err := db.ModuleVersion(name, active.Version)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: the active version %d has no record", store.ErrCorrupt, active.Version)
+	}
+	if err != nil {
+		return active, mv, fmt.Errorf("wasmstream: task %s: %w", name, err)
+	}
+	return active, mv, nil
+}
+
+// startModule compiles the module task tc starts with, and returns it with its version:
+//
+//   - the active version of the registry if it was deployed, activated or rolled back (it
+//     overrides the module file, which is logged when the file differs);
+//   - otherwise the module file, registered as a new version and made active if it differs
+//     from the active version (or there is none). A file that cannot be read falls back to the
+//     active version, if there is one.
+func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.DB, tc TaskConfig) (*modrt.Module, int64, error) {
+	log := cfg.Logger.With("task", tc.Name)
+	active, hasActive, err := db.ActiveModule(tc.Name)
+	if err != nil {
+		return nil, 0, err
+	}
+	file, ferr := os.ReadFile(tc.Module)
+	if hasActive {
+		_, mv, err := activeVersion(db, tc.Name)
+		if err != nil {
+			return nil, 0, err
+		}
+		fileMatches := ferr == nil && sha256.Sum256(file) == mv.SHA256
+		if active.Origin != OriginFile || ferr != nil || fileMatches {
+			switch {
+			case ferr != nil:
+				log.Warn("module file unreadable; running the active version from the registry",
+					"module", tc.Module, "version", mv.Version, "err", ferr)
+			case !fileMatches:
+				log.Warn("the module file is overridden by a deployed version; deploy or activate another to change it",
+					"module", tc.Module, "version", mv.Version, "active_by", active.Origin)
+			}
+			wasm, err := db.ModuleBytes(mv.SHA256)
+			if err != nil {
+				return nil, 0, err
+			}
+			mod, err := rt.Compile(ctx, wasm, limits(tc))
+			if err != nil {
+				return nil, 0, fmt.Errorf("active module version %d: %w", mv.Version, err)
+			}
+			log.Info("running the active module version", "version", mv.Version, "sha256", hex.EncodeToString(mv.SHA256[:]), "active_by", active.Origin)
+			return mod, int64(mv.Version), nil
+		}
+	}
+	if ferr != nil {
+		return nil, 0, fmt.Errorf("module: %w", ferr)
+	}
+	mod, err := rt.Compile(ctx, file, limits(tc))
+	if err != nil {
+		return nil, 0, fmt.Errorf("module %s: %w", tc.Module, err)
+	}
+	info := mod.Info()
+	mv, err := db.AddModule(tc.Name, file, store.ModuleVersion{
+		Created: time.Now().UnixMilli(), ABIVersion: info.ABIVersion, Origin: OriginFile,
+		Exports: info.Exports, Imports: info.Imports,
+	}, cfg.KeepModuleVersions)
+	if err == nil {
+		err = db.SetActiveModule(tc.Name, store.ActiveModule{Version: mv.Version, Since: time.Now().UnixMilli(), Origin: OriginFile})
+	}
+	if err != nil {
+		mod.Close(ctx)
+		return nil, 0, err
+	}
+	log.Info("module file registered as the active version", "module", tc.Module, "version", mv.Version, "sha256", info.SHA256)
+	return mod, int64(mv.Version), nil
+}
+
+func publicVersion(task string, mv store.ModuleVersion, active store.ActiveModule) ModuleVersion {
+	v := ModuleVersion{
+		Task: task, Version: int64(mv.Version), SHA256: hex.EncodeToString(mv.SHA256[:]), Size: mv.Size,
+		Created: time.UnixMilli(mv.Created), ABIVersion: abi.VersionString(mv.ABIVersion), Origin: mv.Origin,
+		Exports: mv.Exports, Imports: mv.Imports,
+	}
+	if mv.Version == active.Version {
+		v.Active, v.ActiveOrigin = true, active.Origin
+	}
+	return v
+}
+
+// refused turns a validation failure into a *ModuleRefusedError.
+func refused(task string, err error) error {
+	var me *modrt.ModuleError
+	if errors.As(err, &me) {
+		return &ModuleRefusedError{Task: task, Problems: append([]string(nil), me.Problems...), Err: err}
+	}
+	return &ModuleRefusedError{Task: task, Problems: []string{err.Error()}, Err: err}
+}

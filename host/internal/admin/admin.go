@@ -1,0 +1,317 @@
+// Package admin is the host's admin HTTP API: deploy a module version, list versions, activate
+// or roll back a version, pause and resume a task, and show the tasks' status. It uses only
+// net/http; the host implements Backend and owns the server's goroutine (Serve).
+//
+// Every response is JSON. Errors are {"error": "...", "problems": [...]} with the status that
+// fits: 400 a malformed request, 401 a missing or wrong bearer token, 404 an unknown task,
+// version or path, 405 a wrong method, 409 a task that is not running or has no earlier
+// version, 413 an upload over the size limit, 422 a refused module, 500 anything else.
+//
+//	GET  /v1/status                                  {"tasks": [TaskStatus…]}
+//	GET  /v1/tasks/{task}/versions                   {"task": …, "versions": [Version…]}
+//	POST /v1/tasks/{task}/versions                   body: the .wasm bytes → 201 Deployment
+//	                                                 (200 when the bytes are the active version)
+//	POST /v1/tasks/{task}/versions/{version}/activate                    → 200 Deployment
+//	POST /v1/tasks/{task}/rollback[?to=N]            the version before the active one, or N
+//	POST /v1/tasks/{task}/pause, /v1/tasks/{task}/resume                 → 200 {"task", "paused"}
+package admin
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Version is one module version on the wire.
+type Version struct {
+	Version      int64     `json:"version"`
+	SHA256       string    `json:"sha256"`
+	Size         int64     `json:"size"`
+	Created      time.Time `json:"created"`
+	ABIVersion   string    `json:"abi_version"`
+	Origin       string    `json:"origin"`
+	Active       bool      `json:"active"`
+	ActiveOrigin string    `json:"active_origin,omitempty"`
+	Exports      []string  `json:"exports"`
+	Imports      []string  `json:"imports"`
+}
+
+// Deployment is the answer to a deploy, an activation or a rollback.
+type Deployment struct {
+	Task      string  `json:"task"`
+	Version   Version `json:"version"`
+	Previous  int64   `json:"previous"`
+	Unchanged bool    `json:"unchanged,omitempty"`
+	// SwitchMillis is the time from the request to the switch (validation included).
+	SwitchMillis float64 `json:"switch_ms"`
+}
+
+// TaskStatus is one task's figures.
+type TaskStatus struct {
+	Task        string        `json:"task"`
+	Version     int64         `json:"version"`
+	Paused      bool          `json:"paused"`
+	Records     int64         `json:"records"`
+	Processed   int64         `json:"processed"`
+	Pending     int           `json:"pending"`
+	InFlight    int           `json:"in_flight"`
+	Outputs     int64         `json:"outputs"`
+	Skipped     int64         `json:"skipped"`
+	DeadLetters int64         `json:"dead_letters"`
+	Retries     int64         `json:"retries"`
+	Failures    int64         `json:"failures"`
+	Checkpoints int64         `json:"checkpoints"`
+	Inputs      []InputStatus `json:"inputs"`
+}
+
+// InputStatus is one input of a task.
+type InputStatus struct {
+	Name string `json:"name"`
+	// Records is how many were read this run; Committed how many lines are behind the
+	// committed position (a restart resumes at line Committed+1).
+	Records   int64 `json:"records"`
+	Committed int64 `json:"committed"`
+}
+
+// Backend is what the API drives: the host.
+type Backend interface {
+	Deploy(ctx context.Context, task string, wasm []byte) (Deployment, error)
+	Activate(ctx context.Context, task string, version int64) (Deployment, error)
+	// Rollback activates version to, or the one before the active one when to is 0.
+	Rollback(ctx context.Context, task string, to int64) (Deployment, error)
+	Versions(task string) ([]Version, error)
+	Pause(ctx context.Context, task string) error
+	Resume(ctx context.Context, task string) error
+	Status() []TaskStatus
+}
+
+// Error is a Backend error that carries its HTTP status and, for a refused module, its
+// problems. Other errors are answered with 500.
+type Error struct {
+	Status   int
+	Problems []string
+	Err      error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// Config configures a Server.
+type Config struct {
+	// Token, if set, must be presented by every request as "Authorization: Bearer <token>".
+	Token string
+	// MaxModuleBytes bounds an uploaded module (413 above). Required.
+	MaxModuleBytes int64
+	Backend        Backend
+	Logger         *slog.Logger
+}
+
+// Server is the admin API.
+type Server struct {
+	cfg Config
+	mux *http.ServeMux
+}
+
+// New returns a Server; it starts nothing.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	s.mux.HandleFunc("GET /v1/status", s.status)
+	s.mux.HandleFunc("GET /v1/tasks/{task}/versions", s.versions)
+	s.mux.HandleFunc("POST /v1/tasks/{task}/versions", s.deploy)
+	s.mux.HandleFunc("POST /v1/tasks/{task}/versions/{version}/activate", s.activate)
+	s.mux.HandleFunc("POST /v1/tasks/{task}/rollback", s.rollback)
+	s.mux.HandleFunc("POST /v1/tasks/{task}/pause", s.pause)
+	s.mux.HandleFunc("POST /v1/tasks/{task}/resume", s.resume)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s %s", r.Method, r.URL.Path), nil)
+	})
+	return s
+}
+
+// Handler returns the API's handler, authentication included.
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.Token != "" {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Token)) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="wasmstream"`)
+				msg := "missing bearer token (Authorization: Bearer <token>)"
+				if ok {
+					msg = "wrong bearer token"
+				}
+				writeError(w, http.StatusUnauthorized, errors.New(msg), nil)
+				return
+			}
+		}
+		s.mux.ServeHTTP(w, r)
+	})
+}
+
+// Serve answers requests on ln until ctx is done, then stops accepting, lets the requests in
+// progress finish (at most shutdownGrace) and returns. It closes ln.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if err != nil {
+		srv.Close()
+	}
+	<-errc // http.ErrServerClosed
+	return err
+}
+
+// shutdownGrace bounds how long Serve waits for requests in progress when it stops.
+const shutdownGrace = 30 * time.Second
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"tasks": s.cfg.Backend.Status()})
+}
+
+func (s *Server) versions(w http.ResponseWriter, r *http.Request) {
+	task := r.PathValue("task")
+	vs, err := s.cfg.Backend.Versions(task)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if vs == nil {
+		vs = []Version{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"task": task, "versions": vs})
+}
+
+func (s *Server) deploy(w http.ResponseWriter, r *http.Request) {
+	max := s.cfg.MaxModuleBytes
+	if r.ContentLength > max {
+		// Answered before reading: the server closes the connection after the answer.
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("module of %d bytes is over the limit of %d bytes (admin.max_module_bytes)", r.ContentLength, max), nil)
+		return
+	}
+	wasm, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("module is over the limit of %d bytes (admin.max_module_bytes)", max), nil)
+			return
+		}
+		writeError(w, http.StatusBadRequest, fmt.Errorf("reading the module: %w", err), nil)
+		return
+	}
+	if len(wasm) == 0 {
+		writeError(w, http.StatusBadRequest, errors.New("empty body: send the module's .wasm bytes"), nil)
+		return
+	}
+	d, err := s.cfg.Backend.Deploy(r.Context(), r.PathValue("task"), wasm)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	status := http.StatusCreated
+	if d.Unchanged {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, d)
+}
+
+func (s *Server) activate(w http.ResponseWriter, r *http.Request) {
+	v, err := strconv.ParseInt(r.PathValue("version"), 10, 64)
+	if err != nil || v <= 0 {
+		writeError(w, http.StatusBadRequest, fmt.Errorf("version %q is not a positive integer", r.PathValue("version")), nil)
+		return
+	}
+	d, err := s.cfg.Backend.Activate(r.Context(), r.PathValue("task"), v)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
+	var to int64
+	if q := r.URL.Query().Get("to"); q != "" {
+		v, err := strconv.ParseInt(q, 10, 64)
+		if err != nil || v <= 0 {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("to=%q is not a positive integer", q), nil)
+			return
+		}
+		to = v
+	}
+	d, err := s.cfg.Backend.Rollback(r.Context(), r.PathValue("task"), to)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Server) pause(w http.ResponseWriter, r *http.Request)  { s.pauseResume(w, r, true) }
+func (s *Server) resume(w http.ResponseWriter, r *http.Request) { s.pauseResume(w, r, false) }
+
+func (s *Server) pauseResume(w http.ResponseWriter, r *http.Request, pause bool) {
+	task := r.PathValue("task")
+	fn := s.cfg.Backend.Resume
+	if pause {
+		fn = s.cfg.Backend.Pause
+	}
+	if err := fn(r.Context(), task); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"task": task, "paused": pause})
+}
+
+// fail answers a Backend error.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status := http.StatusInternalServerError
+	var problems []string
+	var ae *Error
+	if errors.As(err, &ae) {
+		status, problems = ae.Status, ae.Problems
+	}
+	if status == http.StatusInternalServerError {
+		s.cfg.Logger.Error("admin request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeError(w, status, err, problems)
+}
+
+func writeError(w http.ResponseWriter, status int, err error, problems []string) {
+	body := map[string]any{"error": strings.TrimPrefix(err.Error(), "wasmstream: ")}
+	if len(problems) > 0 {
+		body["problems"] = problems
+	}
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
