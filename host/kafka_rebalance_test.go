@@ -195,8 +195,10 @@ func TestKafkaRebalanceUnderLoad(t *testing.T) {
 	}
 	moves := own.check(t)
 	t.Logf("%d membership changes, %d partition assignments, %d outputs for %d records, %d duplicates", changes, moves, outputs, records, dups)
-	if moves < changes {
-		t.Errorf("only %d partition assignments for %d membership changes", moves, changes)
+	// The first member's start assigns all 4 partitions; anything beyond means they moved
+	// (a member may come and go before a rebalance gives it anything).
+	if moves <= 4 {
+		t.Errorf("only %d partition assignments for %d membership changes: no partition ever moved", moves, changes)
 	}
 }
 
