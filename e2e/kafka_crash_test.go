@@ -95,6 +95,7 @@ checkpoint_interval: 100ms
 kafka:
   brokers: [%s]
   session_timeout: 6s
+  rebalance_timeout: 10s
 tasks:
   - name: wc
     module: %s
@@ -108,15 +109,39 @@ tasks:
       topic: counts
 `, filepath.Join(dir, "data"), brokers, module)), 0o644)
 
-	kills := 0
+	kills, midRun := 0, 0
 	for kills < 10 {
-		cmd := exec.Command(bin, "run", "-c", cfg, "--log-level", "warn")
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
+		cmd := exec.Command(bin, "run", "-c", cfg, "--log-level", "info")
+		logs, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond)
+		// The host signals when it owns partitions; odd runs die at a random moment from
+		// start-up on, even runs some time after they began processing.
+		assigned := make(chan struct{})
+		go func() {
+			sc := bufio.NewScanner(logs)
+			once := false
+			for sc.Scan() {
+				if !once && strings.Contains(sc.Text(), "partition assigned") {
+					once = true
+					close(assigned)
+				}
+			}
+		}()
+		if kills%2 == 0 {
+			select {
+			case <-assigned:
+				midRun++
+			case <-time.After(30 * time.Second):
+			}
+			time.Sleep(time.Duration(rng.IntN(600)) * time.Millisecond)
+		} else {
+			time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond)
+		}
 		cmd.Process.Signal(syscall.SIGKILL)
 		cmd.Wait()
 		kills++
@@ -137,7 +162,8 @@ tasks:
 	if diffs := diffState(want, got); len(diffs) > 0 {
 		t.Fatalf("state differs after %d kills:\n%s", kills, strings.Join(diffs[:min(len(diffs), 20)], "\n"))
 	}
-	t.Logf("kafka crash test: %d records, %d SIGKILLs, state exact over %d users; %d outputs, %d duplicates", records, kills, len(got), outputs, dups)
+	t.Logf("kafka crash test: %d records, %d SIGKILLs (%d after the host got its partitions), state exact over %d users; %d outputs, %d duplicates",
+		records, kills, midRun, len(got), outputs, dups)
 	fmt.Printf("kafka crash test: %d SIGKILLs, %d records, state exact, %d duplicate outputs\n", kills, records, dups)
 }
 
