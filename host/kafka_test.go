@@ -272,3 +272,119 @@ func TestKafkaBrokerFaults(t *testing.T) {
 	sameCounts(t, want, stateOf(t, filepath.Join(dir, "data"), "wc"))
 	t.Logf("produce faults hit %d times, commit faults %d times", produceFaults.Hits(), commitFaults.Hits())
 }
+
+// S1 on Kafka: per-key order across partitions with several workers and random call
+// durations (the order guest checks each key's sequence in its state and reports a violation).
+func TestKafkaPerKeyOrder(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/order")
+	c := newCluster(t, "seq", "seen")
+	recs, perKey := orderInput(500, 8000, 20_000, 11)
+	var krecs []*kgo.Record
+	for _, r := range recs {
+		krecs = append(krecs, &kgo.Record{Topic: "seq", Key: []byte(r[0]), Value: []byte(r[1])})
+	}
+	if err := newClient(t, c).ProduceSync(context.Background(), krecs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	h, err := host.New(host.Config{
+		DataDir: filepath.Join(dir, "data"), Logger: testLogger(t),
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
+		Tasks: []host.TaskConfig{{
+			Name: "order", Module: module, Workers: 4, MaxBatchRecords: 32, MaxKeyRecords: 4,
+			Inputs: []host.InputConfig{{Name: "seq", Type: "kafka", Topics: []string{"seq"}}},
+			Output: host.OutputConfig{Type: "kafka", Topic: "seen"},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	got := consumeOutputs(t, c, "seen", len(recs), 60*time.Second)
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for k, n := range perKey {
+		vs := got[k]
+		if len(vs) != n {
+			t.Fatalf("key %s: %d outputs, want %d", k, len(vs), n)
+		}
+		for i, v := range vs {
+			if v != strconv.Itoa(i+1) {
+				t.Fatalf("key %s: output %d is %q, want %d in order", k, i, v, i+1)
+			}
+		}
+	}
+}
+
+// A record that keeps failing goes to the dead-letter topic with its key, value and headers
+// naming the error, the task, the source topic, partition, offset and attempts.
+func TestKafkaDeadLetterTopic(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/trapper")
+	c := newCluster(t, "events", "echoes", "dlq")
+	cl := newClient(t, c)
+	var recs []*kgo.Record
+	for i := 0; i < 50; i++ {
+		v := "v" + strconv.Itoa(i)
+		if i == 20 {
+			v = "boom"
+		}
+		recs = append(recs, &kgo.Record{Topic: "events", Key: []byte("k" + strconv.Itoa(i%5)), Value: []byte(v)})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	h, err := host.New(host.Config{
+		DataDir: filepath.Join(dir, "data"), Logger: testLogger(t),
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
+		Tasks: []host.TaskConfig{{
+			Name: "echo", Module: module,
+			Inputs:     []host.InputConfig{{Name: "events", Type: "kafka", Topics: []string{"events"}}},
+			Output:     host.OutputConfig{Type: "kafka", Topic: "echoes"},
+			DeadLetter: host.DeadLetterConfig{Topic: "dlq"},
+			Retry:      host.RetryConfig{MaxAttempts: 2, Backoff: time.Millisecond, MaxBackoff: time.Millisecond},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	echoes := consumeOutputs(t, c, "echoes", 49, 60*time.Second)
+	dcl := newClient(t, c, kgo.ConsumeTopics("dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	pctx, pcancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer pcancel()
+	var dead []*kgo.Record
+	for len(dead) == 0 && pctx.Err() == nil {
+		dead = append(dead, dcl.PollFetches(pctx).Records()...)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, vs := range echoes {
+		n += len(vs)
+	}
+	if n != 49 {
+		t.Errorf("%d echoes, want every record but the failing one", n)
+	}
+	if len(dead) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(dead))
+	}
+	d := dead[0]
+	hs := map[string]string{}
+	for _, h := range d.Headers {
+		hs[h.Key] = string(h.Value)
+	}
+	if string(d.Key) != "k0" || string(d.Value) != "boom" || hs["wasmstream.task"] != "echo" ||
+		hs["wasmstream.source"] != "events" || hs["wasmstream.attempts"] != "2" || hs["wasmstream.offset"] == "" ||
+		hs["wasmstream.partition"] == "" || !strings.Contains(hs["wasmstream.error"], "unreachable") {
+		t.Fatalf("dead letter key %q value %q headers %v", d.Key, d.Value, hs)
+	}
+}
