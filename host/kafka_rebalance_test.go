@@ -40,7 +40,9 @@ func (h ownHandler) Enabled(ctx context.Context, l slog.Level) bool { return tru
 func (h ownHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	return ownHandler{h.o, h.member, h.next.WithAttrs(as)}
 }
-func (h ownHandler) WithGroup(n string) slog.Handler { return ownHandler{h.o, h.member, h.next.WithGroup(n)} }
+func (h ownHandler) WithGroup(n string) slog.Handler {
+	return ownHandler{h.o, h.member, h.next.WithGroup(n)}
+}
 func (h ownHandler) Handle(ctx context.Context, r slog.Record) error {
 	if r.Message == "partition assigned" || r.Message == "partition revoked" || r.Message == "partition lost" {
 		var part int64 = -1
