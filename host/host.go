@@ -106,6 +106,9 @@ func (h *Host) Run(ctx context.Context) (err error) {
 		if err != nil {
 			return &TaskError{Task: tc.Name, Err: err}
 		}
+		if err := pingKafka(ctx, out, dlq); err != nil {
+			return &TaskError{Task: tc.Name, Err: err}
+		}
 		tcfg, err := taskConfig(cfg, tc, mod, out, dlq, db)
 		if err != nil {
 			return &TaskError{Task: tc.Name, Err: err}
@@ -177,7 +180,16 @@ func compile(ctx context.Context, rt *modrt.Runtime, tc TaskConfig) (*modrt.Modu
 
 func limits(tc TaskConfig) modrt.Limits {
 	return modrt.Limits{MaxMemoryPages: tc.MaxMemoryPages, MaxValueBytes: tc.MaxValueBytes,
-		MaxOutputsPerCall: tc.MaxOutputsPerCall, FuelPerRecord: tc.FuelPerRecord, InitFuel: tc.InitFuel}
+		MaxOutputsPerCall: tc.MaxOutputsPerCall, FuelPerRecord: tc.FuelPerRecord, InitFuel: tc.InitFuel,
+		Grants: grants(tc.Grants)}
+}
+
+func grants(g GrantsConfig) modrt.Grants {
+	out := modrt.Grants{Env: g.Env, RealClock: g.RealClock, Random: g.Random}
+	for _, d := range g.Dirs {
+		out.Dirs = append(out.Dirs, modrt.DirGrant{Host: d.Host, Guest: d.Guest, Writable: d.Writable})
+	}
+	return out
 }
 
 func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSink, dlq task.DeadLetterSink, db *store.DB) (task.Config, error) {

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -279,3 +280,18 @@ func (d *DevBroker) Addrs() []string { return d.b.Addrs() }
 
 // Close stops the broker.
 func (d *DevBroker) Close() { d.b.Close() }
+
+// pingKafka checks that the cluster the task produces to accepts the host, so that a wrong
+// password or certificate is an error at start rather than a silent wait.
+func pingKafka(ctx context.Context, out task.OutputSink, dlq task.DeadLetterSink) error {
+	var p *kafka.Producer
+	if k, ok := out.(task.KafkaOutput); ok {
+		p = k.P
+	} else if k, ok := dlq.(task.KafkaDeadLetters); ok {
+		p = k.P
+	}
+	if p == nil {
+		return nil
+	}
+	return p.Ping(ctx)
+}

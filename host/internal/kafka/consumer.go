@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -58,6 +59,7 @@ type Consumer struct {
 	max     int
 	start   kgo.Offset // where a partition without a committed offset starts
 	handler Handler
+	log     *slog.Logger
 
 	mu     sync.Mutex
 	paused map[TopicPartition]bool
@@ -91,7 +93,7 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 	if cc.MaxPollRecords <= 0 {
 		cc.MaxPollRecords = 2000
 	}
-	c := &Consumer{max: cc.MaxPollRecords, handler: cc.Handler, paused: map[TopicPartition]bool{}, start: start}
+	c := &Consumer{log: cfg.Logger, max: cc.MaxPollRecords, handler: cc.Handler, paused: map[TopicPartition]bool{}, start: start}
 	opts = append(opts,
 		kgo.ConsumerGroup(cc.Group),
 		kgo.ConsumeTopics(cc.Topics...),
@@ -197,6 +199,9 @@ func (c *Consumer) forget(parts []TopicPartition) {
 // Run polls until ctx is done or the client fails, handing each poll's records to out one
 // partition at a time before letting a rebalance proceed.
 func (c *Consumer) Run(ctx context.Context, out chan<- Fetch) error {
+	if err := ping(ctx, c.cl, c.log); err != nil {
+		return err
+	}
 	for {
 		fs := c.cl.PollRecords(ctx, c.max)
 		if ctx.Err() != nil {
@@ -291,3 +296,39 @@ func (c *Consumer) Commit(offsets map[TopicPartition]int64, done func(error)) {
 // Close leaves the group and closes the client. Call it after Run returned, never from a
 // Handler method.
 func (c *Consumer) Close() { c.cl.Close() }
+
+// ConnectTimeout is how long a client waits for the cluster to answer at start before the task
+// fails with an error naming the brokers and the last failure (a wrong address, password or
+// certificate looks like this from a client: most brokers simply close the connection).
+const ConnectTimeout = 30 * time.Second
+
+// ping waits until the cluster answers. A definitive refusal (e.g. authentication refused with
+// an error code) is returned at once; anything else is retried every half second, logged, and
+// returned after ConnectTimeout.
+func ping(ctx context.Context, cl *kgo.Client, log *slog.Logger) error {
+	deadline := time.Now().Add(ConnectTimeout)
+	for attempt := 0; ; attempt++ {
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := cl.Ping(pctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			return nil
+		}
+		var ke *kerr.Error
+		if errors.As(err, &ke) && !ke.Retriable {
+			return fmt.Errorf("kafka: the cluster refused this client: %w", err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("kafka: no answer from the cluster (%v) for %s; check the brokers, TLS and SASL settings: last error: %w",
+				cl.OptValue(kgo.SeedBrokers), ConnectTimeout, err)
+		}
+		if log != nil && attempt%10 == 0 {
+			log.Warn("kafka: the cluster does not answer yet; retrying", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}

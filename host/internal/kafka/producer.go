@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 // Producer produces outputs and dead letters. Safe for one goroutine (the task loop) plus the
 // client's own.
 type Producer struct {
-	cl *kgo.Client
+	cl  *kgo.Client
+	log *slog.Logger
 
 	mu  sync.Mutex
 	err error // first delivery failure since the last Flush
@@ -51,8 +53,11 @@ func NewProducer(cfg Config, pc ProducerConfig) (*Producer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
-	return &Producer{cl: cl}, nil
+	return &Producer{cl: cl, log: cfg.Logger}, nil
 }
+
+// Ping waits until the cluster answers; a refusal (e.g. authentication) is an error at once.
+func (p *Producer) Ping(ctx context.Context) error { return ping(ctx, p.cl, p.log) }
 
 // Produce sends a record asynchronously; ts is ms since the epoch. The byte slices must stay
 // unmodified until the next Flush returns.
