@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path"
 	"runtime"
 	"strings"
 	"time"
@@ -105,6 +106,34 @@ type TaskConfig struct {
 	InitFuel int64
 	// Retry says how a failing record is retried.
 	Retry RetryConfig
+	// Grants are the capabilities the task's module gets beyond the default of none: no file
+	// system, no environment variables, no arguments, a fake clock and deterministic random.
+	Grants GrantsConfig
+}
+
+// GrantsConfig grants a task's module capabilities, each explicitly (see TaskConfig.Grants).
+// Sockets are never granted.
+type GrantsConfig struct {
+	// Dirs are host directories the module sees at a guest path, read-only unless writable.
+	Dirs []DirGrantConfig
+	// Env lists environment variables whose host values the module may read; it sees no other.
+	Env []string
+	// RealClock gives the module the host's wall and monotonic clocks instead of a fake clock
+	// (the record's processing time always comes through the ABI).
+	RealClock bool
+	// Random gives the module a cryptographic random source instead of a deterministic one.
+	Random bool
+}
+
+// DirGrantConfig mounts a host directory into a task's module.
+type DirGrantConfig struct {
+	// Host is the directory on the host. Required; it must exist.
+	Host string
+	// Guest is the absolute path the module sees it at. Required.
+	Guest string
+	// Writable lets the module create, change and delete files under it. Default false:
+	// read-only.
+	Writable bool
 }
 
 // InputConfig describes one source of records.
@@ -411,6 +440,7 @@ func (c Config) Validate() error {
 			bad(p+"retry", "need 0 < backoff <= max_backoff, got %s and %s", t.Retry.Backoff, t.Retry.MaxBackoff)
 		}
 		oneOf(bad, p+"retry.on_exhausted", t.Retry.OnExhausted, onExhausted)
+		validateGrants(t.Grants, p+"grants.", bad)
 	}
 	return errors.Join(errs...)
 }
@@ -435,4 +465,25 @@ func validName(s string) bool {
 		}
 	}
 	return true
+}
+
+func validateGrants(g GrantsConfig, p string, bad func(string, string, ...any)) {
+	for j, d := range g.Dirs {
+		q := fmt.Sprintf("%sdirs[%d].", p, j)
+		if d.Host == "" {
+			bad(q+"host", "is required (the host directory to mount)")
+		} else if fi, err := os.Stat(d.Host); err != nil {
+			bad(q+"host", "%v", err)
+		} else if !fi.IsDir() {
+			bad(q+"host", "%s is not a directory", d.Host)
+		}
+		if !path.IsAbs(d.Guest) {
+			bad(q+"guest", "must be an absolute path (e.g. /data), got %q", d.Guest)
+		}
+	}
+	for j, name := range g.Env {
+		if name == "" || strings.ContainsAny(name, "=\x00") {
+			bad(fmt.Sprintf("%senv[%d]", p, j), "%q is not an environment variable name", name)
+		}
+	}
 }

@@ -47,7 +47,7 @@ func readOutputs(t *testing.T, path string) []output {
 }
 
 // writeLines writes JSON lines {"k":..., "v":..., "ts":...} and returns the path.
-func writeLines(t *testing.T, dir string, recs [][2]string) string {
+func writeLines(t testing.TB, dir string, recs [][2]string) string {
 	t.Helper()
 	path := filepath.Join(dir, "input.ndjson")
 	f, err := os.Create(path)

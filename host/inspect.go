@@ -27,6 +27,10 @@ type ModuleReport struct {
 	// StartupFuel is the fuel the module's start-up (start function, _initialize) spent when
 	// Check ran it; 0 when the CPU bound is disabled.
 	StartupFuel int64
+	// Grants lists the capabilities the configuration grants the module beyond the default
+	// of none, one line each ("dir <host> -> <guest> (read-only)", "env NAME", "real clock",
+	// "random"); empty when none.
+	Grants []string
 }
 
 // Check validates cfg, then compiles and validates every task's module without running
@@ -55,7 +59,7 @@ func Check(ctx context.Context, cfg Config) ([]ModuleReport, error) {
 		reports = append(reports, ModuleReport{
 			Task: tc.Name, Path: tc.Module, Size: info.Size, SHA256: info.SHA256,
 			ABIVersion: abi.VersionString(info.ABIVersion), Imports: info.Imports, Exports: info.Exports,
-			FuelPerRecord: fuel, StartupFuel: info.StartupFuel,
+			FuelPerRecord: fuel, StartupFuel: info.StartupFuel, Grants: mod.Limits().Grants.Describe(),
 		})
 		mod.Close(ctx)
 	}

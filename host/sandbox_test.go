@@ -110,7 +110,7 @@ func TestHostileTaskBesideHealthy(t *testing.T) {
 		elapsed.Round(time.Millisecond), st[1].Processed, float64(st[1].Processed)/elapsed.Seconds(), st[0])
 }
 
-func mkdir(t *testing.T, dir string) string {
+func mkdir(t testing.TB, dir string) string {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)

@@ -224,8 +224,10 @@ func newCheckCommand(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "check",
 		Short: "Validate the configuration and the tasks' modules without running anything",
 		Long: `Check validates the configuration, then compiles and validates every task's module, and
-prints for each what it imports and exports and the ABI version it declares. It exits 0 if
-everything is valid, 1 if a module is refused, 2 on a configuration error.
+prints for each what it imports and exports, the ABI version it declares and the
+capabilities the configuration grants it (grants: directories, environment variables, real
+clock, random; "none" by default). It exits 0 if everything is valid, 1 if a module is refused,
+2 on a configuration error.
 
 ` + configHelp,
 		Example: `  wasmstream check --config config.example.yaml
@@ -270,4 +272,9 @@ func printReport(w io.Writer, r host.ModuleReport) {
 	}
 	list("imports", r.Imports)
 	list("exports", r.Exports)
+	if len(r.Grants) == 0 {
+		fmt.Fprintf(w, "  %-8s none\n", "grants")
+	} else {
+		list("grants", r.Grants)
+	}
 }

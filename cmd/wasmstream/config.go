@@ -202,6 +202,9 @@ func loadConfig(data []byte, dir string, flags *pflag.FlagSet) (settings, error)
 			}
 			t.Output.Path = resolve(dir, t.Output.Path)
 			t.DeadLetter.Path = resolve(dir, t.DeadLetter.Path)
+			for j := range t.Grants.Dirs {
+				t.Grants.Dirs[j].Host = resolve(dir, t.Grants.Dirs[j].Host)
+			}
 		}
 	}
 	s := settings{Host: cfg, Log: fc.Log}

@@ -107,6 +107,10 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// The example's grants.dirs entry names a directory, which must exist.
+	if err := os.MkdirAll(filepath.Join(filepath.Dir(path), "examples", "wasm", "wordcount"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	s := mustLoad(t, path)
 	dir := filepath.Dir(path)
 	want := host.Config{
@@ -157,6 +161,10 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 				Backoff:     time.Second,
 				MaxBackoff:  60 * time.Second,
 				OnExhausted: "deadletter",
+			},
+			Grants: host.GrantsConfig{ // dirs has an example entry; the other keys are at their defaults
+				Dirs: []host.DirGrantConfig{{Host: filepath.Join(dir, "examples", "wasm", "wordcount"), Guest: "/data"}},
+				Env:  []string{},
 			},
 		}},
 	}

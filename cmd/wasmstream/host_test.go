@@ -87,7 +87,7 @@ tasks:
 	if code != 0 {
 		t.Fatalf("check: exit %d\n%s", code, stderr)
 	}
-	for _, want := range []string{"task wordcount", "abi      " + abi.VersionString(abi.Version), abi.ModuleName + ".", "ok: 1 task(s) valid"} {
+	for _, want := range []string{"task wordcount", "abi      " + abi.VersionString(abi.Version), abi.ModuleName + ".", "  grants   none\n", "ok: 1 task(s) valid"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("check output lacks %q:\n%s", want, stdout)
 		}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -149,7 +150,7 @@ func TestModuleInfo(t *testing.T) {
 	if m.Info().Imports[0] == "changed" {
 		t.Error("Info shares its slices")
 	}
-	if got := m.Limits(); got != (Limits{}).withDefaults() {
+	if got := m.Limits(); !reflect.DeepEqual(got, (Limits{}).withDefaults()) {
 		t.Errorf("limits %+v", got)
 	}
 }

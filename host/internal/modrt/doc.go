@@ -38,7 +38,9 @@
 // # Sandbox
 //
 // An instance gets WASI with no preopened directories, no environment, no arguments, no network,
-// a fake clock and a deterministic random source; its stdout and stderr are logged line by line.
+// a fake clock and a deterministic random source, unless Limits.Grants grants directories,
+// environment variables, the real clock or crypto random; its stdout and stderr are logged line
+// by line.
 // Memory is capped by Limits.MaxMemoryPages: memory.grow beyond it returns -1 to the guest.
 // Processing time comes from InstanceConfig.Now (now_ms).
 //

@@ -95,6 +95,11 @@ type CallError struct {
 	// GuestMessage is what the guest passed to fail during the call, if anything (truncated to
 	// Limits.MaxLogBytes).
 	GuestMessage string
+	// GuestStderr, for a call that trapped, is the first non-empty lines (at most 2, each cut
+	// to 256 bytes, joined with " | ") the guest wrote to stderr during the call: where its
+	// runtime says why it aborted, e.g. Go's "runtime: out of memory: cannot allocate …".
+	// "" when none.
+	GuestStderr string
 	// Err is the cause: ErrGuestFailed for a non-zero status, a *FuelError when the call spent its
 	// CPU budget, the runtime's trap error, ErrAllocFailed, or the error returned by the Env (the
 	// call then fails even if the guest returned 0).
@@ -124,6 +129,10 @@ func (e *CallError) Error() string {
 	if e.GuestMessage != "" {
 		b.WriteString("; guest says ")
 		b.WriteString(strconv.Quote(e.GuestMessage))
+	}
+	if e.GuestStderr != "" {
+		b.WriteString("; guest stderr: ")
+		b.WriteString(strconv.Quote(e.GuestStderr))
 	}
 	return b.String()
 }

@@ -226,6 +226,7 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 		WithStartFunctions(). // _initialize is called below, like every other export
 		WithStdout(i.stdout).
 		WithStderr(i.stderr)
+	mc = m.lim.Grants.apply(mc)
 	// Host functions called by a start section see phaseStart.
 	i.phase, i.cctx.Context = phaseStart, ctx
 	mod, err := m.eng.rt.InstantiateModule(&i.cctx, m.compiled, mc)
@@ -445,6 +446,7 @@ func (i *Instance) call(ctx context.Context, ph phase, export string, fn api.Fun
 		i.fuel.Set(uint64(b.left))
 	}
 	i.phase, i.cctx.Context = ph, ctx
+	i.stderr.resetTail()
 	err := fn.CallWithStack(&i.cctx, stack)
 	i.phase, i.cctx.Context = phaseIdle, context.Background()
 	if i.fuel != nil {
@@ -457,7 +459,8 @@ func (i *Instance) call(ctx context.Context, ph phase, export string, fn api.Fun
 	}
 	if err != nil {
 		i.broken = true
-		return &CallError{Task: i.task, Func: export, Trap: true, GuestMessage: i.failMsg, Err: err}
+		return &CallError{Task: i.task, Func: export, Trap: true, GuestMessage: i.failMsg,
+			GuestStderr: i.stderr.firstLines(), Err: err}
 	}
 	return nil
 }

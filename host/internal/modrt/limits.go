@@ -60,6 +60,8 @@ type Limits struct {
 	// wasmstream_abi_version, wasmstream_init and the alloc for its payload. Default
 	// DefaultInitFuel (10^9). Ignored when FuelPerRecord is NoFuel.
 	InitFuel int64
+	// Grants are the WASI capabilities instances get; the zero value grants none (see Grants).
+	Grants Grants
 }
 
 // metered reports whether modules compiled under l are fuel-metered.
@@ -92,6 +94,7 @@ func (l Limits) Validate() error {
 	if l.InitFuel < 0 {
 		errs = append(errs, fmt.Errorf("modrt: limits: InitFuel is negative (%d)", l.InitFuel))
 	}
+	errs = append(errs, l.Grants.validate()...)
 	return errors.Join(errs...)
 }
 
@@ -117,5 +120,6 @@ func (l Limits) withDefaults() Limits {
 	if l.InitFuel == 0 {
 		l.InitFuel = DefaultInitFuel
 	}
+	l.Grants = l.Grants.clone()
 	return l
 }

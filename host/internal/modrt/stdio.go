@@ -3,6 +3,7 @@ package modrt
 import (
 	"context"
 	"log/slog"
+	"strings"
 )
 
 // lineWriter turns a guest's WASI stdout or stderr into log records, one per line. A line longer
@@ -15,6 +16,37 @@ type lineWriter struct {
 	max      int
 	buf      []byte
 	dropping bool // the current line was truncated: skip to its end
+
+	// tail keeps the first tailLines non-empty lines written since resetTail (each cut to
+	// tailBytes), for the error of a call that traps: a guest's runtime says why it aborts in
+	// the first lines it writes to stderr ("runtime: out of memory: …", "panic: …",
+	// "thread … panicked at …"), then a stack trace.
+	tail []string
+}
+
+const (
+	tailLines = 2
+	tailBytes = 256
+)
+
+// resetTail forgets the lines kept for the last call.
+func (w *lineWriter) resetTail() { w.tail = w.tail[:0] }
+
+// firstLines returns the first non-empty lines written since resetTail (at most tailLines, a
+// pending partial line included), joined with " | "; "" when none.
+func (w *lineWriter) firstLines() string {
+	lines := w.tail
+	if len(w.buf) > 0 && len(lines) < tailLines {
+		lines = append(lines[:len(lines):len(lines)], cut(w.buf))
+	}
+	return strings.Join(lines, " | ")
+}
+
+func cut(b []byte) string {
+	if len(b) > tailBytes {
+		b = b[:tailBytes]
+	}
+	return strings.ToValidUTF8(string(b), "?")
 }
 
 func (w *lineWriter) Write(p []byte) (int, error) {
@@ -50,6 +82,9 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 }
 
 func (w *lineWriter) emit() {
+	if len(w.buf) > 0 && len(w.tail) < tailLines {
+		w.tail = append(w.tail, cut(w.buf))
+	}
 	if w.log.Enabled(context.Background(), w.level) {
 		w.log.LogAttrs(context.Background(), w.level, string(w.buf), slog.String("stream", w.stream))
 	}

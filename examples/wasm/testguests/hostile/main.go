@@ -8,9 +8,9 @@
 //	bigemit    emits a 2 MiB value and returns the host's error
 //	statebomb  writes a 2 MiB state value and returns the host's error
 //	probe      tries the WASI capabilities and emits what it got to output "probe", one record
-//	           per capability (key file, env, args, clock, random, socket); the file it reads is
-//	           the value after "probe " ("probe /data/x.txt"), the environment variable it looks
-//	           up is WS_TEST
+//	           per capability (key file, write, env, args, clock, random, socket); the file it
+//	           reads is the value after "probe " ("probe /data/x.txt"), the file it writes is
+//	           that path with ".new" appended, the environment variable it looks up is WS_TEST
 //	anything else is echoed to output "echo"
 //
 // With task config {"init":"loop"} or {"init":"alloc"} its init loops forever or allocates 1 GiB.
@@ -107,6 +107,8 @@ func probe(path string) [][2]string {
 	var out [][2]string
 	b, err := os.ReadFile(path)
 	out = append(out, [2]string{"file", res(string(b), err)})
+	err = os.WriteFile(path+".new", []byte("written by the guest"), 0o644)
+	out = append(out, [2]string{"write", res("", err)})
 	env, ok := os.LookupEnv("WS_TEST")
 	if !ok {
 		out = append(out, [2]string{"env", res("", errors.New("WS_TEST not set; environment has "+strconv.Itoa(len(os.Environ()))+" variables"))})
