@@ -55,7 +55,7 @@ func goguestWasm(t testing.TB) []byte {
 		goguest.wasm, goguest.err = os.ReadFile(out)
 	})
 	if goguest.err != nil {
-		t.Skipf("cannot build the Go guest: %v\n%s", goguest.err, goguest.out)
+		t.Fatalf("cannot build the Go guest: %v\n%s", goguest.err, goguest.out)
 	}
 	return goguest.wasm
 }
