@@ -73,22 +73,24 @@ func TestKafkaCrashExactState(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Close()
-	const records = 60_000
 	rng := rand.New(rand.NewPCG(3, 4))
 	want := wordcountExpect{}
-	var batch []*kgo.Record
-	for i := 0; i < records; i++ {
-		user := fmt.Sprintf("user%03d", rng.IntN(300))
-		text := fmt.Sprintf("w%02d w%02d", rng.IntN(40), rng.IntN(40))
-		want.add(user, text)
-		batch = append(batch, &kgo.Record{Topic: "words", Key: []byte(user), Value: []byte(text)})
-		if len(batch) == 5000 {
-			if err := cl.ProduceSync(context.Background(), batch...).FirstErr(); err != nil {
-				t.Fatal(err)
-			}
-			batch = batch[:0]
+	records := 0
+	// produce appends n records to the input and to the model.
+	produce := func(n int) {
+		batch := make([]*kgo.Record, 0, n)
+		for i := 0; i < n; i++ {
+			user := fmt.Sprintf("user%03d", rng.IntN(300))
+			text := fmt.Sprintf("w%02d w%02d", rng.IntN(40), rng.IntN(40))
+			want.add(user, text)
+			batch = append(batch, &kgo.Record{Topic: "words", Key: []byte(user), Value: []byte(text)})
 		}
+		if err := cl.ProduceSync(context.Background(), batch...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		records += n
 	}
+	produce(15_000)
 	cfg := filepath.Join(dir, "wasmstream.yaml")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`data_dir: %s
 checkpoint_interval: 100ms
@@ -111,6 +113,7 @@ tasks:
 
 	kills, midRun := 0, 0
 	for kills < 10 {
+		produce(15_000) // every run has new work to be killed in the middle of
 		cmd := exec.Command(bin, "run", "-c", cfg, "--log-level", "info")
 		logs, err := cmd.StderrPipe()
 		if err != nil {
@@ -133,12 +136,16 @@ tasks:
 			}
 		}()
 		if kills%2 == 0 {
+			// Wait for the partitions, then for this run's first new outputs: the kill lands
+			// mid-processing, between checkpoints.
 			select {
 			case <-assigned:
-				midRun++
+				if waitNewOutputs(brokers, 30*time.Second) {
+					midRun++
+				}
 			case <-time.After(30 * time.Second):
 			}
-			time.Sleep(time.Duration(rng.IntN(600)) * time.Millisecond)
+			time.Sleep(time.Duration(rng.IntN(300)) * time.Millisecond)
 		} else {
 			time.Sleep(time.Duration(300+rng.IntN(1200)) * time.Millisecond)
 		}
@@ -146,7 +153,12 @@ tasks:
 		cmd.Wait()
 		kills++
 	}
-	// The last run goes until every output is there, then stops cleanly.
+	// The last run goes until every output is there, then stops cleanly. It starts once the
+	// killed members' sessions (6s) and a rebalance (10s) have run out, so that the group has
+	// only live members: with the in-process broker, a live member has been seen waiting
+	// minutes for the partitions of a member whose session expired while it was in the group
+	// (an open question, noted in the closing note of the Kafka issue).
+	time.Sleep(16 * time.Second)
 	cmd := exec.Command(bin, "run", "-c", cfg, "--log-level", "info")
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
@@ -162,7 +174,7 @@ tasks:
 	if diffs := diffState(want, got); len(diffs) > 0 {
 		t.Fatalf("state differs after %d kills:\n%s", kills, strings.Join(diffs[:min(len(diffs), 20)], "\n"))
 	}
-	t.Logf("kafka crash test: %d records, %d SIGKILLs (%d after the host got its partitions), state exact over %d users; %d outputs, %d duplicates",
+	t.Logf("kafka crash test: %d records, %d SIGKILLs (%d while it was producing outputs), state exact over %d users; %d outputs, %d duplicates",
 		records, kills, midRun, len(got), outputs, dups)
 	fmt.Printf("kafka crash test: %d SIGKILLs, %d records, state exact, %d duplicate outputs\n", kills, records, dups)
 }
@@ -210,4 +222,23 @@ func consumeCounts(t *testing.T, brokers string, want wordcountExpect, timeout t
 		}
 	}
 	return outputs, dups
+}
+
+// waitNewOutputs waits until a record is appended to the counts topic after the call, and
+// reports whether one was.
+func waitNewOutputs(brokers string, timeout time.Duration) bool {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics("counts"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd()))
+	if err != nil {
+		return false
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for ctx.Err() == nil {
+		if len(cl.PollFetches(ctx).Records()) > 0 {
+			return true
+		}
+	}
+	return false
 }

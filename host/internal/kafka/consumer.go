@@ -137,6 +137,11 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 			committed[TopicPartition{t, p}] = v
 		}
 	}
+	fresh := make([]TopicPartition, 0, len(committed))
+	for tp := range committed {
+		fresh = append(fresh, tp)
+	}
+	c.forget(fresh)
 	start, err := c.handler.Assigned(ctx, committed)
 	if err != nil {
 		return nil, err
@@ -188,11 +193,19 @@ func (c *Consumer) lost(ctx context.Context, cl *kgo.Client, m map[string][]int3
 	}
 }
 
+// forget clears the pause of partitions that are no longer ours (or newly ours): franz-go keeps
+// a partition paused across rebalances, and a partition that comes back must not stay paused
+// when nothing of the task is holding it back any more.
 func (c *Consumer) forget(parts []TopicPartition) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	resume := map[string][]int32{}
 	for _, tp := range parts {
 		delete(c.paused, tp)
+		resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
+	}
+	if len(resume) > 0 {
+		c.cl.ResumeFetchPartitions(resume)
 	}
 }
 
