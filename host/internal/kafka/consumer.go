@@ -60,6 +60,7 @@ type Consumer struct {
 	start   kgo.Offset // where a partition without a committed offset starts
 	handler Handler
 	log     *slog.Logger
+	ready   chan struct{} // closed once cl is set: the group may call back before NewClient returns
 
 	mu     sync.Mutex
 	paused map[TopicPartition]bool
@@ -93,7 +94,7 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 	if cc.MaxPollRecords <= 0 {
 		cc.MaxPollRecords = 2000
 	}
-	c := &Consumer{log: cfg.Logger, max: cc.MaxPollRecords, handler: cc.Handler, paused: map[TopicPartition]bool{}, start: start}
+	c := &Consumer{ready: make(chan struct{}), log: cfg.Logger, max: cc.MaxPollRecords, handler: cc.Handler, paused: map[TopicPartition]bool{}, start: start}
 	opts = append(opts,
 		kgo.ConsumerGroup(cc.Group),
 		kgo.ConsumeTopics(cc.Topics...),
@@ -123,6 +124,7 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
+	close(c.ready)
 	return c, nil
 }
 
@@ -197,6 +199,7 @@ func (c *Consumer) lost(ctx context.Context, cl *kgo.Client, m map[string][]int3
 // a partition paused across rebalances, and a partition that comes back must not stay paused
 // when nothing of the task is holding it back any more.
 func (c *Consumer) forget(parts []TopicPartition) {
+	<-c.ready
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	resume := map[string][]int32{}
