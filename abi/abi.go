@@ -6,7 +6,7 @@ const ModuleName = "wasmstream_v0"
 // Version is the ABI version this package describes: major << 16 | minor.
 const (
 	VersionMajor = 0
-	VersionMinor = 1
+	VersionMinor = 2
 	Version      = VersionMajor<<16 | VersionMinor
 )
 
@@ -29,6 +29,12 @@ const (
 	ExportInit       = "wasmstream_init"
 	ExportProcess    = "wasmstream_process"
 	ExportInitialize = "_initialize"
+
+	// Optional exports added in 0.2.
+	ExportOnTimer      = "wasmstream_on_timer"
+	ExportOnTick       = "wasmstream_on_tick"
+	ExportStateVersion = "wasmstream_state_version"
+	ExportMigrate      = "wasmstream_migrate"
 )
 
 // Host function names in ModuleName.
@@ -42,12 +48,28 @@ const (
 	FuncNowMs       = "now_ms"
 	FuncConfigGet   = "config_get"
 	FuncFail        = "fail"
+
+	// Added in 0.2.
+	FuncTimerSet     = "timer_set"
+	FuncTimerDelete  = "timer_delete"
+	FuncWatermarkMs  = "watermark_ms"
+	FuncStateKeys    = "state_keys"
+	FuncHTTPRequest  = "http_request"
+	FuncHTTPResponse = "http_response"
 )
 
-// HostFuncs lists every host function name of this ABI version.
+// HostFuncs lists every host function name of this ABI version, in the order they were added.
 var HostFuncs = []string{
 	FuncStateGet, FuncStatePut, FuncStateDelete, FuncStateScan,
 	FuncEmit, FuncLog, FuncNowMs, FuncConfigGet, FuncFail,
+	FuncTimerSet, FuncTimerDelete, FuncWatermarkMs, FuncStateKeys, FuncHTTPRequest, FuncHTTPResponse,
+}
+
+// FuncMinor gives the minor version that added each host function; a guest declaring an older
+// minor may not import it.
+var FuncMinor = map[string]uint32{
+	FuncTimerSet: 2, FuncTimerDelete: 2, FuncWatermarkMs: 2, FuncStateKeys: 2,
+	FuncHTTPRequest: 2, FuncHTTPResponse: 2,
 }
 
 // Errno is a host function status: zero or positive is success, negative is an error code.
@@ -65,11 +87,13 @@ const (
 	ErrLimit          Errno = -7
 	ErrBufferTooSmall Errno = -8
 	ErrInternal       Errno = -9
+	ErrUnavailable    Errno = -10 // 0.2
 )
 
 var errnoNames = [...]string{
 	"OK", "ERR_NOT_FOUND", "ERR_OUT_OF_BOUNDS", "ERR_KEY_NOT_IN_BATCH", "ERR_TOO_LARGE",
 	"ERR_INVALID", "ERR_NOT_ALLOWED", "ERR_LIMIT", "ERR_BUFFER_TOO_SMALL", "ERR_INTERNAL",
+	"ERR_UNAVAILABLE",
 }
 
 // String returns the ABI name of the code, e.g. "ERR_NOT_FOUND".
@@ -97,6 +121,18 @@ const (
 // Batch kinds.
 const (
 	BatchRecords uint32 = 1
+	BatchFirings uint32 = 2 // 0.2
+	BatchTick    uint32 = 3 // 0.2
+	BatchMigrate uint32 = 4 // 0.2
+)
+
+// Timer domains (timer_set) and Firing flags.
+const (
+	DomainProcessing int32 = 0
+	DomainEvent      int32 = 1
+
+	// FiringEventTime marks a firing of an event-time timer.
+	FiringEventTime uint32 = 1 << 0
 )
 
 // Record flags.

@@ -37,6 +37,12 @@ const (
 	hfNowMs
 	hfConfigGet
 	hfFail
+	hfTimerSet
+	hfTimerDelete
+	hfWatermarkMs
+	hfStateKeys
+	hfHTTPRequest
+	hfHTTPResponse
 	hfCount
 )
 
@@ -78,6 +84,25 @@ var hostFuncs = [hfCount]hostFunc{
 	}},
 	hfFail: {abi.FuncFail, i32s(2), i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
 		return i.fail(u32(s[0]), u32(s[1]))
+	}},
+	// ABI 0.2.
+	hfTimerSet: {abi.FuncTimerSet, append(i32s(5), valI64, valI32, valI32), i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
+		return i.timerSet(u32(s[0]), u32(s[1]), u32(s[2]), u32(s[3]), u32(s[4]), int64(s[5]), u32(s[6]), u32(s[7]))
+	}},
+	hfTimerDelete: {abi.FuncTimerDelete, i32s(4), i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
+		return i.timerDelete(u32(s[0]), u32(s[1]), u32(s[2]), u32(s[3]))
+	}},
+	hfWatermarkMs: {abi.FuncWatermarkMs, nil, []byte{valI64}, func(i *Instance, _ context.Context, _ []uint64) int64 {
+		return i.watermark()
+	}},
+	hfStateKeys: {abi.FuncStateKeys, i32s(4), i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
+		return i.stateKeys(u32(s[0]), u32(s[1]), u32(s[2]), u32(s[3]))
+	}},
+	hfHTTPRequest: {abi.FuncHTTPRequest, i32s(4), i32s(1), func(i *Instance, ctx context.Context, s []uint64) int64 {
+		return i.httpRequest(ctx, u32(s[0]), u32(s[1]), u32(s[2]), u32(s[3]))
+	}},
+	hfHTTPResponse: {abi.FuncHTTPResponse, i32s(2), i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
+		return i.httpResponse(u32(s[0]), u32(s[1]))
 	}},
 }
 
