@@ -32,6 +32,23 @@ func goldenCases() map[string][]byte {
 		"headers_empty":   AppendHeaders(nil, nil),
 		"scan_page":       AppendScanPage(nil, []ScanEntry{{Name: []byte("a"), Value: []byte("1")}, {Name: []byte("b"), Value: []byte{}}}, true),
 		"scan_page_empty": AppendScanPage(nil, nil, false),
+		"firings": func() []byte {
+			b := AppendFiringsHeader(nil, 2)
+			b = AppendFiring(b, &Firing{Partition: 0, Time: 1700000000000,
+				Key: []byte("alice"), Name: []byte("flush"), Payload: []byte{}})
+			return AppendFiring(b, &Firing{Flags: FiringEventTime, Partition: 3, Time: 1700000060000,
+				Key: []byte{}, Name: []byte("window/60"), Payload: []byte{0x00, 0xff}})
+		}(),
+		"tick":     AppendTick(nil, &Tick{Partition: 3, Now: 1700000000000, Watermark: -1, Source: []byte("orders")}),
+		"migrate":  AppendMigrate(nil, &Migrate{From: 1, To: 2, Partition: 3, Key: []byte("alice")}),
+		"key_page": AppendKeyPage(nil, [][]byte{[]byte(""), []byte("alice"), []byte("bob")}, true),
+		"http_request": AppendHTTPRequest(nil, &HTTPRequest{Method: []byte("POST"),
+			URL:     []byte("https://api.example.com/v1/score?id=1"),
+			Headers: []Header{{Name: []byte("content-type"), Value: []byte("application/json")}, {Name: []byte("x-empty"), Value: []byte{}}},
+			Body:    []byte(`{"user":"alice"}`), TimeoutMs: 2500}),
+		"http_response": AppendHTTPResponse(nil, &HTTPResponse{Status: 404,
+			Headers: []Header{{Name: []byte("content-type"), Value: []byte("text/plain")}},
+			Body:    []byte("not found")}),
 	}
 }
 
@@ -115,6 +132,45 @@ func TestGolden(t *testing.T) {
 					t.Fatal(err)
 				}
 				again = AppendScanPage(nil, es, more)
+			case name == "firings":
+				fs, err := DecodeFirings(got)
+				if err != nil {
+					t.Fatal(err)
+				}
+				again = AppendFiringsHeader(nil, len(fs))
+				for i := range fs {
+					again = AppendFiring(again, &fs[i])
+				}
+			case name == "tick":
+				tk, err := DecodeTick(got)
+				if err != nil {
+					t.Fatal(err)
+				}
+				again = AppendTick(nil, &tk)
+			case name == "migrate":
+				m, err := DecodeMigrate(got)
+				if err != nil {
+					t.Fatal(err)
+				}
+				again = AppendMigrate(nil, &m)
+			case name == "key_page":
+				keys, more, err := DecodeKeyPage(got, nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				again = AppendKeyPage(nil, keys, more)
+			case name == "http_request":
+				r, err := DecodeHTTPRequest(got)
+				if err != nil {
+					t.Fatal(err)
+				}
+				again = AppendHTTPRequest(nil, &r)
+			case name == "http_response":
+				r, err := DecodeHTTPResponse(got)
+				if err != nil {
+					t.Fatal(err)
+				}
+				again = AppendHTTPResponse(nil, &r)
 			default:
 				t.Fatalf("no decoder for %s", name)
 			}
@@ -141,5 +197,46 @@ func TestGoldenBatchFields(t *testing.T) {
 	}
 	if recs[0].Timestamp != 1700000000000 || string(recs[0].Key) != "alice" {
 		t.Fatalf("decoded %+v", recs[0])
+	}
+}
+
+// The 0.2 vectors decode to the values the README lists.
+func TestGolden02Fields(t *testing.T) {
+	read := func(name string) []byte { return readGoldenHex(t, filepath.Join("testdata", "golden", name+".hex")) }
+	fs, err := DecodeFirings(read("firings"))
+	if err != nil || len(fs) != 2 {
+		t.Fatalf("firings: %d, %v", len(fs), err)
+	}
+	if f := fs[0]; f.Flags != 0 || f.Partition != 0 || f.Time != 1700000000000 || string(f.Key) != "alice" ||
+		string(f.Name) != "flush" || len(f.Payload) != 0 {
+		t.Fatalf("firing 0: %+v", f)
+	}
+	if f := fs[1]; f.Flags != FiringEventTime || f.Partition != 3 || f.Time != 1700000060000 || len(f.Key) != 0 ||
+		string(f.Name) != "window/60" || !bytes.Equal(f.Payload, []byte{0, 0xff}) {
+		t.Fatalf("firing 1: %+v", f)
+	}
+	if tk, err := DecodeTick(read("tick")); err != nil || tk.Partition != 3 || tk.Now != 1700000000000 ||
+		tk.Watermark != -1 || string(tk.Source) != "orders" {
+		t.Fatalf("tick: %+v, %v", tk, err)
+	}
+	if m, err := DecodeMigrate(read("migrate")); err != nil || m.From != 1 || m.To != 2 || m.Partition != 3 ||
+		string(m.Key) != "alice" {
+		t.Fatalf("migrate: %+v, %v", m, err)
+	}
+	keys, more, err := DecodeKeyPage(read("key_page"), nil)
+	if err != nil || !more || len(keys) != 3 || len(keys[0]) != 0 || string(keys[1]) != "alice" || string(keys[2]) != "bob" {
+		t.Fatalf("key page: %q, %v, %v", keys, more, err)
+	}
+	req, err := DecodeHTTPRequest(read("http_request"))
+	if err != nil || string(req.Method) != "POST" || string(req.URL) != "https://api.example.com/v1/score?id=1" ||
+		len(req.Headers) != 2 || string(req.Headers[0].Name) != "content-type" ||
+		string(req.Headers[0].Value) != "application/json" || string(req.Headers[1].Name) != "x-empty" ||
+		len(req.Headers[1].Value) != 0 || string(req.Body) != `{"user":"alice"}` || req.TimeoutMs != 2500 {
+		t.Fatalf("http request: %+v, %v", req, err)
+	}
+	resp, err := DecodeHTTPResponse(read("http_response"))
+	if err != nil || resp.Status != 404 || len(resp.Headers) != 1 || string(resp.Headers[0].Name) != "content-type" ||
+		string(resp.Headers[0].Value) != "text/plain" || string(resp.Body) != "not found" {
+		t.Fatalf("http response: %+v, %v", resp, err)
 	}
 }

@@ -1,12 +1,15 @@
 // Package wasmstream is the Go guest SDK of wasmstream: it turns a Go package into a stateful
 // stream task module that a wasmstream host runs (the ABI is abi/ABI.md in the wasmstream
-// repository; this package implements its guest side, version 0.1).
+// repository; this package implements its guest side, version 0.2).
 //
 // # Writing a task
 //
 // A task is a package main with an empty main and an init function that registers the handlers.
 // The module is a WASI reactor: the host never runs main, it calls the exports this package
-// provides (wasmstream_abi_version, wasmstream_alloc, wasmstream_init, wasmstream_process).
+// provides (wasmstream_abi_version, wasmstream_alloc, wasmstream_init, wasmstream_process, and
+// since 0.2 wasmstream_on_timer, wasmstream_on_tick, wasmstream_state_version and
+// wasmstream_migrate, which are always exported; without a registered handler a tick or a
+// migration does nothing and a timer firing fails the call).
 //
 //	package main
 //
@@ -54,6 +57,49 @@
 // host refuses keys outside the batch (StateOf, ErrKeyNotInBatch) and any state access during
 // init (ErrNotAllowed).
 //
+// # Timers and watermarks
+//
+// A handler sets a timer of a key in its call's scope with SetTimer (by name; setting it again
+// replaces it) and removes it with DeleteTimer. A ProcessingTime timer fires when NowMs reaches
+// its time, an EventTime timer when the partition's Watermark does. Firings go to the function
+// registered with HandleTimer; like state writes, timer changes take effect only if the call
+// succeeds, and a firing whose call fails fires again. Record.Late reports a record whose
+// timestamp was already below the watermark when the host read it.
+//
+//	wasmstream.Handle(func(r *wasmstream.Record) error {
+//		// ... add the record to the key's "sum", then close its one-minute window once the
+//		// watermark passes it.
+//		end := r.Timestamp() - r.Timestamp()%60000 + 60000
+//		return wasmstream.SetTimer(r.Key(), "window", wasmstream.EventTime, end, nil)
+//	})
+//	wasmstream.HandleTimer(func(f *wasmstream.Firing) error {
+//		sum, _, err := f.State().Get("sum")
+//		if err != nil {
+//			return err
+//		}
+//		return wasmstream.Emit("sums", f.Key(), sum)
+//	})
+//
+// # Ticks
+//
+// HandleTick registers a function the host calls every configured interval per partition, with
+// the partition's clock and watermark. During a tick every key of the partition is in scope, and
+// Tick.Keys lists the keys that have state, e.g. to expire old ones.
+//
+// # State versions
+//
+// A module that changes the format of its state declares a version with SetStateVersion (in a Go
+// init function) and registers a HandleMigrate function. Before the module touches a key whose
+// state an older (or newer) version wrote, the host calls it with the key and both versions; the
+// function rewrites the key's state, or returns an error when it cannot (e.g. a downgrade).
+//
+// # Outbound HTTP
+//
+// HTTPDo sends a request and waits for the response. It needs a grant in the task's configuration
+// (otherwise ErrNotAllowed); a failed connection or a timeout is ErrUnavailable, and any HTTP
+// status is a success. Requests are not part of a call's all-or-nothing effects: a retried call
+// sends them again.
+//
 // # Outputs, logs, time, config
 //
 // Emit and EmitWith send records to named outputs; the host releases them in emit order when the
@@ -69,6 +115,7 @@
 // # Testing
 //
 // Package wasmstreamtest runs the registered handlers natively against an in-memory host, so
-// a task's tests are ordinary go test runs. In a native build without that harness, calling a
+// a task's tests are ordinary go test runs; it also fires timers when a test advances the clock
+// or a watermark, runs ticks and migrations, and answers HTTPDo with a test's function. In a native build without that harness, calling a
 // host-backed function panics.
 package wasmstream

@@ -20,9 +20,11 @@ var (
 	// ErrInvalid is returned when an argument is malformed, an output name is unknown (when the
 	// task declares its outputs) or a log level is out of range.
 	ErrInvalid error = abi.ErrInvalid
-	// ErrNotAllowed is returned when state or Emit is used outside a handler (e.g. during init).
+	// ErrNotAllowed is returned when state, timers, Emit or HTTPDo are used outside a handler (e.g.
+	// during init), when Tick.Keys is used outside a tick, and when HTTPDo is not granted (no HTTP
+	// grant, or a host not on the task's allowlist).
 	ErrNotAllowed error = abi.ErrNotAllowed
-	// ErrLimit is returned when one batch makes too many state writes or outputs.
+	// ErrLimit is returned when one call makes too many state writes, timer operations or outputs.
 	ErrLimit error = abi.ErrLimit
 	// ErrBufferTooSmall is returned when a single state entry is too large for the SDK's biggest
 	// scan buffer.
@@ -30,6 +32,9 @@ var (
 	// ErrInternal is returned when the host failed (e.g. its storage); the handler should return
 	// the error so the batch fails and is retried.
 	ErrInternal error = abi.ErrInternal
+	// ErrUnavailable is returned by HTTPDo when the connection failed, the request timed out or
+	// the host is stopping (ABI 0.2).
+	ErrUnavailable error = abi.ErrUnavailable
 )
 
 // HostError is an error a host function returned.

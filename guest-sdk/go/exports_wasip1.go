@@ -39,6 +39,33 @@ func wasmstreamProcess(ptr uint32, n int32) int32 {
 	return callProcess(n)
 }
 
+//go:wasmexport wasmstream_on_timer
+func wasmstreamOnTimer(ptr uint32, n int32) int32 {
+	if !inInBuf(ptr) {
+		return fail("wasmstream: firings payload is not in the buffer wasmstream_alloc returned")
+	}
+	return callOnTimer(n)
+}
+
+//go:wasmexport wasmstream_on_tick
+func wasmstreamOnTick(ptr uint32, n int32) int32 {
+	if !inInBuf(ptr) {
+		return fail("wasmstream: tick payload is not in the buffer wasmstream_alloc returned")
+	}
+	return callOnTick(n)
+}
+
+//go:wasmexport wasmstream_state_version
+func wasmstreamStateVersion() int32 { return callStateVersion() }
+
+//go:wasmexport wasmstream_migrate
+func wasmstreamMigrate(ptr uint32, n int32) int32 {
+	if !inInBuf(ptr) {
+		return fail("wasmstream: migrate payload is not in the buffer wasmstream_alloc returned")
+	}
+	return callMigrate(n)
+}
+
 // inInBuf reports whether ptr is the start of the buffer wasmstream_alloc last returned: the host
 // must write the payload exactly there (ABI.md §3).
 func inInBuf(ptr uint32) bool {

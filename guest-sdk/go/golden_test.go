@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -44,6 +45,17 @@ type scriptHost struct {
 	failMsg  string
 	getCalls int
 	value    []byte // state_get answer
+
+	// ABI 0.2
+	keyPages  [][]byte // state_keys answers, in order (an empty answer is ERR_BUFFER_TOO_SMALL)
+	keysCalls []string // "after" of each state_keys call; "-" for from-first
+	keysCaps  []int    // buf_cap of each state_keys call
+	timerOps  []string // each timer_set / timer_delete call, formatted
+	watermark int64
+	httpReqs  [][]byte // the req argument of each http_request
+	httpResp  []byte   // the response layout http_request answers
+	httpErr   int32    // when < 0, http_request's answer
+	httpKept  bool     // http_request kept httpResp (it did not fit)
 }
 
 func (h *scriptHost) StateGet(key, name, buf []byte) int32 {
@@ -79,13 +91,64 @@ func (h *scriptHost) Log(level int32, msg []byte) int32 { return 0 }
 func (h *scriptHost) NowMs() int64                      { return 0 }
 func (h *scriptHost) ConfigGet(buf []byte) int32        { return 0 }
 func (h *scriptHost) Fail(msg []byte) int32             { h.failMsg = string(msg); return 0 }
+func (h *scriptHost) TimerSet(key, name []byte, domain int32, time int64, payload []byte) int32 {
+	h.timerOps = append(h.timerOps, "set "+string(key)+"/"+string(name)+" d"+strconv.Itoa(int(domain))+
+		" @"+strconv.FormatInt(time, 10)+" "+string(payload))
+	return 0
+}
+func (h *scriptHost) TimerDelete(key, name []byte) int32 {
+	h.timerOps = append(h.timerOps, "delete "+string(key)+"/"+string(name))
+	return 0
+}
+func (h *scriptHost) WatermarkMs() int64 { return h.watermark }
+func (h *scriptHost) StateKeys(after []byte, fromFirst bool, buf []byte) int32 {
+	if fromFirst {
+		h.keysCalls = append(h.keysCalls, "-")
+	} else {
+		h.keysCalls = append(h.keysCalls, string(after))
+	}
+	h.keysCaps = append(h.keysCaps, len(buf))
+	if len(h.keyPages) == 0 {
+		h.t.Fatal("unexpected state_keys")
+	}
+	p := h.keyPages[0]
+	h.keyPages = h.keyPages[1:]
+	if len(p) == 0 {
+		return int32(abi.ErrBufferTooSmall)
+	}
+	return int32(copy(buf, p))
+}
+func (h *scriptHost) HTTPRequest(req, buf []byte) int32 {
+	h.httpReqs = append(h.httpReqs, append([]byte(nil), req...))
+	if h.httpErr < 0 {
+		return h.httpErr
+	}
+	h.httpKept = len(h.httpResp) > len(buf)
+	if !h.httpKept {
+		copy(buf, h.httpResp)
+	}
+	return int32(len(h.httpResp))
+}
+func (h *scriptHost) HTTPResponse(buf []byte) int32 {
+	if !h.httpKept {
+		return int32(abi.ErrNotFound)
+	}
+	if len(h.httpResp) <= len(buf) {
+		copy(buf, h.httpResp)
+	}
+	return int32(len(h.httpResp))
+}
 
 // install makes a fresh scriptHost the SDK's host and resets the registered handlers.
 func install(t *testing.T) *scriptHost {
 	h := &scriptHost{t: t}
 	host.Current = h
-	initFn, processFn, config = nil, nil, nil
-	t.Cleanup(func() { host.Current = nil; initFn, processFn, config = nil, nil, nil })
+	reset := func() {
+		initFn, processFn, config = nil, nil, nil
+		timerFn, tickFn, migrateFn, stateVersion = nil, nil, nil, 0
+	}
+	reset()
+	t.Cleanup(func() { host.Current = nil; reset() })
 	return h
 }
 

@@ -36,7 +36,8 @@ func (r *Record) Offset() int64 { return r.r.Offset }
 // Timestamp returns the event time in ms since the Unix epoch, or -1 when unknown.
 func (r *Record) Timestamp() int64 { return r.r.Timestamp }
 
-// Late reports whether the record's event time is behind the watermark (always false in ABI 0.1).
+// Late reports whether the record's timestamp was below its partition's watermark when the host
+// read it (ABI 0.2, flag bit 0; always false from a 0.1 host).
 func (r *Record) Late() bool { return r.r.Flags&abi.FlagLate != 0 }
 
 // Header returns the value of the first header named name (a view) and whether there is one.

@@ -18,7 +18,7 @@ import (
 // encoding/json in particular are kept out of guests.
 func TestTinyGoFriendly(t *testing.T) {
 	allowed := map[string]bool{
-		"errors": true, "strconv": true, "unsafe": true,
+		"errors": true, "strconv": true, "unsafe": true, "time": true,
 		"github.com/wasmstream/wasmstream/abi":                        true,
 		"github.com/wasmstream/wasmstream/guest-sdk/go/internal/host": true,
 	}

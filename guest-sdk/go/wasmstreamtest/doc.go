@@ -16,12 +16,24 @@
 //
 // Run is one init and one batch; New gives a Host to run several batches against the same state.
 //
+// The Host also drives the ABI 0.2 callbacks. It keeps timers per partition, key and name (Timers,
+// SetTimer) and fires the due ones, in order of time, then key, then name, only when the test says
+// so: AdvanceTime moves the processing clock, AdvanceWatermark a partition's watermark, FireDue
+// fires what is already due; Result.Fired lists the firings delivered. Tick runs the tick
+// handler. SetStateVersion records the state version of a key as an older module would have;
+// the harness then calls the migration handler before the next call involving the key, in the
+// same unit of work, or at once for every stale key with MigrateAll. Options.HTTP answers
+// wasmstream.HTTPDo in place of the network.
+//
 // The harness calls the same SDK code a wasm build runs: the batch is encoded with the ABI codec,
 // written into the SDK's input buffer and decoded by the SDK. Differences from a real host: a
 // handler panic becomes a *CallError with Panic set instead of a trap, and package variables are
 // not reset after it (a real host starts a fresh instance); there are no size or write limits;
-// NowMs is fixed by Options. Handlers are package globals, so a Host is not safe for concurrent
-// use and only one Host serves the SDK at a time (the last one made): do not use t.Parallel.
+// NowMs starts at Options.NowMs and moves only with AdvanceTime; watermarks move only with
+// AdvanceWatermark (records do not move them, and Input.Late is what the test sets); a tick sees
+// every key with state, as the harness does not track which partition a key belongs to. Handlers
+// are package globals, so a Host is not safe for concurrent use and only one Host serves the SDK
+// at a time (the last one made): do not use t.Parallel.
 //
 // The package is empty when built for wasip1.
 package wasmstreamtest

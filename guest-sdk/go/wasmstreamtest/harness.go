@@ -14,7 +14,7 @@ import (
 )
 
 // Options configure a Host. The zero value is a task named "test" with config "{}", any output
-// name allowed and a clock at 0.
+// name allowed, a clock at 0 and no HTTP grant.
 type Options struct {
 	// Task is the task name in the Init payload; "" means "test".
 	Task string
@@ -23,8 +23,14 @@ type Options struct {
 	// Outputs, when not empty, declares the task's outputs: Emit to any other name fails with
 	// ErrInvalid, as on a host whose task declares its outputs.
 	Outputs []string
-	// NowMs is what wasmstream.NowMs returns.
+	// NowMs is what wasmstream.NowMs returns until the test advances the clock (Host.AdvanceTime).
 	NowMs int64
+	// HTTP, when set, grants outbound HTTP and answers every wasmstream.HTTPDo in place of the
+	// network; nil means no grant (HTTPDo fails with ErrNotAllowed). It receives copies. An error
+	// that matches an ABI code (e.g. wasmstream.ErrNotAllowed, ErrTooLarge) is reported to the guest
+	// as that code, any other error as ErrUnavailable. A nil response with a nil error is a 200
+	// with no headers and no body.
+	HTTP func(req *wasmstream.HTTPRequest) (*wasmstream.HTTPResponse, error)
 }
 
 // Input is one record of a batch. The zero value is partition 0, offset 0, timestamp 0 (the epoch;
@@ -75,11 +81,15 @@ type Result struct {
 	State []StateEntry
 	// Logs are the messages logged during the call.
 	Logs []LogLine
+	// Fired are the timers delivered to the timer handler, in delivery order (FireDue,
+	// AdvanceTime, AdvanceWatermark).
+	Fired []Timer
 }
 
 // CallError is returned when a guest call fails.
 type CallError struct {
-	// Export is the failed export: "wasmstream_init" or "wasmstream_process".
+	// Export is the failed export: "wasmstream_init", "wasmstream_process",
+	// "wasmstream_on_timer", "wasmstream_on_tick" or "wasmstream_migrate".
 	Export string
 	// Code is the guest's non-zero return value (0 when it panicked).
 	Code int32
@@ -110,16 +120,28 @@ func Run(opts Options, records []Input) (Result, error) {
 
 // Host is an in-memory wasmstream host serving the handlers registered in this program.
 type Host struct {
-	opts  Options
-	state map[string]map[string][]byte // committed state
+	opts       Options
+	state      map[string]map[string][]byte // committed state
+	timers     map[timerID]*Timer           // committed timers
+	versions   map[string]uint32            // recorded state version of keys with state (absent = 0)
+	now        int64
+	watermarks map[uint32]int64 // per partition; absent = -1
 
-	// per call
-	phase   phase
-	scope   map[string]bool
-	writes  map[string]map[string][]byte // key → name → value (nil value = deleted)
-	outputs []Output
-	logs    []LogLine
-	reason  []byte
+	// per unit of work (one or more guest calls committed together, ABI.md §3)
+	writes   map[string]map[string][]byte // key → name → value (nil value = deleted)
+	timerOps map[timerID]*Timer           // nil = deleted
+	touched  map[string]bool              // keys whose recorded version becomes the module's
+	outputs  []Output
+	logs     []LogLine
+	fired    []Timer
+
+	// per guest call
+	phase     phase
+	scope     map[string]uint32 // key → partition
+	scopeAll  bool              // a tick: every key is in scope
+	partition uint32            // the call's partition
+	reason    []byte
+	httpKept  []byte // the last http_request response that did not fit
 }
 
 type phase int
@@ -128,6 +150,9 @@ const (
 	phaseIdle phase = iota
 	phaseInit
 	phaseProcess
+	phaseTimer
+	phaseTick
+	phaseMigrate
 )
 
 // New makes a Host with empty state and installs it as the SDK's host, replacing any earlier one.
@@ -138,23 +163,34 @@ func New(opts Options) *Host {
 	if opts.Config == nil {
 		opts.Config = []byte("{}")
 	}
-	h := &Host{opts: opts, state: map[string]map[string][]byte{}}
+	h := &Host{opts: opts, state: map[string]map[string][]byte{}, timers: map[timerID]*Timer{},
+		versions: map[string]uint32{}, now: opts.NowMs, watermarks: map[uint32]int64{}}
 	host.Current = h
 	return h
 }
 
 // Init calls the guest's init with the task name and config.
 func (h *Host) Init() error {
+	if err := h.current("wasmstream_init"); err != nil {
+		return err
+	}
+	h.beginUnit()
 	payload := abi.AppendInit(nil, abi.Init{Version: abi.Version, Task: []byte(h.opts.Task), Config: h.opts.Config})
-	_, err := h.call(phaseInit, "wasmstream_init", payload, host.Guest.Init)
-	return err
+	return h.guestCall(phaseInit, "wasmstream_init", payload, host.Guest.Init)
 }
 
 // Process calls the guest with one batch holding records, in order. On success the batch's state
-// writes are committed and its outputs returned; on failure nothing changes.
+// writes and timer changes are committed and its outputs returned; on failure nothing changes.
+// Keys of the batch whose state has another recorded state version are migrated first, in the
+// same unit of work (see Host.SetStateVersion).
 func (h *Host) Process(records ...Input) (Result, error) {
+	if err := h.current("wasmstream_process"); err != nil {
+		return Result{}, err
+	}
+	h.beginUnit()
 	payload := abi.AppendBatchHeader(nil, len(records))
-	h.scope = map[string]bool{}
+	scope := map[string]uint32{}
+	var keys []string
 	for _, in := range records {
 		r := abi.Record{Partition: in.Partition, Offset: in.Offset, Timestamp: in.Timestamp,
 			Source: []byte(in.Source), Key: in.Key, Value: in.Value, Headers: in.Headers}
@@ -162,36 +198,93 @@ func (h *Host) Process(records ...Input) (Result, error) {
 			r.Flags |= abi.FlagLate
 		}
 		payload = abi.AppendRecord(payload, &r)
-		h.scope[string(in.Key)] = true
+		if _, ok := scope[string(in.Key)]; !ok {
+			scope[string(in.Key)] = in.Partition
+			keys = append(keys, string(in.Key))
+		}
 	}
-	return h.call(phaseProcess, "wasmstream_process", payload, host.Guest.Process)
+	if err := h.migrateStale(keys, scope); err != nil {
+		return Result{}, err
+	}
+	h.scope = scope
+	if len(records) > 0 {
+		h.partition = records[0].Partition
+	}
+	if err := h.guestCall(phaseProcess, "wasmstream_process", payload, host.Guest.Process); err != nil {
+		return Result{}, err
+	}
+	return h.commitUnit(), nil
 }
 
-func (h *Host) call(p phase, export string, payload []byte, fn func(int32) int32) (res Result, err error) {
+// current checks that h is the SDK's host.
+func (h *Host) current(export string) error {
 	if host.Current != h {
-		return Result{}, fmt.Errorf("wasmstreamtest: %s: another Host was made after this one", export)
+		return fmt.Errorf("wasmstreamtest: %s: another Host was made after this one", export)
 	}
-	h.phase, h.writes, h.outputs, h.logs, h.reason = p, map[string]map[string][]byte{}, nil, nil, nil
+	return nil
+}
+
+// beginUnit starts a unit of work: nothing of it is visible in the committed state until
+// commitUnit.
+func (h *Host) beginUnit() {
+	h.writes, h.timerOps, h.touched = map[string]map[string][]byte{}, map[timerID]*Timer{}, map[string]bool{}
+	h.outputs, h.logs, h.fired = nil, nil, nil
+}
+
+// guestCall writes payload into the guest's input buffer and calls fn, with the scope the caller
+// set in h.scope, h.scopeAll and h.partition (reset when it returns).
+func (h *Host) guestCall(p phase, export string, payload []byte, fn func(int32) int32) (err error) {
+	h.phase, h.reason, h.httpKept = p, nil, nil
+	for key := range h.scope {
+		h.touched[key] = true
+	}
 	defer func() {
-		h.phase, h.scope, h.writes = phaseIdle, nil, nil
+		h.phase, h.scope, h.scopeAll, h.partition, h.httpKept = phaseIdle, nil, false, 0, nil
 		if v := recover(); v != nil {
-			res, err = Result{}, &CallError{Export: export, Panic: v, Reason: string(h.reason), Logs: h.logs}
+			err = &CallError{Export: export, Panic: v, Reason: string(h.reason), Logs: h.logs}
 		}
 	}()
+	if fn == nil {
+		return fmt.Errorf("wasmstreamtest: %s: the SDK does not provide this export", export)
+	}
 	buf := host.Guest.Alloc(int32(len(payload)))
 	if len(buf) != len(payload) {
-		return Result{}, fmt.Errorf("wasmstreamtest: wasmstream_alloc(%d) failed", len(payload))
+		return fmt.Errorf("wasmstreamtest: wasmstream_alloc(%d) failed", len(payload))
 	}
 	copy(buf, payload)
 	if rc := fn(int32(len(payload))); rc != 0 {
-		return Result{}, &CallError{Export: export, Code: rc, Reason: string(h.reason), Logs: h.logs}
+		return &CallError{Export: export, Code: rc, Reason: string(h.reason), Logs: h.logs}
 	}
+	return nil
+}
+
+// commitUnit applies the unit's state writes and timer changes, records the module's state
+// version for the keys it involved, and returns its result.
+func (h *Host) commitUnit() Result {
 	for key, names := range h.writes {
+		h.touched[key] = true
 		for name, v := range names {
 			h.commit(key, name, v)
 		}
 	}
-	return Result{Outputs: h.outputs, State: h.State(), Logs: h.logs}, nil
+	for id, t := range h.timerOps {
+		if t == nil {
+			delete(h.timers, id)
+		} else {
+			h.timers[id] = t
+		}
+	}
+	v := h.moduleVersion()
+	for key := range h.touched {
+		if len(h.state[key]) > 0 {
+			h.versions[key] = v
+		} else {
+			delete(h.versions, key)
+		}
+	}
+	res := Result{Outputs: h.outputs, State: h.State(), Logs: h.logs, Fired: h.fired}
+	h.writes, h.timerOps, h.touched, h.outputs, h.logs, h.fired = nil, nil, nil, nil, nil, nil
+	return res
 }
 
 func (h *Host) commit(key, name string, v []byte) {
@@ -210,9 +303,14 @@ func (h *Host) commit(key, name string, v []byte) {
 	m[name] = v
 }
 
-// SetState sets a committed state entry, e.g. to start a test from existing state.
+// SetState sets a committed state entry, e.g. to start a test from existing state. The entry
+// counts as written by the module under test: a key without a recorded state version gets the
+// module's (wasmstream.SetStateVersion); use Host.SetStateVersion to make it older.
 func (h *Host) SetState(key, name string, value []byte) {
 	h.commit(key, name, append([]byte{}, value...))
+	if _, ok := h.versions[key]; !ok {
+		h.versions[key] = h.moduleVersion()
+	}
 }
 
 // State returns the committed state sorted by key then name (bytewise). Values are copies.
@@ -232,12 +330,15 @@ func (h *Host) State() []StateEntry {
 	return out
 }
 
-// access checks the phase and scope of a state call.
+// inCall reports whether a handler call with a scope is running (not init, not between calls).
+func (h *Host) inCall() bool { return h.phase != phaseIdle && h.phase != phaseInit }
+
+// access checks the phase and scope of a state or timer call.
 func (h *Host) access(key []byte) int32 {
-	if h.phase != phaseProcess {
+	if !h.inCall() {
 		return int32(abi.ErrNotAllowed)
 	}
-	if !h.scope[string(key)] {
+	if _, ok := h.scope[string(key)]; !ok && !h.scopeAll {
 		return int32(abi.ErrKeyNotInBatch)
 	}
 	return 0
@@ -340,7 +441,7 @@ func (h *Host) StateScan(key, prefix, after []byte, fromFirst bool, buf []byte) 
 
 // Emit implements emit (ABI.md §4.5).
 func (h *Host) Emit(output, key, value, headers []byte, ts int64) int32 {
-	if h.phase != phaseProcess {
+	if !h.inCall() {
 		return int32(abi.ErrNotAllowed)
 	}
 	if len(h.opts.Outputs) > 0 && !contains(h.opts.Outputs, string(output)) {
@@ -380,7 +481,7 @@ func (h *Host) Log(level int32, msg []byte) int32 {
 }
 
 // NowMs implements now_ms (ABI.md §4.7).
-func (h *Host) NowMs() int64 { return h.opts.NowMs }
+func (h *Host) NowMs() int64 { return h.now }
 
 // ConfigGet implements config_get (ABI.md §4.8).
 func (h *Host) ConfigGet(buf []byte) int32 {

@@ -1,5 +1,5 @@
-// Package host is the SDK's view of the wasmstream host: the host functions of ABI.md §4 as plain
-// Go functions over byte slices.
+// Package host is the SDK's view of the wasmstream host: the host functions of ABI.md §4 (versions
+// 0.1 and 0.2) as plain Go functions over byte slices.
 //
 // In a wasip1 build each function is a thin wrapper over a //go:wasmimport of module
 // wasmstream_v0. In every other build the functions call Current, an in-process Host that a test

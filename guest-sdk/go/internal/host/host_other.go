@@ -15,18 +15,32 @@ type Host interface {
 	NowMs() int64
 	ConfigGet(buf []byte) int32
 	Fail(msg []byte) int32
+
+	// Added in ABI 0.2.
+	TimerSet(key, name []byte, domain int32, time int64, payload []byte) int32
+	TimerDelete(key, name []byte) int32
+	WatermarkMs() int64
+	StateKeys(after []byte, fromFirst bool, buf []byte) int32
+	HTTPRequest(req, buf []byte) int32
+	HTTPResponse(buf []byte) int32
 }
 
 // Current serves every host function of a native build. It is nil until a harness installs one.
 var Current Host
 
 // Exports is the guest side of a native build, the counterpart of the wasm exports of ABI.md §3.
-// Alloc returns the input buffer (len == size) the caller writes a payload into; Init and Process
-// then read the first n bytes of it.
+// Alloc returns the input buffer (len == size) the caller writes a payload into; Init, Process,
+// OnTimer, OnTick and Migrate then read the first n bytes of it.
 type Exports struct {
 	Alloc   func(size int32) []byte
 	Init    func(n int32) int32
 	Process func(n int32) int32
+
+	// Added in ABI 0.2.
+	OnTimer      func(n int32) int32
+	OnTick       func(n int32) int32
+	StateVersion func() int32
+	Migrate      func(n int32) int32
 }
 
 // Guest is set by package wasmstream when it is initialized.
@@ -69,3 +83,25 @@ func ConfigGet(buf []byte) int32 { return current().ConfigGet(buf) }
 
 // Fail calls Current.Fail.
 func Fail(msg []byte) int32 { return current().Fail(msg) }
+
+// TimerSet calls Current.TimerSet.
+func TimerSet(key, name []byte, domain int32, time int64, payload []byte) int32 {
+	return current().TimerSet(key, name, domain, time, payload)
+}
+
+// TimerDelete calls Current.TimerDelete.
+func TimerDelete(key, name []byte) int32 { return current().TimerDelete(key, name) }
+
+// WatermarkMs calls Current.WatermarkMs.
+func WatermarkMs() int64 { return current().WatermarkMs() }
+
+// StateKeys calls Current.StateKeys.
+func StateKeys(after []byte, fromFirst bool, buf []byte) int32 {
+	return current().StateKeys(after, fromFirst, buf)
+}
+
+// HTTPRequest calls Current.HTTPRequest.
+func HTTPRequest(req, buf []byte) int32 { return current().HTTPRequest(req, buf) }
+
+// HTTPResponse calls Current.HTTPResponse.
+func HTTPResponse(buf []byte) int32 { return current().HTTPResponse(buf) }

@@ -31,6 +31,24 @@ func configGet(bufPtr unsafe.Pointer, bufCap int32) int32
 //go:wasmimport wasmstream_v0 fail
 func fail(msgPtr unsafe.Pointer, msgLen int32) int32
 
+//go:wasmimport wasmstream_v0 timer_set
+func timerSet(keyPtr unsafe.Pointer, keyLen int32, namePtr unsafe.Pointer, nameLen int32, domain int32, time int64, payloadPtr unsafe.Pointer, payloadLen int32) int32
+
+//go:wasmimport wasmstream_v0 timer_delete
+func timerDelete(keyPtr unsafe.Pointer, keyLen int32, namePtr unsafe.Pointer, nameLen int32) int32
+
+//go:wasmimport wasmstream_v0 watermark_ms
+func watermarkMs() int64
+
+//go:wasmimport wasmstream_v0 state_keys
+func stateKeys(afterPtr unsafe.Pointer, afterLen int32, bufPtr unsafe.Pointer, bufCap int32) int32
+
+//go:wasmimport wasmstream_v0 http_request
+func httpRequest(reqPtr unsafe.Pointer, reqLen int32, bufPtr unsafe.Pointer, bufCap int32) int32
+
+//go:wasmimport wasmstream_v0 http_response
+func httpResponse(bufPtr unsafe.Pointer, bufCap int32) int32
+
 // ptr is the address of b's first element, or nil for a nil slice.
 func ptr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
 
@@ -75,3 +93,34 @@ func ConfigGet(buf []byte) int32 { return configGet(ptr(buf), int32(len(buf))) }
 
 // Fail calls fail (ABI.md §4.9).
 func Fail(msg []byte) int32 { return fail(ptr(msg), int32(len(msg))) }
+
+// TimerSet calls timer_set (ABI.md §4.10).
+func TimerSet(key, name []byte, domain int32, time int64, payload []byte) int32 {
+	return timerSet(ptr(key), int32(len(key)), ptr(name), int32(len(name)), domain, time, ptr(payload), int32(len(payload)))
+}
+
+// TimerDelete calls timer_delete (ABI.md §4.11).
+func TimerDelete(key, name []byte) int32 {
+	return timerDelete(ptr(key), int32(len(key)), ptr(name), int32(len(name)))
+}
+
+// WatermarkMs calls watermark_ms (ABI.md §4.12).
+func WatermarkMs() int64 { return watermarkMs() }
+
+// StateKeys calls state_keys (ABI.md §4.13). fromFirst passes after_len = -1 and ignores after;
+// len(buf) is buf_cap.
+func StateKeys(after []byte, fromFirst bool, buf []byte) int32 {
+	afterLen := int32(len(after))
+	if fromFirst {
+		afterLen = -1
+	}
+	return stateKeys(ptr(after), afterLen, ptr(buf), int32(len(buf)))
+}
+
+// HTTPRequest calls http_request (ABI.md §4.14); len(buf) is buf_cap.
+func HTTPRequest(req, buf []byte) int32 {
+	return httpRequest(ptr(req), int32(len(req)), ptr(buf), int32(len(buf)))
+}
+
+// HTTPResponse calls http_response (ABI.md §4.15); len(buf) is buf_cap.
+func HTTPResponse(buf []byte) int32 { return httpResponse(ptr(buf), int32(len(buf))) }
