@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/wasmstream/wasmstream/host/internal/modrt"
 )
 
 // Config configures a Host. The zero value of every field means its documented default; New
@@ -109,6 +112,29 @@ type TaskConfig struct {
 	// Grants are the capabilities the task's module gets beyond the default of none: no file
 	// system, no environment variables, no arguments, a fake clock and deterministic random.
 	Grants GrantsConfig
+	// Time configures the task's event time, timers and partition callback (ABI 0.2).
+	Time TimeConfig
+	// StateMigration says when a module version whose state version differs from a key's runs
+	// its migrate callback for that key: "lazy" (default), as each key is next used; or
+	// "activation", for every key with state as soon as the version is activated (lazily too
+	// for keys the activation pass has not reached yet).
+	StateMigration string
+}
+
+// TimeConfig configures a task's event time and timers (S14–S16).
+type TimeConfig struct {
+	// AllowedLateness is subtracted from the highest record timestamp of a partition to give its
+	// watermark: records up to that much out of order are not late. Default 0.
+	AllowedLateness time.Duration
+	// IdleTimeout, when set, advances the watermark of a partition that had no record for that
+	// long with processing time, so that its event-time timers still fire. Default 0 (never).
+	IdleTimeout time.Duration
+	// TickInterval, when set, calls the module's wasmstream_on_tick for every partition that
+	// often, while none of the partition's records is being processed. Default 0 (never).
+	TickInterval time.Duration
+	// MaxFiringsPerTurn bounds the timer firings queued at once, so that due timers cannot
+	// starve records. Default 1000.
+	MaxFiringsPerTurn int
 }
 
 // GrantsConfig grants a task's module capabilities, each explicitly (see TaskConfig.Grants).
@@ -123,6 +149,34 @@ type GrantsConfig struct {
 	RealClock bool
 	// Random gives the module a cryptographic random source instead of a deterministic one.
 	Random bool
+	// HTTP lets the module make outbound HTTP requests (the http_request host function) to the
+	// hosts it allows. Default: none; every request fails with ERR_NOT_ALLOWED.
+	HTTP HTTPGrantConfig
+}
+
+// HTTPGrantConfig grants a task's module outbound HTTP (see GrantsConfig.HTTP); the grant is on
+// when Allow is not empty. Both http:// and https:// URLs are allowed. Requests are not part of a
+// call's atomic effects: a call that fails and is retried sends its requests again.
+type HTTPGrantConfig struct {
+	// Allow lists the hosts a request, and each redirect it follows (at most 5), may go to: a
+	// host name or IP address ("api.example.com", "10.0.0.7", "[::1]"), optionally with a port
+	// ("api.example.com:8443"; without one, any port), or "*.example.com" for every name under
+	// example.com (not example.com itself). Matched exactly, ignoring case. Default: none.
+	Allow []string
+	// Timeout bounds a request whose module gives no timeout of its own, from the call to the
+	// end of the response, waiting for a slot (MaxConcurrent) included. Default 10s.
+	Timeout time.Duration
+	// MaxTimeout caps the timeout a module gives a request. Default 60s; at least Timeout.
+	MaxTimeout time.Duration
+	// MaxConcurrent bounds the task's requests in flight at once, over all its instances;
+	// a request waits for a slot within its timeout. Default 4.
+	MaxConcurrent int
+	// MaxRequestBytes caps a request's body; a larger one fails with ERR_TOO_LARGE. Default
+	// 1 MiB.
+	MaxRequestBytes int
+	// MaxResponseBytes caps a response's body; a larger one fails with ERR_TOO_LARGE. Default
+	// 4 MiB.
+	MaxResponseBytes int
 }
 
 // DirGrantConfig mounts a host directory into a task's module.
@@ -330,6 +384,12 @@ func (t TaskConfig) withDefaults(dataDir string) TaskConfig {
 	if t.Retry.OnExhausted == "" {
 		t.Retry.OnExhausted = "deadletter"
 	}
+	if t.StateMigration == "" {
+		t.StateMigration = "lazy"
+	}
+	if t.Time.MaxFiringsPerTurn == 0 {
+		t.Time.MaxFiringsPerTurn = 1000
+	}
 	return t
 }
 
@@ -440,6 +500,18 @@ func (c Config) Validate() error {
 			bad(p+"retry", "need 0 < backoff <= max_backoff, got %s and %s", t.Retry.Backoff, t.Retry.MaxBackoff)
 		}
 		oneOf(bad, p+"retry.on_exhausted", t.Retry.OnExhausted, onExhausted)
+		oneOf(bad, p+"state_migration", t.StateMigration, []string{"lazy", "activation"})
+		for _, d := range []struct {
+			key string
+			v   time.Duration
+		}{{"time.allowed_lateness", t.Time.AllowedLateness}, {"time.idle_timeout", t.Time.IdleTimeout}, {"time.tick_interval", t.Time.TickInterval}} {
+			if d.v < 0 {
+				bad(p+d.key, "must not be negative, got %s", d.v)
+			}
+		}
+		if t.Time.MaxFiringsPerTurn < 0 {
+			bad(p+"time.max_firings_per_turn", "must be positive, got %d", t.Time.MaxFiringsPerTurn)
+		}
 		validateGrants(t.Grants, p+"grants.", bad)
 	}
 	return errors.Join(errs...)
@@ -485,5 +557,34 @@ func validateGrants(g GrantsConfig, p string, bad func(string, string, ...any)) 
 		if name == "" || strings.ContainsAny(name, "=\x00") {
 			bad(fmt.Sprintf("%senv[%d]", p, j), "%q is not an environment variable name", name)
 		}
+	}
+	h, q := g.HTTP, p+"http."
+	for j, a := range h.Allow {
+		if err := modrt.CheckHTTPAllow(a); err != nil {
+			bad(fmt.Sprintf("%sallow[%d]", q, j), "%v", err)
+		}
+	}
+	if len(h.Allow) == 0 && (h.Timeout != 0 || h.MaxTimeout != 0 || h.MaxConcurrent != 0 ||
+		h.MaxRequestBytes != 0 || h.MaxResponseBytes != 0) {
+		bad(q+"allow", "is required when the other http keys are set: the hosts requests may go to")
+	}
+	for _, f := range []struct {
+		key string
+		v   time.Duration
+	}{{"timeout", h.Timeout}, {"max_timeout", h.MaxTimeout}} {
+		if f.v < 0 {
+			bad(q+f.key, "must be positive, got %s", f.v)
+		}
+	}
+	for _, f := range []struct {
+		key string
+		v   int
+	}{{"max_concurrent", h.MaxConcurrent}, {"max_request_bytes", h.MaxRequestBytes}, {"max_response_bytes", h.MaxResponseBytes}} {
+		if f.v < 0 {
+			bad(q+f.key, "must be positive, got %d", f.v)
+		}
+	}
+	if t := cmp.Or(h.Timeout, modrt.DefaultHTTPTimeout); h.MaxTimeout > 0 && t > h.MaxTimeout {
+		bad(q+"timeout", "must be at most max_timeout, got %s and %s", t, h.MaxTimeout)
 	}
 }

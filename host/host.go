@@ -189,6 +189,10 @@ func grants(g GrantsConfig) modrt.Grants {
 	for _, d := range g.Dirs {
 		out.Dirs = append(out.Dirs, modrt.DirGrant{Host: d.Host, Guest: d.Guest, Writable: d.Writable})
 	}
+	if h := g.HTTP; len(h.Allow) > 0 {
+		out.HTTP = &modrt.HTTPGrant{Allow: h.Allow, Timeout: h.Timeout, MaxTimeout: h.MaxTimeout,
+			MaxConcurrent: h.MaxConcurrent, MaxRequestBytes: h.MaxRequestBytes, MaxResponseBytes: h.MaxResponseBytes}
+	}
 	return out
 }
 
@@ -221,15 +225,19 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 			HighBytes:         tc.MaxQueuedBytes,
 			LowBytes:          max(tc.MaxQueuedBytes/2, 1),
 		},
-		Workers:         tc.Workers,
-		StateCacheBytes: tc.StateCacheBytes,
-		MaxAttempts:     tc.Retry.MaxAttempts,
-		Backoff:         tc.Retry.Backoff,
-		MaxBackoff:      tc.Retry.MaxBackoff,
-		OnExhausted:     tc.Retry.OnExhausted,
-		Checkpoint:      cfg.CheckpointInterval,
-		Now:             cfg.Now,
-		Logger:          cfg.Logger,
+		Workers:           tc.Workers,
+		StateCacheBytes:   tc.StateCacheBytes,
+		MaxAttempts:       tc.Retry.MaxAttempts,
+		Backoff:           tc.Retry.Backoff,
+		MaxBackoff:        tc.Retry.MaxBackoff,
+		OnExhausted:       tc.Retry.OnExhausted,
+		Checkpoint:        cfg.CheckpointInterval,
+		Lateness:          tc.Time.AllowedLateness,
+		IdleTimeout:       tc.Time.IdleTimeout,
+		TickEvery:         tc.Time.TickInterval,
+		MaxFiringsPerTurn: tc.Time.MaxFiringsPerTurn,
+		Now:               cfg.Now,
+		Logger:            cfg.Logger,
 	}
 	for _, in := range tc.Inputs {
 		if in.Type == "kafka" {
@@ -269,6 +277,13 @@ type TaskStats struct {
 	Checkpoints int64
 	PeakQueued  int   // most records read ahead and queued at once
 	Pauses      int64 // times an input was paused because its queues were full
+	Late        int64 // records read with a timestamp below their partition's watermark
+	Skips       int64 // records and timer firings skipped after failing on every attempt
+
+	TimersSet     int64 // timers set (timer_set calls that took effect)
+	TimersDeleted int64 // timers deleted, fired ones included
+	TimersFired   int64 // timer firings completed
+	Ticks         int64 // partition callbacks started
 
 	Version  int64 // the module version running (see Versions); up to date
 	Paused   bool  // paused with Pause; up to date
@@ -294,6 +309,8 @@ func (h *Host) Stats() []TaskStats {
 		out[i] = TaskStats{Task: h.names[i], Records: s.Records, Processed: s.Processed, Outputs: s.Outputs,
 			Skipped: s.Skipped, DeadLetters: s.DeadLetters, Retries: s.Retries, Failures: s.Failures,
 			Checkpoints: s.Checkpoints, PeakQueued: s.PeakQueued, Pauses: s.Pauses,
+			Late: s.Late, Skips: s.Skips, TimersSet: s.TimersSet, TimersDeleted: s.TimersDeleted,
+			TimersFired: s.TimersFired, Ticks: s.Ticks,
 			Version: s.Version, Paused: s.Paused, Pending: s.Pending, InFlight: s.InFlight}
 		for _, in := range s.Inputs {
 			out[i].Inputs = append(out[i].Inputs, InputStats{Name: in.Name, Records: in.Records, Committed: in.Committed})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
@@ -29,8 +30,13 @@ type ModuleReport struct {
 	StartupFuel int64
 	// Grants lists the capabilities the configuration grants the module beyond the default
 	// of none, one line each ("dir <host> -> <guest> (read-only)", "env NAME", "real clock",
-	// "random"); empty when none.
+	// "random", "http <hosts> (timeout …, … at once, …)" with the defaults applied); empty when
+	// none.
 	Grants []string
+	// Notes point out where the module and its grants do not match: it imports http_request
+	// without grants.http (every request fails with ERR_NOT_ALLOWED), or grants.http is set but
+	// the module never makes a request. Empty when none.
+	Notes []string
 }
 
 // Check validates cfg, then compiles and validates every task's module without running
@@ -60,6 +66,7 @@ func Check(ctx context.Context, cfg Config) ([]ModuleReport, error) {
 			Task: tc.Name, Path: tc.Module, Size: info.Size, SHA256: info.SHA256,
 			ABIVersion: abi.VersionString(info.ABIVersion), Imports: info.Imports, Exports: info.Exports,
 			FuelPerRecord: fuel, StartupFuel: info.StartupFuel, Grants: mod.Limits().Grants.Describe(),
+			Notes: grantNotes(tc, info.Imports),
 		})
 		mod.Close(ctx)
 	}
@@ -126,3 +133,16 @@ func (r *StateReader) Scan(task string, keyPrefix []byte, exact bool, fn func(St
 
 // Close releases the store.
 func (r *StateReader) Close() error { return r.db.Close() }
+
+// grantNotes lists the mismatches between a task's grants and its module's imports.
+func grantNotes(tc TaskConfig, imports []string) []string {
+	var notes []string
+	http := slices.Contains(imports, abi.ModuleName+"."+abi.FuncHTTPRequest)
+	switch granted := len(tc.Grants.HTTP.Allow) > 0; {
+	case http && !granted:
+		notes = append(notes, "imports "+abi.FuncHTTPRequest+" but grants.http is not set: every request fails with ERR_NOT_ALLOWED")
+	case granted && !http:
+		notes = append(notes, "grants.http is set but the module does not import "+abi.FuncHTTPRequest)
+	}
+	return notes
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // benchCheckpoint returns a checkpoint of n keys of 16 bytes, each with one
@@ -72,5 +73,112 @@ func BenchmarkGet(b *testing.B) {
 		if _, ok, err := db.Get("bench", s, key, name); err != nil || !ok {
 			b.Fatalf("Get(%s) = %v, %v", key, ok, err)
 		}
+	}
+}
+
+// BenchmarkDueTimers measures one DueTimers call that returns the 100 timers
+// due, out of 1k and 1M pending timers (10 per key) in domain 0, and one that
+// only peeks at the next due time. Its cost is a seek and a walk of 101 index
+// entries plus 100 point reads of the timers: it grows with the depth of
+// Badger's LSM tree, not with the number of pending timers. The last case
+// measures the same call after a fifth of the timers has fired (been deleted).
+func BenchmarkDueTimers(b *testing.B) {
+	const perKey, due, perCommit = 10, 100, 100_000
+	for _, bc := range []struct {
+		name    string
+		pending int
+	}{
+		{"pending=1k", 1_000},
+		{"pending=1M", 1_000_000},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			dir := b.TempDir()
+			db := openTestDBAt(b, dir, Options{})
+			s := mustStreamID(b, db, "bench", "s")
+			// Due times are a permutation of 0..pending-1, spread over the
+			// keys so that the due order is not the key order.
+			r := rand.New(rand.NewPCG(3, 4))
+			dues := r.Perm(bc.pending)
+			start := time.Now()
+			payload := []byte("payload-16-bytes")
+			for base := 0; base < bc.pending; base += perCommit {
+				cp := &Checkpoint{Task: "bench"}
+				for i := base; i < min(base+perCommit, bc.pending); i += perKey {
+					kw := KeyWrites{Stream: s, Key: fmt.Appendf(nil, "key-%012d", i/perKey), Mark: NoneApplied}
+					for j := range perKey {
+						kw.Timers = append(kw.Timers, TimerOp{Name: fmt.Appendf(nil, "timer-%d", j),
+							Due: int64(dues[i+j]), Payload: payload})
+					}
+					cp.Keys = append(cp.Keys, kw)
+				}
+				mustCommit(b, db, cp)
+			}
+			// Reopen, so that both stores are read from tables on disk (a
+			// close flushes the memtables), not the 1k one from memory.
+			mustClose(b, db)
+			db = openTestDBAt(b, dir, Options{})
+			b.Logf("built %d timers in %v", bc.pending, time.Since(start).Round(time.Millisecond))
+			for _, m := range []struct {
+				name  string
+				limit int
+				want  int
+			}{
+				{"due=100", 1000, due}, // the timers due 0..99 (upTo 99), then next
+				{"peek", 0, 0},         // the seek alone: next only
+			} {
+				b.Run(m.name, func(b *testing.B) {
+					for b.Loop() {
+						n := 0
+						next, ok, err := db.DueTimers("bench", s, 0, due-1, nil, m.limit, func(Timer) bool { n++; return true })
+						if err != nil || n != m.want || !ok || next != int64(m.want) {
+							b.Fatalf("DueTimers = %d timers, next %d, %v, %v; want %d, next %d", n, next, ok, err, m.want, m.want)
+						}
+					}
+					b.ReportMetric(float64(m.want), "timers/op")
+				})
+			}
+
+			// Fire (delete) the first fifth of the timers, as a host would,
+			// and measure again: their tombstones stay in the due index until
+			// compaction. The first call after a reopen walks them once; later
+			// calls start at the in-memory due floor.
+			fired := bc.pending / 5
+			byDue := make([]int, bc.pending)
+			for i, d := range dues {
+				byDue[d] = i
+			}
+			ops := map[int][]TimerOp{} // by key
+			for d := range fired {
+				i := byDue[d]
+				ops[i/perKey] = append(ops[i/perKey], TimerOp{Name: fmt.Appendf(nil, "timer-%d", i%perKey), Delete: true})
+				if (d+1)%perCommit == 0 || d == fired-1 {
+					cp := &Checkpoint{Task: "bench"}
+					for k, ops := range ops {
+						cp.Keys = append(cp.Keys, KeyWrites{Stream: s, Key: fmt.Appendf(nil, "key-%012d", k), Mark: NoneApplied, Timers: ops})
+					}
+					mustCommit(b, db, cp)
+					clear(ops)
+				}
+			}
+			mustClose(b, db)
+			db = openTestDBAt(b, dir, Options{})
+			upTo := int64(fired + due - 1)
+			call := func(b *testing.B) {
+				n := 0
+				next, ok, err := db.DueTimers("bench", s, 0, upTo, nil, 1000, func(Timer) bool { n++; return true })
+				if err != nil || n != due || !ok || next != upTo+1 {
+					b.Fatalf("DueTimers after firing = %d timers, next %d, %v, %v; want %d, next %d", n, next, ok, err, due, upTo+1)
+				}
+			}
+			start = time.Now()
+			call(b)
+			b.Logf("first call after firing %d timers and reopening: %v", fired, time.Since(start).Round(time.Microsecond))
+			b.Run(fmt.Sprintf("fired=%d/due=100", fired), func(b *testing.B) {
+				for b.Loop() {
+					call(b)
+				}
+				b.ReportMetric(float64(due), "timers/op")
+			})
+		})
 	}
 }

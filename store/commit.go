@@ -4,16 +4,27 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/dgraph-io/badger/v4"
 )
 
-// DropMark, as KeyWrites.Mark, deletes the key's applied mark instead of
-// setting it. Drop a mark only when it is below the stream's durable
-// Position.Next, that is the Next of a checkpoint that has already been
-// committed (not the one being committed): replay never reaches such offsets,
-// so the mark is no longer needed.
-const DropMark int64 = -1
+// DropMark, as KeyWrites.Mark, deletes the key's applied mark (and with it the
+// key's state version) instead of setting it. Drop a mark only when it is
+// below the stream's durable Position.Next, that is the Next of a checkpoint
+// that has already been committed (not the one being committed): replay never
+// reaches such offsets, so the mark is no longer needed. A key whose mark is
+// dropped is not seen by DB.KeysWithVersionNot.
+//
+// DropMark is math.MinInt64, not -1: a mark of -1 is a real mark, NoneApplied.
+const DropMark int64 = math.MinInt64
+
+// NoneApplied, as KeyWrites.Mark, is a real mark that says no record offset of
+// the key has been applied: the key's state was changed only by work that is
+// not a record of the stream (a timer firing, a partition callback). It keeps
+// the key's mark (and state version) next to its state without making replay
+// skip any record.
+const NoneApplied int64 = -1
 
 // Checkpoint is everything one Commit writes for a task.
 type Checkpoint struct {
@@ -27,18 +38,45 @@ type Checkpoint struct {
 }
 
 // KeyWrites is the change of one (stream, key) in a checkpoint: its name
-// writes and its new applied mark, committed together atomically.
+// writes, its timer operations and its new applied mark and state version,
+// committed together atomically.
 type KeyWrites struct {
 	// Stream is a stream ID from DB.StreamID (never 0).
 	Stream uint32
 	// Key is the record key; any bytes, possibly empty.
 	Key []byte
-	// Mark is the key's new applied mark (≥ 0): the highest offset of this key
-	// whose effects are in the state written by this checkpoint. DropMark
+	// Mark is the key's new applied mark: the highest offset of this key
+	// whose effects are in the state written by this checkpoint (≥ 0), or
+	// NoneApplied (-1) if no record offset of the key was applied. DropMark
 	// deletes the mark.
 	Mark int64
+	// StateVersion is the state-format version of the module that produced
+	// the key's state (0: unknown or none), stored with the mark. Ignored
+	// with DropMark.
+	StateVersion uint32
 	// Writes are applied in order; a later write of the same name wins.
 	Writes []Write
+	// Timers are applied in order after Writes; a later operation on the same
+	// timer name wins.
+	Timers []TimerOp
+}
+
+// TimerOp sets or deletes one timer of a key. A timer is identified by
+// (task, stream, key, name); setting a timer that exists replaces it.
+type TimerOp struct {
+	// Name names the timer within the key; any bytes, possibly empty.
+	Name []byte
+	// Delete removes the timer; deleting a timer that does not exist is not
+	// an error. Domain, Due and Payload are then ignored.
+	Delete bool
+	// Domain is the timer's time domain, 0..MaxTimerDomain. The store keeps
+	// one due index per domain and does not interpret it.
+	Domain uint8
+	// Due is when the timer is due, in the domain's unit; any int64,
+	// negative times included.
+	Due int64
+	// Payload is returned with the timer; any bytes, possibly empty.
+	Payload []byte
 }
 
 // Write sets or deletes one name of a key.
@@ -97,6 +135,11 @@ func (db *DB) Commit(cp *Checkpoint) error {
 	}
 	db.commitMu.Lock()
 	defer db.commitMu.Unlock()
+	// Before anything is written: lower the due floors below the timers this
+	// commit sets; after it (deferred, so also on failure): tell DueTimers
+	// that the due index changed.
+	db.floors.lower(cp)
+	defer db.floors.changed()
 
 	w := txnWriter{db: db, txn: db.bdb.NewTransaction(true)}
 	defer func() { w.txn.Discard() }()
@@ -139,7 +182,18 @@ func keyGroupSize(task string, kw *KeyWrites) (entries, size int) {
 			size += len(wr.Value)
 		}
 	}
-	return len(kw.Writes) + 1, size
+	// A timer operation writes at most three entries: the timer, its new
+	// due-index entry and the deletion of its old one (a delete writes the
+	// last two only). Both due-index keys have the same length.
+	for i := range kw.Timers {
+		op := &kw.Timers[i]
+		size += timerKeyLen(task, kw.Key, op.Name) + timerValueOverhead + entryOverhead +
+			2*(dueKeyLen(task, kw.Key, op.Name)+entryOverhead)
+		if !op.Delete {
+			size += len(op.Payload)
+		}
+	}
+	return len(kw.Writes) + 3*len(kw.Timers) + 1, size
 }
 
 // validateCheckpoint checks everything Commit can check before writing.
@@ -160,14 +214,23 @@ func validateCheckpoint(cp *Checkpoint) error {
 		switch {
 		case kw.Stream == 0:
 			return keyErr(fmt.Errorf("%w: stream ID 0", ErrInvalidCheckpoint))
-		case kw.Mark < DropMark:
-			return keyErr(fmt.Errorf("%w: mark %d < DropMark", ErrInvalidCheckpoint, kw.Mark))
+		case kw.Mark < NoneApplied && kw.Mark != DropMark:
+			return keyErr(fmt.Errorf("%w: mark %d (want ≥ -1 or DropMark)", ErrInvalidCheckpoint, kw.Mark))
 		case markKeyLen(cp.Task, kw.Key) > maxBadgerKey:
 			return keyErr(fmt.Errorf("%w: key of %d bytes", ErrKeyTooLarge, len(kw.Key)))
 		}
 		for j := range kw.Writes {
 			if n := len(cp.Task) + len(kw.Key) + len(kw.Writes[j].Name); n > MaxStateKeyLen {
 				return keyErr(fmt.Errorf("%w: task, key and name of %d bytes > %d", ErrKeyTooLarge, n, MaxStateKeyLen))
+			}
+		}
+		for j := range kw.Timers {
+			op := &kw.Timers[j]
+			if n := len(cp.Task) + len(kw.Key) + len(op.Name); n > MaxTimerKeyLen {
+				return keyErr(fmt.Errorf("%w: task, key and timer name of %d bytes > %d", ErrKeyTooLarge, n, MaxTimerKeyLen))
+			}
+			if !op.Delete && op.Domain > MaxTimerDomain {
+				return keyErr(fmt.Errorf("%w: timer %q: domain %d > %d", ErrInvalidCheckpoint, op.Name, op.Domain, MaxTimerDomain))
 			}
 		}
 		if seen != nil {
@@ -261,17 +324,70 @@ func (w *txnWriter) writeKey(task string, kw *KeyWrites) error {
 			return fail(err)
 		}
 	}
+	for i := range kw.Timers {
+		if err := w.writeTimer(task, kw, &kw.Timers[i]); err != nil {
+			return fail(err)
+		}
+	}
 	mk := appendMarkKey(w.alloc(markKeyLen(task, kw.Key)), task, kw.Stream, kw.Key)
 	var err error
 	if kw.Mark == DropMark {
 		err = w.txn.Delete(mk)
 	} else {
-		err = w.txn.Set(mk, appendI64(w.alloc(markValueLen), kw.Mark))
+		err = w.txn.Set(mk, appendMarkValue(w.alloc(markValueLen), kw.Mark, kw.StateVersion))
 	}
 	if err != nil {
 		return fail(err)
 	}
 	return nil
+}
+
+// writeTimer adds one timer operation to the current transaction. It reads
+// the timer's current value in the transaction (which sees the operations
+// before it in the same transaction) to delete the timer's old due-index
+// entry, so that the index never holds an entry for a replaced or deleted
+// timer.
+func (w *txnWriter) writeTimer(task string, kw *KeyWrites, op *TimerOp) error {
+	tk := appendTimerKey(w.alloc(timerKeyLen(task, kw.Key, op.Name)), task, kw.Stream, kw.Key, op.Name)
+	var oldDue []byte // the old due-index key, if the timer exists
+	item, err := w.txn.Get(tk)
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+	case err != nil:
+		return err
+	default:
+		err = item.Value(func(v []byte) error {
+			domain, due, _, err := decodeTimerValue(v)
+			if err != nil {
+				return err
+			}
+			oldDue = appendDueKey(w.alloc(dueKeyLen(task, kw.Key, op.Name)), task, kw.Stream, domain, due, kw.Key, op.Name)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	if op.Delete {
+		if oldDue == nil {
+			return nil
+		}
+		if err := w.txn.Delete(oldDue); err != nil {
+			return err
+		}
+		return w.txn.Delete(tk)
+	}
+	newDue := appendDueKey(w.alloc(dueKeyLen(task, kw.Key, op.Name)), task, kw.Stream, op.Domain, op.Due, kw.Key, op.Name)
+	if oldDue != nil && string(oldDue) != string(newDue) {
+		if err := w.txn.Delete(oldDue); err != nil {
+			return err
+		}
+	}
+	v := appendTimerValue(w.alloc(timerValueOverhead+len(op.Payload)), op.Domain, op.Due, op.Payload)
+	if err := w.txn.Set(tk, v); err != nil {
+		return err
+	}
+	return w.txn.Set(newDue, []byte{})
 }
 
 // alloc returns an empty slice with capacity n carved from an arena, so that

@@ -10,7 +10,8 @@ import (
 
 // workload returns a deterministic series of checkpoints over three streams
 // of task "t": sets, overwrites, deletes, empty keys and names, values of
-// varied sizes, dropped marks and positions.
+// varied sizes, timers set, replaced and deleted, state versions, marks of
+// NoneApplied, dropped marks and positions.
 func workload(streams []uint32) []*Checkpoint {
 	var cps []*Checkpoint
 	for round := range 4 {
@@ -36,6 +37,23 @@ func workload(streams []uint32) []*Checkpoint {
 					}
 					value := strings.Repeat(string(rune('a'+si)), (k*w+round)%300)
 					kw.Writes = append(kw.Writes, set(name, fmt.Sprintf("r%d:%s", round, value)))
+				}
+				// Timers: set, replace (same or other due and domain), delete,
+				// delete a missing one, two operations on one name.
+				if k%4 != 3 {
+					kw.Timers = append(kw.Timers, setTimer("t0", uint8(k%2), int64((k*37+round*11)%50-25), fmt.Sprintf("r%d", round)))
+				}
+				if k%3 == 0 && round%2 == 1 {
+					kw.Timers = append(kw.Timers, delTimer("t1"))
+				} else {
+					kw.Timers = append(kw.Timers, setTimer("t1", uint8(round%2), int64(k-round), strings.Repeat("p", (k*round)%200)))
+				}
+				if k%7 == 0 {
+					kw.Timers = append(kw.Timers, setTimer("t2", 0, int64(round), "x"), delTimer("t2"))
+				}
+				kw.StateVersion = uint32(round)
+				if round == 2 && k%10 == 2 {
+					kw.Mark = NoneApplied
 				}
 				if round == 3 && k%10 == 1 {
 					kw.Mark = DropMark
@@ -106,7 +124,8 @@ func TestCrashBetweenTxns(t *testing.T) {
 		cp := &Checkpoint{Task: "t", Positions: []StreamPosition{{s, Position{Next: 10, Horizon: 15, Resume: 1}}}}
 		for i := range nkeys {
 			cp.Keys = append(cp.Keys, KeyWrites{Stream: s, Key: []byte(fmt.Sprint(i)), Mark: int64(100 + i),
-				Writes: []Write{set("v", fmt.Sprint("old-", i)), set("x", "old")}})
+				Writes: []Write{set("v", fmt.Sprint("old-", i)), set("x", "old")},
+				Timers: []TimerOp{setTimer("a", 0, int64(100+i), "old"), setTimer("b", 0, 50, "old")}})
 		}
 		return cp
 	}
@@ -114,11 +133,12 @@ func TestCrashBetweenTxns(t *testing.T) {
 		cp := &Checkpoint{Task: "t", Positions: []StreamPosition{{s, Position{Next: 20, Horizon: 25, Resume: 2}}}}
 		for i := range nkeys {
 			cp.Keys = append(cp.Keys, KeyWrites{Stream: s, Key: []byte(fmt.Sprint(i)), Mark: int64(200 + i),
-				Writes: []Write{set("v", fmt.Sprint("new-", i)), set("w", "new"), del("x")}})
+				Writes: []Write{set("v", fmt.Sprint("new-", i)), set("w", "new"), del("x")},
+				Timers: []TimerOp{setTimer("a", 1, int64(-i), "new"), delTimer("b"), setTimer("c", 0, 60, "new")}})
 		}
 		return cp
 	}
-	opts := Options{MaxTxnEntries: 8} // two key groups of 4 entries per transaction
+	opts := Options{MaxTxnEntries: 30} // two key groups of 13 estimated entries per transaction
 
 	prevNew := -1
 	for k := 0; ; k++ {
@@ -148,13 +168,28 @@ func TestCrashBetweenTxns(t *testing.T) {
 			if err != nil || !ok {
 				t.Fatalf("k=%d key %s: Mark = %d, %v, %v", k, key, mark, ok, err)
 			}
+			ta, tb, tc := timerOf(t, db, s, key, "a"), timerOf(t, db, s, key, "b"), timerOf(t, db, s, key, "c")
 			switch {
-			case v == "old-"+key && x == "old" && w == "<none>" && mark == int64(100+i):
-			case v == "new-"+key && x == "<none>" && w == "new" && mark == int64(200+i):
+			case v == "old-"+key && x == "old" && w == "<none>" && mark == int64(100+i) &&
+				ta == fmt.Sprintf("%s/a@0:%d=old", key, 100+i) && tb == key+"/b@0:50=old" && tc == "<none>":
+			case v == "new-"+key && x == "<none>" && w == "new" && mark == int64(200+i) &&
+				ta == fmt.Sprintf("%s/a@1:%d=new", key, -i) && tb == "<none>" && tc == key+"/c@0:60=new":
 				newKeys++
 			default:
-				t.Errorf("k=%d key %s: inconsistent: v=%q x=%q w=%q mark=%d", k, key, v, x, w, mark)
+				t.Errorf("k=%d key %s: inconsistent: v=%q x=%q w=%q mark=%d timers %s %s %s", k, key, v, x, w, mark, ta, tb, tc)
 			}
+		}
+		// The due index agrees with the timers (checkDB checks every entry
+		// at cleanup): by 60, domain 0 holds b (50) of each old key and c
+		// (60) of each new one; then a (100+i) of the old keys, the first of
+		// which is key newKeys (key groups are committed in order).
+		due, next := dueTimers(t, db, s, 0, 60, nil, 1000)
+		wantDue := "-"
+		if newKeys < nkeys {
+			wantDue = fmt.Sprint(100 + newKeys)
+		}
+		if len(due) != nkeys || next != wantDue {
+			t.Errorf("k=%d: %d timers due in domain 0 by 60, next %s; want %d, next %s", k, len(due), next, nkeys, wantDue)
 		}
 		pos, _, err := db.Position("t", s)
 		if err != nil {
@@ -179,8 +214,8 @@ func TestCrashBetweenTxns(t *testing.T) {
 			if newKeys != nkeys {
 				t.Errorf("finished commit left %d of %d keys new", newKeys, nkeys)
 			}
-			if k < 5 {
-				t.Errorf("checkpoint took %d transactions, want at least 5 with these limits", k+1)
+			if k < 7 {
+				t.Errorf("checkpoint took %d transactions, want at least 7 with these limits", k+1)
 			}
 			break
 		}
@@ -230,7 +265,8 @@ func TestCommitValidation(t *testing.T) {
 		wantKey bool // a *KeyError
 	}{
 		{name: "stream 0", cp: Checkpoint{Keys: []KeyWrites{good, {Stream: 0, Key: []byte("k")}}}, want: ErrInvalidCheckpoint, wantKey: true},
-		{name: "mark below DropMark", cp: Checkpoint{Keys: []KeyWrites{good, {Stream: s, Key: []byte("k"), Mark: -2}}}, want: ErrInvalidCheckpoint, wantKey: true},
+		{name: "mark -2", cp: Checkpoint{Keys: []KeyWrites{good, {Stream: s, Key: []byte("k"), Mark: -2}}}, want: ErrInvalidCheckpoint, wantKey: true},
+		{name: "mark just above DropMark", cp: Checkpoint{Keys: []KeyWrites{good, {Stream: s, Key: []byte("k"), Mark: DropMark + 1}}}, want: ErrInvalidCheckpoint, wantKey: true},
 		{name: "duplicate key", cp: Checkpoint{Keys: []KeyWrites{good, {Stream: s, Key: []byte("k")}, {Stream: s, Key: []byte("k")}}}, want: ErrInvalidCheckpoint, wantKey: true},
 		{name: "duplicate empty key", cp: Checkpoint{Keys: []KeyWrites{good, {Stream: s, Key: nil}, {Stream: s, Key: []byte{}}}}, want: ErrInvalidCheckpoint, wantKey: true},
 		{name: "key and name too long", cp: Checkpoint{Keys: []KeyWrites{good, {Stream: s, Key: tooLong, Writes: []Write{set("n", "")}}}}, want: ErrKeyTooLarge, wantKey: true},

@@ -23,17 +23,32 @@
 //   - applied marks: for each key, the highest offset of that key whose
 //     effects are included in the key's persisted state. On replay a record
 //     whose offset is at most its key's mark was already applied and must be
-//     skipped.
+//     skipped. A mark of -1 ([NoneApplied]) is a real mark that says no record
+//     offset of the key was applied: the host writes it for a key changed only
+//     by work that is not a record (a timer firing, a partition callback), so
+//     that every key with state has a mark. With the mark the store keeps the
+//     key's state version: the state-format version (a uint32, 0 for unknown
+//     or none) of the module that last wrote the key's state, so that a new
+//     module can find the keys to migrate ([DB.KeysWithVersionNot]).
+//   - timers: for each key, named timers, timers[task][stream][key][name] =
+//     (domain, due, payload). Setting a timer replaces it; deleting one
+//     removes it. Each domain (0 or 1, for example event time and processing
+//     time; the store does not interpret them) has a due index that
+//     [DB.DueTimers] reads in order of due time with one seek, whatever the
+//     number of pending timers.
 //
 // # Checkpoints and crash safety
 //
 // [DB.Commit] writes a [Checkpoint]: for each dirty (stream, key) its name
-// writes and its new applied mark, and new positions for streams. A checkpoint
+// writes, its timer operations and its new applied mark and state version,
+// and new positions for streams. A checkpoint
 // that fits in one Badger transaction (the usual case) is written atomically.
 // A larger one is split into several transactions under two rules:
 //
-//  1. all writes of one (stream, key) and that key's mark go in the same
-//     transaction, so every key is always self-consistent;
+//  1. all writes and timer operations of one (stream, key) and that key's
+//     mark go in the same transaction, so every key is always
+//     self-consistent: its state, its timers, their due-index entries and
+//     its mark are all old or all new;
 //  2. positions go in the last transaction, committed after every key
 //     transaction has committed.
 //
@@ -43,8 +58,9 @@
 // previous checkpoint left off. Replaying from the old position with per-key
 // marks therefore yields exactly-once state.
 //
-// A mark may be dropped (Mark: [DropMark]) once it is below the stream's
-// durable Position.Next, because replay never goes back that far.
+// A mark may be dropped (Mark: [DropMark], which is math.MinInt64) once it is
+// below the stream's durable Position.Next, because replay never goes back
+// that far. The key's state version goes with it.
 //
 // # Module registry
 //
@@ -77,17 +93,32 @@
 //	stream   'i' (0x69) | u16 len(task) | task | stream name   u32 stream ID
 //	position 'p' (0x70) | u16 len(task) | task | u32 stream    i64 Next | i64 Horizon | i64 Resume
 //	mark     'm' (0x6d) | u16 len(task) | task | u32 stream    i64 applied mark
-//	                      | key
+//	                      | key                                 | u32 state version
 //	state    's' (0x73) | u16 len(task) | task | u32 stream    value bytes
+//	                      | u32 len(key) | key | name
+//	timer    'T' (0x54) | u16 len(task) | task | u32 stream    u8 domain | i64 due
+//	                      | u32 len(key) | key | name            | payload bytes
+//	due      'D' (0x44) | u16 len(task) | task | u32 stream    empty
+//	                      | u8 domain | u64 due ^ 1<<63
 //	                      | u32 len(key) | key | name
 //	module   'b' (0x62) | sha256 (32 bytes) | u32 piece         piece of the module's bytes
 //	version  'r' (0x72) | u16 len(task) | task | u64 version   version record (below)
 //	active   'a' (0x61) | u16 len(task) | task                 u64 version | i64 since
 //	                                                            | u32 len | origin
 //
-// The last three tables are the module registry ([DB.AddModule]). A module's
-// bytes are stored once per content, split in pieces 0, 1, 2, … of at most
-// 256 KiB whose concatenation hashes to the key's sha256. A version record's
+// In the due index, due is stored with its sign bit flipped, so that due
+// times sort as signed numbers (negative times first). Every timer has
+// exactly one due-index entry, of its domain and due, and every entry has a
+// timer: replacing a timer reads its old value in the commit's transaction
+// and deletes its old entry. Within one (task, stream, domain), entries sort
+// by due, then key (by length, then bytes), then name.
+//
+// A mark value written by format 1 is the 8-byte mark alone; it reads as
+// state version 0.
+//
+// The module, version and active tables are the module registry
+// ([DB.AddModule]). A module's bytes are stored once per content, split in
+// pieces 0, 1, 2, … of at most 256 KiB whose concatenation hashes to the key's sha256. A version record's
 // value is
 //
 //	u64 version | sha256 (32 bytes) | i64 size | i64 created (ms since epoch)
@@ -109,10 +140,11 @@
 // with a 24-byte value.
 //
 // Within one (task, stream), state entries sort by key length, then key bytes,
-// then name bytes; the names of one key sort bytewise. Task names are at most
+// then name bytes; the names of one key sort bytewise ([DB.Keys] and
+// [DB.ScanKeys] return keys in this order). Task names are at most
 // [MaxTaskLen] bytes and stream names at most [MaxStreamNameLen] bytes; Badger
 // limits a key to 65000 bytes, so len(task)+len(key)+len(name) of a state entry
-// is at most [MaxStateKeyLen].
+// is at most [MaxStateKeyLen], and that of a timer at most [MaxTimerKeyLen].
 //
 // The version key is written when a store is created. [Open] refuses a store
 // whose version is newer than [FormatVersion] with [ErrFormatTooNew]. Any
@@ -121,4 +153,11 @@
 // keys of a tag it does not know. The module registry was added this way, in
 // format 1; a host that predates it opening a store that holds one ignores it
 // and runs the module file its configuration names.
+//
+// Format 2 (the current one) added the state version to the mark value, and
+// the timer and due tables. A read-write [Open] of a format-1 store upgrades
+// it in place by rewriting the version key alone, since this version reads
+// 8-byte marks as they are; a read-only Open reads it without upgrading.
+// From then on a binary that knows only format 1 refuses the store with
+// ErrFormatTooNew, as it must: it could not read the 12-byte marks.
 package store

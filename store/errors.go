@@ -41,12 +41,14 @@ var (
 	ErrInvalidName = errors.New("store: invalid task or stream name")
 
 	// ErrKeyTooLarge is returned by Commit when len(task)+len(key)+len(name)
-	// of a write exceeds MaxStateKeyLen.
+	// of a write exceeds MaxStateKeyLen, or that of a timer operation exceeds
+	// MaxTimerKeyLen.
 	ErrKeyTooLarge = errors.New("store: key and name too large")
 
 	// ErrInvalidCheckpoint is returned by Commit when a checkpoint is
-	// malformed: stream ID 0, the same (stream, key) twice, a mark below
-	// DropMark, or a position with Next < 0 or Horizon < -1.
+	// malformed: stream ID 0, the same (stream, key) twice, a mark below -1
+	// other than DropMark, a timer domain above MaxTimerDomain, or a position
+	// with Next < 0 or Horizon < -1.
 	ErrInvalidCheckpoint = errors.New("store: invalid checkpoint")
 
 	// ErrNoSuchVersion is returned by SetActiveModule when the task has no

@@ -72,8 +72,10 @@ func mustCommit(t testing.TB, db *DB, cp *Checkpoint) {
 
 // checkDB decodes every record of the store and checks the cross-table
 // invariants: one format version; every key and value of the right shape;
-// every stream ID used by a position, mark or state entry assigned to its
-// task, and below the task's next ID; in the module registry, every version's
+// every stream ID used by a position, mark, state entry, timer or due-index
+// entry assigned to its task, and below the task's next ID; every timer
+// indexed by exactly the due-index entry of its domain and due, and every
+// due-index entry that of a timer; in the module registry, every version's
 // bytes stored in contiguous pieces, no bytes without a version, every active
 // version recorded.
 func checkDB(db *DB) error {
@@ -89,6 +91,8 @@ func checkDB(db *DB) error {
 	pieces := map[[32]byte]int{}  // pieces by hash: count
 	versionsOf := map[string][]ModuleVersion{}
 	active := map[string]uint64{}
+	timers := map[string]string{} // due-index key each timer needs -> timer key
+	dues := map[string]bool{}     // due-index keys present
 	err := db.bdb.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{})
 		defer it.Close()
@@ -146,7 +150,7 @@ func checkDB(db *DB) error {
 				if err != nil {
 					return err
 				}
-				if m, err := decodeMark(v); err != nil || m < 0 {
+				if m, _, err := decodeMark(v); err != nil || m < NoneApplied {
 					return fmt.Errorf("mark key %x: value %x: %v", k, v, err)
 				}
 				used[taskStream{task, stream}] = "mark"
@@ -156,6 +160,30 @@ func checkDB(db *DB) error {
 					return err
 				}
 				used[taskStream{task, stream}] = "state"
+			case tableTimer:
+				task, stream, key, name, err := decodeTimerKey(k)
+				if err != nil {
+					return err
+				}
+				domain, due, _, err := decodeTimerValue(v)
+				if err != nil {
+					return err
+				}
+				if domain > MaxTimerDomain {
+					return fmt.Errorf("timer key %x: domain %d", k, domain)
+				}
+				timers[string(appendDueKey(nil, task, stream, domain, due, key, name))] = string(k)
+				used[taskStream{task, stream}] = "timer"
+			case tableDue:
+				task, stream, _, _, _, _, err := decodeDueKey(k)
+				if err != nil {
+					return err
+				}
+				if len(v) != 0 {
+					return fmt.Errorf("due key %x: value %x", k, v)
+				}
+				dues[string(k)] = true
+				used[taskStream{task, stream}] = "due-index entry"
 			case tableModule:
 				sum, i, err := decodeModuleChunkKey(k)
 				if err != nil {
@@ -228,6 +256,16 @@ func checkDB(db *DB) error {
 		}
 		if !found {
 			errs = append(errs, fmt.Errorf("task %q: active version %d has no record", task, v))
+		}
+	}
+	for dk, tk := range timers {
+		if !dues[dk] {
+			errs = append(errs, fmt.Errorf("timer %x has no due-index entry %x", tk, dk))
+		}
+	}
+	for dk := range dues {
+		if _, ok := timers[dk]; !ok {
+			errs = append(errs, fmt.Errorf("due-index entry %x has no timer", dk))
 		}
 	}
 	for ts, what := range used {

@@ -7,8 +7,9 @@ import (
 
 // FormatVersion is the version of the on-disk layout described in the package
 // documentation. Open writes it into a new store and refuses a store with a
-// higher version.
-const FormatVersion uint32 = 1
+// higher version. Format 2 added the state version to the mark value; Open
+// upgrades a format-1 store in place (see the package documentation).
+const FormatVersion uint32 = 2
 
 // Limits on names and keys.
 const (
@@ -20,6 +21,13 @@ const (
 	// entry: Badger's 65000-byte key limit minus the fixed parts of the
 	// state key.
 	MaxStateKeyLen = maxBadgerKey - stateKeyOverhead
+	// MaxTimerKeyLen is the largest len(task)+len(key)+len(name) of one
+	// timer: Badger's 65000-byte key limit minus the fixed parts of the
+	// timer's due-index key, the longer of its two keys.
+	MaxTimerKeyLen = maxBadgerKey - dueKeyOverhead
+	// MaxTimerDomain is the highest timer domain. The store does not
+	// interpret domains; the host uses them to tell time bases apart.
+	MaxTimerDomain uint8 = 1
 )
 
 // Table tags: the first byte of every Badger key.
@@ -30,6 +38,10 @@ const (
 	tablePosition byte = 'p'
 	tableMark     byte = 'm'
 	tableState    byte = 's'
+
+	// Timers (added in format 2, as adding tables is compatible: see the package doc).
+	tableTimer byte = 'T'
+	tableDue   byte = 'D'
 
 	// The module registry (added in format 1 without a version bump: see the package doc).
 	tableModule        byte = 'b'
@@ -45,7 +57,11 @@ const (
 	stateKeyOverhead   = 3 + 4 + 4 // tag+u16, u32 stream, u32 len(key)
 	markKeyOverhead    = 3 + 4     // tag+u16, u32 stream
 	positionValueLen   = 3 * 8
-	markValueLen       = 8
+	markValueLen       = 8 + 4             // i64 mark | u32 state version
+	markValueLenV1     = 8                 // i64 mark, as format 1 wrote it
+	timerKeyOverhead   = 3 + 4 + 4         // tag+u16, u32 stream, u32 len(key)
+	dueKeyOverhead     = 3 + 4 + 1 + 8 + 4 // tag+u16, u32 stream, u8 domain, u64 due, u32 len(key)
+	timerValueOverhead = 1 + 8             // u8 domain | i64 due
 	u32ValueLen        = 4
 )
 
@@ -176,11 +192,110 @@ func decodePosition(v []byte) (Position, error) {
 	}, nil
 }
 
-func decodeMark(v []byte) (int64, error) {
-	if len(v) != markValueLen {
-		return 0, fmt.Errorf("%w: mark value of %d bytes", ErrCorrupt, len(v))
+// appendMarkValue appends i64 mark | u32 state version.
+func appendMarkValue(dst []byte, mark int64, stateVersion uint32) []byte {
+	return binary.BigEndian.AppendUint32(appendI64(dst, mark), stateVersion)
+}
+
+// decodeMark decodes a mark value: the 12-byte value of format 2, or the
+// 8-byte value of format 1, whose state version is 0.
+func decodeMark(v []byte) (mark int64, stateVersion uint32, err error) {
+	switch len(v) {
+	case markValueLen:
+		stateVersion = binary.BigEndian.Uint32(v[8:])
+	case markValueLenV1:
+	default:
+		return 0, 0, fmt.Errorf("%w: mark value of %d bytes", ErrCorrupt, len(v))
 	}
-	return int64(binary.BigEndian.Uint64(v)), nil
+	return int64(binary.BigEndian.Uint64(v)), stateVersion, nil
+}
+
+// appendTimerKeyPrefix appends the timer key up to and including the record
+// key: 'T' | u16 len(task) | task | u32 stream | u32 len(key) | key. Appending
+// a name gives the full timer key.
+func appendTimerKeyPrefix(dst []byte, task string, stream uint32, key []byte) []byte {
+	dst = appendStreamPrefix(dst, tableTimer, task, stream)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(key)))
+	return append(dst, key...)
+}
+
+func appendTimerKey(dst []byte, task string, stream uint32, key, name []byte) []byte {
+	return append(appendTimerKeyPrefix(dst, task, stream, key), name...)
+}
+
+func timerKeyLen(task string, key, name []byte) int {
+	return timerKeyOverhead + len(task) + len(key) + len(name)
+}
+
+// appendDuePrefix appends 'D' | u16 len(task) | task | u32 stream | u8 domain:
+// the prefix of one domain's due index.
+func appendDuePrefix(dst []byte, task string, stream uint32, domain uint8) []byte {
+	return append(appendStreamPrefix(dst, tableDue, task, stream), domain)
+}
+
+// appendDueKey appends the due-index key of a timer: the due prefix | u64 due
+// with the sign bit flipped (so that negative times sort first) | u32 len(key)
+// | key | name.
+func appendDueKey(dst []byte, task string, stream uint32, domain uint8, due int64, key, name []byte) []byte {
+	dst = appendDuePrefix(dst, task, stream, domain)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(due)^(1<<63))
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(key)))
+	dst = append(dst, key...)
+	return append(dst, name...)
+}
+
+func dueKeyLen(task string, key, name []byte) int {
+	return dueKeyOverhead + len(task) + len(key) + len(name)
+}
+
+// decodeDueKey splits a full due-index key. The returned slices alias k.
+func decodeDueKey(k []byte) (task string, stream uint32, domain uint8, due int64, key, name []byte, err error) {
+	rest, task, stream, err := decodeStreamPrefix(k, tableDue)
+	if err != nil {
+		return "", 0, 0, 0, nil, nil, err
+	}
+	if len(rest) < 1+8+4 {
+		return "", 0, 0, 0, nil, nil, fmt.Errorf("%w: due key too short", ErrCorrupt)
+	}
+	domain = rest[0]
+	due = int64(binary.BigEndian.Uint64(rest[1:]) ^ (1 << 63))
+	n := binary.BigEndian.Uint32(rest[9:])
+	rest = rest[13:]
+	if uint64(n) > uint64(len(rest)) {
+		return "", 0, 0, 0, nil, nil, fmt.Errorf("%w: due key length %d exceeds key", ErrCorrupt, n)
+	}
+	return task, stream, domain, due, rest[:n:n], rest[n:], nil
+}
+
+// decodeTimerKey splits a full timer key. The returned slices alias k.
+func decodeTimerKey(k []byte) (task string, stream uint32, key, name []byte, err error) {
+	rest, task, stream, err := decodeStreamPrefix(k, tableTimer)
+	if err != nil {
+		return "", 0, nil, nil, err
+	}
+	if len(rest) < 4 {
+		return "", 0, nil, nil, fmt.Errorf("%w: timer key too short", ErrCorrupt)
+	}
+	n := binary.BigEndian.Uint32(rest)
+	rest = rest[4:]
+	if uint64(n) > uint64(len(rest)) {
+		return "", 0, nil, nil, fmt.Errorf("%w: timer key length %d exceeds key", ErrCorrupt, n)
+	}
+	return task, stream, rest[:n:n], rest[n:], nil
+}
+
+// appendTimerValue appends u8 domain | i64 due | payload.
+func appendTimerValue(dst []byte, domain uint8, due int64, payload []byte) []byte {
+	dst = append(dst, domain)
+	return append(appendI64(dst, due), payload...)
+}
+
+// decodeTimerValue splits a timer value. payload aliases v.
+func decodeTimerValue(v []byte) (domain uint8, due int64, payload []byte, err error) {
+	if len(v) < timerValueOverhead {
+		return 0, 0, nil, fmt.Errorf("%w: timer value of %d bytes", ErrCorrupt, len(v))
+	}
+	return v[0], int64(binary.BigEndian.Uint64(v[1:])), v[timerValueOverhead:], nil
 }
 
 func decodeU32(v []byte) (uint32, error) {

@@ -27,6 +27,8 @@ type DB struct {
 	streamMu sync.Mutex // serialises stream ID assignment
 	commitMu sync.Mutex // serialises Commit
 
+	floors dueFloors // where DueTimers may start its seeks; see dueFloors
+
 	registryMu sync.Mutex // serialises writes to the module registry
 }
 
@@ -123,8 +125,13 @@ func (db *DB) checkFormat() error {
 			ErrFormatTooNew, version, FormatVersion)
 	case found && version == 0:
 		return fmt.Errorf("%w: format version 0", ErrCorrupt)
-	case found:
+	case found && (version == FormatVersion || db.opts.ReadOnly):
+		// This version reads every older format as it is.
 		return nil
+	case found:
+		// An older format (1): its tables are a subset of this one's and its
+		// 8-byte mark values stay readable, so upgrading only records the new
+		// version, after which an older binary refuses the store.
 	case !empty:
 		return fmt.Errorf("%w: database has data but no format version", ErrNotStore)
 	case db.opts.ReadOnly:
@@ -369,16 +376,26 @@ func (db *DB) Position(task string, stream uint32) (Position, bool, error) {
 }
 
 // Mark returns the applied mark of (task, stream, key) and whether it has one.
+// A mark of NoneApplied (-1) means that no record offset of the key was
+// applied.
 func (db *DB) Mark(task string, stream uint32, key []byte) (mark int64, ok bool, err error) {
+	mark, _, ok, err = db.MarkInfo(task, stream, key)
+	return mark, ok, err
+}
+
+// MarkInfo returns the applied mark of (task, stream, key), the state version
+// stored with it (KeyWrites.StateVersion; 0 for a mark written by format 1)
+// and whether the key has a mark.
+func (db *DB) MarkInfo(task string, stream uint32, key []byte) (mark int64, stateVersion uint32, ok bool, err error) {
 	if err := validTask(task); err != nil {
-		return 0, false, err
+		return 0, 0, false, err
 	}
 	err = db.get(appendMarkKey(nil, task, stream, key), func(v []byte) (err error) {
-		mark, err = decodeMark(v)
+		mark, stateVersion, err = decodeMark(v)
 		ok = err == nil
 		return err
 	})
-	return mark, ok, wrapErr("mark", err)
+	return mark, stateVersion, ok, wrapErr("mark", err)
 }
 
 // Marks calls fn for every applied mark of (task, stream), in bytewise key
@@ -388,19 +405,77 @@ func (db *DB) Marks(task string, stream uint32, fn func(key []byte, mark int64) 
 	if err := validTask(task); err != nil {
 		return err
 	}
+	return wrapErr("marks", db.marks(task, stream, func(key []byte, mark int64, _ uint32) bool {
+		return fn(key, mark)
+	}))
+}
+
+// KeysWithVersionNot calls fn for every key of (task, stream) that has a mark
+// whose state version is not v, with that version, in bytewise key order,
+// until fn returns false. Every key with state has a mark (the host writes
+// one with every state change, NoneApplied if need be), so this finds every
+// key whose state a module of state version v has not written, unless its
+// mark was dropped (DropMark). It reads every mark of the stream. key is
+// valid only during the call to fn; fn must not call other methods of db
+// (collect the keys, then migrate them).
+func (db *DB) KeysWithVersionNot(task string, stream uint32, v uint32, fn func(key []byte, stateVersion uint32) (more bool)) error {
+	if err := validTask(task); err != nil {
+		return err
+	}
+	return wrapErr("keys with version", db.marks(task, stream, func(key []byte, _ int64, version uint32) bool {
+		return version == v || fn(key, version)
+	}))
+}
+
+// marks calls fn for every mark of (task, stream) until fn returns false.
+func (db *DB) marks(task string, stream uint32, fn func(key []byte, mark int64, stateVersion uint32) bool) error {
 	prefix := appendStreamPrefix(nil, tableMark, task, stream)
-	err := db.iterate(prefix, nil, func(k []byte, item *badger.Item) (bool, error) {
+	return db.iterate(prefix, nil, func(k []byte, item *badger.Item) (bool, error) {
 		var mark int64
+		var version uint32
 		err := item.Value(func(v []byte) (err error) {
-			mark, err = decodeMark(v)
+			mark, version, err = decodeMark(v)
 			return err
 		})
 		if err != nil {
 			return false, err
 		}
-		return fn(k[len(prefix):], mark), nil
+		return fn(k[len(prefix):], mark, version), nil
 	})
-	return wrapErr("marks", err)
+}
+
+// Keys calls fn for every distinct key of (task, stream) that has at least
+// one state entry, until fn returns false. Keys come in the order of the
+// state table: by length, then bytewise (so "b" comes before "aa"). With
+// fromStart, Keys starts at the first key; otherwise it starts at the first
+// key strictly after the key after in that order, so that a caller can page
+// by passing the last key it received (after may be empty, which is a key).
+// Keys seeks past the names of each key, so its cost grows with the number
+// of keys it returns, not with the number of their names. key is valid only
+// during the call to fn; fn must not call other methods of db.
+func (db *DB) Keys(task string, stream uint32, after []byte, fromStart bool, fn func(key []byte) (more bool)) error {
+	if err := validTask(task); err != nil {
+		return err
+	}
+	prefix := appendStreamPrefix(nil, tableState, task, stream)
+	var seek []byte
+	if !fromStart {
+		seek = prefixEnd(appendStateKeyPrefix(nil, task, stream, after))
+		if seek == nil || !bytes.HasPrefix(seek, prefix) {
+			return nil // nothing sorts after it in this stream
+		}
+	}
+	err := db.iterateSeek(prefix, seek, func(k []byte, _ *badger.Item) ([]byte, bool, error) {
+		_, _, key, name, err := decodeStateKey(k)
+		if err != nil {
+			return nil, false, err
+		}
+		if !fn(key) {
+			return nil, false, nil
+		}
+		return prefixEnd(k[:len(k)-len(name)]), true, nil
+	})
+	return wrapErr("keys", err)
 }
 
 // get calls fn with the value of k if k exists.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"math"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -592,4 +593,233 @@ func TestBadgerLoggerLevels(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestMarkNoneAppliedAndStateVersions(t *testing.T) {
+	db := openTestDB(t, Options{})
+	s := mustStreamID(t, db, "t", "s")
+	mustCommit(t, db, &Checkpoint{Task: "t", Keys: []KeyWrites{
+		{Stream: s, Key: []byte("timer-only"), Mark: NoneApplied, StateVersion: 2, Writes: []Write{set("n", "v")}},
+		{Stream: s, Key: []byte("v1"), Mark: 7, StateVersion: 1},
+		{Stream: s, Key: []byte("v2"), Mark: 8, StateVersion: 2},
+		{Stream: s, Key: []byte("v0"), Mark: 9},
+		{Stream: s, Key: []byte("max"), Mark: 10, StateVersion: math.MaxUint32},
+		{Stream: s, Key: []byte("dropped"), Mark: DropMark, StateVersion: 5}, // the version goes with the mark
+	}})
+	tests := []struct {
+		key     string
+		mark    int64
+		version uint32
+		ok      bool
+	}{
+		{"timer-only", -1, 2, true},
+		{"v1", 7, 1, true},
+		{"v2", 8, 2, true},
+		{"v0", 9, 0, true},
+		{"max", 10, math.MaxUint32, true},
+		{"dropped", 0, 0, false},
+	}
+	for _, tt := range tests {
+		mark, version, ok, err := db.MarkInfo("t", s, []byte(tt.key))
+		if err != nil || mark != tt.mark || version != tt.version || ok != tt.ok {
+			t.Errorf("MarkInfo(%q) = %d, %d, %v, %v; want %d, %d, %v, nil", tt.key, mark, version, ok, err, tt.mark, tt.version, tt.ok)
+		}
+		if m, ok, err := db.Mark("t", s, []byte(tt.key)); err != nil || m != tt.mark || ok != tt.ok {
+			t.Errorf("Mark(%q) = %d, %v, %v; want %d, %v", tt.key, m, ok, err, tt.mark, tt.ok)
+		}
+	}
+	versionsNot := func(v uint32, stopAfter int) []string {
+		var got []string
+		err := db.KeysWithVersionNot("t", s, v, func(key []byte, version uint32) bool {
+			got = append(got, fmt.Sprintf("%s=%d", key, version))
+			return stopAfter == 0 || len(got) < stopAfter
+		})
+		if err != nil {
+			t.Fatalf("KeysWithVersionNot(%d): %v", v, err)
+		}
+		return got
+	}
+	if got, want := versionsNot(2, 0), []string{"max=4294967295", "v0=0", "v1=1"}; !slices.Equal(got, want) {
+		t.Errorf("KeysWithVersionNot(2) = %q, want %q", got, want)
+	}
+	if got, want := versionsNot(0, 0), []string{"max=4294967295", "timer-only=2", "v1=1", "v2=2"}; !slices.Equal(got, want) {
+		t.Errorf("KeysWithVersionNot(0) = %q, want %q", got, want)
+	}
+	if got, want := versionsNot(0, 2), []string{"max=4294967295", "timer-only=2"}; !slices.Equal(got, want) {
+		t.Errorf("KeysWithVersionNot(0) stopped after 2 = %q, want %q", got, want)
+	}
+	// A mark of -1 makes replay skip nothing but still carries the version;
+	// a later record offset replaces it.
+	mustCommit(t, db, &Checkpoint{Task: "t", Keys: []KeyWrites{{Stream: s, Key: []byte("timer-only"), Mark: 0, StateVersion: 3}}})
+	if mark, version, ok, err := db.MarkInfo("t", s, []byte("timer-only")); err != nil || !ok || mark != 0 || version != 3 {
+		t.Errorf("MarkInfo after a record = %d, %d, %v, %v; want 0, 3", mark, version, ok, err)
+	}
+}
+
+// rawBadger opens the store in dir with Badger directly and calls fn in one
+// read-write transaction, for tests that write what an older version wrote.
+func rawBadger(t *testing.T, dir string, fn func(txn *badger.Txn) error) {
+	t.Helper()
+	bdb, err := badger.Open(badger.DefaultOptions(dir).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = bdb.Update(fn)
+	if closeErr := bdb.Close(); err == nil {
+		err = closeErr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// storedFormat returns the format version stored in db.
+func storedFormat(t *testing.T, db *DB) uint32 {
+	t.Helper()
+	var version uint32
+	err := db.bdb.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(versionKey)
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) (err error) { version, err = decodeU32(v); return err })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return version
+}
+
+// TestFormatUpgradeFrom1 writes a store as format 1 did (version 1, 8-byte
+// marks) and checks that it reads as is, read-only, and is upgraded in place
+// by a read-write Open.
+func TestFormatUpgradeFrom1(t *testing.T) {
+	dir := t.TempDir()
+	db := openTestDBAt(t, dir, Options{})
+	s := mustStreamID(t, db, "t", "s")
+	mustCommit(t, db, &Checkpoint{Task: "t", Keys: []KeyWrites{{Stream: s, Key: []byte("k"), Mark: 1, Writes: []Write{set("n", "v")}}}})
+	mustClose(t, db)
+	rawBadger(t, dir, func(txn *badger.Txn) error {
+		if err := txn.Set(versionKey, binary.BigEndian.AppendUint32(nil, 1)); err != nil {
+			return err
+		}
+		return txn.Set(appendMarkKey(nil, "t", s, []byte("k")), binary.BigEndian.AppendUint64(nil, 41))
+	})
+
+	check := func(db *DB, wantFormat uint32) {
+		t.Helper()
+		if got := storedFormat(t, db); got != wantFormat {
+			t.Errorf("stored format = %d, want %d", got, wantFormat)
+		}
+		if mark, version, ok, err := db.MarkInfo("t", s, []byte("k")); err != nil || !ok || mark != 41 || version != 0 {
+			t.Errorf("MarkInfo of a format-1 mark = %d, %d, %v, %v; want 41, 0, true", mark, version, ok, err)
+		}
+		var got []string
+		if err := db.KeysWithVersionNot("t", s, 1, func(key []byte, v uint32) bool {
+			got = append(got, fmt.Sprintf("%s=%d", key, v))
+			return true
+		}); err != nil || !slices.Equal(got, []string{"k=0"}) {
+			t.Errorf("KeysWithVersionNot(1) = %q, %v; want [k=0]", got, err)
+		}
+		if got := getString(t, db, "t", s, "k", "n"); got != "v" {
+			t.Errorf("Get = %q, want v", got)
+		}
+	}
+	db = openTestDBAt(t, dir, Options{ReadOnly: true})
+	check(db, 1) // a reader does not upgrade
+	mustClose(t, db)
+
+	db = openTestDBAt(t, dir, Options{})
+	check(db, FormatVersion)
+	mustCommit(t, db, &Checkpoint{Task: "t", Keys: []KeyWrites{{Stream: s, Key: []byte("k"), Mark: 42, StateVersion: 1}}})
+	if mark, version, _, err := db.MarkInfo("t", s, []byte("k")); err != nil || mark != 42 || version != 1 {
+		t.Errorf("MarkInfo after an upgraded commit = %d, %d, %v; want 42, 1", mark, version, err)
+	}
+	mustClose(t, db)
+	db = openTestDBAt(t, dir, Options{})
+	if got := storedFormat(t, db); got != FormatVersion {
+		t.Errorf("stored format after reopening = %d, want %d", got, FormatVersion)
+	}
+}
+
+func TestDecodeMarkRejects(t *testing.T) {
+	for _, n := range []int{0, 4, 7, 9, 11, 13, 16} {
+		if _, _, err := decodeMark(make([]byte, n)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("decodeMark of %d bytes: error = %v, want ErrCorrupt", n, err)
+		}
+	}
+}
+
+func TestKeys(t *testing.T) {
+	db := openTestDB(t, Options{})
+	s := mustStreamID(t, db, "t", "s")
+	other := mustStreamID(t, db, "t", "other")
+	// In state order: by length, then bytes.
+	keys := []string{"", "a", "b", "\xff", "aa", "ab", "b\xff", "\xff\xff", "abc"}
+	var kws []KeyWrites
+	for i, k := range keys {
+		kw := KeyWrites{Stream: s, Key: []byte(k), Mark: 1}
+		for n := range 1 + i*50 { // up to 401 names, to seek over
+			kw.Writes = append(kw.Writes, set(fmt.Sprint(n), "v"))
+		}
+		kws = append(kws, kw)
+	}
+	kws = append(kws,
+		KeyWrites{Stream: s, Key: []byte("mark-only"), Mark: 1},
+		KeyWrites{Stream: s, Key: []byte("timers-only"), Mark: NoneApplied, Timers: []TimerOp{setTimer("t", 0, 1, "")}},
+		KeyWrites{Stream: other, Key: []byte("leak"), Mark: 1, Writes: []Write{set("n", "v")}})
+	mustCommit(t, db, &Checkpoint{Task: "t", Keys: kws})
+	// A key whose names were all deleted has no state.
+	mustCommit(t, db, &Checkpoint{Task: "t", Keys: []KeyWrites{{Stream: s, Key: []byte("gone"), Mark: 1, Writes: []Write{set("n", "v")}}}})
+	mustCommit(t, db, &Checkpoint{Task: "t", Keys: []KeyWrites{{Stream: s, Key: []byte("gone"), Mark: 2, Writes: []Write{del("n")}}}})
+
+	list := func(after []byte, fromStart bool, limit int) []string {
+		t.Helper()
+		var got []string
+		err := db.Keys("t", s, after, fromStart, func(key []byte) bool {
+			got = append(got, string(key))
+			return limit == 0 || len(got) < limit
+		})
+		if err != nil {
+			t.Fatalf("Keys: %v", err)
+		}
+		return got
+	}
+	tests := []struct {
+		name      string
+		after     string
+		fromStart bool
+		limit     int
+		want      []string
+	}{
+		{name: "all", fromStart: true, want: keys},
+		{name: "from start ignores after", after: "ab", fromStart: true, want: keys},
+		{name: "limit", fromStart: true, limit: 2, want: keys[:2]},
+		{name: "after the empty key", after: "", want: keys[1:]},
+		{name: "after a", after: "a", want: keys[2:]},
+		{name: "after 0xff", after: "\xff", want: keys[4:]},
+		{name: "after 0xff 0xff", after: "\xff\xff", want: keys[8:]},
+		{name: "after a missing key", after: "ac", want: keys[6:]},
+		{name: "after a missing key of the same length", after: "zz", want: keys[7:]},
+		{name: "after the last", after: "abc", want: nil},
+		{name: "after a long key", after: "abcdef", want: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := list([]byte(tt.after), tt.fromStart, tt.limit); !slices.Equal(got, tt.want) {
+				t.Errorf("Keys = %q, want %q", got, tt.want)
+			}
+		})
+	}
+	t.Run("paging", func(t *testing.T) {
+		var got []string
+		page := list(nil, true, 2)
+		for len(page) > 0 {
+			got = append(got, page...)
+			page = list([]byte(page[len(page)-1]), false, 2)
+		}
+		if !slices.Equal(got, keys) {
+			t.Errorf("paged Keys = %q, want %q", got, keys)
+		}
+	})
 }

@@ -226,8 +226,10 @@ func newCheckCommand(stdout, stderr io.Writer) *cobra.Command {
 		Long: `Check validates the configuration, then compiles and validates every task's module, and
 prints for each what it imports and exports, the ABI version it declares and the
 capabilities the configuration grants it (grants: directories, environment variables, real
-clock, random; "none" by default). It exits 0 if everything is valid, 1 if a module is refused,
-2 on a configuration error.
+clock, random, outbound HTTP with its allowed hosts, timeouts and concurrency; "none" by
+default), with a note when the module imports http_request without an HTTP grant or is granted
+HTTP it does not use. It exits 0 if everything is valid, 1 if a module is refused, 2 on a
+configuration error.
 
 ` + configHelp,
 		Example: `  wasmstream check --config config.example.yaml
@@ -276,5 +278,8 @@ func printReport(w io.Writer, r host.ModuleReport) {
 		fmt.Fprintf(w, "  %-8s none\n", "grants")
 	} else {
 		list("grants", r.Grants)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(w, "  %-8s %s\n", "note", n)
 	}
 }

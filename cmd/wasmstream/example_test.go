@@ -162,10 +162,17 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 				MaxBackoff:  60 * time.Second,
 				OnExhausted: "deadletter",
 			},
-			Grants: host.GrantsConfig{ // dirs has an example entry; the other keys are at their defaults
+			Grants: host.GrantsConfig{ // dirs and http.allow have example entries; the other keys are at their defaults
 				Dirs: []host.DirGrantConfig{{Host: filepath.Join(dir, "examples", "wasm", "wordcount"), Guest: "/data"}},
 				Env:  []string{},
+				HTTP: host.HTTPGrantConfig{
+					Allow:   []string{"api.example.com", "*.example.org"},
+					Timeout: 10 * time.Second, MaxTimeout: 60 * time.Second, MaxConcurrent: 4,
+					MaxRequestBytes: 1 << 20, MaxResponseBytes: 4 << 20,
+				},
 			},
+			Time:           host.TimeConfig{MaxFiringsPerTurn: 1000},
+			StateMigration: "lazy",
 		}},
 	}
 	if !reflect.DeepEqual(s.Host, want) {

@@ -48,3 +48,52 @@ tasks:
 		t.Errorf("check with a missing granted dir: exit %d\n%s", code, stderr)
 	}
 }
+
+// check prints the HTTP grant as configured in YAML, with its defaults, and notes a module that
+// imports http_request without one.
+func TestCheckPrintsHTTPGrant(t *testing.T) {
+	module, err := filepath.Abs(filepath.Join("..", "..", "host", "internal", "modrt", "testdata", "httpguest.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(t.TempDir(), "ws.yaml")
+	yaml := `
+tasks:
+  - name: fetcher
+    module: ` + module + `
+    inputs: [{path: in.ndjson}]
+    grants:
+      http:
+        allow: [api.example.com, "*.example.org:8443"]
+        timeout: 2s
+        max_concurrent: 8
+  - name: ungranted
+    module: ` + module + `
+    inputs: [{path: in.ndjson}]
+`
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runCLI(t, "check", "-c", cfg)
+	if code != 0 {
+		t.Fatalf("check: exit %d\n%s", code, stderr)
+	}
+	for _, want := range []string{
+		"task fetcher\n",
+		"  grants   http api.example.com, *.example.org:8443 (timeout 2s, max timeout 1m0s, 8 at once, request body up to 1048576 bytes, response body up to 4194304 bytes)\n",
+		"task ungranted\n",
+		"  grants   none\n  note     imports http_request but grants.http is not set: every request fails with ERR_NOT_ALLOWED\n",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("check output lacks\n%s\ngot:\n%s", want, stdout)
+		}
+	}
+
+	if err := os.WriteFile(cfg, []byte(strings.Replace(yaml, "timeout: 2s", "timeout: -2s", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCLI(t, "check", "-c", cfg)
+	if code != 2 || !strings.Contains(stderr, "tasks[0].grants.http.timeout") {
+		t.Errorf("check with a negative timeout: exit %d\n%s", code, stderr)
+	}
+}

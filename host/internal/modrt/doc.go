@@ -40,7 +40,9 @@
 // An instance gets WASI with no preopened directories, no environment, no arguments, no network,
 // a fake clock and a deterministic random source, unless Limits.Grants grants directories,
 // environment variables, the real clock or crypto random; its stdout and stderr are logged line
-// by line.
+// by line. Grants.HTTP lets http_request reach an allowlist of hosts (http.go): one keep-alive
+// client and one concurrency bound per Module, a blocking request bounded by the call's context
+// and the request's timeout.
 // Memory is capped by Limits.MaxMemoryPages: memory.grow beyond it returns -1 to the guest.
 // Processing time comes from InstanceConfig.Now (now_ms).
 //
@@ -57,7 +59,8 @@
 //
 // Runtime and Module are safe for concurrent use. An Instance is not: one goroutine at a time calls
 // Process, and the Env it passes is called only from that goroutine, during the call. No method
-// starts a goroutine.
+// starts a goroutine of its own; with an HTTP grant, net/http's transport keeps a goroutine or two
+// per idle keep-alive connection, dropped by Module.Close (or after 90 s idle).
 //
 // # Failures
 //

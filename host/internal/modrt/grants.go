@@ -3,9 +3,12 @@ package modrt
 import (
 	"crypto/rand"
 	"fmt"
+	"net"
 	"os"
 	"path"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/tetratelabs/wazero"
 )
@@ -14,8 +17,9 @@ import (
 // value grants nothing: no preopened directory (every file call fails with EBADF or ENOENT), an
 // empty environment, no arguments, wazero's fake clocks (the wall clock reads a constant that
 // moves 1 ms per reading, the monotonic clock likewise, sleep returns at once) and a
-// deterministic random source (the same bytes in every instance). Sockets are never available:
-// sock_accept and the other socket calls fail with EBADF, as no listener is ever preopened.
+// deterministic random source (the same bytes in every instance), and no outbound HTTP. Sockets
+// are never available: sock_accept and the other socket calls fail with EBADF, as no listener is
+// ever preopened; network access, when granted, goes through http_request only (HTTPGrant).
 //
 // The host's processing time reaches a guest through the ABI (now_ms), not through the clock.
 type Grants struct {
@@ -29,6 +33,205 @@ type Grants struct {
 	RealClock bool
 	// Random gives the guest a cryptographic random source instead of the deterministic one.
 	Random bool
+	// HTTP, when not nil, lets the guest make outbound HTTP requests (http_request, ABI §4.14)
+	// to the hosts it allows. nil: every http_request returns ERR_NOT_ALLOWED.
+	HTTP *HTTPGrant
+}
+
+// Defaults applied by HTTPGrant for zero fields.
+const (
+	DefaultHTTPTimeout          = 10 * time.Second
+	DefaultHTTPMaxTimeout       = 60 * time.Second
+	DefaultHTTPMaxConcurrent    = 4
+	DefaultHTTPMaxRequestBytes  = 1 << 20
+	DefaultHTTPMaxResponseBytes = 4 << 20
+
+	// maxHTTPRedirects is the most redirects one http_request follows, each to an allowed host.
+	maxHTTPRedirects = 5
+)
+
+// HTTPGrant lets a module's instances make outbound HTTP requests (http_request, ABI §4.14).
+// The zero value of each field but Allow means its default; negative values are invalid. Both
+// http:// and https:// URLs are allowed; the host's HTTP_PROXY, HTTPS_PROXY and NO_PROXY
+// environment variables apply.
+//
+// Requests are not part of a call's atomic effects: a call that fails and is retried sends its
+// requests again (at-least-once).
+type HTTPGrant struct {
+	// Allow lists the hosts a request (and every redirect it follows, at most 5) may go to.
+	// An entry is a host name or IP address ("api.example.com", "10.0.0.7", "[::1]"),
+	// optionally with a port ("api.example.com:8443"; without one, any port), or a suffix
+	// wildcard "*.example.com" that matches every name ending in ".example.com" (not
+	// example.com itself). Matching is exact and case-insensitive; a name is never resolved
+	// to compare it. At least one entry.
+	Allow []string
+	// Timeout bounds a request whose guest passes timeout_ms 0: from the call to the end of
+	// the response body, waiting for a concurrency slot included. Default 10s.
+	Timeout time.Duration
+	// MaxTimeout caps the guest's timeout_ms. Default 60s; at least Timeout.
+	MaxTimeout time.Duration
+	// MaxConcurrent bounds the requests of the module's instances (the task) in flight at
+	// once; a request waits for a slot within its timeout. Default 4.
+	MaxConcurrent int
+	// MaxRequestBytes caps a request's body: ERR_TOO_LARGE. Default 1 MiB.
+	MaxRequestBytes int
+	// MaxResponseBytes caps a response's body: ERR_TOO_LARGE. Default 4 MiB.
+	MaxResponseBytes int
+}
+
+// withDefaults returns a copy of g with every zero field but Allow set to its default.
+func (g HTTPGrant) withDefaults() HTTPGrant {
+	g.Allow = append([]string(nil), g.Allow...)
+	if g.Timeout == 0 {
+		g.Timeout = DefaultHTTPTimeout
+	}
+	if g.MaxTimeout == 0 {
+		g.MaxTimeout = max(DefaultHTTPMaxTimeout, g.Timeout)
+	}
+	if g.MaxConcurrent == 0 {
+		g.MaxConcurrent = DefaultHTTPMaxConcurrent
+	}
+	if g.MaxRequestBytes == 0 {
+		g.MaxRequestBytes = DefaultHTTPMaxRequestBytes
+	}
+	if g.MaxResponseBytes == 0 {
+		g.MaxResponseBytes = DefaultHTTPMaxResponseBytes
+	}
+	return g
+}
+
+// validate reports every invalid field of g, each prefixed with "modrt: grants: HTTP.".
+func (g HTTPGrant) validate() []error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("modrt: grants: HTTP."+format, args...))
+	}
+	if len(g.Allow) == 0 {
+		bad("Allow is empty: name at least one host")
+	}
+	for j, a := range g.Allow {
+		if err := CheckHTTPAllow(a); err != nil {
+			bad("Allow[%d]: %v", j, err)
+		}
+	}
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{
+		{"Timeout", int64(g.Timeout)},
+		{"MaxTimeout", int64(g.MaxTimeout)},
+		{"MaxConcurrent", int64(g.MaxConcurrent)},
+		{"MaxRequestBytes", int64(g.MaxRequestBytes)},
+		{"MaxResponseBytes", int64(g.MaxResponseBytes)},
+	} {
+		if f.v < 0 {
+			bad("%s is negative (%d)", f.name, f.v)
+		}
+	}
+	if d := g.withDefaults(); g.Timeout >= 0 && g.MaxTimeout >= 0 && d.Timeout > d.MaxTimeout {
+		bad("Timeout %s is over MaxTimeout %s", d.Timeout, d.MaxTimeout)
+	}
+	return errs
+}
+
+// describe is g's line for Grants.Describe; g has its defaults applied.
+func (g HTTPGrant) describe() string {
+	return fmt.Sprintf("http %s (timeout %s, max timeout %s, %d at once, request body up to %d bytes, response body up to %d bytes)",
+		strings.Join(g.Allow, ", "), g.Timeout, g.MaxTimeout, g.MaxConcurrent, g.MaxRequestBytes, g.MaxResponseBytes)
+}
+
+// CheckHTTPAllow reports why entry is not a valid HTTPGrant.Allow entry, or nil.
+func CheckHTTPAllow(entry string) error {
+	_, err := parseAllow(entry)
+	return err
+}
+
+// allowEntry is a parsed HTTPGrant.Allow entry.
+type allowEntry struct {
+	host     string // lower case; without "*." when wildcard; an IPv6 address without brackets
+	port     string // "" for any port
+	wildcard bool   // host is a suffix: matches names ending in "." + host
+}
+
+func parseAllow(entry string) (allowEntry, error) {
+	var e allowEntry
+	if entry == "" {
+		return e, fmt.Errorf("empty host")
+	}
+	if strings.Contains(entry, "://") || strings.ContainsAny(entry, "/?#@ \t") {
+		return e, fmt.Errorf("%q is not a host name (write api.example.com, not a URL)", entry)
+	}
+	s := strings.ToLower(entry)
+	host := s
+	switch {
+	case strings.HasPrefix(s, "["):
+		end := strings.IndexByte(s, ']')
+		if end < 0 {
+			return e, fmt.Errorf("%q: unclosed [", entry)
+		}
+		host = s[1:end]
+		if rest := s[end+1:]; rest != "" {
+			if !strings.HasPrefix(rest, ":") {
+				return e, fmt.Errorf("%q: unexpected %q after ]", entry, rest)
+			}
+			e.port = rest[1:]
+		}
+		if ip := net.ParseIP(host); ip == nil || ip.To4() != nil {
+			return e, fmt.Errorf("%q: %q is not an IPv6 address", entry, host)
+		}
+		e.host = host
+	default:
+		if k := strings.LastIndexByte(s, ':'); k >= 0 {
+			host, e.port = s[:k], s[k+1:]
+			if strings.Contains(host, ":") {
+				return e, fmt.Errorf("%q: write an IPv6 address in brackets ([::1] or [::1]:8080)", entry)
+			}
+		}
+		if rest, ok := strings.CutPrefix(host, "*."); ok {
+			e.wildcard, host = true, rest
+		}
+		if !validHostName(host) {
+			return e, fmt.Errorf("%q is not a host name, IP address or *.suffix wildcard", entry)
+		}
+		e.host = host
+	}
+	if e.port != "" || strings.HasSuffix(s, ":") {
+		if n, err := strconv.Atoi(e.port); err != nil || n < 1 || n > 65535 || e.port[0] == '0' {
+			return e, fmt.Errorf("%q: port %q is not a number from 1 to 65535", entry, e.port)
+		}
+	}
+	return e, nil
+}
+
+// validHostName reports whether s (lower case) is a DNS name or an IPv4 address: dot-separated
+// labels of letters, digits, '-' and '_', none empty.
+func validHostName(s string) bool {
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(s, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for k := 0; k < len(label); k++ {
+			c := label[k]
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// match reports whether e allows host (lower case, no brackets, no trailing dot) on port.
+func (e allowEntry) match(host, port string) bool {
+	if e.port != "" && e.port != port {
+		return false
+	}
+	if e.wildcard {
+		return len(host) > len(e.host) && strings.HasSuffix(host, e.host) && host[len(host)-len(e.host)-1] == '.'
+	}
+	return host == e.host
 }
 
 // DirGrant mounts the host directory Host at the absolute guest path Guest.
@@ -58,16 +261,20 @@ func (g Grants) validate() []error {
 			errs = append(errs, fmt.Errorf("modrt: grants: Env[%d] %q is not a variable name", j, name))
 		}
 	}
+	if g.HTTP != nil {
+		errs = append(errs, g.HTTP.validate()...)
+	}
 	return errs
 }
 
 // None reports whether g grants nothing.
 func (g Grants) None() bool {
-	return len(g.Dirs) == 0 && len(g.Env) == 0 && !g.RealClock && !g.Random
+	return len(g.Dirs) == 0 && len(g.Env) == 0 && !g.RealClock && !g.Random && g.HTTP == nil
 }
 
 // Describe lists the capabilities g grants, one line each ("dir <host> -> <guest> (read-only)",
-// "env NAME", "real clock", "random"); nil when none.
+// "env NAME", "real clock", "random", "http <allow list> (timeout …, … at once, …)"); nil
+// when none. g is described as given: Module.Limits().Grants has the defaults applied.
 func (g Grants) Describe() []string {
 	var out []string
 	for _, d := range g.Dirs {
@@ -86,13 +293,21 @@ func (g Grants) Describe() []string {
 	if g.Random {
 		out = append(out, "random")
 	}
+	if g.HTTP != nil {
+		out = append(out, g.HTTP.describe())
+	}
 	return out
 }
 
-// clone returns a deep copy of g, so a caller's later changes do not reach the Module.
+// clone returns a deep copy of g, so a caller's later changes do not reach the Module, with the
+// HTTP grant's defaults applied.
 func (g Grants) clone() Grants {
 	g.Dirs = append([]DirGrant(nil), g.Dirs...)
 	g.Env = append([]string(nil), g.Env...)
+	if g.HTTP != nil {
+		h := g.HTTP.withDefaults()
+		g.HTTP = &h
+	}
 	return g
 }
 

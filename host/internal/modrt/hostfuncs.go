@@ -171,7 +171,13 @@ func (i *Instance) stateScope(key []byte) (*scopeKey, abi.Errno) {
 	}
 	sk := i.scope.find(key)
 	if sk == nil {
-		return nil, abi.ErrKeyNotInBatch
+		if !i.allKeys {
+			return nil, abi.ErrKeyNotInBatch
+		}
+		// A tick may use any key of its partition: the key joins the scope (a copy: key is a
+		// view into guest memory).
+		i.scope.add(append(make([]byte, 0, len(key)), key...))
+		sk = i.scope.find(key)
 	}
 	return sk, abi.OK
 }

@@ -60,6 +60,8 @@ type Env interface {
 type Effects struct {
 	Writes  []Write
 	Outputs []Output
+	// Timers are the call's timer_set and timer_delete, in order (ABI 0.2).
+	Timers []TimerOp
 	// Fuel is the fuel the call spent (its wasmstream_alloc and wasmstream_process calls);
 	// 0 when the module is not metered.
 	Fuel int64
@@ -101,6 +103,10 @@ type Instance struct {
 	fnAlloc   api.Function
 	fnInit    api.Function
 	fnProcess api.Function
+	fnOnTimer api.Function // nil: not exported (ABI 0.2 exports are optional)
+	fnOnTick  api.Function
+	fnMigrate api.Function
+	stateVers uint32            // wasmstream_state_version, 0 when not exported
 	stack     [2]uint64         // params and results of export calls, reused
 	cctx      callCtx           // the context handed to the guest during a call, reused
 	fuel      api.MutableGlobal // the fuel counter (fuel.GlobalExport); nil when not metered
@@ -125,6 +131,9 @@ type Instance struct {
 	scope   scope
 	writes  []Write
 	outs    []Output
+	timers  []TimerOp
+	wm      int64 // the unit's watermark, for watermark_ms
+	allKeys bool  // a tick: every key of the partition is in scope
 	failMsg string
 	envErr  error
 	scanTmp []string // scratch for state_scan's overlay names
@@ -133,6 +142,7 @@ type Instance struct {
 	interned             map[string]string // output names seen, when Outputs is empty
 	abiVers              uint32
 	observer             func(fn int, result int64) // tests only: sees every host function result
+	http                 httpCall                   // outbound HTTP (http.go)
 }
 
 // callCtx is the context.Context passed to the guest for one call. Host functions find their
@@ -221,6 +231,7 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 	}
 	i.cctx.inst = i
 	i.observer = m.observer
+	i.http.client = m.http
 	mc := wazero.NewModuleConfig().
 		WithName("").         // anonymous: any number of instances of one module
 		WithStartFunctions(). // _initialize is called below, like every other export
@@ -279,6 +290,23 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 		_ = i.Close(ctx)
 		return nil, moduleErr(nil, abiMismatch(i.abiVers))
 	}
+	if problems := m.newerImports(i.abiVers); len(problems) > 0 {
+		_ = i.Close(ctx)
+		return nil, moduleErr(nil, problems...)
+	}
+	if i.abiVers&0xffff >= 2 {
+		// 0.2 exports; a 0.1 guest's are ignored (ABI.md §2).
+		i.fnOnTimer = mod.ExportedFunction(abi.ExportOnTimer)
+		i.fnOnTick = mod.ExportedFunction(abi.ExportOnTick)
+		i.fnMigrate = mod.ExportedFunction(abi.ExportMigrate)
+		if fn := mod.ExportedFunction(abi.ExportStateVersion); fn != nil {
+			if err := i.call(ctx, phaseStart, abi.ExportStateVersion, fn, i.stack[:1], i.initBudget()); err != nil {
+				_ = i.Close(ctx)
+				return nil, err
+			}
+			i.stateVers = uint32(i.stack[0])
+		}
+	}
 	return i, nil
 }
 
@@ -304,58 +332,16 @@ func abiMismatch(v uint32) string {
 // bounded by fuel (Limits.FuelPerRecord × len(recs)); a call that spends it returns a *CallError
 // whose Err is a *FuelError, and breaks the instance.
 func (i *Instance) Process(ctx context.Context, recs []abi.Record, env Env) (Effects, error) {
-	switch {
-	case i.closed:
-		return Effects{}, ErrClosed
-	case i.broken:
-		return Effects{}, ErrBroken
-	}
-	if err := ctx.Err(); err != nil {
-		return Effects{}, err
-	}
-	size := 8
-	for k := range recs {
-		size += abi.RecordSize(&recs[k])
-		if size > math.MaxInt32 {
-			return Effects{}, ErrBatchTooLarge
-		}
-	}
-	if uint64(size) > uint64(i.lim.MaxMemoryPages)*pageSize {
-		return Effects{}, ErrBatchTooLarge
-	}
-	bud := i.processBudget(len(recs))
-	i.spent = 0
-	ptr, buf, err := i.place(ctx, abi.ExportProcess, size, bud)
-	if err != nil {
-		return Effects{}, err
-	}
-	b := abi.AppendBatchHeader(buf[:0], len(recs))
-	for k := range recs {
-		b = abi.AppendRecord(b, &recs[k])
-	}
-	if len(b) != size || &b[0] != &buf[0] {
-		return Effects{}, fmt.Errorf("modrt: internal error: Batch size %d, expected %d", len(b), size)
-	}
-
-	i.beginCall(env)
-	for k := range recs {
-		i.scope.add(recs[k].Key)
-	}
-	bud.left -= i.spent // the alloc and the process call share the budget
-	err = i.callPayload(ctx, phaseProcess, abi.ExportProcess, i.fnProcess, ptr, size, bud)
-	eff := Effects{Writes: i.writes, Outputs: i.outs, Fuel: i.spent}
-	i.endCall()
-	if err != nil {
-		return Effects{}, err
-	}
-	return eff, nil
+	steps := [1]Step{{Kind: StepRecords, Records: recs}}
+	return i.Run(ctx, &Unit{Watermark: -1, Steps: steps[:]}, env)
 }
 
 // beginCall resets the per-call state.
 func (i *Instance) beginCall(env Env) {
 	i.env = env
 	i.scope.reset()
-	i.writes, i.outs = nil, nil
+	i.writes, i.outs, i.timers = nil, nil, nil
+	i.wm, i.allKeys = -1, false
 	i.failMsg, i.envErr = "", nil
 }
 
@@ -364,7 +350,8 @@ func (i *Instance) endCall() {
 	i.writesHint, i.outsHint = len(i.writes), len(i.outs)
 	i.env = nil
 	i.scope.reset()
-	i.writes, i.outs = nil, nil
+	i.writes, i.outs, i.timers = nil, nil, nil
+	i.wm, i.allKeys = -1, false
 	i.envErr = nil
 }
 
@@ -448,6 +435,7 @@ func (i *Instance) call(ctx context.Context, ph phase, export string, fn api.Fun
 	i.phase, i.cctx.Context = ph, ctx
 	i.stderr.resetTail()
 	err := fn.CallWithStack(&i.cctx, stack)
+	i.http.endCall() // a kept HTTP response lives for one guest call (ABI §4.15)
 	i.phase, i.cctx.Context = phaseIdle, context.Background()
 	if i.fuel != nil {
 		left := int64(i.fuel.Get())

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/tetratelabs/wazero"
@@ -26,6 +27,8 @@ type Module struct {
 
 	mu     sync.Mutex
 	closed bool
+
+	http *httpClient // outbound HTTP, shared by the instances; nil without Limits.Grants.HTTP (http.go)
 
 	observer func(fn int, result int64) // tests only, copied into each Instance
 }
@@ -131,6 +134,7 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte, lim Limits) (*Module
 		lim:      lim,
 		metered:  lim.metered(),
 		start:    metered.Start,
+		http:     newHTTPClient(lim.Grants.HTTP),
 		info:     ModuleInfo{Size: len(wasm), SHA256: hex.EncodeToString(sum[:])},
 	}
 	for _, im := range shape.imports {
@@ -261,8 +265,25 @@ func (m *Module) Close(ctx context.Context) error {
 	}
 	m.closed = true
 	m.mu.Unlock()
+	m.http.close()
 	if err := m.compiled.Close(ctx); err != nil {
 		return fmt.Errorf("modrt: close module: %w", err)
 	}
 	return nil
+}
+
+// newerImports names the imports of wasmstream_v0 functions added after the minor version v
+// declares (ABI.md §2: a 0.1 guest may not import a 0.2 function).
+func (m *Module) newerImports(v uint32) []string {
+	var problems []string
+	for _, im := range m.info.Imports {
+		name, ok := strings.CutPrefix(im, abi.ModuleName+".")
+		if !ok {
+			continue
+		}
+		if minor, ok := abi.FuncMinor[name]; ok && minor > v&0xffff {
+			problems = append(problems, fmt.Sprintf("imports %s, added in ABI 0.%d, but declares ABI %s", im, minor, abi.VersionString(v)))
+		}
+	}
+	return problems
 }

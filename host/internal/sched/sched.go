@@ -63,6 +63,7 @@ type stream[T any] struct {
 	deepKeys int            // keys with deep set
 	inRing   bool           // listed in Scheduler.ring
 	held     bool           // an earlier stream with this ID still has items in flight
+	holding  bool           // Hold: the caller stopped dispatching the stream
 	removed  bool           // RemoveStream was called; in-flight batches may still point here
 	paused   bool           // current flow state
 	reported bool           // flow state last returned by Flow
@@ -413,6 +414,21 @@ func (s *Scheduler[T]) NextWake() (time.Time, bool) {
 	return s.delays[0].until, true
 }
 
+// Hold stops (hold true) or restarts (false) the dispatch of the stream's items; its items still
+// queue and its batches in flight are unaffected. A caller runs something that must exclude the
+// stream's batches (a partition-wide callback, S16) between Hold(true) with nothing in flight and
+// Hold(false). Unknown streams are ignored.
+func (s *Scheduler[T]) Hold(stream uint32, hold bool) {
+	st := s.streams[stream]
+	if st == nil || st.holding == hold {
+		return
+	}
+	st.holding = hold
+	if !hold {
+		s.touch(st)
+	}
+}
+
 // Idle reports whether the stream has nothing queued and nothing in flight, counting batches of
 // an earlier stream with the same ID that was removed while they ran. An unknown stream with
 // nothing in flight is idle.
@@ -453,7 +469,7 @@ func (s *Scheduler[T]) recycle(b *inflight[T]) {
 // schedulable reports whether the stream can contribute a key to a batch now. In normal mode it
 // may answer true for a stream whose listed keys are all stale; Next then finds out.
 func (s *Scheduler[T]) schedulable(st *stream[T]) bool {
-	if st.removed || st.held || st.inFlight >= s.cfg.MaxStreamInFlight {
+	if st.removed || st.held || st.holding || st.inFlight >= s.cfg.MaxStreamInFlight {
 		return false
 	}
 	if s.strict {

@@ -7,8 +7,16 @@ import (
 	"github.com/wasmstream/wasmstream/store"
 )
 
-// Loader reads a key's persisted state. store.DB satisfies it through LoaderFunc.
-type Loader func(stream uint32, key []byte, fn func(name, val []byte)) error
+// Loader reads a key's persisted state: it calls fn for each name and fills meta, when not nil,
+// with the key's applied mark and state version.
+type Loader func(stream uint32, key []byte, meta *Meta, fn func(name, val []byte)) error
+
+// Meta is what the store keeps about a key besides its names.
+type Meta struct {
+	Found        bool   // the key has a mark: its state was written at least once
+	Mark         int64  // the applied mark (store.KeyWrites.Mark)
+	StateVersion uint32 // the state version of the module that last wrote the key
+}
 
 // entryOverhead approximates the memory one Entry costs beyond its bytes.
 const (
@@ -32,9 +40,11 @@ type Entry struct {
 	loaded    bool
 	pins      int
 	mark      int64
-	dirty     bool // some slot or the mark is dirty; the entry is in Cache.dirty
-	written   bool // some slot is dirty
-	dropLater bool // collected tombstones wait for the last Unpin to be dropped
+	stateVers uint32          // the state version of the module that last wrote the key
+	timers    []store.TimerOp // timer ops not yet collected, in order
+	dirty     bool            // some slot or the mark is dirty; the entry is in Cache.dirty
+	written   bool            // some slot is dirty
+	dropLater bool            // collected tombstones wait for the last Unpin to be dropped
 	size      int64
 	counted   int64 // the part of size that Cache.size includes; Load changes size alone
 }
@@ -55,11 +65,20 @@ func (e *Entry) Load(load Loader) error {
 		return nil
 	}
 	var persisted []slot
-	err := load(e.stream, e.key, func(name, val []byte) {
+	var meta Meta
+	err := load(e.stream, e.key, &meta, func(name, val []byte) {
 		persisted = append(persisted, slot{name: bytes.Clone(name), val: bytes.Clone(val)})
 	})
 	if err != nil {
 		return err
+	}
+	if meta.Found {
+		// A key changed before its load (by a timer firing or a tick, which carry no offset)
+		// keeps the persisted mark: replay must still skip what it covers.
+		e.mark = max(e.mark, meta.Mark)
+		if !e.dirty {
+			e.stateVers = meta.StateVersion
+		}
 	}
 	sort.Slice(persisted, func(i, j int) bool { return bytes.Compare(persisted[i].name, persisted[j].name) < 0 })
 	for _, p := range persisted {
@@ -82,6 +101,20 @@ func (e *Entry) insert(i int, s slot) {
 	e.slots[i] = s
 	e.size += int64(nameOverhead + len(s.name) + len(s.val))
 }
+
+// HasState reports whether the key has at least one name. The entry must be loaded.
+func (e *Entry) HasState() bool {
+	for i := range e.slots {
+		if !e.slots[i].deleted {
+			return true
+		}
+	}
+	return false
+}
+
+// StateVersion is the state version of the module that last wrote the key (0: unknown). The
+// entry must be loaded.
+func (e *Entry) StateVersion() uint32 { return e.stateVers }
 
 // Get returns state[key][name]; the value must not be modified. The entry must be loaded.
 func (e *Entry) Get(name []byte) ([]byte, bool) {
@@ -205,6 +238,21 @@ func (c *Cache) SetMark(e *Entry, offset int64) {
 	}
 }
 
+// SetStateVersion records the state version of the module whose effects were just applied to
+// the key.
+func (c *Cache) SetStateVersion(e *Entry, v uint32) {
+	if e.stateVers != v {
+		e.stateVers = v
+		c.markDirty(e)
+	}
+}
+
+// AddTimer records a timer set or delete of the key, committed with its state.
+func (c *Cache) AddTimer(e *Entry, op store.TimerOp) {
+	e.timers = append(e.timers, op)
+	c.markDirty(e)
+}
+
 func (c *Cache) markDirty(e *Entry) {
 	if !e.dirty {
 		e.dirty = true
@@ -230,7 +278,8 @@ func (c *Cache) Len() int { return len(c.entries) }
 // tombstones in place until its last Unpin.
 func (c *Cache) Collect(cp *store.Checkpoint) {
 	for e := range c.dirty {
-		kw := store.KeyWrites{Stream: e.stream, Key: e.key, Mark: e.mark}
+		kw := store.KeyWrites{Stream: e.stream, Key: e.key, Mark: e.mark, StateVersion: e.stateVers, Timers: e.timers}
+		e.timers = nil
 		if e.written {
 			for i := range e.slots {
 				if s := &e.slots[i]; s.dirty {

@@ -16,7 +16,7 @@ type persisted map[string]map[string]string
 
 func skeyString(stream uint32, key []byte) string { return fmt.Sprintf("%d/%s", stream, key) }
 
-func (p persisted) load(stream uint32, key []byte, fn func(name, val []byte)) error {
+func (p persisted) load(stream uint32, key []byte, _ *Meta, fn func(name, val []byte)) error {
 	var name, val []byte // reused, as a store iterator reuses its buffers
 	for n, v := range p[skeyString(stream, key)] {
 		name = append(name[:0], n...)
@@ -158,12 +158,12 @@ func TestDeleteHidesThenForgets(t *testing.T) {
 func TestLoad(t *testing.T) {
 	p := persisted{skeyString(3, []byte("k")): {"c": "3", "a": "1", "b": "2", "d": "4"}}
 	calls := 0
-	load := func(stream uint32, key []byte, fn func(name, val []byte)) error {
+	load := func(stream uint32, key []byte, _ *Meta, fn func(name, val []byte)) error {
 		calls++
 		if stream != 3 || string(key) != "k" {
 			t.Errorf("loader called for (%d, %q), want (3, k)", stream, key)
 		}
-		return p.load(stream, key, fn)
+		return p.load(stream, key, nil, fn)
 	}
 	c := New(load, 1<<30)
 	e := c.Pin(3, []byte("k"))
@@ -200,7 +200,7 @@ func TestLoad(t *testing.T) {
 func TestLoadError(t *testing.T) {
 	errDown := errors.New("store down")
 	fail := true
-	load := func(stream uint32, key []byte, fn func(name, val []byte)) error {
+	load := func(stream uint32, key []byte, _ *Meta, fn func(name, val []byte)) error {
 		fn([]byte("half"), []byte("read"))
 		if fail {
 			return errDown
@@ -265,7 +265,7 @@ func TestCollect(t *testing.T) {
 	}
 	want := map[string]string{
 		"1/a": "mark 10: x=2 y=1",
-		"1/b": fmt.Sprintf("mark %d: -gone", store.DropMark),
+		"1/b": "mark -1: -gone", // no record applied: a key changed by a firing or a tick,
 		"2/a": "mark 7:",
 	}
 	if !maps.Equal(got, want) {

@@ -51,12 +51,12 @@ func TestCacheModel(t *testing.T) {
 				store: persisted{}, truth: map[string]map[string]string{}, changed: map[string]map[string]bool{},
 				marks: map[string]int64{}, markSet: map[string]bool{}, pins: map[string]int{},
 			}
-			m.c = New(func(stream uint32, key []byte, fn func(name, val []byte)) error {
+			m.c = New(func(stream uint32, key []byte, _ *Meta, fn func(name, val []byte)) error {
 				if m.failing {
 					m.failing = false
 					return errInjected
 				}
-				return m.store.load(stream, key, fn)
+				return m.store.load(stream, key, nil, fn)
 			}, 0)
 			for step := range 600 {
 				m.step(step)

@@ -29,6 +29,17 @@ type nativeWordcount struct{}
 func (nativeWordcount) Broken() bool                { return false }
 func (nativeWordcount) Close(context.Context) error { return nil }
 
+func (nativeWordcount) HasExport(modrt.StepKind) bool { return false }
+func (nativeWordcount) StateVersion() uint32          { return 0 }
+
+func (n nativeWordcount) Run(ctx context.Context, u *modrt.Unit, env modrt.Env) (modrt.Effects, error) {
+	var recs []abi.Record
+	for _, s := range u.Steps {
+		recs = append(recs, s.Records...)
+	}
+	return n.Process(ctx, recs, env)
+}
+
 func (nativeWordcount) Process(ctx context.Context, recs []abi.Record, env modrt.Env) (modrt.Effects, error) {
 	var eff modrt.Effects
 	overlay := map[string][]byte{}

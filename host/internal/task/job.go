@@ -8,6 +8,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
 	"github.com/wasmstream/wasmstream/host/internal/sched"
 	"github.com/wasmstream/wasmstream/host/internal/statecache"
+	"github.com/wasmstream/wasmstream/store"
 )
 
 // job is one batch on its way through a worker. The loop builds it (newJob), a worker runs it
@@ -15,8 +16,9 @@ import (
 type job struct {
 	id     uint64
 	items  []sched.Item[*item]
-	groups []group  // one guest call per stream: a key's state is scoped by its stream
-	ver    *version // the module version the job runs on: the current one when dispatched
+	groups []group   // one unit of work per stream: a key's state is scoped by its stream
+	ver    *version  // the module version the job runs on: the current one when dispatched
+	tick   *abi.Tick // a partition tick (S16): one group, no items
 	err    error
 }
 
@@ -25,9 +27,13 @@ type group struct {
 	stream     uint32
 	st         *stream // the stream as it was at dispatch: a revoked one is replaced
 	recs       []abi.Record
-	entries    map[string]*statecache.Entry // by record key: the call's state scope
+	work       []*item                      // records and firings in batch order
+	wm         int64                        // the stream's watermark at dispatch
+	entries    map[string]*statecache.Entry // by key: the unit's state scope
 	lastOffset map[string]int64             // by record key: its last record in the call
 	effects    modrt.Effects
+	stateVer   uint32   // the state version of the instance that ran the unit
+	migrated   []string // keys whose state the unit migrated to stateVer
 }
 
 func (t *Task) newJob(b sched.Batch[*item]) *job {
@@ -41,22 +47,31 @@ func (t *Task) newJob(b sched.Batch[*item]) *job {
 			}
 		}
 		if g == nil {
+			st := t.streams[it.Stream]
 			j.groups = append(j.groups, group{
 				stream:     it.Stream,
-				st:         t.streams[it.Stream],
+				st:         st,
+				wm:         st.tm.watermark(),
 				entries:    map[string]*statecache.Entry{},
 				lastOffset: map[string]int64{},
 			})
 			g = &j.groups[len(j.groups)-1]
 		}
-		r := it.Value.rec
-		g.recs = append(g.recs, r)
+		v := it.Value
+		g.work = append(g.work, v)
 		g.st.inflight++
-		k := string(r.Key)
-		if _, ok := g.entries[k]; !ok {
-			g.entries[k] = t.cache.Pin(it.Stream, r.Key)
+		key := v.rec.Key
+		if v.fire != nil {
+			key = v.fire.Key
 		}
-		g.lastOffset[k] = r.Offset
+		k := string(key)
+		if _, ok := g.entries[k]; !ok {
+			g.entries[k] = t.cache.Pin(it.Stream, key)
+		}
+		if v.fire == nil && !v.migrate {
+			g.recs = append(g.recs, v.rec)
+			g.lastOffset[k] = v.rec.Offset
+		}
 	}
 	return j
 }
@@ -99,22 +114,16 @@ func (t *Task) work(ctx context.Context, inst Processor, ver *version, fatal cha
 		}
 		for gi := range j.groups {
 			g := &j.groups[gi]
-			env := &env{entries: g.entries, load: load}
-			eff, err := inst.Process(ctx, g.recs, env)
-			if err == nil {
-				// Every written key must be loaded before the loop applies its writes.
-				for _, w := range eff.Writes {
-					if lerr := g.entries[string(w.Key)].Load(load); lerr != nil {
-						err = lerr
-						break
-					}
-				}
+			var err error
+			if j.tick != nil {
+				err = t.runTick(ctx, inst, j, g)
+			} else {
+				err = t.runUnit(ctx, inst, g, load)
 			}
 			if err != nil {
 				j.err = err
 				break
 			}
-			g.effects = eff
 		}
 		if inst.Broken() {
 			// Replaced when the next job comes, on that job's version.
@@ -123,6 +132,126 @@ func (t *Task) work(ctx context.Context, inst Processor, ver *version, fatal cha
 		}
 		t.results <- j
 	}
+}
+
+// runUnit runs one group's records and firings on inst, after migrating the state of its keys
+// that an instance of another state version wrote (ABI.md §4.16).
+func (t *Task) runUnit(ctx context.Context, inst Processor, g *group, load statecache.Loader) error {
+	u := unitOf(g, g.wm)
+	g.stateVer = inst.StateVersion()
+	g.migrated = g.migrated[:0]
+	if inst.HasExport(modrt.StepMigrate) {
+		var mig []modrt.Step
+		for k, e := range g.entries {
+			if err := e.Load(load); err != nil {
+				return err
+			}
+			if e.HasState() && e.StateVersion() != g.stateVer {
+				mig = append(mig, modrt.Step{Kind: modrt.StepMigrate, Migrate: abi.Migrate{
+					From: e.StateVersion(), To: g.stateVer, Partition: g.partition(), Key: e.Key()}})
+				g.migrated = append(g.migrated, k)
+			}
+		}
+		u.Steps = append(mig, u.Steps...)
+	}
+	if len(u.Steps) == 0 {
+		return nil // only cancelled firings
+	}
+	if !inst.HasExport(modrt.StepFirings) {
+		// The module has no timer callback (a version deployed since the timers were set): its
+		// firings are dropped, with their timers, and logged when applied.
+		steps := u.Steps[:0]
+		for _, s := range u.Steps {
+			if s.Kind != modrt.StepFirings {
+				steps = append(steps, s)
+			}
+		}
+		u.Steps = steps
+		for _, it := range g.work {
+			if it.fire != nil {
+				it.dropped = true
+			}
+		}
+		if len(u.Steps) == 0 {
+			return nil
+		}
+	}
+	eff, err := inst.Run(ctx, &u, &env{entries: g.entries, load: load})
+	if err != nil {
+		return err
+	}
+	// Every key the unit changed must be loaded before the loop applies its changes: its mark
+	// and state version come from the store.
+	for _, w := range eff.Writes {
+		if err := g.entries[string(w.Key)].Load(load); err != nil {
+			return err
+		}
+	}
+	for _, op := range eff.Timers {
+		if err := g.entries[string(op.Key)].Load(load); err != nil {
+			return err
+		}
+	}
+	for _, it := range g.work {
+		if it.fire != nil && !it.cancelled {
+			if err := g.entries[string(it.fire.Key)].Load(load); err != nil {
+				return err
+			}
+		}
+	}
+	g.effects = eff
+	return nil
+}
+
+// runTick runs a partition tick; its state reads go to the store (the loop committed everything
+// of the partition before dispatching it, and holds the partition until it returns).
+func (t *Task) runTick(ctx context.Context, inst Processor, j *job, g *group) error {
+	g.stateVer = inst.StateVersion()
+	if !inst.HasExport(modrt.StepTick) {
+		return nil
+	}
+	u := modrt.Unit{Watermark: j.tick.Watermark, Steps: []modrt.Step{{Kind: modrt.StepTick, Tick: *j.tick}}}
+	eff, err := inst.Run(ctx, &u, &tickEnv{db: t.cfg.Store, task: t.cfg.Name, stream: g.stream})
+	if err != nil {
+		return err
+	}
+	g.effects = eff
+	return nil
+}
+
+// partition is the partition number records of the group carry.
+func (g *group) partition() uint32 {
+	if g.st != nil && g.st.kafka {
+		return uint32(g.st.tp.Partition)
+	}
+	return 0
+}
+
+// tickEnv serves a tick's reads from the store.
+type tickEnv struct {
+	db     *store.DB
+	task   string
+	stream uint32
+}
+
+func (e *tickEnv) StateGet(key, name []byte) ([]byte, bool, error) {
+	return e.db.Get(e.task, e.stream, key, name)
+}
+
+func (e *tickEnv) StateScan(key, prefix, after []byte, fromStart bool, fn func(name, val []byte) bool) error {
+	if fromStart {
+		after = nil
+	} else if after == nil {
+		after = []byte{} // after the empty name, not from the start
+	}
+	return e.db.Scan(e.task, e.stream, key, prefix, after, fn)
+}
+
+func (e *tickEnv) StateKeys(after []byte, fromStart bool, fn func(key []byte) bool) error {
+	if !fromStart && after == nil {
+		after = []byte{}
+	}
+	return e.db.Keys(e.task, e.stream, after, fromStart, fn)
 }
 
 // env serves a guest call's state reads from the cache (S13); the entries belong to the call's

@@ -45,7 +45,12 @@ type Input struct {
 // for embedding, a native Go handler with the same contract. It is used by one goroutine at a
 // time; after a call returned an error, Broken tells whether it must be replaced.
 type Processor interface {
-	Process(ctx context.Context, recs []abi.Record, env modrt.Env) (modrt.Effects, error)
+	// Run runs a unit of work: records, timer firings, a tick or migrations (modrt.Instance.Run).
+	Run(ctx context.Context, u *modrt.Unit, env modrt.Env) (modrt.Effects, error)
+	// HasExport reports whether the processor serves a kind of step besides records.
+	HasExport(k modrt.StepKind) bool
+	// StateVersion is the version of the state format the processor writes (ABI.md §4.16).
+	StateVersion() uint32
 	Broken() bool
 	Close(ctx context.Context) error
 }
@@ -82,6 +87,18 @@ type Config struct {
 	Checkpoint   time.Duration
 	ProgressEach time.Duration // how often a progress line is logged; 0 = 10s
 
+	// Lateness is the allowed lateness: a stream's watermark is its highest record timestamp
+	// minus Lateness (S15).
+	Lateness time.Duration
+	// IdleTimeout, when positive, advances the watermark of a stream that had no record for that
+	// long with processing time.
+	IdleTimeout time.Duration
+	// TickEvery, when positive, calls the module's partition callback that often per stream (S16).
+	TickEvery time.Duration
+	// MaxFiringsPerTurn bounds the timer firings queued per loop turn, so that timers cannot
+	// starve records; 0 = 1000.
+	MaxFiringsPerTurn int
+
 	Now    func() time.Time
 	Logger *slog.Logger
 }
@@ -90,6 +107,12 @@ type Config struct {
 type item struct {
 	rec abi.Record
 	end int64 // byte position just after the record's line (resume token)
+
+	fire      *abi.Firing // a timer firing instead of a record
+	domain    int32       // the firing's time domain
+	cancelled bool        // the firing's timer was set or deleted after it was queued: skip it
+	dropped   bool        // the module has no timer callback: the firing's timer is deleted unseen
+	migrate   bool        // a migration of the key's state, without a record (activation)
 }
 
 // stream is one input of the task as the loop sees it.
@@ -114,6 +137,24 @@ type stream struct {
 	inflight  int                  // records of the stream in batches being processed
 	revoking  bool                 // Kafka: revoked, draining its batches in flight
 	source    []byte               // Kafka: the topic, as records carry it
+
+	tm streamTime // event time, timers and ticks
+}
+
+// name names the stream in logs: the input name, or topic/partition.
+func (st *stream) name() string {
+	if st.kafka {
+		return st.tp.Topic + "/" + strconv.Itoa(int(st.tp.Partition))
+	}
+	return st.in.Name
+}
+
+// sourceName is the source field records of the stream carry.
+func (st *stream) sourceName() []byte {
+	if st.kafka {
+		return st.source
+	}
+	return []byte(st.in.Name)
 }
 
 // where names a record's position for errors: "input x line 42" or "topic t partition 3
@@ -139,6 +180,15 @@ type Stats struct {
 	Checkpoints int64
 	PeakQueued  int   // most records queued in the scheduler at once (read ahead, not in flight)
 	Pauses      int64 // times an input was paused because its queues were full (S4)
+	Late        int64 // records read with a timestamp below their stream's watermark
+
+	TimersSet     int64 // timer_set calls applied (including by firings)
+	TimersDeleted int64 // timer deletions applied, fired timers included
+	TimersQueued  int64 // firings queued
+	TimersFired   int64 // firings that ran and completed
+	TimersDropped int64 // firings dropped because the module has no timer callback
+	Skips         int64 // records and firings skipped after failing on every attempt
+	Ticks         int64 // partition ticks started
 
 	Version  int64 // the current module version (Config.Version, then Switch's); up to date
 	Paused   bool  // Pause was called and Resume not since; up to date
@@ -173,7 +223,10 @@ type Task struct {
 	ctl       chan request  // calls from other goroutines (Switch, Pause, Resume)
 	stopped   chan struct{} // closed when the loop returned
 	attempts  map[attemptKey]int
-	pending   int // records pushed to the scheduler and not completed
+	pending   int    // records and firings pushed to the scheduler and not completed
+	fireSeq   int64  // the last firing's offset: firings count down from -1
+	tickSeq   uint64 // the last tick job's number
+	wakeup    chan struct{}
 	stats     Stats
 	statsMu   sync.Mutex
 	published Stats
@@ -201,6 +254,9 @@ func New(cfg Config) (*Task, error) {
 	if cfg.Checkpoint <= 0 {
 		cfg.Checkpoint = time.Second
 	}
+	if cfg.MaxFiringsPerTurn <= 0 {
+		cfg.MaxFiringsPerTurn = 1000
+	}
 	cfg.Sched.MaxBatches = cfg.Workers
 	s, err := sched.New[*item](cfg.Sched)
 	if err != nil {
@@ -218,20 +274,34 @@ func New(cfg Config) (*Task, error) {
 		cur:      newVersion(cfg.Version, cfg.Module, cfg.NewProcessor),
 		ctl:      make(chan request),
 		stopped:  make(chan struct{}),
+		wakeup:   make(chan struct{}, 1),
 	}
 	t.published.Version = cfg.Version
 	name := cfg.Name
 	db := cfg.Store
-	t.cache = statecache.New(func(st uint32, key []byte, fn func(name, val []byte)) error {
+	t.cache = statecache.New(func(st uint32, key []byte, meta *statecache.Meta, fn func(name, val []byte)) error {
 		// Every key with persisted state has an applied mark (written with its state), and a
 		// point lookup is far cheaper than a prefix scan: most keys a stream sees for the first
 		// time have no state at all.
-		if _, ok, err := db.Mark(name, st, key); err != nil || !ok {
+		mark, sv, ok, err := db.MarkInfo(name, st, key)
+		if err != nil || !ok {
 			return err
+		}
+		if meta != nil {
+			*meta = statecache.Meta{Found: true, Mark: mark, StateVersion: sv}
 		}
 		return db.Scan(name, st, key, nil, nil, func(n, v []byte) bool { fn(n, v); return true })
 	}, cfg.StateCacheBytes)
 	return t, nil
+}
+
+// Wake makes the loop look at the clock again: tests that drive Config.Now call it after moving
+// the time. Safe from any goroutine.
+func (t *Task) Wake() {
+	select {
+	case t.wakeup <- struct{}{}:
+	default:
+	}
 }
 
 // Stats returns the task's figures as of its last checkpoint. Safe from any goroutine.
@@ -362,7 +432,8 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 	if !ok {
 		pos = store.Position{Next: 0, Horizon: -1, Resume: 0}
 	}
-	st := &stream{id: id, in: in, durable: pos, horizon: pos.Horizon, replay: pos.Horizon}
+	st := &stream{id: id, in: in, durable: pos, horizon: pos.Horizon, replay: pos.Horizon,
+		tm: newStreamTime(t.cfg.Now(), t.cfg.TickEvery)}
 	var r io.Reader
 	start, resume := pos.Next, pos.Resume
 	if in.Stdin != nil {
@@ -428,13 +499,19 @@ func (t *Task) loop(ctx context.Context, chunks <-chan source.Chunk, instErr <-c
 		if err := t.finishRevokes(); err != nil {
 			return err
 		}
+		if err := t.fireDue(); err != nil {
+			return err
+		}
+		if err := t.tickDue(); err != nil {
+			return err
+		}
 		if err := t.dispatch(); err != nil {
 			return err
 		}
 		if t.finished() {
 			return nil
 		}
-		if w, ok := t.sched.NextWake(); ok {
+		if w, ok := t.nextWake(); ok {
 			wake.Reset(max(w.Sub(t.cfg.Now()), time.Millisecond))
 		}
 		select {
@@ -471,13 +548,14 @@ func (t *Task) loop(ctx context.Context, chunks <-chan source.Chunk, instErr <-c
 		case <-progress.C:
 			t.logProgress("progress")
 		case <-wake.C:
+		case <-t.wakeup:
 		}
 	}
 }
 
 // finished reports whether every input is exhausted and all work is done.
 func (t *Task) finished() bool {
-	if t.kafka != nil || t.pending > 0 || len(t.inflight) > 0 {
+	if t.kafka != nil || t.pending > 0 || len(t.inflight) > 0 || !t.timersIdle() {
 		return false
 	}
 	for _, st := range t.order {
@@ -570,6 +648,10 @@ func (t *Task) admit(st *stream, r *source.Record) error {
 			}
 		}
 	}
+	late := st.tm.observe(r.Timestamp, t.cfg.Lateness, t.cfg.Now())
+	if late {
+		t.stats.Late++
+	}
 	if r.Offset <= st.replay && t.cfg.Policy != PolicyNone {
 		mark, ok, err := t.cfg.Store.Mark(t.cfg.Name, st.id, key)
 		if err != nil {
@@ -592,6 +674,9 @@ func (t *Task) admit(st *stream, r *source.Record) error {
 			Headers:   r.Headers,
 		},
 		end: r.End,
+	}
+	if late {
+		it.rec.Flags |= abi.FlagLate
 	}
 	if st.kafka {
 		it.rec.Source, it.rec.Partition = st.source, uint32(st.tp.Partition)
@@ -645,16 +730,20 @@ func (t *Task) dispatch() error {
 // failure.
 func (t *Task) finish(j *job) error {
 	delete(t.inflight, j.id)
+	j.ver.jobs--
+	if j.tick != nil {
+		j.ver.release(context.Background())
+		return t.finishTick(j)
+	}
 	defer t.release(j)
-	gone := 0 // records of streams revoked or lost meanwhile: the scheduler drops them
+	gone := 0 // items of streams revoked or lost meanwhile: the scheduler drops them
 	for gi := range j.groups {
 		g := &j.groups[gi]
-		g.st.inflight -= len(g.recs)
+		g.st.inflight -= len(g.work)
 		if t.streams[g.stream] != g.st || g.st.revoking {
-			gone += len(g.recs)
+			gone += len(g.work)
 		}
 	}
-	j.ver.jobs--
 	if j.err == nil {
 		j.ver.ranBatch(t.cfg.Now())
 	}
@@ -669,23 +758,30 @@ func (t *Task) finish(j *job) error {
 	}
 	t.stats.Failures++
 	if len(j.items) > 1 || gone > 0 {
-		// Find the failing record: its keys run again, one record per call. Records of
-		// partitions no longer ours are dropped, uncompleted.
-		t.log.Debug("batch failed; isolating its records", "records", len(j.items), "err", j.err)
+		// Find the failing item: its keys run again, one item per call. Items of partitions no
+		// longer ours are dropped, uncompleted.
+		t.log.Debug("batch failed; isolating its items", "items", len(j.items), "err", j.err)
 		t.pending -= gone
 		return t.sched.Retry(j.id, true)
 	}
 	it := j.items[0]
 	st := t.streams[it.Stream]
+	v := it.Value
+	key, what := v.rec.Key, "record"
+	where := st.where(it.Offset)
+	if v.fire != nil {
+		key, what = v.fire.Key, "timer firing"
+		where = fmt.Sprintf("%s timer %q", st.name(), v.fire.Name)
+	}
 	ak := attemptKey{it.Stream, it.Offset}
 	t.attempts[ak]++
 	n := t.attempts[ak]
-	recErr := &RecordError{Input: st.in.Name, Offset: it.Offset, Key: it.Value.rec.Key, Attempts: n, Err: j.err}
+	recErr := &RecordError{Where: where, Key: key, Attempts: n, Err: j.err}
 	if n < t.cfg.MaxAttempts {
 		delay := t.backoff(n)
 		t.stats.Retries++
-		t.log.Warn("record failed; retrying its key", "input", st.in.Name, "line", it.Offset+1,
-			"key", string(it.Value.rec.Key), "attempt", n, "retry_in", delay, "err", j.err)
+		t.log.Warn(what+" failed; retrying its key", "at", where,
+			"key", string(key), "attempt", n, "retry_in", delay, "err", j.err)
 		if err := t.sched.Retry(j.id, false); err != nil {
 			return err
 		}
@@ -696,18 +792,34 @@ func (t *Task) finish(j *job) error {
 	case "halt":
 		return recErr
 	case "skip":
-		t.log.Error("record failed on every attempt; skipped as configured", "input", st.in.Name,
-			"line", it.Offset+1, "key", string(it.Value.rec.Key), "attempts", n, "err", j.err)
+		t.stats.Skips++
+		t.log.Error(what+" failed on every attempt; skipped as configured", "at", where,
+			"key", string(key), "attempts", n, "err", j.err)
 	default:
-		t.log.Error("record failed on every attempt; sent to the dead letters", "input", st.in.Name,
-			"line", it.Offset+1, "key", string(it.Value.rec.Key), "attempts", n, "err", j.err)
-		if err := t.deadLetter(st, it.Offset, it.Value.rec.Key, it.Value.rec.Value, j.err, n); err != nil {
+		t.log.Error(what+" failed on every attempt; sent to the dead letters", "at", where,
+			"key", string(key), "attempts", n, "err", j.err)
+		value := v.rec.Value
+		if v.fire != nil {
+			value = v.fire.Payload
+		}
+		if err := t.deadLetter(st, it.Offset, key, value, fmt.Errorf("%s: %w", where, j.err), n); err != nil {
 			return err
 		}
 	}
-	st.tracker.Complete(it.Offset)
+	if v.fire != nil {
+		// The timer is spent: deleted like a fired one, so it does not fire again.
+		e := j.groups[0].entries[string(key)]
+		if err := e.Load(t.cache.Loader()); err != nil {
+			return err
+		}
+		id := timerID{string(key), string(v.fire.Name)}
+		delete(st.tm.queued, id)
+		t.applyTimer(st, e, v.fire.Name, dirtyTimer{del: true})
+	} else {
+		st.tracker.Complete(it.Offset)
+		t.stats.Processed++
+	}
 	t.pending--
-	t.stats.Processed++
 	if err := t.sched.Complete(j.id); err != nil {
 		return err
 	}
@@ -731,33 +843,66 @@ func (t *Task) apply(j *job) {
 		if st != g.st {
 			// The partition was revoked or lost and its stream dropped: its new owner
 			// processes these records again; nothing of them is applied here.
-			t.pending -= len(g.recs)
+			t.pending -= len(g.work)
 			continue
 		}
+		changed := len(g.effects.Writes) > 0 || len(g.effects.Timers) > 0 || len(g.migrated) > 0
 		for _, w := range g.effects.Writes {
-			t.cache.Apply(g.entries[string(w.Key)], w.Name, w.Value, w.Delete)
+			e := g.entries[string(w.Key)]
+			t.cache.Apply(e, w.Name, w.Value, w.Delete)
+			t.cache.SetStateVersion(e, g.stateVer)
 		}
-		if len(g.effects.Writes) > 0 {
+		for _, k := range g.migrated {
+			t.cache.SetStateVersion(g.entries[k], g.stateVer)
+		}
+		// A fired timer is deleted before the unit's own timer ops apply: a firing that sets its
+		// timer again keeps it.
+		for _, it := range g.work {
+			if it.fire == nil || it.cancelled {
+				continue
+			}
+			changed = true
+			id := timerID{string(it.fire.Key), string(it.fire.Name)}
+			delete(st.tm.queued, id)
+			t.applyTimer(st, g.entries[id.key], it.fire.Name, dirtyTimer{del: true})
+			if it.dropped {
+				t.stats.TimersDropped++
+				t.log.Warn("timer dropped: the module has no timer callback (wasmstream_on_timer)",
+					"at", st.name(), "key", id.key, "timer", id.name)
+			} else {
+				t.stats.TimersFired++
+			}
+		}
+		for _, op := range g.effects.Timers {
+			t.applyTimer(st, g.entries[string(op.Key)], op.Name, dirtyTimer{del: op.Delete, domain: op.Domain, due: op.Due, payload: op.Payload})
+		}
+		if changed {
 			for key, last := range g.lastOffset {
 				t.cache.SetMark(g.entries[key], last)
 			}
 		}
-		for _, o := range g.effects.Outputs {
-			var hs []sink.Header
-			for _, h := range o.Headers {
-				hs = append(hs, sink.Header{Name: h.Name, Value: h.Value})
+		t.writeOutputs(g.effects.Outputs)
+		for _, it := range g.work {
+			if it.fire != nil {
+				continue
 			}
-			t.cfg.Output.WriteOutput(o.Name, o.Key, o.Value, o.Timestamp, hs)
-			t.stats.Outputs++
+			st.tracker.Complete(it.rec.Offset)
+			delete(t.attempts, attemptKey{g.stream, it.rec.Offset})
 		}
-		for _, r := range g.recs {
-			if st != nil {
-				st.tracker.Complete(r.Offset)
-			}
-			delete(t.attempts, attemptKey{g.stream, r.Offset})
-		}
-		t.pending -= len(g.recs)
+		t.pending -= len(g.work)
 		t.stats.Processed += int64(len(g.recs))
+	}
+}
+
+// writeOutputs hands a unit's outputs to the output sink, in order.
+func (t *Task) writeOutputs(outs []modrt.Output) {
+	for _, o := range outs {
+		var hs []sink.Header
+		for _, h := range o.Headers {
+			hs = append(hs, sink.Header{Name: h.Name, Value: h.Value})
+		}
+		t.cfg.Output.WriteOutput(o.Name, o.Key, o.Value, o.Timestamp, hs)
+		t.stats.Outputs++
 	}
 }
 
@@ -803,6 +948,7 @@ func (t *Task) checkpoint() error {
 			t.streams[sp.Stream].durable = sp.Position
 		}
 		t.commitKafka(cp.Positions)
+		t.timersCommitted()
 		t.stats.Checkpoints++
 		t.cache.Evict()
 	}
@@ -849,18 +995,17 @@ func (t *Task) logProgress(msg string) {
 		slog.Group("committed_line", committed...))
 }
 
-// RecordError is a record that failed on every attempt with OnExhausted "halt".
+// RecordError is a record or timer firing that failed on every attempt with OnExhausted "halt".
 type RecordError struct {
-	Input    string
-	Offset   int64
+	Where    string // e.g. "input x line 42", "topic t partition 3 offset 41", "x timer \"n\""
 	Key      []byte
 	Attempts int
 	Err      error
 }
 
 func (e *RecordError) Error() string {
-	return fmt.Sprintf("input %s line %d key %q failed %d times; halting as configured: %v",
-		e.Input, e.Offset+1, e.Key, e.Attempts, e.Err)
+	return fmt.Sprintf("%s key %q failed %d times; halting as configured: %v",
+		e.Where, e.Key, e.Attempts, e.Err)
 }
 
 func (e *RecordError) Unwrap() error { return e.Err }

@@ -1,0 +1,209 @@
+package modrt
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// ErrNoExport is returned by Run for a step whose optional export (ABI 0.2) the module lacks.
+var ErrNoExport = errors.New("modrt: the module does not export the callback")
+
+// StepKind is what one guest call of a Unit carries.
+type StepKind uint8
+
+const (
+	StepRecords StepKind = iota + 1 // wasmstream_process over Records
+	StepFirings                     // wasmstream_on_timer over Firings
+	StepTick                        // wasmstream_on_tick with Tick
+	StepMigrate                     // wasmstream_migrate with Migrate
+)
+
+// Step is one guest call of a Unit.
+type Step struct {
+	Kind    StepKind
+	Records []abi.Record
+	Firings []abi.Firing
+	Tick    abi.Tick
+	Migrate abi.Migrate
+}
+
+// Unit is a unit of work (ABI.md §3): guest calls run back to back that succeed or fail
+// together. Later calls see the state writes of earlier ones. All of a unit's records, firings
+// and keys belong to one partition.
+type Unit struct {
+	// Watermark is the partition's event-time watermark, returned by watermark_ms (-1: none).
+	Watermark int64
+	Steps     []Step
+}
+
+// HasExport reports whether the instance serves a step kind: records always; firings, ticks and
+// migrations only when the module exports the 0.2 callback.
+func (i *Instance) HasExport(k StepKind) bool {
+	switch k {
+	case StepRecords:
+		return true
+	case StepFirings:
+		return i.fnOnTimer != nil
+	case StepTick:
+		return i.fnOnTick != nil
+	case StepMigrate:
+		return i.fnMigrate != nil
+	}
+	return false
+}
+
+// StateVersion is the module's wasmstream_state_version (0 when it does not export it).
+func (i *Instance) StateVersion() uint32 { return i.stateVers }
+
+// Run runs the steps of u in order as one unit of work: the scope of every call is the union of
+// the unit's keys (every key of the partition when a step is a tick), the state overlay carries
+// from one call to the next, and the Effects are those of all calls together. If any call fails
+// Run returns its *CallError and no effects; the steps after it do not run. Each call's CPU
+// budget is FuelPerRecord × its records or firings (1 for a tick or a migration).
+//
+// A step whose export the module lacks fails the unit with ErrNoExport before any guest call.
+// Everything else is as for Process.
+func (i *Instance) Run(ctx context.Context, u *Unit, env Env) (Effects, error) {
+	switch {
+	case i.closed:
+		return Effects{}, ErrClosed
+	case i.broken:
+		return Effects{}, ErrBroken
+	}
+	if err := ctx.Err(); err != nil {
+		return Effects{}, err
+	}
+	for s := range u.Steps {
+		if !i.HasExport(u.Steps[s].Kind) {
+			return Effects{}, fmt.Errorf("%w: step %d", ErrNoExport, u.Steps[s].Kind)
+		}
+	}
+	i.spent = 0
+	i.beginCall(env)
+	i.wm = u.Watermark
+	for s := range u.Steps {
+		st := &u.Steps[s]
+		switch st.Kind {
+		case StepRecords:
+			for k := range st.Records {
+				i.scope.add(st.Records[k].Key)
+			}
+		case StepFirings:
+			for k := range st.Firings {
+				i.scope.add(st.Firings[k].Key)
+			}
+		case StepMigrate:
+			i.scope.add(st.Migrate.Key)
+		case StepTick:
+			i.allKeys = true
+		}
+	}
+	var err error
+	for s := range u.Steps {
+		if err = i.runStep(ctx, &u.Steps[s]); err != nil {
+			break
+		}
+	}
+	eff := Effects{Writes: i.writes, Outputs: i.outs, Timers: i.timers, Fuel: i.spent}
+	i.endCall()
+	if err != nil {
+		return Effects{}, err
+	}
+	return eff, nil
+}
+
+// runStep places one step's payload in guest memory and calls its export.
+func (i *Instance) runStep(ctx context.Context, st *Step) error {
+	var (
+		size   int
+		n      int // records or firings, for the budget
+		export string
+		fn     api.Function
+	)
+	switch st.Kind {
+	case StepRecords:
+		size, n, export, fn = 8, len(st.Records), abi.ExportProcess, i.fnProcess
+		for k := range st.Records {
+			size += abi.RecordSize(&st.Records[k])
+			if size > math.MaxInt32 {
+				return ErrBatchTooLarge
+			}
+		}
+	case StepFirings:
+		st.Firings = i.liveFirings(st.Firings)
+		if len(st.Firings) == 0 {
+			return nil
+		}
+		size, n, export, fn = 8, len(st.Firings), abi.ExportOnTimer, i.fnOnTimer
+		for k := range st.Firings {
+			size += abi.FiringSize(&st.Firings[k])
+			if size > math.MaxInt32 {
+				return ErrBatchTooLarge
+			}
+		}
+	case StepTick:
+		size, n, export, fn = abi.TickSize(&st.Tick), 1, abi.ExportOnTick, i.fnOnTick
+	case StepMigrate:
+		size, n, export, fn = abi.MigrateSize(&st.Migrate), 1, abi.ExportMigrate, i.fnMigrate
+	}
+	if uint64(size) > uint64(i.lim.MaxMemoryPages)*pageSize {
+		return ErrBatchTooLarge
+	}
+	bud := i.processBudget(n)
+	before := i.spent
+	ptr, buf, err := i.place(ctx, export, size, bud)
+	if err != nil {
+		return err
+	}
+	b := buf[:0]
+	switch st.Kind {
+	case StepRecords:
+		b = abi.AppendBatchHeader(b, len(st.Records))
+		for k := range st.Records {
+			b = abi.AppendRecord(b, &st.Records[k])
+		}
+	case StepFirings:
+		b = abi.AppendFiringsHeader(b, len(st.Firings))
+		for k := range st.Firings {
+			b = abi.AppendFiring(b, &st.Firings[k])
+		}
+	case StepTick:
+		b = abi.AppendTick(b, &st.Tick)
+	case StepMigrate:
+		b = abi.AppendMigrate(b, &st.Migrate)
+	}
+	if len(b) != size || &b[0] != &buf[0] {
+		return fmt.Errorf("modrt: internal error: %s payload size %d, expected %d", export, len(b), size)
+	}
+	bud.left -= i.spent - before // the alloc and the call share the budget
+	return i.callPayload(ctx, phaseProcess, export, fn, ptr, size, bud)
+}
+
+// liveFirings leaves out the firings whose timer an earlier call of the unit set or deleted: they
+// are stale (the guest never sees a firing of a timer it has replaced). It filters in place.
+func (i *Instance) liveFirings(fs []abi.Firing) []abi.Firing {
+	if len(i.timers) == 0 {
+		return fs
+	}
+	live := fs[:0]
+	for _, f := range fs {
+		stale := false
+		for k := range i.timers {
+			if bytes.Equal(i.timers[k].Key, f.Key) && bytes.Equal(i.timers[k].Name, f.Name) {
+				stale = true
+				break
+			}
+		}
+		if !stale {
+			live = append(live, f)
+		}
+	}
+	return live
+}

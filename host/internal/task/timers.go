@@ -1,0 +1,423 @@
+package task
+
+import (
+	"cmp"
+	"container/heap"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/modrt"
+	"github.com/wasmstream/wasmstream/host/internal/sched"
+	"github.com/wasmstream/wasmstream/host/internal/statecache"
+	"github.com/wasmstream/wasmstream/store"
+)
+
+// Timers and watermarks (DESIGN S14–S16, ABI.md §4.10–4.13).
+//
+// A timer lives in the store (committed with its key's state, S9) and, until the next checkpoint,
+// in the stream's dirty map, which overrides the store: the set or delete the loop applied last.
+// Due timers are found from two ordered sources, never by scanning all timers: the store's due
+// index (read from a cursor that only moves forward until the next commit changes the index) and a
+// heap of the dirty sets. A due timer becomes a firing: an item in its key's queue, so it never
+// runs beside that key's records and comes after the records queued before it. Until the firing
+// completes its timer is "queued"; a set or delete of the timer meanwhile cancels the firing (the
+// worker skips it), and the next lookup sees the new setting.
+
+// noDue is the "nothing known to fall due" time.
+const noDue = math.MaxInt64
+
+// timerID names a timer within its stream.
+type timerID struct{ key, name string }
+
+// dirtyTimer is an uncommitted timer op.
+type dirtyTimer struct {
+	del     bool
+	domain  int32
+	due     int64
+	payload []byte
+}
+
+// streamTime is a stream's event time and timers as the loop sees them.
+type streamTime struct {
+	maxTs    int64     // highest record timestamp read, -1 before any
+	wm       int64     // watermark: maxTs minus the allowed lateness, never decreasing; -1 none
+	ended    bool      // a finite input was read to its end and is done: the watermark is the end of time
+	lastRead time.Time // when the stream last had a record (idle timeout)
+
+	dirty  map[timerID]dirtyTimer
+	heaps  [2]dueHeap         // dirty sets by due time, per domain (entries may be stale)
+	queued map[timerID]*item  // firings queued or in flight
+	after  [2]*store.TimerRef // the store's due index is read after this, until the next commit
+	next   [2]int64           // the store's next due time after `after`; math.MinInt64: unknown
+
+	nextTick    time.Time // when the next tick is due (zero: ticks are off)
+	tickWaiting bool      // the stream is held until its tick can run
+	tickRunning bool
+}
+
+func newStreamTime(now time.Time, tickEvery time.Duration) streamTime {
+	tm := streamTime{
+		maxTs: -1, wm: -1, lastRead: now,
+		dirty: map[timerID]dirtyTimer{}, queued: map[timerID]*item{},
+		next: [2]int64{math.MinInt64, math.MinInt64},
+	}
+	if tickEvery > 0 {
+		tm.nextTick = now.Add(tickEvery)
+	}
+	return tm
+}
+
+// watermark is the stream's current watermark for event-time timers and watermark_ms.
+func (tm *streamTime) watermark() int64 {
+	if tm.ended {
+		return noDue
+	}
+	return tm.wm
+}
+
+// observe advances the event time with a record's timestamp and tells whether the record is late.
+func (tm *streamTime) observe(ts int64, lateness time.Duration, now time.Time) (late bool) {
+	tm.lastRead = now
+	if ts < 0 {
+		return false
+	}
+	late = tm.wm >= 0 && ts < tm.wm
+	if ts > tm.maxTs {
+		tm.maxTs = ts
+		if w := ts - lateness.Milliseconds(); w > tm.wm {
+			tm.wm = w
+		}
+	}
+	return late
+}
+
+// dueEntry is a dirty set in a heap.
+type dueEntry struct {
+	due int64
+	id  timerID
+}
+
+type dueHeap []dueEntry
+
+func (h dueHeap) Len() int { return len(h) }
+func (h dueHeap) Less(i, j int) bool {
+	if h[i].due != h[j].due {
+		return h[i].due < h[j].due
+	}
+	return h[i].id.key < h[j].id.key || h[i].id.key == h[j].id.key && h[i].id.name < h[j].id.name
+}
+func (h dueHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
+func (h *dueHeap) Push(x any)   { *h = append(*h, x.(dueEntry)) }
+func (h *dueHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+// timerCommitted forgets the dirty timers once a checkpoint made them durable: from now on the
+// store's index holds them.
+func (t *Task) timersCommitted() {
+	for _, st := range t.order {
+		tm := &st.tm
+		clear(tm.dirty)
+		tm.heaps[0], tm.heaps[1] = tm.heaps[0][:0], tm.heaps[1][:0]
+		tm.after = [2]*store.TimerRef{}
+		tm.next = [2]int64{math.MinInt64, math.MinInt64}
+	}
+}
+
+// applyTimer records a timer op of a succeeded unit (or the implicit delete of a fired timer).
+func (t *Task) applyTimer(st *stream, e *statecache.Entry, name []byte, op dirtyTimer) {
+	id := timerID{string(e.Key()), string(name)}
+	tm := &st.tm
+	tm.dirty[id] = op
+	if it, ok := tm.queued[id]; ok {
+		// Its firing has not run: it is stale now.
+		it.cancelled = true
+		delete(tm.queued, id)
+	}
+	if !op.del {
+		heap.Push(&tm.heaps[op.domain], dueEntry{due: op.due, id: id})
+	}
+	sop := store.TimerOp{Name: name, Delete: op.del, Domain: uint8(op.domain), Due: op.due, Payload: op.payload}
+	t.cache.AddTimer(e, sop)
+	if op.del {
+		t.stats.TimersDeleted++
+	} else {
+		t.stats.TimersSet++
+	}
+}
+
+// fireDue queues the firings of due timers, at most MaxFiringsPerTurn per call over all streams,
+// and advances idle and ended streams' watermarks.
+func (t *Task) fireDue() error {
+	now := t.cfg.Now()
+	nowMs := now.UnixMilli()
+	budget := t.cfg.MaxFiringsPerTurn
+	for _, st := range t.order {
+		if st.revoking {
+			continue
+		}
+		tm := &st.tm
+		if !tm.ended && st.done && st.inflight == 0 && t.sched.Idle(st.id) && !st.kafka {
+			tm.ended = true // a finite input is over: every event-time timer of it falls due
+		}
+		if t.cfg.IdleTimeout > 0 && now.Sub(tm.lastRead) >= t.cfg.IdleTimeout {
+			if w := nowMs - t.cfg.Lateness.Milliseconds(); w > tm.wm {
+				tm.wm = w
+			}
+		}
+		for d, upTo := range [2]int64{nowMs, tm.watermark()} {
+			if upTo < 0 {
+				continue
+			}
+			if err := t.collectDue(st, d, upTo, &budget); err != nil {
+				return err
+			}
+			if budget <= 0 {
+				return nil
+			}
+		}
+	}
+	return nil
+}
+
+// collectDue queues the firings of stream st's timers of domain d due at or before upTo, in order
+// of due time: the store's and the dirty heap's candidates are merged. It may queue up to twice
+// the budget (the two sources are each read up to it).
+func (t *Task) collectDue(st *stream, d int, upTo int64, budget *int) error {
+	tm := &st.tm
+	type cand struct {
+		due     int64
+		id      timerID
+		payload []byte
+	}
+	var cands []cand
+	if tm.next[d] <= upTo {
+		next, ok, err := t.cfg.Store.DueTimers(t.cfg.Name, st.id, uint8(d), upTo, tm.after[d], *budget, func(tr store.Timer) bool {
+			tm.after[d] = &store.TimerRef{Due: tr.Due, Key: tr.Key, Name: tr.Name}
+			id := timerID{string(tr.Key), string(tr.Name)}
+			if _, ok := tm.dirty[id]; ok {
+				return true // the dirty op decides (a set is in the heap)
+			}
+			if _, ok := tm.queued[id]; ok {
+				return true
+			}
+			cands = append(cands, cand{tr.Due, id, tr.Payload})
+			return true
+		})
+		if err != nil {
+			return err
+		}
+		tm.next[d] = noDue
+		if ok {
+			tm.next[d] = next
+		}
+	}
+	fromStore := len(cands)
+	h := &tm.heaps[d]
+	for len(cands)-fromStore < *budget && h.Len() > 0 && (*h)[0].due <= upTo {
+		e := heap.Pop(h).(dueEntry)
+		op, ok := tm.dirty[e.id]
+		if !ok || op.del || op.domain != int32(d) || op.due != e.due {
+			continue // stale: replaced or deleted since
+		}
+		if _, ok := tm.queued[e.id]; ok {
+			continue
+		}
+		cands = append(cands, cand{op.due, e.id, op.payload})
+	}
+	if len(cands) > fromStore && fromStore > 0 {
+		slices.SortFunc(cands, func(a, b cand) int {
+			return cmp.Or(cmp.Compare(a.due, b.due), cmp.Compare(a.id.key, b.id.key), cmp.Compare(a.id.name, b.id.name))
+		})
+	}
+	for _, c := range cands {
+		t.queueFiring(st, c.id, int32(d), c.due, c.payload)
+	}
+	*budget -= len(cands)
+	return nil
+}
+
+// queueFiring puts a firing in its key's queue.
+func (t *Task) queueFiring(st *stream, id timerID, domain int32, due int64, payload []byte) {
+	f := &abi.Firing{Time: due, Key: []byte(id.key), Name: []byte(id.name), Payload: payload}
+	if domain == abi.DomainEvent {
+		f.Flags = abi.FiringEventTime
+	}
+	if st.kafka {
+		f.Partition = uint32(st.tp.Partition)
+	}
+	t.fireSeq--
+	it := &item{fire: f, domain: domain}
+	st.tm.queued[id] = it
+	seq := id.key
+	if t.cfg.Policy == PolicyPartition {
+		seq = ""
+	}
+	t.pending++
+	t.stats.TimersQueued++
+	// A firing's offset is a unique negative number: it never reaches the stream's tracker.
+	_ = t.sched.Push(sched.Item[*item]{Stream: st.id, Key: seq, Offset: t.fireSeq, Size: len(id.key) + len(id.name) + len(payload) + 64, Value: it})
+}
+
+// timersIdle reports whether no timer of an ended stream is left to fire and no firing is queued:
+// with finished inputs, the task is then done.
+func (t *Task) timersIdle() bool {
+	for _, st := range t.order {
+		tm := &st.tm
+		if len(tm.queued) > 0 || tm.tickRunning {
+			return false
+		}
+		if tm.ended && (tm.next[abi.DomainEvent] != noDue || len(tm.heaps[abi.DomainEvent]) > 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// tickDue holds streams whose tick is due and starts the ticks of held streams with nothing in
+// flight (S16). It returns after dispatching at most the free workers.
+func (t *Task) tickDue() error {
+	if t.cfg.TickEvery <= 0 || t.paused {
+		return nil
+	}
+	now := t.cfg.Now()
+	for _, st := range t.order {
+		tm := &st.tm
+		if st.revoking || tm.tickRunning {
+			continue
+		}
+		if !tm.tickWaiting && !now.Before(tm.nextTick) {
+			tm.tickWaiting = true
+			t.sched.Hold(st.id, true)
+		}
+		if !tm.tickWaiting || st.inflight > 0 || len(t.inflight) >= t.cfg.Workers {
+			continue
+		}
+		// Everything the tick may read is committed first: it reads the store, not the cache.
+		if err := t.checkpoint(); err != nil {
+			return err
+		}
+		tm.tickWaiting, tm.tickRunning = false, true
+		t.tickSeq++
+		j := &job{id: tickJobID(t.tickSeq), tick: &abi.Tick{
+			Partition: uint32(st.tp.Partition), Now: now.UnixMilli(), Watermark: tm.watermarkOrNone(), Source: st.sourceName(),
+		}, groups: []group{{stream: st.id, st: st, entries: map[string]*statecache.Entry{}}}}
+		j.ver = t.cur
+		t.cur.jobs++
+		t.inflight[j.id] = j
+		t.stats.Ticks++
+		t.jobs <- j
+	}
+	return nil
+}
+
+// watermarkOrNone is the watermark as the ABI shows it: -1 before any timestamp.
+func (tm *streamTime) watermarkOrNone() int64 { return tm.watermark() }
+
+// tickJobID gives tick jobs ids that cannot collide with the scheduler's batch ids.
+func tickJobID(n uint64) uint64 { return 1<<63 | n }
+
+// finishTick applies a tick's effects and releases its stream.
+func (t *Task) finishTick(j *job) error {
+	g := &j.groups[0]
+	st := g.st
+	st.tm.tickRunning = false
+	st.tm.nextTick = t.cfg.Now().Add(t.cfg.TickEvery) // missed ticks coalesce
+	if t.streams[g.stream] != st || st.revoking {
+		return nil
+	}
+	defer t.sched.Hold(st.id, false)
+	if j.err != nil {
+		t.stats.Failures++
+		t.log.Error("partition tick failed; its effects are discarded and the next tick runs as scheduled",
+			"input", st.name(), "err", j.err)
+		return nil
+	}
+	// The tick's keys are pinned and loaded here, on the loop: the stream is held, so nothing else
+	// touches them.
+	load := t.cache.Loader()
+	entry := func(key []byte) (*statecache.Entry, error) {
+		e, ok := g.entries[string(key)]
+		if !ok {
+			e = t.cache.Pin(st.id, key)
+			g.entries[string(key)] = e
+		}
+		return e, e.Load(load)
+	}
+	defer t.release(j)
+	for _, w := range g.effects.Writes {
+		e, err := entry(w.Key)
+		if err != nil {
+			return err
+		}
+		t.cache.Apply(e, w.Name, w.Value, w.Delete)
+		t.cache.SetStateVersion(e, g.stateVer)
+	}
+	for _, op := range g.effects.Timers {
+		e, err := entry(op.Key)
+		if err != nil {
+			return err
+		}
+		t.applyTimer(st, e, op.Name, dirtyTimer{del: op.Delete, domain: op.Domain, due: op.Due, payload: op.Payload})
+	}
+	t.writeOutputs(g.effects.Outputs)
+	return nil
+}
+
+// unitOf builds the guest calls of one group: its items in batch order, consecutive records in one
+// call and consecutive firings in another; cancelled firings are left out.
+func unitOf(g *group, wm int64) modrt.Unit {
+	u := modrt.Unit{Watermark: wm}
+	for _, it := range g.work {
+		switch {
+		case it.fire != nil && it.cancelled:
+			continue
+		case it.fire != nil:
+			if n := len(u.Steps); n == 0 || u.Steps[n-1].Kind != modrt.StepFirings {
+				u.Steps = append(u.Steps, modrt.Step{Kind: modrt.StepFirings})
+			}
+			s := &u.Steps[len(u.Steps)-1]
+			s.Firings = append(s.Firings, *it.fire)
+		case it.migrate:
+		default:
+			if n := len(u.Steps); n == 0 || u.Steps[n-1].Kind != modrt.StepRecords {
+				u.Steps = append(u.Steps, modrt.Step{Kind: modrt.StepRecords})
+			}
+			s := &u.Steps[len(u.Steps)-1]
+			s.Records = append(s.Records, it.rec)
+		}
+	}
+	return u
+}
+
+// nextWake is when the loop must look at the clock again without any other event: a delayed key's
+// retry, a processing-time timer, a tick, or an idle stream's watermark advance.
+func (t *Task) nextWake() (time.Time, bool) {
+	w, ok := t.sched.NextWake()
+	consider := func(c time.Time) {
+		if !ok || c.Before(w) {
+			w, ok = c, true
+		}
+	}
+	for _, st := range t.order {
+		tm := &st.tm
+		if n := tm.next[abi.DomainProcessing]; n != noDue && n != math.MinInt64 {
+			consider(time.UnixMilli(n))
+		}
+		if h := tm.heaps[abi.DomainProcessing]; len(h) > 0 {
+			consider(time.UnixMilli(h[0].due))
+		}
+		if !tm.nextTick.IsZero() && !tm.tickWaiting && !tm.tickRunning {
+			consider(tm.nextTick)
+		}
+	}
+	if t.cfg.IdleTimeout > 0 {
+		consider(t.cfg.Now().Add(min(t.cfg.IdleTimeout, time.Second)))
+	}
+	return w, ok
+}
