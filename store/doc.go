@@ -75,8 +75,11 @@
 // # Concurrency
 //
 // A [DB] is safe for concurrent use. Commits are serialised, and so are writes
-// to the module registry. Badger runs its own
-// goroutines (compaction, memtable flushes) between [Open] and [DB.Close].
+// to the module registry. Badger runs its own goroutines (compaction, memtable
+// flushes) between [Open] and [DB.Close]. The only state a DB keeps in memory
+// besides Badger's is, for each due index, where its live entries begin,
+// which [DB.DueTimers] learns and Commit lowers; it is lost at Close and
+// learnt again after Open.
 //
 // # On-disk layout
 //
@@ -118,8 +121,8 @@
 //
 // The module, version and active tables are the module registry
 // ([DB.AddModule]). A module's bytes are stored once per content, split in
-// pieces 0, 1, 2, … of at most 256 KiB whose concatenation hashes to the key's sha256. A version record's
-// value is
+// pieces 0, 1, 2, … of at most 256 KiB whose concatenation hashes to the
+// key's sha256. A version record's value is
 //
 //	u64 version | sha256 (32 bytes) | i64 size | i64 created (ms since epoch)
 //	| u32 ABI version | u32 len | origin

@@ -41,11 +41,15 @@ type TimerRef struct {
 // to fn, due or not, with ok true, or ok false if there is none: the caller's
 // hint for when to look again. The cost is one seek in the due index and a
 // walk of at most limit+1 entries, plus one point read per timer returned,
-// whatever the number of pending timers.
+// whatever the number of pending timers. Deleted timers leave tombstones in
+// the index until Badger compacts them away; DueTimers remembers in memory
+// where the live entries of each index begin, so that a call walks only the
+// tombstones of the timers deleted since the previous call that started at
+// the first timer, except the first such call after Open, which walks them
+// all once.
 //
-// Timers are read from one consistent snapshot. fn receives copies it may
-// keep; it must not call other methods of db. A domain above MaxTimerDomain
-// has no timers.
+// Timers are read from one snapshot. fn receives copies it may keep; it must
+// not call other methods of db. A domain above MaxTimerDomain has no timers.
 func (db *DB) DueTimers(task string, stream uint32, domain uint8, upTo int64, after *TimerRef, limit int, fn func(t Timer) (more bool)) (next int64, ok bool, err error) {
 	if err := validTask(task); err != nil {
 		return 0, false, err

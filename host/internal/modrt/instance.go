@@ -98,19 +98,20 @@ const (
 // Process (the scheduler's worker that owns it). After a failed call with CallError.Trap set,
 // Broken reports true and the Instance must be closed and replaced.
 type Instance struct {
-	mod       api.Module
-	mem       api.Memory
-	fnAlloc   api.Function
-	fnInit    api.Function
-	fnProcess api.Function
-	fnOnTimer api.Function // nil: not exported (ABI 0.2 exports are optional)
-	fnOnTick  api.Function
-	fnMigrate api.Function
-	stateVers uint32            // wasmstream_state_version, 0 when not exported
-	stack     [2]uint64         // params and results of export calls, reused
-	cctx      callCtx           // the context handed to the guest during a call, reused
-	fuel      api.MutableGlobal // the fuel counter (fuel.GlobalExport); nil when not metered
-	spent     int64             // fuel spent by calls since the last reset
+	mod            api.Module
+	mem            api.Memory
+	fnAlloc        api.Function
+	fnInit         api.Function
+	fnProcess      api.Function
+	fnOnTimer      api.Function // nil: not exported (ABI 0.2 exports are optional)
+	fnOnTick       api.Function
+	fnMigrate      api.Function
+	stateVers      uint32 // wasmstream_state_version after init, 0 when not exported
+	fnStateVersion api.Function
+	stack          [2]uint64         // params and results of export calls, reused
+	cctx           callCtx           // the context handed to the guest during a call, reused
+	fuel           api.MutableGlobal // the fuel counter (fuel.GlobalExport); nil when not metered
+	spent          int64             // fuel spent by calls since the last reset
 
 	lim       Limits
 	task      string
@@ -191,6 +192,12 @@ func (m *Module) Instantiate(ctx context.Context, cfg InstanceConfig) (*Instance
 			err = fmt.Errorf("modrt: internal error: Init payload size %d, expected %d", len(b), n)
 		} else {
 			err = i.callPayload(ctx, phaseInit, abi.ExportInit, i.fnInit, ptr, n, i.initBudget())
+		}
+	}
+	if err == nil && i.fnStateVersion != nil {
+		// Asked after init: a guest may choose its state version from its configuration.
+		if err = i.call(ctx, phaseStart, abi.ExportStateVersion, i.fnStateVersion, i.stack[:1], i.initBudget()); err == nil {
+			i.stateVers = uint32(i.stack[0])
 		}
 	}
 	if err != nil {
@@ -299,13 +306,7 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 		i.fnOnTimer = mod.ExportedFunction(abi.ExportOnTimer)
 		i.fnOnTick = mod.ExportedFunction(abi.ExportOnTick)
 		i.fnMigrate = mod.ExportedFunction(abi.ExportMigrate)
-		if fn := mod.ExportedFunction(abi.ExportStateVersion); fn != nil {
-			if err := i.call(ctx, phaseStart, abi.ExportStateVersion, fn, i.stack[:1], i.initBudget()); err != nil {
-				_ = i.Close(ctx)
-				return nil, err
-			}
-			i.stateVers = uint32(i.stack[0])
-		}
+		i.fnStateVersion = mod.ExportedFunction(abi.ExportStateVersion)
 	}
 	return i, nil
 }

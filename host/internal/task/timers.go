@@ -106,7 +106,12 @@ func (h dueHeap) Less(i, j int) bool {
 	if h[i].due != h[j].due {
 		return h[i].due < h[j].due
 	}
-	return h[i].id.key < h[j].id.key || h[i].id.key == h[j].id.key && h[i].id.name < h[j].id.name
+	return cmpID(h[i].id, h[j].id) < 0
+}
+
+// cmpID orders timers of one due time as the store's index does: by key length, key bytes, name.
+func cmpID(a, b timerID) int {
+	return cmp.Or(cmp.Compare(len(a.key), len(b.key)), cmp.Compare(a.key, b.key), cmp.Compare(a.name, b.name))
 }
 func (h dueHeap) Swap(i, j int) { h[i], h[j] = h[j], h[i] }
 func (h *dueHeap) Push(x any)   { *h = append(*h, x.(dueEntry)) }
@@ -232,7 +237,7 @@ func (t *Task) collectDue(st *stream, d int, upTo int64, budget *int) error {
 	}
 	if len(cands) > fromStore && fromStore > 0 {
 		slices.SortFunc(cands, func(a, b cand) int {
-			return cmp.Or(cmp.Compare(a.due, b.due), cmp.Compare(a.id.key, b.id.key), cmp.Compare(a.id.name, b.id.name))
+			return cmp.Or(cmp.Compare(a.due, b.due), cmpID(a.id, b.id))
 		})
 	}
 	for _, c := range cands {
