@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
+	"github.com/wasmstream/wasmstream/host/internal/sched"
 )
 
 // Hot deploy (DESIGN S19). A task runs one current version of its module; Switch makes a new
@@ -160,6 +162,12 @@ func (t *Task) serve(ctx context.Context, r request) {
 		old.release(ctx)
 		t.log.Info("module version switched", "version", r.ver.id, "previous", old.id,
 			"batches_in_flight_on_previous", old.jobs)
+		if t.cfg.MigrateAtActivation {
+			t.passes = t.passes[:0]
+			for _, st := range t.order {
+				t.passes = append(t.passes, &migrationPass{st: st})
+			}
+		}
 	case reqPause:
 		if !t.paused {
 			t.log.Info("paused: no new batches until resumed", "batches_in_flight", len(t.inflight))
@@ -190,4 +198,67 @@ func (t *Task) closeVersions(ctx context.Context) {
 	if cur.mod != nil && cur.mod != t.cfg.Module {
 		_ = cur.mod.Close(ctx)
 	}
+}
+
+// migrationPass walks the keys with state of one stream after a switch (MigrateAtActivation),
+// queueing a migration item for each: a unit with no record, in which the worker migrates the key
+// if its state version differs from the instance's (ABI.md §4.16). Keys already migrated, or
+// written by the new version meanwhile, cost a lookup and no guest call.
+type migrationPass struct {
+	st      *stream
+	after   []byte
+	started bool
+	queued  int64
+}
+
+// migrationChunk is how many keys a pass reads per loop turn; a pass waits while the scheduler
+// holds more than migrationBacklog items, so that it never floods memory.
+const (
+	migrationChunk   = 256
+	migrationBacklog = 4 * migrationChunk
+)
+
+// feedMigrations advances the activation passes by one chunk each.
+func (t *Task) feedMigrations() error {
+	if len(t.passes) == 0 || t.sched.Stats().QueuedItems > migrationBacklog {
+		return nil
+	}
+	if !t.passes[0].started {
+		// A new pass reads the store: commit first, so that it sees every key written so far.
+		if err := t.checkpoint(); err != nil {
+			return err
+		}
+	}
+	live := t.passes[:0]
+	for _, p := range t.passes {
+		if t.streams[p.st.id] != p.st || p.st.revoking {
+			continue // the partition went away; its new owner migrates lazily
+		}
+		n := 0
+		err := t.cfg.Store.Keys(t.cfg.Name, p.st.id, p.after, !p.started, func(key []byte) bool {
+			k := append([]byte(nil), key...)
+			p.after, p.started = k, true
+			t.fireSeq--
+			seq := string(k)
+			if t.cfg.Policy == PolicyPartition {
+				seq = ""
+			}
+			t.pending++
+			_ = t.sched.Push(sched.Item[*item]{Stream: p.st.id, Key: seq, Offset: t.fireSeq, Size: len(k) + 64,
+				Value: &item{migrate: true, rec: abi.Record{Key: k}}})
+			n++
+			return n < migrationChunk
+		})
+		if err != nil {
+			return err
+		}
+		p.queued += int64(n)
+		if n == migrationChunk {
+			live = append(live, p)
+		} else {
+			t.log.Info("activation migration pass queued every key", "at", p.st.name(), "keys", p.queued)
+		}
+	}
+	t.passes = live
+	return nil
 }

@@ -95,6 +95,9 @@ type Config struct {
 	IdleTimeout time.Duration
 	// TickEvery, when positive, calls the module's partition callback that often per stream (S16).
 	TickEvery time.Duration
+	// MigrateAtActivation makes Switch queue a migration check for every key with state, so that
+	// migrations run as soon as a version is activated instead of as each key is next used.
+	MigrateAtActivation bool
 	// MaxFiringsPerTurn bounds the timer firings queued per loop turn, so that timers cannot
 	// starve records; 0 = 1000.
 	MaxFiringsPerTurn int
@@ -227,6 +230,7 @@ type Task struct {
 	fireSeq   int64  // the last firing's offset: firings count down from -1
 	tickSeq   uint64 // the last tick job's number
 	wakeup    chan struct{}
+	passes    []*migrationPass // activation migrations feeding keys into the scheduler
 	stats     Stats
 	statsMu   sync.Mutex
 	published Stats
@@ -505,6 +509,9 @@ func (t *Task) loop(ctx context.Context, chunks <-chan source.Chunk, instErr <-c
 		if err := t.tickDue(); err != nil {
 			return err
 		}
+		if err := t.feedMigrations(); err != nil {
+			return err
+		}
 		if err := t.dispatch(); err != nil {
 			return err
 		}
@@ -555,7 +562,7 @@ func (t *Task) loop(ctx context.Context, chunks <-chan source.Chunk, instErr <-c
 
 // finished reports whether every input is exhausted and all work is done.
 func (t *Task) finished() bool {
-	if t.kafka != nil || t.pending > 0 || len(t.inflight) > 0 || !t.timersIdle() {
+	if t.kafka != nil || t.pending > 0 || len(t.inflight) > 0 || !t.timersIdle() || len(t.passes) > 0 {
 		return false
 	}
 	for _, st := range t.order {
@@ -773,6 +780,9 @@ func (t *Task) finish(j *job) error {
 		key, what = v.fire.Key, "timer firing"
 		where = fmt.Sprintf("%s timer %q", st.name(), v.fire.Name)
 	}
+	if v.migrate {
+		what, where = "state migration", st.name()+" state migration"
+	}
 	ak := attemptKey{it.Stream, it.Offset}
 	t.attempts[ak]++
 	n := t.attempts[ak]
@@ -806,7 +816,9 @@ func (t *Task) finish(j *job) error {
 			return err
 		}
 	}
-	if v.fire != nil {
+	if v.migrate {
+		// Nothing to complete: the key's next use tries its migration again.
+	} else if v.fire != nil {
 		// The timer is spent: deleted like a fired one, so it does not fire again.
 		e := j.groups[0].entries[string(key)]
 		if err := e.Load(t.cache.Loader()); err != nil {
@@ -883,7 +895,7 @@ func (t *Task) apply(j *job) {
 		}
 		t.writeOutputs(g.effects.Outputs)
 		for _, it := range g.work {
-			if it.fire != nil {
+			if it.fire != nil || it.migrate {
 				continue
 			}
 			st.tracker.Complete(it.rec.Offset)

@@ -102,6 +102,7 @@ type rig struct {
 	out    *memOut
 	dl     *memDL
 	db     *store.DB
+	rt     *modrt.Runtime
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -114,6 +115,8 @@ type rigOpts struct {
 	tick        time.Duration
 	guestConfig string
 	wrap        func(Processor) Processor
+
+	migrateAtActivation bool
 }
 
 func startRig(t *testing.T, o rigOpts) *rig {
@@ -135,7 +138,7 @@ func startRig(t *testing.T, o rigOpts) *rig {
 	if o.guestConfig == "" {
 		o.guestConfig = "{}"
 	}
-	r := &rig{t: t, clock: &fakeClock{}, out: &memOut{}, dl: &memDL{}, db: db, done: make(chan error, 1)}
+	r := &rig{t: t, clock: &fakeClock{}, out: &memOut{}, dl: &memDL{}, db: db, rt: rt, done: make(chan error, 1)}
 	r.clock.set(o.start)
 	pr, pw := io.Pipe()
 	r.in = pw
@@ -144,7 +147,7 @@ func startRig(t *testing.T, o rigOpts) *rig {
 		Inputs: []Input{{Name: "in", Stdin: pr, Format: source.Format{JSON: true, KeyField: "k", ValueField: "v", TimestampField: "ts"}}},
 		Output: r.out, DeadLetter: r.dl, Store: db, Policy: PolicyKey, Workers: 2,
 		MaxAttempts: 1, OnExhausted: "halt", Checkpoint: 20 * time.Millisecond,
-		Lateness: o.lateness, IdleTimeout: o.idle, TickEvery: o.tick,
+		Lateness: o.lateness, IdleTimeout: o.idle, TickEvery: o.tick, MigrateAtActivation: o.migrateAtActivation,
 		Now: r.clock.Now,
 	}
 	cfg.Sched.MaxBatchItems = 16
@@ -522,4 +525,37 @@ func reversed(s []string) []string {
 	r := slices.Clone(s)
 	slices.Reverse(r)
 	return r
+}
+
+// TestMigrateAtActivation switches a running task to a module of a newer state version with
+// MigrateAtActivation: every key with state is migrated without being used, once.
+func TestMigrateAtActivation(t *testing.T) {
+	r := startRig(t, rigOpts{start: 0, migrateAtActivation: true}) // state version 0
+	for i := range 50 {
+		r.send(r0(fmt.Sprintf("k%02d", i), "count"))
+	}
+	r.waitLines("log rec", 50)
+	wasm, err := os.ReadFile(guestbuild.Go(t, "testguests/timers/v2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := r.rt.Compile(context.Background(), wasm, modrt.Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// v2 declares state version 2.
+	if _, err := r.tk.Switch(context.Background(), mod, 2); err != nil {
+		t.Fatal(err)
+	}
+	got := r.waitLines("log migrate", 50)
+	seen := map[string]bool{}
+	for _, l := range got {
+		if !strings.HasSuffix(l, " 0->2") || seen[l] {
+			t.Fatalf("migration %q (all: %q)", l, got)
+		}
+		seen[l] = true
+	}
+	if got := r.settle("log migrate"); len(got) != 50 {
+		t.Errorf("%d migrations, want exactly one per key", len(got))
+	}
 }
