@@ -56,7 +56,8 @@ const (
 	streamPartLen      = 4         // u32 stream
 	stateKeyOverhead   = 3 + 4 + 4 // tag+u16, u32 stream, u32 len(key)
 	markKeyOverhead    = 3 + 4     // tag+u16, u32 stream
-	positionValueLen   = 3 * 8
+	positionValueLen   = 4 * 8
+	positionValueLenV1 = 3 * 8 // before the watermark
 	markValueLen       = 8 + 4             // i64 mark | u32 state version
 	markValueLenV1     = 8                 // i64 mark, as format 1 wrote it
 	timerKeyOverhead   = 3 + 4 + 4         // tag+u16, u32 stream, u32 len(key)
@@ -178,18 +179,24 @@ func appendI64(dst []byte, v int64) []byte { return binary.BigEndian.AppendUint6
 func appendPosition(dst []byte, p Position) []byte {
 	dst = appendI64(dst, p.Next)
 	dst = appendI64(dst, p.Horizon)
-	return appendI64(dst, p.Resume)
+	dst = appendI64(dst, p.Resume)
+	return appendI64(dst, p.Watermark)
 }
 
 func decodePosition(v []byte) (Position, error) {
-	if len(v) != positionValueLen {
+	if len(v) != positionValueLen && len(v) != positionValueLenV1 {
 		return Position{}, fmt.Errorf("%w: position value of %d bytes", ErrCorrupt, len(v))
 	}
-	return Position{
-		Next:    int64(binary.BigEndian.Uint64(v)),
-		Horizon: int64(binary.BigEndian.Uint64(v[8:])),
-		Resume:  int64(binary.BigEndian.Uint64(v[16:])),
-	}, nil
+	p := Position{
+		Next:      int64(binary.BigEndian.Uint64(v)),
+		Horizon:   int64(binary.BigEndian.Uint64(v[8:])),
+		Resume:    int64(binary.BigEndian.Uint64(v[16:])),
+		Watermark: -1,
+	}
+	if len(v) == positionValueLen {
+		p.Watermark = int64(binary.BigEndian.Uint64(v[24:]))
+	}
+	return p, nil
 }
 
 // appendMarkValue appends i64 mark | u32 state version.

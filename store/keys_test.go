@@ -20,10 +20,15 @@ func TestStateKeyGolden(t *testing.T) {
 	if !bytes.Equal(gotPos, wantPos) {
 		t.Fatalf("position key = %x, want %x", gotPos, wantPos)
 	}
-	gotVal := appendPosition(nil, Position{Next: 1, Horizon: -1, Resume: 258})
-	wantVal, _ := hex.DecodeString("0000000000000001" + "ffffffffffffffff" + "0000000000000102")
+	gotVal := appendPosition(nil, Position{Next: 1, Horizon: -1, Resume: 258, Watermark: 1000})
+	wantVal, _ := hex.DecodeString("0000000000000001" + "ffffffffffffffff" + "0000000000000102" + "00000000000003e8")
 	if !bytes.Equal(gotVal, wantVal) {
 		t.Fatalf("position value = %x, want %x", gotVal, wantVal)
+	}
+	// A format-1 position (24 bytes, no watermark) reads with watermark -1.
+	p, err := decodePosition(wantVal[:24])
+	if err != nil || p != (Position{Next: 1, Horizon: -1, Resume: 258, Watermark: -1}) {
+		t.Fatalf("format-1 position = %+v, %v", p, err)
 	}
 }
 

@@ -44,6 +44,9 @@ type Position struct {
 	// Resume is a source-specific token for resuming at Next, for example the
 	// byte offset of record Next in a file. The store does not interpret it.
 	Resume int64
+	// Watermark is the stream's event-time watermark (ms since the epoch) as of the checkpoint,
+	// or -1 if none. Positions written before it existed read as -1.
+	Watermark int64
 }
 
 // StreamInfo names one stream of a task.

@@ -186,6 +186,9 @@ func (t *Task) onAssign(req assignReq) {
 		}
 		st := &stream{id: id, in: &Input{Name: t.cfg.Kafka.Name}, kafka: true, tp: tp, horizon: -1, replay: -1,
 			source: []byte(tp.Topic), lastAdded: -1, tm: newStreamTime(t.cfg.Now(), t.cfg.TickEvery)}
+		if ok {
+			st.tm.wm = pos.Watermark // the watermark moves with the checkpoint
+		}
 		at := int64(-1)
 		switch {
 		case ok && committed > pos.Next:

@@ -434,10 +434,11 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 		return nil, err
 	}
 	if !ok {
-		pos = store.Position{Next: 0, Horizon: -1, Resume: 0}
+		pos = store.Position{Next: 0, Horizon: -1, Resume: 0, Watermark: -1}
 	}
 	st := &stream{id: id, in: in, durable: pos, horizon: pos.Horizon, replay: pos.Horizon,
 		tm: newStreamTime(t.cfg.Now(), t.cfg.TickEvery)}
+	st.tm.wm = pos.Watermark // restored: monotonic across restarts
 	var r io.Reader
 	start, resume := pos.Next, pos.Resume
 	if in.Stdin != nil {
@@ -948,6 +949,7 @@ func (t *Task) checkpoint() error {
 		if st.in.Stdin != nil {
 			pos.Resume = 0
 		}
+		pos.Watermark = st.tm.wm
 		if pos != st.durable {
 			cp.Positions = append(cp.Positions, store.StreamPosition{Stream: st.id, Position: pos})
 		}

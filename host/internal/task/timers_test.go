@@ -559,3 +559,24 @@ func TestMigrateAtActivation(t *testing.T) {
 		t.Errorf("%d migrations, want exactly one per key", len(got))
 	}
 }
+
+// TestWatermarkSurvivesRestart checks that a stream's watermark is restored from its checkpoint:
+// after a restart, a record behind the old watermark is late, and an event-time timer set
+// before it is not held back.
+func TestWatermarkSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	r := startRig(t, rigOpts{dir: dir, start: 0})
+	r.send(rec{"a", "count", 9000}, rec{"a", "set e e 20000", 9001})
+	r.waitLines("log rec", 2)
+	r.stop()
+
+	r2 := startRig(t, rigOpts{dir: dir, start: 0})
+	r2.send(rec{"b", "count", 5000}) // behind the restored watermark (9001)
+	if got := r2.waitLines("log rec b", 1); got[0] != "log rec b 2 late" {
+		t.Errorf("after restart: %q, want the late flag", got[0])
+	}
+	r2.send(rec{"b", "count", 20000})
+	if got := r2.waitLines("log fired", 1); got[0] != "log fired a e 20000  wm=20000" {
+		t.Errorf("firing %q", got[0])
+	}
+}
