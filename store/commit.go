@@ -141,6 +141,11 @@ func (db *DB) Commit(cp *Checkpoint) error {
 	db.floors.lower(cp)
 	defer db.floors.changed()
 
+	if len(cp.Positions) > 0 && !db.fitsOneTxn(cp) {
+		if err := db.raiseHorizons(cp); err != nil {
+			return err
+		}
+	}
 	w := txnWriter{db: db, txn: db.bdb.NewTransaction(true)}
 	defer func() { w.txn.Discard() }()
 	for i := range cp.Keys {
@@ -404,4 +409,50 @@ func (w *txnWriter) alloc(n int) []byte {
 	l := len(w.arena)
 	w.arena = w.arena[:l+n]
 	return w.arena[l : l : l+n]
+}
+
+// fitsOneTxn reports whether cp is written in a single transaction.
+func (db *DB) fitsOneTxn(cp *Checkpoint) bool {
+	entries, size := len(cp.Positions), len(cp.Positions)*(positionKeyLen(cp.Task)+positionValueLen+entryOverhead)
+	for i := range cp.Keys {
+		e, s := keyGroupSize(cp.Task, &cp.Keys[i])
+		entries, size = entries+e, size+s
+	}
+	return entries <= db.opts.MaxTxnEntries && size <= db.opts.MaxTxnBytes
+}
+
+// raiseHorizons commits, before the key transactions of a split checkpoint, each stream's new
+// Horizon with its durable Next, Resume and Watermark unchanged. A key transaction may commit a
+// mark above the durable horizon; should the process die before the positions commit, replay must
+// still check the marks of every offset a committed key may include, and it checks those up to
+// the durable horizon. Raising a horizon early is always safe: it only makes replay check more
+// marks.
+func (db *DB) raiseHorizons(cp *Checkpoint) error {
+	txn := db.bdb.NewTransaction(true)
+	defer txn.Discard()
+	for _, sp := range cp.Positions {
+		k := appendPositionKey(nil, cp.Task, sp.Stream)
+		cur := Position{Horizon: -1, Watermark: -1}
+		item, err := txn.Get(k)
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+		case err != nil:
+			return fmt.Errorf("store: commit: stream %d position: %w", sp.Stream, err)
+		default:
+			if err := item.Value(func(v []byte) (err error) { cur, err = decodePosition(v); return err }); err != nil {
+				return fmt.Errorf("store: commit: stream %d position: %w", sp.Stream, err)
+			}
+		}
+		if sp.Position.Horizon <= cur.Horizon {
+			continue
+		}
+		cur.Horizon = sp.Position.Horizon
+		if err := txn.Set(k, appendPosition(nil, cur)); err != nil {
+			return fmt.Errorf("store: commit: stream %d position: %w", sp.Stream, err)
+		}
+	}
+	if err := txn.Commit(); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	return nil
 }

@@ -202,6 +202,11 @@ func TestCrashBetweenTxns(t *testing.T) {
 		if pos.Next != wantNext {
 			t.Errorf("k=%d: Position.Next = %d, want %d (finished=%v)", k, pos.Next, wantNext, finished)
 		}
+		// A key with its new mark (up to 219) is replayed with mark checks only up to the durable
+		// horizon: the new horizon must be durable before any key transaction commits.
+		if newKeys > 0 && pos.Horizon != 25 {
+			t.Errorf("k=%d: %d keys committed with new marks but the durable horizon is %d, want 25", k, newKeys, pos.Horizon)
+		}
 		if newKeys < prevNew {
 			t.Errorf("k=%d: %d new keys, fewer than %d after fewer transactions", k, newKeys, prevNew)
 		}

@@ -113,9 +113,19 @@ const (
 	opFail
 	opReturn
 	opTrap
+	// driver02 only (testdata/driver02.wat).
+	opTimerSet    // 7 args and the time
+	opTimerDelete // 4 args
+	opWatermarkMs // stores the result at arg 0
+	opStateKeys   // 4 args
+	opEmitLast    // emits the bytes the latest host function op reported
+	opSetVersion  // sets wasmstream_state_version
 )
 
-var opArgs = [...]int{6, 6, 4, 8, 8, 3, 0, 2, 2, 1, 0}
+var opArgs = [...]int{6, 6, 4, 8, 8, 3, 0, 2, 2, 1, 0, 7, 4, 1, 4, 3, 1}
+
+// wideOp reports whether op id carries an i64 after its arguments (emit's ts, timer_set's time).
+func wideOp(id byte) bool { return id == opEmit || id == opTimerSet }
 
 // scratch is a free region of the driver's memory (0x8000-0xffff) for output buffers.
 const scratch = 0x8000
@@ -215,11 +225,55 @@ func (p *prog) fail(msg string) *prog {
 
 func (p *prog) ret(code int32) *prog { return p.op(opReturn, abs(code)) }
 
+// wide adds op id with its arguments and the i64 v (emit's ts, timer_set's time).
+func (p *prog) wide(id byte, v int64, args ...parg) *prog {
+	p.op(id, args...)
+	p.ops[len(p.ops)-1].ts = v
+	return p
+}
+
+// timerSet calls timer_set (driver02 only).
+func (p *prog) timerSet(key, name string, domain int32, due int64, payload string) *prog {
+	kp, kl := p.blob(key)
+	np, nl := p.blob(name)
+	pp, pl := p.blob(payload)
+	return p.wide(opTimerSet, due, kp, kl, np, nl, abs(domain), pp, pl)
+}
+
+// timerDelete calls timer_delete (driver02 only).
+func (p *prog) timerDelete(key, name string) *prog {
+	kp, kl := p.blob(key)
+	np, nl := p.blob(name)
+	return p.op(opTimerDelete, kp, kl, np, nl)
+}
+
+// watermark calls watermark_ms and stores its result at dst, 8 bytes little-endian (driver02 only).
+func (p *prog) watermark(dst int32) *prog { return p.op(opWatermarkMs, abs(dst)) }
+
+// keys calls state_keys from the first key when after is nil (driver02 only).
+func (p *prog) keys(after *string, buf, capacity int32) *prog {
+	ap, al := abs(0), abs(-1)
+	if after != nil {
+		ap, al = p.blob(*after)
+	}
+	return p.op(opStateKeys, ap, al, abs(buf), abs(capacity))
+}
+
+// emitLast emits to out the bytes at buf whose length the latest host function op returned
+// (nothing when it returned an error; driver02 only).
+func (p *prog) emitLast(out string, buf int32) *prog {
+	op, ol := p.blob(out)
+	return p.op(opEmitLast, op, ol, abs(buf))
+}
+
+// setVersion makes driver02's wasmstream_state_version return v.
+func (p *prog) setVersion(v int32) *prog { return p.op(opSetVersion, abs(v)) }
+
 func (p *prog) bytes() []byte {
 	opsLen := 0
 	for _, o := range p.ops {
 		opsLen += 2 + 4*len(o.args)
-		if o.id == opEmit {
+		if wideOp(o.id) {
 			opsLen += 8
 		}
 	}
@@ -239,7 +293,7 @@ func (p *prog) bytes() []byte {
 			}
 			b = binary.LittleEndian.AppendUint32(b, uint32(v))
 		}
-		if o.id == opEmit {
+		if wideOp(o.id) {
 			b = binary.LittleEndian.AppendUint64(b, uint64(o.ts))
 		}
 	}

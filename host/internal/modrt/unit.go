@@ -126,6 +126,7 @@ func (i *Instance) runStep(ctx context.Context, st *Step) error {
 		n      int // records or firings, for the budget
 		export string
 		fn     api.Function
+		fs     []abi.Firing // the live firings of a firings step
 	)
 	switch st.Kind {
 	case StepRecords:
@@ -137,13 +138,13 @@ func (i *Instance) runStep(ctx context.Context, st *Step) error {
 			}
 		}
 	case StepFirings:
-		st.Firings = i.liveFirings(st.Firings)
-		if len(st.Firings) == 0 {
+		fs = i.liveFirings(st.Firings)
+		if len(fs) == 0 {
 			return nil
 		}
-		size, n, export, fn = 8, len(st.Firings), abi.ExportOnTimer, i.fnOnTimer
-		for k := range st.Firings {
-			size += abi.FiringSize(&st.Firings[k])
+		size, n, export, fn = 8, len(fs), abi.ExportOnTimer, i.fnOnTimer
+		for k := range fs {
+			size += abi.FiringSize(&fs[k])
 			if size > math.MaxInt32 {
 				return ErrBatchTooLarge
 			}
@@ -170,9 +171,9 @@ func (i *Instance) runStep(ctx context.Context, st *Step) error {
 			b = abi.AppendRecord(b, &st.Records[k])
 		}
 	case StepFirings:
-		b = abi.AppendFiringsHeader(b, len(st.Firings))
-		for k := range st.Firings {
-			b = abi.AppendFiring(b, &st.Firings[k])
+		b = abi.AppendFiringsHeader(b, len(fs))
+		for k := range fs {
+			b = abi.AppendFiring(b, &fs[k])
 		}
 	case StepTick:
 		b = abi.AppendTick(b, &st.Tick)
@@ -187,23 +188,30 @@ func (i *Instance) runStep(ctx context.Context, st *Step) error {
 }
 
 // liveFirings leaves out the firings whose timer an earlier call of the unit set or deleted: they
-// are stale (the guest never sees a firing of a timer it has replaced). It filters in place.
+// are stale (the guest never sees a firing of a timer it has replaced). fs is not modified (the
+// caller may run the unit again); a new slice is returned when a firing is left out.
 func (i *Instance) liveFirings(fs []abi.Firing) []abi.Firing {
 	if len(i.timers) == 0 {
 		return fs
 	}
-	live := fs[:0]
-	for _, f := range fs {
+	var live []abi.Firing
+	for k, f := range fs {
 		stale := false
-		for k := range i.timers {
-			if bytes.Equal(i.timers[k].Key, f.Key) && bytes.Equal(i.timers[k].Name, f.Name) {
-				stale = true
+		for j := range i.timers {
+			if bytes.Equal(i.timers[j].Key, f.Key) && bytes.Equal(i.timers[j].Name, f.Name) {
+				stale = false
 				break
 			}
 		}
-		if !stale {
+		switch {
+		case stale && live == nil:
+			live = append(make([]abi.Firing, 0, len(fs)-1), fs[:k]...)
+		case !stale && live != nil:
 			live = append(live, f)
 		}
+	}
+	if live == nil {
+		return fs
 	}
 	return live
 }

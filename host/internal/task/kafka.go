@@ -195,7 +195,8 @@ func (t *Task) onAssign(req assignReq) {
 			t.log.Warn("the group committed further than this host's checkpoint: the partition was processed elsewhere, its local state is stale",
 				"topic", tp.Topic, "partition", tp.Partition, "committed", committed, "local", pos.Next)
 			at = committed
-			st.durable, st.horizon = pos, max(pos.Horizon, committed-1)
+			// Marks stay valid for this host's own state: records up to its horizon may be in it.
+			st.durable, st.horizon, st.replay = pos, max(pos.Horizon, committed-1), pos.Horizon
 		case ok:
 			at = pos.Next
 			st.durable, st.horizon, st.replay = pos, pos.Horizon, pos.Horizon

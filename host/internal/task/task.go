@@ -656,7 +656,7 @@ func (t *Task) admit(st *stream, r *source.Record) error {
 			}
 		}
 	}
-	late := st.tm.observe(r.Timestamp, t.cfg.Lateness, t.cfg.Now())
+	late := st.tm.observe(r.Offset, r.Timestamp, t.cfg.Lateness, t.cfg.Now())
 	if late {
 		t.stats.Late++
 	}
@@ -949,7 +949,7 @@ func (t *Task) checkpoint() error {
 		if st.in.Stdin != nil {
 			pos.Resume = 0
 		}
-		pos.Watermark = st.tm.wm
+		pos.Watermark = st.tm.committedWatermark(next, t.cfg.Lateness, pos.Watermark)
 		if pos != st.durable {
 			cp.Positions = append(cp.Positions, store.StreamPosition{Stream: st.id, Position: pos})
 		}

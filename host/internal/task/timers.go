@@ -52,6 +52,14 @@ type streamTime struct {
 	after  [2]*store.TimerRef // the store's due index is read after this, until the next commit
 	next   [2]int64           // the store's next due time after `after`; math.MinInt64: unknown
 
+	// The watermark a checkpoint persists is that of the committed prefix: the highest timestamp
+	// of the records below the committed position. A restart replays the records after it in
+	// the same order, so the running watermark passes the same values again and nothing that
+	// depends on it (late flags, event-time firings) sees a watermark from records not yet
+	// replayed.
+	stamps      []stamp // timestamps of records read and not yet below a checkpoint
+	prefixMaxTs int64   // highest timestamp below the committed position, -1 none
+
 	nextTick    time.Time // when the next tick is due (zero: ticks are off)
 	tickWaiting bool      // the stream is held until its tick can run
 	tickRunning bool
@@ -59,7 +67,7 @@ type streamTime struct {
 
 func newStreamTime(now time.Time, tickEvery time.Duration) streamTime {
 	tm := streamTime{
-		maxTs: -1, wm: -1, lastRead: now,
+		maxTs: -1, wm: -1, lastRead: now, prefixMaxTs: -1,
 		dirty: map[timerID]dirtyTimer{}, queued: map[timerID]*item{},
 		next: [2]int64{math.MinInt64, math.MinInt64},
 	}
@@ -67,6 +75,24 @@ func newStreamTime(now time.Time, tickEvery time.Duration) streamTime {
 		tm.nextTick = now.Add(tickEvery)
 	}
 	return tm
+}
+
+// stamp is a record's offset and timestamp.
+type stamp struct{ offset, ts int64 }
+
+// committedWatermark drops the stamps below next (the committed position) and returns the
+// watermark to persist with it: that of the committed prefix, never below prev.
+func (tm *streamTime) committedWatermark(next int64, lateness time.Duration, prev int64) int64 {
+	i := 0
+	for i < len(tm.stamps) && tm.stamps[i].offset < next {
+		tm.prefixMaxTs = max(tm.prefixMaxTs, tm.stamps[i].ts)
+		i++
+	}
+	tm.stamps = tm.stamps[:copy(tm.stamps, tm.stamps[i:])]
+	if tm.prefixMaxTs < 0 {
+		return prev
+	}
+	return max(prev, tm.prefixMaxTs-lateness.Milliseconds())
 }
 
 // watermark is the stream's current watermark for event-time timers and watermark_ms.
@@ -78,11 +104,12 @@ func (tm *streamTime) watermark() int64 {
 }
 
 // observe advances the event time with a record's timestamp and tells whether the record is late.
-func (tm *streamTime) observe(ts int64, lateness time.Duration, now time.Time) (late bool) {
+func (tm *streamTime) observe(offset, ts int64, lateness time.Duration, now time.Time) (late bool) {
 	tm.lastRead = now
 	if ts < 0 {
 		return false
 	}
+	tm.stamps = append(tm.stamps, stamp{offset, ts})
 	late = tm.wm >= 0 && ts < tm.wm
 	if ts > tm.maxTs {
 		tm.maxTs = ts
