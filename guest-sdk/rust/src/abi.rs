@@ -1,6 +1,7 @@
-//! The byte layouts of ABI.md §6: decoders for what the host sends (Init, Batch, ScanPage) and an
-//! encoder for what the guest sends (Headers), plus encoders for the host-side layouts, which tests
-//! and fake hosts use.
+//! The byte layouts of ABI.md §6: decoders for what the host sends (Init, Batch, ScanPage, and
+//! since 0.2 Firings, Tick, Migrate, KeyPage, HttpResponse) and encoders for what the guest sends
+//! (Headers, HttpRequest), plus encoders for the host-side layouts and decoders for the guest-side
+//! ones, which tests and fake hosts use.
 //!
 //! Decoded byte fields are views into the buffer they were decoded from; nothing is copied. A
 //! decoder rejects a layout whose lengths run past the end of its buffer, a Batch whose kind is
@@ -14,11 +15,23 @@ pub const MODULE: &str = "wasmstream_v0";
 /// The ABI major version this SDK speaks.
 pub const VERSION_MAJOR: u32 = 0;
 /// The ABI minor version this SDK speaks.
-pub const VERSION_MINOR: u32 = 1;
+pub const VERSION_MINOR: u32 = 2;
 /// The packed ABI version, `major << 16 | minor`, returned by `wasmstream_abi_version`.
 pub const VERSION: u32 = VERSION_MAJOR << 16 | VERSION_MINOR;
 /// The Batch kind of a batch of records (the only kind of ABI 0.1).
 pub const BATCH_RECORDS: u32 = 1;
+/// The kind of a Firings payload (0.2, §6.5).
+pub const BATCH_FIRINGS: u32 = 2;
+/// The kind of a Tick payload (0.2, §6.6).
+pub const BATCH_TICK: u32 = 3;
+/// The kind of a Migrate payload (0.2, §6.7).
+pub const BATCH_MIGRATE: u32 = 4;
+/// Firing flag bit 0: the timer is an event-time timer (0.2).
+pub const FIRING_EVENT_TIME: u32 = 1;
+/// Time domain of `timer_set`: processing time (0.2).
+pub const DOMAIN_PROCESSING: i32 = 0;
+/// Time domain of `timer_set`: event time (0.2).
+pub const DOMAIN_EVENT: i32 = 1;
 /// Record flag bit 0: the record is late (its event time is behind the watermark).
 pub const FLAG_LATE: u32 = 1;
 
@@ -377,10 +390,15 @@ impl<'a> Record<'a> {
         }
     }
 
-    /// Whether the record is late (its event time is behind the watermark; always false in ABI
-    /// 0.1).
-    pub fn is_late(&self) -> bool {
+    /// Whether the record is late: its timestamp was below its partition's watermark when the
+    /// host read it (ABI 0.2; always false from a 0.1 host).
+    pub fn late(&self) -> bool {
         self.flags & FLAG_LATE != 0
+    }
+
+    /// The same as [`late`](Record::late).
+    pub fn is_late(&self) -> bool {
+        self.late()
     }
 
     /// The raw flags word.
@@ -632,4 +650,465 @@ impl std::fmt::Debug for Bytes<'_> {
 /// The bytes one (name, value) pair takes in a Headers or ScanPage layout.
 pub fn pair_size(name: &[u8], value: &[u8]) -> usize {
     8 + name.len() + value.len()
+}
+
+// ---------------------------------------------------------------------------------------------
+// ABI 0.2 layouts
+
+impl<'a> Reader<'a> {
+    fn headers(&mut self) -> Option<Headers<'a>> {
+        let count = self.u32()?;
+        let pairs = self.pairs(count)?;
+        Some(Headers { count, pairs })
+    }
+}
+
+impl<'a> Headers<'a> {
+    /// Appends these headers as a Headers layout (count, then the pairs).
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        put_u32(out, self.count);
+        out.extend_from_slice(self.pairs);
+    }
+}
+
+// Firings (§6.5)
+
+/// The smallest encoded Firing: four fixed words (flags, partition, time) and three empty strings.
+const MIN_FIRING: usize = 4 + 4 + 8 + 4 + 4 + 4;
+
+/// One timer firing of a Firings payload (ABI.md §6.5). Byte fields are views into the payload,
+/// valid during the `on_timer` call that received it (copy what you keep).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Firing<'a> {
+    /// Flags word: bit 0 ([`FIRING_EVENT_TIME`]) marks an event-time timer.
+    pub flags: u32,
+    /// The partition the timer belongs to.
+    pub partition: u32,
+    /// The time the timer was set for, ms since the epoch, in its domain.
+    pub time: i64,
+    /// The key the timer belongs to: the scope of the firing's state.
+    pub key: &'a [u8],
+    /// The timer's name.
+    pub name: &'a [u8],
+    /// The payload given when the timer was set (empty when none).
+    pub payload: &'a [u8],
+}
+
+impl<'a> Firing<'a> {
+    /// Whether the timer is an event-time timer (else processing time).
+    pub fn event_time(&self) -> bool {
+        self.flags & FIRING_EVENT_TIME != 0
+    }
+
+    /// The timer's time domain.
+    pub fn domain(&self) -> crate::Domain {
+        if self.event_time() {
+            crate::Domain::EventTime
+        } else {
+            crate::Domain::ProcessingTime
+        }
+    }
+
+    /// The key the timer belongs to.
+    pub fn key(&self) -> &'a [u8] {
+        self.key
+    }
+
+    /// The timer's name.
+    pub fn name(&self) -> &'a [u8] {
+        self.name
+    }
+
+    /// The timer's name as UTF-8 text.
+    pub fn name_str(&self) -> Result<&'a str, Error> {
+        Ok(std::str::from_utf8(self.name)?)
+    }
+
+    /// The time the timer was set for.
+    pub fn time(&self) -> i64 {
+        self.time
+    }
+
+    /// The payload given when the timer was set.
+    pub fn payload(&self) -> &'a [u8] {
+        self.payload
+    }
+
+    /// The partition the timer belongs to.
+    pub fn partition(&self) -> u32 {
+        self.partition
+    }
+}
+
+impl std::fmt::Debug for Firing<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Firing")
+            .field("flags", &self.flags)
+            .field("partition", &self.partition)
+            .field("time", &self.time)
+            .field("key", &Bytes(self.key))
+            .field("name", &Bytes(self.name))
+            .field("payload", &Bytes(self.payload))
+            .finish()
+    }
+}
+
+fn read_firing<'a>(r: &mut Reader<'a>) -> Option<Firing<'a>> {
+    Some(Firing {
+        flags: r.u32()?,
+        partition: r.u32()?,
+        time: r.u64()? as i64,
+        key: r.bytes()?,
+        name: r.bytes()?,
+        payload: r.bytes()?,
+    })
+}
+
+/// A validated Firings payload (ABI.md §6.5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Firings<'a> {
+    count: u32,
+    firings: &'a [u8],
+}
+
+impl<'a> Firings<'a> {
+    /// The number of firings.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// Whether the payload holds no firing.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The firings in delivery order.
+    pub fn iter(&self) -> FiringIter<'a> {
+        FiringIter {
+            r: Reader { b: self.firings },
+            left: self.count,
+        }
+    }
+}
+
+/// Iterates over the firings of validated [`Firings`].
+#[derive(Clone)]
+pub struct FiringIter<'a> {
+    r: Reader<'a>,
+    left: u32,
+}
+
+impl<'a> Iterator for FiringIter<'a> {
+    type Item = Firing<'a>;
+
+    fn next(&mut self) -> Option<Firing<'a>> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        read_firing(&mut self.r)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left as usize, Some(self.left as usize))
+    }
+}
+
+impl ExactSizeIterator for FiringIter<'_> {}
+
+/// Decodes and validates a whole Firings layout; iterating over it then cannot fail.
+pub fn decode_firings(b: &[u8]) -> Result<Firings<'_>, Error> {
+    fn go(b: &[u8]) -> Option<Firings<'_>> {
+        let mut r = Reader { b };
+        let kind = r.u32()?;
+        let count = r.u32()?;
+        if kind != BATCH_FIRINGS || count as u64 * MIN_FIRING as u64 > r.b.len() as u64 {
+            return None;
+        }
+        let firings = r.b;
+        for _ in 0..count {
+            read_firing(&mut r)?;
+        }
+        r.finish()?;
+        Some(Firings { count, firings })
+    }
+    go(b).ok_or_else(|| malformed("Firings"))
+}
+
+/// Appends the kind and count that start a Firings layout; append `count` firings after it.
+pub fn encode_firings_header(out: &mut Vec<u8>, count: u32) {
+    put_u32(out, BATCH_FIRINGS);
+    put_u32(out, count);
+}
+
+/// Appends one Firing.
+pub fn encode_firing(out: &mut Vec<u8>, f: &Firing<'_>) {
+    put_u32(out, f.flags);
+    put_u32(out, f.partition);
+    put_i64(out, f.time);
+    put_bytes(out, f.key);
+    put_bytes(out, f.name);
+    put_bytes(out, f.payload);
+}
+
+// Tick (§6.6)
+
+/// The argument of `wasmstream_on_tick` (ABI.md §6.6). `source` is a view into the payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Tick<'a> {
+    /// The tick's partition.
+    pub partition: u32,
+    /// Processing time of the tick, ms since the epoch.
+    pub now: i64,
+    /// The partition's watermark, or -1.
+    pub watermark: i64,
+    /// The input name (file input name or Kafka topic).
+    pub source: &'a [u8],
+}
+
+/// Decodes a Tick layout.
+pub fn decode_tick(b: &[u8]) -> Result<Tick<'_>, Error> {
+    fn go(b: &[u8]) -> Option<Tick<'_>> {
+        let mut r = Reader { b };
+        if r.u32()? != BATCH_TICK {
+            return None;
+        }
+        let t = Tick {
+            partition: r.u32()?,
+            now: r.u64()? as i64,
+            watermark: r.u64()? as i64,
+            source: r.bytes()?,
+        };
+        r.finish()?;
+        Some(t)
+    }
+    go(b).ok_or_else(|| malformed("Tick"))
+}
+
+/// Appends a Tick layout, kind included.
+pub fn encode_tick(out: &mut Vec<u8>, t: &Tick<'_>) {
+    put_u32(out, BATCH_TICK);
+    put_u32(out, t.partition);
+    put_i64(out, t.now);
+    put_i64(out, t.watermark);
+    put_bytes(out, t.source);
+}
+
+// Migrate (§6.7)
+
+/// The argument of `wasmstream_migrate` (ABI.md §6.7): convert one key's state from state version
+/// `from` to `to` (a downgrade when `from > to`). `key` is a view into the payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Migration<'a> {
+    /// The key's recorded state version.
+    pub from: u32,
+    /// The module's state version ([`Task::STATE_VERSION`](crate::Task::STATE_VERSION)).
+    pub to: u32,
+    /// The key's partition.
+    pub partition: u32,
+    /// The key to migrate: the scope of the call.
+    pub key: &'a [u8],
+}
+
+/// Decodes a Migrate layout.
+pub fn decode_migrate(b: &[u8]) -> Result<Migration<'_>, Error> {
+    fn go(b: &[u8]) -> Option<Migration<'_>> {
+        let mut r = Reader { b };
+        if r.u32()? != BATCH_MIGRATE {
+            return None;
+        }
+        let m = Migration {
+            from: r.u32()?,
+            to: r.u32()?,
+            partition: r.u32()?,
+            key: r.bytes()?,
+        };
+        r.finish()?;
+        Some(m)
+    }
+    go(b).ok_or_else(|| malformed("Migrate"))
+}
+
+/// Appends a Migrate layout, kind included.
+pub fn encode_migrate(out: &mut Vec<u8>, m: &Migration<'_>) {
+    put_u32(out, BATCH_MIGRATE);
+    put_u32(out, m.from);
+    put_u32(out, m.to);
+    put_u32(out, m.partition);
+    put_bytes(out, m.key);
+}
+
+// KeyPage (§6.8)
+
+/// A validated KeyPage written by `state_keys` (ABI.md §6.8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KeyPage<'a> {
+    count: u32,
+    more: bool,
+    keys: &'a [u8],
+}
+
+impl<'a> KeyPage<'a> {
+    /// The number of keys on the page.
+    pub fn len(&self) -> usize {
+        self.count as usize
+    }
+
+    /// Whether the page holds no key.
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// Whether more keys follow the last one on this page.
+    pub fn more(&self) -> bool {
+        self.more
+    }
+
+    /// The keys, in ascending bytewise order.
+    pub fn keys(&self) -> KeyIter<'a> {
+        KeyIter {
+            r: Reader { b: self.keys },
+            left: self.count,
+        }
+    }
+}
+
+/// Iterates over the keys of a validated [`KeyPage`].
+#[derive(Clone)]
+pub struct KeyIter<'a> {
+    r: Reader<'a>,
+    left: u32,
+}
+
+impl<'a> Iterator for KeyIter<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        self.r.bytes()
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left as usize, Some(self.left as usize))
+    }
+}
+
+impl ExactSizeIterator for KeyIter<'_> {}
+
+/// Decodes and validates a KeyPage layout.
+pub fn decode_key_page(b: &[u8]) -> Result<KeyPage<'_>, Error> {
+    fn go(b: &[u8]) -> Option<KeyPage<'_>> {
+        let mut r = Reader { b };
+        let count = r.u32()?;
+        let more = r.u32()?;
+        if more > 1 || count as u64 * 4 > r.b.len() as u64 {
+            return None;
+        }
+        let keys = r.b;
+        for _ in 0..count {
+            r.bytes()?;
+        }
+        r.finish()?;
+        Some(KeyPage {
+            count,
+            more: more == 1,
+            keys,
+        })
+    }
+    go(b).ok_or_else(|| malformed("KeyPage"))
+}
+
+/// Appends a KeyPage layout.
+pub fn encode_key_page(out: &mut Vec<u8>, keys: &[&[u8]], more: bool) {
+    put_u32(out, keys.len() as u32);
+    put_u32(out, more as u32);
+    for k in keys {
+        put_bytes(out, k);
+    }
+}
+
+/// The bytes one key takes in a KeyPage.
+pub fn key_size(key: &[u8]) -> usize {
+    4 + key.len()
+}
+
+// HttpRequest (§6.9)
+
+/// The `req` argument of `http_request` (ABI.md §6.9). Decoded byte fields are views.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HttpRequest<'a> {
+    /// The method, e.g. `GET` (upper case ASCII letters; the host checks it).
+    pub method: &'a [u8],
+    /// An absolute `http://` or `https://` URL (the host checks it).
+    pub url: &'a [u8],
+    /// The request headers, in order.
+    pub headers: Headers<'a>,
+    /// The request body.
+    pub body: &'a [u8],
+    /// The timeout in ms; 0 means the task's default.
+    pub timeout_ms: u32,
+}
+
+/// Decodes an HttpRequest layout.
+pub fn decode_http_request(b: &[u8]) -> Result<HttpRequest<'_>, Error> {
+    fn go(b: &[u8]) -> Option<HttpRequest<'_>> {
+        let mut r = Reader { b };
+        let req = HttpRequest {
+            method: r.bytes()?,
+            url: r.bytes()?,
+            headers: r.headers()?,
+            body: r.bytes()?,
+            timeout_ms: r.u32()?,
+        };
+        r.finish()?;
+        Some(req)
+    }
+    go(b).ok_or_else(|| malformed("HttpRequest"))
+}
+
+/// Appends an HttpRequest layout.
+pub fn encode_http_request(out: &mut Vec<u8>, req: &HttpRequest<'_>) {
+    put_bytes(out, req.method);
+    put_bytes(out, req.url);
+    req.headers.encode(out);
+    put_bytes(out, req.body);
+    put_u32(out, req.timeout_ms);
+}
+
+// HttpResponse (§6.10)
+
+/// An `http_request` result (ABI.md §6.10). Decoded byte fields are views.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HttpResponse<'a> {
+    /// The HTTP status code.
+    pub status: u32,
+    /// The response headers, in order.
+    pub headers: Headers<'a>,
+    /// The response body.
+    pub body: &'a [u8],
+}
+
+/// Decodes an HttpResponse layout.
+pub fn decode_http_response(b: &[u8]) -> Result<HttpResponse<'_>, Error> {
+    fn go(b: &[u8]) -> Option<HttpResponse<'_>> {
+        let mut r = Reader { b };
+        let resp = HttpResponse {
+            status: r.u32()?,
+            headers: r.headers()?,
+            body: r.bytes()?,
+        };
+        r.finish()?;
+        Some(resp)
+    }
+    go(b).ok_or_else(|| malformed("HttpResponse"))
+}
+
+/// Appends an HttpResponse layout.
+pub fn encode_http_response(out: &mut Vec<u8>, resp: &HttpResponse<'_>) {
+    put_u32(out, resp.status);
+    resp.headers.encode(out);
+    put_bytes(out, resp.body);
 }

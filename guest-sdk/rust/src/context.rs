@@ -1,4 +1,5 @@
-//! The per-record view of the host: state scoped to the record's key, outputs, logging.
+//! The per-call views of the host: state scoped to a key, timers, outputs, logging; the tick's
+//! view with key listing.
 
 use crate::abi::{self, HeadersBuilder};
 use crate::error::{check, Errno, Error};
@@ -257,6 +258,137 @@ impl<'a> Context<'a> {
     /// Writes a message to the host's log (see [`log`](crate::log)).
     pub fn log(&self, level: Level, msg: impl AsRef<str>) {
         log(level, msg)
+    }
+
+    /// The host's processing time (see [`now_ms`](crate::now_ms)).
+    pub fn now_ms(&self) -> i64 {
+        now_ms()
+    }
+
+    /// Sets the timer `name` of the context's key (see [`set_timer`](crate::set_timer)): it
+    /// fires at `at` in `domain` and hands `payload` back to [`Task::on_timer`](crate::Task::on_timer).
+    pub fn set_timer(
+        &mut self,
+        name: impl AsRef<[u8]>,
+        domain: crate::Domain,
+        at: i64,
+        payload: impl AsRef<[u8]>,
+    ) -> Result<(), Error> {
+        crate::timer::set_timer(self.key, name, domain, at, payload)
+    }
+
+    /// Deletes the timer `name` of the context's key (see [`delete_timer`](crate::delete_timer)).
+    pub fn delete_timer(&mut self, name: impl AsRef<[u8]>) -> Result<(), Error> {
+        crate::timer::delete_timer(self.key, name)
+    }
+
+    /// The event-time watermark of the call's partition (see [`watermark`](crate::watermark)).
+    pub fn watermark(&self) -> i64 {
+        crate::timer::watermark()
+    }
+}
+
+/// A key page buffer starts here and doubles while not even one key fits (up to `SCAN_MAX`).
+const KEYS_START: usize = 4096;
+
+/// The view of the host a task gets in [`Task::on_tick`](crate::Task::on_tick): every key of the
+/// tick's partition is in scope. List the keys that have state with
+/// [`for_each_key`](TickContext::for_each_key) or [`keys`](TickContext::keys), and reach any key's
+/// state, timers and outputs with [`with_key`](TickContext::with_key).
+pub struct TickContext<'a> {
+    scratch: &'a mut Vec<u8>,
+    scan_buf: &'a mut Vec<u8>,
+    keys_buf: &'a mut Vec<u8>,
+}
+
+impl<'a> TickContext<'a> {
+    pub(crate) fn new(
+        scratch: &'a mut Vec<u8>,
+        scan_buf: &'a mut Vec<u8>,
+        keys_buf: &'a mut Vec<u8>,
+    ) -> TickContext<'a> {
+        TickContext {
+            scratch,
+            scan_buf,
+            keys_buf,
+        }
+    }
+
+    /// A context scoped to `key`: its state, timers and outputs (emitted with timestamp -1, i.e.
+    /// processing time, by [`Context::emit`]).
+    pub fn with_key<'b>(&'b mut self, key: &'b [u8]) -> Context<'b> {
+        Context::new(key, -1, self.scratch, self.scan_buf)
+    }
+
+    /// Calls `f` for every key of the partition that has state, in ascending bytewise order,
+    /// with a context scoped to that key, until `f` returns `Ok(false)` or an error (which is
+    /// returned). `f` may read and write the state and timers of that key (or any other, with
+    /// [`set_timer`](crate::set_timer)). Keys are fetched page by page with the host's
+    /// `state_keys`, growing the page buffer when not even one key fits.
+    pub fn for_each_key<F>(&mut self, mut f: F) -> Result<(), Error>
+    where
+        F: FnMut(&[u8], &mut Context<'_>) -> Result<bool, Error>,
+    {
+        if self.keys_buf.is_empty() {
+            self.keys_buf.resize(KEYS_START, 0);
+        }
+        let mut after: Option<Vec<u8>> = None;
+        loop {
+            let n = loop {
+                let n = sys::host_state_keys(after.as_deref(), self.keys_buf);
+                if n != Errno::BUFFER_TOO_SMALL.raw() || self.keys_buf.len() >= SCAN_MAX {
+                    break n;
+                }
+                // Not even one key fits: the ABI gives no size hint, so double and retry.
+                let grown = self.keys_buf.len() * 2;
+                self.keys_buf.resize(grown, 0);
+            };
+            let n = check(n)? as usize;
+            let page = match self.keys_buf.get(..n).map(abi::decode_key_page) {
+                Some(Ok(p)) => p,
+                _ => {
+                    return Err(Error::with_code(
+                        Errno::INTERNAL,
+                        "state_keys: malformed KeyPage from the host",
+                    ))
+                }
+            };
+            if page.is_empty() && page.more() {
+                return Err(Error::with_code(
+                    Errno::INTERNAL,
+                    "state_keys: empty page with more = 1",
+                ));
+            }
+            let mut last: &[u8] = &[];
+            for key in page.keys() {
+                let mut ctx = Context::new(key, -1, self.scratch, self.scan_buf);
+                if !f(key, &mut ctx)? {
+                    return Ok(());
+                }
+                last = key;
+            }
+            if !page.more() {
+                return Ok(());
+            }
+            let a = after.get_or_insert_with(Vec::new);
+            a.clear();
+            a.extend_from_slice(last);
+        }
+    }
+
+    /// Every key of the partition that has state, in ascending bytewise order, copied.
+    pub fn keys(&mut self) -> Result<Vec<Vec<u8>>, Error> {
+        let mut out = Vec::new();
+        self.for_each_key(|k, _| {
+            out.push(k.to_vec());
+            Ok(true)
+        })?;
+        Ok(out)
+    }
+
+    /// The event-time watermark of the tick's partition (see [`watermark`](crate::watermark)).
+    pub fn watermark(&self) -> i64 {
+        crate::timer::watermark()
     }
 
     /// The host's processing time (see [`now_ms`](crate::now_ms)).

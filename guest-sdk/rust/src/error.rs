@@ -31,6 +31,9 @@ impl Errno {
     pub const BUFFER_TOO_SMALL: Errno = Errno(-8);
     /// `ERR_INTERNAL` (-9): the host failed (e.g. storage); the call should fail.
     pub const INTERNAL: Errno = Errno(-9);
+    /// `ERR_UNAVAILABLE` (-10, ABI 0.2): an outbound request failed: connection, timeout, or the
+    /// host is stopping.
+    pub const UNAVAILABLE: Errno = Errno(-10);
 
     /// The code for a raw status value.
     pub const fn from_raw(code: i32) -> Errno {
@@ -56,6 +59,7 @@ impl Errno {
             -7 => "ERR_LIMIT",
             -8 => "ERR_BUFFER_TOO_SMALL",
             -9 => "ERR_INTERNAL",
+            -10 => "ERR_UNAVAILABLE",
             _ => return None,
         })
     }

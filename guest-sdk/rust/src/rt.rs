@@ -2,7 +2,7 @@
 //! the API: it is public only so the macro can reach it.
 
 use crate::abi;
-use crate::context::Context;
+use crate::context::{Context, TickContext};
 use crate::sys;
 use crate::text;
 use crate::Task;
@@ -12,6 +12,7 @@ pub struct Runtime<T> {
     task: Option<T>,
     scratch: Vec<u8>,
     scan_buf: Vec<u8>,
+    keys_buf: Vec<u8>,
 }
 
 impl<T> Runtime<T> {
@@ -21,6 +22,7 @@ impl<T> Runtime<T> {
             task: None,
             scratch: Vec::new(),
             scan_buf: Vec::new(),
+            keys_buf: Vec::new(),
         }
     }
 
@@ -91,6 +93,91 @@ impl<T: Task> Runtime<T> {
         }
         0
     }
+
+    /// Handles a Firings payload (0.2): runs [`Task::on_timer`] on every firing in order. 0 on
+    /// success; on the first error calls the host's `fail` with `wasmstream: timer "<name>" of key
+    /// "<key>": <error>` and returns 1.
+    pub fn on_timer(&mut self, payload: &[u8]) -> i32 {
+        let task = match self.task.as_mut() {
+            Some(t) => t,
+            None => return fail("wasmstream: on_timer called before a successful init"),
+        };
+        let firings = match abi::decode_firings(payload) {
+            Ok(f) => f,
+            Err(e) => return fail_with("wasmstream: firings: ", &e),
+        };
+        for f in firings.iter() {
+            // Outputs of an event-time firing carry its time; of a processing-time one, "now".
+            let ts = if f.event_time() { f.time } else { -1 };
+            let mut ctx = Context::new(f.key, ts, &mut self.scratch, &mut self.scan_buf);
+            if let Err(e) = task.on_timer(&f, &mut ctx) {
+                let mut msg = String::from("wasmstream: timer ");
+                text::push_quoted(&mut msg, f.name);
+                msg.push_str(" of key ");
+                text::push_quoted(&mut msg, f.key);
+                msg.push_str(": ");
+                msg.push_str(&e.text());
+                return fail(&msg);
+            }
+        }
+        0
+    }
+
+    /// Handles a Tick payload (0.2): runs [`Task::on_tick`]. 0 on success; on error calls the
+    /// host's `fail` with `wasmstream: tick of <source>/<partition>: <error>` and returns 1.
+    pub fn on_tick(&mut self, payload: &[u8]) -> i32 {
+        let task = match self.task.as_mut() {
+            Some(t) => t,
+            None => return fail("wasmstream: on_tick called before a successful init"),
+        };
+        let tick = match abi::decode_tick(payload) {
+            Ok(t) => t,
+            Err(e) => return fail_with("wasmstream: tick: ", &e),
+        };
+        let mut ctx = TickContext::new(&mut self.scratch, &mut self.scan_buf, &mut self.keys_buf);
+        if let Err(e) = task.on_tick(&tick, &mut ctx) {
+            let mut msg = String::from("wasmstream: tick of ");
+            text::push_lossy(&mut msg, tick.source);
+            msg.push('/');
+            text::push_u64(&mut msg, tick.partition as u64);
+            msg.push_str(": ");
+            msg.push_str(&e.text());
+            return fail(&msg);
+        }
+        0
+    }
+
+    /// Handles a Migrate payload (0.2): runs [`Task::migrate`]. 0 on success; on error calls the
+    /// host's `fail` with `wasmstream: migrating key "<key>" from state version <from> to <to>:
+    /// <error>` and returns 1.
+    pub fn migrate(&mut self, payload: &[u8]) -> i32 {
+        let task = match self.task.as_mut() {
+            Some(t) => t,
+            None => return fail("wasmstream: migrate called before a successful init"),
+        };
+        let m = match abi::decode_migrate(payload) {
+            Ok(m) => m,
+            Err(e) => return fail_with("wasmstream: migrate: ", &e),
+        };
+        let mut ctx = Context::new(m.key, -1, &mut self.scratch, &mut self.scan_buf);
+        if let Err(e) = task.migrate(&m, &mut ctx) {
+            let mut msg = String::from("wasmstream: migrating key ");
+            text::push_quoted(&mut msg, m.key);
+            msg.push_str(" from state version ");
+            text::push_u64(&mut msg, m.from as u64);
+            msg.push_str(" to ");
+            text::push_u64(&mut msg, m.to as u64);
+            msg.push_str(": ");
+            msg.push_str(&e.text());
+            return fail(&msg);
+        }
+        0
+    }
+}
+
+/// What `wasmstream_state_version` returns for a task: its [`Task::STATE_VERSION`].
+pub fn state_version<T: Task>() -> i32 {
+    T::STATE_VERSION as i32
 }
 
 impl<T> Default for Runtime<T> {
@@ -237,6 +324,30 @@ mod wasm {
         match payload(ptr, len) {
             Some(p) => slot.get().process(p),
             None => fail("wasmstream: batch payload is not in the buffer from wasmstream_alloc"),
+        }
+    }
+
+    /// `wasmstream_on_timer`.
+    pub fn on_timer<T: Task>(slot: &Slot<T>, ptr: i32, len: i32) -> i32 {
+        match payload(ptr, len) {
+            Some(p) => slot.get().on_timer(p),
+            None => fail("wasmstream: firings payload is not in the buffer from wasmstream_alloc"),
+        }
+    }
+
+    /// `wasmstream_on_tick`.
+    pub fn on_tick<T: Task>(slot: &Slot<T>, ptr: i32, len: i32) -> i32 {
+        match payload(ptr, len) {
+            Some(p) => slot.get().on_tick(p),
+            None => fail("wasmstream: tick payload is not in the buffer from wasmstream_alloc"),
+        }
+    }
+
+    /// `wasmstream_migrate`.
+    pub fn migrate<T: Task>(slot: &Slot<T>, ptr: i32, len: i32) -> i32 {
+        match payload(ptr, len) {
+            Some(p) => slot.get().migrate(p),
+            None => fail("wasmstream: migrate payload is not in the buffer from wasmstream_alloc"),
         }
     }
 

@@ -1,4 +1,4 @@
-//! The host functions of ABI.md §4 behind safe, slice-based wrappers.
+//! The host functions of ABI.md §4 (0.1 and 0.2) behind safe, slice-based wrappers.
 //!
 //! On wasm32 they are the imports of module `wasmstream_v0`. Everywhere else they go to the
 //! in-memory fake host of [`crate::testing`], so SDK and task logic can be tested natively.
@@ -52,6 +52,23 @@ mod imp {
         fn now_ms() -> i64;
         fn config_get(buf_ptr: i32, buf_cap: i32) -> i32;
         fn fail(msg_ptr: i32, msg_len: i32) -> i32;
+        // ABI 0.2
+        #[allow(clippy::too_many_arguments)]
+        fn timer_set(
+            key_ptr: i32,
+            key_len: i32,
+            name_ptr: i32,
+            name_len: i32,
+            domain: i32,
+            time: i64,
+            payload_ptr: i32,
+            payload_len: i32,
+        ) -> i32;
+        fn timer_delete(key_ptr: i32, key_len: i32, name_ptr: i32, name_len: i32) -> i32;
+        fn watermark_ms() -> i64;
+        fn state_keys(after_ptr: i32, after_len: i32, buf_ptr: i32, buf_cap: i32) -> i32;
+        fn http_request(req_ptr: i32, req_len: i32, buf_ptr: i32, buf_cap: i32) -> i32;
+        fn http_response(buf_ptr: i32, buf_cap: i32) -> i32;
     }
 
     // Pointers are offsets into the 32-bit linear memory; lengths of slices fit in an i32
@@ -120,6 +137,42 @@ mod imp {
     pub fn host_fail(msg: &[u8]) -> i32 {
         unsafe { fail(p(msg), l(msg)) }
     }
+    pub fn host_timer_set(key: &[u8], name: &[u8], domain: i32, time: i64, payload: &[u8]) -> i32 {
+        unsafe {
+            timer_set(
+                p(key),
+                l(key),
+                p(name),
+                l(name),
+                domain,
+                time,
+                p(payload),
+                l(payload),
+            )
+        }
+    }
+    pub fn host_timer_delete(key: &[u8], name: &[u8]) -> i32 {
+        unsafe { timer_delete(p(key), l(key), p(name), l(name)) }
+    }
+    pub fn host_watermark_ms() -> i64 {
+        unsafe { watermark_ms() }
+    }
+    pub fn host_state_keys(after: Option<&[u8]>, buf: &mut [u8]) -> i32 {
+        let (ap, al) = match after {
+            Some(a) => (p(a), l(a)),
+            None => (0, -1),
+        };
+        let bp = buf.as_mut_ptr() as usize as i32;
+        unsafe { state_keys(ap, al, bp, buf.len() as i32) }
+    }
+    pub fn host_http_request(req: &[u8], buf: &mut [u8]) -> i32 {
+        let bp = buf.as_mut_ptr() as usize as i32;
+        unsafe { http_request(p(req), l(req), bp, buf.len() as i32) }
+    }
+    pub fn host_http_response(buf: &mut [u8]) -> i32 {
+        let bp = buf.as_mut_ptr() as usize as i32;
+        unsafe { http_response(bp, buf.len() as i32) }
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -152,6 +205,25 @@ mod imp {
     }
     pub fn host_fail(msg: &[u8]) -> i32 {
         with_host(|h| h.fail(msg))
+    }
+    pub fn host_timer_set(key: &[u8], name: &[u8], domain: i32, time: i64, payload: &[u8]) -> i32 {
+        with_host(|h| h.timer_set(key, name, domain, time, payload))
+    }
+    pub fn host_timer_delete(key: &[u8], name: &[u8]) -> i32 {
+        with_host(|h| h.timer_delete(key, name))
+    }
+    pub fn host_watermark_ms() -> i64 {
+        with_host(|h| h.watermark_ms())
+    }
+    pub fn host_state_keys(after: Option<&[u8]>, buf: &mut [u8]) -> i32 {
+        with_host(|h| h.state_keys(after, buf))
+    }
+    pub fn host_http_request(req: &[u8], buf: &mut [u8]) -> i32 {
+        // The stub runs outside the fake host's borrow: it may be any test code.
+        crate::testing::http_request(req, buf)
+    }
+    pub fn host_http_response(buf: &mut [u8]) -> i32 {
+        with_host(|h| h.http_response(buf))
     }
 }
 

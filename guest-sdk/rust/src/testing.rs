@@ -24,6 +24,12 @@
 //! (`ERR_NOT_ALLOWED` during init), size and count limits, paged scans, header validation, and
 //! "a failed call has no effects". One harness per thread at a time: creating one resets the
 //! thread's fake host.
+//!
+//! For ABI 0.2 it keeps timers (fired only when the test calls [`Harness::advance_time`],
+//! [`Harness::advance_watermark`] or [`Harness::fire_due`]), per-partition watermarks, the
+//! recorded state version of each key (stale keys are migrated before the call that involves
+//! them, in the same unit of work), ticks ([`Harness::tick`], with paged `state_keys`) and an
+//! HTTP stub ([`Harness::set_http`]).
 
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,7 +37,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::abi::{self, Init, RecordFields};
 use crate::error::Errno;
 use crate::rt::Runtime;
-use crate::Task;
+use crate::{Domain, HttpRequest, HttpResponse, Task};
 
 /// One record the task emitted.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -205,6 +211,8 @@ pub struct Limits {
     pub scan_page_entries: usize,
     /// The output names the task may emit to (`ERR_INVALID` for others). Default: any.
     pub outputs: Option<Vec<Vec<u8>>>,
+    /// Most keys the fake puts on one `state_keys` page, to exercise paging. Default: no limit.
+    pub key_page_entries: usize,
 }
 
 impl Default for Limits {
@@ -216,6 +224,7 @@ impl Default for Limits {
             max_outputs: 100_000,
             scan_page_entries: usize::MAX,
             outputs: None,
+            key_page_entries: usize::MAX,
         }
     }
 }
@@ -225,9 +234,83 @@ enum Phase {
     Idle,
     Init,
     Process,
+    Timer,
+    Tick,
+    Migrate,
 }
 
 type StateMap = BTreeMap<Vec<u8>, BTreeMap<Vec<u8>, Vec<u8>>>;
+
+/// A timer is identified by partition, key and name.
+type TimerId = (u32, Vec<u8>, Vec<u8>);
+
+/// One timer of the fake host; every field is a copy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Timer {
+    /// The partition of the call that set the timer (of the key's record in the batch, of the
+    /// firing, migration or tick).
+    pub partition: u32,
+    /// The key the timer belongs to.
+    pub key: Vec<u8>,
+    /// The timer's name.
+    pub name: Vec<u8>,
+    /// The timer's time domain.
+    pub domain: Domain,
+    /// When the timer fires, ms since the epoch, in its domain.
+    pub time: i64,
+    /// The payload handed back in the firing.
+    pub payload: Vec<u8>,
+}
+
+impl Timer {
+    /// A timer of partition 0 with no payload.
+    pub fn new(key: impl AsRef<[u8]>, name: impl AsRef<[u8]>, domain: Domain, time: i64) -> Timer {
+        Timer {
+            partition: 0,
+            key: key.as_ref().to_vec(),
+            name: name.as_ref().to_vec(),
+            domain,
+            time,
+            payload: Vec::new(),
+        }
+    }
+
+    /// Sets the partition.
+    pub fn partition(mut self, partition: u32) -> Timer {
+        self.partition = partition;
+        self
+    }
+
+    /// Sets the payload.
+    pub fn payload(mut self, payload: impl AsRef<[u8]>) -> Timer {
+        self.payload = payload.as_ref().to_vec();
+        self
+    }
+
+    fn id(&self) -> TimerId {
+        (self.partition, self.key.clone(), self.name.clone())
+    }
+}
+
+/// What [`Harness::fire_due`] (and `advance_time`, `advance_watermark`) delivered.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Fired {
+    /// The timers delivered to [`Task::on_timer`], in delivery order.
+    pub timers: Vec<Timer>,
+    /// The outputs of the firing calls (and of the migrations in their units), in order.
+    pub outputs: Vec<Output>,
+}
+
+/// A stub answering [`http_request`](crate::http_request) in place of the network; see
+/// [`Harness::set_http`].
+pub type HttpStub = Box<dyn FnMut(&HttpRequest) -> Result<HttpResponse, Errno>>;
+
+/// What a unit of work restores when it fails.
+struct Snapshot {
+    state: StateMap,
+    timers: BTreeMap<TimerId, Timer>,
+    versions: BTreeMap<Vec<u8>, u32>,
+}
 
 /// The fake host's data: per-thread, reset by [`Harness::new`].
 pub(crate) struct FakeHost {
@@ -235,15 +318,32 @@ pub(crate) struct FakeHost {
     config: Vec<u8>,
     now: i64,
     limits: Limits,
-    scope: BTreeSet<Vec<u8>>,
     state: StateMap,
-    /// State as it was when the current call started, restored if it fails.
-    saved: Option<StateMap>,
+    /// State, timers and versions as they were when the current unit of work started, restored
+    /// if one of its calls fails.
+    saved: Option<Snapshot>,
     writes: usize,
     pending: Vec<Output>,
     outputs: Vec<Output>,
     logs: Vec<LogLine>,
     fail_msg: Option<String>,
+    // ABI 0.2
+    /// The current call's keys and their partitions.
+    key_partitions: BTreeMap<Vec<u8>, u32>,
+    /// A tick: every key is in scope.
+    scope_all: bool,
+    /// The current call's partition.
+    partition: u32,
+    timers: BTreeMap<TimerId, Timer>,
+    /// Timers set during the current unit of work (a fired timer set again is kept).
+    timers_set: BTreeSet<TimerId>,
+    watermarks: BTreeMap<u32, i64>,
+    versions: BTreeMap<Vec<u8>, u32>,
+    /// Keys whose recorded state version becomes the module's when the unit commits.
+    touched: BTreeSet<Vec<u8>>,
+    module_version: u32,
+    http: Option<HttpStub>,
+    http_kept: Option<Vec<u8>>,
 }
 
 impl FakeHost {
@@ -253,7 +353,6 @@ impl FakeHost {
             config: b"{}".to_vec(),
             now: 1_700_000_000_000,
             limits: Limits::default(),
-            scope: BTreeSet::new(),
             state: BTreeMap::new(),
             saved: None,
             writes: 0,
@@ -261,17 +360,194 @@ impl FakeHost {
             outputs: Vec::new(),
             logs: Vec::new(),
             fail_msg: None,
+            key_partitions: BTreeMap::new(),
+            scope_all: false,
+            partition: 0,
+            timers: BTreeMap::new(),
+            timers_set: BTreeSet::new(),
+            watermarks: BTreeMap::new(),
+            versions: BTreeMap::new(),
+            touched: BTreeSet::new(),
+            module_version: 0,
+            http: None,
+            http_kept: None,
         }
     }
 
+    /// Whether a call with a scope is running (not init, not between calls).
+    fn in_call(&self) -> bool {
+        self.phase != Phase::Idle && self.phase != Phase::Init
+    }
+
     fn check_state(&self, key: &[u8]) -> Result<(), i32> {
-        if self.phase != Phase::Process {
+        if !self.in_call() {
             return Err(Errno::NOT_ALLOWED.raw());
         }
-        if !self.scope.contains(key) {
+        if !self.scope_all && !self.key_partitions.contains_key(key) {
             return Err(Errno::KEY_NOT_IN_BATCH.raw());
         }
         Ok(())
+    }
+
+    fn begin_unit(&mut self) {
+        self.saved = Some(Snapshot {
+            state: self.state.clone(),
+            timers: self.timers.clone(),
+            versions: self.versions.clone(),
+        });
+        self.pending.clear();
+        self.timers_set.clear();
+        self.touched.clear();
+    }
+
+    fn abort_unit(&mut self) {
+        if let Some(s) = self.saved.take() {
+            self.state = s.state;
+            self.timers = s.timers;
+            self.versions = s.versions;
+        }
+        self.pending.clear();
+        self.timers_set.clear();
+        self.touched.clear();
+    }
+
+    fn commit_unit(&mut self) -> Vec<Output> {
+        self.saved = None;
+        for key in std::mem::take(&mut self.touched) {
+            if self.state.contains_key(&key) {
+                self.versions.insert(key, self.module_version);
+            } else {
+                self.versions.remove(&key);
+            }
+        }
+        self.timers_set.clear();
+        let pending = std::mem::take(&mut self.pending);
+        self.outputs.extend(pending.iter().cloned());
+        pending
+    }
+
+    fn has_state(&self, key: &[u8]) -> bool {
+        self.state.get(key).map_or(false, |m| !m.is_empty())
+    }
+
+    fn watermark(&self, partition: u32) -> i64 {
+        self.watermarks.get(&partition).copied().unwrap_or(-1)
+    }
+
+    fn count_write(&mut self) -> Result<(), i32> {
+        if self.writes >= self.limits.max_writes {
+            return Err(Errno::LIMIT.raw());
+        }
+        self.writes += 1;
+        Ok(())
+    }
+
+    pub(crate) fn timer_set(
+        &mut self,
+        key: &[u8],
+        name: &[u8],
+        domain: i32,
+        time: i64,
+        payload: &[u8],
+    ) -> i32 {
+        if let Err(e) = self.check_state(key) {
+            return e;
+        }
+        let domain = match domain {
+            abi::DOMAIN_PROCESSING => Domain::ProcessingTime,
+            abi::DOMAIN_EVENT => Domain::EventTime,
+            _ => return Errno::INVALID.raw(),
+        };
+        if name.len() > self.limits.max_name_bytes || payload.len() > self.limits.max_value_bytes {
+            return Errno::TOO_LARGE.raw();
+        }
+        if let Err(e) = self.count_write() {
+            return e;
+        }
+        let partition = self
+            .key_partitions
+            .get(key)
+            .copied()
+            .unwrap_or(self.partition);
+        let t = Timer {
+            partition,
+            key: key.to_vec(),
+            name: name.to_vec(),
+            domain,
+            time,
+            payload: payload.to_vec(),
+        };
+        self.timers_set.insert(t.id());
+        self.timers.insert(t.id(), t);
+        0
+    }
+
+    pub(crate) fn timer_delete(&mut self, key: &[u8], name: &[u8]) -> i32 {
+        if let Err(e) = self.check_state(key) {
+            return e;
+        }
+        if name.len() > self.limits.max_name_bytes {
+            return Errno::TOO_LARGE.raw();
+        }
+        if let Err(e) = self.count_write() {
+            return e;
+        }
+        let partition = self
+            .key_partitions
+            .get(key)
+            .copied()
+            .unwrap_or(self.partition);
+        self.timers
+            .remove(&(partition, key.to_vec(), name.to_vec()));
+        0
+    }
+
+    pub(crate) fn watermark_ms(&mut self) -> i64 {
+        if !self.in_call() {
+            return -1;
+        }
+        self.watermark(self.partition)
+    }
+
+    pub(crate) fn state_keys(&mut self, after: Option<&[u8]>, buf: &mut [u8]) -> i32 {
+        if self.phase != Phase::Tick {
+            return Errno::NOT_ALLOWED.raw();
+        }
+        let mut keys: Vec<&[u8]> = Vec::new();
+        let mut size = 8;
+        let mut more = false;
+        let listed = self
+            .state
+            .iter()
+            .filter(|(k, m)| !m.is_empty() && after.map_or(true, |a| &k[..] > a));
+        for (k, _) in listed {
+            let sz = abi::key_size(k);
+            if keys.len() >= self.limits.key_page_entries || size + sz > buf.len() {
+                more = true;
+                break;
+            }
+            size += sz;
+            keys.push(k);
+        }
+        if (keys.is_empty() && more) || size > buf.len() {
+            return Errno::BUFFER_TOO_SMALL.raw();
+        }
+        let mut page = Vec::with_capacity(size);
+        abi::encode_key_page(&mut page, &keys, more);
+        buf[..page.len()].copy_from_slice(&page);
+        page.len() as i32
+    }
+
+    pub(crate) fn http_response(&mut self, buf: &mut [u8]) -> i32 {
+        match &self.http_kept {
+            None => Errno::NOT_FOUND.raw(),
+            Some(b) => {
+                if b.len() <= buf.len() {
+                    buf[..b.len()].copy_from_slice(b);
+                }
+                b.len() as i32
+            }
+        }
     }
 
     fn check_write(&mut self, key: &[u8], name: &[u8]) -> Result<(), i32> {
@@ -279,10 +555,8 @@ impl FakeHost {
         if name.len() > self.limits.max_name_bytes {
             return Err(Errno::TOO_LARGE.raw());
         }
-        if self.writes >= self.limits.max_writes {
-            return Err(Errno::LIMIT.raw());
-        }
-        self.writes += 1;
+        self.count_write()?;
+        self.touched.insert(key.to_vec());
         Ok(())
     }
 
@@ -376,7 +650,7 @@ impl FakeHost {
         headers: &[u8],
         ts: i64,
     ) -> i32 {
-        if self.phase != Phase::Process {
+        if !self.in_call() {
             return Errno::NOT_ALLOWED.raw();
         }
         let hs = match abi::decode_headers(headers) {
@@ -442,11 +716,84 @@ pub(crate) fn with_host<R>(f: impl FnOnce(&mut FakeHost) -> R) -> R {
     HOST.with(|h| f(&mut h.borrow_mut()))
 }
 
+fn valid_method(m: &[u8]) -> bool {
+    !m.is_empty() && m.iter().all(|c| c.is_ascii_uppercase())
+}
+
+/// `http_request` of the fake host: answered by the stub of [`Harness::set_http`], which runs
+/// outside the fake host's borrow.
+pub(crate) fn http_request(req: &[u8], buf: &mut [u8]) -> i32 {
+    let stub = with_host(|h| {
+        h.http_kept = None;
+        if !h.in_call() {
+            return Err(Errno::NOT_ALLOWED.raw());
+        }
+        h.http.take().ok_or(Errno::NOT_ALLOWED.raw())
+    });
+    let mut stub = match stub {
+        Ok(s) => s,
+        Err(e) => return e,
+    };
+    let parsed = match abi::decode_http_request(req) {
+        Ok(r)
+            if valid_method(r.method)
+                && (r.url.starts_with(b"http://") || r.url.starts_with(b"https://")) =>
+        {
+            let mut headers = crate::HeadersBuilder::new();
+            for (n, v) in r.headers.iter() {
+                headers.add(n, v);
+            }
+            Some(HttpRequest {
+                method: String::from_utf8_lossy(r.method).into_owned(),
+                url: String::from_utf8_lossy(r.url).into_owned(),
+                headers,
+                body: r.body.to_vec(),
+                timeout_ms: r.timeout_ms,
+            })
+        }
+        _ => None,
+    };
+    let result = parsed.as_ref().map(&mut stub);
+    with_host(|h| {
+        h.http = Some(stub);
+        let resp = match result {
+            None => return Errno::INVALID.raw(),
+            Some(Err(e)) if e.raw() < 0 => return e.raw(),
+            Some(Err(_)) => return Errno::UNAVAILABLE.raw(),
+            Some(Ok(r)) => r,
+        };
+        let mut b = Vec::new();
+        resp.encode(&mut b);
+        let n = b.len() as i32;
+        if b.len() <= buf.len() {
+            buf[..b.len()].copy_from_slice(&b);
+        } else {
+            h.http_kept = Some(b);
+        }
+        n
+    })
+}
+
 /// Drives a [`Task`] natively against this thread's fake host, through the same runtime (payload
 /// decoding, per-record loop, error reporting) as the wasm exports.
+///
+/// Every call runs as a *unit of work* (ABI.md §3): the migrations of its stale keys, then the
+/// call itself; if any of them fails, none of the unit's state writes, timer changes or outputs
+/// take effect.
 pub struct Harness<T> {
     rt: Runtime<T>,
 }
+
+/// The scope of one guest call: its keys with their partitions, or every key (a tick).
+struct Scope {
+    keys: BTreeMap<Vec<u8>, u32>,
+    all: bool,
+    partition: u32,
+}
+
+/// Most rounds of [`Harness::fire_due`]: a handler that keeps setting timers already due would
+/// loop forever.
+const MAX_FIRE_ROUNDS: usize = 1000;
 
 impl<T: Task> Harness<T> {
     /// Resets this thread's fake host, gives it `config` and initialises the task as the host
@@ -462,6 +809,7 @@ impl<T: Task> Harness<T> {
             *h = FakeHost::new();
             h.config = config.to_vec();
             h.limits = limits;
+            h.module_version = T::STATE_VERSION;
         });
         let mut payload = Vec::new();
         abi::encode_init(
@@ -473,62 +821,398 @@ impl<T: Task> Harness<T> {
             },
         );
         let mut harness = Harness { rt: Runtime::new() };
-        harness.run(Phase::Init, BTreeSet::new(), &payload)?;
+        with_host(|h| h.begin_unit());
+        let scope = Scope {
+            keys: BTreeMap::new(),
+            all: false,
+            partition: 0,
+        };
+        harness.call(Phase::Init, scope, &payload)?;
+        with_host(|h| h.commit_unit());
         Ok(harness)
     }
 
-    /// Runs one `process` call on these records (one batch). On success returns the outputs of
-    /// the call; on failure returns the message the task gave to `fail` and discards every state
-    /// write and output of the call, as the host does.
+    /// Runs one `process` call on these records (one batch), after migrating the batch's keys
+    /// whose state has another recorded state version
+    /// ([`set_state_version`](Harness::set_state_version)), in the same unit of work. On success returns the outputs of
+    /// the unit; on failure returns the message the task gave to `fail` and discards every state
+    /// write, timer change and output of the unit, as the host does.
     pub fn process(&mut self, records: &[TestRecord]) -> Result<Vec<Output>, String> {
-        let scope = records.iter().map(|r| r.key.clone()).collect();
-        self.run(Phase::Process, scope, &encode_batch(records))
+        let mut keys = BTreeMap::new();
+        let mut order = Vec::new();
+        for r in records {
+            if !keys.contains_key(&r.key) {
+                keys.insert(r.key.clone(), r.partition);
+                order.push(r.key.clone());
+            }
+        }
+        let partition = records.first().map_or(0, |r| r.partition);
+        self.process_unit(order, keys, partition, &encode_batch(records))
     }
 
     /// Like [`process`](Harness::process) with a raw Batch payload; every key in it is in scope
     /// (a payload that does not decode gets an empty scope).
     pub fn process_raw(&mut self, payload: &[u8]) -> Result<Vec<Output>, String> {
-        let scope = match abi::decode_batch(payload) {
-            Ok(b) => b.records().map(|r| r.key().to_vec()).collect(),
-            Err(_) => BTreeSet::new(),
-        };
-        self.run(Phase::Process, scope, payload)
+        let mut keys = BTreeMap::new();
+        let mut order = Vec::new();
+        let mut partition = None;
+        if let Ok(b) = abi::decode_batch(payload) {
+            for r in b.records() {
+                partition.get_or_insert(r.partition());
+                if !keys.contains_key(r.key()) {
+                    keys.insert(r.key().to_vec(), r.partition());
+                    order.push(r.key().to_vec());
+                }
+            }
+        }
+        self.process_unit(order, keys, partition.unwrap_or(0), payload)
     }
 
-    fn run(
+    fn process_unit(
         &mut self,
-        phase: Phase,
-        scope: BTreeSet<Vec<u8>>,
+        order: Vec<Vec<u8>>,
+        keys: BTreeMap<Vec<u8>, u32>,
+        partition: u32,
         payload: &[u8],
     ) -> Result<Vec<Output>, String> {
+        with_host(|h| h.begin_unit());
+        self.migrate_stale(&order, &keys)?;
+        let scope = Scope {
+            keys,
+            all: false,
+            partition,
+        };
+        self.call(Phase::Process, scope, payload)?;
+        Ok(with_host(|h| h.commit_unit()))
+    }
+
+    /// Runs one guest call within the current unit of work; on failure aborts the unit and
+    /// returns the message the task gave to `fail`.
+    fn call(&mut self, phase: Phase, scope: Scope, payload: &[u8]) -> Result<(), String> {
         with_host(|h| {
             h.phase = phase;
-            h.scope = scope;
-            h.saved = Some(h.state.clone());
+            h.touched.extend(scope.keys.keys().cloned());
+            h.key_partitions = scope.keys;
+            h.scope_all = scope.all;
+            h.partition = scope.partition;
             h.writes = 0;
-            h.pending.clear();
             h.fail_msg = None;
+            h.http_kept = None;
         });
         let rc = match phase {
             Phase::Init => self.rt.init(payload),
-            _ => self.rt.process(payload),
+            Phase::Process => self.rt.process(payload),
+            Phase::Timer => self.rt.on_timer(payload),
+            Phase::Tick => self.rt.on_tick(payload),
+            Phase::Migrate => self.rt.migrate(payload),
+            Phase::Idle => unreachable!("no guest call in phase Idle"),
         };
         with_host(|h| {
             h.phase = Phase::Idle;
-            h.scope.clear();
-            let saved = h.saved.take().unwrap_or_default();
-            let pending = std::mem::take(&mut h.pending);
+            h.key_partitions.clear();
+            h.scope_all = false;
+            h.partition = 0;
+            h.http_kept = None;
             if rc == 0 {
-                h.outputs.extend(pending.iter().cloned());
-                Ok(pending)
+                Ok(())
             } else {
-                h.state = saved;
+                h.abort_unit();
                 Err(h
                     .fail_msg
                     .take()
                     .unwrap_or_else(|| format!("guest returned {} without calling fail", rc)))
             }
         })
+    }
+
+    /// Calls [`Task::migrate`], within the current unit, for each of `order` that has state
+    /// recorded under another version than the module's.
+    fn migrate_stale(
+        &mut self,
+        order: &[Vec<u8>],
+        partitions: &BTreeMap<Vec<u8>, u32>,
+    ) -> Result<(), String> {
+        let to = T::STATE_VERSION;
+        for key in order {
+            let (from, stale) = with_host(|h| {
+                let from = h.versions.get(key).copied().unwrap_or(0);
+                (from, from != to && h.has_state(key))
+            });
+            if !stale {
+                continue;
+            }
+            let partition = partitions.get(key).copied().unwrap_or(0);
+            let mut payload = Vec::new();
+            abi::encode_migrate(
+                &mut payload,
+                &abi::Migration {
+                    from,
+                    to,
+                    partition,
+                    key,
+                },
+            );
+            let mut keys = BTreeMap::new();
+            keys.insert(key.clone(), partition);
+            let scope = Scope {
+                keys,
+                all: false,
+                partition,
+            };
+            self.call(Phase::Migrate, scope, &payload)?;
+        }
+        Ok(())
+    }
+
+    /// Delivers every due timer to [`Task::on_timer`]: processing-time timers whose time is at or
+    /// before [`now`](Harness::now), event-time timers whose time is at or before their
+    /// partition's [`watermark`](Harness::watermark). Each partition's due timers go in one call
+    /// (one unit of work, after migrating stale keys), ordered by time, then key, then name; a
+    /// successful call deletes its timers unless the handler set them again. Timers the handler
+    /// sets to a time already due fire in a following round. Timers fire only when a test calls
+    /// this, [`advance_time`](Harness::advance_time) or
+    /// [`advance_watermark`](Harness::advance_watermark), never on their own.
+    ///
+    /// On a failed call it stops and returns the task's `fail` message: that call's effects are
+    /// discarded and its timers stay in place; the calls before it are committed (see
+    /// [`outputs`](Harness::outputs) and [`timers`](Harness::timers)).
+    pub fn fire_due(&mut self) -> Result<Fired, String> {
+        let mut total = Fired::default();
+        for round in 0.. {
+            let due: BTreeMap<u32, Vec<Timer>> = with_host(|h| {
+                let mut due: BTreeMap<u32, Vec<Timer>> = BTreeMap::new();
+                for t in h.timers.values() {
+                    let limit = match t.domain {
+                        Domain::ProcessingTime => h.now,
+                        Domain::EventTime => h.watermark(t.partition),
+                    };
+                    if t.time <= limit {
+                        due.entry(t.partition).or_default().push(t.clone());
+                    }
+                }
+                due
+            });
+            if due.is_empty() {
+                break;
+            }
+            if round == MAX_FIRE_ROUNDS {
+                return Err(format!(
+                    "wasmstream testing: timers still due after {} rounds of firing: does the \
+                     timer handler keep setting timers to a time already due?",
+                    MAX_FIRE_ROUNDS
+                ));
+            }
+            for (partition, mut ts) in due {
+                ts.sort_by(|a, b| (a.time, &a.key, &a.name).cmp(&(b.time, &b.key, &b.name)));
+                let outputs = self.fire(partition, &ts)?;
+                total.outputs.extend(outputs);
+                total.timers.extend(ts);
+            }
+        }
+        Ok(total)
+    }
+
+    /// Delivers the firings of one partition in one call.
+    fn fire(&mut self, partition: u32, ts: &[Timer]) -> Result<Vec<Output>, String> {
+        let mut payload = Vec::new();
+        abi::encode_firings_header(&mut payload, ts.len() as u32);
+        let mut keys = BTreeMap::new();
+        let mut order = Vec::new();
+        for t in ts {
+            let flags = match t.domain {
+                Domain::EventTime => abi::FIRING_EVENT_TIME,
+                Domain::ProcessingTime => 0,
+            };
+            abi::encode_firing(
+                &mut payload,
+                &abi::Firing {
+                    flags,
+                    partition: t.partition,
+                    time: t.time,
+                    key: &t.key,
+                    name: &t.name,
+                    payload: &t.payload,
+                },
+            );
+            if !keys.contains_key(&t.key) {
+                keys.insert(t.key.clone(), partition);
+                order.push(t.key.clone());
+            }
+        }
+        with_host(|h| h.begin_unit());
+        self.migrate_stale(&order, &keys)?;
+        let scope = Scope {
+            keys,
+            all: false,
+            partition,
+        };
+        self.call(Phase::Timer, scope, &payload)?;
+        Ok(with_host(|h| {
+            for t in ts {
+                let id = t.id();
+                if !h.timers_set.contains(&id) {
+                    h.timers.remove(&id);
+                }
+            }
+            h.commit_unit()
+        }))
+    }
+
+    /// Sets the processing time to `ms` and fires the timers that are then due, as
+    /// [`fire_due`](Harness::fire_due). Processing time never goes back: an earlier `ms` is an
+    /// error.
+    pub fn advance_time(&mut self, ms: i64) -> Result<Fired, String> {
+        let now = self.now();
+        if ms < now {
+            return Err(format!(
+                "wasmstream testing: processing time cannot go back from {} to {}",
+                now, ms
+            ));
+        }
+        with_host(|h| h.now = ms);
+        self.fire_due()
+    }
+
+    /// Sets the watermark of `partition` to `ms` and fires the timers that are then due, as
+    /// [`fire_due`](Harness::fire_due). A watermark never decreases: a lower `ms` is an error.
+    /// The harness moves watermarks only when told: processing records does not move them, and
+    /// the late flag of a record is what the test sets ([`TestRecord::late`]).
+    pub fn advance_watermark(&mut self, partition: u32, ms: i64) -> Result<Fired, String> {
+        let w = self.watermark(partition);
+        if ms < w {
+            return Err(format!(
+                "wasmstream testing: the watermark of partition {} cannot go back from {} to {}",
+                partition, w, ms
+            ));
+        }
+        with_host(|h| h.watermarks.insert(partition, ms));
+        self.fire_due()
+    }
+
+    /// The event-time watermark of `partition` (-1 until the test advances it).
+    pub fn watermark(&self, partition: u32) -> i64 {
+        with_host(|h| h.watermark(partition))
+    }
+
+    /// The fake processing-time clock.
+    pub fn now(&self) -> i64 {
+        with_host(|h| h.now)
+    }
+
+    /// Runs [`Task::on_tick`] for `partition` with the harness's clock, the partition's watermark
+    /// and `source` as the input name, after migrating every stale key, in one unit of work.
+    /// During the tick every key is in scope and [`TickContext::keys`](crate::TickContext::keys)
+    /// lists every key with state (the harness does not track which partition a key belongs to).
+    /// Returns the unit's outputs; on failure nothing changes.
+    pub fn tick(
+        &mut self,
+        partition: u32,
+        source: impl AsRef<[u8]>,
+    ) -> Result<Vec<Output>, String> {
+        with_host(|h| h.begin_unit());
+        let keys: BTreeMap<Vec<u8>, u32> = with_host(|h| {
+            h.state
+                .iter()
+                .filter(|(_, m)| !m.is_empty())
+                .map(|(k, _)| (k.clone(), partition))
+                .collect()
+        });
+        let order: Vec<Vec<u8>> = keys.keys().cloned().collect();
+        self.migrate_stale(&order, &keys)?;
+        let mut payload = Vec::new();
+        let (now, watermark) = (self.now(), self.watermark(partition));
+        abi::encode_tick(
+            &mut payload,
+            &abi::Tick {
+                partition,
+                now,
+                watermark,
+                source: source.as_ref(),
+            },
+        );
+        let scope = Scope {
+            keys: BTreeMap::new(),
+            all: true,
+            partition,
+        };
+        self.call(Phase::Tick, scope, &payload)?;
+        Ok(with_host(|h| h.commit_unit()))
+    }
+
+    /// Migrates every key that has state recorded under another version than the module's, one
+    /// unit of work per key in bytewise key order (partition 0), as a host does when a task
+    /// migrates eagerly. Returns the outputs; on a failed migration it stops and returns the
+    /// task's message (the migrations before it are committed).
+    pub fn migrate_all(&mut self) -> Result<Vec<Output>, String> {
+        let keys: Vec<Vec<u8>> = with_host(|h| {
+            h.state
+                .iter()
+                .filter(|(_, m)| !m.is_empty())
+                .map(|(k, _)| k.clone())
+                .collect()
+        });
+        let mut outputs = Vec::new();
+        for key in keys {
+            with_host(|h| h.begin_unit());
+            let mut parts = BTreeMap::new();
+            parts.insert(key.clone(), 0);
+            self.migrate_stale(&[key], &parts)?;
+            outputs.extend(with_host(|h| h.commit_unit()));
+        }
+        Ok(outputs)
+    }
+
+    /// Sets the recorded state version of `key`, e.g. to start a test from state an older module
+    /// wrote. Before any call involving a key that has state and whose recorded version differs
+    /// from [`Task::STATE_VERSION`], the harness calls [`Task::migrate`], as a host does
+    /// (ABI.md §4.16); after a successful unit the key's version is the module's.
+    pub fn set_state_version(&mut self, key: impl AsRef<[u8]>, version: u32) {
+        with_host(|h| h.versions.insert(key.as_ref().to_vec(), version));
+    }
+
+    /// The recorded state version of `key` (0 when none was recorded).
+    pub fn state_version(&self, key: impl AsRef<[u8]>) -> u32 {
+        with_host(|h| h.versions.get(key.as_ref()).copied().unwrap_or(0))
+    }
+
+    /// Sets a committed timer, e.g. to start a test from existing timers; it replaces the timer
+    /// with the same partition, key and name.
+    pub fn set_timer(&mut self, timer: Timer) {
+        with_host(|h| h.timers.insert(timer.id(), timer));
+    }
+
+    /// The committed timers sorted by partition, key, then name.
+    pub fn timers(&self) -> Vec<Timer> {
+        with_host(|h| h.timers.values().cloned().collect())
+    }
+
+    /// The committed timer `name` of `key` in `partition`, if set.
+    pub fn timer(
+        &self,
+        partition: u32,
+        key: impl AsRef<[u8]>,
+        name: impl AsRef<[u8]>,
+    ) -> Option<Timer> {
+        let id = (partition, key.as_ref().to_vec(), name.as_ref().to_vec());
+        with_host(|h| h.timers.get(&id).cloned())
+    }
+
+    /// Grants outbound HTTP: `stub` answers every [`http_request`](crate::http_request) in place
+    /// of the network (without a stub, requests fail with `ERR_NOT_ALLOWED`). It receives the
+    /// decoded request; an `Err` with a negative code (e.g. [`Errno::NOT_ALLOWED`],
+    /// [`Errno::TOO_LARGE`]) is returned to the task as that code, any other as
+    /// `ERR_UNAVAILABLE`. A malformed method or URL is `ERR_INVALID` without calling the stub. A
+    /// response that does not fit the task's buffer is kept for `http_response`, as on the host.
+    pub fn set_http<F>(&mut self, stub: F)
+    where
+        F: FnMut(&HttpRequest) -> Result<HttpResponse, Errno> + 'static,
+    {
+        with_host(|h| h.http = Some(Box::new(stub)));
+    }
+
+    /// Removes the HTTP stub: requests fail with `ERR_NOT_ALLOWED` again.
+    pub fn clear_http(&mut self) {
+        with_host(|h| h.http = None);
     }
 
     /// The task, for inspecting its fields.
@@ -575,7 +1259,10 @@ impl<T: Task> Harness<T> {
         })
     }
 
-    /// Sets `state[key][name]` directly, e.g. to seed state before a call.
+    /// Sets `state[key][name]` directly, e.g. to seed state before a call. The entry counts as
+    /// written by the module under test: a key without a recorded state version gets
+    /// [`Task::STATE_VERSION`]; use [`set_state_version`](Harness::set_state_version) to make it
+    /// older.
     pub fn set_state(
         &mut self,
         key: impl AsRef<[u8]>,
@@ -587,6 +1274,9 @@ impl<T: Task> Harness<T> {
                 .entry(key.as_ref().to_vec())
                 .or_default()
                 .insert(name.as_ref().to_vec(), value.as_ref().to_vec());
+            // Counts as written by the module under test (see set_state_version).
+            let v = h.module_version;
+            h.versions.entry(key.as_ref().to_vec()).or_insert(v);
         })
     }
 
@@ -601,7 +1291,8 @@ impl<T: Task> Harness<T> {
     }
 
     /// Sets the fake processing-time clock (`now_ms`, and the time of outputs emitted with a
-    /// negative timestamp). Default 1 700 000 000 000.
+    /// negative timestamp). Default 1 700 000 000 000. It fires no timer and may go back; use
+    /// [`advance_time`](Harness::advance_time) to fire the timers that become due.
     pub fn set_now(&mut self, ms: i64) {
         with_host(|h| h.now = ms)
     }

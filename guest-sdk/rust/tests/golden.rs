@@ -3,9 +3,9 @@
 
 use std::path::PathBuf;
 
-use wasmstream::abi::{self, Init};
+use wasmstream::abi::{self, Firing, HttpRequest, HttpResponse, Init, Migration, Tick};
 use wasmstream::testing::{encode_batch, TestRecord};
-use wasmstream::{Errno, HeadersBuilder};
+use wasmstream::{Domain, Errno, HeadersBuilder};
 
 fn golden_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../abi/testdata/golden")
@@ -53,11 +53,17 @@ fn every_golden_file_is_tested() {
     let tested = [
         "batch_empty",
         "batch_two",
+        "firings",
         "headers",
         "headers_empty",
+        "http_request",
+        "http_response",
         "init",
+        "key_page",
+        "migrate",
         "scan_page",
         "scan_page_empty",
+        "tick",
     ];
     let mut found: Vec<String> = std::fs::read_dir(golden_dir())
         .unwrap()
@@ -221,11 +227,17 @@ fn decode(layout: &str, b: &[u8]) -> Result<(), wasmstream::Error> {
         "batch" => abi::decode_batch(b).map(|_| ()),
         "headers" => abi::decode_headers(b).map(|_| ()),
         "scan_page" => abi::decode_scan_page(b).map(|_| ()),
+        "firings" => abi::decode_firings(b).map(|_| ()),
+        "tick" => abi::decode_tick(b).map(|_| ()),
+        "migrate" => abi::decode_migrate(b).map(|_| ()),
+        "key_page" => abi::decode_key_page(b).map(|_| ()),
+        "http_request" => abi::decode_http_request(b).map(|_| ()),
+        "http_response" => abi::decode_http_response(b).map(|_| ()),
         _ => unreachable!(),
     }
 }
 
-const CASES: [(&str, &str); 7] = [
+const CASES: [(&str, &str); 13] = [
     ("init", "init"),
     ("batch_empty", "batch"),
     ("batch_two", "batch"),
@@ -233,6 +245,12 @@ const CASES: [(&str, &str); 7] = [
     ("headers_empty", "headers"),
     ("scan_page", "scan_page"),
     ("scan_page_empty", "scan_page"),
+    ("firings", "firings"),
+    ("tick", "tick"),
+    ("migrate", "migrate"),
+    ("key_page", "key_page"),
+    ("http_request", "http_request"),
+    ("http_response", "http_response"),
 ];
 
 #[test]
@@ -314,4 +332,231 @@ fn scan_page_more_must_be_0_or_1() {
     let mut b = golden("scan_page");
     b[4] = 2;
     assert!(abi::decode_scan_page(&b).is_err());
+}
+
+// ---------------------------------------------------------------------------------------------
+// ABI 0.2 vectors
+
+fn firings_values() -> [Firing<'static>; 2] {
+    [
+        Firing {
+            flags: 0,
+            partition: 0,
+            time: 1_700_000_000_000,
+            key: b"alice",
+            name: b"flush",
+            payload: b"",
+        },
+        Firing {
+            flags: abi::FIRING_EVENT_TIME,
+            partition: 3,
+            time: 1_700_000_060_000,
+            key: b"",
+            name: b"window/60",
+            payload: &[0x00, 0xff],
+        },
+    ]
+}
+
+#[test]
+fn firings() {
+    let b = golden("firings");
+    let fs = abi::decode_firings(&b).unwrap();
+    assert_eq!(fs.len(), 2);
+    let got: Vec<Firing> = fs.iter().collect();
+    assert_eq!(got, firings_values());
+    assert!(!got[0].event_time());
+    assert_eq!(got[0].domain(), Domain::ProcessingTime);
+    assert!(got[1].event_time());
+    assert_eq!(got[1].domain(), Domain::EventTime);
+    assert_eq!(got[1].name_str().unwrap(), "window/60");
+
+    let mut out = Vec::new();
+    abi::encode_firings_header(&mut out, 2);
+    for f in &firings_values() {
+        abi::encode_firing(&mut out, f);
+    }
+    assert_eq!(out, b);
+    let mut again = Vec::new();
+    abi::encode_firings_header(&mut again, fs.len() as u32);
+    for f in fs.iter() {
+        abi::encode_firing(&mut again, &f);
+    }
+    assert_eq!(again, b);
+}
+
+#[test]
+fn tick() {
+    let b = golden("tick");
+    let t = abi::decode_tick(&b).unwrap();
+    let want = Tick {
+        partition: 3,
+        now: 1_700_000_000_000,
+        watermark: -1,
+        source: b"orders",
+    };
+    assert_eq!(t, want);
+    let mut out = Vec::new();
+    abi::encode_tick(&mut out, &want);
+    assert_eq!(out, b);
+}
+
+#[test]
+fn migrate() {
+    let b = golden("migrate");
+    let m = abi::decode_migrate(&b).unwrap();
+    let want = Migration {
+        from: 1,
+        to: 2,
+        partition: 3,
+        key: b"alice",
+    };
+    assert_eq!(m, want);
+    let mut out = Vec::new();
+    abi::encode_migrate(&mut out, &want);
+    assert_eq!(out, b);
+}
+
+#[test]
+fn key_page() {
+    let b = golden("key_page");
+    let p = abi::decode_key_page(&b).unwrap();
+    assert!(p.more());
+    assert_eq!(p.len(), 3);
+    let got: Vec<&[u8]> = p.keys().collect();
+    assert_eq!(got, vec![&b""[..], &b"alice"[..], &b"bob"[..]]);
+    let mut out = Vec::new();
+    abi::encode_key_page(&mut out, &[b"", b"alice", b"bob"], true);
+    assert_eq!(out, b);
+}
+
+#[test]
+fn http_request() {
+    let b = golden("http_request");
+    let r = abi::decode_http_request(&b).unwrap();
+    assert_eq!(r.method, b"POST");
+    assert_eq!(r.url, b"https://api.example.com/v1/score?id=1");
+    let hs: Vec<_> = r.headers.iter().collect();
+    assert_eq!(
+        hs,
+        vec![
+            (&b"content-type"[..], &b"application/json"[..]),
+            (&b"x-empty"[..], &b""[..])
+        ]
+    );
+    assert_eq!(r.body, br#"{"user":"alice"}"#);
+    assert_eq!(r.timeout_ms, 2500);
+
+    // The layout encoder, from the documented values and from what was decoded.
+    let mut hb = HeadersBuilder::new();
+    hb.add("content-type", "application/json")
+        .add("x-empty", "");
+    let want = HttpRequest {
+        method: b"POST",
+        url: b"https://api.example.com/v1/score?id=1",
+        headers: hb.headers(),
+        body: br#"{"user":"alice"}"#,
+        timeout_ms: 2500,
+    };
+    assert_eq!(r, want);
+    let mut out = Vec::new();
+    abi::encode_http_request(&mut out, &want);
+    assert_eq!(out, b);
+    let mut again = Vec::new();
+    abi::encode_http_request(&mut again, &r);
+    assert_eq!(again, b);
+
+    // The SDK's request type encodes to the same bytes.
+    let req = wasmstream::HttpRequest::post(
+        "https://api.example.com/v1/score?id=1",
+        &br#"{"user":"alice"}"#[..],
+    )
+    .header("content-type", "application/json")
+    .header("x-empty", "")
+    .timeout_ms(2500);
+    let mut sdk = Vec::new();
+    req.encode(&mut sdk);
+    assert_eq!(sdk, b);
+}
+
+#[test]
+fn http_response() {
+    let b = golden("http_response");
+    let r = abi::decode_http_response(&b).unwrap();
+    assert_eq!(r.status, 404);
+    let hs: Vec<_> = r.headers.iter().collect();
+    assert_eq!(hs, vec![(&b"content-type"[..], &b"text/plain"[..])]);
+    assert_eq!(r.body, b"not found");
+    let mut hb = HeadersBuilder::new();
+    hb.add("content-type", "text/plain");
+    let want = HttpResponse {
+        status: 404,
+        headers: hb.headers(),
+        body: b"not found",
+    };
+    assert_eq!(r, want);
+    let mut out = Vec::new();
+    abi::encode_http_response(&mut out, &want);
+    assert_eq!(out, b);
+
+    let owned = wasmstream::HttpResponse::from_layout(&r);
+    assert_eq!(
+        owned,
+        wasmstream::HttpResponse::new(404)
+            .with_header("content-type", "text/plain")
+            .with_body("not found")
+    );
+    assert_eq!(owned.header("Content-Type"), Some(&b"text/plain"[..]));
+    assert_eq!(owned.body_str().unwrap(), "not found");
+    let mut again = Vec::new();
+    owned.encode(&mut again);
+    assert_eq!(again, b);
+}
+
+#[test]
+fn wrong_kinds_are_rejected() {
+    for (file, kind_ok) in [("firings", 2u8), ("tick", 3), ("migrate", 4)] {
+        for kind in [0u8, 1, 2, 3, 4, 5, 0xff] {
+            if kind == kind_ok {
+                continue;
+            }
+            let mut b = golden(file);
+            b[0] = kind;
+            assert!(
+                decode(file, &b).is_err(),
+                "{} with kind {} accepted",
+                file,
+                kind
+            );
+        }
+    }
+}
+
+#[test]
+fn impossible_counts_are_rejected_02() {
+    let mut b = golden("firings");
+    b[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(abi::decode_firings(&b).is_err());
+    let mut b = golden("firings");
+    b[4..8].copy_from_slice(&1u32.to_le_bytes());
+    assert!(
+        abi::decode_firings(&b).is_err(),
+        "one firing plus trailing bytes accepted"
+    );
+    let mut b = golden("key_page");
+    b[0..4].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(abi::decode_key_page(&b).is_err());
+    let mut b = golden("key_page");
+    b[4] = 2;
+    assert!(abi::decode_key_page(&b).is_err(), "more = 2 accepted");
+    let mut b = golden("http_response");
+    b[4..8].copy_from_slice(&u32::MAX.to_le_bytes());
+    assert!(abi::decode_http_response(&b).is_err());
+}
+
+#[test]
+fn version_is_0_2() {
+    assert_eq!(abi::VERSION, 0x0000_0002);
+    assert_eq!(Errno::UNAVAILABLE.raw(), -10);
+    assert_eq!(Errno::UNAVAILABLE.to_string(), "ERR_UNAVAILABLE");
 }
