@@ -7,10 +7,12 @@ RUSTDOC ?= $(shell test -x /usr/bin/rustdoc && echo /usr/bin/rustdoc || echo rus
 BUILD := .build
 FUZZTIME ?= 5s
 
-.PHONY: help demo build examples test test-go test-rust fuzz fuzz-short race bench check lint clean
+.PHONY: help demo sessions dedupe build examples test test-go test-rust fuzz fuzz-short race bench check lint clean
 
 help:
 	@echo "make demo      build the wordcount example and run it on the embedded file source"
+	@echo "make sessions  build the sessions example (event-time timers) and run it over its sample file"
+	@echo "make dedupe    build the dedupe example (processing-time timers) and run it over its sample file"
 	@echo "make test      every test: host, store, ABI, Go SDK, examples, Rust SDK, short fuzzing, crash test"
 	@echo "make bench     benchmarks (wasm vs native vs no-op; compile, instantiate, 1M keys RSS)"
 	@echo "make fuzz      fuzz every decoder for FUZZTIME each (default 5s)"
@@ -25,7 +27,9 @@ $(BUILD):
 	mkdir -p $(BUILD)
 
 examples: | $(BUILD)
-	cd examples/wasm && GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o ../../$(BUILD)/wordcount.wasm ./wordcount
+	cd examples/wasm && for g in wordcount sessions dedupe; do \
+	  GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o ../../$(BUILD)/$$g.wasm ./$$g || exit 1; \
+	done
 	for c in wordcount-rust logparse-rust conform-rust; do \
 	  (cd examples/wasm/$$c && RUSTC=$(RUSTC) $(CARGO) build -q --release --target wasm32-unknown-unknown --target-dir ../../../$(BUILD)/cargo-target) || exit 1; \
 	  lib=$$(sed -n '/^\[lib\]/,/^\[/s/^name *= *"\(.*\)"/\1/p' examples/wasm/$$c/Cargo.toml); lib=$${lib:-$${c//-/_}}; \
@@ -40,6 +44,13 @@ demo: | $(BUILD)
 	$(GO) run ./cmd/wasmstream run -c config.example.yaml --data-dir $(BUILD)/demo-data
 	@echo "--- final state of key alice (wasmstream state --task wordcount --key alice):"
 	@$(GO) run ./cmd/wasmstream state --task wordcount --key alice --data-dir $(BUILD)/demo-data
+
+# The timer examples over their sample files; each config.yaml names the module built here and
+# keeps its data directory under .build/, emptied first so that every run starts afresh.
+sessions dedupe: | $(BUILD)
+	cd examples/wasm && GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o ../../$(BUILD)/$@.wasm ./$@
+	rm -rf $(BUILD)/$@-data
+	$(GO) run ./cmd/wasmstream run -c examples/wasm/$@/config.yaml --log-level warn
 
 # The README's second command.
 test: test-go test-rust fuzz-short

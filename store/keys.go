@@ -57,7 +57,7 @@ const (
 	stateKeyOverhead   = 3 + 4 + 4 // tag+u16, u32 stream, u32 len(key)
 	markKeyOverhead    = 3 + 4     // tag+u16, u32 stream
 	positionValueLen   = 4 * 8
-	positionValueLenV1 = 3 * 8 // before the watermark
+	positionValueLenV1 = 3 * 8             // before the watermark
 	markValueLen       = 8 + 4             // i64 mark | u32 state version
 	markValueLenV1     = 8                 // i64 mark, as format 1 wrote it
 	timerKeyOverhead   = 3 + 4 + 4         // tag+u16, u32 stream, u32 len(key)

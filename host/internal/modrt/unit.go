@@ -102,7 +102,7 @@ func (i *Instance) Run(ctx context.Context, u *Unit, env Env) (Effects, error) {
 		case StepMigrate:
 			i.scope.add(st.Migrate.Key)
 		case StepTick:
-			i.allKeys = true
+			i.allKeys = false
 		}
 	}
 	var err error
@@ -199,7 +199,7 @@ func (i *Instance) liveFirings(fs []abi.Firing) []abi.Firing {
 		stale := false
 		for j := range i.timers {
 			if bytes.Equal(i.timers[j].Key, f.Key) && bytes.Equal(i.timers[j].Name, f.Name) {
-				stale = false
+				stale = true
 				break
 			}
 		}
