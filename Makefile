@@ -73,18 +73,20 @@ test-rust:
 
 # In CI: the decoders of the ABI and the host-function boundary, briefly. `make fuzz` runs all.
 fuzz-short:
-	cd abi && for f in FuzzDecodeBatch FuzzDecodeInit FuzzDecodeHeaders FuzzDecodeScanPage; do \
+	cd abi && for f in FuzzDecodeBatch FuzzDecodeInit FuzzDecodeHeaders FuzzDecodeScanPage FuzzDecodeFirings FuzzDecodeHTTPRequest; do \
 	  $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime 3s . || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzHostFunctions$$' -fuzztime 3s ./host/internal/modrt
+	$(GO) test -run '^$$' -fuzz '^FuzzTimerHostFunctions$$' -fuzztime 3s ./host/internal/modrt
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadConfig$$' -fuzztime 3s ./cmd/wasmstream
 
 fuzz:
-	cd abi && for f in FuzzDecodeBatch FuzzDecodeInit FuzzDecodeHeaders FuzzDecodeScanPage; do \
+	cd abi && for f in FuzzDecodeBatch FuzzDecodeInit FuzzDecodeHeaders FuzzDecodeScanPage FuzzDecodeFirings FuzzDecodeTick FuzzDecodeMigrate FuzzDecodeKeyPage FuzzDecodeHTTPRequest FuzzDecodeHTTPResponse; do \
 	  $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) . || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzStateKey$$' -fuzztime $(FUZZTIME) ./store
 	$(GO) test -run '^$$' -fuzz '^FuzzScheduler$$' -fuzztime $(FUZZTIME) ./host/internal/sched
 	$(GO) test -run '^$$' -fuzz '^FuzzTracker$$' -fuzztime $(FUZZTIME) ./host/internal/positions
 	$(GO) test -run '^$$' -fuzz '^FuzzHostFunctions$$' -fuzztime $(FUZZTIME) ./host/internal/modrt
+	$(GO) test -run '^$$' -fuzz '^FuzzTimerHostFunctions$$' -fuzztime $(FUZZTIME) ./host/internal/modrt
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadConfig$$' -fuzztime $(FUZZTIME) ./cmd/wasmstream
 	$(GO) test -run '^$$' -fuzz '^FuzzEscape$$' -fuzztime $(FUZZTIME) ./cmd/wasmstream
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./host/internal/source

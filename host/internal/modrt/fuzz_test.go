@@ -35,7 +35,7 @@ func fuzzProgram(data []byte) []byte {
 	}
 	for len(data) > 0 && len(p) < 4096 {
 		h := next(2)
-		id := h[0] % hfCount
+		id := h[0] % (opFail + 1) // the 0.1 driver's host-function ops; 0.2 ones: FuzzTimerHostFunctions
 		p = append(p, id, h[1])
 		p = append(p, next(4*opArgs[id])...)
 		if id == opEmit {

@@ -174,6 +174,9 @@ func (i *Instance) stateScope(key []byte) (*scopeKey, abi.Errno) {
 		if !i.allKeys {
 			return nil, abi.ErrKeyNotInBatch
 		}
+		if len(key) > i.lim.MaxKeyBytes {
+			return nil, abi.ErrTooLarge
+		}
 		// A tick may use any key of its partition: the key joins the scope (a copy: key is a
 		// view into guest memory).
 		i.scope.add(append(make([]byte, 0, len(key)), key...))
@@ -248,7 +251,7 @@ func (i *Instance) statePut(keyPtr, keyLen, namePtr, nameLen, valPtr, valLen uin
 	if len(name) > i.lim.MaxNameBytes || len(val) > i.lim.MaxValueBytes {
 		return int64(abi.ErrTooLarge)
 	}
-	if len(i.writes) >= i.lim.MaxWritesPerCall {
+	if len(i.writes)+len(i.timers) >= i.lim.MaxWritesPerCall {
 		return int64(abi.ErrLimit)
 	}
 	if sk.owned == nil {

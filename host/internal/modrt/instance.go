@@ -197,7 +197,11 @@ func (m *Module) Instantiate(ctx context.Context, cfg InstanceConfig) (*Instance
 	if err == nil && i.fnStateVersion != nil {
 		// Asked after init: a guest may choose its state version from its configuration.
 		if err = i.call(ctx, phaseStart, abi.ExportStateVersion, i.fnStateVersion, i.stack[:1], i.initBudget()); err == nil {
-			i.stateVers = uint32(i.stack[0])
+			if v := int32(uint32(i.stack[0])); v < 0 {
+				err = moduleErr(nil, fmt.Sprintf("%s returned %d; a state version is >= 0", abi.ExportStateVersion, v))
+			} else {
+				i.stateVers = uint32(v)
+			}
 		}
 	}
 	if err != nil {

@@ -199,6 +199,12 @@ func checkShape(s *wasmShape, eng *engine, lim Limits) []string {
 		checkFunc(re.name, re.typ, true)
 	}
 	checkFunc(abi.ExportInitialize, sigInitialize, false)
+	// The optional 0.2 exports (a 0.1 guest's are ignored, but a wrong signature is refused
+	// whatever the version: it can only be a mistake).
+	checkFunc(abi.ExportOnTimer, sigPayload, false)
+	checkFunc(abi.ExportOnTick, sigPayload, false)
+	checkFunc(abi.ExportMigrate, sigPayload, false)
+	checkFunc(abi.ExportStateVersion, sigVersion, false)
 
 	for _, im := range s.imports {
 		full := im.module + "." + im.name

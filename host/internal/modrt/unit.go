@@ -82,7 +82,7 @@ func (i *Instance) Run(ctx context.Context, u *Unit, env Env) (Effects, error) {
 	}
 	for s := range u.Steps {
 		if !i.HasExport(u.Steps[s].Kind) {
-			return Effects{}, fmt.Errorf("%w: step %d", ErrNoExport, u.Steps[s].Kind)
+			return Effects{}, fmt.Errorf("%w: step %d (kind %d)", ErrNoExport, s, u.Steps[s].Kind)
 		}
 	}
 	i.spent = 0
@@ -102,7 +102,7 @@ func (i *Instance) Run(ctx context.Context, u *Unit, env Env) (Effects, error) {
 		case StepMigrate:
 			i.scope.add(st.Migrate.Key)
 		case StepTick:
-			i.allKeys = false
+			i.allKeys = true
 		}
 	}
 	var err error

@@ -328,6 +328,8 @@ func TestStateVersionAndExports(t *testing.T) {
 				eff, err := i.Run(ctx, u, nil)
 				if !errors.Is(err, ErrNoExport) || !reflect.DeepEqual(eff, Effects{}) {
 					t.Errorf("Run with step %d: %v %+v, want ErrNoExport", k, err, eff)
+				} else if want := fmt.Sprintf("step 1 (kind %d)", k); !strings.HasSuffix(err.Error(), want) {
+					t.Errorf("error %q does not end with %q", err, want)
 				}
 				if len(*rs) != 0 || i.Broken() {
 					t.Errorf("step %d: the guest was called: %v, broken %v", k, *rs, i.Broken())
