@@ -153,7 +153,8 @@ func (b adminBackend) Status() []admin.TaskStatus {
 		ts := admin.TaskStatus{Task: s.Task, Version: s.Version, Paused: s.Paused, Records: s.Records,
 			Processed: s.Processed, Pending: s.Pending, InFlight: s.InFlight, Outputs: s.Outputs,
 			Skipped: s.Skipped, DeadLetters: s.DeadLetters, Retries: s.Retries, Failures: s.Failures,
-			Checkpoints: s.Checkpoints, Inputs: []admin.InputStatus{}}
+			Checkpoints: s.Checkpoints, Inputs: []admin.InputStatus{},
+			Late: s.Late, TimersSet: s.TimersSet, TimersFired: s.TimersFired, Ticks: s.Ticks}
 		for _, in := range s.Inputs {
 			ts.Inputs = append(ts.Inputs, admin.InputStatus{Name: in.Name, Records: in.Records, Committed: in.Committed})
 		}

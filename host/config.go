@@ -114,11 +114,28 @@ type TaskConfig struct {
 	Grants GrantsConfig
 	// Time configures the task's event time, timers and partition callback (ABI 0.2).
 	Time TimeConfig
+	// Changelog makes the state of a Kafka input's partitions follow them from host to host
+	// (several hosts in one group): see ChangelogConfig.
+	Changelog ChangelogConfig
 	// StateMigration says when a module version whose state version differs from a key's runs
 	// its migrate callback for that key: "lazy" (default), as each key is next used; or
 	// "activation", for every key with state as soon as the version is activated (lazily too
 	// for keys the activation pass has not reached yet).
 	StateMigration string
+}
+
+// ChangelogConfig configures a task's changelog: every checkpoint of a Kafka partition also goes
+// to a compacted topic, partition for partition, before the group offsets it covers are committed,
+// and a host assigned a partition restores its state from there before processing it.
+type ChangelogConfig struct {
+	// Enabled turns the changelog on. It needs a Kafka input whose topics all have the same
+	// number of partitions. Default false.
+	Enabled bool
+	// Topic is the changelog topic, created (compacted, one partition per input partition)
+	// when missing and checked when present. Default "<task>-changelog".
+	Topic string
+	// ReplicationFactor of the topic when the host creates it; 0: the broker's default.
+	ReplicationFactor int
 }
 
 // TimeConfig configures a task's event time and timers (S14–S16).
@@ -387,6 +404,9 @@ func (t TaskConfig) withDefaults(dataDir string) TaskConfig {
 	if t.StateMigration == "" {
 		t.StateMigration = "lazy"
 	}
+	if t.Changelog.Topic == "" && t.Changelog.Enabled {
+		t.Changelog.Topic = t.Name + "-changelog"
+	}
 	if t.Time.MaxFiringsPerTurn == 0 {
 		t.Time.MaxFiringsPerTurn = 1000
 	}
@@ -508,6 +528,18 @@ func (c Config) Validate() error {
 			if d.v < 0 {
 				bad(p+d.key, "must not be negative, got %s", d.v)
 			}
+		}
+		if t.Changelog.Enabled {
+			hasKafka := false
+			for _, in := range t.Inputs {
+				hasKafka = hasKafka || in.Type == "kafka"
+			}
+			if !hasKafka {
+				bad(p+"changelog.enabled", "needs a kafka input: a changelog carries the state of Kafka partitions")
+			}
+		}
+		if t.Changelog.ReplicationFactor < 0 || t.Changelog.ReplicationFactor > 32767 {
+			bad(p+"changelog.replication_factor", "must be between 0 (the broker's default) and 32767, got %d", t.Changelog.ReplicationFactor)
 		}
 		if t.Time.MaxFiringsPerTurn < 0 {
 			bad(p+"time.max_firings_per_turn", "must be positive, got %d", t.Time.MaxFiringsPerTurn)

@@ -63,6 +63,10 @@ type wireStatus struct {
 		DeadLetters int64  `json:"dead_letters"`
 		Retries     int64  `json:"retries"`
 		Failures    int64  `json:"failures"`
+		Late        int64  `json:"late"`
+		TimersSet   int64  `json:"timers_set"`
+		TimersFired int64  `json:"timers_fired"`
+		Ticks       int64  `json:"ticks"`
 		Inputs      []struct {
 			Name      string `json:"name"`
 			Records   int64  `json:"records"`
@@ -370,6 +374,10 @@ line a restart would resume after. Figures are as of the task's last checkpoint.
 					t.Task, state, t.Version, t.Records, t.Processed, t.Pending, t.InFlight, t.Outputs, t.DeadLetters, t.Retries, t.Failures)
 				for _, in := range t.Inputs {
 					fmt.Fprintf(stdout, "  input %s: read %d, committed line %d\n", in.Name, in.Records, in.Committed)
+				}
+				if t.TimersSet+t.TimersFired+t.Late+t.Ticks > 0 {
+					fmt.Fprintf(stdout, "  time: timers set %d, fired %d; late records %d; ticks %d\n",
+						t.TimersSet, t.TimersFired, t.Late, t.Ticks)
 				}
 			}
 			return nil

@@ -71,6 +71,11 @@ type TaskStatus struct {
 	Failures    int64         `json:"failures"`
 	Checkpoints int64         `json:"checkpoints"`
 	Inputs      []InputStatus `json:"inputs"`
+
+	Late        int64 `json:"late"`         // records read behind their partition's watermark
+	TimersSet   int64 `json:"timers_set"`   // timers set
+	TimersFired int64 `json:"timers_fired"` // timer firings completed
+	Ticks       int64 `json:"ticks"`        // partition callbacks started
 }
 
 // InputStatus is one input of a task.
