@@ -243,6 +243,9 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 	for _, in := range tc.Inputs {
 		if in.Type == "kafka" {
 			tcfg.Kafka = kafkaInput(cfg, tc, in)
+			if tc.Changelog.Enabled {
+				tcfg.Changelog = &task.ChangelogConfig{Topic: tc.Changelog.Topic, Replication: int16(tc.Changelog.ReplicationFactor)}
+			}
 			continue
 		}
 		ti := task.Input{
@@ -281,6 +284,11 @@ type TaskStats struct {
 	Late        int64 // records read with a timestamp below their partition's watermark
 	Skips       int64 // records and timer firings skipped after failing on every attempt
 
+	Restores         int64 // partitions restored from the changelog
+	RestoredRecords  int64 // changelog records those restores read
+	RestoredBytes    int64
+	ChangelogRecords int64 // key snapshots produced to the changelog
+
 	TimersSet     int64 // timers set (timer_set calls that took effect)
 	TimersDeleted int64 // timers deleted, fired ones included
 	TimersFired   int64 // timer firings completed
@@ -312,7 +320,9 @@ func (h *Host) Stats() []TaskStats {
 			Checkpoints: s.Checkpoints, PeakQueued: s.PeakQueued, Pauses: s.Pauses,
 			Late: s.Late, Skips: s.Skips, TimersSet: s.TimersSet, TimersDeleted: s.TimersDeleted,
 			TimersFired: s.TimersFired, Ticks: s.Ticks,
-			Version: s.Version, Paused: s.Paused, Pending: s.Pending, InFlight: s.InFlight}
+			Restores: s.Restores, RestoredRecords: s.RestoredRecords, RestoredBytes: s.RestoredBytes,
+			ChangelogRecords: s.ChangelogRecords,
+			Version:          s.Version, Paused: s.Paused, Pending: s.Pending, InFlight: s.InFlight}
 		for _, in := range s.Inputs {
 			out[i].Inputs = append(out[i].Inputs, InputStats{Name: in.Name, Records: in.Records, Committed: in.Committed})
 		}

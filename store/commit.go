@@ -272,6 +272,11 @@ type txnWriter struct {
 	size    int // estimated bytes in txn
 	index   int // transactions committed so far
 	arena   []byte
+
+	// beforeSplit, if set, is called once, before the first transaction is
+	// committed by reserve to make room, that is before a key transaction of
+	// a write that turned out to need several (Restore raises horizons there).
+	beforeSplit func() error
 }
 
 // reserve makes room for a key group of the given estimated size, committing
@@ -280,6 +285,12 @@ type txnWriter struct {
 func (w *txnWriter) reserve(entries, size int) error {
 	o := &w.db.opts
 	if w.entries > 0 && (w.entries+entries > o.MaxTxnEntries || w.size+size > o.MaxTxnBytes) {
+		if split := w.beforeSplit; split != nil {
+			w.beforeSplit = nil
+			if err := split(); err != nil {
+				return err
+			}
+		}
 		if err := w.flush(); err != nil {
 			return err
 		}

@@ -62,6 +62,50 @@
 // below the stream's durable Position.Next, because replay never goes back
 // that far. The key's state version goes with it.
 //
+// # Snapshots and restore
+//
+// A changelog carries the whole state of the keys a checkpoint changed, so
+// that another host can rebuild a partition from it. After a checkpoint has
+// committed, [DB.Snapshot] reads one key's [KeySnapshot] — its names and
+// values, its timers, its applied mark and state version — from one Badger
+// read transaction, so that all its parts come from the same commit.
+// [EncodeSnapshot] and [DecodeSnapshot] turn a snapshot into a compact
+// versioned byte string for the changelog record's value (layout below);
+// DecodeSnapshot rejects malformed input with [ErrCorrupt].
+//
+// [DB.Restore] writes snapshots into a stream, replacing each key's whole
+// state: names and timers absent from the snapshot are deleted (timers with
+// their due-index entries), the snapshot's are written, and the mark and state
+// version are set, or the mark deleted if the snapshot has none. It writes
+// like Commit: one transaction when everything fits, otherwise several split
+// between keys, so each key is replaced atomically, and the stream's new
+// position, if given, goes in the last one after the stream's horizon has been
+// raised first. Applying a snapshot twice is harmless, so an interrupted
+// Restore is finished by running it again; when a key appears twice in one
+// call, the later snapshot wins. Restore lowers the due floors below the
+// timers it writes as Commit does, so DueTimers finds them. [DB.DropStream]
+// deletes everything of one (task, stream) — position, timers and due index,
+// state, marks — in as many transactions as it needs, keeping the stream's
+// ID: a host that cannot trust its local copy of a partition drops it and
+// restores it from the changelog. Restore and DropStream are serialised with
+// Commit.
+//
+// An encoded snapshot (format version 1) is
+//
+//	u8 version (1) | u8 flags (bit 0: has a mark; the others 0)
+//	[ varint mark | uvarint state version ]         only with a mark
+//	uvarint len(key) | key
+//	uvarint n | n × (uvarint len(name) | name | uvarint len(value) | value)
+//	uvarint n | n × (uvarint len(name) | name | u8 domain | varint due
+//	                 | uvarint len(payload) | payload)
+//
+// where uvarint and varint are those of encoding/binary (base-128 groups,
+// least significant first; varint zigzag-encodes the sign, so a mark of -1 is
+// one byte). Names are strictly ascending; timer names are distinct, in any
+// order. A snapshot of a key with one 8-byte value under a 5-byte name, a
+// 16-byte key and a mark below 64 takes 38 bytes. A change to this layout gets
+// a new version byte; DecodeSnapshot refuses versions it does not know.
+//
 // # Module registry
 //
 // For each task the store also keeps the module versions deployed for it
@@ -74,11 +118,11 @@
 //
 // # Concurrency
 //
-// A [DB] is safe for concurrent use. Commits are serialised, and so are writes
-// to the module registry. Badger runs its own goroutines (compaction, memtable
+// A [DB] is safe for concurrent use. Commits, Restores and DropStreams are
+// serialised with each other, and so are writes to the module registry. Badger runs its own goroutines (compaction, memtable
 // flushes) between [Open] and [DB.Close]. The only state a DB keeps in memory
 // besides Badger's is, for each due index, where its live entries begin,
-// which [DB.DueTimers] learns and Commit lowers; it is lost at Close and
+// which [DB.DueTimers] learns and Commit and Restore lower; it is lost at Close and
 // learnt again after Open.
 //
 // # On-disk layout

@@ -24,11 +24,13 @@ var (
 	// format version).
 	ErrNotStore = errors.New("store: not a wasmstream store")
 
-	// ErrCorrupt is returned when a stored key or value cannot be decoded.
+	// ErrCorrupt is returned when a stored key or value cannot be decoded,
+	// and by DecodeSnapshot for a malformed encoded snapshot.
 	ErrCorrupt = errors.New("store: corrupt record")
 
-	// ErrReadOnly is returned when a write (Commit, or StreamID for a stream
-	// that has no ID yet) is attempted on a DB opened with Options.ReadOnly.
+	// ErrReadOnly is returned when a write (Commit, Restore, DropStream, or
+	// StreamID for a stream that has no ID yet) is attempted on a DB opened
+	// with Options.ReadOnly.
 	ErrReadOnly = errors.New("store: database is read-only")
 
 	// ErrInvalidOptions is returned by Options.Validate and Open when an
@@ -40,15 +42,17 @@ var (
 	// MaxStreamNameLen bytes.
 	ErrInvalidName = errors.New("store: invalid task or stream name")
 
-	// ErrKeyTooLarge is returned by Commit when len(task)+len(key)+len(name)
-	// of a write exceeds MaxStateKeyLen, or that of a timer operation exceeds
-	// MaxTimerKeyLen.
+	// ErrKeyTooLarge is returned by Commit (and Restore) when
+	// len(task)+len(key)+len(name) of a write (a snapshot's name) exceeds
+	// MaxStateKeyLen, or that of a timer operation (a snapshot's timer)
+	// exceeds MaxTimerKeyLen.
 	ErrKeyTooLarge = errors.New("store: key and name too large")
 
 	// ErrInvalidCheckpoint is returned by Commit when a checkpoint is
 	// malformed: stream ID 0, the same (stream, key) twice, a mark below -1
 	// other than DropMark, a timer domain above MaxTimerDomain, or a position
-	// with Next < 0 or Horizon < -1.
+	// with Next < 0 or Horizon < -1; and by Restore when a snapshot is
+	// malformed (see DB.Restore).
 	ErrInvalidCheckpoint = errors.New("store: invalid checkpoint")
 
 	// ErrNoSuchVersion is returned by SetActiveModule when the task has no
@@ -59,15 +63,15 @@ var (
 	// hash is stored.
 	ErrNoSuchModule = errors.New("store: no such module")
 
-	// ErrTxnTooBig is returned by Commit when the writes of a single
-	// (stream, key) do not fit in one Badger transaction, so they cannot be
+	// ErrTxnTooBig is returned by Commit (and Restore) when the writes of a
+	// single (stream, key) do not fit in one Badger transaction, so they cannot be
 	// committed atomically. Raise Options.MemTableSize (Badger's transaction
 	// limit is 15% of it) or write less per key per checkpoint.
 	ErrTxnTooBig = errors.New("store: writes of one key exceed the transaction limit")
 )
 
-// KeyError is the error Commit returns for a problem with one (stream, key)
-// of a checkpoint. Err is one of the sentinels above, possibly wrapping
+// KeyError is the error Commit (and Restore) returns for a problem with one
+// (stream, key) of a checkpoint (of the snapshots). Err is one of the sentinels above, possibly wrapping
 // Badger's error.
 type KeyError struct {
 	Task   string

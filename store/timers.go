@@ -181,7 +181,6 @@ func (f *dueFloors) lower(cp *Checkpoint) {
 	if len(f.floor) == 0 {
 		return
 	}
-	prefixLen := taskPrefixOverhead + len(cp.Task) + streamPartLen + 1
 	var k []byte
 	for i := range cp.Keys {
 		kw := &cp.Keys[i]
@@ -190,15 +189,41 @@ func (f *dueFloors) lower(cp *Checkpoint) {
 			if op.Delete {
 				continue
 			}
-			k = appendDueKey(k[:0], cp.Task, kw.Stream, op.Domain, op.Due, kw.Key, op.Name)
-			if floor, ok := f.floor[string(k[:prefixLen])]; ok && bytes.Compare(k, floor) < 0 {
-				f.floor[string(k[:prefixLen])] = bytes.Clone(k)
-			}
+			k = f.lowerLocked(k, cp.Task, kw.Stream, op.Domain, op.Due, kw.Key, op.Name)
 		}
 	}
 }
 
-// changed records that a Commit has ended.
+// lowerSnapshots lowers the floors below every timer of snaps, as lower does
+// for a checkpoint.
+func (f *dueFloors) lowerSnapshots(task string, stream uint32, snaps []KeySnapshot) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.floor) == 0 {
+		return
+	}
+	var k []byte
+	for i := range snaps {
+		for j := range snaps[i].Timers {
+			tm := &snaps[i].Timers[j]
+			k = f.lowerLocked(k, task, stream, tm.Domain, tm.Due, snaps[i].Key, tm.Name)
+		}
+	}
+}
+
+// lowerLocked lowers the floor of the timer's due index to the timer's entry
+// if that is below it, using buf for the entry; f.mu must be held. It returns
+// buf for reuse.
+func (f *dueFloors) lowerLocked(buf []byte, task string, stream uint32, domain uint8, due int64, key, name []byte) []byte {
+	prefixLen := taskPrefixOverhead + len(task) + streamPartLen + 1
+	k := appendDueKey(buf[:0], task, stream, domain, due, key, name)
+	if floor, ok := f.floor[string(k[:prefixLen])]; ok && bytes.Compare(k, floor) < 0 {
+		f.floor[string(k[:prefixLen])] = bytes.Clone(k)
+	}
+	return k
+}
+
+// changed records that a Commit (or a Restore or DropStream) has ended.
 func (f *dueFloors) changed() {
 	f.mu.Lock()
 	defer f.mu.Unlock()

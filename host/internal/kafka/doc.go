@@ -1,5 +1,6 @@
 // Package kafka is wasmstream's only door to Apache Kafka (through franz-go): a consumer-group
-// source, a producer for outputs and dead letters, and the embedded development broker.
+// source, a producer for outputs and dead letters, state changelogs, and the embedded development
+// broker.
 //
 // The Consumer runs one goroutine (Run) that polls with rebalances blocked while a poll's
 // records are being handed over (franz-go's BlockRebalanceOnPoll), so every record of a poll is
@@ -13,4 +14,10 @@
 // The Producer produces asynchronously; Flush waits until every record produced so far is
 // acknowledged and returns the first delivery error since the last Flush, so a checkpoint never
 // covers an output the brokers have not got.
+//
+// Changelogs back up task state so that it follows its partition to another host: a compacted
+// topic whose partition p holds the state changes of input partition p (EnsureChangelog creates
+// or checks it). A ChangelogWriter appends changes to explicit partitions; its Flush gives each
+// partition's next offset, which the checkpoint records. ReadChangelog restores a partition from
+// an offset up to the committed end (read_committed) taken when it starts.
 package kafka

@@ -179,6 +179,13 @@ func (t *Task) onAssign(req assignReq) {
 			req.reply <- assignReply{err: err}
 			return
 		}
+		if t.changelog != nil {
+			// The partition stays unread until its state is restored: the loop replies only after.
+			if err := t.restorePartition(tp, id); err != nil {
+				req.reply <- assignReply{err: err}
+				return
+			}
+		}
 		pos, ok, err := t.cfg.Store.Position(t.cfg.Name, id)
 		if err != nil {
 			req.reply <- assignReply{err: err}

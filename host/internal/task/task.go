@@ -72,6 +72,8 @@ type Config struct {
 	DeadLetter   DeadLetterSink
 	// Kafka, if set, is the task's Kafka input (besides any file inputs).
 	Kafka *KafkaInput
+	// Changelog, with Kafka, makes each partition's state follow it to other hosts (changelog.go).
+	Changelog *ChangelogConfig
 	Store *store.DB
 
 	Policy, Field, Header string
@@ -191,6 +193,11 @@ type Stats struct {
 	TimersFired   int64 // firings that ran and completed
 	TimersDropped int64 // firings dropped because the module has no timer callback
 	Skips         int64 // records and firings skipped after failing on every attempt
+
+	ChangelogRecords int64 // key snapshots produced to the changelog
+	Restores         int64 // partitions restored from the changelog
+	RestoredRecords  int64 // changelog records read by restores
+	RestoredBytes    int64
 	Ticks         int64 // partition ticks started
 
 	Version  int64 // the current module version (Config.Version, then Switch's); up to date
@@ -220,6 +227,7 @@ type Task struct {
 
 	inflight  map[uint64]*job
 	kafka     *kafkaSide    // the Kafka input, if any
+	changelog *changelogSide // the Kafka input's changelog, if any
 	kafkaErr  chan error    // the Kafka poll loop's failure
 	cur       *version      // the version new batches run on
 	paused    bool          // no new batches (Pause)
@@ -357,6 +365,13 @@ func (t *Task) Run(ctx context.Context) (err error) {
 	if t.cfg.Kafka != nil {
 		if err := t.startKafka(); err != nil {
 			return err
+		}
+		if t.cfg.Changelog != nil {
+			if err := t.startChangelog(ctx); err != nil {
+				t.kafka.consumer.Close()
+				return err
+			}
+			defer t.changelog.w.Close()
 		}
 		t.kafkaErr = make(chan error, 1)
 		var poller sync.WaitGroup
@@ -690,11 +705,21 @@ func (t *Task) admit(st *stream, r *source.Record) error {
 		it.rec.Source, it.rec.Partition = st.source, uint32(st.tp.Partition)
 	}
 	t.pending++
-	return t.sched.Push(sched.Item[*item]{
+	if err := t.sched.Push(sched.Item[*item]{
 		Stream: st.id, Key: seq, Offset: r.Offset,
 		Size:  len(r.Raw) + 128,
 		Value: it,
-	})
+	}); err != nil {
+		return err
+	}
+	if late || r.Timestamp < 0 || st.tm.wm < 0 {
+		return nil
+	}
+	// The record may have moved the watermark: event-time timers it passed are queued now,
+	// behind this record and before the next one, so that where a firing falls among a key's
+	// records depends on the input alone, not on how it was read.
+	budget := t.cfg.MaxFiringsPerTurn
+	return t.collectDue(st, int(abi.DomainEvent), st.tm.watermark(), &budget)
 }
 
 func (t *Task) applyFlow() {
@@ -949,6 +974,10 @@ func (t *Task) checkpoint() error {
 		if st.in.Stdin != nil {
 			pos.Resume = 0
 		}
+		if st.kafka && t.changelog != nil {
+			// What this store covers of the changelog: a restore here replays only what follows.
+			pos.Resume = max(pos.Resume, t.changelog.next[st.tp.Partition])
+		}
 		pos.Watermark = st.tm.committedWatermark(next, t.cfg.Lateness, pos.Watermark)
 		if pos != st.durable {
 			cp.Positions = append(cp.Positions, store.StreamPosition{Stream: st.id, Position: pos})
@@ -957,6 +986,9 @@ func (t *Task) checkpoint() error {
 	if len(cp.Keys) > 0 || len(cp.Positions) > 0 {
 		if err := t.cfg.Store.Commit(&cp); err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
+		}
+		if err := t.produceChangelog(&cp); err != nil {
+			return err
 		}
 		for _, sp := range cp.Positions {
 			t.streams[sp.Stream].durable = sp.Position

@@ -1,0 +1,388 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A changelog is a compacted topic that backs up a task's state: changelog partition p holds
+// the state of input partition p, so the state can follow its partition to another host. The
+// writer appends every state change; a host that is assigned the partition restores it by
+// reading the changelog from the offset its local copy covers up to the end.
+
+// ErrNoTopic is returned (wrapped) by PartitionCount and EndOffset when the topic does not exist.
+var ErrNoTopic = errors.New("topic does not exist")
+
+// ErrChangelogBehind is returned (wrapped) by ReadChangelog when the offset to read from is
+// beyond the changelog's end: the local state covers changes the changelog no longer has (it
+// was recreated or truncated), so the local state and the changelog disagree.
+var ErrChangelogBehind = errors.New("changelog behind the local state")
+
+// changelogDeliveryTimeout bounds how long a changelog record is retried before it fails (and
+// with it the Flush that covers it).
+const changelogDeliveryTimeout = 2 * time.Minute
+
+// withAdmin runs fn with a client (and an admin view of it) on a short-lived connection to
+// the cluster.
+func withAdmin(cfg Config, fn func(cl *kgo.Client, adm *kadm.Client) error) error {
+	opts, err := cfg.opts()
+	if err != nil {
+		return err
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return fmt.Errorf("kafka: %w", err)
+	}
+	defer cl.Close()
+	return fn(cl, kadm.NewClient(cl))
+}
+
+// EnsureChangelog creates topic when it is missing, with partitions partitions, replication
+// factor rf (<= 0: the broker's default) and cleanup.policy=compact. When it exists, it checks
+// that it has exactly partitions partitions and that its cleanup.policy is compact (and not
+// also delete, which would drop the state of keys not written within the retention time).
+// It returns nil when the topic is usable as a changelog; another host creating the topic at
+// the same time is fine.
+func EnsureChangelog(ctx context.Context, cfg Config, topic string, partitions int32, rf int16) error {
+	if partitions <= 0 {
+		return fmt.Errorf("kafka: changelog topic %q: %d partitions requested, want at least 1", topic, partitions)
+	}
+	if rf <= 0 {
+		rf = -1
+	}
+	return withAdmin(cfg, func(cl *kgo.Client, adm *kadm.Client) error {
+		for attempt := 0; ; attempt++ {
+			n, err := partitionCount(ctx, cl, topic)
+			switch {
+			case err == nil:
+				return checkChangelog(ctx, adm, topic, n, partitions)
+			case !errors.Is(err, ErrNoTopic):
+				return err
+			}
+			_, err = adm.CreateTopic(ctx, partitions, rf, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}, topic)
+			switch {
+			case err == nil:
+				return nil
+			case !errors.Is(err, kerr.TopicAlreadyExists) || attempt >= 10:
+				return fmt.Errorf("kafka: creating changelog topic %q: %w", topic, err)
+			}
+			// Created by someone else since we looked; its metadata may take a moment to show.
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("kafka: changelog topic %q: %w", topic, ctx.Err())
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	})
+}
+
+// checkChangelog checks an existing topic with have partitions against what a changelog needs.
+func checkChangelog(ctx context.Context, adm *kadm.Client, topic string, have, want int32) error {
+	if have != want {
+		return fmt.Errorf("kafka: changelog topic %q has %d partitions, but %d are needed (one per input partition: "+
+			"changelog partition p holds the state of input partition p); delete the changelog topic so that it is "+
+			"recreated (state that is only in the changelog is lost), or use another changelog topic",
+			topic, have, want)
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("kafka: describing changelog topic %q: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: describing changelog topic %q: %w", topic, err)
+	}
+	policy := "delete" // Kafka's default when the broker does not say
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" && c.Value != nil {
+			policy = *c.Value
+		}
+	}
+	var parts []string
+	for _, s := range strings.Split(policy, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			parts = append(parts, s)
+		}
+	}
+	if !slices.Equal(parts, []string{"compact"}) {
+		return fmt.Errorf("kafka: changelog topic %q has cleanup.policy=%s, want compact (with delete, the state of keys "+
+			"not written within the retention time is lost): set cleanup.policy=compact on the topic "+
+			"(e.g. kafka-configs --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact)",
+			topic, policy, topic)
+	}
+	return nil
+}
+
+// PartitionCount returns the number of partitions of topic; an error wrapping ErrNoTopic if it
+// does not exist.
+func PartitionCount(ctx context.Context, cfg Config, topic string) (int32, error) {
+	var n int32
+	err := withAdmin(cfg, func(cl *kgo.Client, _ *kadm.Client) (err error) {
+		n, err = partitionCount(ctx, cl, topic)
+		return err
+	})
+	return n, err
+}
+
+// partitionCount asks the cluster (not the client's metadata cache, which may remember for a
+// while that a topic did not exist) how many partitions topic has.
+func partitionCount(ctx context.Context, cl *kgo.Client, topic string) (int32, error) {
+	req := kmsg.NewPtrMetadataRequest()
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, fmt.Errorf("kafka: describing topic %q: %w", topic, err)
+	}
+	for _, t := range resp.Topics {
+		if t.Topic == nil || *t.Topic != topic {
+			continue
+		}
+		switch err := kerr.ErrorForCode(t.ErrorCode); {
+		case errors.Is(err, kerr.UnknownTopicOrPartition):
+			return 0, fmt.Errorf("kafka: topic %q: %w", topic, ErrNoTopic)
+		case err != nil:
+			return 0, fmt.Errorf("kafka: describing topic %q: %w", topic, err)
+		}
+		return int32(len(t.Partitions)), nil
+	}
+	return 0, fmt.Errorf("kafka: topic %q: %w", topic, ErrNoTopic)
+}
+
+// EndOffset returns the committed end offset of partition p of topic: its last stable offset,
+// the offset after the last record a read_committed reader can see (what ReadChangelog reads
+// up to). An error wraps ErrNoTopic if the topic does not exist.
+func EndOffset(ctx context.Context, cfg Config, topic string, p int32) (int64, error) {
+	var end int64
+	err := withAdmin(cfg, func(_ *kgo.Client, adm *kadm.Client) (err error) {
+		end, err = listOffset(ctx, adm.ListCommittedOffsets, topic, p)
+		return err
+	})
+	return end, err
+}
+
+// listOffset returns partition p's offset from a kadm listing (start, end or committed end).
+func listOffset(ctx context.Context, list func(context.Context, ...string) (kadm.ListedOffsets, error), topic string, p int32) (int64, error) {
+	los, err := list(ctx, topic)
+	if err != nil {
+		return 0, fmt.Errorf("kafka: listing offsets of %s/%d: %w", topic, p, err)
+	}
+	if lo, ok := los.Lookup(topic, -1); ok && errors.Is(lo.Err, kerr.UnknownTopicOrPartition) {
+		return 0, fmt.Errorf("kafka: topic %q: %w", topic, ErrNoTopic)
+	}
+	lo, ok := los.Lookup(topic, p)
+	if !ok {
+		return 0, fmt.Errorf("kafka: topic %q has no partition %d", topic, p)
+	}
+	if lo.Err != nil {
+		return 0, fmt.Errorf("kafka: listing offsets of %s/%d: %w", topic, p, lo.Err)
+	}
+	return lo.Offset, nil
+}
+
+// ChangelogWriter produces records to explicit partitions of one topic: idempotently, acked by
+// all in-sync replicas, in call order within a partition. Write and Flush are meant for one
+// goroutine (the task loop); the client's goroutines deliver the acknowledgements.
+type ChangelogWriter struct {
+	cl    *kgo.Client
+	topic string
+	log   *slog.Logger
+	once  sync.Once
+
+	mu   sync.Mutex
+	next map[int32]int64 // per partition written since the last Flush: the offset after its last acknowledged record
+	err  error           // first produce failure since the last Flush
+}
+
+// NewChangelogWriter creates the producer client for topic; it does not contact the cluster
+// (a failure to reach it surfaces from Flush). log (may be nil) gets a warning on the first
+// failure after each Flush.
+func NewChangelogWriter(cfg Config, topic string, log *slog.Logger) (*ChangelogWriter, error) {
+	opts, err := cfg.opts()
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts,
+		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotence (the default) needs it and keeps order per partition
+		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.RecordDeliveryTimeout(changelogDeliveryTimeout),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
+	}
+	return &ChangelogWriter{cl: cl, topic: topic, log: log, next: map[int32]int64{}}, nil
+}
+
+// Write queues a record for partition p. key and value are copied: the caller may reuse them at
+// once. A nil value is a tombstone (the key's state is deleted); a nil key stays nil. Records of
+// one partition are written in call order. Write may block while the client's buffer is full
+// (backpressure); a record that cannot be written (e.g. p is not a partition of the topic)
+// fails the next Flush.
+func (w *ChangelogWriter) Write(p int32, key, value []byte) {
+	// One allocation for both; nil stays nil (a nil value is a tombstone).
+	buf := make([]byte, len(key)+len(value))
+	k, v := buf[:len(key):len(key)], buf[len(key):]
+	copy(k, key)
+	copy(v, value)
+	if key == nil {
+		k = nil
+	}
+	if value == nil {
+		v = nil
+	}
+	w.cl.Produce(context.Background(), &kgo.Record{Topic: w.topic, Partition: p, Key: k, Value: v}, w.done)
+}
+
+func (w *ChangelogWriter) done(r *kgo.Record, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		if w.err == nil {
+			w.err = fmt.Errorf("kafka: writing changelog %s/%d: %w", r.Topic, r.Partition, err)
+			if w.log != nil {
+				w.log.Warn("kafka: changelog write failed", "topic", r.Topic, "partition", r.Partition, "err", err)
+			}
+		}
+		return
+	}
+	// Acknowledgements of one partition come in offset order; max() guards anyway.
+	w.next[r.Partition] = max(w.next[r.Partition], r.Offset+1)
+}
+
+// Flush waits until every record written so far is acknowledged or has failed. It returns, for
+// each partition with a record acknowledged since the last Flush, the offset just after its
+// last acknowledged record (the partition's next offset), and the first produce failure since
+// the last Flush. After a failure the changelog may miss changes the caller's state has: the
+// caller must not commit what the records covered (and should treat the task as failed).
+// When ctx ends first, Flush returns ctx's error and nothing is reset: the next Flush reports
+// these records.
+func (w *ChangelogWriter) Flush(ctx context.Context) (next map[int32]int64, err error) {
+	if err := w.cl.Flush(ctx); err != nil {
+		return nil, fmt.Errorf("kafka: flushing changelog %s: %w", w.topic, err)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	next, err = w.next, w.err
+	w.next, w.err = map[int32]int64{}, nil
+	return next, err
+}
+
+// Close closes the client at once; records not flushed yet may or may not be written. Close is
+// idempotent.
+func (w *ChangelogWriter) Close() { w.once.Do(w.cl.Close) }
+
+// ReadChangelog reads partition p of topic from offset from (inclusive) up to the partition's
+// committed end offset (its last stable offset, see EndOffset) taken when it starts, calling fn
+// for each record in offset order (read_committed: records of aborted transactions and control
+// records are skipped). fn's key and value are valid only during the call; a nil value is a
+// tombstone. An error from fn stops the read and is returned wrapped.
+//
+// A from below the partition's log start (compaction, retention, or a negative from: no local
+// state) reads from the log start. A from beyond the end is an error wrapping
+// ErrChangelogBehind. A from equal to the end returns at once.
+//
+// It returns end, the offset it read up to (on success: the end offset taken at the start; on
+// error: the offset after the last record fn accepted, where a retry may resume), and the
+// records and bytes (keys plus values) passed to fn. progress (may be nil) is called at most
+// once a second with the records and bytes so far and the total number of offsets to read
+// (end minus the start offset; records removed by compaction make the real count lower).
+func ReadChangelog(ctx context.Context, cfg Config, topic string, p int32, from int64,
+	fn func(key, value []byte, offset int64) error, progress func(records, bytes, total int64),
+) (end int64, records, bytes int64, err error) {
+	var start int64
+	err = withAdmin(cfg, func(_ *kgo.Client, adm *kadm.Client) error {
+		var err error
+		if start, err = listOffset(ctx, adm.ListStartOffsets, topic, p); err != nil {
+			return err
+		}
+		end, err = listOffset(ctx, adm.ListCommittedOffsets, topic, p)
+		return err
+	})
+	if err != nil {
+		return from, 0, 0, err
+	}
+	if from > end {
+		return from, 0, 0, fmt.Errorf("kafka: changelog %s/%d ends at offset %d, but the local state covers it up to offset %d "+
+			"(was the changelog topic recreated or truncated?): %w", topic, p, end, from, ErrChangelogBehind)
+	}
+	from = max(from, start)
+	if from >= end {
+		return end, 0, 0, nil
+	}
+
+	opts, err := cfg.opts()
+	if err != nil {
+		return from, 0, 0, err
+	}
+	opts = append(opts,
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}}),
+		// If compaction or retention moves the log start past from while we read, go on from there.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Control records (transaction markers) take offsets too: see them so that a marker
+		// just before the end still ends the read.
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxPartitionBytes(8<<20),
+		kgo.FetchMaxWait(500*time.Millisecond),
+	)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return from, 0, 0, fmt.Errorf("kafka: %w", err)
+	}
+	defer cl.Close()
+
+	next, total := from, end-from
+	last := time.Now()
+	for next < end {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return next, records, bytes, fmt.Errorf("kafka: reading changelog %s/%d at offset %d: %w", topic, p, next, ctx.Err())
+		}
+		var ferr error
+		fs.EachError(func(t string, fp int32, err error) {
+			// The client retries retryable errors itself; what reaches us is fatal.
+			if ferr == nil {
+				ferr = fmt.Errorf("kafka: reading changelog %s/%d at offset %d: %w", t, fp, next, err)
+			}
+		})
+		if ferr != nil {
+			return next, records, bytes, ferr
+		}
+		for it := fs.RecordIter(); !it.Done() && next < end; {
+			r := it.Next()
+			if r.Offset < next || r.Offset >= end {
+				continue
+			}
+			if !r.Attrs.IsControl() {
+				if err := fn(r.Key, r.Value, r.Offset); err != nil {
+					return next, records, bytes, fmt.Errorf("kafka: restoring from changelog %s/%d at offset %d: %w", topic, p, r.Offset, err)
+				}
+				records++
+				bytes += int64(len(r.Key) + len(r.Value))
+			}
+			next = r.Offset + 1
+		}
+		if progress != nil && next < end && time.Since(last) >= time.Second {
+			last = time.Now()
+			progress(records, bytes, total)
+		}
+	}
+	return end, records, bytes, nil
+}

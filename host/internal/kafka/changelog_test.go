@@ -1,0 +1,437 @@
+package kafka
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// testCluster starts a one-broker kfake cluster, closed when the test ends.
+func testCluster(t *testing.T, opts ...kfake.Opt) (*kfake.Cluster, Config) {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c, Config{Brokers: c.ListenAddrs()}
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), 15*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func testAdmin(t *testing.T, cfg Config) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+func cleanupPolicy(t *testing.T, adm *kadm.Client, topic string) string {
+	t.Helper()
+	rcs, err := adm.DescribeTopicConfigs(testCtx(t), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err != nil || rc.Err != nil {
+		t.Fatal(err, rc.Err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" {
+			return c.MaybeValue()
+		}
+	}
+	return ""
+}
+
+// wantErr fails unless err is non-nil and its message holds every part.
+func wantErr(t *testing.T, err error, parts ...string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("no error, want one holding %q", parts)
+	}
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			t.Errorf("error %q does not hold %q", err, p)
+		}
+	}
+}
+
+func TestEnsureChangelog(t *testing.T) {
+	_, cfg := testCluster(t, kfake.SeedTopics(2, "plain"))
+	ctx := testCtx(t)
+	adm := testAdmin(t, cfg)
+	if _, err := adm.CreateTopic(ctx, 2, -1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact,delete")}, "both"); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("creates compacted", func(t *testing.T) {
+		if err := EnsureChangelog(ctx, cfg, "cl", 3, 0); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := PartitionCount(ctx, cfg, "cl"); err != nil || n != 3 {
+			t.Fatalf("PartitionCount = %d, %v; want 3", n, err)
+		}
+		if p := cleanupPolicy(t, adm, "cl"); p != "compact" {
+			t.Fatalf("cleanup.policy = %q, want compact", p)
+		}
+	})
+	t.Run("idempotent", func(t *testing.T) {
+		if err := EnsureChangelog(ctx, cfg, "cl", 3, 1); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("concurrent creators", func(t *testing.T) {
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for i := range errs {
+			wg.Go(func() { errs[i] = EnsureChangelog(ctx, cfg, "race", 2, 0) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("partition count mismatch", func(t *testing.T) {
+		err := EnsureChangelog(ctx, cfg, "cl", 4, 0)
+		wantErr(t, err, `"cl"`, "has 3 partitions, but 4 are needed", "delete the changelog topic")
+	})
+	t.Run("not compacted", func(t *testing.T) {
+		wantErr(t, EnsureChangelog(ctx, cfg, "plain", 2, 0), `"plain"`, "cleanup.policy=delete", "want compact")
+	})
+	t.Run("compact and delete", func(t *testing.T) {
+		wantErr(t, EnsureChangelog(ctx, cfg, "both", 2, 0), `"both"`, "cleanup.policy=compact,delete", "want compact")
+	})
+	t.Run("no partitions", func(t *testing.T) {
+		wantErr(t, EnsureChangelog(ctx, cfg, "zero", 0, 0), `"zero"`, "at least 1")
+	})
+	t.Run("missing topic", func(t *testing.T) {
+		if _, err := PartitionCount(ctx, cfg, "nope"); !errors.Is(err, ErrNoTopic) {
+			t.Errorf("PartitionCount: %v, want ErrNoTopic", err)
+		}
+		if _, err := EndOffset(ctx, cfg, "nope", 0); !errors.Is(err, ErrNoTopic) {
+			t.Errorf("EndOffset: %v, want ErrNoTopic", err)
+		}
+		if _, _, _, err := ReadChangelog(ctx, cfg, "nope", 0, 0, nil, nil); !errors.Is(err, ErrNoTopic) {
+			t.Errorf("ReadChangelog: %v, want ErrNoTopic", err)
+		}
+		if _, err := EndOffset(ctx, cfg, "cl", 7); err == nil || !strings.Contains(err.Error(), "no partition 7") {
+			t.Errorf("EndOffset of a missing partition: %v", err)
+		}
+	})
+}
+
+type rec struct {
+	key, value []byte
+	offset     int64
+}
+
+// readAll reads partition p from from and returns what ReadChangelog returned and the records.
+func readAll(t *testing.T, cfg Config, topic string, p int32, from int64) (end, n, size int64, got []rec, err error) {
+	t.Helper()
+	end, n, size, err = ReadChangelog(testCtx(t), cfg, topic, p, from, func(k, v []byte, o int64) error {
+		got = append(got, rec{bytes.Clone(k), bytes.Clone(v), o})
+		return nil
+	}, nil)
+	return end, n, size, got, err
+}
+
+func newWriter(t *testing.T, cfg Config, topic string) *ChangelogWriter {
+	t.Helper()
+	w, err := NewChangelogWriter(cfg, topic, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Close)
+	return w
+}
+
+func TestChangelogWriterFlush(t *testing.T) {
+	_, cfg := testCluster(t)
+	ctx := testCtx(t)
+	if err := EnsureChangelog(ctx, cfg, "cl", 3, 0); err != nil {
+		t.Fatal(err)
+	}
+	w := newWriter(t, cfg, "cl")
+
+	// Interleave partitions 0 and 2; reuse one buffer to check that Write copies.
+	buf := make([]byte, 8)
+	for i := range 5 {
+		copy(buf, fmt.Sprintf("k%d-v%04d", 0, i))
+		w.Write(0, buf[:2], buf[3:])
+		if i < 3 {
+			copy(buf, fmt.Sprintf("k%d-v%04d", 2, i))
+			w.Write(2, buf[:2], buf[3:])
+		}
+	}
+	next, err := w.Flush(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[int32]int64{0: 5, 2: 3}; !maps.Equal(next, want) {
+		t.Fatalf("first Flush = %v, want %v", next, want)
+	}
+
+	w.Write(0, []byte("k0"), []byte("v0005"))
+	w.Write(0, []byte("k0"), nil) // tombstone
+	next, err = w.Flush(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[int32]int64{0: 7}; !maps.Equal(next, want) {
+		t.Fatalf("second Flush = %v, want %v (only partitions written since the last Flush)", next, want)
+	}
+	if next, err = w.Flush(ctx); err != nil || len(next) != 0 {
+		t.Fatalf("empty Flush = %v, %v; want nothing", next, err)
+	}
+
+	end, n, size, got, err := readAll(t, cfg, "cl", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if end != 7 || n != 7 || size != 6*(2+5)+2 {
+		t.Fatalf("ReadChangelog = end %d, %d records, %d bytes; want 7, 7, %d", end, n, size, 6*(2+5)+2)
+	}
+	for i, r := range got {
+		want := fmt.Sprintf("v%04d", i)
+		if i == 6 {
+			if r.value != nil {
+				t.Errorf("offset 6: value %q, want a tombstone (nil)", r.value)
+			}
+		} else if string(r.value) != want {
+			t.Errorf("offset %d: value %q, want %q (order or copy broken)", r.offset, r.value, want)
+		}
+		if string(r.key) != "k0" || r.offset != int64(i) {
+			t.Errorf("record %d: key %q offset %d", i, r.key, r.offset)
+		}
+	}
+}
+
+func TestReadChangelog(t *testing.T) {
+	c, cfg := testCluster(t)
+	ctx := testCtx(t)
+	if err := EnsureChangelog(ctx, cfg, "cl", 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	w := newWriter(t, cfg, "cl")
+	for i := range 10 {
+		w.Write(0, fmt.Appendf(nil, "key%d", i%4), fmt.Appendf(nil, "value%d", i)) // 4+6 bytes
+	}
+	if _, err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if end, err := EndOffset(ctx, cfg, "cl", 0); err != nil || end != 10 {
+		t.Fatalf("EndOffset = %d, %v; want 10", end, err)
+	}
+
+	for _, tc := range []struct {
+		name      string
+		p         int32
+		from      int64
+		wantFirst int64 // offset of the first record read
+		wantN     int64
+	}{
+		{"from the start", 0, 0, 0, 10},
+		{"from the middle", 0, 6, 6, 4},
+		{"no local state", 0, -1, 0, 10},
+		{"at the end", 0, 10, -1, 0},
+		{"empty partition", 1, 0, -1, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			end, n, size, got, err := readAll(t, cfg, "cl", tc.p, tc.from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantEnd := int64(10)
+			if tc.p == 1 {
+				wantEnd = 0
+			}
+			if end != wantEnd || n != tc.wantN || size != 10*tc.wantN || int64(len(got)) != tc.wantN {
+				t.Fatalf("end %d, %d records (%d delivered), %d bytes; want %d, %d, %d", end, n, len(got), size, wantEnd, tc.wantN, 10*tc.wantN)
+			}
+			for i, r := range got {
+				if o := tc.wantFirst + int64(i); r.offset != o || string(r.value) != fmt.Sprint("value", o) {
+					t.Errorf("record %d: offset %d value %q, want offset %d", i, r.offset, r.value, o)
+				}
+			}
+		})
+	}
+
+	t.Run("beyond the end", func(t *testing.T) {
+		_, _, _, err := ReadChangelog(ctx, cfg, "cl", 0, 11, nil, nil)
+		if !errors.Is(err, ErrChangelogBehind) {
+			t.Fatalf("err = %v, want ErrChangelogBehind", err)
+		}
+		wantErr(t, err, "cl/0", "ends at offset 10", "up to offset 11")
+	})
+
+	t.Run("fn error", func(t *testing.T) {
+		boom := errors.New("boom")
+		end, n, _, err := ReadChangelog(ctx, cfg, "cl", 0, 2, func(_, _ []byte, o int64) error {
+			if o == 5 {
+				return boom
+			}
+			return nil
+		}, nil)
+		if !errors.Is(err, boom) || end != 5 || n != 3 {
+			t.Fatalf("end %d, %d records, %v; want 5, 3, boom", end, n, err)
+		}
+	})
+
+	t.Run("below the log start", func(t *testing.T) {
+		adm := testAdmin(t, cfg)
+		o := kadm.Offsets{}
+		o.Add(kadm.Offset{Topic: "cl", Partition: 0, At: 4})
+		if _, err := adm.DeleteRecords(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+		end, n, _, got, err := readAll(t, cfg, "cl", 0, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if end != 10 || n != 6 || got[0].offset != 4 {
+			t.Fatalf("end %d, %d records, first offset %d; want 10, 6, 4", end, n, got[0].offset)
+		}
+	})
+
+	t.Run("compacted", func(t *testing.T) {
+		c.Compact() // keeps the last value of each key (the last batch is never compacted)
+		end, n, _, got, err := readAll(t, cfg, "cl", 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := map[string]string{}
+		for _, r := range got {
+			last[string(r.key)] = string(r.value)
+		}
+		want := map[string]string{"key0": "value8", "key1": "value9", "key2": "value6", "key3": "value7"}
+		if end != 10 || n > 6 || !maps.Equal(last, want) {
+			t.Fatalf("end %d, %d records, state %v; want 10, <= 6, %v", end, n, last, want)
+		}
+	})
+}
+
+// TestReadChangelogTransactions checks read_committed: an aborted transaction is skipped, a
+// commit marker just before the end ends the read, and an open transaction is not read.
+func TestReadChangelogTransactions(t *testing.T) {
+	_, cfg := testCluster(t)
+	ctx := testCtx(t)
+	if err := EnsureChangelog(ctx, cfg, "cl", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.TransactionalID("tx"), kgo.DefaultProduceTopic("cl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Close()
+	txn := func(commit kgo.TransactionEndTry, vals ...string) {
+		t.Helper()
+		if err := tx.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vals {
+			if err := tx.ProduceSync(ctx, &kgo.Record{Key: []byte("k"), Value: []byte(v)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := tx.EndTransaction(ctx, commit); err != nil {
+			t.Fatal(err)
+		}
+	}
+	txn(kgo.TryCommit, "a", "b") // offsets 0, 1; marker 2
+	txn(kgo.TryAbort, "x", "y")  // 3, 4 aborted; marker 5
+	txn(kgo.TryCommit, "c")      // 6; marker 7: the end (8) follows a marker
+	end, n, size, got, err := readAll(t, cfg, "cl", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vals []string
+	for _, r := range got {
+		vals = append(vals, string(r.value))
+	}
+	if end != 8 || n != 3 || size != 6 || strings.Join(vals, "") != "abc" {
+		t.Fatalf("end %d, %d records, %d bytes, values %q; want 8, 3, 6, abc", end, n, size, vals)
+	}
+
+	// An open transaction: its records are past the last stable offset.
+	if err := tx.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.ProduceSync(ctx, &kgo.Record{Key: []byte("k"), Value: []byte("open")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	defer tx.EndTransaction(context.Background(), kgo.TryAbort)
+	if end, err := EndOffset(ctx, cfg, "cl", 0); err != nil || end != 8 {
+		t.Fatalf("EndOffset with an open transaction = %d, %v; want 8", end, err)
+	}
+	if end, n, _, _, err := readAll(t, cfg, "cl", 0, 6); err != nil || end != 8 || n != 1 {
+		t.Fatalf("read with an open transaction: end %d, %d records, %v; want 8, 1", end, n, err)
+	}
+}
+
+func TestChangelogWriterErrors(t *testing.T) {
+	c, cfg := testCluster(t)
+	ctx := testCtx(t)
+	if err := EnsureChangelog(ctx, cfg, "cl", 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	w := newWriter(t, cfg, "cl")
+	w.Write(0, []byte("k"), []byte("ok")) // offset 0
+	if _, err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("produce refused", func(t *testing.T) {
+		f := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "cl", Err: kerr.TopicAuthorizationFailed, Count: -1})
+		w.Write(1, []byte("k"), []byte("v"))
+		next, err := w.Flush(ctx)
+		f.Remove()
+		if !errors.Is(err, kerr.TopicAuthorizationFailed) || len(next) != 0 {
+			t.Fatalf("Flush = %v, %v; want TopicAuthorizationFailed and no offsets", next, err)
+		}
+		wantErr(t, err, "cl/1")
+		// The error is reported once; the writer goes on.
+		w.Write(0, []byte("k"), []byte("again"))
+		if next, err := w.Flush(ctx); err != nil || next[0] != 2 {
+			t.Fatalf("Flush after the fault = %v, %v; want {0: 2}", next, err)
+		}
+	})
+	t.Run("unknown partition", func(t *testing.T) {
+		w.Write(5, []byte("k"), []byte("v"))
+		_, err := w.Flush(ctx)
+		wantErr(t, err, "cl/5")
+	})
+	t.Run("cluster gone", func(t *testing.T) {
+		c.Close()
+		w.Write(0, []byte("k"), []byte("lost"))
+		fctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		if next, err := w.Flush(fctx); !errors.Is(err, context.DeadlineExceeded) || next != nil {
+			t.Fatalf("Flush = %v, %v; want the context's deadline", next, err)
+		}
+		w.Close()
+		w.Close() // idempotent
+		if _, err := w.Flush(ctx); err == nil {
+			t.Fatal("Flush after Close: no error for the record that was never written")
+		}
+	})
+}

@@ -1,0 +1,279 @@
+package task
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/wasmstream/wasmstream/host/internal/kafka"
+	"github.com/wasmstream/wasmstream/store"
+)
+
+// Changelogs (DESIGN S22). With a changelog, every checkpoint of a Kafka partition also goes to a
+// compacted topic whose partition equals the input partition, before the group offsets it covers
+// are committed; a host that is assigned the partition replays it into its store before the
+// partition's first record, so the partition's state, timers, watermark and applied marks follow
+// it from host to host.
+//
+// A changelog record is a whole key — every name, every timer, its applied mark and state version
+// (store.KeySnapshot), read from the store after the local commit — so compaction keeps exactly the
+// latest state of each key and replaying any suffix is idempotent. A checkpoint writes, per
+// partition and in this order: a position record with the new horizon (and the old committed
+// position), the snapshots of its changed keys, and the final position record. The producer keeps
+// a partition's records in order, so a crash leaves a prefix, and any prefix restores to a state
+// that replay makes exact: keys with new snapshots carry their new marks, and the horizon already
+// covers them.
+//
+// Record keys: 'k' | u16 len(topic) | topic | key for a key snapshot, 'p' | u16 len(topic) | topic
+// for a position (several input topics share a changelog partition). A position value is
+// i64 Next | i64 Horizon | i64 Watermark, big-endian.
+
+// ChangelogConfig turns on a task's changelog.
+type ChangelogConfig struct {
+	Topic       string
+	Replication int16 // <= 0: the broker's default
+}
+
+// changelogSide is the loop's changelog state.
+type changelogSide struct {
+	topic string
+	w     *kafka.ChangelogWriter
+	next  map[int32]int64 // per changelog partition, the offset after the last acknowledged record
+}
+
+// startChangelog checks the input topics are co-partitioned, creates or checks the changelog
+// topic and opens its writer.
+func (t *Task) startChangelog(ctx context.Context) error {
+	cc, in := t.cfg.Changelog, t.cfg.Kafka
+	parts := int32(-1)
+	for _, topic := range in.Topics {
+		n, err := kafka.PartitionCount(ctx, in.Client, topic)
+		if err != nil {
+			return fmt.Errorf("changelog: input topic %s: %w", topic, err)
+		}
+		if parts >= 0 && n != parts {
+			return fmt.Errorf("changelog: input topics must have the same number of partitions (a changelog partition per input partition): %s has %d, %s has %d",
+				in.Topics[0], parts, topic, n)
+		}
+		parts = n
+	}
+	if err := kafka.EnsureChangelog(ctx, in.Client, cc.Topic, parts, cc.Replication); err != nil {
+		return fmt.Errorf("changelog: %w", err)
+	}
+	w, err := kafka.NewChangelogWriter(in.Client, cc.Topic, t.log)
+	if err != nil {
+		return fmt.Errorf("changelog: %w", err)
+	}
+	t.changelog = &changelogSide{topic: cc.Topic, w: w, next: map[int32]int64{}}
+	t.log.Info("changelog ready", "topic", cc.Topic, "partitions", parts)
+	return nil
+}
+
+func changelogKey(kind byte, topic string, key []byte) []byte {
+	b := make([]byte, 0, 3+len(topic)+len(key))
+	b = append(b, kind)
+	b = binary.BigEndian.AppendUint16(b, uint16(len(topic)))
+	b = append(b, topic...)
+	return append(b, key...)
+}
+
+func parseChangelogKey(b []byte) (kind byte, topic string, key []byte, err error) {
+	if len(b) < 3 {
+		return 0, "", nil, errors.New("changelog record key too short")
+	}
+	n := int(binary.BigEndian.Uint16(b[1:]))
+	if len(b) < 3+n {
+		return 0, "", nil, errors.New("changelog record key truncated")
+	}
+	return b[0], string(b[3 : 3+n]), b[3+n:], nil
+}
+
+func changelogPosition(p store.Position) []byte {
+	b := make([]byte, 0, 24)
+	b = binary.BigEndian.AppendUint64(b, uint64(p.Next))
+	b = binary.BigEndian.AppendUint64(b, uint64(p.Horizon))
+	return binary.BigEndian.AppendUint64(b, uint64(p.Watermark))
+}
+
+func parseChangelogPosition(b []byte) (store.Position, error) {
+	if len(b) != 24 {
+		return store.Position{}, fmt.Errorf("changelog position of %d bytes", len(b))
+	}
+	return store.Position{
+		Next:      int64(binary.BigEndian.Uint64(b)),
+		Horizon:   int64(binary.BigEndian.Uint64(b[8:])),
+		Watermark: int64(binary.BigEndian.Uint64(b[16:])),
+	}, nil
+}
+
+// produceChangelog writes a just committed checkpoint's Kafka partitions to the changelog and
+// waits for the acknowledgements; only then may the group offsets be committed.
+func (t *Task) produceChangelog(cp *store.Checkpoint) error {
+	if t.changelog == nil {
+		return nil
+	}
+	w := t.changelog.w
+	wrote := false
+	for _, sp := range cp.Positions {
+		st := t.streams[sp.Stream]
+		if st == nil || !st.kafka {
+			continue
+		}
+		early := st.durable
+		early.Horizon = max(early.Horizon, sp.Position.Horizon)
+		w.Write(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(early))
+		wrote = true
+	}
+	for i := range cp.Keys {
+		kw := &cp.Keys[i]
+		st := t.streams[kw.Stream]
+		if st == nil || !st.kafka {
+			continue
+		}
+		snap, err := t.cfg.Store.Snapshot(t.cfg.Name, kw.Stream, kw.Key)
+		if err != nil {
+			return fmt.Errorf("changelog: %w", err)
+		}
+		w.Write(st.tp.Partition, changelogKey('k', st.tp.Topic, kw.Key), store.EncodeSnapshot(nil, &snap))
+		wrote = true
+	}
+	for _, sp := range cp.Positions {
+		st := t.streams[sp.Stream]
+		if st == nil || !st.kafka {
+			continue
+		}
+		w.Write(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(sp.Position))
+	}
+	if !wrote {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	next, err := w.Flush(ctx)
+	if err != nil {
+		return fmt.Errorf("changelog %s: producing the checkpoint failed; its group offsets are not committed: %w", t.changelog.topic, err)
+	}
+	for p, n := range next {
+		t.changelog.next[p] = n
+	}
+	t.stats.ChangelogRecords += int64(len(cp.Keys))
+	return nil
+}
+
+// restorePartition brings the local store's copy of a newly assigned partition up to date with
+// the changelog: from the changelog offset this store last covered (a host that kept its disk
+// replays only the tail), or from the start after dropping the local copy when there is none or
+// it is ahead of the changelog (the topic was recreated). The position restored is the last one
+// in the changelog, with the local horizon kept when higher: local keys may carry marks above the
+// changelog's horizon.
+func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) error {
+	db, name, topic := t.cfg.Store, t.cfg.Name, t.changelog.topic
+	ctx := context.Background()
+	pos, ok, err := db.Position(name, id)
+	if err != nil {
+		return err
+	}
+	end, err := kafka.EndOffset(ctx, t.cfg.Kafka.Client, topic, tp.Partition)
+	if err != nil {
+		return fmt.Errorf("changelog %s partition %d: %w", topic, tp.Partition, err)
+	}
+	from, full := int64(0), true
+	if ok && pos.Resume > 0 && pos.Resume <= end {
+		from, full = pos.Resume, false
+	} else if ok && pos.Resume > end {
+		t.log.Warn("the changelog is shorter than this store's copy (recreated?): restoring the partition from scratch",
+			"topic", tp.Topic, "partition", tp.Partition, "changelog", topic, "local_offset", pos.Resume, "end", end)
+	}
+	if full {
+		if err := db.DropStream(name, id); err != nil {
+			return err
+		}
+	}
+	began := time.Now()
+	var (
+		snaps []store.KeySnapshot
+		last  *store.Position
+	)
+	flush := func() error {
+		if len(snaps) == 0 {
+			return nil
+		}
+		err := db.Restore(name, id, snaps, nil)
+		snaps = snaps[:0]
+		return err
+	}
+	_, records, bytes, err := kafka.ReadChangelog(ctx, t.cfg.Kafka.Client, topic, tp.Partition, from,
+		func(key, value []byte, offset int64) error {
+			kind, tpc, k, err := parseChangelogKey(key)
+			if err != nil {
+				return fmt.Errorf("offset %d: %w", offset, err)
+			}
+			if tpc != tp.Topic {
+				return nil // another input topic's record in the shared partition
+			}
+			switch kind {
+			case 'k':
+				s, err := store.DecodeSnapshot(value)
+				if err != nil {
+					return fmt.Errorf("offset %d: %w", offset, err)
+				}
+				s.Key = append([]byte(nil), k...)
+				snaps = append(snaps, s)
+				if len(snaps) >= 1000 {
+					return flush()
+				}
+			case 'p':
+				p, err := parseChangelogPosition(value)
+				if err != nil {
+					return fmt.Errorf("offset %d: %w", offset, err)
+				}
+				last = &p
+			default:
+				return fmt.Errorf("offset %d: unknown changelog record kind %q", offset, kind)
+			}
+			return nil
+		},
+		func(records, bytes, total int64) {
+			t.log.Info("restoring partition", "topic", tp.Topic, "partition", tp.Partition, "changelog_records", records,
+				"of", total, "bytes", bytes, "elapsed", time.Since(began).Round(time.Millisecond))
+		})
+	if err != nil {
+		return fmt.Errorf("changelog %s partition %d: restore: %w", topic, tp.Partition, err)
+	}
+	if err := flush(); err != nil {
+		return err
+	}
+	switch {
+	case last != nil:
+		if ok && !full {
+			last.Horizon = max(last.Horizon, pos.Horizon)
+		}
+	case ok && !full:
+		p := pos
+		last = &p
+	default:
+		last = &store.Position{Next: 0, Horizon: -1, Watermark: -1}
+		if records == 0 {
+			last = nil // nothing anywhere: the group's offsets decide where to start
+		}
+	}
+	if last != nil {
+		last.Resume = end
+		if err := db.Restore(name, id, nil, last); err != nil {
+			return err
+		}
+	}
+	t.changelog.next[tp.Partition] = max(t.changelog.next[tp.Partition], end)
+	t.stats.RestoredRecords += records
+	t.stats.RestoredBytes += bytes
+	t.stats.Restores++
+	how := "tail"
+	if full {
+		how = "full"
+	}
+	t.log.Info("partition restored from the changelog", "topic", tp.Topic, "partition", tp.Partition, "restore", how,
+		"changelog_records", records, "bytes", bytes, "took", time.Since(began).Round(time.Millisecond))
+	return nil
+}

@@ -1,0 +1,331 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// KeySnapshot is the whole persisted state of one (stream, key): what a
+// changelog carries for a key and what Restore writes back.
+type KeySnapshot struct {
+	// Key is the record key; any bytes, possibly empty.
+	Key []byte
+	// Names holds the key's Name/Value pairs in ascending bytewise name order,
+	// each name once; Delete is never set.
+	Names []Write
+	// Timers holds every timer of the key, in any order, each name once. The
+	// Key field of each is the snapshot's key (Restore ignores it).
+	Timers []Timer
+	// Mark is the key's applied mark (≥ NoneApplied), or NoneApplied if the
+	// key has none (HasMark false).
+	Mark int64
+	// HasMark reports whether the key has a mark.
+	HasMark bool
+	// StateVersion is the state version stored with the mark (0 without a
+	// mark).
+	StateVersion uint32
+}
+
+// Snapshot returns the current snapshot of key in (task, stream), read from
+// one Badger read transaction, so that it is consistent with some committed
+// state: names, timers and mark all from the same commit. A key with nothing
+// stored gives an empty snapshot (Key set, no names or timers, HasMark
+// false). The snapshot's byte slices are copies owned by the caller; Values
+// and Payloads are non-nil, possibly empty. Timers come in name order.
+func (db *DB) Snapshot(task string, stream uint32, key []byte) (KeySnapshot, error) {
+	if err := validTask(task); err != nil {
+		return KeySnapshot{}, err
+	}
+	if err := db.enter(); err != nil {
+		return KeySnapshot{}, err
+	}
+	defer db.leave()
+	s := KeySnapshot{Key: append([]byte{}, key...), Mark: NoneApplied}
+	err := db.bdb.View(func(txn *badger.Txn) error {
+		prefix := appendStateKeyPrefix(nil, task, stream, key)
+		if err := iteratePrefix(txn, prefix, func(k []byte, item *badger.Item) error {
+			w := Write{Name: append([]byte{}, k[len(prefix):]...)}
+			return item.Value(func(v []byte) error {
+				w.Value = append([]byte{}, v...)
+				s.Names = append(s.Names, w)
+				return nil
+			})
+		}); err != nil {
+			return err
+		}
+		prefix = appendTimerKeyPrefix(nil, task, stream, key)
+		if err := iteratePrefix(txn, prefix, func(k []byte, item *badger.Item) error {
+			t := Timer{Key: append([]byte{}, key...), Name: append([]byte{}, k[len(prefix):]...)}
+			return item.Value(func(v []byte) error {
+				domain, due, payload, err := decodeTimerValue(v)
+				if err != nil {
+					return fmt.Errorf("timer %q: %w", t.Name, err)
+				}
+				t.Domain, t.Due, t.Payload = domain, due, append([]byte{}, payload...)
+				s.Timers = append(s.Timers, t)
+				return nil
+			})
+		}); err != nil {
+			return err
+		}
+		item, err := txn.Get(appendMarkKey(nil, task, stream, key))
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+			return nil
+		case err != nil:
+			return err
+		}
+		return item.Value(func(v []byte) (err error) {
+			s.Mark, s.StateVersion, err = decodeMark(v)
+			s.HasMark = err == nil
+			return err
+		})
+	})
+	if err != nil {
+		return KeySnapshot{}, wrapErr("snapshot", err)
+	}
+	return s, nil
+}
+
+// iteratePrefix calls fn for every key with prefix in txn, in order.
+func iteratePrefix(txn *badger.Txn, prefix []byte, fn func(k []byte, item *badger.Item) error) error {
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 16})
+	defer it.Close()
+	for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+		if err := fn(it.Item().Key(), it.Item()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// SnapshotFormatVersion is the first byte of an encoded KeySnapshot
+// (EncodeSnapshot). DecodeSnapshot refuses other versions.
+const SnapshotFormatVersion byte = 1
+
+const snapshotFlagMark byte = 1 << 0 // the snapshot has a mark
+
+// EncodeSnapshot appends the binary encoding of s to dst and returns the
+// extended slice. The layout (see the package documentation) is
+//
+//	u8 version (1) | u8 flags (bit 0: has mark)
+//	[ varint mark | uvarint state version ]       only with a mark
+//	uvarint len(key) | key
+//	uvarint n | n × (uvarint len(name) | name | uvarint len(value) | value)
+//	uvarint n | n × (uvarint len(name) | name | u8 domain | varint due
+//	                 | uvarint len(payload) | payload)
+//
+// where uvarint and varint are those of encoding/binary (base-128 groups,
+// least significant first; varint zigzag-encodes the sign). Without a mark,
+// Mark and StateVersion are not encoded. Write.Delete and Timer.Key are not
+// encoded. EncodeSnapshot does not check s; DecodeSnapshot and Restore do.
+func EncodeSnapshot(dst []byte, s *KeySnapshot) []byte {
+	var flags byte
+	if s.HasMark {
+		flags |= snapshotFlagMark
+	}
+	dst = append(dst, SnapshotFormatVersion, flags)
+	if s.HasMark {
+		dst = binary.AppendVarint(dst, s.Mark)
+		dst = binary.AppendUvarint(dst, uint64(s.StateVersion))
+	}
+	dst = appendBytesUvarint(dst, s.Key)
+	dst = binary.AppendUvarint(dst, uint64(len(s.Names)))
+	for i := range s.Names {
+		dst = appendBytesUvarint(dst, s.Names[i].Name)
+		dst = appendBytesUvarint(dst, s.Names[i].Value)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(s.Timers)))
+	for i := range s.Timers {
+		t := &s.Timers[i]
+		dst = appendBytesUvarint(dst, t.Name)
+		dst = append(dst, t.Domain)
+		dst = binary.AppendVarint(dst, t.Due)
+		dst = appendBytesUvarint(dst, t.Payload)
+	}
+	return dst
+}
+
+func appendBytesUvarint(dst, b []byte) []byte {
+	return append(binary.AppendUvarint(dst, uint64(len(b))), b...)
+}
+
+// DecodeSnapshot decodes an EncodeSnapshot encoding. It returns an error
+// wrapping ErrCorrupt for anything malformed: another format version,
+// unknown flags, truncation, trailing bytes, an integer out of range, a mark
+// below NoneApplied, a timer domain above MaxTimerDomain, names not strictly
+// ascending or a timer name twice. The snapshot's byte slices share one copy
+// of b (b may be reused afterwards); Values and Payloads are non-nil. Without
+// a mark, Mark is NoneApplied and StateVersion 0. Each timer's Key is the
+// snapshot's Key (the same slice).
+func DecodeSnapshot(b []byte) (KeySnapshot, error) {
+	if len(b) < 2 {
+		return KeySnapshot{}, fmt.Errorf("%w: snapshot of %d bytes", ErrCorrupt, len(b))
+	}
+	if b[0] != SnapshotFormatVersion {
+		return KeySnapshot{}, fmt.Errorf("%w: snapshot format version %d (want %d)", ErrCorrupt, b[0], SnapshotFormatVersion)
+	}
+	flags := b[1]
+	if flags&^snapshotFlagMark != 0 {
+		return KeySnapshot{}, fmt.Errorf("%w: snapshot flags %#x", ErrCorrupt, flags)
+	}
+	d := snapDecoder{b: bytes.Clone(b[2:])}
+	s := KeySnapshot{Mark: NoneApplied}
+	if flags&snapshotFlagMark != 0 {
+		s.HasMark = true
+		s.Mark = d.varint()
+		v := d.uvarint()
+		if d.err == nil && v > math.MaxUint32 {
+			d.fail("state version %d out of range", v)
+		}
+		s.StateVersion = uint32(v)
+		if d.err == nil && s.Mark < NoneApplied {
+			d.fail("mark %d below %d", s.Mark, NoneApplied)
+		}
+	}
+	s.Key = d.bytes()
+	// Each name takes at least two bytes, each timer at least four: bound the
+	// counts by what is left before allocating.
+	if n := d.count(2); n > 0 {
+		s.Names = make([]Write, n)
+		for i := range s.Names {
+			s.Names[i] = Write{Name: d.bytes(), Value: d.bytes()}
+			if d.err == nil && i > 0 && bytes.Compare(s.Names[i-1].Name, s.Names[i].Name) >= 0 {
+				d.fail("name %.64q not after %.64q", s.Names[i].Name, s.Names[i-1].Name)
+			}
+		}
+	}
+	if n := d.count(4); n > 0 {
+		s.Timers = make([]Timer, n)
+		for i := range s.Timers {
+			t := Timer{Key: s.Key, Name: d.bytes(), Domain: d.byte1(), Due: d.varint(), Payload: d.bytes()}
+			if d.err == nil && t.Domain > MaxTimerDomain {
+				d.fail("timer %.64q: domain %d > %d", t.Name, t.Domain, MaxTimerDomain)
+			}
+			s.Timers[i] = t
+		}
+		if d.err == nil && duplicateTimerName(s.Timers) {
+			d.fail("a timer name appears twice")
+		}
+	}
+	if d.err == nil && len(d.b) != 0 {
+		d.fail("%d trailing bytes", len(d.b))
+	}
+	if d.err != nil {
+		return KeySnapshot{}, d.err
+	}
+	return s, nil
+}
+
+// duplicateTimerName reports whether two timers have the same name.
+func duplicateTimerName(ts []Timer) bool {
+	if len(ts) < 2 {
+		return false
+	}
+	sorted := true
+	for i := 1; i < len(ts) && sorted; i++ {
+		sorted = bytes.Compare(ts[i-1].Name, ts[i].Name) < 0
+	}
+	if sorted {
+		return false // the usual case: Snapshot returns timers in name order
+	}
+	names := make([][]byte, len(ts))
+	for i := range ts {
+		names[i] = ts[i].Name
+	}
+	slices.SortFunc(names, bytes.Compare)
+	for i := 1; i < len(names); i++ {
+		if bytes.Equal(names[i-1], names[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// snapDecoder reads an encoded snapshot; after the first error every read
+// returns zero values and err keeps that error.
+type snapDecoder struct {
+	b   []byte
+	err error
+}
+
+func (d *snapDecoder) fail(format string, args ...any) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: snapshot: "+format, append([]any{ErrCorrupt}, args...)...)
+	}
+	d.b = nil
+}
+
+func (d *snapDecoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail("bad or truncated uvarint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *snapDecoder) varint() int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail("bad or truncated varint")
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *snapDecoder) byte1() byte {
+	if d.err != nil {
+		return 0
+	}
+	if len(d.b) == 0 {
+		d.fail("truncated")
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+// bytes reads uvarint len | bytes and returns a non-nil slice of d.b (capped
+// so that appending to it cannot overwrite what follows).
+func (d *snapDecoder) bytes() []byte {
+	n := d.uvarint()
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)) {
+		d.fail("length %d exceeds the %d bytes left", n, len(d.b))
+		return nil
+	}
+	out := d.b[:n:n]
+	d.b = d.b[n:]
+	return out
+}
+
+// count reads a uvarint count of items of at least minLen bytes each and
+// checks that they fit in what is left.
+func (d *snapDecoder) count(minLen int) int {
+	n := d.uvarint()
+	if d.err == nil && n > uint64(len(d.b)/minLen) {
+		d.fail("count %d exceeds the %d bytes left", n, len(d.b))
+	}
+	if d.err != nil {
+		return 0
+	}
+	return int(n)
+}

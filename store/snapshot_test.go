@@ -1,0 +1,238 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// snapString describes a snapshot for comparisons (nil and empty slices
+// alike; timers in name order).
+func snapString(s KeySnapshot) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "key=%q", s.Key)
+	if s.HasMark {
+		fmt.Fprintf(&b, " mark=%d v%d", s.Mark, s.StateVersion)
+	} else {
+		fmt.Fprintf(&b, " nomark(%d,v%d)", s.Mark, s.StateVersion)
+	}
+	for _, w := range s.Names {
+		fmt.Fprintf(&b, " %q=%q", w.Name, w.Value)
+		if w.Delete {
+			b.WriteString("(delete)")
+		}
+	}
+	ts := slices.Clone(s.Timers)
+	slices.SortFunc(ts, func(a, b Timer) int { return bytes.Compare(a.Name, b.Name) })
+	for _, t := range ts {
+		if !bytes.Equal(t.Key, s.Key) {
+			fmt.Fprintf(&b, " timer-of-%q", t.Key)
+		}
+		fmt.Fprintf(&b, " timer %q@%d:%d=%q", t.Name, t.Domain, t.Due, t.Payload)
+	}
+	return b.String()
+}
+
+// mustSnapshot returns the snapshot of key in stream s of task "t".
+func mustSnapshot(t testing.TB, db *DB, s uint32, key string) KeySnapshot {
+	t.Helper()
+	snap, err := db.Snapshot("t", s, []byte(key))
+	if err != nil {
+		t.Fatalf("Snapshot(%d, %q): %v", s, key, err)
+	}
+	return snap
+}
+
+// timer builds a Timer of a snapshot.
+func timer(key, name string, domain uint8, due int64, payload string) Timer {
+	return Timer{Key: []byte(key), Name: []byte(name), Domain: domain, Due: due, Payload: []byte(payload)}
+}
+
+func TestSnapshot(t *testing.T) {
+	db := openTestDB(t, Options{})
+	s := mustStreamID(t, db, "t", "s")
+	s2 := mustStreamID(t, db, "t", "s2")
+	mustCommit(t, db, &Checkpoint{Task: "t", Keys: []KeyWrites{
+		{Stream: s, Key: []byte("k"), Mark: 7, StateVersion: 3,
+			Writes: []Write{set("b", "2"), set("a", "1"), set("", ""), set("gone", "x"), del("gone")},
+			Timers: []TimerOp{setTimer("t2", 1, -3, ""), setTimer("t1", 0, 5, "p"), setTimer("t3", 0, 1, "x"), delTimer("t3")}},
+		// Neighbours that a prefix scan must not mix in.
+		{Stream: s, Key: []byte("kk"), Mark: 1, Writes: []Write{set("a", "kk")}, Timers: []TimerOp{setTimer("t1", 0, 1, "")}},
+		{Stream: s, Key: []byte(""), Mark: 2, Writes: []Write{set("k", "empty key")}},
+		{Stream: s2, Key: []byte("k"), Mark: 3, Writes: []Write{set("a", "other stream")}},
+		{Stream: s, Key: []byte("none"), Mark: NoneApplied, StateVersion: 9, Writes: []Write{set("n", "v")}},
+	}})
+	for _, tc := range []struct {
+		name, key string
+		want      KeySnapshot
+	}{
+		{"full", "k", KeySnapshot{Key: []byte("k"), Mark: 7, HasMark: true, StateVersion: 3,
+			Names:  []Write{set("", ""), set("a", "1"), set("b", "2")},
+			Timers: []Timer{timer("k", "t1", 0, 5, "p"), timer("k", "t2", 1, -3, "")}}},
+		{"empty key", "", KeySnapshot{Key: []byte{}, Mark: 2, HasMark: true, Names: []Write{set("k", "empty key")}}},
+		{"none applied", "none", KeySnapshot{Key: []byte("none"), Mark: NoneApplied, HasMark: true, StateVersion: 9,
+			Names: []Write{set("n", "v")}}},
+		{"missing", "nope", KeySnapshot{Key: []byte("nope"), Mark: NoneApplied}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := mustSnapshot(t, db, s, tc.key)
+			if snapString(got) != snapString(tc.want) {
+				t.Errorf("Snapshot =\n %s\nwant\n %s", snapString(got), snapString(tc.want))
+			}
+			if got.Key == nil {
+				t.Error("Key is nil")
+			}
+			for _, w := range got.Names {
+				if w.Value == nil {
+					t.Errorf("name %q: nil value", w.Name)
+				}
+			}
+			for i, tm := range got.Timers {
+				if tm.Payload == nil {
+					t.Errorf("timer %q: nil payload", tm.Name)
+				}
+				if i > 0 && bytes.Compare(got.Timers[i-1].Name, tm.Name) >= 0 {
+					t.Errorf("timers not in name order: %q after %q", tm.Name, got.Timers[i-1].Name)
+				}
+			}
+		})
+	}
+	if _, err := db.Snapshot("", s, nil); !errors.Is(err, ErrInvalidName) {
+		t.Errorf("Snapshot with empty task: %v, want ErrInvalidName", err)
+	}
+}
+
+// testSnapshots are snapshots for encoding tests.
+func testSnapshots() []KeySnapshot {
+	big := bytes.Repeat([]byte("0123456789abcdef"), 1<<16) // 1 MiB
+	return []KeySnapshot{
+		{Key: []byte{}, Mark: NoneApplied},
+		{Key: []byte("k"), Mark: NoneApplied, HasMark: true},
+		{Key: []byte("k"), Mark: 0, HasMark: true, StateVersion: math.MaxUint32},
+		{Key: []byte("k"), Mark: math.MaxInt64, HasMark: true, StateVersion: 1,
+			Names:  []Write{set("", ""), set("a", ""), set("b", "v")},
+			Timers: []Timer{timer("k", "z", 1, math.MinInt64, ""), timer("k", "", 0, -1, "p"), timer("k", "m", 0, math.MaxInt64, "q")}},
+		{Key: big[:70000], Mark: 1 << 40, HasMark: true,
+			Names:  []Write{{Name: big[:300], Value: []byte{0}}, {Name: []byte("big"), Value: big}},
+			Timers: []Timer{{Key: big[:70000], Name: []byte("t"), Due: -5, Payload: big}}},
+	}
+}
+
+func TestSnapshotEncodeRoundTrip(t *testing.T) {
+	for i, s := range testSnapshots() {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			enc := EncodeSnapshot([]byte("prefix"), &s)
+			if !bytes.HasPrefix(enc, []byte("prefix")) || enc[len("prefix")] != SnapshotFormatVersion {
+				t.Fatalf("EncodeSnapshot did not append after dst with the version byte: % x", enc[:min(len(enc), 16)])
+			}
+			b := slices.Clone(enc[len("prefix"):])
+			got, err := DecodeSnapshot(b)
+			if err != nil {
+				t.Fatalf("DecodeSnapshot: %v", err)
+			}
+			if snapString(got) != snapString(s) {
+				t.Fatalf("round trip:\n got %.300s\nwant %.300s", snapString(got), snapString(s))
+			}
+			// The result is a copy: reusing b does not change it.
+			want := snapString(got)
+			clear(b)
+			if snapString(got) != want {
+				t.Error("decoded snapshot aliases its input")
+			}
+			if got.Key == nil {
+				t.Error("nil Key")
+			}
+			for _, w := range got.Names {
+				if w.Value == nil || w.Name == nil {
+					t.Errorf("nil name or value in %q", w.Name)
+				}
+			}
+			for _, tm := range got.Timers {
+				if tm.Payload == nil {
+					t.Errorf("nil payload in timer %q", tm.Name)
+				}
+			}
+		})
+	}
+	// Golden: the layout documented on EncodeSnapshot.
+	s := KeySnapshot{Key: []byte("k"), Mark: -1, HasMark: true, StateVersion: 2,
+		Names: []Write{set("n", "v")}, Timers: []Timer{timer("k", "t", 1, -2, "p")}}
+	want := []byte{1, 1, 0x01, 0x02, 1, 'k', 1, 1, 'n', 1, 'v', 1, 1, 't', 1, 0x03, 1, 'p'}
+	if got := EncodeSnapshot(nil, &s); !bytes.Equal(got, want) {
+		t.Errorf("EncodeSnapshot = % x, want % x", got, want)
+	}
+	if got := EncodeSnapshot(nil, &KeySnapshot{Key: []byte("k"), Mark: 5}); !bytes.Equal(got, []byte{1, 0, 1, 'k', 0, 0}) {
+		t.Errorf("EncodeSnapshot without mark = % x", got)
+	}
+	// The size the package documentation quotes.
+	typical := KeySnapshot{Key: []byte("0123456789abcdef"), Mark: 63, HasMark: true, Names: []Write{set("count", "12345678")}}
+	if n := len(EncodeSnapshot(nil, &typical)); n != 38 {
+		t.Errorf("typical snapshot takes %d bytes, the package doc says 38", n)
+	}
+}
+
+func TestDecodeSnapshotRejects(t *testing.T) {
+	valid := EncodeSnapshot(nil, &testSnapshots()[3])
+	for n := range len(valid) {
+		if _, err := DecodeSnapshot(valid[:n]); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("truncated to %d of %d bytes: %v, want ErrCorrupt", n, len(valid), err)
+		}
+	}
+	enc := func(s KeySnapshot) []byte { return EncodeSnapshot(nil, &s) }
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"empty", nil},
+		{"version 0", append([]byte{0}, valid[1:]...)},
+		{"version 2", append([]byte{2}, valid[1:]...)},
+		{"unknown flag", []byte{1, 2, 0, 0, 0}},
+		{"trailing byte", append(slices.Clone(valid), 0)},
+		{"mark below -1", enc(KeySnapshot{Mark: -2, HasMark: true})},
+		{"mark DropMark", enc(KeySnapshot{Mark: DropMark, HasMark: true})},
+		{"state version over u32", []byte{1, 1, 0, 0x80, 0x80, 0x80, 0x80, 0x10, 0, 0, 0}},
+		{"varint overflow", []byte{1, 0, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01}},
+		{"key length beyond input", []byte{1, 0, 5, 'a', 0, 0}},
+		{"huge name count", []byte{1, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f, 0}},
+		{"huge timer count", []byte{1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 0x0f}},
+		{"names out of order", enc(KeySnapshot{Names: []Write{set("b", ""), set("a", "")}})},
+		{"name twice", enc(KeySnapshot{Names: []Write{set("a", ""), set("a", "")}})},
+		{"timer domain 2", enc(KeySnapshot{Timers: []Timer{timer("", "t", 2, 0, "")}})},
+		{"timer name twice", enc(KeySnapshot{Timers: []Timer{timer("", "b", 0, 0, ""), timer("", "a", 0, 0, ""), timer("", "b", 1, 1, "")}})},
+		{"garbage", []byte("\x01\x00garbage that is not a snapshot")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if s, err := DecodeSnapshot(tc.b); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("DecodeSnapshot(% x) = %s, %v; want ErrCorrupt", tc.b, snapString(s), err)
+			}
+		})
+	}
+}
+
+func FuzzDecodeSnapshot(f *testing.F) {
+	for _, s := range testSnapshots()[:4] {
+		f.Add(EncodeSnapshot(nil, &s))
+	}
+	f.Add([]byte{1, 0, 0, 0, 0})
+	f.Add([]byte{1, 1, 1, 0, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := DecodeSnapshot(b)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v does not wrap ErrCorrupt", err)
+			}
+			return
+		}
+		again, err := DecodeSnapshot(EncodeSnapshot(nil, &s))
+		if err != nil {
+			t.Fatalf("re-decoding a decoded snapshot: %v", err)
+		}
+		if snapString(again) != snapString(s) {
+			t.Fatalf("re-encoding changed the snapshot:\n%s\n%s", snapString(s), snapString(again))
+		}
+	})
+}
