@@ -154,7 +154,9 @@ func (b adminBackend) Status() []admin.TaskStatus {
 			Processed: s.Processed, Pending: s.Pending, InFlight: s.InFlight, Outputs: s.Outputs,
 			Skipped: s.Skipped, DeadLetters: s.DeadLetters, Retries: s.Retries, Failures: s.Failures,
 			Checkpoints: s.Checkpoints, Inputs: []admin.InputStatus{},
-			Late: s.Late, TimersSet: s.TimersSet, TimersFired: s.TimersFired, Ticks: s.Ticks}
+			Late: s.Late, TimersSet: s.TimersSet, TimersFired: s.TimersFired, Ticks: s.Ticks,
+			Restores: s.Restores, RestoredRecords: s.RestoredRecords, RestoredBytes: s.RestoredBytes,
+			ChangelogRecords: s.ChangelogRecords}
 		for _, in := range s.Inputs {
 			ts.Inputs = append(ts.Inputs, admin.InputStatus{Name: in.Name, Records: in.Records, Committed: in.Committed})
 		}

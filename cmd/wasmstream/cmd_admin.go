@@ -52,22 +52,26 @@ type wireDeployment struct {
 
 type wireStatus struct {
 	Tasks []struct {
-		Task        string `json:"task"`
-		Version     int64  `json:"version"`
-		Paused      bool   `json:"paused"`
-		Records     int64  `json:"records"`
-		Processed   int64  `json:"processed"`
-		Pending     int    `json:"pending"`
-		InFlight    int    `json:"in_flight"`
-		Outputs     int64  `json:"outputs"`
-		DeadLetters int64  `json:"dead_letters"`
-		Retries     int64  `json:"retries"`
-		Failures    int64  `json:"failures"`
-		Late        int64  `json:"late"`
-		TimersSet   int64  `json:"timers_set"`
-		TimersFired int64  `json:"timers_fired"`
-		Ticks       int64  `json:"ticks"`
-		Inputs      []struct {
+		Task             string `json:"task"`
+		Version          int64  `json:"version"`
+		Paused           bool   `json:"paused"`
+		Records          int64  `json:"records"`
+		Processed        int64  `json:"processed"`
+		Pending          int    `json:"pending"`
+		InFlight         int    `json:"in_flight"`
+		Outputs          int64  `json:"outputs"`
+		DeadLetters      int64  `json:"dead_letters"`
+		Retries          int64  `json:"retries"`
+		Failures         int64  `json:"failures"`
+		Late             int64  `json:"late"`
+		TimersSet        int64  `json:"timers_set"`
+		TimersFired      int64  `json:"timers_fired"`
+		Ticks            int64  `json:"ticks"`
+		Restores         int64  `json:"restores"`
+		RestoredRecords  int64  `json:"restored_records"`
+		RestoredBytes    int64  `json:"restored_bytes"`
+		ChangelogRecords int64  `json:"changelog_records"`
+		Inputs           []struct {
 			Name      string `json:"name"`
 			Records   int64  `json:"records"`
 			Committed int64  `json:"committed"`
@@ -378,6 +382,10 @@ line a restart would resume after. Figures are as of the task's last checkpoint.
 				if t.TimersSet+t.TimersFired+t.Late+t.Ticks > 0 {
 					fmt.Fprintf(stdout, "  time: timers set %d, fired %d; late records %d; ticks %d\n",
 						t.TimersSet, t.TimersFired, t.Late, t.Ticks)
+				}
+				if t.Restores+t.ChangelogRecords > 0 {
+					fmt.Fprintf(stdout, "  changelog: %d key snapshots written; %d partitions restored (%d records, %d bytes)\n",
+						t.ChangelogRecords, t.Restores, t.RestoredRecords, t.RestoredBytes)
 				}
 			}
 			return nil

@@ -76,6 +76,11 @@ type TaskStatus struct {
 	TimersSet   int64 `json:"timers_set"`   // timers set
 	TimersFired int64 `json:"timers_fired"` // timer firings completed
 	Ticks       int64 `json:"ticks"`        // partition callbacks started
+
+	Restores         int64 `json:"restores"`          // partitions restored from the changelog
+	RestoredRecords  int64 `json:"restored_records"`  // changelog records the restores read
+	RestoredBytes    int64 `json:"restored_bytes"`    // and their bytes
+	ChangelogRecords int64 `json:"changelog_records"` // key snapshots produced to the changelog
 }
 
 // InputStatus is one input of a task.

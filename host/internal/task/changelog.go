@@ -236,8 +236,13 @@ func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) error {
 			return nil
 		},
 		func(records, bytes, total int64) {
+			el := time.Since(began)
+			eta := time.Duration(0)
+			if records > 0 && total > records {
+				eta = time.Duration(float64(el) * float64(total-records) / float64(records))
+			}
 			t.log.Info("restoring partition", "topic", tp.Topic, "partition", tp.Partition, "changelog_records", records,
-				"of", total, "bytes", bytes, "elapsed", time.Since(began).Round(time.Millisecond))
+				"of", total, "bytes", bytes, "elapsed", el.Round(time.Millisecond), "remaining_estimate", eta.Round(time.Second))
 		})
 	if err != nil {
 		return fmt.Errorf("changelog %s partition %d: restore: %w", topic, tp.Partition, err)

@@ -74,7 +74,7 @@ type Config struct {
 	Kafka *KafkaInput
 	// Changelog, with Kafka, makes each partition's state follow it to other hosts (changelog.go).
 	Changelog *ChangelogConfig
-	Store *store.DB
+	Store     *store.DB
 
 	Policy, Field, Header string
 
@@ -192,13 +192,13 @@ type Stats struct {
 	TimersQueued  int64 // firings queued
 	TimersFired   int64 // firings that ran and completed
 	TimersDropped int64 // firings dropped because the module has no timer callback
+	Ticks         int64 // partition ticks started
 	Skips         int64 // records and firings skipped after failing on every attempt
 
 	ChangelogRecords int64 // key snapshots produced to the changelog
 	Restores         int64 // partitions restored from the changelog
 	RestoredRecords  int64 // changelog records read by restores
 	RestoredBytes    int64
-	Ticks         int64 // partition ticks started
 
 	Version  int64 // the current module version (Config.Version, then Switch's); up to date
 	Paused   bool  // Pause was called and Resume not since; up to date
@@ -226,13 +226,13 @@ type Task struct {
 	results chan *job
 
 	inflight  map[uint64]*job
-	kafka     *kafkaSide    // the Kafka input, if any
+	kafka     *kafkaSide     // the Kafka input, if any
 	changelog *changelogSide // the Kafka input's changelog, if any
-	kafkaErr  chan error    // the Kafka poll loop's failure
-	cur       *version      // the version new batches run on
-	paused    bool          // no new batches (Pause)
-	ctl       chan request  // calls from other goroutines (Switch, Pause, Resume)
-	stopped   chan struct{} // closed when the loop returned
+	kafkaErr  chan error     // the Kafka poll loop's failure
+	cur       *version       // the version new batches run on
+	paused    bool           // no new batches (Pause)
+	ctl       chan request   // calls from other goroutines (Switch, Pause, Resume)
+	stopped   chan struct{}  // closed when the loop returned
 	attempts  map[attemptKey]int
 	pending   int    // records and firings pushed to the scheduler and not completed
 	fireSeq   int64  // the last firing's offset: firings count down from -1

@@ -1,0 +1,262 @@
+package e2e
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/store"
+)
+
+// hostProc is one wasmstream process of the multi-host test.
+type hostProc struct {
+	cfg  string
+	data string
+	cmd  *exec.Cmd
+	logs *lockedBuffer
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (h *hostProc) start(t *testing.T, bin string) {
+	t.Helper()
+	h.cmd = exec.Command(bin, "run", "-c", h.cfg, "--log-level", "info")
+	if h.logs == nil {
+		h.logs = &lockedBuffer{} // every run's log, in order
+	}
+	h.cmd.Stderr = h.logs
+	if err := h.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (h *hostProc) kill() {
+	h.cmd.Process.Signal(syscall.SIGKILL)
+	h.cmd.Wait()
+	h.cmd = nil
+}
+
+// TestMultiHostChangelogExact runs three wasmstream processes in one consumer group with a
+// changelog, over a broker in its own process, while records flow; hosts are killed with SIGKILL
+// and restarted at random at least 20 times (some restart with an empty disk). The final state of
+// every partition — read from the changelog, which a new owner restores from — equals an
+// independent computation exactly.
+func TestMultiHostChangelogExact(t *testing.T) {
+	bin := guestbuild.Binary(t)
+	module := guestbuild.Go(t, "wordcount")
+	dir := t.TempDir()
+	port := freePort(t)
+	startBroker(t, bin, filepath.Join(dir, "broker"), port, "words", "counts")
+	brokers := "127.0.0.1:" + strconv.Itoa(port)
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rng := rand.New(rand.NewPCG(5, 6))
+	want := wordcountExpect{}
+	var wantMu sync.Mutex
+	records := 0
+	produce := func(n int) {
+		batch := make([]*kgo.Record, 0, n)
+		wantMu.Lock()
+		for i := 0; i < n; i++ {
+			user := fmt.Sprintf("user%03d", rng.IntN(400))
+			text := fmt.Sprintf("w%02d w%02d", rng.IntN(40), rng.IntN(40))
+			want.add(user, text)
+			batch = append(batch, &kgo.Record{Topic: "words", Key: []byte(user), Value: []byte(text)})
+		}
+		records += n
+		wantMu.Unlock()
+		if err := cl.ProduceSync(context.Background(), batch...).FirstErr(); err != nil {
+			t.Error(err)
+		}
+	}
+
+	hosts := make([]*hostProc, 3)
+	for i := range hosts {
+		h := &hostProc{cfg: filepath.Join(dir, fmt.Sprintf("h%d.yaml", i)), data: filepath.Join(dir, fmt.Sprintf("h%d", i))}
+		os.WriteFile(h.cfg, []byte(fmt.Sprintf(`data_dir: %s
+checkpoint_interval: 100ms
+kafka:
+  brokers: [%s]
+  session_timeout: 6s
+  rebalance_timeout: 10s
+tasks:
+  - name: wc
+    module: %s
+    workers: 2
+    inputs:
+      - name: words
+        type: kafka
+        topics: [words]
+    output:
+      type: kafka
+      topic: counts
+    changelog:
+      enabled: true
+`, h.data, brokers, module)), 0o644)
+		hosts[i] = h
+	}
+
+	// Records flow during the whole chaos phase.
+	stopProducing := make(chan struct{})
+	produced := make(chan struct{})
+	go func() {
+		defer close(produced)
+		for {
+			select {
+			case <-stopProducing:
+				return
+			case <-time.After(200 * time.Millisecond):
+				produce(1000)
+			}
+		}
+	}()
+	for _, h := range hosts {
+		h.start(t, bin)
+	}
+	const minKills = 20
+	kills, wiped := 0, 0
+	for kills < minKills {
+		time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
+		h := hosts[rng.IntN(len(hosts))]
+		h.kill()
+		kills++
+		if kills%5 == 0 {
+			// This host comes back with an empty disk: it must restore everything it gets.
+			os.RemoveAll(h.data)
+			wiped++
+		}
+		time.Sleep(time.Duration(rng.IntN(1000)) * time.Millisecond)
+		h.start(t, bin)
+	}
+	close(stopProducing)
+	<-produced
+
+	// Wait until every expected output is there (everything was processed), then stop the hosts
+	// cleanly: each revokes and makes its last checkpoint durable, in the changelog too.
+	wantMu.Lock()
+	defer wantMu.Unlock()
+	logs := func() string {
+		var b strings.Builder
+		for i, h := range hosts {
+			fmt.Fprintf(&b, "--- host %d:\n%s\n", i, tail(h.logs.String(), 4000))
+		}
+		return b.String()
+	}
+	outputs, dups := consumeCounts(t, brokers, want, 4*time.Minute, logs)
+	for _, h := range hosts {
+		h.cmd.Process.Signal(syscall.SIGINT)
+	}
+	for i, h := range hosts {
+		if err := h.cmd.Wait(); err != nil {
+			t.Fatalf("host %d: %v\n%s", i, err, tail(h.logs.String(), 4000))
+		}
+	}
+
+	got := readChangelogState(t, brokers, "wc-changelog", "words")
+	if diffs := diffState(want, got); len(diffs) > 0 {
+		t.Fatalf("changelog state differs after %d kills:\n%s", kills, strings.Join(diffs[:min(len(diffs), 20)], "\n"))
+	}
+	restores, full := 0, 0
+	for _, h := range hosts {
+		l := h.logs.String()
+		restores += strings.Count(l, "partition restored from the changelog")
+		full += strings.Count(l, "restore=full")
+	}
+	// Partitions did move: hosts restored from the changelog, some with an empty disk.
+	if restores == 0 || full == 0 {
+		t.Errorf("%d restores, %d of them full: the chaos did not move partitions between hosts", restores, full)
+	}
+	if os.Getenv("WASMSTREAM_DEBUG_LOGS") != "" {
+		for i, h := range hosts {
+			os.WriteFile(fmt.Sprintf("%s.%d", os.Getenv("WASMSTREAM_DEBUG_LOGS"), i), []byte(h.logs.String()), 0o644)
+		}
+	}
+	t.Logf("multi-host test: %d records, 3 hosts, %d SIGKILLs (%d restarts with an empty disk), state exact over %d users; %d outputs, %d duplicates; %d partition restores from the changelog (%d full)",
+		records, kills, wiped, len(got), outputs, dups, restores, full)
+	fmt.Printf("multi-host test: %d SIGKILLs over 3 hosts, %d records, state exact\n", kills, records)
+}
+
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
+}
+
+// readChangelogState reads a changelog topic from the start and returns, for the records of
+// input topic, the last snapshot of every key as a word count.
+func readChangelogState(t *testing.T, brokers, topic, input string) wordcountExpect {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got := wordcountExpect{}
+	idle := time.Now()
+	for time.Since(idle) < 3*time.Second {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		fs := cl.PollFetches(ctx)
+		cancel()
+		fs.EachRecord(func(r *kgo.Record) {
+			idle = time.Now()
+			if len(r.Key) < 3 || r.Key[0] != 'k' {
+				return
+			}
+			n := int(binary.BigEndian.Uint16(r.Key[1:]))
+			if string(r.Key[3:3+n]) != input {
+				return
+			}
+			user := string(r.Key[3+n:])
+			s, err := store.DecodeSnapshot(r.Value)
+			if err != nil {
+				t.Fatalf("changelog record at %d/%d: %v", r.Partition, r.Offset, err)
+			}
+			m := map[string]int{}
+			for _, w := range s.Names {
+				c, _ := strconv.Atoi(string(w.Value))
+				m[string(w.Name)] = c
+			}
+			got[user] = m
+		})
+	}
+	for u, m := range got {
+		if len(m) == 0 {
+			delete(got, u)
+		}
+	}
+	return got
+}
