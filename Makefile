@@ -83,6 +83,7 @@ fuzz:
 	cd abi && for f in FuzzDecodeBatch FuzzDecodeInit FuzzDecodeHeaders FuzzDecodeScanPage FuzzDecodeFirings FuzzDecodeTick FuzzDecodeMigrate FuzzDecodeKeyPage FuzzDecodeHTTPRequest FuzzDecodeHTTPResponse; do \
 	  $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) . || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzStateKey$$' -fuzztime $(FUZZTIME) ./store
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeSnapshot$$' -fuzztime $(FUZZTIME) ./store
 	$(GO) test -run '^$$' -fuzz '^FuzzScheduler$$' -fuzztime $(FUZZTIME) ./host/internal/sched
 	$(GO) test -run '^$$' -fuzz '^FuzzTracker$$' -fuzztime $(FUZZTIME) ./host/internal/positions
 	$(GO) test -run '^$$' -fuzz '^FuzzHostFunctions$$' -fuzztime $(FUZZTIME) ./host/internal/modrt
@@ -97,7 +98,7 @@ race:
 	$(GO) test -race ./host/... ./store/...
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 30m ./host/ ./host/internal/modrt/
+	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./host/ ./host/internal/modrt/ ./host/internal/task/ ./store/ ./e2e/
 
 clean:
 	rm -rf $(BUILD) bin

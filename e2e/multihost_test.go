@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,10 +24,20 @@ import (
 
 // hostProc is one wasmstream process of the multi-host test.
 type hostProc struct {
-	cfg  string
-	data string
-	cmd  *exec.Cmd
-	logs *lockedBuffer
+	cfg   string
+	data  string
+	cmd   *exec.Cmd
+	logs  *lockedBuffer
+	since int // where the current run's log begins in logs
+}
+
+// owned is how many partitions the current run holds, from its log.
+func (h *hostProc) owned() int {
+	if h.cmd == nil {
+		return 0
+	}
+	l := h.logs.String()[h.since:]
+	return strings.Count(l, "partition assigned") - strings.Count(l, "partition revoked") - strings.Count(l, "partition lost")
 }
 
 type lockedBuffer struct {
@@ -52,6 +63,7 @@ func (h *hostProc) start(t *testing.T, bin string) {
 	if h.logs == nil {
 		h.logs = &lockedBuffer{} // every run's log, in order
 	}
+	h.since = len(h.logs.String())
 	h.cmd.Stderr = h.logs
 	if err := h.cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -65,10 +77,11 @@ func (h *hostProc) kill() {
 }
 
 // TestMultiHostChangelogExact runs three wasmstream processes in one consumer group with a
-// changelog, over a broker in its own process, while records flow; hosts are killed with SIGKILL
-// and restarted at random at least 20 times (some restart with an empty disk). The final state of
-// every partition — read from the changelog, which a new owner restores from — equals an
-// independent computation exactly.
+// changelog, over a broker in its own process, while records flow; a host that owns partitions is
+// killed with SIGKILL at a random moment and restarted, at least 20 times (every fifth restart
+// with an empty disk), each time once every partition is owned again. The final state of every
+// partition — read from the changelog, which a new owner restores from — equals an independent
+// computation exactly. It reports the time from each kill until every partition is owned again.
 func TestMultiHostChangelogExact(t *testing.T) {
 	bin := guestbuild.Binary(t)
 	module := guestbuild.Go(t, "wordcount")
@@ -109,8 +122,8 @@ func TestMultiHostChangelogExact(t *testing.T) {
 checkpoint_interval: 100ms
 kafka:
   brokers: [%s]
-  session_timeout: 6s
-  rebalance_timeout: 10s
+  session_timeout: 2s
+  rebalance_timeout: 5s
 tasks:
   - name: wc
     module: %s
@@ -147,18 +160,46 @@ tasks:
 	}
 	const minKills = 20
 	kills, wiped := 0, 0
+	var recoveries []time.Duration
+	owned := func() int {
+		n := 0
+		for _, h := range hosts {
+			n += h.owned()
+		}
+		return n
+	}
 	for kills < minKills {
-		time.Sleep(time.Duration(500+rng.IntN(1500)) * time.Millisecond)
-		h := hosts[rng.IntN(len(hosts))]
-		h.kill()
+		// The victim is a host that owns partitions, killed while it processes them.
+		var victim *hostProc
+		for deadline := time.Now().Add(60 * time.Second); victim == nil; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no host owned a partition for 60s after %d kills", kills)
+			}
+			for _, i := range rng.Perm(len(hosts)) {
+				if hosts[i].owned() > 0 {
+					victim = hosts[i]
+					break
+				}
+			}
+		}
+		time.Sleep(time.Duration(rng.IntN(800)) * time.Millisecond)
+		victim.kill()
+		killedAt := time.Now()
 		kills++
 		if kills%5 == 0 {
 			// This host comes back with an empty disk: it must restore everything it gets.
-			os.RemoveAll(h.data)
+			os.RemoveAll(victim.data)
 			wiped++
 		}
 		time.Sleep(time.Duration(rng.IntN(1000)) * time.Millisecond)
-		h.start(t, bin)
+		victim.start(t, bin)
+		// Every partition owned again (by any host, after its restore): the kill's recovery time.
+		for deadline := time.Now().Add(60 * time.Second); owned() < 4; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the partitions were not all owned again 60s after kill %d", kills)
+			}
+		}
+		recoveries = append(recoveries, time.Since(killedAt))
 	}
 	close(stopProducing)
 	<-produced
@@ -203,8 +244,10 @@ tasks:
 			os.WriteFile(fmt.Sprintf("%s.%d", os.Getenv("WASMSTREAM_DEBUG_LOGS"), i), []byte(h.logs.String()), 0o644)
 		}
 	}
-	t.Logf("multi-host test: %d records, 3 hosts, %d SIGKILLs (%d restarts with an empty disk), state exact over %d users; %d outputs, %d duplicates; %d partition restores from the changelog (%d full)",
-		records, kills, wiped, len(got), outputs, dups, restores, full)
+	slices.Sort(recoveries)
+	t.Logf("multi-host test: %d records, 3 hosts, %d SIGKILLs of partition owners (%d restarts with an empty disk), state exact over %d users; %d outputs, %d duplicates; %d partition restores from the changelog (%d full); kill to every partition owned again (session timeout 2s): median %s, max %s",
+		records, kills, wiped, len(got), outputs, dups, restores, full,
+		recoveries[len(recoveries)/2].Round(time.Millisecond), recoveries[len(recoveries)-1].Round(time.Millisecond))
 	fmt.Printf("multi-host test: %d SIGKILLs over 3 hosts, %d records, state exact\n", kills, records)
 }
 

@@ -115,7 +115,8 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		kgo.OnPartitionsLost(c.lost),
 	)
 	if cc.SessionTimeout > 0 {
-		opts = append(opts, kgo.SessionTimeout(cc.SessionTimeout))
+		// Heartbeats at a third of the session (franz-go's default of 3 s would outlast a short one).
+		opts = append(opts, kgo.SessionTimeout(cc.SessionTimeout), kgo.HeartbeatInterval(min(3*time.Second, cc.SessionTimeout/3)))
 	}
 	if cc.RebalanceTimeout > 0 {
 		opts = append(opts, kgo.RebalanceTimeout(cc.RebalanceTimeout))

@@ -3,6 +3,7 @@ package kafka
 import (
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
 )
@@ -31,6 +32,9 @@ func StartDevBroker(cfg DevBrokerConfig) (*DevBroker, error) {
 		kfake.Ports(cfg.Port),
 		kfake.AllowAutoTopicCreation(),
 		kfake.DefaultNumPartitions(int(cfg.Partitions)),
+		// Development groups may use short sessions, so that a killed member's partitions move
+		// within seconds (a real cluster's minimum is 6 s).
+		kfake.GroupMinSessionTimeout(time.Second),
 	}
 	if cfg.Dir != "" {
 		if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
