@@ -17,6 +17,7 @@ package main
 
 import (
 	"errors"
+	"github.com/wasmstream/wasmstream/examples/wasm/internal/jsonconfig"
 	"strconv"
 
 	wasmstream "github.com/wasmstream/wasmstream/guest-sdk/go"
@@ -48,7 +49,7 @@ const (
 var windowMs int64 = defaultWindowSeconds * 1000
 
 func configure(cfg []byte) error {
-	n, err := parseUintMember(cfg, "window_seconds", defaultWindowSeconds, maxWindowSeconds)
+	n, err := jsonconfig.UintMember(cfg, "window_seconds", defaultWindowSeconds, maxWindowSeconds)
 	if err != nil {
 		return errors.New("dedupe: invalid config: " + err.Error())
 	}

@@ -19,6 +19,7 @@ package main
 
 import (
 	"errors"
+	"github.com/wasmstream/wasmstream/examples/wasm/internal/jsonconfig"
 	"math"
 	"strconv"
 
@@ -50,7 +51,7 @@ const (
 var gapMs int64 = defaultGapMinutes * 60_000
 
 func configure(cfg []byte) error {
-	n, err := parseUintMember(cfg, "gap_minutes", defaultGapMinutes, maxGapMinutes)
+	n, err := jsonconfig.UintMember(cfg, "gap_minutes", defaultGapMinutes, maxGapMinutes)
 	if err != nil {
 		return errors.New("sessions: invalid config: " + err.Error())
 	}

@@ -1,18 +1,20 @@
-package main
+// Package jsonconfig reads one unsigned integer member of a task config (a JSON object) without
+// encoding/json, for guests that must stay small and TinyGo-compatible.
+package jsonconfig
 
 import (
 	"errors"
 	"strconv"
 )
 
-// parseUintMember reads the member name of the task config, a JSON object, without
+// UintMember reads the member name of the task config, a JSON object, without
 // encoding/json (which would bloat the module and is unavailable in TinyGo's reflection subset).
 //
 // Accepted: an empty or all-white-space config (= {}); an object whose member name, if present,
 // is a JSON integer from 1 to max with no sign, fraction or exponent. Without the member the
 // result is def. Other members may hold any JSON value and are ignored; a repeated member counts
 // the last time. Member names are compared as written, escapes undecoded.
-func parseUintMember(cfg []byte, name string, def, max uint64) (uint64, error) {
+func UintMember(cfg []byte, name string, def, max uint64) (uint64, error) {
 	p := jsonParser{b: cfg}
 	p.space()
 	if p.i == len(p.b) {
