@@ -156,7 +156,7 @@ func (b adminBackend) Status() []admin.TaskStatus {
 			Checkpoints: s.Checkpoints, Inputs: []admin.InputStatus{},
 			Late: s.Late, TimersSet: s.TimersSet, TimersFired: s.TimersFired, Ticks: s.Ticks,
 			Restores: s.Restores, RestoredRecords: s.RestoredRecords, RestoredBytes: s.RestoredBytes,
-			ChangelogRecords: s.ChangelogRecords}
+			ChangelogRecords: s.ChangelogRecords, StandbyRecords: s.StandbyRecords}
 		for _, in := range s.Inputs {
 			ts.Inputs = append(ts.Inputs, admin.InputStatus{Name: in.Name, Records: in.Records, Committed: in.Committed})
 		}

@@ -90,3 +90,90 @@ func TestChangelogRestore(t *testing.T) {
 	t.Logf("changelog: a wrote %d snapshots; b restored %d records (full) and wrote %d; a restored %d (tail)",
 		a1.ChangelogRecords, b.RestoredRecords, b.ChangelogRecords, a2.RestoredRecords)
 }
+
+// TestChangelogStandby runs two hosts with standbys: each tails the changelog of the partitions
+// the other owns. When one stops, the other takes its partitions over replaying only the tail
+// its standby had not applied yet, and the state stays exact.
+func TestChangelogStandby(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true, Standby: true}
+	start := func(dir string) (*host.Host, context.CancelFunc, chan error) {
+		h, err := host.New(host.Config{
+			DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- h.Run(ctx) }()
+		return h, cancel, done
+	}
+	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	_, stopA, doneA := start(dirA)
+	hb, stopB, doneB := start(dirB)
+
+	want := produceWords(t, newClient(t, c), "words", 4000, 50, 7)
+	total := 0
+	for _, ws := range want {
+		for _, n := range ws {
+			total += n
+		}
+	}
+	consumeOutputs(t, c, "counts", total, 60*time.Second)
+	// b's standby catches up with what a owns (it reads about once a second).
+	var before host.TaskStats
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		before = hb.Stats()[0]
+		if before.StandbyRecords > 0 && before.Restores > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b's standby applied %d records and b restored %d partitions; want both", before.StandbyRecords, before.Restores)
+		}
+	}
+	time.Sleep(1500 * time.Millisecond) // one more standby round after the last checkpoint
+	before = hb.Stats()[0]
+	stopA()
+	if err := <-doneA; err != nil {
+		t.Fatal(err)
+	}
+	// b takes a's partitions over.
+	var after host.TaskStats
+	for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		after = hb.Stats()[0]
+		if after.Restores >= before.Restores+1 && len(after.Inputs) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("b never took a's partitions over (restores %d)", after.Restores)
+		}
+	}
+	more := produceWords(t, newClient(t, c), "words", 500, 50, 8)
+	for u, ws := range more {
+		for w, n := range ws {
+			if want[u] == nil {
+				want[u] = map[string]int{}
+			}
+			want[u][w] += n
+			total += n
+		}
+	}
+	consumeOutputs(t, c, "counts", total, 60*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	after = hb.Stats()[0]
+	stopB()
+	if err := <-doneB; err != nil {
+		t.Fatal(err)
+	}
+	sameCounts(t, want, stateOf(t, dirB, "wc"))
+	takeover := after.RestoredRecords - before.RestoredRecords
+	if takeover >= before.StandbyRecords {
+		t.Errorf("the takeover replayed %d changelog records; the standby had applied %d before it: a warm standby must leave only a tail",
+			takeover, before.StandbyRecords)
+	}
+	t.Logf("standby: applied %d changelog records while a owned the partitions; the takeover replayed %d", before.StandbyRecords, takeover)
+}

@@ -136,6 +136,10 @@ type ChangelogConfig struct {
 	Topic string
 	// ReplicationFactor of the topic when the host creates it; 0: the broker's default.
 	ReplicationFactor int
+	// Standby keeps a warm copy of the partitions this host does not own: it tails their
+	// changelog into its store (about once a second), so that taking one over after a crash
+	// replays only the last moments. It costs the reading and the disk. Default false.
+	Standby bool
 }
 
 // TimeConfig configures a task's event time and timers (S14–S16).

@@ -244,7 +244,8 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 		if in.Type == "kafka" {
 			tcfg.Kafka = kafkaInput(cfg, tc, in)
 			if tc.Changelog.Enabled {
-				tcfg.Changelog = &task.ChangelogConfig{Topic: tc.Changelog.Topic, Replication: int16(tc.Changelog.ReplicationFactor)}
+				tcfg.Changelog = &task.ChangelogConfig{Topic: tc.Changelog.Topic, Replication: int16(tc.Changelog.ReplicationFactor),
+					Standby: tc.Changelog.Standby}
 			}
 			continue
 		}
@@ -288,6 +289,7 @@ type TaskStats struct {
 	RestoredRecords  int64 // changelog records those restores read
 	RestoredBytes    int64
 	ChangelogRecords int64 // key snapshots produced to the changelog
+	StandbyRecords   int64 // changelog records the standby applied for partitions not owned
 
 	TimersSet     int64 // timers set (timer_set calls that took effect)
 	TimersDeleted int64 // timers deleted, fired ones included
@@ -321,8 +323,8 @@ func (h *Host) Stats() []TaskStats {
 			Late: s.Late, Skips: s.Skips, TimersSet: s.TimersSet, TimersDeleted: s.TimersDeleted,
 			TimersFired: s.TimersFired, Ticks: s.Ticks,
 			Restores: s.Restores, RestoredRecords: s.RestoredRecords, RestoredBytes: s.RestoredBytes,
-			ChangelogRecords: s.ChangelogRecords,
-			Version:          s.Version, Paused: s.Paused, Pending: s.Pending, InFlight: s.InFlight}
+			ChangelogRecords: s.ChangelogRecords, StandbyRecords: s.StandbyRecords,
+			Version: s.Version, Paused: s.Paused, Pending: s.Pending, InFlight: s.InFlight}
 		for _, in := range s.Inputs {
 			out[i].Inputs = append(out[i].Inputs, InputStats{Name: in.Name, Records: in.Records, Committed: in.Committed})
 		}

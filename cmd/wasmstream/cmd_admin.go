@@ -71,6 +71,7 @@ type wireStatus struct {
 		RestoredRecords  int64  `json:"restored_records"`
 		RestoredBytes    int64  `json:"restored_bytes"`
 		ChangelogRecords int64  `json:"changelog_records"`
+		StandbyRecords   int64  `json:"standby_records"`
 		Inputs           []struct {
 			Name      string `json:"name"`
 			Records   int64  `json:"records"`
@@ -383,9 +384,9 @@ line a restart would resume after. Figures are as of the task's last checkpoint.
 					fmt.Fprintf(stdout, "  time: timers set %d, fired %d; late records %d; ticks %d\n",
 						t.TimersSet, t.TimersFired, t.Late, t.Ticks)
 				}
-				if t.Restores+t.ChangelogRecords > 0 {
-					fmt.Fprintf(stdout, "  changelog: %d key snapshots written; %d partitions restored (%d records, %d bytes)\n",
-						t.ChangelogRecords, t.Restores, t.RestoredRecords, t.RestoredBytes)
+				if t.Restores+t.ChangelogRecords+t.StandbyRecords > 0 {
+					fmt.Fprintf(stdout, "  changelog: %d key snapshots written; %d partitions restored (%d records, %d bytes); standby applied %d records\n",
+						t.ChangelogRecords, t.Restores, t.RestoredRecords, t.RestoredBytes, t.StandbyRecords)
 				}
 			}
 			return nil

@@ -81,6 +81,7 @@ type TaskStatus struct {
 	RestoredRecords  int64 `json:"restored_records"`  // changelog records the restores read
 	RestoredBytes    int64 `json:"restored_bytes"`    // and their bytes
 	ChangelogRecords int64 `json:"changelog_records"` // key snapshots produced to the changelog
+	StandbyRecords   int64 `json:"standby_records"`   // changelog records a standby applied
 }
 
 // InputStatus is one input of a task.

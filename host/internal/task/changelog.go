@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
@@ -34,6 +36,9 @@ import (
 type ChangelogConfig struct {
 	Topic       string
 	Replication int16 // <= 0: the broker's default
+	// Standby makes the host keep a warm copy of the partitions it does not own, tailing their
+	// changelog, so that taking one over replays little.
+	Standby bool
 }
 
 // changelogSide is the loop's changelog state.
@@ -41,6 +46,8 @@ type changelogSide struct {
 	topic string
 	w     *kafka.ChangelogWriter
 	next  map[int32]int64 // per changelog partition, the offset after the last acknowledged record
+
+	standby *standby // nil unless ChangelogConfig.Standby
 }
 
 // startChangelog checks the input topics are co-partitioned, creates or checks the changelog
@@ -67,6 +74,9 @@ func (t *Task) startChangelog(ctx context.Context) error {
 		return fmt.Errorf("changelog: %w", err)
 	}
 	t.changelog = &changelogSide{topic: cc.Topic, w: w, next: map[int32]int64{}}
+	if cc.Standby {
+		t.changelog.standby = &standby{owned: map[kafka.TopicPartition]bool{}, topics: in.Topics, parts: parts}
+	}
 	t.log.Info("changelog ready", "topic", cc.Topic, "partitions", parts)
 	return nil
 }
@@ -163,22 +173,50 @@ func (t *Task) produceChangelog(cp *store.Checkpoint) error {
 }
 
 // restorePartition brings the local store's copy of a newly assigned partition up to date with
-// the changelog: from the changelog offset this store last covered (a host that kept its disk
-// replays only the tail), or from the start after dropping the local copy when there is none or
-// it is ahead of the changelog (the topic was recreated). The position restored is the last one
-// in the changelog, with the local horizon kept when higher: local keys may carry marks above the
-// changelog's horizon.
+// the changelog (replayChangelog), on the loop, and counts it.
 func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) error {
-	db, name, topic := t.cfg.Store, t.cfg.Name, t.changelog.topic
-	ctx := context.Background()
-	pos, ok, err := db.Position(name, id)
+	if sb := t.changelog.standby; sb != nil {
+		// A standby round of this partition finishes first; from now on the loop owns it.
+		sb.mu.Lock()
+		sb.owned[tp] = true
+		sb.mu.Unlock()
+	}
+	r, err := t.replayChangelog(context.Background(), tp, id, true)
 	if err != nil {
 		return err
 	}
+	t.changelog.next[tp.Partition] = max(t.changelog.next[tp.Partition], r.end)
+	t.stats.RestoredRecords += r.records
+	t.stats.RestoredBytes += r.bytes
+	t.stats.Restores++
+	return nil
+}
+
+// replayed is what one replayChangelog did.
+type replayed struct {
+	end, records, bytes int64
+	full                bool
+}
+
+// replayChangelog brings the local store's copy of a partition up to date with the changelog:
+// from the changelog offset this store last covered (a host that kept its disk, or a standby,
+// replays only the tail), or from the start after dropping the local copy when there is none or it
+// is ahead of the changelog (the topic was recreated). The position restored is the last one in
+// the changelog, with the local horizon kept when higher: local keys may carry marks above the
+// changelog's horizon. It touches only the store (a standby calls it off the loop); logs when
+// loud.
+func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id uint32, loud bool) (replayed, error) {
+	db, name, topic := t.cfg.Store, t.cfg.Name, t.changelog.topic
+	var r replayed
+	pos, ok, err := db.Position(name, id)
+	if err != nil {
+		return r, err
+	}
 	end, err := kafka.EndOffset(ctx, t.cfg.Kafka.Client, topic, tp.Partition)
 	if err != nil {
-		return fmt.Errorf("changelog %s partition %d: %w", topic, tp.Partition, err)
+		return r, fmt.Errorf("changelog %s partition %d: %w", topic, tp.Partition, err)
 	}
+	r.end = end
 	from, full := int64(0), true
 	if ok && pos.Resume > 0 && pos.Resume <= end {
 		from, full = pos.Resume, false
@@ -186,9 +224,13 @@ func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) error {
 		t.log.Warn("the changelog is shorter than this store's copy (recreated?): restoring the partition from scratch",
 			"topic", tp.Topic, "partition", tp.Partition, "changelog", topic, "local_offset", pos.Resume, "end", end)
 	}
+	r.full = full
+	if !full && from == end {
+		return r, nil // nothing new
+	}
 	if full {
 		if err := db.DropStream(name, id); err != nil {
-			return err
+			return r, err
 		}
 	}
 	began := time.Now()
@@ -203,6 +245,18 @@ func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) error {
 		err := db.Restore(name, id, snaps, nil)
 		snaps = snaps[:0]
 		return err
+	}
+	var progress func(records, bytes, total int64)
+	if loud {
+		progress = func(records, bytes, total int64) {
+			el := time.Since(began)
+			eta := time.Duration(0)
+			if records > 0 && total > records {
+				eta = time.Duration(float64(el) * float64(total-records) / float64(records))
+			}
+			t.log.Info("restoring partition", "topic", tp.Topic, "partition", tp.Partition, "changelog_records", records,
+				"of", total, "bytes", bytes, "elapsed", el.Round(time.Millisecond), "remaining_estimate", eta.Round(time.Second))
+		}
 	}
 	_, records, bytes, err := kafka.ReadChangelog(ctx, t.cfg.Kafka.Client, topic, tp.Partition, from,
 		func(key, value []byte, offset int64) error {
@@ -234,21 +288,13 @@ func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) error {
 				return fmt.Errorf("offset %d: unknown changelog record kind %q", offset, kind)
 			}
 			return nil
-		},
-		func(records, bytes, total int64) {
-			el := time.Since(began)
-			eta := time.Duration(0)
-			if records > 0 && total > records {
-				eta = time.Duration(float64(el) * float64(total-records) / float64(records))
-			}
-			t.log.Info("restoring partition", "topic", tp.Topic, "partition", tp.Partition, "changelog_records", records,
-				"of", total, "bytes", bytes, "elapsed", el.Round(time.Millisecond), "remaining_estimate", eta.Round(time.Second))
-		})
+		}, progress)
 	if err != nil {
-		return fmt.Errorf("changelog %s partition %d: restore: %w", topic, tp.Partition, err)
+		return r, fmt.Errorf("changelog %s partition %d: restore: %w", topic, tp.Partition, err)
 	}
+	r.records, r.bytes = records, bytes
 	if err := flush(); err != nil {
-		return err
+		return r, err
 	}
 	switch {
 	case last != nil:
@@ -267,18 +313,71 @@ func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) error {
 	if last != nil {
 		last.Resume = end
 		if err := db.Restore(name, id, nil, last); err != nil {
-			return err
+			return r, err
 		}
 	}
-	t.changelog.next[tp.Partition] = max(t.changelog.next[tp.Partition], end)
-	t.stats.RestoredRecords += records
-	t.stats.RestoredBytes += bytes
-	t.stats.Restores++
-	how := "tail"
-	if full {
-		how = "full"
+	if loud {
+		how := "tail"
+		if full {
+			how = "full"
+		}
+		t.log.Info("partition restored from the changelog", "topic", tp.Topic, "partition", tp.Partition, "restore", how,
+			"changelog_records", records, "bytes", bytes, "took", time.Since(began).Round(time.Millisecond))
 	}
-	t.log.Info("partition restored from the changelog", "topic", tp.Topic, "partition", tp.Partition, "restore", how,
-		"changelog_records", records, "bytes", bytes, "took", time.Since(began).Round(time.Millisecond))
-	return nil
+	return r, nil
+}
+
+// standby keeps this host's store close to the changelog for the partitions it does not own
+// (ChangelogConfig.Standby), so that taking one over replays only a short tail.
+type standby struct {
+	mu     sync.Mutex // held by a catch-up round of one partition, and by the loop to claim or release one
+	owned  map[kafka.TopicPartition]bool
+	topics []string
+	parts  int32
+	// Figures, read by the loop for Stats.
+	records, bytes atomic.Int64
+}
+
+// runStandby catches up every partition the loop does not own, once a second, until ctx ends.
+func (t *Task) runStandby(ctx context.Context, sb *standby) {
+	for {
+		for _, topic := range sb.topics {
+			for p := int32(0); p < sb.parts; p++ {
+				tp := kafka.TopicPartition{Topic: topic, Partition: p}
+				if ctx.Err() != nil {
+					return
+				}
+				sb.mu.Lock()
+				if !sb.owned[tp] {
+					id, err := t.cfg.Store.StreamID(t.cfg.Name, kafkaStreamName(tp))
+					var r replayed
+					if err == nil {
+						r, err = t.replayChangelog(ctx, tp, id, false)
+					}
+					if err != nil && ctx.Err() == nil {
+						t.log.Warn("standby: catching up a partition failed; retrying", "topic", topic, "partition", p, "err", err)
+					}
+					sb.records.Add(r.records)
+					sb.bytes.Add(r.bytes)
+				}
+				sb.mu.Unlock()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// releasePartition hands a partition the loop no longer owns back to the standby.
+func (t *Task) releasePartition(tp kafka.TopicPartition) {
+	if t.changelog == nil || t.changelog.standby == nil {
+		return
+	}
+	sb := t.changelog.standby
+	sb.mu.Lock()
+	delete(sb.owned, tp)
+	sb.mu.Unlock()
 }

@@ -341,6 +341,7 @@ func (t *Task) dropStream(st *stream) {
 	}
 	if t.kafka != nil && t.kafka.streams[st.tp] == st {
 		delete(t.kafka.streams, st.tp)
+		t.releasePartition(st.tp)
 	}
 }
 

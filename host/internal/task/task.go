@@ -199,6 +199,8 @@ type Stats struct {
 	Restores         int64 // partitions restored from the changelog
 	RestoredRecords  int64 // changelog records read by restores
 	RestoredBytes    int64
+	StandbyRecords   int64 // changelog records a standby applied to partitions not owned
+	StandbyBytes     int64
 
 	Version  int64 // the current module version (Config.Version, then Switch's); up to date
 	Paused   bool  // Pause was called and Resume not since; up to date
@@ -372,6 +374,19 @@ func (t *Task) Run(ctx context.Context) (err error) {
 				return err
 			}
 			defer t.changelog.w.Close()
+			if sb := t.changelog.standby; sb != nil {
+				sbCtx, stopStandby := context.WithCancel(readCtx)
+				var standbys sync.WaitGroup
+				standbys.Add(1)
+				go func() {
+					defer standbys.Done()
+					t.runStandby(sbCtx, sb)
+				}()
+				defer func() {
+					stopStandby()
+					standbys.Wait()
+				}()
+			}
 		}
 		t.kafkaErr = make(chan error, 1)
 		var poller sync.WaitGroup
@@ -997,6 +1012,10 @@ func (t *Task) checkpoint() error {
 		t.timersCommitted()
 		t.stats.Checkpoints++
 		t.cache.Evict()
+	}
+	if t.changelog != nil && t.changelog.standby != nil {
+		t.stats.StandbyRecords = t.changelog.standby.records.Load()
+		t.stats.StandbyBytes = t.changelog.standby.bytes.Load()
 	}
 	t.stats.Version = t.cur.id
 	t.stats.Paused = t.paused
