@@ -6,7 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
@@ -176,4 +178,62 @@ func TestChangelogStandby(t *testing.T) {
 			takeover, before.StandbyRecords)
 	}
 	t.Logf("standby: applied %d changelog records while a owned the partitions; the takeover replayed %d", before.StandbyRecords, takeover)
+}
+
+// TestChangelogBrokerFaults injects broker faults on the changelog's produce requests and on
+// offset commits: they are retried, nothing is lost, and a host with an empty disk restores from
+// the changelog exactly the state the first host built.
+func TestChangelogBrokerFaults(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	want := produceWords(t, newClient(t, c), "words", 2000, 40, 9)
+	total := 0
+	for _, ws := range want {
+		for _, n := range ws {
+			total += n
+		}
+	}
+	produceFaults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "wc-changelog",
+		Err: kerr.NotEnoughReplicas, Count: 3})
+	commitFaults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit},
+		Err: kerr.CoordinatorLoadInProgress, Count: 3})
+	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	runChangelogHost(t, c, module, dirA, total)
+	if produceFaults.Hits() == 0 || commitFaults.Hits() == 0 {
+		t.Fatalf("faults were not hit: changelog produce %d, commit %d", produceFaults.Hits(), commitFaults.Hits())
+	}
+	sameCounts(t, want, stateOf(t, dirA, "wc"))
+
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	h, err := host.New(host.Config{DataDir: dirB, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	restored := func() int64 {
+		if s := h.Stats(); len(s) > 0 {
+			return s[0].Restores
+		}
+		return 0
+	}
+	for deadline := time.Now().Add(60 * time.Second); restored() < 4; time.Sleep(50 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("host b stopped: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("host b restored %d of 4 partitions", restored())
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	sameCounts(t, want, stateOf(t, dirB, "wc"))
+	t.Logf("changelog produce faults hit %d times, commit faults %d times; restored state exact", produceFaults.Hits(), commitFaults.Hits())
 }
