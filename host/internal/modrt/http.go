@@ -155,7 +155,14 @@ func (i *Instance) httpRequest(ctx context.Context, reqPtr, reqLen, bufPtr, bufC
 	if r.TimeoutMs > 0 {
 		timeout = min(time.Duration(r.TimeoutMs)*time.Millisecond, c.grant.MaxTimeout)
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	// Derived from the caller's own context, not from the reused callCtx wrapper: a timer's
+	// cancellation may still run on another goroutine after this call returned, when the
+	// wrapper already holds the next call's context.
+	parent := ctx
+	if cc, ok := ctx.(*callCtx); ok {
+		parent = cc.Context
+	}
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	resp, err := c.do(ctx, req)
 	if err != nil {
