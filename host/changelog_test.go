@@ -237,3 +237,78 @@ func TestChangelogBrokerFaults(t *testing.T) {
 	sameCounts(t, want, stateOf(t, dirB, "wc"))
 	t.Logf("changelog produce faults hit %d times, commit faults %d times; restored state exact", produceFaults.Hits(), commitFaults.Hits())
 }
+
+// TestChangelogPartitionComesBack moves partitions away from a running host and back: host a
+// owns everything, b joins and takes some partitions and processes records of them, b leaves and
+// a gets them back. a must restore what b wrote (the tail) and forget what it held in memory for
+// those partitions: its state then equals an independent computation.
+func TestChangelogPartitionComesBack(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	want := map[string]map[string]int{}
+	total := 0
+	add := func(more map[string]map[string]int) {
+		for u, ws := range more {
+			if want[u] == nil {
+				want[u] = map[string]int{}
+			}
+			for w, n := range ws {
+				want[u][w] += n
+				total += n
+			}
+		}
+	}
+	start := func(dir string) (*host.Host, context.CancelFunc, chan error) {
+		h, err := host.New(host.Config{
+			DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- h.Run(ctx) }()
+		return h, cancel, done
+	}
+	owned := func(h *host.Host) int {
+		if s := h.Stats(); len(s) > 0 {
+			return len(s[0].Inputs)
+		}
+		return 0
+	}
+	waitOwned := func(h *host.Host, n int) {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); owned(h) != n; time.Sleep(50 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("host owns %d partitions, want %d", owned(h), n)
+			}
+		}
+	}
+	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	ha, stopA, doneA := start(dirA)
+	add(produceWords(t, newClient(t, c), "words", 2000, 40, 11))
+	consumeOutputs(t, c, "counts", total, 60*time.Second)
+	waitOwned(ha, 4)
+
+	_, stopB, doneB := start(dirB)
+	waitOwned(ha, 2) // cooperative-sticky: two partitions move to b
+	add(produceWords(t, newClient(t, c), "words", 2000, 40, 12))
+	consumeOutputs(t, c, "counts", total, 60*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	stopB()
+	if err := <-doneB; err != nil {
+		t.Fatal(err)
+	}
+	waitOwned(ha, 4) // they come back to a
+	add(produceWords(t, newClient(t, c), "words", 1000, 40, 13))
+	consumeOutputs(t, c, "counts", total, 60*time.Second)
+	time.Sleep(300 * time.Millisecond)
+	stopA()
+	if err := <-doneA; err != nil {
+		t.Fatal(err)
+	}
+	sameCounts(t, want, stateOf(t, dirA, "wc"))
+}

@@ -45,6 +45,7 @@ type Entry struct {
 	dirty     bool            // some slot or the mark is dirty; the entry is in Cache.dirty
 	written   bool            // some slot is dirty
 	dropLater bool            // collected tombstones wait for the last Unpin to be dropped
+	orphan    bool            // dropped from the cache (DropStream) while pinned: the cache no longer counts it
 	size      int64
 	counted   int64 // the part of size that Cache.size includes; Load changes size alone
 }
@@ -192,12 +193,38 @@ func (c *Cache) Pin(stream uint32, key []byte) *Entry {
 // and drops the tombstones a Collect left in place.
 func (c *Cache) Unpin(e *Entry) {
 	e.pins--
+	if e.orphan {
+		return
+	}
 	if e.pins == 0 {
 		if e.dropLater {
 			c.dropTombstones(e)
 		}
 		c.account(e)
 	}
+}
+
+// DropStream forgets every entry of stream: its keys are loaded from the store again on next
+// use. The loop calls it when a partition is assigned, since what the cache still holds of the
+// partition from an earlier ownership is stale once another host processed it. Dirty entries are
+// dropped uncollected (the caller checkpointed what it owned). An entry a job still pins stays
+// valid for that job but is no longer the cache's: a later Pin of its key makes a new one.
+func (c *Cache) DropStream(stream uint32) int {
+	n := 0
+	for k, e := range c.entries {
+		if e.stream != stream {
+			continue
+		}
+		delete(c.entries, k)
+		delete(c.dirty, e)
+		c.size -= e.counted
+		e.counted = 0
+		if e.pins > 0 {
+			e.orphan = true
+		}
+		n++
+	}
+	return n
 }
 
 // account brings the cache's size up to date with e's: Load runs on a worker and cannot

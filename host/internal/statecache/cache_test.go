@@ -484,3 +484,48 @@ func TestCollectWhileWorkerReads(t *testing.T) {
 		t.Errorf("Evict() = %d leaving Size() = %d, want 2 and 0", n, c.Size())
 	}
 }
+
+// TestDropStream checks that DropStream forgets exactly one stream's entries — clean, dirty and
+// pinned — that the size accounting stays right when a pinned one is released later, and that the
+// next Pin of a dropped key loads it afresh.
+func TestDropStream(t *testing.T) {
+	p := persisted{skeyString(1, []byte("a")): {"n": "store"}, skeyString(2, []byte("a")): {"n": "other"}}
+	c := New(p.load, 1<<30)
+	load := func(e *Entry) {
+		t.Helper()
+		if err := e.Load(c.Loader()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a1, b1, a2 := c.Pin(1, []byte("a")), c.Pin(1, []byte("b")), c.Pin(2, []byte("a"))
+	load(a1)
+	load(b1)
+	load(a2)
+	c.Apply(a1, []byte("n"), []byte("stale"), false) // dirty
+	c.Unpin(b1)
+	c.Unpin(a2)
+	if n := c.DropStream(1); n != 2 {
+		t.Fatalf("dropped %d entries, want 2", n)
+	}
+	if c.Len() != 1 || c.Dirty() != 0 {
+		t.Fatalf("after the drop: %d entries, %d dirty; want 1 and 0", c.Len(), c.Dirty())
+	}
+	size := c.Size()
+	c.Unpin(a1) // the job that held it finishes: the cache does not count it again
+	if c.Size() != size {
+		t.Errorf("size %d after releasing a dropped entry, want %d", c.Size(), size)
+	}
+	fresh := c.Pin(1, []byte("a"))
+	if fresh == a1 {
+		t.Fatal("Pin returned the dropped entry")
+	}
+	load(fresh)
+	if v, _ := fresh.Get([]byte("n")); string(v) != "store" {
+		t.Errorf("reloaded value %q, want the store's", v)
+	}
+	var cp store.Checkpoint
+	c.Collect(&cp)
+	if len(cp.Keys) != 0 {
+		t.Errorf("a dropped dirty entry was collected: %+v", cp.Keys)
+	}
+}

@@ -179,6 +179,9 @@ func (t *Task) onAssign(req assignReq) {
 			req.reply <- assignReply{err: err}
 			return
 		}
+		// What the cache still holds of this partition is from an earlier ownership: another host
+		// may have processed it since.
+		t.cache.DropStream(id)
 		if t.changelog != nil {
 			// The partition stays unread until its state is restored: the loop replies only after.
 			if err := t.restorePartition(tp, id); err != nil {
