@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -243,10 +244,19 @@ func TestChangelogBrokerFaults(t *testing.T) {
 // a gets them back. a must restore what b wrote (the tail) and forget what it held in memory for
 // those partitions: its state then equals an independent computation.
 func TestChangelogPartitionComesBack(t *testing.T) {
+	for _, drop := range []bool{false, true} {
+		t.Run(fmt.Sprintf("drop_revoked=%v", drop), func(t *testing.T) { partitionComesBack(t, drop) })
+	}
+}
+
+// partitionComesBack is TestChangelogPartitionComesBack with or without drop_revoked: with it, a
+// deletes the two partitions it loses and restores them in full when they come back; without it,
+// it keeps them and replays only the tail.
+func partitionComesBack(t *testing.T, drop bool) {
 	module := guestbuild.Go(t, "wordcount")
 	c := newCluster(t, "words", "counts")
 	tc := wordcountKafkaTask(module)
-	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	tc.Changelog = host.ChangelogConfig{Enabled: true, DropRevoked: drop}
 	want := map[string]map[string]int{}
 	total := 0
 	add := func(more map[string]map[string]int) {
@@ -306,6 +316,16 @@ func TestChangelogPartitionComesBack(t *testing.T) {
 	add(produceWords(t, newClient(t, c), "words", 1000, 40, 13))
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
 	time.Sleep(300 * time.Millisecond)
+	st := ha.Stats()[0]
+	// a's first four restores were full (an empty disk); the two partitions that came back are
+	// restored in full only when a dropped them.
+	wantFull, wantDropped := int64(4), int64(0)
+	if drop {
+		wantFull, wantDropped = 6, 2
+	}
+	if st.Restores != 6 || st.FullRestores != wantFull || st.Dropped != wantDropped {
+		t.Errorf("a: %d restores, %d full, %d partitions dropped; want 6, %d, %d", st.Restores, st.FullRestores, st.Dropped, wantFull, wantDropped)
+	}
 	stopA()
 	if err := <-doneA; err != nil {
 		t.Fatal(err)

@@ -140,6 +140,10 @@ type ChangelogConfig struct {
 	// changelog into its store (about once a second), so that taking one over after a crash
 	// replays only the last moments. It costs the reading and the disk. Default false.
 	Standby bool
+	// DropRevoked deletes a partition's local state when the host loses the partition (not
+	// with Standby, which keeps it warm). Kept by default: a later assignment then replays only
+	// the tail. Default false.
+	DropRevoked bool
 }
 
 // TimeConfig configures a task's event time and timers (S14–S16).

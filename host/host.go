@@ -245,7 +245,7 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 			tcfg.Kafka = kafkaInput(cfg, tc, in)
 			if tc.Changelog.Enabled {
 				tcfg.Changelog = &task.ChangelogConfig{Topic: tc.Changelog.Topic, Replication: int16(tc.Changelog.ReplicationFactor),
-					Standby: tc.Changelog.Standby}
+					Standby: tc.Changelog.Standby, DropRevoked: tc.Changelog.DropRevoked}
 			}
 			continue
 		}
@@ -290,6 +290,8 @@ type TaskStats struct {
 	RestoredBytes    int64
 	ChangelogRecords int64 // key snapshots produced to the changelog
 	StandbyRecords   int64 // changelog records the standby applied for partitions not owned
+	FullRestores     int64 // restores that replayed a partition's whole changelog
+	Dropped          int64 // lost partitions whose local state was deleted (drop_revoked)
 
 	TimersSet     int64 // timers set (timer_set calls that took effect)
 	TimersDeleted int64 // timers deleted, fired ones included
@@ -324,6 +326,7 @@ func (h *Host) Stats() []TaskStats {
 			TimersFired: s.TimersFired, Ticks: s.Ticks,
 			Restores: s.Restores, RestoredRecords: s.RestoredRecords, RestoredBytes: s.RestoredBytes,
 			ChangelogRecords: s.ChangelogRecords, StandbyRecords: s.StandbyRecords,
+			FullRestores: s.FullRestores, Dropped: s.Dropped,
 			Version: s.Version, Paused: s.Paused, Pending: s.Pending, InFlight: s.InFlight}
 		for _, in := range s.Inputs {
 			out[i].Inputs = append(out[i].Inputs, InputStats{Name: in.Name, Records: in.Records, Committed: in.Committed})

@@ -39,6 +39,9 @@ type ChangelogConfig struct {
 	// Standby makes the host keep a warm copy of the partitions it does not own, tailing their
 	// changelog, so that taking one over replays little.
 	Standby bool
+	// DropRevoked deletes a partition's local state when the partition is revoked or lost
+	// (ignored with Standby, which keeps it warm); the next assignment restores it in full.
+	DropRevoked bool
 }
 
 // changelogSide is the loop's changelog state.
@@ -189,6 +192,9 @@ func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) error {
 	t.stats.RestoredRecords += r.records
 	t.stats.RestoredBytes += r.bytes
 	t.stats.Restores++
+	if r.full {
+		t.stats.FullRestores++
+	}
 	return nil
 }
 
@@ -371,9 +377,22 @@ func (t *Task) runStandby(ctx context.Context, sb *standby) {
 	}
 }
 
-// releasePartition hands a partition the loop no longer owns back to the standby.
-func (t *Task) releasePartition(tp kafka.TopicPartition) {
-	if t.changelog == nil || t.changelog.standby == nil {
+// releasePartition hands a partition the loop no longer owns back to the standby, or deletes its
+// local state (DropRevoked).
+func (t *Task) releasePartition(tp kafka.TopicPartition, id uint32) {
+	if t.changelog == nil {
+		return
+	}
+	if t.changelog.standby == nil {
+		if t.cfg.Changelog.DropRevoked {
+			t.cache.DropStream(id)
+			if err := t.cfg.Store.DropStream(t.cfg.Name, id); err != nil {
+				t.log.Warn("dropping a revoked partition's local state failed; the next assignment replaces it anyway",
+					"topic", tp.Topic, "partition", tp.Partition, "err", err)
+			} else {
+				t.stats.Dropped++
+			}
+		}
 		return
 	}
 	sb := t.changelog.standby

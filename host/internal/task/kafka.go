@@ -344,7 +344,7 @@ func (t *Task) dropStream(st *stream) {
 	}
 	if t.kafka != nil && t.kafka.streams[st.tp] == st {
 		delete(t.kafka.streams, st.tp)
-		t.releasePartition(st.tp)
+		t.releasePartition(st.tp, st.id)
 	}
 }
 

@@ -199,6 +199,8 @@ type Stats struct {
 	Restores         int64 // partitions restored from the changelog
 	RestoredRecords  int64 // changelog records read by restores
 	RestoredBytes    int64
+	Dropped          int64 // revoked or lost partitions whose local state was deleted (DropRevoked)
+	FullRestores     int64 // restores that replayed a partition's whole changelog
 	StandbyRecords   int64 // changelog records a standby applied to partitions not owned
 	StandbyBytes     int64
 
