@@ -114,7 +114,6 @@ type item struct {
 	end int64 // byte position just after the record's line (resume token)
 
 	fire      *abi.Firing // a timer firing instead of a record
-	domain    int32       // the firing's time domain
 	cancelled bool        // the firing's timer was set or deleted after it was queued: skip it
 	dropped   bool        // the module has no timer callback: the firing's timer is deleted unseen
 	migrate   bool        // a migration of the key's state, without a record (activation)

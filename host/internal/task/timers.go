@@ -284,7 +284,7 @@ func (t *Task) queueFiring(st *stream, id timerID, domain int32, due int64, payl
 		f.Partition = uint32(st.tp.Partition)
 	}
 	t.fireSeq--
-	it := &item{fire: f, domain: domain}
+	it := &item{fire: f}
 	st.tm.queued[id] = it
 	seq := id.key
 	if t.cfg.Policy == PolicyPartition {
@@ -337,7 +337,7 @@ func (t *Task) tickDue() error {
 		tm.tickWaiting, tm.tickRunning = false, true
 		t.tickSeq++
 		j := &job{id: tickJobID(t.tickSeq), tick: &abi.Tick{
-			Partition: uint32(st.tp.Partition), Now: now.UnixMilli(), Watermark: tm.watermarkOrNone(), Source: st.sourceName(),
+			Partition: uint32(st.tp.Partition), Now: now.UnixMilli(), Watermark: tm.watermark(), Source: st.sourceName(),
 		}, groups: []group{{stream: st.id, st: st, entries: map[string]*statecache.Entry{}}}}
 		j.ver = t.cur
 		t.cur.jobs++
@@ -347,9 +347,6 @@ func (t *Task) tickDue() error {
 	}
 	return nil
 }
-
-// watermarkOrNone is the watermark as the ABI shows it: -1 before any timestamp.
-func (tm *streamTime) watermarkOrNone() int64 { return tm.watermark() }
 
 // tickJobID gives tick jobs ids that cannot collide with the scheduler's batch ids.
 func tickJobID(n uint64) uint64 { return 1<<63 | n }
