@@ -402,6 +402,13 @@ func (t *Task) finishTick(j *job) error {
 // call and consecutive firings in another; cancelled firings are left out.
 func unitOf(g *group, wm int64) modrt.Unit {
 	u := modrt.Unit{Watermark: wm}
+	if len(g.recs) == len(g.work) {
+		// Records only, the usual case: one call over the group's records as they are.
+		if len(g.recs) > 0 {
+			u.Steps = []modrt.Step{{Kind: modrt.StepRecords, Records: g.recs}}
+		}
+		return u
+	}
 	for _, it := range g.work {
 		switch {
 		case it.fire != nil && it.cancelled:
