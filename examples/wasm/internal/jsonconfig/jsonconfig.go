@@ -7,22 +7,19 @@ import (
 	"strconv"
 )
 
-// UintMember reads the member name of the task config, a JSON object, without
-// encoding/json (which would bloat the module and is unavailable in TinyGo's reflection subset).
-//
-// Accepted: an empty or all-white-space config (= {}); an object whose member name, if present,
-// is a JSON integer from 1 to max with no sign, fraction or exponent. Without the member the
-// result is def. Other members may hold any JSON value and are ignored; a repeated member counts
-// the last time. Member names are compared as written, escapes undecoded.
-func UintMember(cfg []byte, name string, def, max uint64) (uint64, error) {
+// Member walks the task config, a JSON object, without encoding/json (which would bloat the
+// module and is unavailable in TinyGo's reflection subset), and calls read for each occurrence of
+// the member name, at its value; read must consume the value or return an error. An empty or
+// all-white-space config is an empty object. Other members may hold any JSON value and are
+// skipped. Member names are compared as written, escapes undecoded.
+func Member(cfg []byte, name string, read func(v *Value) error) error {
 	p := jsonParser{b: cfg}
 	p.space()
 	if p.i == len(p.b) {
-		return def, nil
+		return nil
 	}
-	n := def
 	if !p.eat('{') {
-		return 0, p.errorf("the config is not a JSON object")
+		return p.errorf("the config is not a JSON object")
 	}
 	p.space()
 	if !p.eat('}') {
@@ -30,32 +27,81 @@ func UintMember(cfg []byte, name string, def, max uint64) (uint64, error) {
 			p.space()
 			member, err := p.str()
 			if err != nil {
-				return 0, err
+				return err
 			}
 			p.space()
 			if !p.eat(':') {
-				return 0, p.errorf("expected ':'")
+				return p.errorf("expected ':'")
 			}
 			p.space()
 			if string(member) == name {
-				if n, err = p.positive(name, max); err != nil {
-					return 0, err
+				if err := read(&Value{p: &p, start: p.i}); err != nil {
+					return err
 				}
 			} else if err := p.value(0); err != nil {
-				return 0, err
+				return err
 			}
 			p.space()
 			if p.eat('}') {
 				break
 			}
 			if !p.eat(',') {
-				return 0, p.errorf("expected ',' or '}'")
+				return p.errorf("expected ',' or '}'")
 			}
 		}
 	}
 	p.space()
 	if p.i != len(p.b) {
-		return 0, p.errorf("trailing bytes after the object")
+		return p.errorf("trailing bytes after the object")
+	}
+	return nil
+}
+
+// Value is a member's value while Member's read function looks at it.
+type Value struct {
+	p     *jsonParser
+	start int
+}
+
+// Digits reads the decimal digits at the value and reports whether a fraction or an exponent
+// follows them (the value is then not an integer written with digits only).
+func (v *Value) Digits() (digits []byte, more bool) {
+	p := v.p
+	for p.i < len(p.b) && '0' <= p.b[p.i] && p.b[p.i] <= '9' {
+		p.i++
+	}
+	more = p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E')
+	return p.b[v.start:p.i], more
+}
+
+// Errorf is an error naming the byte where the value starts.
+func (v *Value) Errorf(msg string) error {
+	v.p.i = v.start
+	return v.p.errorf(msg)
+}
+
+// UintMember reads the member name of the task config with Member: an integer from 1 to max with
+// no sign, fraction, exponent or leading zero. Without the member the result is def; a repeated
+// member counts the last time.
+func UintMember(cfg []byte, name string, def, max uint64) (uint64, error) {
+	n := def
+	err := Member(cfg, name, func(v *Value) error {
+		digits, more := v.Digits()
+		bad := len(digits) == 0 || digits[0] == '0' || more
+		var x uint64
+		if !bad {
+			var err error
+			x, err = strconv.ParseUint(string(digits), 10, 64)
+			bad = err != nil || x > max
+		}
+		if bad {
+			return v.Errorf(name + " must be an integer from 1 to " + strconv.FormatUint(max, 10))
+		}
+		n = x
+		return nil
+	})
+	if err != nil {
+		return 0, err
 	}
 	return n, nil
 }
@@ -101,28 +147,6 @@ func (p *jsonParser) str() ([]byte, error) {
 		}
 	}
 	return nil, p.errorf("unterminated string")
-}
-
-// positive reads an integer from 1 to max written with digits only.
-func (p *jsonParser) positive(name string, max uint64) (uint64, error) {
-	start := p.i
-	for p.i < len(p.b) && '0' <= p.b[p.i] && p.b[p.i] <= '9' {
-		p.i++
-	}
-	digits := p.b[start:p.i]
-	bad := len(digits) == 0 || digits[0] == '0' ||
-		p.i < len(p.b) && (p.b[p.i] == '.' || p.b[p.i] == 'e' || p.b[p.i] == 'E')
-	var n uint64
-	if !bad {
-		var err error
-		n, err = strconv.ParseUint(string(digits), 10, 64)
-		bad = err != nil || n > max
-	}
-	if bad {
-		p.i = start
-		return 0, p.errorf(name + " must be an integer from 1 to " + strconv.FormatUint(max, 10))
-	}
-	return n, nil
 }
 
 // value skips one JSON value of any kind; depth bounds the nesting.
