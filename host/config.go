@@ -2,12 +2,15 @@ package host
 
 import (
 	"cmp"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"path"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"time"
@@ -45,6 +48,12 @@ type Config struct {
 	KeepModuleVersions int
 	// Admin configures the admin HTTP API (deploy, rollback, pause, status).
 	Admin AdminConfig
+	// HostID names this host in the transactional ids of exactly-once tasks, which must be
+	// stable across its restarts and differ from every other host's: a restarted host then
+	// fences what its previous run left open. Default: the machine's host name and a hash of
+	// the data directory's absolute path (several hosts on one machine have their own
+	// directories).
+	HostID string
 }
 
 // AdminConfig configures the admin HTTP API, which runs while Run runs.
@@ -122,6 +131,11 @@ type TaskConfig struct {
 	// "activation", for every key with state as soon as the version is activated (lazily too
 	// for keys the activation pass has not reached yet).
 	StateMigration string
+	// Delivery is "at_least_once" (default) or "exactly_once". Exactly once commits the
+	// outputs, dead letters, changelog and input offsets of each checkpoint interval in one
+	// Kafka transaction: a read_committed reader of the outputs sees each result once. It needs
+	// kafka inputs only, a kafka output (or none), and changelog.enabled; see the README.
+	Delivery string
 }
 
 // ChangelogConfig configures a task's changelog: every checkpoint of a Kafka partition also goes
@@ -335,6 +349,9 @@ func (c Config) withDefaults() Config {
 		c.Admin.MaxModuleBytes = 64 << 20
 	}
 	c.Kafka = c.Kafka.withDefaults(c.DataDir)
+	if c.HostID == "" {
+		c.HostID = defaultHostID(c.DataDir)
+	}
 	tasks := make([]TaskConfig, len(c.Tasks))
 	for i, t := range c.Tasks {
 		tasks[i] = t.withDefaults(c.DataDir)
@@ -411,6 +428,9 @@ func (t TaskConfig) withDefaults(dataDir string) TaskConfig {
 	}
 	if t.StateMigration == "" {
 		t.StateMigration = "lazy"
+	}
+	if t.Delivery == "" {
+		t.Delivery = "at_least_once"
 	}
 	if t.Changelog.Topic == "" && t.Changelog.Enabled {
 		t.Changelog.Topic = t.Name + "-changelog"
@@ -529,6 +549,20 @@ func (c Config) Validate() error {
 		}
 		oneOf(bad, p+"retry.on_exhausted", t.Retry.OnExhausted, onExhausted)
 		oneOf(bad, p+"state_migration", t.StateMigration, []string{"lazy", "activation"})
+		oneOf(bad, p+"delivery", t.Delivery, []string{"at_least_once", "exactly_once"})
+		if t.Delivery == "exactly_once" {
+			for j, in := range t.Inputs {
+				if in.Type != "kafka" {
+					bad(fmt.Sprintf("%sinputs[%d].type", p, j), "delivery exactly_once needs kafka inputs only: a %s input cannot take part in a Kafka transaction", in.Type)
+				}
+			}
+			if t.Output.Type != "kafka" {
+				bad(p+"output.type", "delivery exactly_once needs a kafka output: a %s output cannot take part in a Kafka transaction", t.Output.Type)
+			}
+			if !t.Changelog.Enabled {
+				bad(p+"changelog.enabled", "delivery exactly_once needs the changelog: the state commits in the same transaction as the outputs")
+			}
+		}
 		for _, d := range []struct {
 			key string
 			v   time.Duration
@@ -627,4 +661,18 @@ func validateGrants(g GrantsConfig, p string, bad func(string, string, ...any)) 
 	if t := cmp.Or(h.Timeout, modrt.DefaultHTTPTimeout); h.MaxTimeout > 0 && t > h.MaxTimeout {
 		bad(q+"timeout", "must be at most max_timeout, got %s and %s", t, h.MaxTimeout)
 	}
+}
+
+// defaultHostID is the machine's host name and a hash of the data directory's absolute path.
+func defaultHostID(dataDir string) string {
+	name, err := os.Hostname()
+	if err != nil || name == "" {
+		name = "host"
+	}
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		abs = dataDir
+	}
+	sum := sha256.Sum256([]byte(abs))
+	return name + "-" + hex.EncodeToString(sum[:4])
 }

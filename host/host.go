@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 
 	"github.com/wasmstream/wasmstream/abi"
@@ -243,6 +244,14 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 	for _, in := range tc.Inputs {
 		if in.Type == "kafka" {
 			tcfg.Kafka = kafkaInput(cfg, tc, in)
+			if tcfg.Kafka.ExactlyOnce {
+				if k, ok := out.(task.KafkaOutput); ok {
+					tcfg.Kafka.TxnProducers = append(tcfg.Kafka.TxnProducers, k.P)
+				}
+				if k, ok := dlq.(task.KafkaDeadLetters); ok && !slices.Contains(tcfg.Kafka.TxnProducers, k.P) {
+					tcfg.Kafka.TxnProducers = append(tcfg.Kafka.TxnProducers, k.P)
+				}
+			}
 			if tc.Changelog.Enabled {
 				tcfg.Changelog = &task.ChangelogConfig{Topic: tc.Changelog.Topic, Replication: int16(tc.Changelog.ReplicationFactor),
 					Standby: tc.Changelog.Standby, DropRevoked: tc.Changelog.DropRevoked}
@@ -291,6 +300,8 @@ type TaskStats struct {
 	ChangelogRecords int64 // key snapshots produced to the changelog
 	StandbyRecords   int64 // changelog records the standby applied for partitions not owned
 	FullRestores     int64 // restores that replayed a partition's whole changelog
+	TxnCommits       int64 // delivery exactly_once: transactions committed
+	TxnAborts        int64 // delivery exactly_once: transactions aborted (their records are processed again)
 	Dropped          int64 // lost partitions whose local state was deleted (drop_revoked)
 
 	TimersSet     int64 // timers set (timer_set calls that took effect)
@@ -326,7 +337,7 @@ func (h *Host) Stats() []TaskStats {
 			TimersFired: s.TimersFired, Ticks: s.Ticks,
 			Restores: s.Restores, RestoredRecords: s.RestoredRecords, RestoredBytes: s.RestoredBytes,
 			ChangelogRecords: s.ChangelogRecords, StandbyRecords: s.StandbyRecords,
-			FullRestores: s.FullRestores, Dropped: s.Dropped,
+			FullRestores: s.FullRestores, Dropped: s.Dropped, TxnCommits: s.TxnCommits, TxnAborts: s.TxnAborts,
 			Version: s.Version, Paused: s.Paused, Pending: s.Pending, InFlight: s.InFlight}
 		for _, in := range s.Inputs {
 			out[i].Inputs = append(out[i].Inputs, InputStats{Name: in.Name, Records: in.Records, Committed: in.Committed})

@@ -32,6 +32,11 @@ type KafkaConfig struct {
 	// DrainTimeout bounds how long a revoked partition waits for its batches in flight before
 	// its position is committed without them. Default 30s.
 	DrainTimeout time.Duration
+	// TransactionTimeout is the transaction timeout of exactly-once tasks: a transaction left
+	// open (by a killed host that does not come back) is aborted by the broker after it, and
+	// until then read_committed readers of what it wrote wait. It must exceed the checkpoint
+	// interval plus the time to process a full queue. Default 15s.
+	TransactionTimeout time.Duration
 	// Embedded runs an in-process development broker and points the host at it.
 	Embedded EmbeddedBrokerConfig
 }
@@ -71,6 +76,9 @@ func (k KafkaConfig) withDefaults(dataDir string) KafkaConfig {
 	}
 	if k.DrainTimeout == 0 {
 		k.DrainTimeout = 30 * time.Second
+	}
+	if k.TransactionTimeout == 0 {
+		k.TransactionTimeout = 15 * time.Second
 	}
 	if k.Embedded.Port == 0 {
 		k.Embedded.Port = 9092
@@ -174,11 +182,17 @@ func kafkaInput(cfg Config, tc TaskConfig, in InputConfig) *task.KafkaInput {
 	}
 	kc := cfg.Kafka.client()
 	kc.Logger = cfg.Logger.With("task", tc.Name)
-	return &task.KafkaInput{
+	ki := &task.KafkaInput{
 		Name: in.Name, Client: kc, Group: group, Topics: in.Topics, StartAt: in.StartAt,
 		DrainTimeout:   cfg.Kafka.DrainTimeout,
 		SessionTimeout: cfg.Kafka.SessionTimeout, RebalanceTimeout: cfg.Kafka.RebalanceTimeout,
 	}
+	if tc.Delivery == "exactly_once" {
+		ki.ExactlyOnce = true
+		ki.TxnID = "wasmstream-" + tc.Name + "-" + cfg.HostID
+		ki.TxnTimeout = cfg.Kafka.TransactionTimeout
+	}
+	return ki
 }
 
 // openSinks opens the task's output and dead-letter destinations.
@@ -189,12 +203,17 @@ func openSinks(cfg Config, tc TaskConfig) (task.OutputSink, task.DeadLetterSink,
 	if needProducer {
 		kc := cfg.Kafka.client()
 		kc.Logger = cfg.Logger.With("task", tc.Name)
-		p, err := kafka.NewProducer(kc, kafka.ProducerConfig{})
-		if err != nil {
-			return nil, nil, nil, err
+		if tc.Delivery == "exactly_once" {
+			// Produces through the task's transactional consumer (KafkaInput.TxnProducers).
+			producer = kafka.NewTxnProducer(kc.Logger)
+		} else {
+			p, err := kafka.NewProducer(kc, kafka.ProducerConfig{})
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			producer = p
+			closers = append(closers, closerFunc(func() error { p.Close(); return nil }))
 		}
-		producer = p
-		closers = append(closers, closerFunc(func() error { p.Close(); return nil }))
 	}
 	var out task.OutputSink
 	switch tc.Output.Type {

@@ -329,3 +329,46 @@ func (d *snapDecoder) count(minLen int) int {
 	}
 	return int(n)
 }
+
+// Apply changes s into the snapshot its key has once kw commits on top of it: the writes and
+// timer operations in order, then the mark and state version. Committing kw and then taking
+// Snapshot gives the same result; Apply needs no commit, for a change that must be shipped
+// (e.g. in a Kafka transaction) before it is applied locally. kw must be of s's key.
+func (s *KeySnapshot) Apply(kw *KeyWrites) {
+	for _, w := range kw.Writes {
+		i, found := slices.BinarySearchFunc(s.Names, w.Name, func(n Write, name []byte) int { return bytes.Compare(n.Name, name) })
+		switch {
+		case w.Delete && found:
+			s.Names = slices.Delete(s.Names, i, i+1)
+		case w.Delete:
+		case found:
+			s.Names[i].Value = w.Value
+		default:
+			s.Names = slices.Insert(s.Names, i, Write{Name: w.Name, Value: w.Value})
+		}
+	}
+	for _, op := range kw.Timers {
+		i := slices.IndexFunc(s.Timers, func(t Timer) bool { return bytes.Equal(t.Name, op.Name) })
+		if op.Delete {
+			if i >= 0 {
+				s.Timers = slices.Delete(s.Timers, i, i+1)
+			}
+			continue
+		}
+		payload := op.Payload
+		if payload == nil {
+			payload = []byte{}
+		}
+		t := Timer{Key: s.Key, Name: op.Name, Domain: op.Domain, Due: op.Due, Payload: payload}
+		if i >= 0 {
+			s.Timers[i] = t
+		} else {
+			s.Timers = append(s.Timers, t)
+		}
+	}
+	if kw.Mark == DropMark {
+		s.Mark, s.HasMark, s.StateVersion = NoneApplied, false, 0
+		return
+	}
+	s.Mark, s.HasMark, s.StateVersion = kw.Mark, true, kw.StateVersion
+}

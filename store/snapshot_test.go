@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -235,4 +236,57 @@ func FuzzDecodeSnapshot(f *testing.F) {
 			t.Fatalf("re-encoding changed the snapshot:\n%s\n%s", snapString(s), snapString(again))
 		}
 	})
+}
+
+// TestSnapshotApply checks KeySnapshot.Apply against the store itself: over rounds of random
+// writes, timer operations and marks, the snapshot taken before a commit with the commit's
+// change applied equals the snapshot taken after it.
+func TestSnapshotApply(t *testing.T) {
+	db := openTestDB(t, Options{})
+	s := mustStreamID(t, db, "t", "s")
+	rng := rand.New(rand.NewPCG(1, 2))
+	keys := []string{"", "a", "b"}
+	names := []string{"", "x", "y", "z"}
+	for round := range 300 {
+		var cp Checkpoint
+		cp.Task = "t"
+		for _, k := range keys {
+			if rng.IntN(3) == 0 {
+				continue
+			}
+			kw := KeyWrites{Stream: s, Key: []byte(k), Mark: int64(round), StateVersion: uint32(rng.IntN(3))}
+			if rng.IntN(10) == 0 {
+				kw.Mark = DropMark
+			}
+			for range rng.IntN(5) {
+				n := names[rng.IntN(len(names))]
+				if rng.IntN(3) == 0 {
+					kw.Writes = append(kw.Writes, del(n))
+				} else {
+					kw.Writes = append(kw.Writes, set(n, fmt.Sprint(round, rng.IntN(100))))
+				}
+			}
+			for range rng.IntN(3) {
+				n := names[rng.IntN(len(names))]
+				if rng.IntN(3) == 0 {
+					kw.Timers = append(kw.Timers, delTimer(n))
+				} else {
+					kw.Timers = append(kw.Timers, setTimer(n, uint8(rng.IntN(2)), rng.Int64N(1000)-500, fmt.Sprint(rng.IntN(3))))
+				}
+			}
+			cp.Keys = append(cp.Keys, kw)
+		}
+		want := map[string]string{}
+		for i := range cp.Keys {
+			snap := mustSnapshot(t, db, s, string(cp.Keys[i].Key))
+			snap.Apply(&cp.Keys[i])
+			want[string(cp.Keys[i].Key)] = snapString(snap)
+		}
+		mustCommit(t, db, &cp)
+		for k, w := range want {
+			if got := snapString(mustSnapshot(t, db, s, k)); got != w {
+				t.Fatalf("round %d key %q: applied %s\ncommitted %s", round, k, w, got)
+			}
+		}
+	}
 }

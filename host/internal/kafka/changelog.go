@@ -199,10 +199,11 @@ func listOffset(ctx context.Context, list func(context.Context, ...string) (kadm
 // all in-sync replicas, in call order within a partition. Write and Flush are meant for one
 // goroutine (the task loop); the client's goroutines deliver the acknowledgements.
 type ChangelogWriter struct {
-	cl    *kgo.Client
-	topic string
-	log   *slog.Logger
-	once  sync.Once
+	cl     *kgo.Client
+	topic  string
+	log    *slog.Logger
+	once   sync.Once
+	shared bool // the client is a transactional consumer's (NewTxnChangelogWriter)
 
 	mu   sync.Mutex
 	next map[int32]int64 // per partition written since the last Flush: the offset after its last acknowledged record
@@ -229,6 +230,16 @@ func NewChangelogWriter(cfg Config, topic string, log *slog.Logger) (*ChangelogW
 	}
 	return &ChangelogWriter{cl: cl, topic: topic, log: log, next: map[int32]int64{}}, nil
 }
+
+// NewTxnChangelogWriter returns a writer without a client of its own: it writes through the
+// transactional consumer it is given to (TxnConfig.Changelog), inside its transactions. Its
+// Flush then waits for the records' acknowledgements, which does not commit them: the
+// transaction does.
+func NewTxnChangelogWriter(topic string, log *slog.Logger) *ChangelogWriter {
+	return &ChangelogWriter{topic: topic, log: log, next: map[int32]int64{}, shared: true}
+}
+
+func (w *ChangelogWriter) attach(cl *kgo.Client) { w.cl = cl }
 
 // Write queues a record for partition p. key and value are copied: the caller may reuse them at
 // once. A nil value is a tombstone (the key's state is deleted); a nil key stays nil. Records of
@@ -286,7 +297,11 @@ func (w *ChangelogWriter) Flush(ctx context.Context) (next map[int32]int64, err 
 
 // Close closes the client at once; records not flushed yet may or may not be written. Close is
 // idempotent.
-func (w *ChangelogWriter) Close() { w.once.Do(w.cl.Close) }
+func (w *ChangelogWriter) Close() {
+	if !w.shared {
+		w.once.Do(w.cl.Close)
+	}
+}
 
 // ReadChangelog reads partition p of topic from offset from (inclusive) up to the partition's
 // committed end offset (its last stable offset, see EndOffset) taken when it starts, calling fn

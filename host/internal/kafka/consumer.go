@@ -41,6 +41,43 @@ type Handler interface {
 	Lost(ctx context.Context, parts []TopicPartition)
 }
 
+// TxnHandler is what a transactional consumer (ConsumerConfig.Txn) also needs of its Handler.
+// Run calls Commit once per commit interval, after handing over a poll, with rebalances held
+// back; Commit must process every record handed over so far, produce their results through the
+// consumer's client, and end the transaction with Consumer.EndTxn before it returns. Run polls
+// nothing while Commit runs, so EndTxn is never concurrent with a poll.
+type TxnHandler interface {
+	Handler
+	Commit(ctx context.Context) error
+}
+
+// TxnConfig makes a consumer transactional (exactly once): its client is the producer of the
+// task's outputs and changelog, and the offsets of what it polled commit in the same
+// transaction as what it produced.
+type TxnConfig struct {
+	// ID is the transactional id: stable per host and task, so that a restarted host fences
+	// the transactions its previous run left open.
+	ID string
+	// Timeout is the transaction timeout: a transaction open longer (e.g. of a killed host) is
+	// aborted by the broker. Default 15s.
+	Timeout time.Duration
+	// Interval is how often Run commits. Default 1s.
+	Interval time.Duration
+	// Producers are attached to the consumer's client: what they produce joins its
+	// transactions.
+	Producers []*Producer
+	// Changelog, if set, is attached likewise.
+	Changelog *ChangelogWriter
+}
+
+// TxnOutcome is how a transaction ended.
+type TxnOutcome struct {
+	Committed bool
+	// Rewound holds, after an abort, the offset each partition polled in the transaction reads
+	// again from: its committed offset, or the first offset polled when it has none.
+	Rewound map[TopicPartition]int64
+}
+
 // ConsumerConfig configures a group consumer.
 type ConsumerConfig struct {
 	Group   string
@@ -51,6 +88,8 @@ type ConsumerConfig struct {
 	Handler        Handler
 	// SessionTimeout and RebalanceTimeout; zero: franz-go's defaults (45 s, 60 s).
 	SessionTimeout, RebalanceTimeout time.Duration
+	// Txn, if set, makes the consumer transactional; Handler must then be a TxnHandler.
+	Txn *TxnConfig
 }
 
 // Consumer is a consumer-group member reading the task's topics.
@@ -64,6 +103,12 @@ type Consumer struct {
 
 	mu     sync.Mutex
 	paused map[TopicPartition]bool
+
+	// Transactional mode (ConsumerConfig.Txn).
+	sess     *kgo.GroupTransactSession
+	txn      *TxnConfig
+	inTxn    bool
+	polledAt map[TopicPartition]int64 // per partition polled in the open transaction, its first offset
 }
 
 // StartOffset parses a start position: "earliest", "latest" or an RFC 3339 time.
@@ -121,12 +166,54 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 	if cc.RebalanceTimeout > 0 {
 		opts = append(opts, kgo.RebalanceTimeout(cc.RebalanceTimeout))
 	}
+	if tc := cc.Txn; tc != nil {
+		if _, ok := cc.Handler.(TxnHandler); !ok {
+			return nil, errors.New("kafka: a transactional consumer needs a TxnHandler")
+		}
+		if tc.Timeout <= 0 {
+			tc.Timeout = 15 * time.Second
+		}
+		if tc.Interval <= 0 {
+			tc.Interval = time.Second
+		}
+		opts = append(opts, producerOpts(ProducerConfig{})...)
+		opts = append(opts,
+			kgo.TransactionalID(tc.ID),
+			kgo.TransactionTimeout(tc.Timeout),
+			kgo.RecordPartitioner(txnPartitioner{changelog: tc.Changelog}),
+		)
+		c.txn, c.polledAt = tc, map[TopicPartition]int64{}
+		c.sess, err = kgo.NewGroupTransactSession(opts...)
+		if err != nil {
+			return nil, fmt.Errorf("kafka: %w", err)
+		}
+		c.cl = c.sess.Client()
+		for _, p := range tc.Producers {
+			p.attach(c.cl)
+		}
+		if tc.Changelog != nil {
+			tc.Changelog.attach(c.cl)
+		}
+		close(c.ready)
+		return c, nil
+	}
 	c.cl, err = kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
 	close(c.ready)
 	return c, nil
+}
+
+// txnPartitioner partitions a transactional client's records: changelog records go to the
+// partition they name, outputs are hashed by key like Producer's.
+type txnPartitioner struct{ changelog *ChangelogWriter }
+
+func (p txnPartitioner) ForTopic(topic string) kgo.TopicPartitioner {
+	if p.changelog != nil && topic == p.changelog.topic {
+		return kgo.ManualPartitioner().ForTopic(topic)
+	}
+	return kgo.StickyKeyPartitioner(nil).ForTopic(topic)
 }
 
 func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
@@ -174,7 +261,8 @@ func (c *Consumer) revoked(ctx context.Context, cl *kgo.Client, m map[string][]i
 	}
 	offsets := c.handler.Revoked(ctx, parts)
 	c.forget(parts)
-	if len(offsets) == 0 {
+	if len(offsets) == 0 || c.txn != nil {
+		// A transactional consumer's offsets commit only in its transactions.
 		return
 	}
 	commit := map[string]map[int32]kgo.EpochOffset{}
@@ -219,6 +307,9 @@ func (c *Consumer) Run(ctx context.Context, out chan<- Fetch) error {
 	if err := ping(ctx, c.cl, c.log); err != nil {
 		return err
 	}
+	if c.txn != nil {
+		return c.runTxn(ctx, out)
+	}
 	for {
 		fs := c.cl.PollRecords(ctx, c.max)
 		if ctx.Err() != nil {
@@ -229,35 +320,7 @@ func (c *Consumer) Run(ctx context.Context, out chan<- Fetch) error {
 			c.cl.AllowRebalance()
 			return nil
 		}
-		var fatal error
-		fs.EachError(func(t string, p int32, err error) {
-			if errors.Is(err, context.Canceled) {
-				return
-			}
-			// Retryable fetch errors are retried by the client; report what reaches us.
-			if fatal == nil && !kgo.IsRetryableBrokerErr(err) {
-				fatal = fmt.Errorf("kafka: fetching %s/%d: %w", t, p, err)
-			}
-		})
-		ok := true
-		fs.EachPartition(func(p kgo.FetchTopicPartition) {
-			if !ok || len(p.Records) == 0 {
-				return
-			}
-			f := Fetch{TopicPartition: TopicPartition{p.Topic, p.Partition}, Records: make([]Record, len(p.Records))}
-			for i, r := range p.Records {
-				rec := Record{Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), Key: r.Key, Value: r.Value}
-				for _, h := range r.Headers {
-					rec.Headers = append(rec.Headers, Header{Name: []byte(h.Key), Value: h.Value})
-				}
-				f.Records[i] = rec
-			}
-			select {
-			case out <- f:
-			case <-ctx.Done():
-				ok = false
-			}
-		})
+		ok, fatal := c.handOver(ctx, fs, out)
 		c.cl.AllowRebalance()
 		if !ok {
 			return nil
@@ -266,6 +329,132 @@ func (c *Consumer) Run(ctx context.Context, out chan<- Fetch) error {
 			return fatal
 		}
 	}
+}
+
+// handOver sends a poll's records to out, partition by partition, and returns the first fatal
+// fetch error; ok is false if ctx ended first.
+func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetch) (ok bool, fatal error) {
+	fs.EachError(func(t string, p int32, err error) {
+		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return
+		}
+		// Retryable fetch errors are retried by the client; report what reaches us.
+		if fatal == nil && !kgo.IsRetryableBrokerErr(err) {
+			fatal = fmt.Errorf("kafka: fetching %s/%d: %w", t, p, err)
+		}
+	})
+	ok = true
+	fs.EachPartition(func(p kgo.FetchTopicPartition) {
+		if !ok || len(p.Records) == 0 {
+			return
+		}
+		tp := TopicPartition{p.Topic, p.Partition}
+		f := Fetch{TopicPartition: tp, Records: make([]Record, len(p.Records))}
+		for i, r := range p.Records {
+			rec := Record{Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), Key: r.Key, Value: r.Value}
+			for _, h := range r.Headers {
+				rec.Headers = append(rec.Headers, Header{Name: []byte(h.Key), Value: h.Value})
+			}
+			f.Records[i] = rec
+		}
+		if c.polledAt != nil {
+			if _, seen := c.polledAt[tp]; !seen {
+				c.polledAt[tp] = f.Records[0].Offset
+			}
+		}
+		select {
+		case out <- f:
+		case <-ctx.Done():
+			ok = false
+		}
+	})
+	return ok, fatal
+}
+
+// runTxn is Run for a transactional consumer. Rebalances are held from one commit to the next,
+// so that a partition only ever moves between transactions: what was polled of it is then
+// committed, and nothing of it is in the open transaction.
+func (c *Consumer) runTxn(ctx context.Context, out chan<- Fetch) error {
+	h := c.handler.(TxnHandler)
+	if err := c.sess.Begin(); err != nil {
+		return fmt.Errorf("kafka: beginning a transaction: %w", err)
+	}
+	c.inTxn = true
+	next := time.Now().Add(c.txn.Interval)
+	for {
+		pctx, cancel := context.WithDeadline(ctx, next)
+		fs := c.cl.PollRecords(pctx, c.max)
+		cancel()
+		if ctx.Err() != nil || errors.Is(fs.Err0(), kgo.ErrClientClosed) {
+			return nil // rebalances stay held: the task ends the transaction, then Close
+		}
+		ok, fatal := c.handOver(ctx, fs, out)
+		if !ok {
+			return nil
+		}
+		if fatal != nil {
+			return fatal
+		}
+		if time.Now().Before(next) {
+			continue
+		}
+		if err := h.Commit(ctx); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		c.cl.AllowRebalance()
+		next = time.Now().Add(c.txn.Interval)
+	}
+}
+
+// EndTxn ends the open transaction — committing what was produced and the offsets of everything
+// polled, or aborting — and begins the next one. After an abort the client reads again from
+// the offsets in the outcome. Call it only from TxnHandler.Commit, or after Run returned.
+// An error means the transactional client is unusable (e.g. fenced by another host with the
+// same transactional id): the task must stop.
+func (c *Consumer) EndTxn(ctx context.Context, commit bool) (TxnOutcome, error) {
+	if !c.inTxn {
+		return TxnOutcome{}, errors.New("kafka: no transaction is open")
+	}
+	committed, err := c.sess.End(ctx, kgo.TransactionEndTry(commit))
+	c.inTxn = false
+	out := TxnOutcome{Committed: committed && err == nil}
+	if !out.Committed {
+		out.Rewound = c.rewind()
+	}
+	clear(c.polledAt)
+	if err != nil {
+		return out, fmt.Errorf("kafka: ending the transaction: %w", err)
+	}
+	if err := c.sess.Begin(); err != nil {
+		return out, fmt.Errorf("kafka: beginning a transaction: %w", err)
+	}
+	c.inTxn = true
+	return out, nil
+}
+
+// rewind says where each partition polled in an aborted transaction reads again from. The
+// session has rewound those with a committed offset; one without any would go on from what was
+// polled, so it is set back to its first offset polled.
+func (c *Consumer) rewind() map[TopicPartition]int64 {
+	committed := c.cl.CommittedOffsets()
+	out := map[TopicPartition]int64{}
+	set := map[string]map[int32]kgo.EpochOffset{}
+	for tp, first := range c.polledAt {
+		if eo, ok := committed[tp.Topic][tp.Partition]; ok && eo.Offset >= 0 {
+			out[tp] = eo.Offset
+			continue
+		}
+		out[tp] = first
+		if set[tp.Topic] == nil {
+			set[tp.Topic] = map[int32]kgo.EpochOffset{}
+		}
+		set[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: first}
+	}
+	c.cl.SetOffsets(set)
+	return out
 }
 
 // Pause stops fetching tp until Resume. Safe from any goroutine.
@@ -310,9 +499,17 @@ func (c *Consumer) Commit(offsets map[TopicPartition]int64, done func(error)) {
 	})
 }
 
-// Close leaves the group and closes the client. Call it after Run returned, never from a
-// Handler method.
-func (c *Consumer) Close() { c.cl.Close() }
+// Close leaves the group and closes the client; a transaction still open is aborted. Call it
+// after Run returned, never from a Handler method.
+func (c *Consumer) Close() {
+	if c.sess != nil && c.inTxn {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c.sess.End(ctx, kgo.TryAbort)
+		cancel()
+		c.inTxn = false
+	}
+	c.cl.CloseAllowingRebalance()
+}
 
 // ConnectTimeout is how long a client waits for the cluster to answer at start before the task
 // fails with an error naming the brokers and the last failure (a wrong address, password or

@@ -13,8 +13,9 @@ import (
 // Producer produces outputs and dead letters. Safe for one goroutine (the task loop) plus the
 // client's own.
 type Producer struct {
-	cl  *kgo.Client
-	log *slog.Logger
+	cl     *kgo.Client
+	log    *slog.Logger
+	shared bool // the client is a transactional consumer's (NewTxnProducer): it closes it
 
 	mu  sync.Mutex
 	err error // first delivery failure since the last Flush
@@ -37,18 +38,8 @@ func NewProducer(cfg Config, pc ProducerConfig) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if pc.Linger == 0 {
-		pc.Linger = 5 * time.Millisecond
-	}
-	if pc.DeliveryTimeout == 0 {
-		pc.DeliveryTimeout = 2 * time.Minute
-	}
-	opts = append(opts,
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(pc.Linger),
-		kgo.RecordDeliveryTimeout(pc.DeliveryTimeout),
-		kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)),
-	)
+	opts = append(opts, producerOpts(pc)...)
+	opts = append(opts, kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
@@ -56,8 +47,35 @@ func NewProducer(cfg Config, pc ProducerConfig) (*Producer, error) {
 	return &Producer{cl: cl, log: cfg.Logger}, nil
 }
 
+func producerOpts(pc ProducerConfig) []kgo.Opt {
+	if pc.Linger == 0 {
+		pc.Linger = 5 * time.Millisecond
+	}
+	if pc.DeliveryTimeout == 0 {
+		pc.DeliveryTimeout = 2 * time.Minute
+	}
+	return []kgo.Opt{
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(pc.Linger),
+		kgo.RecordDeliveryTimeout(pc.DeliveryTimeout),
+	}
+}
+
+// NewTxnProducer returns a producer without a client of its own: it produces through the
+// transactional consumer it is given to (TxnConfig.Producers), inside its transactions, and
+// must not be used before that consumer is created.
+func NewTxnProducer(log *slog.Logger) *Producer { return &Producer{log: log, shared: true} }
+
+func (p *Producer) attach(cl *kgo.Client) { p.cl = cl }
+
 // Ping waits until the cluster answers; a refusal (e.g. authentication) is an error at once.
-func (p *Producer) Ping(ctx context.Context) error { return ping(ctx, p.cl, p.log) }
+// A transactional producer's consumer pings instead.
+func (p *Producer) Ping(ctx context.Context) error {
+	if p.shared {
+		return nil
+	}
+	return ping(ctx, p.cl, p.log)
+}
 
 // Produce sends a record asynchronously; ts is ms since the epoch. The byte slices must stay
 // unmodified until the next Flush returns.
@@ -100,8 +118,12 @@ func (p *Producer) Produced() int64 {
 	return p.n
 }
 
-// Close flushes what it can within a second and closes the client.
+// Close flushes what it can within a second and closes the client (not a transactional
+// consumer's, which the consumer closes).
 func (p *Producer) Close() {
+	if p.shared {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	p.cl.Flush(ctx)

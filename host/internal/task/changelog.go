@@ -72,9 +72,12 @@ func (t *Task) startChangelog(ctx context.Context) error {
 	if err := kafka.EnsureChangelog(ctx, in.Client, cc.Topic, parts, cc.Replication); err != nil {
 		return fmt.Errorf("changelog: %w", err)
 	}
-	w, err := kafka.NewChangelogWriter(in.Client, cc.Topic, t.log)
-	if err != nil {
-		return fmt.Errorf("changelog: %w", err)
+	w := t.txnChangelog // exactly once: the transactional consumer writes it
+	if w == nil {
+		var err error
+		if w, err = kafka.NewChangelogWriter(in.Client, cc.Topic, t.log); err != nil {
+			return fmt.Errorf("changelog: %w", err)
+		}
 	}
 	t.changelog = &changelogSide{topic: cc.Topic, w: w, next: map[int32]int64{}}
 	if cc.Standby {

@@ -173,11 +173,13 @@ func (t *Task) serve(ctx context.Context, r request) {
 			t.log.Info("paused: no new batches until resumed", "batches_in_flight", len(t.inflight))
 		}
 		t.paused = true
+		t.pauseFetching(true)
 	case reqResume:
 		if t.paused {
 			t.log.Info("resumed")
 		}
 		t.paused = false
+		t.pauseFetching(false)
 	}
 	t.statsMu.Lock()
 	t.published.Version = t.cur.id

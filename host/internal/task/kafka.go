@@ -26,6 +26,13 @@ type KafkaInput struct {
 	DrainTimeout time.Duration
 	// SessionTimeout and RebalanceTimeout of the group; zero: the client's defaults.
 	SessionTimeout, RebalanceTimeout time.Duration
+	// ExactlyOnce commits outputs, dead letters, changelog and input offsets in one Kafka
+	// transaction per checkpoint interval (eos.go). It needs a changelog, and TxnProducers must
+	// be the producers of the task's Kafka sinks, made with kafka.NewTxnProducer.
+	ExactlyOnce  bool
+	TxnID        string        // the transactional id: stable per host and task
+	TxnTimeout   time.Duration // the transaction timeout; zero: the client's default here (15s)
+	TxnProducers []*kafka.Producer
 }
 
 // kafkaSide is the loop's state for a Kafka input.
@@ -38,7 +45,9 @@ type kafkaSide struct {
 	assign   chan assignReq
 	revoke   chan revokeReq
 	lost     chan lostReq
-	done     chan struct{} // closed when the loop has stopped serving requests
+	barrier  chan barrierReq
+	done     chan struct{}   // closed when the loop has stopped serving requests
+	stopped  <-chan struct{} // closed when the loop returned (exactly-once barriers fail then)
 	revoking []*pendingRevoke
 	final    map[kafka.TopicPartition]int64 // positions of the last checkpoint, once the loop ended
 }
@@ -150,12 +159,23 @@ func (t *Task) startKafka() error {
 		assign:  make(chan assignReq),
 		revoke:  make(chan revokeReq),
 		lost:    make(chan lostReq),
+		barrier: make(chan barrierReq),
 		done:    make(chan struct{}),
+		stopped: t.stopped,
 	}
-	c, err := kafka.NewConsumer(in.Client, kafka.ConsumerConfig{
+	cc := kafka.ConsumerConfig{
 		Group: in.Group, Topics: in.Topics, StartAt: in.StartAt, Handler: kafkaHandler{k},
 		SessionTimeout: in.SessionTimeout, RebalanceTimeout: in.RebalanceTimeout,
-	})
+	}
+	if in.ExactlyOnce {
+		if t.cfg.Changelog == nil {
+			return fmt.Errorf("input %s: exactly-once mode needs a changelog", in.Name)
+		}
+		t.txnChangelog = kafka.NewTxnChangelogWriter(t.cfg.Changelog.Topic, t.log)
+		cc.Txn = &kafka.TxnConfig{ID: in.TxnID, Timeout: in.TxnTimeout, Interval: t.cfg.Checkpoint,
+			Producers: in.TxnProducers, Changelog: t.txnChangelog}
+	}
+	c, err := kafka.NewConsumer(in.Client, cc)
 	if err != nil {
 		return fmt.Errorf("input %s: %w", in.Name, err)
 	}
@@ -198,6 +218,8 @@ func (t *Task) onAssign(req assignReq) {
 			source: []byte(tp.Topic), lastAdded: -1, tm: newStreamTime(t.cfg.Now(), t.cfg.TickEvery)}
 		if ok {
 			st.tm.wm = pos.Watermark // the watermark moves with the checkpoint
+		} else {
+			st.durable = store.Position{Next: -1, Horizon: -1, Watermark: -1}
 		}
 		at := int64(-1)
 		switch {
@@ -221,6 +243,9 @@ func (t *Task) onAssign(req assignReq) {
 		t.order = append(t.order, st)
 		t.kafka.streams[tp] = st
 		t.sched.AddStream(id)
+		if t.eos() && t.paused {
+			t.kafka.consumer.Pause(tp)
+		}
 		t.log.Info("partition assigned", "topic", tp.Topic, "partition", tp.Partition, "start", at, "replay_through", st.replay)
 	}
 	req.reply <- assignReply{start: start}

@@ -200,6 +200,8 @@ type Stats struct {
 	RestoredBytes    int64
 	Dropped          int64 // revoked or lost partitions whose local state was deleted (DropRevoked)
 	FullRestores     int64 // restores that replayed a partition's whole changelog
+	TxnCommits       int64 // exactly-once mode: transactions committed
+	TxnAborts        int64 // exactly-once mode: transactions aborted (their work is redone)
 	StandbyRecords   int64 // changelog records a standby applied to partitions not owned
 	StandbyBytes     int64
 
@@ -231,20 +233,25 @@ type Task struct {
 	inflight  map[uint64]*job
 	kafka     *kafkaSide     // the Kafka input, if any
 	changelog *changelogSide // the Kafka input's changelog, if any
-	kafkaErr  chan error     // the Kafka poll loop's failure
-	cur       *version       // the version new batches run on
-	paused    bool           // no new batches (Pause)
-	ctl       chan request   // calls from other goroutines (Switch, Pause, Resume)
-	stopped   chan struct{}  // closed when the loop returned
-	attempts  map[attemptKey]int
-	pending   int    // records and firings pushed to the scheduler and not completed
-	fireSeq   int64  // the last firing's offset: firings count down from -1
-	tickSeq   uint64 // the last tick job's number
-	wakeup    chan struct{}
-	passes    []*migrationPass // activation migrations feeding keys into the scheduler
-	stats     Stats
-	statsMu   sync.Mutex
-	published Stats
+	// txnChangelog is the changelog writer of an exactly-once task, attached to its consumer.
+	txnChangelog *kafka.ChangelogWriter
+	kafkaErr     chan error    // the Kafka poll loop's failure
+	cur          *version      // the version new batches run on
+	paused       bool          // no new batches (Pause)
+	ctl          chan request  // calls from other goroutines (Switch, Pause, Resume)
+	stopped      chan struct{} // closed when the loop returned
+	attempts     map[attemptKey]int
+	pending      int    // records and firings pushed to the scheduler and not completed
+	fireSeq      int64  // the last firing's offset: firings count down from -1
+	tickSeq      uint64 // the last tick job's number
+	wakeup       chan struct{}
+	passes       []*migrationPass // activation migrations feeding keys into the scheduler
+	barrier      *barrierReq      // exactly-once: the transaction ends once everything read is processed
+	// committedNow is set while ticks may start in exactly-once mode: right after a commit.
+	committedNow bool
+	stats        Stats
+	statsMu      sync.Mutex
+	published    Stats
 }
 
 type attemptKey struct {
@@ -365,6 +372,7 @@ func (t *Task) Run(ctx context.Context) (err error) {
 			st.reader.Run(readCtx, chunks)
 		}()
 	}
+	var poller sync.WaitGroup // the Kafka poll loop
 	if t.cfg.Kafka != nil {
 		if err := t.startKafka(); err != nil {
 			return err
@@ -390,7 +398,6 @@ func (t *Task) Run(ctx context.Context) (err error) {
 			}
 		}
 		t.kafkaErr = make(chan error, 1)
-		var poller sync.WaitGroup
 		poller.Add(1)
 		go func() {
 			defer poller.Done()
@@ -443,7 +450,14 @@ func (t *Task) Run(ctx context.Context) (err error) {
 			err = ferr
 		}
 	}
-	if cerr := t.checkpoint(); cerr != nil && err == nil {
+	if t.eos() {
+		// The last transaction ends here, on the loop's goroutine, once the poller is gone.
+		poller.Wait()
+		if err == nil {
+			err = t.finalTxn()
+		}
+		t.publish()
+	} else if cerr := t.checkpoint(); cerr != nil && err == nil {
 		err = cerr
 	}
 	t.logProgress("stopped")
@@ -535,16 +549,22 @@ func (t *Task) loop(ctx context.Context, chunks <-chan source.Chunk, instErr <-c
 		if err := t.finishRevokes(); err != nil {
 			return err
 		}
-		if err := t.fireDue(); err != nil {
-			return err
-		}
-		if err := t.tickDue(); err != nil {
-			return err
-		}
-		if err := t.feedMigrations(); err != nil {
-			return err
+		if t.barrier == nil {
+			// During a barrier nothing new starts: the queues run dry.
+			if err := t.fireDue(); err != nil {
+				return err
+			}
+			if err := t.tickDue(); err != nil {
+				return err
+			}
+			if err := t.feedMigrations(); err != nil {
+				return err
+			}
 		}
 		if err := t.dispatch(); err != nil {
+			return err
+		}
+		if err := t.serveBarrier(); err != nil {
 			return err
 		}
 		if t.finished() {
@@ -576,6 +596,8 @@ func (t *Task) loop(ctx context.Context, chunks <-chan source.Chunk, instErr <-c
 			t.onRevoke(req)
 		case req := <-t.kafkaLosses():
 			t.onLost(req)
+		case req := <-t.kafkaBarriers():
+			t.barrier = &req
 		case err := <-t.kafkaErr:
 			return err
 		case <-tick.C:
@@ -748,6 +770,8 @@ func (t *Task) applyFlow() {
 		case st.kafka && fc.Paused:
 			t.stats.Pauses++
 			t.kafka.consumer.Pause(st.tp)
+		case st.kafka && t.eos() && t.paused:
+			// Stays paused: a paused exactly-once task reads nothing (pauseFetching).
 		case st.kafka:
 			t.kafka.consumer.Resume(st.tp)
 		case fc.Paused:
@@ -761,7 +785,8 @@ func (t *Task) applyFlow() {
 
 // dispatch hands ready batches to idle workers.
 func (t *Task) dispatch() error {
-	for !t.paused && len(t.inflight) < t.cfg.Workers {
+	// A barrier runs the queues dry even when paused: the transaction cannot end before.
+	for (!t.paused || t.barrier != nil) && len(t.inflight) < t.cfg.Workers {
 		b, ok := t.sched.Next(t.cfg.Now())
 		if !ok {
 			return nil
@@ -962,6 +987,11 @@ func (t *Task) writeOutputs(outs []modrt.Output) {
 
 // checkpoint makes outputs durable, then commits state, marks and positions in the store (S9).
 func (t *Task) checkpoint() error {
+	if t.eos() {
+		// Exactly once: state commits with the transactions (commitTxn).
+		t.publish()
+		return nil
+	}
 	if err := t.cfg.Output.Flush(); err != nil {
 		return err
 	}
@@ -970,6 +1000,28 @@ func (t *Task) checkpoint() error {
 	}
 	cp := store.Checkpoint{Task: t.cfg.Name}
 	t.cache.Collect(&cp)
+	t.collectPositions(&cp)
+	if len(cp.Keys) > 0 || len(cp.Positions) > 0 {
+		if err := t.cfg.Store.Commit(&cp); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		if err := t.produceChangelog(&cp); err != nil {
+			return err
+		}
+		for _, sp := range cp.Positions {
+			t.streams[sp.Stream].durable = sp.Position
+		}
+		t.commitKafka(cp.Positions)
+		t.timersCommitted()
+		t.stats.Checkpoints++
+		t.cache.Evict()
+	}
+	t.publish()
+	return nil
+}
+
+// collectPositions adds to cp the streams' new positions: their committed prefix as of now.
+func (t *Task) collectPositions(cp *store.Checkpoint) {
 	for _, st := range t.order {
 		if st.tracker == nil {
 			continue // a Kafka partition that has not had a record yet
@@ -999,21 +1051,10 @@ func (t *Task) checkpoint() error {
 			cp.Positions = append(cp.Positions, store.StreamPosition{Stream: st.id, Position: pos})
 		}
 	}
-	if len(cp.Keys) > 0 || len(cp.Positions) > 0 {
-		if err := t.cfg.Store.Commit(&cp); err != nil {
-			return fmt.Errorf("checkpoint: %w", err)
-		}
-		if err := t.produceChangelog(&cp); err != nil {
-			return err
-		}
-		for _, sp := range cp.Positions {
-			t.streams[sp.Stream].durable = sp.Position
-		}
-		t.commitKafka(cp.Positions)
-		t.timersCommitted()
-		t.stats.Checkpoints++
-		t.cache.Evict()
-	}
+}
+
+// publish makes the figures visible to Stats.
+func (t *Task) publish() {
 	if t.changelog != nil && t.changelog.standby != nil {
 		t.stats.StandbyRecords = t.changelog.standby.records.Load()
 		t.stats.StandbyBytes = t.changelog.standby.bytes.Load()
@@ -1032,7 +1073,6 @@ func (t *Task) checkpoint() error {
 	t.statsMu.Lock()
 	t.published = t.stats
 	t.statsMu.Unlock()
-	return nil
 }
 
 func (t *Task) deadLetter(st *stream, offset int64, key, value []byte, cause error, attempts int) error {

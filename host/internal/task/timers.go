@@ -314,7 +314,7 @@ func (t *Task) timersIdle() bool {
 // tickDue holds streams whose tick is due and starts the ticks of held streams with nothing in
 // flight (S16). It returns after dispatching at most the free workers.
 func (t *Task) tickDue() error {
-	if t.cfg.TickEvery <= 0 || t.paused {
+	if t.cfg.TickEvery <= 0 || t.paused || (t.eos() && !t.committedNow) {
 		return nil
 	}
 	now := t.cfg.Now()
@@ -322,6 +322,11 @@ func (t *Task) tickDue() error {
 		tm := &st.tm
 		if st.revoking || tm.tickRunning {
 			continue
+		}
+		if t.eos() && !tm.tickWaiting && len(t.inflight) >= t.cfg.Workers {
+			// Exactly once, a tick starts right after a commit or waits for the next one: a
+			// stream held meanwhile would keep the barrier from running its queues dry.
+			break
 		}
 		if !tm.tickWaiting && !now.Before(tm.nextTick) {
 			tm.tickWaiting = true

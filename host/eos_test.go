@@ -1,0 +1,112 @@
+package host_test
+
+import (
+	"context"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+)
+
+func eosTask(module string) host.TaskConfig {
+	tc := wordcountKafkaTask(module)
+	tc.Delivery = "exactly_once"
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	return tc
+}
+
+// runEOSHost runs an exactly-once wordcount host over dir until stop returns true, then stops it
+// cleanly and returns its figures.
+func runEOSHost(t *testing.T, c *kfake.Cluster, module, dir string, stop func(h *host.Host) bool) host.TaskStats {
+	t.Helper()
+	h, err := host.New(host.Config{
+		DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
+		Tasks: []host.TaskConfig{eosTask(module)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	for deadline := time.Now().Add(90 * time.Second); !stop(h); time.Sleep(50 * time.Millisecond) {
+		select {
+		case err := <-done:
+			t.Fatalf("host stopped: %v", err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("host did not get there in time: %+v", h.Stats())
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	return h.Stats()[0]
+}
+
+func processedAll(total int) func(h *host.Host) bool {
+	return func(h *host.Host) bool {
+		s := h.Stats()
+		if len(s) == 0 {
+			return false
+		}
+		var committed int64
+		for _, in := range s[0].Inputs {
+			committed += in.Committed
+		}
+		return committed >= int64(total)
+	}
+}
+
+func wordTotal(want map[string]map[string]int) int {
+	total := 0
+	for _, ws := range want {
+		for _, n := range ws {
+			total += n
+		}
+	}
+	return total
+}
+
+// TestExactlyOnceBrokerFaults runs an exactly-once task while the broker fails transaction ends,
+// transactional offset commits and produces. The faulted transactions abort and their records
+// are processed again; a read_committed reader of the outputs sees every count exactly once
+// and in order, the local state is exact, and a host with an empty disk restores it exactly
+// from the changelog.
+func TestExactlyOnceBrokerFaults(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	want := produceWords(t, newClient(t, c), "words", 3000, 40, 5)
+	total := wordTotal(want)
+	endFaults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 2})
+	offsetFaults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.CoordinatorLoadInProgress, Count: 2})
+	produceFaults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "counts", Err: kerr.NotEnoughReplicas, Count: 3})
+
+	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	a := runEOSHost(t, c, module, dirA, processedAll(3000))
+	if endFaults.Hits() == 0 || offsetFaults.Hits() == 0 || produceFaults.Hits() == 0 {
+		t.Fatalf("faults not hit: end %d, offsets %d, produce %d", endFaults.Hits(), offsetFaults.Hits(), produceFaults.Hits())
+	}
+	if a.TxnAborts == 0 {
+		t.Fatalf("no transaction aborted under %d transaction-end and %d offset-commit faults", endFaults.Hits(), offsetFaults.Hits())
+	}
+	checkCountsOutputs(t, consumeOutputs(t, c, "counts", total, 30*time.Second), want)
+	sameCounts(t, want, stateOf(t, dirA, "wc"))
+
+	b := runEOSHost(t, c, module, dirB, func(h *host.Host) bool {
+		s := h.Stats()
+		return len(s) > 0 && s[0].Restores >= 4
+	})
+	sameCounts(t, want, stateOf(t, dirB, "wc"))
+	t.Logf("host a: %d transactions committed, %d aborted (faults hit: end %d, offsets %d, produce %d); host b restored %d changelog records",
+		a.TxnCommits, a.TxnAborts, endFaults.Hits(), offsetFaults.Hits(), produceFaults.Hits(), b.RestoredRecords)
+}

@@ -1,0 +1,216 @@
+package task
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/wasmstream/wasmstream/host/internal/kafka"
+	"github.com/wasmstream/wasmstream/host/internal/positions"
+	"github.com/wasmstream/wasmstream/store"
+)
+
+// Exactly-once mode (KafkaInput.ExactlyOnce, DESIGN S11). The consumer's client is transactional
+// and also produces the outputs, dead letters and changelog, so that one Kafka transaction per
+// commit interval holds a partition's results, its state (the changelog) and its input offsets:
+// a read_committed reader sees all of them or none.
+//
+// Kafka commits the offsets of every record the consumer polled, so a transaction can only end
+// once every record polled in it has been processed. Once per interval the consumer stops
+// polling and asks the loop for a barrier (kafkaHandler.Commit): the loop starts no new firing,
+// runs its queues dry, writes the changelog from the store's committed state with the
+// checkpoint's changes applied (the store itself is not touched yet), waits for every record's
+// acknowledgement and ends the transaction. Only after Kafka committed it does the checkpoint go
+// to the local store; after an abort the cache is dropped and every partition reads again from
+// its committed offset, so the local state stays that of the last committed transaction.
+// Rebalances are held between barriers, so a partition moves only between transactions.
+//
+// A crash between the commit and the local write leaves the store behind the changelog: the
+// next assignment restores the tail, as after any crash.
+
+// barrierReq asks the loop to end the open transaction.
+type barrierReq struct{ reply chan error }
+
+// Commit is the TxnHandler side of the barrier: it hands it to the loop and waits.
+func (h kafkaHandler) Commit(ctx context.Context) error {
+	req := barrierReq{reply: make(chan error, 1)}
+	select {
+	case h.k.barrier <- req:
+	case <-h.k.stopped:
+		return errStopped
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case err := <-req.reply:
+		return err
+	case <-h.k.stopped:
+		return errStopped
+	}
+}
+
+// eos reports whether the task runs in exactly-once mode.
+func (t *Task) eos() bool { return t.kafka != nil && t.kafka.in.ExactlyOnce }
+
+func (t *Task) kafkaBarriers() chan barrierReq {
+	if t.kafka == nil {
+		return nil
+	}
+	return t.kafka.barrier
+}
+
+// serveBarrier ends the transaction once the barrier has drained everything read.
+func (t *Task) serveBarrier() error {
+	if t.barrier == nil || t.pending > 0 || len(t.inflight) > 0 {
+		return nil
+	}
+	err := t.commitTxn(true)
+	t.barrier.reply <- err
+	t.barrier = nil
+	return err
+}
+
+// commitTxn ends the transaction: the changelog of what changed since the last one, then the
+// commit (or the abort, if a record could not be written), then the local checkpoint or the
+// rollback. Nothing may be in flight or queued. An error means the task must stop.
+func (t *Task) commitTxn(startTicks bool) error {
+	cp := store.Checkpoint{Task: t.cfg.Name}
+	t.cache.Collect(&cp)
+	t.collectPositions(&cp)
+	w := t.changelog.w
+	for _, sp := range cp.Positions {
+		st := t.streams[sp.Stream]
+		early := st.durable
+		early.Horizon = max(early.Horizon, sp.Position.Horizon)
+		w.Write(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(early))
+	}
+	for i := range cp.Keys {
+		kw := &cp.Keys[i]
+		st := t.streams[kw.Stream]
+		snap, err := t.cfg.Store.Snapshot(t.cfg.Name, kw.Stream, kw.Key)
+		if err != nil {
+			return fmt.Errorf("changelog: %w", err)
+		}
+		snap.Apply(kw)
+		w.Write(st.tp.Partition, changelogKey('k', st.tp.Topic, kw.Key), store.EncodeSnapshot(nil, &snap))
+	}
+	for _, sp := range cp.Positions {
+		st := t.streams[sp.Stream]
+		w.Write(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(sp.Position))
+	}
+	// Every record of the transaction acknowledged, or the transaction cannot commit.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	next, ferr := w.Flush(ctx)
+	cancel()
+	if ferr == nil {
+		ferr = t.cfg.Output.Flush()
+	}
+	if ferr == nil {
+		ferr = t.cfg.DeadLetter.Flush()
+	}
+	if ferr != nil {
+		t.log.Warn("a record of the transaction could not be written; aborting it", "err", ferr)
+	}
+	out, err := t.kafka.consumer.EndTxn(context.Background(), ferr == nil)
+	if err != nil {
+		return fmt.Errorf("exactly-once: %w", err)
+	}
+	if !out.Committed {
+		t.rollback(out.Rewound)
+		return nil
+	}
+	for p, n := range next {
+		t.changelog.next[p] = max(t.changelog.next[p], n)
+	}
+	for i := range cp.Positions {
+		sp := &cp.Positions[i]
+		sp.Position.Resume = max(sp.Position.Resume, t.changelog.next[t.streams[sp.Stream].tp.Partition])
+	}
+	if len(cp.Keys) > 0 || len(cp.Positions) > 0 {
+		if err := t.cfg.Store.Commit(&cp); err != nil {
+			return fmt.Errorf("checkpoint (committed in Kafka; a restart restores it from the changelog): %w", err)
+		}
+		for _, sp := range cp.Positions {
+			t.streams[sp.Stream].durable = sp.Position
+		}
+		t.timersCommitted()
+		t.stats.Checkpoints++
+		t.stats.ChangelogRecords += int64(len(cp.Keys))
+		t.cache.Evict()
+	}
+	t.stats.TxnCommits++
+	t.publish()
+	if !startTicks {
+		return nil
+	}
+	// Ticks read the store: they start only now, when it holds everything (tickDue).
+	t.committedNow = true
+	err = t.tickDue()
+	t.committedNow = false
+	return err
+}
+
+// rollback makes the loop's view of every partition that of the last committed transaction
+// after an abort: the cache forgets what it applied since (the store never had it), timers and
+// the watermark return to the committed ones, and each partition polled in the transaction
+// reads again from where the consumer was rewound to.
+func (t *Task) rollback(rewound map[kafka.TopicPartition]int64) {
+	t.stats.TxnAborts++
+	t.log.Warn("transaction aborted: every partition goes back to its last committed state and reads again from there",
+		"partitions_rewound", len(rewound))
+	for tp, st := range t.kafka.streams {
+		t.cache.DropStream(st.id)
+		tick := st.tm.nextTick
+		st.tm = newStreamTime(t.cfg.Now(), t.cfg.TickEvery)
+		st.tm.nextTick = tick
+		st.tm.wm = st.durable.Watermark
+		st.horizon, st.replay = st.durable.Horizon, st.durable.Horizon
+		if at, ok := rewound[tp]; ok {
+			st.tracker = positions.NewTracker(at)
+			st.lastAdded = at - 1
+		}
+	}
+	clear(t.attempts)
+	t.publish()
+}
+
+// finalTxn ends the last transaction when the task stops: with the poller stopped, it processes
+// what was read and commits it; what cannot be processed now (a paused task, a retry waiting for
+// its backoff) is aborted, to be read again by the partition's next owner.
+func (t *Task) finalTxn() error {
+	for t.pending > 0 || len(t.inflight) > 0 {
+		if !t.paused {
+			if err := t.dispatch(); err != nil {
+				return err
+			}
+		}
+		if len(t.inflight) == 0 {
+			break
+		}
+		if err := t.finish(<-t.results); err != nil {
+			return err
+		}
+	}
+	if t.pending > 0 {
+		t.log.Info("stopping: aborting the open transaction; its records are read again by the next owner", "records", t.pending)
+		_, err := t.kafka.consumer.EndTxn(context.Background(), false)
+		return err
+	}
+	return t.commitTxn(false)
+}
+
+// pauseFetching stops (or restarts) reading every partition of a paused exactly-once task. The
+// barriers go on while it is paused and would otherwise process whatever is read meanwhile: a
+// transaction cannot end before everything read is processed.
+func (t *Task) pauseFetching(pause bool) {
+	if !t.eos() {
+		return
+	}
+	for tp := range t.kafka.streams {
+		if pause {
+			t.kafka.consumer.Pause(tp)
+		} else {
+			t.kafka.consumer.Resume(tp)
+		}
+	}
+}
