@@ -165,7 +165,7 @@ tasks:
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	outputs, dups := consumeCounts(t, brokers, want, 3*time.Minute, func() string { return stderr.String() })
+	outputs, dups := consumeCounts(t, brokers, want, 3*time.Minute, func() string { return stderr.String() }, false)
 	cmd.Process.Signal(syscall.SIGINT)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("last run: %v\n%s", err, stderr.String())
@@ -181,7 +181,8 @@ tasks:
 
 // consumeCounts reads the counts topic until every expected (user, word, count) output is
 // there, and returns how many outputs it read and how many were duplicates.
-func consumeCounts(t *testing.T, brokers string, want wordcountExpect, timeout time.Duration, logs func() string) (outputs, dups int) {
+// With readCommitted, only outputs of committed transactions are read.
+func consumeCounts(t *testing.T, brokers string, want wordcountExpect, timeout time.Duration, logs func() string, readCommitted bool) (outputs, dups int) {
 	t.Helper()
 	need := 0
 	for _, ws := range want {
@@ -189,8 +190,11 @@ func consumeCounts(t *testing.T, brokers string, want wordcountExpect, timeout t
 			need += n
 		}
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics("counts"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	opts := []kgo.Opt{kgo.SeedBrokers(brokers), kgo.ConsumeTopics("counts"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart())}
+	if readCommitted {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,13 @@ func (h *hostProc) kill() {
 // with an empty disk), each time once every partition is owned again. The final state of every
 // partition — read from the changelog, which a new owner restores from — equals an independent
 // computation exactly. It reports the time from each kill until every partition is owned again.
-func TestMultiHostChangelogExact(t *testing.T) {
+func TestMultiHostChangelogExact(t *testing.T) { multiHostChaos(t, false) }
+
+// TestMultiHostExactlyOnce is the same chaos with delivery: exactly_once: besides the exact
+// state, a read_committed reader of the outputs sees every expected count exactly once.
+func TestMultiHostExactlyOnce(t *testing.T) { multiHostChaos(t, true) }
+
+func multiHostChaos(t *testing.T, eos bool) {
 	bin := guestbuild.Binary(t)
 	module := guestbuild.Go(t, "wordcount")
 	dir := t.TempDir()
@@ -115,6 +121,12 @@ func TestMultiHostChangelogExact(t *testing.T) {
 		}
 	}
 
+	// Exactly once, a killed host's open transaction blocks read_committed readers of what it
+	// wrote until it is fenced (its restart) or times out.
+	delivery, txnTimeout := "at_least_once", "15s"
+	if eos {
+		delivery, txnTimeout = "exactly_once", "5s"
+	}
 	hosts := make([]*hostProc, 3)
 	for i := range hosts {
 		h := &hostProc{cfg: filepath.Join(dir, fmt.Sprintf("h%d.yaml", i)), data: filepath.Join(dir, fmt.Sprintf("h%d", i))}
@@ -124,6 +136,7 @@ kafka:
   brokers: [%s]
   session_timeout: 2s
   rebalance_timeout: 5s
+  transaction_timeout: %s
 tasks:
   - name: wc
     module: %s
@@ -137,7 +150,8 @@ tasks:
       topic: counts
     changelog:
       enabled: true
-`, h.data, brokers, module)), 0o644)
+    delivery: %s
+`, h.data, brokers, txnTimeout, module, delivery)), 0o644)
 		hosts[i] = h
 	}
 
@@ -215,7 +229,10 @@ tasks:
 		}
 		return b.String()
 	}
-	outputs, dups := consumeCounts(t, brokers, want, 4*time.Minute, logs)
+	outputs, dups := consumeCounts(t, brokers, want, 4*time.Minute, logs, eos)
+	if eos && dups > 0 {
+		t.Errorf("exactly once: a read_committed reader saw %d duplicate outputs among %d", dups, outputs)
+	}
 	for _, h := range hosts {
 		h.cmd.Process.Signal(syscall.SIGINT)
 	}
@@ -245,10 +262,10 @@ tasks:
 		}
 	}
 	slices.Sort(recoveries)
-	t.Logf("multi-host test: %d records, 3 hosts, %d SIGKILLs of partition owners (%d restarts with an empty disk), state exact over %d users; %d outputs, %d duplicates; %d partition restores from the changelog (%d full); kill to every partition owned again (session timeout 2s): median %s, max %s",
-		records, kills, wiped, len(got), outputs, dups, restores, full,
+	t.Logf("multi-host test (%s): %d records, 3 hosts, %d SIGKILLs of partition owners (%d restarts with an empty disk), state exact over %d users; %d outputs, %d duplicates; %d partition restores from the changelog (%d full); kill to every partition owned again (session timeout 2s): median %s, max %s",
+		delivery, records, kills, wiped, len(got), outputs, dups, restores, full,
 		recoveries[len(recoveries)/2].Round(time.Millisecond), recoveries[len(recoveries)-1].Round(time.Millisecond))
-	fmt.Printf("multi-host test: %d SIGKILLs over 3 hosts, %d records, state exact\n", kills, records)
+	fmt.Printf("multi-host test (%s): %d SIGKILLs over 3 hosts, %d records, state exact, %d duplicate outputs\n", delivery, kills, records, dups)
 }
 
 func tail(s string, n int) string {

@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -109,4 +110,27 @@ func TestExactlyOnceBrokerFaults(t *testing.T) {
 	sameCounts(t, want, stateOf(t, dirB, "wc"))
 	t.Logf("host a: %d transactions committed, %d aborted (faults hit: end %d, offsets %d, produce %d); host b restored %d changelog records",
 		a.TxnCommits, a.TxnAborts, endFaults.Hits(), offsetFaults.Hits(), produceFaults.Hits(), b.RestoredRecords)
+}
+
+// TestExactlyOnceConfig: exactly-once mode refuses what cannot take part in a Kafka transaction,
+// naming the key and why.
+func TestExactlyOnceConfig(t *testing.T) {
+	err := host.Config{Kafka: host.KafkaConfig{Brokers: []string{"127.0.0.1:9"}}, Tasks: []host.TaskConfig{{
+		Name: "t", Module: "m.wasm", Delivery: "exactly_once",
+		Inputs: []host.InputConfig{{Name: "k", Type: "kafka", Topics: []string{"in"}}, {Name: "f", Type: "file", Path: "x"}},
+		Output: host.OutputConfig{Type: "stdout"},
+	}, {
+		Name: "u", Module: "m.wasm", Delivery: "twice",
+		Inputs: []host.InputConfig{{Name: "k", Type: "kafka", Topics: []string{"in"}}},
+	}}}.Validate()
+	for _, want := range []string{
+		"tasks[0].inputs[1].type: delivery exactly_once needs kafka inputs only",
+		"tasks[0].output.type: delivery exactly_once needs a kafka output",
+		"tasks[0].changelog.enabled: delivery exactly_once needs the changelog",
+		"tasks[1].delivery:",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v\nwant a problem %q", err, want)
+		}
+	}
 }

@@ -120,7 +120,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		SyncWrites:         false,
 		KeepModuleVersions: 10,
 		Kafka: host.KafkaConfig{
-			Brokers: []string{}, ClientID: "wasmstream", DrainTimeout: 30 * time.Second,
+			Brokers: []string{}, ClientID: "wasmstream", DrainTimeout: 30 * time.Second, TransactionTimeout: 15 * time.Second,
 			Embedded: host.EmbeddedBrokerConfig{Port: 9092, Partitions: 4},
 		},
 		Admin: host.AdminConfig{Addr: "", Token: "", MaxModuleBytes: 64 << 20},
@@ -173,6 +173,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 			},
 			Time:           host.TimeConfig{MaxFiringsPerTurn: 1000},
 			StateMigration: "lazy",
+			Delivery:       "at_least_once",
 		}},
 	}
 	if !reflect.DeepEqual(s.Host, want) {
