@@ -156,7 +156,8 @@ func (b adminBackend) Status() []admin.TaskStatus {
 			Checkpoints: s.Checkpoints, Inputs: []admin.InputStatus{},
 			Late: s.Late, TimersSet: s.TimersSet, TimersFired: s.TimersFired, Ticks: s.Ticks,
 			Restores: s.Restores, RestoredRecords: s.RestoredRecords, RestoredBytes: s.RestoredBytes,
-			ChangelogRecords: s.ChangelogRecords, StandbyRecords: s.StandbyRecords}
+			ChangelogRecords: s.ChangelogRecords, StandbyRecords: s.StandbyRecords,
+			TxnCommits: s.TxnCommits, TxnAborts: s.TxnAborts}
 		for _, in := range s.Inputs {
 			ts.Inputs = append(ts.Inputs, admin.InputStatus{Name: in.Name, Records: in.Records, Committed: in.Committed})
 		}

@@ -72,6 +72,8 @@ type wireStatus struct {
 		RestoredBytes    int64  `json:"restored_bytes"`
 		ChangelogRecords int64  `json:"changelog_records"`
 		StandbyRecords   int64  `json:"standby_records"`
+		TxnCommits       int64  `json:"txn_commits"`
+		TxnAborts        int64  `json:"txn_aborts"`
 		Inputs           []struct {
 			Name      string `json:"name"`
 			Records   int64  `json:"records"`
@@ -387,6 +389,9 @@ line a restart would resume after. Figures are as of the task's last checkpoint.
 				if t.Restores+t.ChangelogRecords+t.StandbyRecords > 0 {
 					fmt.Fprintf(stdout, "  changelog: %d key snapshots written; %d partitions restored (%d records, %d bytes); standby applied %d records\n",
 						t.ChangelogRecords, t.Restores, t.RestoredRecords, t.RestoredBytes, t.StandbyRecords)
+				}
+				if t.TxnCommits+t.TxnAborts > 0 {
+					fmt.Fprintf(stdout, "  exactly once: %d transactions committed, %d aborted\n", t.TxnCommits, t.TxnAborts)
 				}
 			}
 			return nil

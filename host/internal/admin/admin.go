@@ -82,6 +82,8 @@ type TaskStatus struct {
 	RestoredBytes    int64 `json:"restored_bytes"`    // and their bytes
 	ChangelogRecords int64 `json:"changelog_records"` // key snapshots produced to the changelog
 	StandbyRecords   int64 `json:"standby_records"`   // changelog records a standby applied
+	TxnCommits       int64 `json:"txn_commits"`       // delivery exactly_once: transactions committed
+	TxnAborts        int64 `json:"txn_aborts"`        // delivery exactly_once: transactions aborted
 }
 
 // InputStatus is one input of a task.
