@@ -413,10 +413,14 @@ func (c *Consumer) runTxn(ctx context.Context, out chan<- Fetch) error {
 // polled, or aborting — and begins the next one. After an abort the client reads again from
 // the offsets in the outcome. Call it only from TxnHandler.Commit, or after Run returned.
 // An error means the transactional client is unusable (e.g. fenced by another host with the
-// same transactional id): the task must stop.
-func (c *Consumer) EndTxn(ctx context.Context, commit bool) (TxnOutcome, error) {
+// same transactional id): the task must stop. With idle (nothing was produced) and nothing polled
+// since the last end, the transaction is left open and reported committed: there is nothing in it.
+func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, error) {
 	if !c.inTxn {
 		return TxnOutcome{}, errors.New("kafka: no transaction is open")
+	}
+	if idle && commit && len(c.polledAt) == 0 {
+		return TxnOutcome{Committed: true}, nil
 	}
 	committed, err := c.sess.End(ctx, kgo.TransactionEndTry(commit))
 	c.inTxn = false
@@ -425,6 +429,9 @@ func (c *Consumer) EndTxn(ctx context.Context, commit bool) (TxnOutcome, error) 
 		out.Rewound = c.rewind()
 	}
 	clear(c.polledAt)
+	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
+		return out, fmt.Errorf("kafka: ending the transaction: fenced by a newer producer with the transactional id %q (does another host run with the same host_id?): %w", c.txn.ID, err)
+	}
 	if err != nil {
 		return out, fmt.Errorf("kafka: ending the transaction: %w", err)
 	}

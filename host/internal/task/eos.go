@@ -111,7 +111,9 @@ func (t *Task) commitTxn(startTicks bool) error {
 	if ferr != nil {
 		t.log.Warn("a record of the transaction could not be written; aborting it", "err", ferr)
 	}
-	out, err := t.kafka.consumer.EndTxn(context.Background(), ferr == nil)
+	idle := len(cp.Keys) == 0 && len(cp.Positions) == 0 && t.stats.Outputs == t.txnMark.outputs && t.stats.DeadLetters == t.txnMark.deadLetters
+	t.txnMark.outputs, t.txnMark.deadLetters = t.stats.Outputs, t.stats.DeadLetters
+	out, err := t.kafka.consumer.EndTxn(context.Background(), ferr == nil, idle)
 	if err != nil {
 		return fmt.Errorf("exactly-once: %w", err)
 	}
@@ -138,7 +140,9 @@ func (t *Task) commitTxn(startTicks bool) error {
 		t.stats.ChangelogRecords += int64(len(cp.Keys))
 		t.cache.Evict()
 	}
-	t.stats.TxnCommits++
+	if !idle {
+		t.stats.TxnCommits++
+	}
 	t.publish()
 	if !startTicks {
 		return nil
@@ -193,7 +197,7 @@ func (t *Task) finalTxn() error {
 	}
 	if t.pending > 0 {
 		t.log.Info("stopping: aborting the open transaction; its records are read again by the next owner", "records", t.pending)
-		_, err := t.kafka.consumer.EndTxn(context.Background(), false)
+		_, err := t.kafka.consumer.EndTxn(context.Background(), false, false)
 		return err
 	}
 	return t.commitTxn(false)

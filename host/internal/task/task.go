@@ -249,6 +249,9 @@ type Task struct {
 	barrier      *barrierReq      // exactly-once: the transaction ends once everything read is processed
 	// committedNow is set while ticks may start in exactly-once mode: right after a commit.
 	committedNow bool
+	// txnMark holds the output and dead-letter counts at the last transaction's end: a
+	// transaction that changed nothing and produced nothing is not ended (nothing is in it).
+	txnMark struct{ outputs, deadLetters int64 }
 	stats        Stats
 	statsMu      sync.Mutex
 	published    Stats
