@@ -20,7 +20,7 @@ import (
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
 )
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -32,7 +32,7 @@ func freePort(t *testing.T) int {
 
 // startBroker runs `wasmstream dev --broker-only` as its own process, so that it outlives the
 // hosts the test kills.
-func startBroker(t *testing.T, bin, dir string, port int, topics ...string) {
+func startBroker(t testing.TB, bin, dir string, port int, topics ...string) {
 	t.Helper()
 	args := []string{"dev", "--broker-only", "--dir", dir, "--port", strconv.Itoa(port)}
 	for _, tp := range topics {

@@ -57,7 +57,7 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func (h *hostProc) start(t *testing.T, bin string) {
+func (h *hostProc) start(t testing.TB, bin string) {
 	t.Helper()
 	h.cmd = exec.Command(bin, "run", "-c", h.cfg, "--log-level", "info")
 	if h.logs == nil {
