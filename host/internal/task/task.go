@@ -251,10 +251,10 @@ type Task struct {
 	committedNow bool
 	// txnMark holds the output and dead-letter counts at the last transaction's end: a
 	// transaction that changed nothing and produced nothing is not ended (nothing is in it).
-	txnMark struct{ outputs, deadLetters int64 }
-	stats        Stats
-	statsMu      sync.Mutex
-	published    Stats
+	txnMark   struct{ outputs, deadLetters int64 }
+	stats     Stats
+	statsMu   sync.Mutex
+	published Stats
 }
 
 type attemptKey struct {
