@@ -17,8 +17,15 @@ import (
 )
 
 // TestKcatInterop drives `wasmstream dev` (the embedded broker with the wordcount task) with
-// kcat, a third-party Kafka client: kcat produces the input and consumes the outputs.
+// kcat, a third-party Kafka client: kcat produces the input and consumes the outputs; in
+// exactly-once mode it reads them with isolation.level=read_committed, as the README says.
 func TestKcatInterop(t *testing.T) {
+	for _, delivery := range []string{"at_least_once", "exactly_once"} {
+		t.Run(delivery, func(t *testing.T) { kcatInterop(t, delivery) })
+	}
+}
+
+func kcatInterop(t *testing.T, delivery string) {
 	kcat, err := exec.LookPath("kcat")
 	if err != nil {
 		t.Fatal("kcat is not installed (apt-get install -y kcat; .ci/run does it)")
@@ -45,7 +52,10 @@ tasks:
     output:
       type: kafka
       topic: counts
-`, filepath.Join(dir, "data"), port, module)), 0o644)
+    changelog:
+      enabled: %t
+    delivery: %s
+`, filepath.Join(dir, "data"), port, module, delivery == "exactly_once", delivery)), 0o644)
 	dev := exec.Command(bin, "dev", "-c", cfg)
 	stderr, err := dev.StderrPipe()
 	if err != nil {
@@ -86,7 +96,11 @@ tasks:
 	var got []string
 	deadline := time.Now().Add(30 * time.Second)
 	for len(got) < len(want) && time.Now().Before(deadline) {
-		consume := exec.Command(kcat, "-b", brokers, "-C", "-t", "counts", "-e", "-q", "-f", "%k %s\n")
+		args := []string{"-b", brokers, "-C", "-t", "counts", "-e", "-q", "-f", "%k %s\n"}
+		if delivery == "exactly_once" {
+			args = append(args, "-X", "isolation.level=read_committed")
+		}
+		consume := exec.Command(kcat, args...)
 		out, err := consume.Output()
 		if err != nil {
 			t.Fatalf("kcat consume: %v", err)
