@@ -134,3 +134,74 @@ func TestExactlyOnceConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestExactlyOncePause pauses an exactly-once task: it reads nothing more while paused (the
+// transactions go on without it), and after Resume it processes the rest, every output once.
+func TestExactlyOncePause(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	cl := newClient(t, c)
+	want := produceWords(t, cl, "words", 1000, 30, 11)
+	h, err := host.New(host.Config{
+		DataDir: filepath.Join(t.TempDir(), "a"), Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{eosTask(module)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	wait := func(what string, cond func(host.TaskStats) bool) {
+		t.Helper()
+		for deadline := time.Now().Add(60 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			if s := h.Stats(); len(s) > 0 && cond(s[0]) {
+				return
+			}
+			select {
+			case err := <-done:
+				t.Fatalf("host stopped: %v", err)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: not in 60s: %+v", what, h.Stats())
+			}
+		}
+	}
+	processedAll := func(n int64) func(host.TaskStats) bool {
+		return func(s host.TaskStats) bool {
+			var committed int64
+			for _, in := range s.Inputs {
+				committed += in.Committed
+			}
+			return committed >= n
+		}
+	}
+	wait("first 1000 committed", processedAll(1000))
+	if err := h.Pause(ctx, "wc"); err != nil {
+		t.Fatal(err)
+	}
+	more := produceWords(t, cl, "words", 1000, 30, 12)
+	// Many transaction intervals go by; nothing of the new records may be read meanwhile.
+	time.Sleep(1500 * time.Millisecond)
+	if s := h.Stats()[0]; s.Records != 1000 || s.TxnAborts != 0 {
+		t.Fatalf("paused: read %d records (want 1000), %d transactions aborted", s.Records, s.TxnAborts)
+	}
+	if err := h.Resume(ctx, "wc"); err != nil {
+		t.Fatal(err)
+	}
+	wait("all 2000 committed", processedAll(2000))
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	for u, ws := range more {
+		if want[u] == nil {
+			want[u] = map[string]int{}
+		}
+		for w, n := range ws {
+			want[u][w] += n
+		}
+	}
+	checkCountsOutputs(t, consumeOutputs(t, c, "counts", wordTotal(want), 30*time.Second), want)
+}
