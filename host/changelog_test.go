@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -140,6 +141,14 @@ func TestChangelogStandby(t *testing.T) {
 	}
 	time.Sleep(1500 * time.Millisecond) // one more standby round after the last checkpoint
 	before = hb.Stats()[0]
+	// The group balances with the standby-aware protocol.
+	groups, err := kadm.NewClient(newClient(t, c)).DescribeGroups(context.Background(), "wasmstream-wc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g := groups["wasmstream-wc"]; g.Protocol != "wasmstream-standby-sticky" || len(g.Members) != 2 {
+		t.Fatalf("group protocol %q with %d members; want wasmstream-standby-sticky with 2", g.Protocol, len(g.Members))
+	}
 	stopA()
 	if err := <-doneA; err != nil {
 		t.Fatal(err)

@@ -90,6 +90,9 @@ type ConsumerConfig struct {
 	SessionTimeout, RebalanceTimeout time.Duration
 	// Txn, if set, makes the consumer transactional; Handler must then be a TxnHandler.
 	Txn *TxnConfig
+	// Progress, if set, turns on the standby balancer (StandbyBalancer): it reports the
+	// changelog offset this host's copy of each partition covers.
+	Progress func() map[TopicPartition]int64
 }
 
 // Consumer is a consumer-group member reading the task's topics.
@@ -154,7 +157,7 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		// alone, and the long poll short enough that a resumed partition is fetched soon.
 		kgo.FetchMaxPartitionBytes(256<<10),
 		kgo.FetchMaxWait(200*time.Millisecond),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.Balancers(balancers(cc.Progress)...),
 		kgo.AdjustFetchOffsetsFn(c.adjust),
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.lost),
@@ -203,6 +206,14 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 	}
 	close(c.ready)
 	return c, nil
+}
+
+// balancers are the group protocols the consumer offers, the preferred first.
+func balancers(progress func() map[TopicPartition]int64) []kgo.GroupBalancer {
+	if progress == nil {
+		return []kgo.GroupBalancer{kgo.CooperativeStickyBalancer()}
+	}
+	return []kgo.GroupBalancer{StandbyBalancer(progress), kgo.CooperativeStickyBalancer()}
 }
 
 // txnPartitioner partitions a transactional client's records: changelog records go to the

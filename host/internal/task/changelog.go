@@ -5,6 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -402,4 +405,31 @@ func (t *Task) releasePartition(tp kafka.TopicPartition, id uint32) {
 	sb.mu.Lock()
 	delete(sb.owned, tp)
 	sb.mu.Unlock()
+}
+
+// changelogProgress reports, for every partition of the input topics the local store holds a
+// copy of, the changelog offset the copy covers: the standby balancer gives a partition that
+// changes hands to the host furthest along. It reads only the store: the group calls it from its
+// own goroutine at every join.
+func (t *Task) changelogProgress() map[kafka.TopicPartition]int64 {
+	out := map[kafka.TopicPartition]int64{}
+	streams, err := t.cfg.Store.Streams(t.cfg.Name)
+	if err != nil {
+		return out
+	}
+	for _, s := range streams {
+		name, ok := strings.CutPrefix(s.Name, "kafka:")
+		if !ok {
+			continue
+		}
+		i := strings.LastIndexByte(name, '/')
+		p, err := strconv.ParseInt(name[i+1:], 10, 32)
+		if i < 0 || err != nil || !slices.Contains(t.cfg.Kafka.Topics, name[:i]) {
+			continue
+		}
+		if pos, ok, err := t.cfg.Store.Position(t.cfg.Name, s.ID); err == nil && ok && pos.Resume > 0 {
+			out[kafka.TopicPartition{Topic: name[:i], Partition: int32(p)}] = pos.Resume
+		}
+	}
+	return out
 }

@@ -167,6 +167,9 @@ func (t *Task) startKafka() error {
 		Group: in.Group, Topics: in.Topics, StartAt: in.StartAt, Handler: kafkaHandler{k},
 		SessionTimeout: in.SessionTimeout, RebalanceTimeout: in.RebalanceTimeout,
 	}
+	if t.cfg.Changelog != nil {
+		cc.Progress = t.changelogProgress
+	}
 	if in.ExactlyOnce {
 		if t.cfg.Changelog == nil {
 			return fmt.Errorf("input %s: exactly-once mode needs a changelog", in.Name)
