@@ -318,7 +318,14 @@ func (t *Task) tickDue() error {
 		return nil
 	}
 	now := t.cfg.Now()
-	for _, st := range t.order {
+	order := t.order
+	if t.eos() {
+		// Ticks start only right after a commit, as many as there are free workers: the streams
+		// due the longest go first, or those first in order would take every turn.
+		order = slices.Clone(t.order)
+		slices.SortStableFunc(order, func(a, b *stream) int { return a.tm.nextTick.Compare(b.tm.nextTick) })
+	}
+	for _, st := range order {
 		tm := &st.tm
 		if st.revoking || tm.tickRunning {
 			continue
