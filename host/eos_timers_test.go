@@ -549,3 +549,59 @@ func TestExactlyOnceTicks(t *testing.T) {
 	t.Logf("%d records, %d firings exactly once; %d ticks started, %d tick outputs committed, each exact; %d transactions committed, %d aborted (%d faults hit, %d while idle)",
 		records, firings, sa.Ticks, tickOuts, sa.TxnCommits, sa.TxnAborts, hits, idleHits)
 }
+
+// TestExactlyOnceTimersRebalance moves partitions between two exactly-once hosts while timers
+// keep firing: a second host joins, takes partitions over and leaves again between batches that
+// set self re-arming processing-time and event-time timers. Firings that run between a commit
+// and a revoke belong to a transaction the revoke aborts; they must reach neither the outputs
+// nor any store. A read_committed reader sees every record's and every firing's output exactly
+// once, and the first host, owning everything again at the end, holds the exact state.
+func TestExactlyOnceTimersRebalance(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/timers")
+	c := newCluster(t, "cmds", "log", "ticks")
+	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	g := newEOSTimerInput(33)
+	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	a := startEOSTimersHost(t, c, module, dirA, 0)
+	owns := func(n int) func(s host.TaskStats) bool {
+		return func(s host.TaskStats) bool { return len(s.Inputs) == n }
+	}
+	a.waitFor("the partitions", 15*time.Second, owns(eosTimerParts))
+	committedAll := func(s host.TaskStats) bool { return committedRecords(s) >= int64(g.total) }
+
+	g.batch(50)
+	g.produce(t, cl)
+	a.waitFor("batch 0", 15*time.Second, committedAll)
+	b := startEOSTimersHost(t, c, module, dirB, 0)
+	sb := b.waitFor("b's share", 30*time.Second, func(s host.TaskStats) bool { return len(s.Inputs) > 0 && s.Restores > 0 })
+	a.waitFor("a giving partitions up", 30*time.Second, func(s host.TaskStats) bool { return len(s.Inputs) < eosTimerParts })
+	g.batch(50)
+	g.produce(t, cl)
+	// Both hosts process their share; b's partitions are committed when its figures say so.
+	b.waitFor("b processing", 30*time.Second, func(s host.TaskStats) bool { return s.Records > sb.Records })
+	sb = b.stop()
+	a.waitFor("a owning everything again", 30*time.Second, owns(eosTimerParts))
+	g.batch(50)
+	g.finish()
+	g.produce(t, cl)
+	a.waitFor("every record committed", 30*time.Second, committedAll)
+	records, firings := g.totalOutputs()
+	consumeOutputs(t, c, "log", records+firings, 20*time.Second)
+	sa := a.stop()
+
+	got := consumeOutputs(t, c, "log", records+firings, 20*time.Second)
+	n := 0
+	for _, vs := range got {
+		n += len(vs)
+	}
+	if n != records+firings {
+		t.Fatalf("%d outputs, want exactly %d (%d records, %d firings)", n, records+firings, records, firings)
+	}
+	g.checkLog(t, got)
+	sameCounts(t, g.expectedState(), stateOf(t, dirA, "tm"))
+	if sa.Restores <= eosTimerParts || sb.Restores == 0 {
+		t.Fatalf("restores: a %d, b %d; the partitions did not move both ways", sa.Restores, sb.Restores)
+	}
+	t.Logf("%d records, %d firings exactly once over two moves; a: %d commits, %d aborts, %d firings run; b: %d commits, %d aborts, %d firings run",
+		records, firings, sa.TxnCommits, sa.TxnAborts, sa.TimersFired, sb.TxnCommits, sb.TxnAborts, sb.TimersFired)
+}

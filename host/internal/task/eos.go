@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
@@ -76,6 +77,9 @@ func (t *Task) serveBarrier() error {
 func (t *Task) commitTxn(startTicks bool) error {
 	cp := store.Checkpoint{Task: t.cfg.Name}
 	t.cache.Collect(&cp)
+	// Changes of a partition revoked since the last commit (a firing or tick after it) belong to
+	// this transaction, which the revoke aborts anyway; they never reach the store.
+	cp.Keys = slices.DeleteFunc(cp.Keys, func(kw store.KeyWrites) bool { return t.streams[kw.Stream] == nil })
 	t.collectPositions(&cp)
 	w := t.changelog.w
 	for _, sp := range cp.Positions {
