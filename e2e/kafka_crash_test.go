@@ -92,24 +92,8 @@ func TestKafkaCrashExactState(t *testing.T) {
 	}
 	produce(15_000)
 	cfg := filepath.Join(dir, "wasmstream.yaml")
-	os.WriteFile(cfg, []byte(fmt.Sprintf(`data_dir: %s
-checkpoint_interval: 100ms
-kafka:
-  brokers: [%s]
-  session_timeout: 6s
-  rebalance_timeout: 10s
-tasks:
-  - name: wc
-    module: %s
-    workers: 2
-    inputs:
-      - name: words
-        type: kafka
-        topics: [words]
-    output:
-      type: kafka
-      topic: counts
-`, filepath.Join(dir, "data"), brokers, module)), 0o644)
+	os.WriteFile(cfg, []byte(wcHostConfig{data: filepath.Join(dir, "data"), brokers: brokers, module: module,
+		session: "6s", rebalance: "10s"}.yaml()), 0o644)
 
 	kills, midRun := 0, 0
 	for kills < 10 {

@@ -70,6 +70,44 @@ func (h *hostProc) start(t testing.TB, bin string) {
 	}
 }
 
+// wcHostConfig is the configuration file of a host running the wordcount over a broker: input
+// topic "words", output topic "counts", two workers, a checkpoint every 100 ms.
+type wcHostConfig struct {
+	data, brokers, module string
+	session, rebalance    string // the group's timeouts
+	txnTimeout            string // kafka.transaction_timeout; "" the default
+	changelog, standby    bool
+	delivery              string // "" the default
+}
+
+func (c wcHostConfig) yaml() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "data_dir: %s\ncheckpoint_interval: 100ms\nkafka:\n  brokers: [%s]\n  session_timeout: %s\n  rebalance_timeout: %s\n",
+		c.data, c.brokers, c.session, c.rebalance)
+	if c.txnTimeout != "" {
+		fmt.Fprintf(&b, "  transaction_timeout: %s\n", c.txnTimeout)
+	}
+	fmt.Fprintf(&b, `tasks:
+  - name: wc
+    module: %s
+    workers: 2
+    inputs:
+      - name: words
+        type: kafka
+        topics: [words]
+    output:
+      type: kafka
+      topic: counts
+`, c.module)
+	if c.changelog {
+		fmt.Fprintf(&b, "    changelog:\n      enabled: true\n      standby: %t\n", c.standby)
+	}
+	if c.delivery != "" {
+		fmt.Fprintf(&b, "    delivery: %s\n", c.delivery)
+	}
+	return b.String()
+}
+
 func (h *hostProc) kill() {
 	h.cmd.Process.Signal(syscall.SIGKILL)
 	h.cmd.Wait()
@@ -130,28 +168,8 @@ func multiHostChaos(t *testing.T, eos bool) {
 	hosts := make([]*hostProc, 3)
 	for i := range hosts {
 		h := &hostProc{cfg: filepath.Join(dir, fmt.Sprintf("h%d.yaml", i)), data: filepath.Join(dir, fmt.Sprintf("h%d", i))}
-		os.WriteFile(h.cfg, []byte(fmt.Sprintf(`data_dir: %s
-checkpoint_interval: 100ms
-kafka:
-  brokers: [%s]
-  session_timeout: 2s
-  rebalance_timeout: 5s
-  transaction_timeout: %s
-tasks:
-  - name: wc
-    module: %s
-    workers: 2
-    inputs:
-      - name: words
-        type: kafka
-        topics: [words]
-    output:
-      type: kafka
-      topic: counts
-    changelog:
-      enabled: true
-    delivery: %s
-`, h.data, brokers, txnTimeout, module, delivery)), 0o644)
+		os.WriteFile(h.cfg, []byte(wcHostConfig{data: h.data, brokers: brokers, module: module, session: "2s", rebalance: "5s",
+			txnTimeout: txnTimeout, changelog: true, delivery: delivery}.yaml()), 0o644)
 		hosts[i] = h
 	}
 

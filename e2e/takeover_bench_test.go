@@ -73,29 +73,8 @@ func takeoverOnce(b *testing.B, bin, module, delivery string, standby bool) {
 	hosts := map[string]*hostProc{}
 	for _, name := range []string{"A", "B"} {
 		h := &hostProc{cfg: filepath.Join(dir, name+".yaml"), data: filepath.Join(dir, name)}
-		err := os.WriteFile(h.cfg, []byte(fmt.Sprintf(`data_dir: %s
-checkpoint_interval: 100ms
-kafka:
-  brokers: [%s]
-  session_timeout: 2s
-  rebalance_timeout: 5s
-  transaction_timeout: %s
-tasks:
-  - name: wc
-    module: %s
-    workers: 2
-    inputs:
-      - name: words
-        type: kafka
-        topics: [words]
-    output:
-      type: kafka
-      topic: counts
-    changelog:
-      enabled: true
-      standby: %t
-    delivery: %s
-`, h.data, brokers, txnTimeout, module, standby, delivery)), 0o644)
+		err := os.WriteFile(h.cfg, []byte(wcHostConfig{data: h.data, brokers: brokers, module: module, session: "2s", rebalance: "5s",
+			txnTimeout: txnTimeout, changelog: true, standby: standby, delivery: delivery}.yaml()), 0o644)
 		if err != nil {
 			b.Fatal(err)
 		}

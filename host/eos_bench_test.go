@@ -72,7 +72,7 @@ func BenchmarkExactlyOnce(b *testing.B) {
 // wordcountCommitted runs the wordcount with a changelog over "in" in its own group until every
 // record's input offset is committed, and returns the rate, the CPU per record and the figures.
 func wordcountCommitted(b *testing.B, c *kfake.Cluster, module, name, delivery string, interval time.Duration, records int) (rate, cpuPerRec float64, st host.TaskStats) {
-	h, err := host.New(host.Config{
+	return timeHost(b, host.Config{
 		DataDir: filepath.Join(b.TempDir(), "data"), CheckpointInterval: interval,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{{
@@ -81,36 +81,11 @@ func wordcountCommitted(b *testing.B, c *kfake.Cluster, module, name, delivery s
 			Output:    host.OutputConfig{Type: "kafka", Topic: name + "-out"},
 			Changelog: host.ChangelogConfig{Enabled: true},
 		}},
+	}, records, func(s host.TaskStats) bool {
+		var committed int64
+		for _, in := range s.Inputs {
+			committed += in.Committed
+		}
+		return committed >= int64(records)
 	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	cpu0, t0 := cpuNow(), time.Now()
-	go func() { done <- h.Run(ctx) }()
-	for {
-		time.Sleep(10 * time.Millisecond)
-		if s := h.Stats(); len(s) == 1 {
-			var committed int64
-			for _, in := range s[0].Inputs {
-				committed += in.Committed
-			}
-			if committed >= int64(records) {
-				st = s[0]
-				break
-			}
-		}
-		select {
-		case err := <-done:
-			b.Fatalf("host stopped: %v", err)
-		default:
-		}
-	}
-	wall, cpu := time.Since(t0), cpuNow()-cpu0
-	cancel()
-	if err := <-done; err != nil {
-		b.Fatal(err)
-	}
-	return float64(records) / wall.Seconds(), float64(cpu.Microseconds()) / float64(records), st
 }

@@ -210,6 +210,21 @@ func (g *eosTimerInput) keysUpTo(p int, ts int64) int {
 	return len(seen)
 }
 
+// checkExactly reads "log" read_committed and checks that it holds exactly the records' and the
+// firings' outputs, each once (checkLog).
+func (g *eosTimerInput) checkExactly(t *testing.T, c *kfake.Cluster, records, firings int) {
+	t.Helper()
+	got := consumeOutputs(t, c, "log", records+firings, 20*time.Second)
+	n := 0
+	for _, vs := range got {
+		n += len(vs)
+	}
+	if n != records+firings {
+		t.Fatalf("%d outputs, want exactly %d (%d records, %d firings)", n, records+firings, records, firings)
+	}
+	g.checkLog(t, got)
+}
+
 // checkLog checks the read_committed outputs of "log" against the expectation: per key,
 // exactly the expected records (in offset order) and firings, each once; an event-time firing
 // ran at a watermark at or past its time; no record was late.
@@ -385,15 +400,7 @@ func TestExactlyOnceTimers(t *testing.T) {
 	consumeOutputs(t, c, "log", records+firings, 20*time.Second)
 	sa := a.stop()
 
-	got := consumeOutputs(t, c, "log", records+firings, 20*time.Second)
-	n := 0
-	for _, vs := range got {
-		n += len(vs)
-	}
-	if n != records+firings {
-		t.Fatalf("%d outputs, want exactly %d (%d records, %d firings)", n, records+firings, records, firings)
-	}
-	g.checkLog(t, got)
+	g.checkExactly(t, c, records, firings)
 	want := g.expectedState()
 	sameCounts(t, want, stateOf(t, dirA, "tm"))
 	hits := 0
@@ -438,8 +445,7 @@ func TestExactlyOnceTimers(t *testing.T) {
 		t.Fatalf("the restored host fired %d timers and set %d; every timer had fired before", sb.TimersFired, sb.TimersSet)
 	}
 	sameCounts(t, g.expectedState(), stateOf(t, dirB, "tm"))
-	got = consumeOutputs(t, c, "log", records+firings+eosTimerParts, 20*time.Second)
-	g.checkLog(t, got)
+	g.checkExactly(t, c, records+eosTimerParts, firings)
 	t.Logf("%d records, %d firings exactly once; host a: %d transactions committed, %d aborted (%d faults hit), %d firings run (%d again after a rollback); host b restored %d changelog records",
 		records, firings, sa.TxnCommits, sa.TxnAborts, hits, sa.TimersFired, sa.TimersFired-int64(firings), sb.RestoredRecords)
 }
@@ -589,15 +595,7 @@ func TestExactlyOnceTimersRebalance(t *testing.T) {
 	consumeOutputs(t, c, "log", records+firings, 20*time.Second)
 	sa := a.stop()
 
-	got := consumeOutputs(t, c, "log", records+firings, 20*time.Second)
-	n := 0
-	for _, vs := range got {
-		n += len(vs)
-	}
-	if n != records+firings {
-		t.Fatalf("%d outputs, want exactly %d (%d records, %d firings)", n, records+firings, records, firings)
-	}
-	g.checkLog(t, got)
+	g.checkExactly(t, c, records, firings)
 	sameCounts(t, g.expectedState(), stateOf(t, dirA, "tm"))
 	if sa.Restores <= eosTimerParts || sb.Restores == 0 {
 		t.Fatalf("restores: a %d, b %d; the partitions did not move both ways", sa.Restores, sb.Restores)

@@ -105,40 +105,47 @@ func rawPassthrough(b *testing.B, c *kfake.Cluster, records int) (rate, cpuPerRe
 // hostOverKafka runs a wasmstream host with module over "in" (its own group) until it has
 // processed every record.
 func hostOverKafka(b *testing.B, c *kfake.Cluster, module, name string, records int) (rate, cpuPerRec float64) {
-	dir := b.TempDir()
-	h, err := host.New(host.Config{
-		DataDir: filepath.Join(dir, "data"), CheckpointInterval: 200 * time.Millisecond,
+	rate, cpuPerRec, _ = timeHost(b, host.Config{
+		DataDir: filepath.Join(b.TempDir(), "data"), CheckpointInterval: 200 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{{
 			Name: name, Module: module,
 			Inputs: []host.InputConfig{{Name: "in", Type: "kafka", Topics: []string{"in"}}},
 			Output: host.OutputConfig{Type: "kafka", Topic: name + "-out"},
 		}},
-	})
+	}, records, func(s host.TaskStats) bool { return s.Processed >= int64(records) })
+	return rate, cpuPerRec
+}
+
+// timeHost runs a host with one task until its figures satisfy done, and returns the rate over
+// records, the CPU per record (the whole process) and the figures.
+func timeHost(b *testing.B, cfg host.Config, records int, done func(host.TaskStats) bool) (rate, cpuPerRec float64, st host.TaskStats) {
+	h, err := host.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
+	stopped := make(chan error, 1)
 	cpu0, t0 := cpuNow(), time.Now()
-	go func() { done <- h.Run(ctx) }()
+	go func() { stopped <- h.Run(ctx) }()
 	for {
-		time.Sleep(20 * time.Millisecond)
-		if st := h.Stats(); len(st) == 1 && st[0].Processed >= int64(records) {
+		time.Sleep(10 * time.Millisecond)
+		if s := h.Stats(); len(s) == 1 && done(s[0]) {
+			st = s[0]
 			break
 		}
 		select {
-		case err := <-done:
+		case err := <-stopped:
 			b.Fatalf("host stopped: %v", err)
 		default:
 		}
 	}
 	wall, cpu := time.Since(t0), cpuNow()-cpu0
 	cancel()
-	if err := <-done; err != nil {
+	if err := <-stopped; err != nil {
 		b.Fatal(err)
 	}
-	return float64(records) / wall.Seconds(), float64(cpu.Microseconds()) / float64(records)
+	return float64(records) / wall.Seconds(), float64(cpu.Microseconds()) / float64(records), st
 }
 
 func getenv(k string) string { return os.Getenv(k) }
