@@ -177,6 +177,8 @@ func (t *Task) startKafka() error {
 		t.txnChangelog = kafka.NewTxnChangelogWriter(t.cfg.Changelog.Topic, t.log)
 		cc.Txn = &kafka.TxnConfig{ID: in.TxnID, Timeout: in.TxnTimeout, Interval: t.cfg.Checkpoint,
 			Producers: in.TxnProducers, Changelog: t.txnChangelog}
+		t.log.Info("exactly-once delivery: one transaction per checkpoint interval", "transactional_id", in.TxnID,
+			"interval", t.cfg.Checkpoint, "transaction_timeout", in.TxnTimeout)
 	}
 	c, err := kafka.NewConsumer(in.Client, cc)
 	if err != nil {
