@@ -70,7 +70,9 @@ var forbidden = []struct{ pkg, must string }{
 	{mod + "/cmd/wasmstream", mod + "/store"},
 	{mod + "/host/internal/sched", mod + "/"},
 	{mod + "/host/internal/positions", mod + "/"},
-	{mod + "/host/internal/fuel", mod + "/"}, // bytes in, bytes out: standard library only
+	{mod + "/host/internal/fuel", mod + "/"},  // bytes in, bytes out: standard library only
+	{mod + "/internal/scripttest", mod + "/"}, // the golden-script harness: standard library only
+	{mod + "/", mod + "/internal/scripttest"}, // …and only tests may use it
 }
 
 func TestDependencyDirection(t *testing.T) {

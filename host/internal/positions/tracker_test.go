@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/wasmstream/wasmstream/internal/scripttest"
 )
 
 // TestScripts runs the golden scripts under testdata. Commands:
@@ -20,7 +22,7 @@ import (
 //
 // add and complete print each error, then the state.
 func TestScripts(t *testing.T) {
-	runScripts(t, func(t *testing.T) func(string, []string) string {
+	scripttest.Run(t, func(t *testing.T) func(string, []string) string {
 		tr := NewTracker(0)
 		state := func() string {
 			return fmt.Sprintf("committable=%d horizon=%d inflight=%d", tr.Committable(), tr.Horizon(), tr.InFlight())

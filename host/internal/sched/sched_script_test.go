@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wasmstream/wasmstream/internal/scripttest"
 )
 
 // epoch is the scripts' time zero; times print as offsets from it.
@@ -226,7 +228,7 @@ func (d *scriptDriver) do(cmd string, args []string) (out string) {
 }
 
 func TestScripts(t *testing.T) {
-	runScripts(t, func(t *testing.T) func(string, []string) string {
+	scripttest.Run(t, func(t *testing.T) func(string, []string) string {
 		d := &scriptDriver{t: t}
 		return d.do
 	})

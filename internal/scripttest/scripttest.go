@@ -1,4 +1,16 @@
-package positions
+// Package scripttest is the golden-script harness shared by the tests of several packages
+// (host/internal/positions, host/internal/sched). Only tests may import it.
+//
+// A script is a sequence of blocks in the style of etcd-raft's datadriven tests:
+//
+//	# comments and blank lines between blocks are kept
+//	command arg arg
+//	----
+//	expected output, up to the next blank line (which ends the block)
+//
+// A block without a "----" line expects no output. With -update the expected output is
+// rewritten from what the commands print.
+package scripttest
 
 import (
 	"bufio"
@@ -11,15 +23,6 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the expected output of testdata scripts")
 
-// A script is a sequence of blocks in the style of etcd-raft's datadriven tests:
-//
-//	# comments and blank lines between blocks are kept
-//	command arg arg
-//	----
-//	expected output, up to the next blank line (which ends the block)
-//
-// A block without a "----" line expects no output. With -update the expected output is
-// rewritten from what the commands print.
 type block struct {
 	pre  []string // comment and blank lines before the command
 	line int      // line number of the command
@@ -64,9 +67,10 @@ func parseScript(t *testing.T, path string) (blocks []block, tail []string) {
 	return blocks, pre
 }
 
-// runScripts runs every testdata/*.txt file as a subtest; run is called once per file, with
-// the subtest, and returns the command interpreter for that file.
-func runScripts(t *testing.T, run func(t *testing.T) func(cmd string, args []string) string) {
+// Run runs every testdata/*.txt file (relative to the working directory, which for a test is
+// its package's directory) as a subtest; run is called once per file, with the subtest, and
+// returns the command interpreter for that file.
+func Run(t *testing.T, run func(t *testing.T) func(cmd string, args []string) string) {
 	paths, err := filepath.Glob(filepath.Join("testdata", "*.txt"))
 	if err != nil {
 		t.Fatal(err)
