@@ -44,8 +44,8 @@ const (
 )
 
 // next decodes the instruction at the start of r, leaving r after it.
-func next(r *reader, in *inst) error {
-	op, err := r.byte()
+func next(r *Reader, in *inst) error {
+	op, err := r.Byte()
 	if err != nil {
 		return err
 	}
@@ -57,75 +57,75 @@ func next(r *reader, in *inst) error {
 		// instruction including sign extension (0xc0-0xc4), ref.is_null.
 		return nil
 	case op == opBlock || op == opLoop || op == opIf:
-		in.imm, err = r.sleb(33) // block type: 0x40 (-64), a value type, or a type index
+		in.imm, err = r.SLEB(33) // block type: 0x40 (-64), a value type, or a type index
 		return err
 	case op == opBr || op == opBrIf:
-		in.label, err = r.u32()
+		in.label, err = r.U32()
 		return err
 	case op == opBrTable:
-		n, err := r.u32()
+		n, err := r.U32()
 		if err != nil {
 			return err
 		}
 		if int(n) > len(r.b) {
-			return errTruncated
+			return ErrTruncated
 		}
 		in.labels = in.labels[:0]
 		for i := uint32(0); i < n; i++ {
-			l, err := r.u32()
+			l, err := r.U32()
 			if err != nil {
 				return err
 			}
 			in.labels = append(in.labels, l)
 		}
-		in.label, err = r.u32()
+		in.label, err = r.U32()
 		return err
 	case op == opCall || op == opReturnCall:
-		in.fn, err = r.u32()
+		in.fn, err = r.U32()
 		return err
 	case op == opCallIndirect || op == opReturnCallI:
-		if _, err = r.u32(); err != nil { // type
+		if _, err = r.U32(); err != nil { // type
 			return err
 		}
-		_, err = r.u32() // table
+		_, err = r.U32() // table
 		return err
 	case op == 0x1c: // select t*
-		n, err := r.u32()
+		n, err := r.U32()
 		if err != nil {
 			return err
 		}
 		for i := uint32(0); i < n; i++ {
-			if _, err := r.sleb(33); err != nil {
+			if _, err := r.SLEB(33); err != nil {
 				return err
 			}
 		}
 		return nil
 	case op >= opLocalGet && op <= 0x26: // local.*, global.*, table.get, table.set
-		v, err := r.u32()
+		v, err := r.U32()
 		in.imm = int64(v)
 		return err
 	case op >= 0x28 && op <= 0x3e: // loads and stores
 		return memarg(r)
 	case op == 0x3f || op == 0x40: // memory.size, memory.grow
-		_, err = r.u32()
+		_, err = r.U32()
 		return err
 	case op == opI32Const:
-		in.imm, err = r.sleb(32)
+		in.imm, err = r.SLEB(32)
 		return err
 	case op == opI64Const:
-		_, err = r.sleb(64)
+		_, err = r.SLEB(64)
 		return err
 	case op == 0x43:
-		_, err = r.take(4)
+		_, err = r.Take(4)
 		return err
 	case op == 0x44:
-		_, err = r.take(8)
+		_, err = r.Take(8)
 		return err
 	case op == 0xd0: // ref.null heaptype
-		_, err = r.sleb(33)
+		_, err = r.SLEB(33)
 		return err
 	case op == 0xd2: // ref.func
-		_, err = r.u32()
+		_, err = r.U32()
 		return err
 	case op == 0xfc:
 		return nextFC(r, in)
@@ -142,23 +142,23 @@ func next(r *reader, in *inst) error {
 }
 
 // memarg skips a memory argument: alignment (bit 6: a memory index follows) and offset.
-func memarg(r *reader) error {
-	align, err := r.u32()
+func memarg(r *Reader) error {
+	align, err := r.U32()
 	if err != nil {
 		return err
 	}
 	if align&0x40 != 0 {
-		if _, err := r.u32(); err != nil {
+		if _, err := r.U32(); err != nil {
 			return err
 		}
 	}
-	_, err = r.uleb(64)
+	_, err = r.ULEB(64)
 	return err
 }
 
 // nextFC decodes the 0xFC prefix: saturating truncations, bulk memory, table instructions.
-func nextFC(r *reader, in *inst) error {
-	sub, err := r.u32()
+func nextFC(r *Reader, in *inst) error {
+	sub, err := r.U32()
 	if err != nil {
 		return err
 	}
@@ -187,7 +187,7 @@ func nextFC(r *reader, in *inst) error {
 		return fmt.Errorf("unknown opcode 0xfc %d", sub)
 	}
 	for i := 0; i < imms; i++ {
-		if _, err := r.u32(); err != nil {
+		if _, err := r.U32(); err != nil {
 			return err
 		}
 	}
@@ -195,8 +195,8 @@ func nextFC(r *reader, in *inst) error {
 }
 
 // nextFD decodes the 0xFD prefix: fixed-width and relaxed SIMD.
-func nextFD(r *reader, in *inst) error {
-	sub, err := r.u32()
+func nextFD(r *Reader, in *inst) error {
+	sub, err := r.U32()
 	if err != nil {
 		return err
 	}
@@ -205,16 +205,16 @@ func nextFD(r *reader, in *inst) error {
 	case sub <= 11 || sub == 92 || sub == 93: // v128 loads and stores, load32_zero, load64_zero
 		return memarg(r)
 	case sub == 12 || sub == 13: // v128.const, i8x16.shuffle
-		_, err = r.take(16)
+		_, err = r.Take(16)
 		return err
 	case sub >= 21 && sub <= 34: // extract_lane, replace_lane
-		_, err = r.take(1)
+		_, err = r.Take(1)
 		return err
 	case sub >= 84 && sub <= 91: // load*_lane, store*_lane
 		if err := memarg(r); err != nil {
 			return err
 		}
-		_, err = r.take(1)
+		_, err = r.Take(1)
 		return err
 	case sub <= 0x113:
 		return nil
@@ -223,15 +223,15 @@ func nextFD(r *reader, in *inst) error {
 }
 
 // nextFE decodes the 0xFE prefix: the threads proposal's atomics.
-func nextFE(r *reader, in *inst) error {
-	sub, err := r.u32()
+func nextFE(r *Reader, in *inst) error {
+	sub, err := r.U32()
 	if err != nil {
 		return err
 	}
 	in.sub = sub
 	switch {
 	case sub == 3: // atomic.fence: a zero byte
-		_, err = r.take(1)
+		_, err = r.Take(1)
 		return err
 	case sub <= 2 || sub >= 0x10 && sub <= 0x4e:
 		return memarg(r)
@@ -348,7 +348,7 @@ func free(op byte) bool {
 
 // dispatchAt recognises the dispatch of a Go-style loop at the start of r (just after the loop
 // instruction): block (empty type) × n, local.get $pc, br_table whose targets are those blocks.
-func (a *analysis) dispatchAt(r reader) *dispatchLoop {
+func (a *analysis) dispatchAt(r Reader) *dispatchLoop {
 	in := &a.peek
 	n := 0
 	for {
@@ -440,7 +440,7 @@ func (a *analysis) chargeDispatch(d *dispatchLoop) {
 // costs walks a function body's instructions (r is positioned after the locals) and fills
 // a.points. With dispatch, the ends of br_table targets are charge points too, and dispatch
 // loops are recognised.
-func (a *analysis) costs(r *reader, dispatch bool) error {
+func (a *analysis) costs(r *Reader, dispatch bool) error {
 	a.frames = append(a.frames[:0], frame{kind: 0, acc: dead})
 	a.points = append(a.points[:0], point{at: -1})
 	a.regs = append(a.regs[:0], region{point: 0})
@@ -626,8 +626,8 @@ func (a *analysis) costs(r *reader, dispatch bool) error {
 
 // instrumentCode rewrites the code section.
 func instrumentCode(m *module, s section, gidx uint32, res *Result) ([]byte, error) {
-	r := &reader{b: s.body, base: s.off}
-	n, err := r.u32()
+	r := &Reader{b: s.body, base: s.off}
+	n, err := r.U32()
 	if err != nil {
 		return nil, err
 	}
@@ -642,12 +642,12 @@ func instrumentCode(m *module, s section, gidx uint32, res *Result) ([]byte, err
 	)
 	for k := uint32(0); k < n; k++ {
 		fn := m.importedFuncs + int(k)
-		size, err := r.u32()
+		size, err := r.U32()
 		if err != nil {
-			return nil, wrapErr(err, r.pos(), fn)
+			return nil, wrapErr(err, r.Offset(), fn)
 		}
-		off := r.pos()
-		b, err := r.take(int(size))
+		off := r.Offset()
+		b, err := r.Take(int(size))
 		if err != nil {
 			return nil, &Error{Offset: off, Func: fn, Reason: "body runs past the end of the code section"}
 		}
@@ -663,24 +663,24 @@ func instrumentCode(m *module, s section, gidx uint32, res *Result) ([]byte, err
 
 // instrumentFunc appends the metered body of function fn (b, at offset off) to out.
 func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint32, out []byte, res *Result) ([]byte, error) {
-	fail := func(r *reader, err error) error { return wrapErr(err, r.pos(), fn) }
+	fail := func(r *Reader, err error) error { return wrapErr(err, r.Offset(), fn) }
 	t := m.funcTypes[fn]
 	if int(t) >= len(m.typeParams) {
 		return nil, &Error{Offset: off, Func: fn, Reason: fmt.Sprintf("type index %d out of range", t)}
 	}
 	// Locals: the new one goes after the parameters and every declared local.
-	r := &reader{b: b, base: off}
-	groups, err := r.u32()
+	r := &Reader{b: b, base: off}
+	groups, err := r.U32()
 	if err != nil {
 		return nil, fail(r, err)
 	}
 	nlocals := uint64(m.typeParams[t])
 	for g := uint32(0); g < groups; g++ {
-		c, err := r.u32()
+		c, err := r.U32()
 		if err != nil {
 			return nil, fail(r, err)
 		}
-		if _, err := r.sleb(33); err != nil {
+		if _, err := r.SLEB(33); err != nil {
 			return nil, fail(r, err)
 		}
 		nlocals += uint64(c)
@@ -691,14 +691,14 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 	local := uint32(nlocals)
 	declEnd := len(b) - len(r.b)
 	code := r.b
-	codeOff := r.pos()
+	codeOff := r.Offset()
 
-	if err := a.costs(&reader{b: code, base: codeOff}, false); err != nil {
+	if err := a.costs(&Reader{b: code, base: codeOff}, false); err != nil {
 		return nil, wrapErr(err, codeOff, fn)
 	}
 	if a.loops > 0 {
 		// Again, with the charge points that only pay off where code repeats.
-		if err := a.costs(&reader{b: code, base: codeOff}, true); err != nil {
+		if err := a.costs(&Reader{b: code, base: codeOff}, true); err != nil {
 			return nil, wrapErr(err, codeOff, fn)
 		}
 	}
@@ -708,8 +708,8 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 	cached := a.loops > 0 && a.dispatchs == 0
 
 	out = appendU32(out, groups+1)
-	gr := &reader{b: b, base: off}
-	_, _ = gr.u32()
+	gr := &Reader{b: b, base: off}
+	_, _ = gr.U32()
 	out = append(out, b[len(b)-len(gr.b):declEnd]...)
 	out = append(out, 1, 0x7e) // one i64
 
@@ -767,7 +767,7 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 		out = charge(out, points[0].charge)
 	}
 
-	cr := &reader{b: code, base: codeOff}
+	cr := &Reader{b: code, base: codeOff}
 	in := &a.in
 	depth := 0 // open blocks, loops and ifs
 	p := 1     // next charge point

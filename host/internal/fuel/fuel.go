@@ -68,8 +68,6 @@ type errUnsupported struct{ msg string }
 
 func (e errUnsupported) Error() string { return e.msg }
 
-var errTruncated = errors.New("unexpected end of binary")
-
 // Section ids.
 const (
 	secCustom    = 0
@@ -162,8 +160,8 @@ func Instrument(wasm []byte, opt Options) (Result, error) {
 		if old == nil {
 			body = appendU32(body, 1)
 		} else {
-			r := &reader{b: old}
-			n, err := r.u32()
+			r := &Reader{b: old}
+			n, err := r.U32()
 			if err != nil {
 				return err
 			}
@@ -186,8 +184,8 @@ func Instrument(wasm []byte, opt Options) (Result, error) {
 		if old == nil {
 			body = appendU32(body, extra)
 		} else {
-			r := &reader{b: old}
-			n, err := r.u32()
+			r := &Reader{b: old}
+			n, err := r.U32()
 			if err != nil {
 				return err
 			}
@@ -208,7 +206,7 @@ func Instrument(wasm []byte, opt Options) (Result, error) {
 	}
 	for _, s := range m.sections {
 		if s.id == secCustom {
-			if name, _ := (&reader{b: s.body}).name(); strings.HasPrefix(name, ".debug_") {
+			if name, _ := (&Reader{b: s.body}).Name(); strings.HasPrefix(name, ".debug_") {
 				continue
 			}
 			out = appendSection(out, s.id, s.body)
@@ -274,16 +272,16 @@ func parse(wasm []byte) (*module, error) {
 		return nil, &Error{Func: -1, Reason: "not a WebAssembly 1.0 binary"}
 	}
 	m := &module{start: -1}
-	r := &reader{b: wasm[8:], base: 8}
+	r := &Reader{b: wasm[8:], base: 8}
 	last := 0
 	for len(r.b) > 0 {
-		id, _ := r.byte()
-		size, err := r.u32()
+		id, _ := r.Byte()
+		size, err := r.U32()
 		if err != nil {
-			return nil, wrapErr(err, r.pos(), -1)
+			return nil, wrapErr(err, r.Offset(), -1)
 		}
-		off := r.pos()
-		body, err := r.take(int(size))
+		off := r.Offset()
+		body, err := r.Take(int(size))
 		if err != nil {
 			return nil, &Error{Offset: off, Func: -1, Reason: fmt.Sprintf("section %d runs past the end of the binary", id)}
 		}
@@ -297,7 +295,7 @@ func parse(wasm []byte) (*module, error) {
 			}
 		}
 		m.sections = append(m.sections, section{id: id, off: off, body: body})
-		sr := &reader{b: body, base: off}
+		sr := &Reader{b: body, base: off}
 		switch id {
 		case secType:
 			err = m.parseTypes(sr)
@@ -307,13 +305,13 @@ func parse(wasm []byte) (*module, error) {
 			err = m.parseFunctions(sr)
 		case secGlobal:
 			var n uint32
-			n, err = sr.u32()
+			n, err = sr.U32()
 			m.globals += int(n)
 		case secExport:
 			err = m.parseExports(sr)
 		case secStart:
 			var f uint32
-			f, err = sr.u32()
+			f, err = sr.U32()
 			m.start = int64(f)
 		}
 		if err == nil && id != secCustom && id != secGlobal && id != secCode && id < secData && id != secTable &&
@@ -321,236 +319,57 @@ func parse(wasm []byte) (*module, error) {
 			err = fmt.Errorf("section %d has %d bytes after its entries", id, len(sr.b))
 		}
 		if err != nil {
-			return nil, wrapErr(err, sr.pos(), -1)
+			return nil, wrapErr(err, sr.Offset(), -1)
 		}
 	}
 	return m, nil
 }
 
-func (m *module) parseTypes(r *reader) error {
-	n, err := r.u32()
-	if err != nil {
-		return err
-	}
-	for i := uint32(0); i < n; i++ {
-		form, err := r.byte()
+func (m *module) parseTypes(r *Reader) error {
+	return r.Vec(func() error {
+		params, _, err := r.FuncType()
 		if err != nil {
 			return err
 		}
-		if form != 0x60 {
-			return fmt.Errorf("unsupported type form 0x%02x", form)
-		}
-		np, err := r.u32()
-		if err != nil {
-			return err
-		}
-		if _, err := r.take(int(np)); err != nil {
-			return err
-		}
-		nr, err := r.u32()
-		if err != nil {
-			return err
-		}
-		if _, err := r.take(int(nr)); err != nil {
-			return err
-		}
-		m.typeParams = append(m.typeParams, int(np))
-	}
-	return nil
+		m.typeParams = append(m.typeParams, len(params))
+		return nil
+	})
 }
 
-func (m *module) parseImports(r *reader) error {
-	n, err := r.u32()
-	if err != nil {
-		return err
-	}
-	for i := uint32(0); i < n; i++ {
-		if _, err := r.name(); err != nil {
-			return err
-		}
-		if _, err := r.name(); err != nil {
-			return err
-		}
-		kind, err := r.byte()
+func (m *module) parseImports(r *Reader) error {
+	return r.Vec(func() error {
+		im, err := r.Import()
 		if err != nil {
 			return err
 		}
-		switch kind {
-		case 0: // function
-			t, err := r.u32()
-			if err != nil {
-				return err
-			}
-			m.funcTypes = append(m.funcTypes, t)
+		switch im.Kind {
+		case KindFunc:
+			m.funcTypes = append(m.funcTypes, im.Type)
 			m.importedFuncs++
-		case 1: // table: reftype, limits
-			if _, err := r.byte(); err != nil {
-				return err
-			}
-			if err := r.limits(); err != nil {
-				return err
-			}
-		case 2: // memory
-			if err := r.limits(); err != nil {
-				return err
-			}
-		case 3: // global: valtype, mutability
-			if _, err := r.take(2); err != nil {
-				return err
-			}
+		case KindGlobal:
 			m.globals++
-		case 4: // tag
-			if _, err := r.byte(); err != nil {
-				return err
-			}
-			if _, err := r.u32(); err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("unknown import kind %d", kind)
 		}
-	}
-	return nil
+		return nil
+	})
 }
 
-func (m *module) parseFunctions(r *reader) error {
-	n, err := r.u32()
-	if err != nil {
-		return err
-	}
-	for i := uint32(0); i < n; i++ {
-		t, err := r.u32()
+func (m *module) parseFunctions(r *Reader) (err error) {
+	m.funcTypes, err = r.Indices(m.funcTypes)
+	return err
+}
+
+func (m *module) parseExports(r *Reader) error {
+	return r.Vec(func() error {
+		ex, err := r.Export()
 		if err != nil {
 			return err
 		}
-		m.funcTypes = append(m.funcTypes, t)
-	}
-	return nil
+		m.exportNames = append(m.exportNames, ex.Name)
+		return nil
+	})
 }
 
-func (m *module) parseExports(r *reader) error {
-	n, err := r.u32()
-	if err != nil {
-		return err
-	}
-	for i := uint32(0); i < n; i++ {
-		name, err := r.name()
-		if err != nil {
-			return err
-		}
-		if _, err := r.byte(); err != nil {
-			return err
-		}
-		if _, err := r.u32(); err != nil {
-			return err
-		}
-		m.exportNames = append(m.exportNames, name)
-	}
-	return nil
-}
-
-// ---- binary reading and writing ----
-
-type reader struct {
-	b    []byte
-	base int // offset of the original b[0] in the binary
-	read int // bytes consumed
-}
-
-func (r *reader) pos() int { return r.base + r.read }
-
-func (r *reader) byte() (byte, error) {
-	if len(r.b) == 0 {
-		return 0, errTruncated
-	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	r.read++
-	return c, nil
-}
-
-func (r *reader) take(n int) ([]byte, error) {
-	if n < 0 || n > len(r.b) {
-		return nil, errTruncated
-	}
-	p := r.b[:n]
-	r.b = r.b[n:]
-	r.read += n
-	return p, nil
-}
-
-// uleb reads an unsigned LEB128 of at most bits bits.
-func (r *reader) uleb(bits uint) (uint64, error) {
-	var v uint64
-	for shift := uint(0); ; shift += 7 {
-		c, err := r.byte()
-		if err != nil {
-			return 0, err
-		}
-		if shift >= bits || (shift+7 > bits && uint64(c&0x7f)>>(bits-shift) != 0) {
-			return 0, errors.New("integer too large")
-		}
-		v |= uint64(c&0x7f) << shift
-		if c&0x80 == 0 {
-			return v, nil
-		}
-	}
-}
-
-// sleb skips a signed LEB128 of at most bits bits and returns its value.
-func (r *reader) sleb(bits uint) (int64, error) {
-	var v int64
-	for shift := uint(0); ; shift += 7 {
-		c, err := r.byte()
-		if err != nil {
-			return 0, err
-		}
-		if shift >= bits {
-			return 0, errors.New("integer too large")
-		}
-		v |= int64(c&0x7f) << shift
-		if c&0x80 == 0 {
-			if shift+7 < 64 && c&0x40 != 0 {
-				v |= -1 << (shift + 7)
-			}
-			return v, nil
-		}
-	}
-}
-
-func (r *reader) u32() (uint32, error) {
-	v, err := r.uleb(32)
-	return uint32(v), err
-}
-
-func (r *reader) name() (string, error) {
-	n, err := r.u32()
-	if err != nil {
-		return "", err
-	}
-	p, err := r.take(int(n))
-	return string(p), err
-}
-
-func (r *reader) limits() error {
-	flags, err := r.byte()
-	if err != nil {
-		return err
-	}
-	bits := uint(32)
-	if flags&4 != 0 {
-		bits = 64
-	}
-	if _, err := r.uleb(bits); err != nil {
-		return err
-	}
-	if flags&1 != 0 {
-		if _, err := r.uleb(bits); err != nil {
-			return err
-		}
-	}
-	return nil
-}
+// ---- binary writing (reading is Reader, in reader.go) ----
 
 func appendU32(b []byte, v uint32) []byte {
 	for {

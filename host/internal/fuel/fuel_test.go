@@ -25,11 +25,11 @@ func charges(t *testing.T, code ...byte) []point {
 	t.Helper()
 	var a analysis
 	src := append(append([]byte{}, code...), opEnd)
-	if err := a.costs(&reader{b: src}, false); err != nil {
+	if err := a.costs(&Reader{b: src}, false); err != nil {
 		t.Fatal(err)
 	}
 	if a.loops > 0 {
-		if err := a.costs(&reader{b: src}, true); err != nil {
+		if err := a.costs(&Reader{b: src}, true); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/wasmstream/wasmstream/host/internal/fuel"
 )
 
 // This file reads just enough of a wasm binary (types, imports, functions, memories, exports) to
@@ -13,11 +15,11 @@ import (
 
 // External kinds (wasm binary format §5.5.5).
 const (
-	kindFunc   = 0
-	kindTable  = 1
-	kindMemory = 2
-	kindGlobal = 3
-	kindTag    = 4
+	kindFunc   = fuel.KindFunc
+	kindTable  = fuel.KindTable
+	kindMemory = fuel.KindMemory
+	kindGlobal = fuel.KindGlobal
+	kindTag    = fuel.KindTag
 )
 
 func kindName(k byte) string {
@@ -122,96 +124,13 @@ type wasmShape struct {
 	memMins []uint64 // minimum pages of each memory the module defines (not imports)
 }
 
-var errTruncated = errors.New("unexpected end of binary")
-
-type binReader struct {
-	b   []byte
-	off int // offset of b[0] in the whole binary, for messages
-}
-
-func (r *binReader) byte() (byte, error) {
-	if len(r.b) == 0 {
-		return 0, errTruncated
+// located adds to a fuel.Reader error the offset its message leaves out.
+func located(err error) error {
+	var de *fuel.DecodeError
+	if errors.As(err, &de) {
+		return fmt.Errorf("%s at offset %d", de.Msg, de.Offset)
 	}
-	c := r.b[0]
-	r.b = r.b[1:]
-	r.off++
-	return c, nil
-}
-
-func (r *binReader) take(n uint64) ([]byte, error) {
-	if n > uint64(len(r.b)) {
-		return nil, errTruncated
-	}
-	p := r.b[:n]
-	r.b = r.b[n:]
-	r.off += int(n)
-	return p, nil
-}
-
-// uleb reads an unsigned LEB128 of at most bits bits.
-func (r *binReader) uleb(bits uint) (uint64, error) {
-	var v uint64
-	for shift := uint(0); ; shift += 7 {
-		c, err := r.byte()
-		if err != nil {
-			return 0, err
-		}
-		if shift >= bits || (shift+7 > bits && uint64(c&0x7f)>>(bits-shift) != 0) {
-			return 0, fmt.Errorf("integer too large at offset %d", r.off-1)
-		}
-		v |= uint64(c&0x7f) << shift
-		if c&0x80 == 0 {
-			return v, nil
-		}
-	}
-}
-
-func (r *binReader) u32() (uint32, error) {
-	v, err := r.uleb(32)
-	return uint32(v), err
-}
-
-func (r *binReader) name() (string, error) {
-	n, err := r.u32()
-	if err != nil {
-		return "", err
-	}
-	p, err := r.take(uint64(n))
-	return string(p), err
-}
-
-func (r *binReader) valTypes() ([]byte, error) {
-	n, err := r.u32()
-	if err != nil {
-		return nil, err
-	}
-	return r.take(uint64(n))
-}
-
-// limits reads a limits / memory type and returns its minimum.
-func (r *binReader) limits() (uint64, error) {
-	flags, err := r.byte()
-	if err != nil {
-		return 0, err
-	}
-	if flags > 7 {
-		return 0, fmt.Errorf("invalid limits flags 0x%02x at offset %d", flags, r.off-1)
-	}
-	bits := uint(32)
-	if flags&4 != 0 { // memory64
-		bits = 64
-	}
-	min, err := r.uleb(bits)
-	if err != nil {
-		return 0, err
-	}
-	if flags&1 != 0 {
-		if _, err := r.uleb(bits); err != nil {
-			return 0, err
-		}
-	}
-	return min, nil
+	return err
 }
 
 // scanWasm reads the sections of a wasm binary that the ABI checks need.
@@ -233,20 +152,21 @@ func scanWasm(bin []byte) (*wasmShape, error) {
 		}
 		return types[idx], nil
 	}
-	r := &binReader{b: bin[8:], off: 8}
-	for len(r.b) > 0 {
-		id, _ := r.byte()
-		size, err := r.u32()
+	r := fuel.NewReader(bin[8:], 8)
+	for r.Len() > 0 {
+		id, _ := r.Byte()
+		size, err := r.U32()
 		if err != nil {
-			return nil, fmt.Errorf("%s header: %w", sectionName(id), err)
+			return nil, fmt.Errorf("%s header: %w", sectionName(id), located(err))
 		}
-		start := r.off
-		body, err := r.take(uint64(size))
+		start := r.Offset()
+		body, err := r.Take(int(size))
 		if err != nil {
 			return nil, fmt.Errorf("%s at offset %d runs past the end of the binary (%d bytes declared, %d left: truncated?)",
-				sectionName(id), start, size, len(r.b))
+				sectionName(id), start, size, r.Len())
 		}
-		sr := &binReader{b: body, off: start}
+		sr := fuel.NewReader(body, start)
+		sr.StrictLimits = true
 		switch id {
 		case 1:
 			err = scanTypes(sr, &types)
@@ -260,7 +180,7 @@ func scanWasm(bin []byte) (*wasmShape, error) {
 			err = scanExports(sr, &s, funcTypes, typeOf)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", sectionName(id), err)
+			return nil, fmt.Errorf("%s: %w", sectionName(id), located(err))
 		}
 	}
 	return &s, nil
@@ -276,137 +196,67 @@ func sectionName(id byte) string {
 	return fmt.Sprintf("unknown section %d", id)
 }
 
-func scanTypes(r *binReader, types *[]funcType) error {
-	n, err := r.u32()
-	if err != nil {
-		return err
-	}
-	for i := uint32(0); i < n; i++ {
-		form, err := r.byte()
-		if err != nil {
-			return err
-		}
-		if form != 0x60 {
-			return fmt.Errorf("unsupported type form 0x%02x at offset %d", form, r.off-1)
-		}
-		params, err := r.valTypes()
-		if err != nil {
-			return err
-		}
-		results, err := r.valTypes()
+func scanTypes(r *fuel.Reader, types *[]funcType) error {
+	return r.Vec(func() error {
+		params, results, err := r.FuncType()
 		if err != nil {
 			return err
 		}
 		*types = append(*types, sig(params, results))
-	}
-	return nil
+		return nil
+	})
 }
 
-func scanImports(r *binReader, s *wasmShape, funcTypes *[]uint32, typeOf func(uint32) (funcType, error)) error {
-	n, err := r.u32()
-	if err != nil {
-		return err
-	}
-	for i := uint32(0); i < n; i++ {
-		var im wasmImport
-		if im.module, err = r.name(); err != nil {
-			return err
-		}
-		if im.name, err = r.name(); err != nil {
-			return err
-		}
-		if im.kind, err = r.byte(); err != nil {
-			return err
-		}
-		switch im.kind {
-		case kindFunc:
-			idx, err := r.u32()
-			if err != nil {
-				return err
-			}
-			if im.typ, err = typeOf(idx); err != nil {
-				return err
-			}
-			*funcTypes = append(*funcTypes, idx)
-		case kindTable:
-			if _, err = r.byte(); err == nil {
-				_, err = r.limits()
-			}
-		case kindMemory:
-			_, err = r.limits()
-		case kindGlobal:
-			_, err = r.take(2)
-		case kindTag:
-			if _, err = r.byte(); err == nil {
-				_, err = r.u32()
-			}
-		default:
-			return fmt.Errorf("unknown import kind %d at offset %d", im.kind, r.off-1)
-		}
+func scanImports(r *fuel.Reader, s *wasmShape, funcTypes *[]uint32, typeOf func(uint32) (funcType, error)) error {
+	return r.Vec(func() error {
+		in, err := r.Import()
 		if err != nil {
 			return err
+		}
+		im := wasmImport{module: in.Module, name: in.Name, kind: in.Kind}
+		if im.kind == kindFunc {
+			if im.typ, err = typeOf(in.Type); err != nil {
+				return err
+			}
+			*funcTypes = append(*funcTypes, in.Type)
 		}
 		s.imports = append(s.imports, im)
-	}
-	return nil
+		return nil
+	})
 }
 
-func scanFuncs(r *binReader, funcTypes *[]uint32) error {
-	n, err := r.u32()
-	if err != nil {
-		return err
-	}
-	for i := uint32(0); i < n; i++ {
-		idx, err := r.u32()
-		if err != nil {
-			return err
-		}
-		*funcTypes = append(*funcTypes, idx)
-	}
-	return nil
+func scanFuncs(r *fuel.Reader, funcTypes *[]uint32) (err error) {
+	*funcTypes, err = r.Indices(*funcTypes)
+	return err
 }
 
-func scanMemories(r *binReader, s *wasmShape) error {
-	n, err := r.u32()
-	if err != nil {
-		return err
-	}
-	for i := uint32(0); i < n; i++ {
-		min, err := r.limits()
+func scanMemories(r *fuel.Reader, s *wasmShape) error {
+	return r.Vec(func() error {
+		min, err := r.Limits()
 		if err != nil {
 			return err
 		}
 		s.memMins = append(s.memMins, min)
-	}
-	return nil
+		return nil
+	})
 }
 
-func scanExports(r *binReader, s *wasmShape, funcTypes []uint32, typeOf func(uint32) (funcType, error)) error {
-	n, err := r.u32()
-	if err != nil {
-		return err
-	}
-	for i := uint32(0); i < n; i++ {
-		var ex wasmExport
-		if ex.name, err = r.name(); err != nil {
-			return err
-		}
-		if ex.kind, err = r.byte(); err != nil {
-			return err
-		}
-		idx, err := r.u32()
+func scanExports(r *fuel.Reader, s *wasmShape, funcTypes []uint32, typeOf func(uint32) (funcType, error)) error {
+	return r.Vec(func() error {
+		e, err := r.Export()
 		if err != nil {
 			return err
 		}
+		ex := wasmExport{name: e.Name, kind: e.Kind}
 		if ex.kind == kindFunc {
-			if uint64(idx) >= uint64(len(funcTypes)) {
-				return fmt.Errorf("export %q: function index %d out of range", ex.name, idx)
+			if uint64(e.Index) >= uint64(len(funcTypes)) {
+				return fmt.Errorf("export %q: function index %d out of range", ex.name, e.Index)
 			}
-			if ex.typ, err = typeOf(funcTypes[idx]); err != nil {
+			if ex.typ, err = typeOf(funcTypes[e.Index]); err != nil {
 				return err
 			}
 		}
 		s.exports = append(s.exports, ex)
-	}
-	return nil
+		return nil
+	})
 }
