@@ -217,9 +217,33 @@ func TestCrashExactState(t *testing.T) {
 	cfg := writeConfig(t, dir, module, input, output, "")
 
 	rng := rand.New(rand.NewPCG(7, 11))
-	kills, runs := 0, 0
+	// Odd runs die at any time from start-up on (compiling, opening the store, replaying); even
+	// runs first wait until the run has produced output, so that the kill lands mid-processing,
+	// between checkpoints.
+	kills, runs := killLoop(t, bin, cfg, output, rng, 8*time.Minute, 1500*time.Millisecond, 300*time.Millisecond, func() {
+		records += writeMore(t, input, want, rng, 20_000)
+	})
+	got := readState(t, filepath.Join(dir, "data"), "wc")
+	if diffs := diffState(want, got); len(diffs) > 0 {
+		if len(diffs) > 20 {
+			diffs = diffs[:20]
+		}
+		t.Fatalf("state differs from the expectation after %d kills:\n%s", kills, strings.Join(diffs, "\n"))
+	}
+	lines, dups := checkOutputs(t, output, want)
+	t.Logf("%d records, %d runs, %d SIGKILLs: state exact over %d users; %d output lines, %d duplicates (at least once)",
+		records, runs, kills, len(got), lines, dups)
+	fmt.Printf("crash test: %d SIGKILLs, %d runs, %d records, state exact, %d duplicate outputs\n", kills, runs, records, dups)
+}
+
+// killLoop runs the binary with cfg again and again, killing each run with SIGKILL after a random
+// delay (below anyDelay; on even runs, below outDelay once output grew), until it has killed 20
+// runs; then it lets the last run finish. A run that finishes before its kill calls more (to make
+// more input) and the kills go on. It fails the test on a run's error or after timeout.
+func killLoop(t *testing.T, bin, cfg, output string, rng *rand.Rand, timeout, anyDelay, outDelay time.Duration, more func()) (kills, runs int) {
+	t.Helper()
 	const minKills = 20
-	deadline := time.Now().Add(8 * time.Minute)
+	deadline := time.Now().Add(timeout)
 	for {
 		if time.Now().After(deadline) {
 			t.Fatalf("not finished after %d runs and %d kills", runs, kills)
@@ -233,48 +257,31 @@ func TestCrashExactState(t *testing.T) {
 		}
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
-		if kills < minKills {
-			// Kill at a random moment. Odd runs die at any time from start-up on (compiling,
-			// opening the store, replaying); even runs first wait until the run has produced
-			// output, so that the kill lands mid-processing, between checkpoints.
-			delay := time.Duration(rng.IntN(1500)) * time.Millisecond
-			if runs%2 == 0 {
-				waitGrowth(output, done)
-				delay = time.Duration(rng.IntN(300)) * time.Millisecond
+		if kills >= minKills {
+			if err := <-done; err != nil {
+				t.Fatalf("final run failed: %v\n%s", err, stderr.String())
 			}
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("run %d failed: %v\n%s", runs, err, stderr.String())
-				}
-				// It finished before the kill: make more input so the kills go on.
-				t.Logf("run %d finished before its kill; appending input", runs)
-				more := writeMore(t, input, want, rng, 20_000)
-				records += more
-				continue
-			case <-time.After(delay):
+			return kills, runs
+		}
+		delay := time.Duration(rng.Int64N(int64(anyDelay)))
+		if runs%2 == 0 {
+			waitGrowth(output, done)
+			delay = time.Duration(rng.Int64N(int64(outDelay)))
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("run %d failed: %v\n%s", runs, err, stderr.String())
 			}
-			cmd.Process.Signal(syscall.SIGKILL)
-			<-done
-			kills++
+			t.Logf("run %d finished before its kill; appending input", runs)
+			more()
 			continue
+		case <-time.After(delay):
 		}
-		if err := <-done; err != nil {
-			t.Fatalf("final run failed: %v\n%s", err, stderr.String())
-		}
-		break
+		cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+		kills++
 	}
-	got := readState(t, filepath.Join(dir, "data"), "wc")
-	if diffs := diffState(want, got); len(diffs) > 0 {
-		if len(diffs) > 20 {
-			diffs = diffs[:20]
-		}
-		t.Fatalf("state differs from the expectation after %d kills:\n%s", kills, strings.Join(diffs, "\n"))
-	}
-	lines, dups := checkOutputs(t, output, want)
-	t.Logf("%d records, %d runs, %d SIGKILLs: state exact over %d users; %d output lines, %d duplicates (at least once)",
-		records, runs, kills, len(got), lines, dups)
-	fmt.Printf("crash test: %d SIGKILLs, %d runs, %d records, state exact, %d duplicate outputs\n", kills, runs, records, dups)
 }
 
 // writeMore appends n records to the input and to the expectation.

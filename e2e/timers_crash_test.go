@@ -6,15 +6,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
 )
 
@@ -36,67 +32,11 @@ func TestCrashTimersFireOnce(t *testing.T) {
 	cfg := writeConfig(t, dir, module, input, output, "")
 
 	rng := rand.New(rand.NewPCG(3, 5))
-	kills, runs := 0, 0
-	const minKills = 20
-	deadline := time.Now().Add(6 * time.Minute)
-	for {
-		if time.Now().After(deadline) {
-			t.Fatalf("not finished after %d runs and %d kills", runs, kills)
-		}
-		runs++
-		cmd := exec.Command(bin, "run", "-c", cfg, "--log-level", "warn")
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		if kills < minKills {
-			delay := time.Duration(rng.IntN(1000)) * time.Millisecond
-			if runs%2 == 0 {
-				waitGrowth(output, done) // land the kill while timers fire and records flow
-				delay = time.Duration(rng.IntN(200)) * time.Millisecond
-			}
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("run %d failed: %v\n%s", runs, err, stderr.String())
-				}
-				// It finished before the kill: more input, so the kills go on.
-				t.Logf("run %d finished before its kill; appending input", runs)
-				gen.write(t, input, 10_000)
-				continue
-			case <-time.After(delay):
-			}
-			cmd.Process.Signal(syscall.SIGKILL)
-			<-done
-			kills++
-			continue
-		}
-		if err := <-done; err != nil {
-			t.Fatalf("final run failed: %v\n%s", err, stderr.String())
-		}
-		break
-	}
-
-	r, err := host.OpenState(filepath.Join(dir, "data"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer r.Close()
-	got := map[string]map[string]int{}
-	err = r.Scan("wc", nil, false, func(e host.StateEntry) bool {
-		n, _ := strconv.Atoi(string(e.Value))
-		if got[string(e.Key)] == nil {
-			got[string(e.Key)] = map[string]int{}
-		}
-		got[string(e.Key)][string(e.Name)] = n
-		return true
+	// Even runs are killed once output grew: while timers fire and records flow.
+	kills, runs := killLoop(t, bin, cfg, output, rng, 6*time.Minute, time.Second, 200*time.Millisecond, func() {
+		gen.write(t, input, 10_000)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := readState(t, filepath.Join(dir, "data"), "wc")
 	var diffs []string
 	fired := 0
 	for key, w := range want {
