@@ -121,12 +121,7 @@ func TestChangelogStandby(t *testing.T) {
 	hb, stopB, doneB := start(dirB)
 
 	want := produceWords(t, newClient(t, c), "words", 4000, 50, 7)
-	total := 0
-	for _, ws := range want {
-		for _, n := range ws {
-			total += n
-		}
-	}
+	total := wordTotal(want)
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
 	// b's standby catches up with what a owns (it reads about once a second).
 	var before host.TaskStats
@@ -197,12 +192,7 @@ func TestChangelogBrokerFaults(t *testing.T) {
 	module := guestbuild.Go(t, "wordcount")
 	c := newCluster(t, "words", "counts")
 	want := produceWords(t, newClient(t, c), "words", 2000, 40, 9)
-	total := 0
-	for _, ws := range want {
-		for _, n := range ws {
-			total += n
-		}
-	}
+	total := wordTotal(want)
 	produceFaults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "wc-changelog",
 		Err: kerr.NotEnoughReplicas, Count: 3})
 	commitFaults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit},

@@ -68,6 +68,7 @@ func processedAll(total int) func(h *host.Host) bool {
 	}
 }
 
+// wordTotal is the number of outputs the wordcount emits for want: one per word occurrence.
 func wordTotal(want map[string]map[string]int) int {
 	total := 0
 	for _, ws := range want {

@@ -172,12 +172,7 @@ func TestKafkaEndToEnd(t *testing.T) {
 	module := guestbuild.Go(t, "wordcount")
 	c := newCluster(t, "words", "counts")
 	want := produceWords(t, newClient(t, c), "words", 3000, 50, 1)
-	total := 0
-	for _, ws := range want {
-		for _, n := range ws {
-			total += n
-		}
-	}
+	total := wordTotal(want)
 	dir := t.TempDir()
 	h, err := host.New(host.Config{
 		DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
@@ -241,12 +236,7 @@ func TestKafkaBrokerFaults(t *testing.T) {
 	module := guestbuild.Go(t, "wordcount")
 	c := newCluster(t, "words", "counts")
 	want := produceWords(t, newClient(t, c), "words", 2000, 40, 7)
-	total := 0
-	for _, ws := range want {
-		for _, n := range ws {
-			total += n
-		}
-	}
+	total := wordTotal(want)
 	produceFaults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "counts",
 		Err: kerr.NotEnoughReplicas, Count: 3})
 	commitFaults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit},
