@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
 )
 
 // Grants are the WASI capabilities the instances of a module get beyond the default. The zero
@@ -312,16 +313,27 @@ func (g Grants) clone() Grants {
 }
 
 // apply adds the grants to an instance's module configuration. Environment values are read
-// from the host when the instance is made.
-func (g Grants) apply(mc wazero.ModuleConfig) wazero.ModuleConfig {
+// from the host when the instance is made. Each granted directory is opened as an os.Root
+// (rootFS), so that no path the guest names, symlinks included, resolves outside it; closeFS
+// releases them once the instance is closed.
+func (g Grants) apply(mc wazero.ModuleConfig) (_ wazero.ModuleConfig, closeFS func(), err error) {
+	var roots []*rootFS
+	closeFS = func() {
+		for _, r := range roots {
+			_ = r.close()
+		}
+		roots = nil
+	}
 	if len(g.Dirs) > 0 {
 		fc := wazero.NewFSConfig()
 		for _, d := range g.Dirs {
-			if d.Writable {
-				fc = fc.WithDirMount(d.Host, d.Guest)
-			} else {
-				fc = fc.WithReadOnlyDirMount(d.Host, d.Guest)
+			r, err := openRootFS(d.Host, !d.Writable)
+			if err != nil {
+				closeFS()
+				return mc, nil, fmt.Errorf("granted directory %s: %w", d.Host, err)
 			}
+			roots = append(roots, r)
+			fc = fc.(sysfs.FSConfig).WithSysFSMount(r, d.Guest)
 		}
 		mc = mc.WithFSConfig(fc)
 	}
@@ -336,5 +348,5 @@ func (g Grants) apply(mc wazero.ModuleConfig) wazero.ModuleConfig {
 	if g.Random {
 		mc = mc.WithRandSource(rand.Reader)
 	}
-	return mc
+	return mc, closeFS, nil
 }

@@ -109,6 +109,7 @@ type Instance struct {
 	stateVers      uint32 // wasmstream_state_version after init, 0 when not exported
 	fnStateVersion api.Function
 	stack          [2]uint64         // params and results of export calls, reused
+	closeFS        func()            // closes the granted directories (Grants.apply)
 	cctx           callCtx           // the context handed to the guest during a call, reused
 	fuel           api.MutableGlobal // the fuel counter (fuel.GlobalExport); nil when not metered
 	spent          int64             // fuel spent by calls since the last reset
@@ -248,12 +249,17 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 		WithStartFunctions(). // _initialize is called below, like every other export
 		WithStdout(i.stdout).
 		WithStderr(i.stderr)
-	mc = m.lim.Grants.apply(mc)
+	mc, closeFS, err := m.lim.Grants.apply(mc)
+	if err != nil {
+		return nil, fmt.Errorf("modrt: task %q: %w", cfg.Task, err)
+	}
+	i.closeFS = closeFS
 	// Host functions called by a start section see phaseStart.
 	i.phase, i.cctx.Context = phaseStart, ctx
 	mod, err := m.eng.rt.InstantiateModule(&i.cctx, m.compiled, mc)
 	i.phase, i.cctx.Context = phaseIdle, context.Background()
 	if err != nil {
+		i.closeFS()
 		return nil, fmt.Errorf("modrt: task %q: instantiate: %w", cfg.Task, err)
 	}
 	i.mod = mod
@@ -261,7 +267,7 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 	if m.metered {
 		g, ok := mod.ExportedGlobal(fuel.GlobalExport).(api.MutableGlobal)
 		if !ok {
-			_ = mod.Close(ctx)
+			_ = i.Close(ctx)
 			return nil, fmt.Errorf("modrt: task %q: internal error: the fuel counter is missing after metering", cfg.Task)
 		}
 		i.fuel = g
@@ -271,14 +277,14 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 	i.fnProcess = mod.ExportedFunction(abi.ExportProcess)
 	fnVersion := mod.ExportedFunction(abi.ExportABIVersion)
 	if i.mem == nil || i.fnAlloc == nil || i.fnInit == nil || i.fnProcess == nil || fnVersion == nil {
-		_ = mod.Close(ctx) // Compile checked the exports: unreachable.
+		_ = i.Close(ctx) // Compile checked the exports: unreachable.
 		return nil, fmt.Errorf("modrt: task %q: internal error: exports missing after validation", cfg.Task)
 	}
 	if m.start {
 		// The start section was moved here by metering, so that it runs within a budget.
 		fn := mod.ExportedFunction(fuel.StartExport)
 		if fn == nil {
-			_ = mod.Close(ctx)
+			_ = i.Close(ctx)
 			return nil, fmt.Errorf("modrt: task %q: internal error: the start function is missing after metering", cfg.Task)
 		}
 		if err := i.call(ctx, phaseStart, "start function", fn, nil, i.initBudget()); err != nil {
@@ -471,6 +477,10 @@ func (i *Instance) Close(ctx context.Context) error {
 	i.closed = true
 	i.stdout.flush()
 	i.stderr.flush()
+	if i.closeFS != nil {
+		// After the module, which closes the files the guest left open.
+		defer i.closeFS()
+	}
 	if i.mod == nil {
 		return nil
 	}

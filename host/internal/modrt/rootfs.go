@@ -1,0 +1,353 @@
+package modrt
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path"
+	"strings"
+	"syscall"
+	"time"
+
+	experimentalsys "github.com/tetratelabs/wazero/experimental/sys"
+	"github.com/tetratelabs/wazero/experimental/sysfs"
+	"github.com/tetratelabs/wazero/sys"
+)
+
+// rootFS is a granted directory as the guest sees it: a wazero file system over an os.Root, so
+// that every path the guest names resolves beneath the grant. wazero's own directory mount
+// joins paths to the host directory as strings and lets the kernel follow symlinks, so a guest
+// could read and write the whole host through a symlink it made, or one already in the
+// directory. os.Root resolves each component itself and refuses a symlink (or "..") that
+// leads out, at open time, whoever made the link.
+//
+// Besides, Symlink refuses a target that is absolute or that leaves the grant when resolved
+// from the link's directory, so a guest cannot leave links pointing out for the host or
+// another program to follow. A read-only rootFS refuses every change with EROFS.
+//
+// Paths come from wazero already cleaned and relative to the grant ("." is the grant itself);
+// a path starting with ".." never reaches here (wazero refuses it with EPERM).
+type rootFS struct {
+	root     *os.Root
+	readOnly bool
+}
+
+var _ experimentalsys.FS = (*rootFS)(nil)
+
+// openRootFS opens the host directory dir as a rootFS.
+func openRootFS(dir string, readOnly bool) (*rootFS, error) {
+	r, err := os.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &rootFS{root: r, readOnly: readOnly}, nil
+}
+
+func (r *rootFS) String() string { return r.root.Name() }
+
+func (r *rootFS) close() error { return r.root.Close() }
+
+// errnoOf maps err to a WASI errno. os.Root's refusal of a path that leaves the root is not a
+// system error: it becomes EPERM, as WASI runtimes answer for a path outside a preopen.
+func errnoOf(err error) experimentalsys.Errno {
+	if err == nil {
+		return 0
+	}
+	errno := experimentalsys.UnwrapOSError(err)
+	var se syscall.Errno
+	if errno == experimentalsys.EIO && !errors.As(err, &se) {
+		return experimentalsys.EPERM
+	}
+	return errno
+}
+
+// rootName is p as os.Root wants it: "." for the root.
+func rootName(p string) string {
+	if p == "" || p == "/" {
+		return "."
+	}
+	return strings.TrimPrefix(p, "/")
+}
+
+const writeFlags = experimentalsys.O_WRONLY | experimentalsys.O_RDWR | experimentalsys.O_CREAT |
+	experimentalsys.O_TRUNC | experimentalsys.O_APPEND
+
+// osFlag converts wazero's open flags to os flags. O_DIRECTORY and O_NOFOLLOW are checked by
+// OpenFile, O_DSYNC becomes the stronger O_SYNC, O_NONBLOCK and O_RSYNC have no effect on the
+// regular files and directories a grant holds.
+func osFlag(f experimentalsys.Oflag) int {
+	var o int
+	switch f & (experimentalsys.O_RDONLY | experimentalsys.O_WRONLY | experimentalsys.O_RDWR) {
+	case experimentalsys.O_WRONLY:
+		o = os.O_WRONLY
+	case experimentalsys.O_RDWR:
+		o = os.O_RDWR
+	default:
+		o = os.O_RDONLY
+	}
+	for _, m := range []struct {
+		from experimentalsys.Oflag
+		to   int
+	}{
+		{experimentalsys.O_APPEND, os.O_APPEND},
+		{experimentalsys.O_CREAT, os.O_CREATE},
+		{experimentalsys.O_EXCL, os.O_EXCL},
+		{experimentalsys.O_TRUNC, os.O_TRUNC},
+		{experimentalsys.O_SYNC, os.O_SYNC},
+		{experimentalsys.O_DSYNC, os.O_SYNC},
+	} {
+		if f&m.from != 0 {
+			o |= m.to
+		}
+	}
+	return o
+}
+
+// OpenFile implements experimentalsys.FS.
+func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode) (experimentalsys.File, experimentalsys.Errno) {
+	p = rootName(p)
+	isDir := flag&experimentalsys.O_DIRECTORY != 0
+	if isDir && flag&(experimentalsys.O_WRONLY|experimentalsys.O_RDWR) != 0 {
+		return nil, experimentalsys.EISDIR
+	}
+	if r.readOnly && flag&writeFlags != 0 {
+		return nil, experimentalsys.EROFS
+	}
+	if flag&experimentalsys.O_NOFOLLOW != 0 && flag&experimentalsys.O_CREAT == 0 {
+		// os.Root follows a last-component symlink that stays inside; the guest asked not to.
+		if fi, err := r.root.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			return nil, experimentalsys.ELOOP
+		}
+	}
+	of, err := r.root.OpenFile(p, osFlag(flag), perm)
+	if err != nil {
+		return nil, errnoOf(err)
+	}
+	if isDir {
+		if fi, err := of.Stat(); err != nil || !fi.IsDir() {
+			_ = of.Close()
+			if err != nil {
+				return nil, errnoOf(err)
+			}
+			return nil, experimentalsys.ENOTDIR
+		}
+	}
+	// wazero's own wrapper of an fs.File does reads, writes, seeks, stats and directory
+	// listings on the *os.File; rootFile adds what it lacks.
+	wf, errno := (&sysfs.AdaptFS{FS: &reopener{root: r.root, path: p, first: of}}).OpenFile(".", experimentalsys.O_RDONLY, 0)
+	if errno != 0 {
+		_ = of.Close()
+		return nil, errno
+	}
+	return &rootFile{File: wf, fs: r, path: p, flag: flag, file: of}, 0
+}
+
+// reopener is the fs.FS that wazero's file wrapper opens a file through: first the *os.File
+// rootFS.OpenFile opened, then, to rewind a directory's listing, the same path again through
+// the root.
+type reopener struct {
+	root  *os.Root
+	path  string
+	first *os.File
+}
+
+func (o *reopener) Open(string) (fs.File, error) {
+	if f := o.first; f != nil {
+		o.first = nil
+		return f, nil
+	}
+	return o.root.Open(o.path)
+}
+
+func (r *rootFS) stat(fi fs.FileInfo, err error) (sys.Stat_t, experimentalsys.Errno) {
+	if err != nil {
+		return sys.Stat_t{}, errnoOf(err)
+	}
+	return sys.NewStat_t(fi), 0
+}
+
+// Lstat implements experimentalsys.FS.
+func (r *rootFS) Lstat(p string) (sys.Stat_t, experimentalsys.Errno) {
+	return r.stat(r.root.Lstat(rootName(p)))
+}
+
+// Stat implements experimentalsys.FS.
+func (r *rootFS) Stat(p string) (sys.Stat_t, experimentalsys.Errno) {
+	return r.stat(r.root.Stat(rootName(p)))
+}
+
+// Readlink implements experimentalsys.FS.
+func (r *rootFS) Readlink(p string) (string, experimentalsys.Errno) {
+	dst, err := r.root.Readlink(rootName(p))
+	return dst, errnoOf(err)
+}
+
+// Mkdir implements experimentalsys.FS.
+func (r *rootFS) Mkdir(p string, perm fs.FileMode) experimentalsys.Errno {
+	if r.readOnly {
+		return experimentalsys.EROFS
+	}
+	errno := errnoOf(r.root.Mkdir(rootName(p), perm))
+	if errno == experimentalsys.ENOTDIR {
+		errno = experimentalsys.ENOENT
+	}
+	return errno
+}
+
+// Chmod implements experimentalsys.FS.
+func (r *rootFS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
+	if r.readOnly {
+		return experimentalsys.EROFS
+	}
+	return errnoOf(r.root.Chmod(rootName(p), perm))
+}
+
+// Rename implements experimentalsys.FS.
+func (r *rootFS) Rename(from, to string) experimentalsys.Errno {
+	if r.readOnly {
+		return experimentalsys.EROFS
+	}
+	return errnoOf(r.root.Rename(rootName(from), rootName(to)))
+}
+
+// remove removes p when it is (wantDir) or is not a directory.
+func (r *rootFS) remove(p string, wantDir bool) experimentalsys.Errno {
+	if r.readOnly {
+		return experimentalsys.EROFS
+	}
+	p = rootName(p)
+	fi, err := r.root.Lstat(p)
+	if err != nil {
+		return errnoOf(err)
+	}
+	switch {
+	case wantDir && !fi.IsDir():
+		return experimentalsys.ENOTDIR
+	case !wantDir && fi.IsDir():
+		return experimentalsys.EISDIR
+	}
+	return errnoOf(r.root.Remove(p))
+}
+
+// Rmdir implements experimentalsys.FS.
+func (r *rootFS) Rmdir(p string) experimentalsys.Errno { return r.remove(p, true) }
+
+// Unlink implements experimentalsys.FS.
+func (r *rootFS) Unlink(p string) experimentalsys.Errno { return r.remove(p, false) }
+
+// Link implements experimentalsys.FS. os.Root keeps both names beneath the grant.
+func (r *rootFS) Link(oldPath, newPath string) experimentalsys.Errno {
+	if r.readOnly {
+		return experimentalsys.EROFS
+	}
+	return errnoOf(r.root.Link(rootName(oldPath), rootName(newPath)))
+}
+
+// Symlink implements experimentalsys.FS: the target must stay beneath the grant when resolved
+// from the link's directory; an absolute one or one that climbs out is refused with EPERM.
+func (r *rootFS) Symlink(target, link string) experimentalsys.Errno {
+	if r.readOnly {
+		return experimentalsys.EROFS
+	}
+	link = rootName(link)
+	if !symlinkInside(target, link) {
+		return experimentalsys.EPERM
+	}
+	return errnoOf(r.root.Symlink(target, link))
+}
+
+// symlinkInside reports whether a symlink at link (relative to the grant) pointing to target
+// resolves lexically beneath the grant.
+func symlinkInside(target, link string) bool {
+	if target == "" || path.IsAbs(target) || strings.ContainsRune(target, 0) {
+		return false
+	}
+	p := path.Join(path.Dir(link), target)
+	return p != ".." && !strings.HasPrefix(p, "../")
+}
+
+// Utimens implements experimentalsys.FS.
+func (r *rootFS) Utimens(p string, atim, mtim int64) experimentalsys.Errno {
+	if r.readOnly {
+		return experimentalsys.EROFS
+	}
+	return errnoOf(r.root.Chtimes(rootName(p), timeOf(atim), timeOf(mtim)))
+}
+
+// timeOf converts a Utimens time; UTIME_OMIT becomes the zero time, which Chtimes leaves alone.
+func timeOf(ns int64) time.Time {
+	if ns == experimentalsys.UTIME_OMIT {
+		return time.Time{}
+	}
+	return time.Unix(0, ns)
+}
+
+// rootFile is a file or directory opened through a rootFS: wazero's wrapper of the *os.File,
+// plus append mode, truncate, sync and times, which the wrapper does not do.
+type rootFile struct {
+	experimentalsys.File
+	fs   *rootFS
+	path string // relative to the root
+	flag experimentalsys.Oflag
+	file *os.File // as opened; a directory's may since have been reopened by the wrapper
+}
+
+// IsAppend implements experimentalsys.File.
+func (f *rootFile) IsAppend() bool { return f.flag&experimentalsys.O_APPEND != 0 }
+
+// SetAppend implements experimentalsys.File. An os.File's append mode is fixed when it is
+// opened: changing it is not supported (open the file with or without O_APPEND instead).
+func (f *rootFile) SetAppend(enable bool) experimentalsys.Errno {
+	if _, errno := f.Stat(); errno != 0 {
+		return errno
+	}
+	if enable == f.IsAppend() {
+		return 0
+	}
+	return experimentalsys.ENOSYS
+}
+
+// Truncate implements experimentalsys.File.
+func (f *rootFile) Truncate(size int64) experimentalsys.Errno {
+	if st, errno := f.Stat(); errno != 0 { // EBADF once closed
+		return errno
+	} else if st.Mode.IsDir() {
+		return experimentalsys.EISDIR
+	}
+	if size < 0 {
+		return experimentalsys.EINVAL
+	}
+	return errnoOf(f.file.Truncate(size))
+}
+
+// Sync implements experimentalsys.File. A directory is synced through a fresh handle, as the
+// wrapper may have reopened it.
+func (f *rootFile) Sync() experimentalsys.Errno {
+	st, errno := f.Stat()
+	if errno != 0 {
+		return errno
+	}
+	if !st.Mode.IsDir() {
+		return errnoOf(f.file.Sync())
+	}
+	d, err := f.fs.root.Open(f.path)
+	if err != nil {
+		return errnoOf(err)
+	}
+	defer d.Close()
+	return errnoOf(d.Sync())
+}
+
+// Datasync implements experimentalsys.File.
+func (f *rootFile) Datasync() experimentalsys.Errno { return f.Sync() }
+
+// Utimens implements experimentalsys.File.
+func (f *rootFile) Utimens(atim, mtim int64) experimentalsys.Errno {
+	if _, errno := f.Stat(); errno != 0 {
+		return errno // closed
+	}
+	if f.fs.readOnly {
+		return experimentalsys.EROFS
+	}
+	return f.fs.Utimens(f.path, atim, mtim)
+}
