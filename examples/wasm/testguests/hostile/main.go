@@ -11,6 +11,11 @@
 //	           per capability (key file, write, env, args, clock, random, socket); the file it
 //	           reads is the value after "probe " ("probe /data/x.txt"), the file it writes is
 //	           that path with ".new" appended, the environment variable it looks up is WS_TEST
+//	escape     tries to leave the granted directory named after "escape " ("escape /data") and
+//	           emits what it got to output "escape", one record per attempt: it makes symlinks
+//	           pointing out (up -> ../secret.txt, deep -> ../../../../etc/passwd, abs ->
+//	           /etc/passwd, x -> ../x), reads them and a pre-made premade, reads ../secret.txt,
+//	           and writes "PWNED" through up and premade and creates x
 //	anything else is echoed to output "echo"
 //
 // With task config {"init":"loop"} or {"init":"alloc"} its init loops forever or allocates 1 GiB.
@@ -84,6 +89,13 @@ func handle(r *wasmstream.Record) error {
 		return emit("big", "k", make([]byte, 2<<20))
 	case string(v) == "statebomb":
 		return r.State().Put("bomb", make([]byte, 2<<20))
+	case bytes.HasPrefix(v, []byte("escape ")):
+		for _, p := range escape(strings.TrimSpace(strings.TrimPrefix(string(v), "escape "))) {
+			if err := emit("escape", p[0], []byte(p[1])); err != nil {
+				return err
+			}
+		}
+		return nil
 	case bytes.HasPrefix(v, []byte("probe")):
 		path := strings.TrimSpace(strings.TrimPrefix(string(v), "probe"))
 		for _, p := range probe(path) {
@@ -94,6 +106,35 @@ func handle(r *wasmstream.Record) error {
 		return nil
 	}
 	return emit("echo", string(r.Key()), v)
+}
+
+// escape tries to reach files outside the directory dir through symlinks and "..", and says
+// what it got for each attempt: "ok: <data>" or "error: <error>".
+func escape(dir string) [][2]string {
+	res := func(data string, err error) string {
+		if err != nil {
+			return "error: " + err.Error()
+		}
+		return "ok: " + data
+	}
+	var out [][2]string
+	for _, l := range [][2]string{{"up", "../secret.txt"}, {"deep", "../../../../etc/passwd"}, {"abs", "/etc/passwd"}, {"x", "../x"}} {
+		out = append(out, [2]string{"symlink " + l[0], res("", os.Symlink(l[1], dir+"/"+l[0]))})
+	}
+	for _, name := range []string{"up", "deep", "abs", "premade", "../secret.txt"} {
+		b, err := os.ReadFile(dir + "/" + name)
+		out = append(out, [2]string{"read " + name, res(string(b), err)})
+	}
+	for _, name := range []string{"up", "premade"} {
+		f, err := os.OpenFile(dir+"/"+name, os.O_WRONLY, 0)
+		if err == nil {
+			_, err = f.Write([]byte("PWNED"))
+			f.Close()
+		}
+		out = append(out, [2]string{"write " + name, res("", err)})
+	}
+	out = append(out, [2]string{"create x", res("", os.WriteFile(dir+"/x", []byte("PWNED"), 0o644))})
+	return out
 }
 
 // probe tries each capability and says what it got: "ok: <data>" or "error: <error>".
