@@ -1,6 +1,7 @@
 package modrt
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -201,5 +202,179 @@ func TestRootFSRefusesEscapes(t *testing.T) {
 	}
 	if errno := r.Rename("sub/b", "../stolen"); errno == 0 {
 		t.Error("Rename to ../stolen: no error")
+	}
+}
+
+// What a guest does inside a writable grant still works through rootFS: the operations WASI
+// maps to, with the errnos wazero's own directory mount gives.
+func TestRootFSOperations(t *testing.T) {
+	_, grant := escapeLayout(t)
+	r, err := openRootFS(grant, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	ok := func(what string, errno experimentalsys.Errno) {
+		t.Helper()
+		if errno != 0 {
+			t.Fatalf("%s: %v", what, errno)
+		}
+	}
+	is := func(what string, errno, want experimentalsys.Errno) {
+		t.Helper()
+		if errno != want {
+			t.Errorf("%s: %v, want %v", what, errno, want)
+		}
+	}
+	ok("Mkdir d", r.Mkdir("d", 0o755))
+	is("Mkdir d again", r.Mkdir("d", 0o755), experimentalsys.EEXIST)
+	is("Mkdir missing/d", r.Mkdir("missing/d", 0o755), experimentalsys.ENOENT)
+	f, errno := r.OpenFile("d/f", experimentalsys.O_RDWR|experimentalsys.O_CREAT|experimentalsys.O_EXCL, 0o644)
+	ok("create d/f", errno)
+	if n, errno := f.Write([]byte("hello world")); errno != 0 || n != 11 {
+		t.Fatalf("Write: %d, %v", n, errno)
+	}
+	if n, errno := f.Pwrite([]byte("W"), 6); errno != 0 || n != 1 {
+		t.Fatalf("Pwrite: %d, %v", n, errno)
+	}
+	buf := make([]byte, 5)
+	if n, errno := f.Pread(buf, 6); errno != 0 || string(buf[:n]) != "World" {
+		t.Fatalf("Pread: %q, %v", buf[:n], errno)
+	}
+	if off, errno := f.Seek(0, 0); errno != 0 || off != 0 {
+		t.Fatalf("Seek: %d, %v", off, errno)
+	}
+	if n, errno := f.Read(buf); errno != 0 || string(buf[:n]) != "hello" {
+		t.Fatalf("Read: %q, %v", buf[:n], errno)
+	}
+	ok("Truncate", f.Truncate(5))
+	ok("Sync", f.Sync())
+	ok("Datasync", f.Datasync())
+	ok("Utimens", f.Utimens(1e9, 2e9))
+	if st, errno := f.Stat(); errno != 0 || st.Size != 5 || st.Mtim != 2e9 || st.Ino == 0 {
+		t.Errorf("Stat: %+v, %v", st, errno)
+	}
+	is("SetAppend(false) when off", f.SetAppend(false), 0)
+	ok("Close", f.Close())
+	is("Read after Close", func() experimentalsys.Errno { _, e := f.Read(buf); return e }(), experimentalsys.EBADF)
+	is("Truncate after Close", f.Truncate(0), experimentalsys.EBADF)
+	is("create d/f O_EXCL", func() experimentalsys.Errno {
+		_, e := r.OpenFile("d/f", experimentalsys.O_RDWR|experimentalsys.O_CREAT|experimentalsys.O_EXCL, 0o644)
+		return e
+	}(), experimentalsys.EEXIST)
+
+	a, errno := r.OpenFile("d/f", experimentalsys.O_WRONLY|experimentalsys.O_APPEND, 0)
+	ok("open append", errno)
+	if !a.IsAppend() {
+		t.Error("IsAppend: false")
+	}
+	if _, errno := a.Write([]byte("!")); errno != 0 {
+		t.Fatal(errno)
+	}
+	a.Close()
+	if b, _ := os.ReadFile(filepath.Join(grant, "d", "f")); string(b) != "hello!" {
+		t.Errorf("d/f: %q", b)
+	}
+
+	// A directory lists its entries, rewinds on Seek(0) and then sees new ones.
+	d, errno := r.OpenFile("d", experimentalsys.O_RDONLY|experimentalsys.O_DIRECTORY, 0)
+	ok("open d", errno)
+	names := func() []string {
+		t.Helper()
+		ds, errno := d.Readdir(-1)
+		ok("Readdir", errno)
+		var out []string
+		for _, e := range ds {
+			if e.Ino == 0 {
+				t.Errorf("Readdir %s: no inode", e.Name)
+			}
+			out = append(out, e.Name)
+		}
+		return out
+	}
+	if got := names(); strings.Join(got, ",") != "f" {
+		t.Errorf("Readdir: %q", got)
+	}
+	ok("Symlink d/l -> f", r.Symlink("f", "d/l"))
+	if _, errno := d.Seek(0, 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	if got := names(); len(got) != 2 {
+		t.Errorf("Readdir after Seek(0): %q, want f and l", got)
+	}
+	is("Write to a directory", func() experimentalsys.Errno { _, e := d.Write([]byte("x")); return e }(), experimentalsys.EISDIR)
+	ok("Sync a directory", d.Sync())
+	d.Close()
+
+	if dst, errno := r.Readlink("d/l"); errno != 0 || dst != "f" {
+		t.Errorf("Readlink: %q, %v", dst, errno)
+	}
+	if st, errno := r.Lstat("d/l"); errno != 0 || st.Mode&fs.ModeSymlink == 0 {
+		t.Errorf("Lstat d/l: %v, %v", st.Mode, errno)
+	}
+	if st, errno := r.Stat("d/l"); errno != 0 || st.Size != 6 {
+		t.Errorf("Stat d/l: %+v, %v", st, errno)
+	}
+	is("open d/l O_NOFOLLOW", func() experimentalsys.Errno {
+		_, e := r.OpenFile("d/l", experimentalsys.O_RDONLY|experimentalsys.O_NOFOLLOW, 0)
+		return e
+	}(), experimentalsys.ELOOP)
+	is("open d/f O_DIRECTORY", func() experimentalsys.Errno {
+		_, e := r.OpenFile("d/f", experimentalsys.O_RDONLY|experimentalsys.O_DIRECTORY, 0)
+		return e
+	}(), experimentalsys.ENOTDIR)
+	is("open missing", func() experimentalsys.Errno { _, e := r.OpenFile("nope", experimentalsys.O_RDONLY, 0); return e }(), experimentalsys.ENOENT)
+	ok("Chmod", r.Chmod("d/f", 0o600))
+	ok("Utimens", r.Utimens("d/f", experimentalsys.UTIME_OMIT, 3e9))
+	if st, _ := r.Stat("d/f"); st.Mode.Perm() != 0o600 || st.Mtim != 3e9 {
+		t.Errorf("after Chmod and Utimens: %v %d", st.Mode, st.Mtim)
+	}
+	ok("Link d/f d/h", r.Link("d/f", "d/h"))
+	ok("Rename d/h d/g", r.Rename("d/h", "d/g"))
+	is("Rmdir d/g", r.Rmdir("d/g"), experimentalsys.ENOTDIR)
+	is("Unlink d", r.Unlink("d"), experimentalsys.EISDIR)
+	is("Rmdir d (not empty)", r.Rmdir("d"), experimentalsys.ENOTEMPTY)
+	for _, p := range []string{"d/g", "d/f", "d/l"} {
+		ok("Unlink "+p, r.Unlink(p))
+	}
+	ok("Rmdir d", r.Rmdir("d"))
+	is("Stat d", func() experimentalsys.Errno { _, e := r.Stat("d"); return e }(), experimentalsys.ENOENT)
+
+	// Read-only: every change is EROFS, reads work.
+	ro, err := openRootFS(grant, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ro.close()
+	for what, errno := range map[string]experimentalsys.Errno{
+		"Mkdir":   ro.Mkdir("d", 0o755),
+		"Chmod":   ro.Chmod("sub/b", 0o600),
+		"Rename":  ro.Rename("sub/b", "c"),
+		"Rmdir":   ro.Rmdir("sub"),
+		"Unlink":  ro.Unlink("sub/b"),
+		"Link":    ro.Link("sub/b", "c"),
+		"Symlink": ro.Symlink("sub/b", "c"),
+		"Utimens": ro.Utimens("sub/b", 0, 0),
+		"open for write": func() experimentalsys.Errno {
+			_, e := ro.OpenFile("sub/b", experimentalsys.O_WRONLY, 0)
+			return e
+		}(),
+		"create read-only": func() experimentalsys.Errno {
+			_, e := ro.OpenFile("new", experimentalsys.O_RDONLY|experimentalsys.O_CREAT, 0o644)
+			return e
+		}(),
+	} {
+		is(what+" on a read-only grant", errno, experimentalsys.EROFS)
+	}
+	rf, errno := ro.OpenFile("a", experimentalsys.O_RDONLY, 0)
+	ok("open a read-only", errno)
+	defer rf.Close()
+	if n, errno := rf.Read(buf); errno != 0 || string(buf[:n]) != "insid" {
+		t.Errorf("Read: %q, %v", buf[:n], errno)
+	}
+	is("Utimens on a read-only file", rf.Utimens(0, 0), experimentalsys.EROFS)
+	is("Write on a read-only file", func() experimentalsys.Errno { _, e := rf.Write([]byte("x")); return e }(), experimentalsys.EBADF)
+	if _, err := os.Stat(filepath.Join(grant, "new")); !os.IsNotExist(err) {
+		t.Errorf("a read-only grant created a file: %v", err)
 	}
 }
