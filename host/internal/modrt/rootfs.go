@@ -202,12 +202,17 @@ func (r *rootFS) Chmod(p string, perm fs.FileMode) experimentalsys.Errno {
 	return errnoOf(r.root.Chmod(rootName(p), perm))
 }
 
-// Rename implements experimentalsys.FS.
+// Rename implements experimentalsys.FS. os.Root keeps both names beneath the grant; a symlink
+// is not moved where it would point out.
 func (r *rootFS) Rename(from, to string) experimentalsys.Errno {
 	if r.readOnly {
 		return experimentalsys.EROFS
 	}
-	return errnoOf(r.root.Rename(rootName(from), rootName(to)))
+	from, to = rootName(from), rootName(to)
+	if r.movesLinkOut(from, to) {
+		return experimentalsys.EPERM
+	}
+	return errnoOf(r.root.Rename(from, to))
 }
 
 // remove removes p when it is (wantDir) or is not a directory.
@@ -235,12 +240,17 @@ func (r *rootFS) Rmdir(p string) experimentalsys.Errno { return r.remove(p, true
 // Unlink implements experimentalsys.FS.
 func (r *rootFS) Unlink(p string) experimentalsys.Errno { return r.remove(p, false) }
 
-// Link implements experimentalsys.FS. os.Root keeps both names beneath the grant.
+// Link implements experimentalsys.FS. os.Root keeps both names beneath the grant; a hard link
+// to a symlink is refused where the symlink would point out.
 func (r *rootFS) Link(oldPath, newPath string) experimentalsys.Errno {
 	if r.readOnly {
 		return experimentalsys.EROFS
 	}
-	return errnoOf(r.root.Link(rootName(oldPath), rootName(newPath)))
+	oldPath, newPath = rootName(oldPath), rootName(newPath)
+	if r.movesLinkOut(oldPath, newPath) {
+		return experimentalsys.EPERM
+	}
+	return errnoOf(r.root.Link(oldPath, newPath))
 }
 
 // Symlink implements experimentalsys.FS: the target must stay beneath the grant when resolved
@@ -250,20 +260,77 @@ func (r *rootFS) Symlink(target, link string) experimentalsys.Errno {
 		return experimentalsys.EROFS
 	}
 	link = rootName(link)
-	if !symlinkInside(target, link) {
+	if !r.symlinkInside(target, link) {
 		return experimentalsys.EPERM
 	}
 	return errnoOf(r.root.Symlink(target, link))
 }
 
+// maxSymlinkHops bounds the symlinks followed to resolve one path, as Linux does.
+const maxSymlinkHops = 40
+
 // symlinkInside reports whether a symlink at link (relative to the grant) pointing to target
-// resolves lexically beneath the grant.
-func symlinkInside(target, link string) bool {
+// would resolve beneath the grant: target is relative, and resolving it from the link's
+// directory, following the symlinks now in the grant as the kernel would, never climbs above
+// the grant. From the first component that does not exist on, the rest is resolved lexically.
+//
+// This is checked when a link is made, renamed or hard-linked, so that a guest does not leave
+// links pointing out for other programs; the guest's own opens are confined by os.Root whatever
+// a link says (a directory holding links can still be moved, see README "Security").
+func (r *rootFS) symlinkInside(target, link string) bool {
 	if target == "" || path.IsAbs(target) || strings.ContainsRune(target, 0) {
 		return false
 	}
-	p := path.Join(path.Dir(link), target)
-	return p != ".." && !strings.HasPrefix(p, "../")
+	var cur []string // resolved components from the grant
+	todo := append(strings.Split(path.Dir(link), "/"), strings.Split(target, "/")...)
+	exists, hops := true, 0
+	for len(todo) > 0 {
+		c := todo[0]
+		todo = todo[1:]
+		switch c {
+		case "", ".":
+			continue
+		case "..":
+			if len(cur) == 0 {
+				return false
+			}
+			cur = cur[:len(cur)-1]
+			continue
+		}
+		cur = append(cur, c)
+		if !exists {
+			continue
+		}
+		p := strings.Join(cur, "/")
+		fi, err := r.root.Lstat(p)
+		if err != nil {
+			exists = false
+			continue
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			continue
+		}
+		if hops++; hops > maxSymlinkHops {
+			return false
+		}
+		t, err := r.root.Readlink(p)
+		if err != nil || t == "" || path.IsAbs(t) {
+			return false
+		}
+		cur = cur[:len(cur)-1]
+		todo = append(strings.Split(t, "/"), todo...)
+	}
+	return true
+}
+
+// movesLinkOut reports whether from is a symlink that would point out of the grant at to.
+func (r *rootFS) movesLinkOut(from, to string) bool {
+	fi, err := r.root.Lstat(from)
+	if err != nil || fi.Mode()&fs.ModeSymlink == 0 {
+		return false
+	}
+	t, err := r.root.Readlink(from)
+	return err != nil || !r.symlinkInside(t, to)
 }
 
 // Utimens implements experimentalsys.FS.

@@ -193,10 +193,27 @@ func TestRootFSRefusesEscapes(t *testing.T) {
 		{"..", "l7", false},
 		{"/etc/passwd", "l8", false},
 		{"", "l9", false},
+		// Through symlinks already in the grant, as the kernel would resolve them: sub/up is
+		// the grant itself, so sub/up/.. is above it.
+		{"..", "sub/up", true},
+		{"../x", "sub/up/l10", false},
+		{"sub/up/../x", "l11", false},
+		{"sub/up/sub/b", "l12", true},
+		{"premadedir/../x", "l13", false},
 	} {
 		if errno := r.Symlink(c.target, c.link); (errno == 0) != c.ok {
 			t.Errorf("Symlink %q -> %q: %v, want allowed %v", c.link, c.target, errno, c.ok)
 		}
+	}
+	// sub/l3 -> ../a is inside; moved or hard-linked to the top it would point out.
+	if errno := r.Rename("sub/l3", "l3"); errno != experimentalsys.EPERM {
+		t.Errorf("Rename sub/l3 (-> ../a) to l3: %v, want EPERM", errno)
+	}
+	if errno := r.Link("sub/l3", "l3"); errno != experimentalsys.EPERM {
+		t.Errorf("Link sub/l3 (-> ../a) to l3: %v, want EPERM", errno)
+	}
+	if errno := r.Rename("sub/l3", "sub/l3b"); errno != 0 {
+		t.Errorf("Rename sub/l3 to sub/l3b: %v", errno)
 	}
 	if errno := r.Link("../secret.txt", "hard"); errno == 0 {
 		t.Error("Link ../secret.txt: no error")
