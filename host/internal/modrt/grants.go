@@ -330,7 +330,7 @@ func (g Grants) apply(mc wazero.ModuleConfig) (_ wazero.ModuleConfig, closeFS fu
 			r, err := openRootFS(d.Host, !d.Writable)
 			if err != nil {
 				closeFS()
-				return mc, nil, fmt.Errorf("granted directory %s: %w", d.Host, err)
+				return mc, nil, fmt.Errorf("granted directory %s cannot be opened (check grants.dirs): %w", d.Host, err)
 			}
 			roots = append(roots, r)
 			fc = fc.(sysfs.FSConfig).WithSysFSMount(r, d.Guest)

@@ -251,7 +251,7 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 		WithStderr(i.stderr)
 	mc, closeFS, err := m.lim.Grants.apply(mc)
 	if err != nil {
-		return nil, fmt.Errorf("modrt: task %q: %w", cfg.Task, err)
+		return nil, fmt.Errorf("task %q: %w", cfg.Task, err)
 	}
 	i.closeFS = closeFS
 	// Host functions called by a start section see phaseStart.

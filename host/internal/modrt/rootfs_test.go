@@ -439,3 +439,42 @@ func BenchmarkGrantFS(b *testing.B) {
 		})
 	}
 }
+
+// Each instance opens its granted directories and closes them with itself; a directory gone
+// since Compile fails the instance, naming it.
+func TestGrantDirsClosedWithInstance(t *testing.T) {
+	_, grant := escapeLayout(t)
+	r := newRuntime(t, RuntimeConfig{})
+	m := compile(t, r, "fsescape", Limits{Grants: Grants{Dirs: []DirGrant{{Host: grant, Guest: "/data"}}}})
+	fds := func() int {
+		ents, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Skip("no /proc/self/fd to count open files")
+		}
+		return len(ents)
+	}
+	before := fds()
+	for range 20 {
+		i, err := m.Instantiate(ctx, InstanceConfig{Task: "t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := i.Process(ctx, []abi.Record{rec("k", []byte("rsub/b"))}, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := i.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after := fds(); after > before+2 {
+		t.Errorf("%d open files after 20 instances came and went, %d before", after, before)
+	}
+	moved := grant + ".moved"
+	if err := os.Rename(grant, moved); err != nil {
+		t.Fatal(err)
+	}
+	_, err := m.Instantiate(ctx, InstanceConfig{Task: "t"})
+	if err == nil || !strings.Contains(err.Error(), `task "t": granted directory `+grant+" cannot be opened") {
+		t.Errorf("Instantiate with the granted directory gone: %v", err)
+	}
+}
