@@ -218,7 +218,9 @@ type HTTPGrantConfig struct {
 	MaxResponseBytes int
 }
 
-// DirGrantConfig mounts a host directory into a task's module.
+// DirGrantConfig mounts a host directory into a task's module. Every path the module names
+// resolves beneath it: symlinks that lead out are not followed and cannot be made (README
+// "Security").
 type DirGrantConfig struct {
 	// Host is the directory on the host. Required; it must exist.
 	Host string

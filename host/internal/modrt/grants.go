@@ -25,7 +25,8 @@ import (
 // The host's processing time reaches a guest through the ABI (now_ms), not through the clock.
 type Grants struct {
 	// Dirs are host directories the guest sees mounted at a guest path. Read-only unless
-	// Writable.
+	// Writable. Every path the guest names resolves beneath its directory (rootFS): symlinks
+	// that lead out are not followed and cannot be made.
 	Dirs []DirGrant
 	// Env lists environment variable names whose host values the guest can read. A listed
 	// variable unset on the host is unset in the guest; nothing else is visible.
