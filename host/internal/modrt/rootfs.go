@@ -2,6 +2,7 @@ package modrt
 
 import (
 	"errors"
+	"io"
 	"io/fs"
 	"os"
 	"path"
@@ -134,30 +135,48 @@ func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode
 	}
 	// wazero's own wrapper of an fs.File does reads, writes, seeks, stats and directory
 	// listings on the *os.File; rootFile adds what it lacks.
-	wf, errno := (&sysfs.AdaptFS{FS: &reopener{root: r.root, path: p, first: of}}).OpenFile(".", experimentalsys.O_RDONLY, 0)
+	h := &handle{f: of}
+	wf, errno := (&sysfs.AdaptFS{FS: &reopener{root: r.root, path: p, first: h}}).OpenFile(".", experimentalsys.O_RDONLY, 0)
 	if errno != 0 {
 		_ = of.Close()
 		return nil, errno
 	}
-	return &rootFile{File: wf, fs: r, path: p, flag: flag, file: of}, 0
+	return &rootFile{File: wf, fs: r, path: p, flag: flag, h: h}, 0
 }
 
-// reopener is the fs.FS that wazero's file wrapper opens a file through: first the *os.File
+// reopener is the fs.FS that wazero's file wrapper opens a file through: first the file
 // rootFS.OpenFile opened, then, to rewind a directory's listing, the same path again through
 // the root.
 type reopener struct {
 	root  *os.Root
 	path  string
-	first *os.File
+	first *handle
 }
 
 func (o *reopener) Open(string) (fs.File, error) {
-	if f := o.first; f != nil {
+	if h := o.first; h != nil {
 		o.first = nil
-		return f, nil
+		return h, nil
 	}
-	return o.root.Open(o.path)
+	f, err := o.root.Open(o.path)
+	if err != nil {
+		return nil, err
+	}
+	return &handle{f: f}, nil
 }
+
+// handle is the fs.File wazero's wrapper works on: an *os.File that SetAppend can replace with
+// the same file opened again.
+type handle struct{ f *os.File }
+
+func (h *handle) Stat() (fs.FileInfo, error)                { return h.f.Stat() }
+func (h *handle) Read(b []byte) (int, error)                { return h.f.Read(b) }
+func (h *handle) ReadAt(b []byte, off int64) (int, error)   { return h.f.ReadAt(b, off) }
+func (h *handle) Seek(off int64, whence int) (int64, error) { return h.f.Seek(off, whence) }
+func (h *handle) Write(b []byte) (int, error)               { return h.f.Write(b) }
+func (h *handle) WriteAt(b []byte, off int64) (int, error)  { return h.f.WriteAt(b, off) }
+func (h *handle) Readdir(n int) ([]fs.FileInfo, error)      { return h.f.Readdir(n) }
+func (h *handle) Close() error                              { return h.f.Close() }
 
 func (r *rootFS) stat(fi fs.FileInfo, err error) (sys.Stat_t, experimentalsys.Errno) {
 	if err != nil {
@@ -356,22 +375,59 @@ type rootFile struct {
 	fs   *rootFS
 	path string // relative to the root
 	flag experimentalsys.Oflag
-	file *os.File // as opened; a directory's may since have been reopened by the wrapper
+	h    *handle // as opened; a directory's may since have been reopened by the wrapper
 }
 
 // IsAppend implements experimentalsys.File.
 func (f *rootFile) IsAppend() bool { return f.flag&experimentalsys.O_APPEND != 0 }
 
 // SetAppend implements experimentalsys.File. An os.File's append mode is fixed when it is
-// opened: changing it is not supported (open the file with or without O_APPEND instead).
+// opened, so a file open for writing is opened again through the root, at the same offset; one
+// open only for reading just notes it.
 func (f *rootFile) SetAppend(enable bool) experimentalsys.Errno {
-	if _, errno := f.Stat(); errno != 0 {
+	st, errno := f.Stat()
+	if errno != 0 {
 		return errno
 	}
 	if enable == f.IsAppend() {
 		return 0
 	}
-	return experimentalsys.ENOSYS
+	if st.Mode.IsDir() {
+		return experimentalsys.EISDIR
+	}
+	flag := f.flag &^ experimentalsys.O_APPEND
+	if enable {
+		flag |= experimentalsys.O_APPEND
+	}
+	if f.flag&(experimentalsys.O_WRONLY|experimentalsys.O_RDWR) == 0 {
+		f.flag = flag
+		return 0
+	}
+	off, err := f.h.f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return errnoOf(err)
+	}
+	nf, err := f.fs.root.OpenFile(f.path, osFlag(flag&^(experimentalsys.O_CREAT|experimentalsys.O_TRUNC|experimentalsys.O_EXCL)), 0)
+	if err != nil {
+		return errnoOf(err)
+	}
+	if fi, err := nf.Stat(); err != nil || !os.SameFile(fi, statOrNil(f.h.f)) {
+		_ = nf.Close()
+		return experimentalsys.ENOENT // renamed or replaced since it was opened
+	}
+	if _, err := nf.Seek(off, io.SeekStart); err != nil {
+		_ = nf.Close()
+		return errnoOf(err)
+	}
+	_ = f.h.f.Close()
+	f.h.f, f.flag = nf, flag
+	return 0
+}
+
+// statOrNil is f's FileInfo, or nil.
+func statOrNil(f *os.File) fs.FileInfo {
+	fi, _ := f.Stat()
+	return fi
 }
 
 // Truncate implements experimentalsys.File.
@@ -384,7 +440,7 @@ func (f *rootFile) Truncate(size int64) experimentalsys.Errno {
 	if size < 0 {
 		return experimentalsys.EINVAL
 	}
-	return errnoOf(f.file.Truncate(size))
+	return errnoOf(f.h.f.Truncate(size))
 }
 
 // Sync implements experimentalsys.File. A directory is synced through a fresh handle, as the
@@ -395,7 +451,7 @@ func (f *rootFile) Sync() experimentalsys.Errno {
 		return errno
 	}
 	if !st.Mode.IsDir() {
-		return errnoOf(f.file.Sync())
+		return errnoOf(f.h.f.Sync())
 	}
 	d, err := f.fs.root.Open(f.path)
 	if err != nil {

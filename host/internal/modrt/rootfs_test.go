@@ -293,6 +293,22 @@ func TestRootFSOperations(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(grant, "d", "f")); string(b) != "hello!" {
 		t.Errorf("d/f: %q", b)
 	}
+	// Append mode switched on an open file (fd_fdstat_set_flags), then off again.
+	a, errno = r.OpenFile("d/f", experimentalsys.O_RDWR, 0)
+	ok("open read-write", errno)
+	ok("SetAppend(true)", a.SetAppend(true))
+	a.Seek(0, 0)
+	a.Write([]byte("?"))
+	ok("SetAppend(false)", a.SetAppend(false))
+	if a.IsAppend() {
+		t.Error("IsAppend after SetAppend(false): true")
+	}
+	a.Seek(0, 0)
+	a.Write([]byte("H"))
+	a.Close()
+	if b, _ := os.ReadFile(filepath.Join(grant, "d", "f")); string(b) != "Hello!?" {
+		t.Errorf("d/f after append on and off: %q, want Hello!?", b)
+	}
 
 	// A directory lists its entries, rewinds on Seek(0) and then sees new ones.
 	d, errno := r.OpenFile("d", experimentalsys.O_RDONLY|experimentalsys.O_DIRECTORY, 0)
@@ -330,7 +346,7 @@ func TestRootFSOperations(t *testing.T) {
 	if st, errno := r.Lstat("d/l"); errno != 0 || st.Mode&fs.ModeSymlink == 0 {
 		t.Errorf("Lstat d/l: %v, %v", st.Mode, errno)
 	}
-	if st, errno := r.Stat("d/l"); errno != 0 || st.Size != 6 {
+	if st, errno := r.Stat("d/l"); errno != 0 || st.Size != 7 {
 		t.Errorf("Stat d/l: %+v, %v", st, errno)
 	}
 	is("open d/l O_NOFOLLOW", func() experimentalsys.Errno {
