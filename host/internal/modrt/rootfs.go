@@ -23,8 +23,9 @@ import (
 // leads out, at open time, whoever made the link.
 //
 // Besides, Symlink refuses a target that is absolute or that leaves the grant when resolved
-// from the link's directory, so a guest cannot leave links pointing out for the host or
-// another program to follow. A read-only rootFS refuses every change with EROFS.
+// from the link's directory (through the links already there), and Rename and Link do not move
+// a symlink to where it would point out, so a guest cannot leave links pointing out for the
+// host or another program to follow. A read-only rootFS refuses every change with EROFS.
 //
 // Paths come from wazero already cleaned and relative to the grant ("." is the grant itself);
 // a path starting with ".." never reaches here (wazero refuses it with EPERM).
@@ -114,7 +115,7 @@ func (r *rootFS) OpenFile(p string, flag experimentalsys.Oflag, perm fs.FileMode
 	if r.readOnly && flag&writeFlags != 0 {
 		return nil, experimentalsys.EROFS
 	}
-	if flag&experimentalsys.O_NOFOLLOW != 0 && flag&experimentalsys.O_CREAT == 0 {
+	if flag&experimentalsys.O_NOFOLLOW != 0 {
 		// os.Root follows a last-component symlink that stays inside; the guest asked not to.
 		if fi, err := r.root.Lstat(p); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
 			return nil, experimentalsys.ELOOP
