@@ -279,3 +279,44 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeJSONKeepsBytes checks that bytes that are not valid UTF-8 inside a JSON string stay
+// exactly as they are: encoding/json would turn each into U+FFFD and so merge the keys
+// "bin-\xff", "bin-\xfe" and "bin-\xc3" into one.
+func TestDecodeJSONKeepsBytes(t *testing.T) {
+	f := Format{JSON: true, KeyField: "k", ValueField: "v"}
+	seen := map[string]bool{}
+	for _, key := range []string{"bin-\xff", "bin-\xfe", "bin-\xc3", "bin-\ufffd"} {
+		line := `{"k":"` + key + `","v":"x` + key + `\n"}`
+		d, err := f.Decode([]byte(line))
+		if err != nil {
+			t.Fatalf("Decode(%q): %v", line, err)
+		}
+		if string(d.Key) != key || string(d.Value) != "x"+key+"\n" {
+			t.Errorf("Decode(%q) = key %q value %q, want key %q value %q", line, d.Key, d.Value, key, "x"+key+"\n")
+		}
+		seen[string(d.Key)] = true
+	}
+	if len(seen) != 4 {
+		t.Errorf("%d distinct keys, want 4", len(seen))
+	}
+}
+
+// TestUnquoteMatchesEncodingJSON checks unquote against encoding/json on strings that are valid
+// UTF-8, escapes and surrogates included.
+func TestUnquoteMatchesEncodingJSON(t *testing.T) {
+	for _, raw := range []string{
+		`""`, `"plain"`, `"a\"b\\c\/d"`, `"\b\f\n\r\t"`, `"caf\u00e9 \u2603"`, `"\u00E9\u00e9"`,
+		`"\ud83d\ude00"`, `"\ud800"`, `"\ud800x"`, `"\ud800\u0041"`, `"\udc00\ud800"`, `"\ud83d\ud83d\ude00"`,
+		`"naïve ☃"`, `"\u0000"`,
+	} {
+		var want string
+		if err := json.Unmarshal([]byte(raw), &want); err != nil {
+			t.Fatalf("json.Unmarshal(%s): %v", raw, err)
+		}
+		got, err := unquote([]byte(raw))
+		if err != nil || string(got) != want {
+			t.Errorf("unquote(%s) = %q, %v; want %q", raw, got, err, want)
+		}
+	}
+}

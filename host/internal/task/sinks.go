@@ -36,6 +36,9 @@ type DeadLetterSink interface {
 // FileDeadLetters writes dead letters as JSON lines:
 //
 //	{"task":…,"input":…,"partition":0,"offset":41,"line":42,"attempts":5,"error":…,"key":…,"record":…}
+//
+// The key and the record (the whole line, or the record value) are kept byte for byte: a JSON
+// string when they are valid UTF-8, otherwise "key_b64" / "record_b64" in standard base64.
 type FileDeadLetters struct{ W *sink.Writer }
 
 func (f FileDeadLetters) WriteDeadLetter(d *DeadLetter) error {
@@ -54,11 +57,9 @@ func (f FileDeadLetters) WriteDeadLetter(d *DeadLetter) error {
 	b = append(b, `,"error":`...)
 	b = sink.AppendString(b, d.Err.Error())
 	if d.Key != nil {
-		b = append(b, `,"key":`...)
-		b = sink.AppendString(b, string(d.Key))
+		b = sink.AppendBytesField(b, "key", d.Key)
 	}
-	b = append(b, `,"record":`...)
-	b = sink.AppendString(b, string(d.Value))
+	b = sink.AppendBytesField(b, "record", d.Value)
 	b = append(b, '}')
 	return f.W.WriteLine(b)
 }
