@@ -267,6 +267,7 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 				ValueField:     in.ValueField,
 				TimestampField: in.TimestampField,
 				KeySeparator:   in.KeySeparator,
+				MaxLineBytes:   in.MaxLineBytes,
 			},
 			HaltOnError: in.OnMalformed == "halt",
 		}

@@ -281,6 +281,27 @@ tasks:
 			},
 		},
 		{
+			name: "max_line_bytes out of range",
+			yaml: `
+tasks:
+  - name: t
+    module: m.wasm
+    inputs:
+      - path: in.ndjson
+        max_line_bytes: -1
+      - path: in2.ndjson
+        max_line_bytes: 67108865
+      - type: kafka
+        topics: [t]
+        max_line_bytes: 1000
+`,
+			want: []string{
+				"tasks[0].inputs[0].max_line_bytes: must be from 1 to 67108864 (64 MiB), got -1",
+				"tasks[0].inputs[1].max_line_bytes: must be from 1 to 67108864 (64 MiB), got 67108865",
+				"tasks[0].inputs[2].max_line_bytes: applies to file and stdin inputs, not kafka",
+			},
+		},
+		{
 			name: "YAML syntax",
 			yaml: "tasks: [\n",
 			want: []string{"not valid YAML"},

@@ -140,6 +140,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 				TimestampField: "ts",
 				KeySeparator:   "",
 				OnMalformed:    "deadletter",
+				MaxLineBytes:   4 << 20,
 			}},
 			Output:            host.OutputConfig{Type: "stdout", Path: "", Names: []string{}, Topics: map[string]string{}},
 			DeadLetter:        host.DeadLetterConfig{Path: ""}, // <data_dir>/<task>.deadletter.ndjson

@@ -19,6 +19,16 @@ type Format struct {
 	ValueField     string // JSON field holding the value; "" = the whole line
 	TimestampField string // JSON field holding the event time (ms); "" = unknown (-1)
 	KeySeparator   string // text: the key is what precedes the first separator
+	// MaxLineBytes is the longest line accepted (without its line ending), at most
+	// MaxKeptLineBytes; a longer line is a malformed record. 0: DefaultMaxLineBytes.
+	MaxLineBytes int
+}
+
+func (f *Format) maxLineBytes() int {
+	if f.MaxLineBytes <= 0 {
+		return DefaultMaxLineBytes
+	}
+	return min(f.MaxLineBytes, MaxKeptLineBytes)
 }
 
 // Decoded is the payload of one line.

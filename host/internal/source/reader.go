@@ -16,6 +16,8 @@ type Record struct {
 	Decoded       // valid when Err is nil
 	Raw     []byte
 	Err     error // the line could not be decoded (wraps ErrMalformed)
+	// Truncated: Raw holds only the first MaxKeptLineBytes of a longer malformed line.
+	Truncated bool
 }
 
 // Chunk is what a Reader sends to the loop: some records, and at the end of the input Done.
@@ -26,8 +28,17 @@ type Chunk struct {
 	Err     error // reading failed; no chunk follows
 }
 
-// MaxLineBytes is the longest line a Reader accepts; a longer line is a malformed record.
-const MaxLineBytes = 4 << 20
+// DefaultMaxLineBytes is the longest line a Reader accepts when Format.MaxLineBytes is 0; a
+// longer line is a malformed record.
+const DefaultMaxLineBytes = 4 << 20
+
+// MaxKeptLineBytes bounds the copy of a line over the limit that its malformed record carries
+// (Raw): such a line is kept whole, for the dead letters, up to this many bytes, and cut
+// (Truncated) beyond. It is also the highest Format.MaxLineBytes.
+const MaxKeptLineBytes = 64 << 20
+
+// keptLineBytes is MaxKeptLineBytes; tests lower it.
+var keptLineBytes = MaxKeptLineBytes
 
 const chunkRecords = 256
 
@@ -124,13 +135,17 @@ func (rd *Reader) readChunk(br *bufio.Reader) ([]Record, bool, error) {
 			if err == nil {
 				content--
 			}
-			long := content > MaxLineBytes
-			body := bytes.TrimRight(line, "\r\n")
+			maxLine := rd.format.maxLineBytes()
+			long := content > maxLine
+			body := line
+			if len(body) == n { // the whole line is here: drop its line ending
+				body = bytes.TrimRight(line, "\r\n")
+			}
 			if len(bytes.TrimSpace(body)) > 0 || long {
 				rec := Record{Offset: off, End: rd.pos, Raw: body}
 				if long {
-					rec.Err = fmt.Errorf("%w: line longer than %d bytes", ErrMalformed, MaxLineBytes)
-					rec.Raw = body[:min(len(body), 256)]
+					rec.Err = fmt.Errorf("%w: line of %d bytes is longer than max_line_bytes (%d)", ErrMalformed, content, maxLine)
+					rec.Truncated = len(body) < content
 				} else {
 					rec.Decoded, rec.Err = rd.format.Decode(body)
 				}
@@ -148,15 +163,16 @@ func (rd *Reader) readChunk(br *bufio.Reader) ([]Record, bool, error) {
 }
 
 // readLine returns the next line with its newline (a copy), and the number of bytes consumed.
-// A line over MaxLineBytes is consumed whole but only its first MaxLineBytes bytes returned.
+// A line over MaxKeptLineBytes is consumed whole but only its first MaxKeptLineBytes bytes
+// returned.
 func readLine(br *bufio.Reader) ([]byte, int, error) {
 	var line []byte
 	n := 0
 	for {
 		frag, err := br.ReadSlice('\n')
 		n += len(frag)
-		if len(line) < MaxLineBytes {
-			line = append(line, frag[:min(len(frag), MaxLineBytes-len(line))]...)
+		if len(line) < keptLineBytes {
+			line = append(line, frag[:min(len(frag), keptLineBytes-len(line))]...)
 		}
 		if err == bufio.ErrBufferFull {
 			continue

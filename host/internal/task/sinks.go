@@ -25,6 +25,7 @@ type DeadLetter struct {
 	Err       error
 	Key       []byte // nil when the record could not be decoded
 	Value     []byte // the record value, or the raw line
+	Truncated bool   // Value holds only the start of a line too long to keep whole
 }
 
 // DeadLetterSink receives dead letters; Flush as OutputSink.
@@ -39,6 +40,7 @@ type DeadLetterSink interface {
 //
 // The key and the record (the whole line, or the record value) are kept byte for byte: a JSON
 // string when they are valid UTF-8, otherwise "key_b64" / "record_b64" in standard base64.
+// "truncated":true marks a line too long to keep whole (over 64 MiB): the record is its start.
 type FileDeadLetters struct{ W *sink.Writer }
 
 func (f FileDeadLetters) WriteDeadLetter(d *DeadLetter) error {
@@ -60,6 +62,9 @@ func (f FileDeadLetters) WriteDeadLetter(d *DeadLetter) error {
 		b = sink.AppendBytesField(b, "key", d.Key)
 	}
 	b = sink.AppendBytesField(b, "record", d.Value)
+	if d.Truncated {
+		b = append(b, `,"truncated":true`...)
+	}
 	b = append(b, '}')
 	return f.W.WriteLine(b)
 }
