@@ -141,6 +141,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 				KeySeparator:   "",
 				OnMalformed:    "deadletter",
 				MaxLineBytes:   4 << 20,
+				Continue:       false,
 			}},
 			Output:            host.OutputConfig{Type: "stdout", Path: "", Names: []string{}, Topics: map[string]string{}},
 			DeadLetter:        host.DeadLetterConfig{Path: ""}, // <data_dir>/<task>.deadletter.ndjson

@@ -467,12 +467,14 @@ func (t *Task) Run(ctx context.Context) (err error) {
 	return err
 }
 
+// StdinStream is the store's name of the stream of a stdin input.
+func StdinStream(input string) string { return "stdin:" + input + "/0" }
+
 func (t *Task) openStream(in *Input) (*stream, error) {
-	kind := "file"
+	name := "file:" + in.Name + "/0"
 	if in.Stdin != nil {
-		kind = "stdin"
+		name = StdinStream(in.Name)
 	}
-	name := kind + ":" + in.Name + "/0"
 	id, err := t.cfg.Store.StreamID(t.cfg.Name, name)
 	if err != nil {
 		return nil, err
