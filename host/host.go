@@ -190,7 +190,7 @@ func checkStdinRerun(db *store.DB, cfg Config, i int) error {
 			}
 			if read := max(pos.Next, pos.Horizon+1); ok && read > 0 {
 				return &ConfigError{Key: fmt.Sprintf("tasks[%d].inputs[%d].continue", i, j), Problem: fmt.Sprintf(
-					"task %s already read %d lines of stdin in data directory %s: stdin cannot be rewound, so this run's lines would count as new records after those, and the same data fed again would count twice. "+
+					"task %s already read stdin up to line %d in data directory %s: stdin cannot be rewound, so this run's lines would count as new records after those, and the same data fed again would count twice. "+
 						"Use a new data directory (--data-dir) to start over, or set continue: true on the input (--continue-stdin with --module) to feed it more lines",
 					tc.Name, read, cfg.DataDir)}
 			}

@@ -382,7 +382,7 @@ func TestStdinInput(t *testing.T) {
 	}
 	err = h.Run(context.Background())
 	var ce *host.ConfigError
-	if !errors.As(err, &ce) || ce.Key != "tasks[0].inputs[0].continue" || !strings.Contains(ce.Problem, "already read 2 lines of stdin") ||
+	if !errors.As(err, &ce) || ce.Key != "tasks[0].inputs[0].continue" || !strings.Contains(ce.Problem, "already read stdin up to line 2") ||
 		!strings.Contains(ce.Problem, "new data directory") {
 		t.Fatalf("a second run on stdin: %v; want a ConfigError naming continue, the lines read and what to do", err)
 	}
