@@ -40,7 +40,13 @@ const MaxKeptLineBytes = 64 << 20
 // keptLineBytes is MaxKeptLineBytes; tests lower it.
 var keptLineBytes = MaxKeptLineBytes
 
-const chunkRecords = 256
+// A chunk holds at most chunkRecords records, and is handed over once its lines reach
+// chunkBytes: with lines near the limit (or kept whole over it), a chunk must not hold 256 of
+// them.
+const (
+	chunkRecords = 256
+	chunkBytes   = 4 << 20
+)
 
 // Reader reads one input. Create it with NewReader, start it with Run.
 type Reader struct {
@@ -120,7 +126,8 @@ func (rd *Reader) Run(ctx context.Context, out chan<- Chunk) {
 
 func (rd *Reader) readChunk(br *bufio.Reader) ([]Record, bool, error) {
 	recs := make([]Record, 0, chunkRecords)
-	for len(recs) < chunkRecords {
+	size := 0
+	for len(recs) < chunkRecords && size < chunkBytes {
 		// Hand over what we have rather than wait for more: a slow stream (a pipe, a terminal)
 		// must not hold complete lines back until a whole chunk has arrived.
 		if len(recs) > 0 && br.Buffered() == 0 {
@@ -150,6 +157,7 @@ func (rd *Reader) readChunk(br *bufio.Reader) ([]Record, bool, error) {
 					rec.Decoded, rec.Err = rd.format.Decode(body)
 				}
 				recs = append(recs, rec)
+				size += len(rec.Raw)
 			}
 		}
 		if err == io.EOF {

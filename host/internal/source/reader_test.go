@@ -290,6 +290,30 @@ func TestReaderLongLineKeptWhole(t *testing.T) {
 	}
 }
 
+// TestReaderChunkBytesBounded checks that long lines are handed over a few at a time: a chunk
+// stops growing once it holds chunkBytes of lines, so 256 lines near the limit (or kept whole
+// over it) are never in memory at once.
+func TestReaderChunkBytesBounded(t *testing.T) {
+	line := strings.Repeat("z", 1<<20+1)
+	recs := 0
+	for _, c := range readAll(t, strings.NewReader(strings.Repeat(line+"\n", 20)), Format{MaxLineBytes: 1 << 20}, 0, 0) {
+		size := 0
+		for _, r := range c.Records {
+			if string(r.Raw) != line {
+				t.Fatalf("record %d: Raw of %d bytes, want the whole line", r.Offset, len(r.Raw))
+			}
+			size += len(r.Raw)
+		}
+		if n := len(c.Records); n > 0 && size-len(line) >= chunkBytes {
+			t.Errorf("a chunk holds %d lines, %d bytes", n, size)
+		}
+		recs += len(c.Records)
+	}
+	if recs != 20 {
+		t.Errorf("%d records, want 20", recs)
+	}
+}
+
 // TestReaderHugeLineIsCut checks that a line over MaxKeptLineBytes is cut, and says so, rather
 // than held whole in memory.
 func TestReaderHugeLineIsCut(t *testing.T) {
