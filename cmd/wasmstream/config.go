@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -449,6 +450,9 @@ func (q *quickTask) task() (host.TaskConfig, error) {
 			in.Type, in.Path, in.Continue = "stdin", "", q.continueStdin
 		}
 		t.Inputs = append(t.Inputs, in)
+	}
+	if q.continueStdin && !slices.Contains(q.inputs, "-") {
+		return t, usageError("--continue-stdin needs --input - (it is about standard input only)")
 	}
 	if q.output != "" && q.output != "-" {
 		t.Output = host.OutputConfig{Type: "file", Path: q.output}
