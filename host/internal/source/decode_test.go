@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -236,6 +237,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`alice:hello`), "\u2028\x00\x7f", "")
 	f.Add([]byte(`null`), "", ":")
 	f.Add([]byte(`{"k":null,"ts":null}`), "<&>", "\xff")
+	f.Add([]byte(`x`), "bin-\xff\xc3\"\\\x01", ":")
 	f.Fuzz(func(t *testing.T, line []byte, key, sep string) {
 		formats := []Format{
 			{JSON: true},
@@ -260,6 +262,24 @@ func FuzzDecode(f *testing.F) {
 			if !bytes.Equal(d.Key, wantKey) || !bytes.Equal(d.Value, wantValue) {
 				t.Fatalf("text %q with separator %q = key %q value %q, want key %q value %q", line, sep, d.Key, d.Value, wantKey, wantValue)
 			}
+		}
+
+		// Any key, valid UTF-8 or not, written into a JSON string with only the escapes JSON
+		// requires, decodes to exactly its bytes.
+		raw := []byte(`{"k":"`)
+		for i := 0; i < len(key); i++ {
+			switch c := key[i]; {
+			case c == '"' || c == '\\':
+				raw = append(raw, '\\', c)
+			case c < 0x20:
+				raw = fmt.Appendf(raw, `\u%04x`, c)
+			default:
+				raw = append(raw, c)
+			}
+		}
+		raw = append(raw, `"}`...)
+		if d, err := (&Format{JSON: true, KeyField: "k"}).Decode(raw); err != nil || string(d.Key) != key {
+			t.Fatalf("Decode(%q) = key %q, %v; want %q", raw, d.Key, err, key)
 		}
 
 		if !utf8.ValidString(key) {
