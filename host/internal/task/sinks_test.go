@@ -27,6 +27,8 @@ func TestFileDeadLettersKeepBytes(t *testing.T) {
 		{[]byte("bin-\xfe"), []byte("plain \xc3 text")},
 		{[]byte("alice"), []byte(`{"user":"alice"}`)},
 		{nil, []byte("\xc3")},
+		{[]byte("ctl"), bytes.Repeat([]byte{1}, 1000)},   // base64, not 6000 bytes of \u0001
+		{[]byte("json"), []byte(`{"k":"a","v":"b\\n"}`)}, // a JSON line stays a string
 	}
 	for i, c := range cases {
 		if err := dl.WriteDeadLetter(&DeadLetter{Task: "t", Input: "in", Offset: int64(i), Err: errors.New("bad"), Key: c.key, Value: c.record}); err != nil {
@@ -66,8 +68,14 @@ func TestFileDeadLettersKeepBytes(t *testing.T) {
 		if hasKey != (cases[i].key != nil) || !bytes.Equal(key, cases[i].key) {
 			t.Errorf("line %d: key %q (present %v), want %q", i, key, hasKey, cases[i].key)
 		}
+		if _, ok := m["record"]; i == len(cases)-1 && !ok {
+			t.Errorf("line %d: a JSON line was not written as a string: %s", i, line)
+		}
 		if rec, _ := get("record"); !bytes.Equal(rec, cases[i].record) {
 			t.Errorf("line %d: record %q, want %q", i, rec, cases[i].record)
+		}
+		if len(line) > 200+len(cases[i].record)*2 {
+			t.Errorf("line %d: %d bytes for a record of %d", i, len(line), len(cases[i].record))
 		}
 	}
 }
