@@ -340,3 +340,14 @@ func TestUnquoteMatchesEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+func BenchmarkDecodeJSON(b *testing.B) {
+	f := Format{JSON: true, KeyField: "user", ValueField: "text", TimestampField: "ts"}
+	line := []byte(`{"user":"alice","text":"the quick brown fox jumps over the lazy dog","ts":1700000000000}`)
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if _, err := f.Decode(line); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
