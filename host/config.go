@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
+	"github.com/wasmstream/wasmstream/host/internal/source"
 )
 
 // Config configures a Host. The zero value of every field means its documented default; New
@@ -261,6 +262,16 @@ type InputConfig struct {
 	// OnMalformed is "deadletter" (default: the line goes to the dead-letter file with the
 	// reason and the run goes on) or "halt" (the task stops with an error naming the line).
 	OnMalformed string
+	// MaxLineBytes is the longest line a file or stdin input accepts, without its line ending;
+	// a longer line is malformed (see OnMalformed) and goes to the dead letters whole (up to
+	// 64 MiB). Default 4 MiB; at most 64 MiB.
+	MaxLineBytes int
+	// Continue lets a stdin input run again on a data directory where an earlier run already
+	// read stdin. Standard input cannot be rewound: a new run's lines are new records numbered
+	// after the earlier run's, so feeding the same data again would process it twice. Default
+	// false: Run refuses with a *ConfigError naming this key. Set it for a live feed that a
+	// restart continues.
+	Continue bool
 }
 
 // OutputConfig says where emitted records go.
@@ -497,6 +508,15 @@ func (c Config) Validate() error {
 			}
 			if in.Type == "stdin" {
 				stdin++
+			}
+			switch {
+			case in.MaxLineBytes < 0 || in.MaxLineBytes > source.MaxKeptLineBytes:
+				bad(q+"max_line_bytes", "must be from 1 to %d (64 MiB), got %d; leave it out for the default of %d (4 MiB)", source.MaxKeptLineBytes, in.MaxLineBytes, source.DefaultMaxLineBytes)
+			case in.MaxLineBytes != 0 && in.Type == "kafka":
+				bad(q+"max_line_bytes", "applies to file and stdin inputs, not kafka")
+			}
+			if in.Continue && in.Type != "stdin" {
+				bad(q+"continue", "applies to stdin inputs only (a file or kafka input always resumes where it stopped)")
 			}
 			if in.Format == "text" && (in.KeyField != "" || in.ValueField != "" || in.TimestampField != "") {
 				bad(q+"format", "text inputs take key_separator, not key_field/value_field/timestamp_field")

@@ -400,6 +400,7 @@ func TestDeployedVersionSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
 	dataDir := filepath.Join(dir, "data")
 	tc := versionedTask(t, dir, guestbuild.Retag(t, base, 0))
+	tc.Inputs[0].Continue = true // every run feeds stdin new lines
 	var activations []string
 	perKey := map[string]int{} // across runs: the guest's state counts on
 	run := func(wantVersion int64, during func(h *host.Host, f *feedLines)) {

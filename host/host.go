@@ -97,6 +97,9 @@ func (h *Host) Run(ctx context.Context) (err error) {
 	tasks := make([]*task.Task, len(cfg.Tasks))
 	lv := &live{rt: rt, db: db, tasks: map[string]*running{}}
 	for i, tc := range cfg.Tasks {
+		if err := checkStdinRerun(db, cfg, i); err != nil {
+			return err
+		}
 		mod, version, err := startModule(ctx, cfg, rt, db, tc)
 		if err != nil {
 			return &TaskError{Task: tc.Name, Err: err}
@@ -158,6 +161,42 @@ func (h *Host) Run(ctx context.Context) (err error) {
 	}
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// checkStdinRerun refuses a stdin input of task i that an earlier run already read in this data
+// directory, unless the input has Continue: standard input cannot be rewound, so this run's
+// lines would be new records after the earlier ones, and the same data fed again would count
+// twice.
+func checkStdinRerun(db *store.DB, cfg Config, i int) error {
+	tc := cfg.Tasks[i]
+	var streams []store.StreamInfo
+	for j, in := range tc.Inputs {
+		if in.Type != "stdin" || in.Continue {
+			continue
+		}
+		if streams == nil {
+			var err error
+			if streams, err = db.Streams(tc.Name); err != nil {
+				return &TaskError{Task: tc.Name, Err: err}
+			}
+		}
+		for _, s := range streams {
+			if s.Name != task.StdinStream(in.Name) {
+				continue
+			}
+			pos, ok, err := db.Position(tc.Name, s.ID)
+			if err != nil {
+				return &TaskError{Task: tc.Name, Err: err}
+			}
+			if read := max(pos.Next, pos.Horizon+1); ok && read > 0 {
+				return &ConfigError{Key: fmt.Sprintf("tasks[%d].inputs[%d].continue", i, j), Problem: fmt.Sprintf(
+					"task %s already read stdin up to line %d in data directory %s: stdin cannot be rewound, so this run's lines would count as new records after those, and the same data fed again would count twice. "+
+						"Use a new data directory (--data-dir) to start over, or set continue: true on the input (--continue-stdin with --module) to feed it more lines",
+					tc.Name, read, cfg.DataDir)}
+			}
+		}
+	}
+	return nil
 }
 
 func cacheDir(cfg Config) string {
@@ -267,6 +306,7 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 				ValueField:     in.ValueField,
 				TimestampField: in.TimestampField,
 				KeySeparator:   in.KeySeparator,
+				MaxLineBytes:   in.MaxLineBytes,
 			},
 			HaltOnError: in.OnMalformed == "halt",
 		}

@@ -360,8 +360,9 @@ not json at all
 	}
 }
 
-// Standard input cannot be rewound: a second run numbers its lines after the first run's, so
-// state accumulates and no new line is mistaken for a replay.
+// Standard input cannot be rewound: a second run on the same data directory is refused, as it
+// would count the same data twice, unless the input says continue; then it numbers its lines
+// after the first run's, so state accumulates and no new line is mistaken for a replay.
 func TestStdinInput(t *testing.T) {
 	module := guestbuild.Go(t, "testguests/order")
 	dir := t.TempDir()
@@ -370,10 +371,24 @@ func TestStdinInput(t *testing.T) {
 		Inputs: []host.InputConfig{{Name: "in", Type: "stdin", Format: "text", KeySeparator: "\t"}},
 		Output: host.OutputConfig{Type: "file", Path: filepath.Join(dir, "out.ndjson")},
 	}
-	for run, text := range []string{"a\t1 0\nb\t1 0\n", "a\t2 0\nb\t2 0\na\t3 0\n"} {
-		runHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: strings.NewReader(text), Tasks: []host.TaskConfig{tc}})
-		_ = run
+	cfg := func(text string) host.Config {
+		return host.Config{DataDir: filepath.Join(dir, "data"), Stdin: strings.NewReader(text), Tasks: []host.TaskConfig{tc}}
 	}
+	runHost(t, cfg("a\t1 0\nb\t1 0\n"))
+
+	h, err := host.New(cfg("a\t9 0\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = h.Run(context.Background())
+	var ce *host.ConfigError
+	if !errors.As(err, &ce) || ce.Key != "tasks[0].inputs[0].continue" || !strings.Contains(ce.Problem, "already read stdin up to line 2") ||
+		!strings.Contains(ce.Problem, "new data directory") {
+		t.Fatalf("a second run on stdin: %v; want a ConfigError naming continue, the lines read and what to do", err)
+	}
+
+	tc.Inputs[0].Continue = true
+	runHost(t, cfg("a\t2 0\nb\t2 0\na\t3 0\n"))
 	checkOrder(t, readOutputs(t, filepath.Join(dir, "out.ndjson")), map[string]int{"a": 3, "b": 2})
 }
 

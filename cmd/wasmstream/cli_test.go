@@ -71,6 +71,7 @@ func TestUsageErrors(t *testing.T) {
 		{"module and config", []string{"run", "--module", "m.wasm", "--input", "x", "-c", "c.yaml"}, "--module and --config"},
 		{"task config not JSON", []string{"run", "--module", "m.wasm", "--input", "x", "--task-config", "min_len=2"}, "--task-config must be a JSON object"},
 		{"task config not an object", []string{"run", "--module", "m.wasm", "--input", "x", "--task-config", "[1]"}, "--task-config must be a JSON object"},
+		{"continue-stdin without stdin", []string{"run", "--module", "m.wasm", "--input", "in.ndjson", "--continue-stdin"}, "--continue-stdin needs --input -"},
 		{"key and prefix", []string{"state", "--task", "t", "--key", "a", "--prefix", "b"}, "--key and --prefix"},
 		{"key without task", []string{"state", "--key", "a"}, "need --task"},
 		{"bad escape", []string{"state", "--task", "t", "--key", `a\q`}, "bad escape"},
@@ -281,6 +282,30 @@ tasks:
 			},
 		},
 		{
+			name: "max_line_bytes out of range",
+			yaml: `
+tasks:
+  - name: t
+    module: m.wasm
+    inputs:
+      - path: in.ndjson
+        max_line_bytes: -1
+      - path: in2.ndjson
+        max_line_bytes: 67108865
+      - type: kafka
+        topics: [t]
+        max_line_bytes: 1000
+      - path: in3.ndjson
+        continue: true
+`,
+			want: []string{
+				"tasks[0].inputs[0].max_line_bytes: must be from 1 to 67108864 (64 MiB), got -1",
+				"tasks[0].inputs[1].max_line_bytes: must be from 1 to 67108864 (64 MiB), got 67108865",
+				"tasks[0].inputs[2].max_line_bytes: applies to file and stdin inputs, not kafka",
+				"tasks[0].inputs[3].continue: applies to stdin inputs only",
+			},
+		},
+		{
 			name: "YAML syntax",
 			yaml: "tasks: [\n",
 			want: []string{"not valid YAML"},
@@ -327,11 +352,13 @@ func TestEnvErrorNamesItsSource(t *testing.T) {
 }
 
 func TestQuickFormErrorsNameFlags(t *testing.T) {
-	code, _, stderr := runCLI(t, "run", "--module", "m.wasm", "--input", "in.ndjson", "--format", "csv", "--task", "a b")
+	code, _, stderr := runCLI(t, "run", "--module", "m.wasm", "--input", "in.ndjson", "--format", "csv", "--task", "a b",
+		"--max-line-bytes", "-5")
 	if code != exitUsage {
 		t.Errorf("exit %d, want %d", code, exitUsage)
 	}
-	for _, want := range []string{`--format: "csv" is not one of json, text`, `--task: "a b" may hold only`} {
+	for _, want := range []string{`--format: "csv" is not one of json, text`, `--task: "a b" may hold only`,
+		"--max-line-bytes: must be from 1 to 67108864"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
 		}

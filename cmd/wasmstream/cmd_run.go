@@ -118,7 +118,7 @@ func runHost(ctx context.Context, s settings, watch bool, stdin io.Reader, stdou
 		defer stopWatch() // Run returned: stop watching before h closes
 	}
 	if err := h.Run(ctx); err != nil {
-		return failure(err)
+		return exitFor(err) // a *host.ConfigError (stdin already read) exits 2
 	}
 	logger.Info("stopped")
 	return nil

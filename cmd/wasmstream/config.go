@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -309,6 +310,8 @@ type quickTask struct {
 	valueField     string
 	timestampField string
 	keySeparator   string
+	maxLineBytes   int
+	continueStdin  bool
 	config         string // the guest's settings, a JSON object
 }
 
@@ -334,11 +337,13 @@ func addConfigFlags(fs *pflag.FlagSet, cf *configFlags) {
 	fs.StringVar(&q.valueField, "value-field", "", "with --module: the JSON field holding the value (default the whole line)")
 	fs.StringVar(&q.timestampField, "timestamp-field", "", "with --module: the JSON field holding the event time in ms")
 	fs.StringVar(&q.keySeparator, "key-separator", "", "with --module and --format text: splits a line into key and value")
+	fs.IntVar(&q.maxLineBytes, "max-line-bytes", 0, "with --module: the longest input line accepted; longer ones go to the dead letters (default 4194304)")
+	fs.BoolVar(&q.continueStdin, "continue-stdin", false, "with --module and --input -: feed stdin to a data directory where an earlier run already read stdin, its lines counting after those")
 	fs.StringVar(&q.config, "task-config", "", "with --module: the module's own settings, a JSON object (default {})")
 }
 
 // quickFlags are the flags that only make sense with --module.
-var quickFlags = []string{"input", "output", "task", "format", "key-field", "value-field", "timestamp-field", "key-separator", "task-config"}
+var quickFlags = []string{"input", "output", "task", "format", "key-field", "value-field", "timestamp-field", "key-separator", "max-line-bytes", "continue-stdin", "task-config"}
 
 // load loads the configuration of run and check: the configuration file (or the task given
 // by --module), the environment, the flags; then validates it.
@@ -439,11 +444,15 @@ func (q *quickTask) task() (host.TaskConfig, error) {
 			ValueField:     q.valueField,
 			TimestampField: q.timestampField,
 			KeySeparator:   q.keySeparator,
+			MaxLineBytes:   q.maxLineBytes,
 		}
 		if path == "-" {
-			in.Type, in.Path = "stdin", ""
+			in.Type, in.Path, in.Continue = "stdin", "", q.continueStdin
 		}
 		t.Inputs = append(t.Inputs, in)
+	}
+	if q.continueStdin && !slices.Contains(q.inputs, "-") {
+		return t, usageError("--continue-stdin needs --input - (it is about standard input only)")
 	}
 	if q.output != "" && q.output != "-" {
 		t.Output = host.OutputConfig{Type: "file", Path: q.output}
@@ -487,6 +496,8 @@ func quickKey(key string) string {
 		"inputs.value_field":     "--value-field",
 		"inputs.timestamp_field": "--timestamp-field",
 		"inputs.key_separator":   "--key-separator",
+		"inputs.max_line_bytes":  "--max-line-bytes",
+		"inputs.continue":        "--continue-stdin",
 		"output.path":            "--output",
 		"output.type":            "--output",
 	}

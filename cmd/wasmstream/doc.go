@@ -7,7 +7,8 @@
 //	                   [--admin-addr HOST:PORT] [--admin-token T] [--watch]
 //	wasmstream run     --module M.wasm --input IN.ndjson [--input -] [--output OUT.ndjson]
 //	                   [--task NAME] [--format json|text] [--key-field F] [--value-field F]
-//	                   [--timestamp-field F] [--key-separator S] [--task-config JSON]
+//	                   [--timestamp-field F] [--key-separator S] [--max-line-bytes N]
+//	                   [--continue-stdin] [--task-config JSON]
 //	wasmstream check   (the same flags as run)
 //	wasmstream state   [--task NAME [--key K | --prefix P]] [-c FILE] [--data-dir D]
 //	                   [--format text|json]

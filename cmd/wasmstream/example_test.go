@@ -140,6 +140,8 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 				TimestampField: "ts",
 				KeySeparator:   "",
 				OnMalformed:    "deadletter",
+				MaxLineBytes:   4 << 20,
+				Continue:       false,
 			}},
 			Output:            host.OutputConfig{Type: "stdout", Path: "", Names: []string{}, Topics: map[string]string{}},
 			DeadLetter:        host.DeadLetterConfig{Path: ""}, // <data_dir>/<task>.deadletter.ndjson

@@ -40,7 +40,8 @@
 // An instance gets WASI with no preopened directories, no environment, no arguments, no network,
 // a fake clock and a deterministic random source, unless Limits.Grants grants directories,
 // environment variables, the real clock or crypto random; its stdout and stderr are logged line
-// by line. Grants.HTTP lets http_request reach an allowlist of hosts (http.go): one keep-alive
+// by line, and the error of a call that traps carries the first lines of stderr and the last
+// lines of stdout written during the call (stdio.go; 2 lines of 256 bytes each per stream). Grants.HTTP lets http_request reach an allowlist of hosts (http.go): one keep-alive
 // client and one concurrency bound per Module, a blocking request bounded by the call's context
 // and the request's timeout.
 // Memory is capped by Limits.MaxMemoryPages: memory.grow beyond it returns -1 to the guest.

@@ -100,6 +100,10 @@ type CallError struct {
 	// runtime says why it aborted, e.g. Go's "runtime: out of memory: cannot allocate …".
 	// "" when none.
 	GuestStderr string
+	// GuestStdout, for a call that trapped, is the last non-empty lines (at most 2, each cut to
+	// 256 bytes, joined with " | ") the guest wrote to stdout during the call: where TinyGo's
+	// runtime prints "panic: …" before it traps. "" when none.
+	GuestStdout string
 	// Err is the cause: ErrGuestFailed for a non-zero status, a *FuelError when the call spent its
 	// CPU budget, the runtime's trap error, ErrAllocFailed, or the error returned by the Env (the
 	// call then fails even if the guest returned 0).
@@ -133,6 +137,10 @@ func (e *CallError) Error() string {
 	if e.GuestStderr != "" {
 		b.WriteString("; guest stderr: ")
 		b.WriteString(strconv.Quote(e.GuestStderr))
+	}
+	if e.GuestStdout != "" {
+		b.WriteString("; guest stdout: ")
+		b.WriteString(strconv.Quote(e.GuestStdout))
 	}
 	return b.String()
 }

@@ -2,6 +2,7 @@ package modrt
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -55,16 +56,41 @@ func TestStderrFirstLines(t *testing.T) {
 	w := &lineWriter{log: slog.New(slog.DiscardHandler), max: 4096}
 	w.Write([]byte("before the call\n"))
 	w.resetTail()
-	if got := w.firstLines(); got != "" {
+	if got := w.lines(); got != "" {
 		t.Errorf("after reset: %q", got)
 	}
 	w.Write([]byte("\nruntime: out of memory\nfatal error: out of memory\n\ngoroutine 1\n"))
-	if got, want := w.firstLines(), "runtime: out of memory | fatal error: out of memory"; got != want {
-		t.Errorf("firstLines = %q, want %q", got, want)
+	if got, want := w.lines(), "runtime: out of memory | fatal error: out of memory"; got != want {
+		t.Errorf("lines = %q, want %q", got, want)
 	}
 	w.resetTail()
 	w.Write([]byte("partial " + strings.Repeat("x", 400)))
-	if got := w.firstLines(); len(got) != tailBytes || !strings.HasPrefix(got, "partial x") {
+	if got := w.lines(); len(got) != tailBytes || !strings.HasPrefix(got, "partial x") {
 		t.Errorf("partial line: %q (%d bytes), want it cut to %d", got, len(got), tailBytes)
+	}
+}
+
+// A trapping call's error carries the last lines the guest wrote to stdout during that call
+// (where TinyGo prints a panic), at most tailLines of tailBytes each.
+func TestStdoutLastLines(t *testing.T) {
+	w := &lineWriter{log: slog.New(slog.DiscardHandler), max: 4096, keepLast: true}
+	w.Write([]byte("before the call\n"))
+	w.resetTail()
+	if got := w.lines(); got != "" {
+		t.Errorf("after reset: %q", got)
+	}
+	for i := range 1000 {
+		fmt.Fprintf(w, "progress %d\n\n", i)
+	}
+	w.Write([]byte("panic: index out of range [3] with length 2\n"))
+	if got, want := w.lines(), "progress 999 | panic: index out of range [3] with length 2"; got != want {
+		t.Errorf("lines = %q, want %q", got, want)
+	}
+	if len(w.tail) != tailLines {
+		t.Errorf("%d lines kept, want %d", len(w.tail), tailLines)
+	}
+	w.Write([]byte("panic: " + strings.Repeat("x", 400)))
+	if got, prev := w.lines(), "panic: index out of range [3] with length 2 | "; !strings.HasPrefix(got, prev+"panic: xxx") || len(got) != len(prev)+tailBytes {
+		t.Errorf("partial line: %q (%d bytes), want the last line and the partial one cut to %d", got, len(got), tailBytes)
 	}
 }

@@ -238,7 +238,7 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 		now:       now,
 		outputs:   append([]string(nil), cfg.Outputs...),
 		stateless: cfg.StatelessOnly,
-		stdout:    &lineWriter{log: logger, level: slog.LevelInfo, stream: "stdout", max: m.lim.MaxLogBytes},
+		stdout:    &lineWriter{log: logger, level: slog.LevelInfo, stream: "stdout", max: m.lim.MaxLogBytes, keepLast: true},
 		stderr:    &lineWriter{log: logger, level: slog.LevelWarn, stream: "stderr", max: m.lim.MaxLogBytes},
 	}
 	i.cctx.inst = i
@@ -445,6 +445,7 @@ func (i *Instance) call(ctx context.Context, ph phase, export string, fn api.Fun
 	}
 	i.phase, i.cctx.Context = ph, ctx
 	i.stderr.resetTail()
+	i.stdout.resetTail()
 	err := fn.CallWithStack(&i.cctx, stack)
 	i.http.endCall() // a kept HTTP response lives for one guest call (ABI §4.15)
 	i.phase, i.cctx.Context = phaseIdle, context.Background()
@@ -459,7 +460,7 @@ func (i *Instance) call(ctx context.Context, ph phase, export string, fn api.Fun
 	if err != nil {
 		i.broken = true
 		return &CallError{Task: i.task, Func: export, Trap: true, GuestMessage: i.failMsg,
-			GuestStderr: i.stderr.firstLines(), Err: err}
+			GuestStderr: i.stderr.lines(), GuestStdout: i.stdout.lines(), Err: err}
 	}
 	return nil
 }

@@ -369,6 +369,22 @@ func TestTrapBreaksInstance(t *testing.T) {
 	})
 }
 
+// TestTrapCarriesStdout checks that a guest that prints its panic to stdout and traps, as
+// TinyGo's runtime does, leaves the panic message in the call's error.
+func TestTrapCarriesStdout(t *testing.T) {
+	r := newRuntime(t, RuntimeConfig{})
+	i := instantiate(t, compile(t, r, "tinygopanic", Limits{}), InstanceConfig{Task: "tt"})
+	_, err := i.Process(ctx, []abi.Record{rec("k", nil)}, nil)
+	ce := asCallError(t, err)
+	want := "processing record | panic: runtime error: index out of range [3] with length 2"
+	if !ce.Trap || ce.GuestStdout != want || ce.GuestStderr != "" {
+		t.Errorf("call error %+v, want a trap with stdout %q", ce, want)
+	}
+	if !strings.Contains(err.Error(), `; guest stdout: "`+want+`"`) {
+		t.Errorf("message %q lacks the guest's stdout", err)
+	}
+}
+
 func TestInitFailure(t *testing.T) {
 	r := newRuntime(t, RuntimeConfig{})
 	m := compile(t, r, "driver", Limits{})

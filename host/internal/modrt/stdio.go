@@ -22,6 +22,9 @@ type lineWriter struct {
 	// the first lines it writes to stderr ("runtime: out of memory: …", "panic: …",
 	// "thread … panicked at …"), then a stack trace.
 	tail []string
+	// keepLast: tail keeps the last tailLines non-empty lines instead (stdout): TinyGo's runtime
+	// prints "panic: …" to stdout just before it traps, after whatever the guest printed.
+	keepLast bool
 }
 
 const (
@@ -32,12 +35,16 @@ const (
 // resetTail forgets the lines kept for the last call.
 func (w *lineWriter) resetTail() { w.tail = w.tail[:0] }
 
-// firstLines returns the first non-empty lines written since resetTail (at most tailLines, a
-// pending partial line included), joined with " | "; "" when none.
-func (w *lineWriter) firstLines() string {
+// lines returns the first (or, with keepLast, the last) non-empty lines written since
+// resetTail (at most tailLines, a pending partial line included), joined with " | "; "" when
+// none.
+func (w *lineWriter) lines() string {
 	lines := w.tail
-	if len(w.buf) > 0 && len(lines) < tailLines {
+	if len(w.buf) > 0 && (w.keepLast || len(lines) < tailLines) {
 		lines = append(lines[:len(lines):len(lines)], cut(w.buf))
+	}
+	if len(lines) > tailLines {
+		lines = lines[len(lines)-tailLines:]
 	}
 	return strings.Join(lines, " | ")
 }
@@ -82,8 +89,13 @@ func (w *lineWriter) Write(p []byte) (int, error) {
 }
 
 func (w *lineWriter) emit() {
-	if len(w.buf) > 0 && len(w.tail) < tailLines {
+	switch {
+	case len(w.buf) == 0:
+	case len(w.tail) < tailLines:
 		w.tail = append(w.tail, cut(w.buf))
+	case w.keepLast:
+		copy(w.tail, w.tail[1:])
+		w.tail[len(w.tail)-1] = cut(w.buf)
 	}
 	if w.log.Enabled(context.Background(), w.level) {
 		w.log.LogAttrs(context.Background(), w.level, string(w.buf), slog.String("stream", w.stream))

@@ -78,8 +78,8 @@ type Header struct{ Name, Value []byte }
 func (w *Writer) WriteOutput(name string, key, value []byte, ts int64, headers []Header) error {
 	b := append(w.line[:0], `{"output":`...)
 	b = AppendString(b, name)
-	b = appendBytesField(b, "key", key)
-	b = appendBytesField(b, "value", value)
+	b = AppendBytesField(b, "key", key)
+	b = AppendBytesField(b, "value", value)
 	b = append(b, `,"ts":`...)
 	b = strconv.AppendInt(b, ts, 10)
 	if len(headers) > 0 {
@@ -138,7 +138,9 @@ func (w *Writer) Close() error {
 	return err
 }
 
-func appendBytesField(b []byte, field string, v []byte) []byte {
+// AppendBytesField appends `,"field":` and v as a JSON string when v is valid UTF-8, and
+// otherwise `,"field_b64":` and v in standard base64, so that the bytes are kept exactly.
+func AppendBytesField(b []byte, field string, v []byte) []byte {
 	if utf8.Valid(v) {
 		b = append(b, `,"`...)
 		b = append(b, field...)

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"github.com/wasmstream/wasmstream/abi"
 	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // Format is how a line becomes a record.
@@ -17,6 +19,16 @@ type Format struct {
 	ValueField     string // JSON field holding the value; "" = the whole line
 	TimestampField string // JSON field holding the event time (ms); "" = unknown (-1)
 	KeySeparator   string // text: the key is what precedes the first separator
+	// MaxLineBytes is the longest line accepted (without its line ending), at most
+	// MaxKeptLineBytes; a longer line is a malformed record. 0: DefaultMaxLineBytes.
+	MaxLineBytes int
+}
+
+func (f *Format) maxLineBytes() int {
+	if f.MaxLineBytes <= 0 {
+		return DefaultMaxLineBytes
+	}
+	return min(f.MaxLineBytes, MaxKeptLineBytes)
 }
 
 // Decoded is the payload of one line.
@@ -96,11 +108,93 @@ func scalar(fields map[string]json.RawMessage, name string) ([]byte, error) {
 
 func scalarOrRaw(raw json.RawMessage) ([]byte, error) {
 	if len(raw) > 0 && raw[0] == '"' {
-		var s string
-		if err := json.Unmarshal(raw, &s); err != nil {
-			return nil, err
-		}
-		return []byte(s), nil
+		return unquote(raw)
 	}
 	return raw, nil
+}
+
+// unquote decodes a JSON string (quotes included) to its bytes. Unlike encoding/json, it keeps
+// bytes that are not valid UTF-8 exactly as they are in the line instead of replacing each with
+// U+FFFD: keys and values are bytes, and two keys that differ only there must stay two keys.
+// Escapes decode as in encoding/json (a lone surrogate escape becomes U+FFFD).
+func unquote(raw []byte) ([]byte, error) {
+	if len(raw) < 2 || raw[0] != '"' || raw[len(raw)-1] != '"' {
+		return nil, errors.New("not a JSON string")
+	}
+	s := raw[1 : len(raw)-1]
+	if bytes.IndexByte(s, '\\') < 0 {
+		return s, nil
+	}
+	out := make([]byte, 0, len(s))
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c != '\\' {
+			out = append(out, c)
+			i++
+			continue
+		}
+		if i+1 >= len(s) {
+			return nil, errors.New("string ends in a backslash")
+		}
+		switch e := s[i+1]; e {
+		case '"', '\\', '/':
+			out = append(out, e)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, ok := hex4(s[i+2:])
+			if !ok {
+				return nil, errors.New(`bad \u escape`)
+			}
+			i += 6
+			if utf16.IsSurrogate(r) {
+				r2, ok := rune(0), false
+				if bytes.HasPrefix(s[i:], []byte(`\u`)) {
+					r2, ok = hex4(s[i+2:])
+				}
+				if d := utf16.DecodeRune(r, r2); ok && d != utf8.RuneError {
+					out = utf8.AppendRune(out, d)
+					i += 6
+					continue
+				}
+				r = utf8.RuneError
+			}
+			out = utf8.AppendRune(out, r)
+			continue
+		default:
+			return nil, fmt.Errorf("bad escape \\%c", e)
+		}
+		i += 2
+	}
+	return out, nil
+}
+
+// hex4 decodes the 4 hex digits at the start of b.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	var r rune
+	for _, c := range b[:4] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		r = r<<4 | rune(c)
+	}
+	return r, true
 }

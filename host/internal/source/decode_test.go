@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -236,6 +237,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`alice:hello`), "\u2028\x00\x7f", "")
 	f.Add([]byte(`null`), "", ":")
 	f.Add([]byte(`{"k":null,"ts":null}`), "<&>", "\xff")
+	f.Add([]byte(`x`), "bin-\xff\xc3\"\\\x01", ":")
 	f.Fuzz(func(t *testing.T, line []byte, key, sep string) {
 		formats := []Format{
 			{JSON: true},
@@ -262,6 +264,24 @@ func FuzzDecode(f *testing.F) {
 			}
 		}
 
+		// Any key, valid UTF-8 or not, written into a JSON string with only the escapes JSON
+		// requires, decodes to exactly its bytes.
+		raw := []byte(`{"k":"`)
+		for i := 0; i < len(key); i++ {
+			switch c := key[i]; {
+			case c == '"' || c == '\\':
+				raw = append(raw, '\\', c)
+			case c < 0x20:
+				raw = fmt.Appendf(raw, `\u%04x`, c)
+			default:
+				raw = append(raw, c)
+			}
+		}
+		raw = append(raw, `"}`...)
+		if d, err := (&Format{JSON: true, KeyField: "k"}).Decode(raw); err != nil || string(d.Key) != key {
+			t.Fatalf("Decode(%q) = key %q, %v; want %q", raw, d.Key, err, key)
+		}
+
 		if !utf8.ValidString(key) {
 			return
 		}
@@ -278,4 +298,56 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("Decode(%s) = key %q value %q ts %d, want key and value %q ts %d", obj, d.Key, d.Value, d.Timestamp, key, len(key))
 		}
 	})
+}
+
+// TestDecodeJSONKeepsBytes checks that bytes that are not valid UTF-8 inside a JSON string stay
+// exactly as they are: encoding/json would turn each into U+FFFD and so merge the keys
+// "bin-\xff", "bin-\xfe" and "bin-\xc3" into one.
+func TestDecodeJSONKeepsBytes(t *testing.T) {
+	f := Format{JSON: true, KeyField: "k", ValueField: "v"}
+	seen := map[string]bool{}
+	for _, key := range []string{"bin-\xff", "bin-\xfe", "bin-\xc3", "bin-\ufffd"} {
+		line := `{"k":"` + key + `","v":"x` + key + `\n"}`
+		d, err := f.Decode([]byte(line))
+		if err != nil {
+			t.Fatalf("Decode(%q): %v", line, err)
+		}
+		if string(d.Key) != key || string(d.Value) != "x"+key+"\n" {
+			t.Errorf("Decode(%q) = key %q value %q, want key %q value %q", line, d.Key, d.Value, key, "x"+key+"\n")
+		}
+		seen[string(d.Key)] = true
+	}
+	if len(seen) != 4 {
+		t.Errorf("%d distinct keys, want 4", len(seen))
+	}
+}
+
+// TestUnquoteMatchesEncodingJSON checks unquote against encoding/json on strings that are valid
+// UTF-8, escapes and surrogates included.
+func TestUnquoteMatchesEncodingJSON(t *testing.T) {
+	for _, raw := range []string{
+		`""`, `"plain"`, `"a\"b\\c\/d"`, `"\b\f\n\r\t"`, `"caf\u00e9 \u2603"`, `"\u00E9\u00e9"`,
+		`"\ud83d\ude00"`, `"\ud800"`, `"\ud800x"`, `"\ud800\u0041"`, `"\udc00\ud800"`, `"\ud83d\ud83d\ude00"`,
+		`"naïve ☃"`, `"\u0000"`,
+	} {
+		var want string
+		if err := json.Unmarshal([]byte(raw), &want); err != nil {
+			t.Fatalf("json.Unmarshal(%s): %v", raw, err)
+		}
+		got, err := unquote([]byte(raw))
+		if err != nil || string(got) != want {
+			t.Errorf("unquote(%s) = %q, %v; want %q", raw, got, err, want)
+		}
+	}
+}
+
+func BenchmarkDecodeJSON(b *testing.B) {
+	f := Format{JSON: true, KeyField: "user", ValueField: "text", TimestampField: "ts"}
+	line := []byte(`{"user":"alice","text":"the quick brown fox jumps over the lazy dog","ts":1700000000000}`)
+	b.SetBytes(int64(len(line)))
+	for b.Loop() {
+		if _, err := f.Decode(line); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

@@ -16,6 +16,8 @@ type Record struct {
 	Decoded       // valid when Err is nil
 	Raw     []byte
 	Err     error // the line could not be decoded (wraps ErrMalformed)
+	// Truncated: Raw holds only the first MaxKeptLineBytes of a longer malformed line.
+	Truncated bool
 }
 
 // Chunk is what a Reader sends to the loop: some records, and at the end of the input Done.
@@ -26,10 +28,25 @@ type Chunk struct {
 	Err     error // reading failed; no chunk follows
 }
 
-// MaxLineBytes is the longest line a Reader accepts; a longer line is a malformed record.
-const MaxLineBytes = 4 << 20
+// DefaultMaxLineBytes is the longest line a Reader accepts when Format.MaxLineBytes is 0; a
+// longer line is a malformed record.
+const DefaultMaxLineBytes = 4 << 20
 
-const chunkRecords = 256
+// MaxKeptLineBytes bounds the copy of a line over the limit that its malformed record carries
+// (Raw): such a line is kept whole, for the dead letters, up to this many bytes, and cut
+// (Truncated) beyond. It is also the highest Format.MaxLineBytes.
+const MaxKeptLineBytes = 64 << 20
+
+// keptLineBytes is MaxKeptLineBytes; tests lower it.
+var keptLineBytes = MaxKeptLineBytes
+
+// A chunk holds at most chunkRecords records, and is handed over once its lines reach
+// chunkBytes: with lines near the limit (or kept whole over it), a chunk must not hold 256 of
+// them.
+const (
+	chunkRecords = 256
+	chunkBytes   = 4 << 20
+)
 
 // Reader reads one input. Create it with NewReader, start it with Run.
 type Reader struct {
@@ -109,7 +126,8 @@ func (rd *Reader) Run(ctx context.Context, out chan<- Chunk) {
 
 func (rd *Reader) readChunk(br *bufio.Reader) ([]Record, bool, error) {
 	recs := make([]Record, 0, chunkRecords)
-	for len(recs) < chunkRecords {
+	size := 0
+	for len(recs) < chunkRecords && size < chunkBytes {
 		// Hand over what we have rather than wait for more: a slow stream (a pipe, a terminal)
 		// must not hold complete lines back until a whole chunk has arrived.
 		if len(recs) > 0 && br.Buffered() == 0 {
@@ -124,17 +142,22 @@ func (rd *Reader) readChunk(br *bufio.Reader) ([]Record, bool, error) {
 			if err == nil {
 				content--
 			}
-			long := content > MaxLineBytes
-			body := bytes.TrimRight(line, "\r\n")
+			maxLine := rd.format.maxLineBytes()
+			long := content > maxLine
+			body := line
+			if len(body) == n { // the whole line is here: drop its line ending
+				body = bytes.TrimRight(line, "\r\n")
+			}
 			if len(bytes.TrimSpace(body)) > 0 || long {
 				rec := Record{Offset: off, End: rd.pos, Raw: body}
 				if long {
-					rec.Err = fmt.Errorf("%w: line longer than %d bytes", ErrMalformed, MaxLineBytes)
-					rec.Raw = body[:min(len(body), 256)]
+					rec.Err = fmt.Errorf("%w: line of %d bytes is longer than max_line_bytes (%d)", ErrMalformed, content, maxLine)
+					rec.Truncated = len(body) < content
 				} else {
 					rec.Decoded, rec.Err = rd.format.Decode(body)
 				}
 				recs = append(recs, rec)
+				size += len(rec.Raw)
 			}
 		}
 		if err == io.EOF {
@@ -148,15 +171,16 @@ func (rd *Reader) readChunk(br *bufio.Reader) ([]Record, bool, error) {
 }
 
 // readLine returns the next line with its newline (a copy), and the number of bytes consumed.
-// A line over MaxLineBytes is consumed whole but only its first MaxLineBytes bytes returned.
+// A line over MaxKeptLineBytes is consumed whole but only its first MaxKeptLineBytes bytes
+// returned.
 func readLine(br *bufio.Reader) ([]byte, int, error) {
 	var line []byte
 	n := 0
 	for {
 		frag, err := br.ReadSlice('\n')
 		n += len(frag)
-		if len(line) < MaxLineBytes {
-			line = append(line, frag[:min(len(frag), MaxLineBytes-len(line))]...)
+		if len(line) < keptLineBytes {
+			line = append(line, frag[:min(len(frag), keptLineBytes-len(line))]...)
 		}
 		if err == bufio.ErrBufferFull {
 			continue

@@ -195,16 +195,16 @@ func TestReaderMalformedLines(t *testing.T) {
 			want:   []wantRec{{0, 10, false, "a"}, {2, 11 + 5<<20, true, ""}},
 		},
 		{
-			name:   "line of exactly MaxLineBytes is accepted",
-			input:  "k:" + strings.Repeat("y", MaxLineBytes-2) + "\nk2:z\n",
+			name:   "line of exactly DefaultMaxLineBytes is accepted",
+			input:  "k:" + strings.Repeat("y", DefaultMaxLineBytes-2) + "\nk2:z\n",
 			format: Format{KeySeparator: ":"},
-			want:   []wantRec{{0, MaxLineBytes + 1, false, "k"}, {1, MaxLineBytes + 1 + 5, false, "k2"}},
+			want:   []wantRec{{0, DefaultMaxLineBytes + 1, false, "k"}, {1, DefaultMaxLineBytes + 1 + 5, false, "k2"}},
 		},
 		{
-			name:   "line of MaxLineBytes+1 is malformed",
-			input:  strings.Repeat("y", MaxLineBytes+1) + "\nk2:z\n",
+			name:   "line of DefaultMaxLineBytes+1 is malformed",
+			input:  strings.Repeat("y", DefaultMaxLineBytes+1) + "\nk2:z\n",
 			format: Format{KeySeparator: ":"},
-			want:   []wantRec{{0, MaxLineBytes + 2, true, ""}, {1, MaxLineBytes + 2 + 5, false, "k2"}},
+			want:   []wantRec{{0, DefaultMaxLineBytes + 2, true, ""}, {1, DefaultMaxLineBytes + 2 + 5, false, "k2"}},
 		},
 		{
 			name:   "undecodable JSON between good lines",
@@ -232,11 +232,9 @@ func TestReaderMalformedLines(t *testing.T) {
 					if !errors.Is(r.Err, ErrMalformed) {
 						t.Errorf("record %d: Err = %v, want ErrMalformed", i, r.Err)
 					}
-					if len(r.Raw) == 0 || len(r.Raw) > 256 {
-						t.Errorf("record %d: Raw holds %d bytes, want 1..256", i, len(r.Raw))
-					}
-					if !strings.Contains(tt.input, string(r.Raw)) {
-						t.Errorf("record %d: Raw %.40q is not from the input", i, r.Raw)
+					// The whole line, for the dead letters.
+					if want := strings.Split(tt.input, "\n")[w.off]; string(r.Raw) != want || r.Truncated {
+						t.Errorf("record %d: Raw holds %d bytes (truncated %v), want the whole line of %d", i, len(r.Raw), r.Truncated, len(want))
 					}
 					continue
 				}
@@ -251,17 +249,82 @@ func TestReaderMalformedLines(t *testing.T) {
 	}
 }
 
-// TestReaderLongLineRawIsBounded checks that an over-long line does not travel whole.
-func TestReaderLongLineRawIsBounded(t *testing.T) {
-	recs := allRecords(readAll(t, strings.NewReader(strings.Repeat("z", 5<<20)+"\n"), Format{}, 0, 0))
-	if len(recs) != 1 || !errors.Is(recs[0].Err, ErrMalformed) {
-		t.Fatalf("records = %d, want one malformed", len(recs))
+// TestReaderLongLineKeptWhole checks that a line over the limit travels whole to the dead
+// letters, and that the limit is the format's.
+func TestReaderLongLineKeptWhole(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		max   int
+		line  int
+		long  bool
+		limit int
+	}{
+		{name: "default limit, 5 MiB line", max: 0, line: 5 << 20, long: true, limit: DefaultMaxLineBytes},
+		{name: "limit 100, line 101", max: 100, line: 101, long: true, limit: 100},
+		{name: "limit 100, line 100", max: 100, line: 100, long: false},
+		{name: "limit 8 MiB, 5 MiB line", max: 8 << 20, line: 5 << 20, long: false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			line := strings.Repeat("z", tt.line)
+			recs := allRecords(readAll(t, strings.NewReader(line+"\nnext\n"), Format{MaxLineBytes: tt.max}, 0, 0))
+			if len(recs) != 2 || string(recs[1].Value) != "next" {
+				t.Fatalf("%d records, want the line and the next one", len(recs))
+			}
+			r := recs[0]
+			if !tt.long {
+				if r.Err != nil || len(r.Value) != tt.line {
+					t.Fatalf("Err %v, value of %d bytes; want the line accepted", r.Err, len(r.Value))
+				}
+				return
+			}
+			if !errors.Is(r.Err, ErrMalformed) {
+				t.Fatalf("Err = %v, want ErrMalformed", r.Err)
+			}
+			if string(r.Raw) != line || r.Truncated {
+				t.Errorf("Raw holds %d bytes (truncated %v), want the whole line of %d", len(r.Raw), r.Truncated, tt.line)
+			}
+			if msg := r.Err.Error(); !strings.Contains(msg, fmt.Sprint(tt.limit)) || !strings.Contains(msg, "max_line_bytes") {
+				t.Errorf("error %q does not state the limit and its key", msg)
+			}
+		})
 	}
-	if n := len(recs[0].Raw); n == 0 || n > 256 {
-		t.Errorf("Raw holds %d bytes, want 1..256", n)
+}
+
+// TestReaderChunkBytesBounded checks that long lines are handed over a few at a time: a chunk
+// stops growing once it holds chunkBytes of lines, so 256 lines near the limit (or kept whole
+// over it) are never in memory at once.
+func TestReaderChunkBytesBounded(t *testing.T) {
+	line := strings.Repeat("z", 1<<20+1)
+	recs := 0
+	for _, c := range readAll(t, strings.NewReader(strings.Repeat(line+"\n", 20)), Format{MaxLineBytes: 1 << 20}, 0, 0) {
+		size := 0
+		for _, r := range c.Records {
+			if string(r.Raw) != line {
+				t.Fatalf("record %d: Raw of %d bytes, want the whole line", r.Offset, len(r.Raw))
+			}
+			size += len(r.Raw)
+		}
+		if n := len(c.Records); n > 0 && size-len(line) >= chunkBytes {
+			t.Errorf("a chunk holds %d lines, %d bytes", n, size)
+		}
+		recs += len(c.Records)
 	}
-	if !strings.Contains(recs[0].Err.Error(), fmt.Sprint(MaxLineBytes)) {
-		t.Errorf("error %q does not state the limit", recs[0].Err)
+	if recs != 20 {
+		t.Errorf("%d records, want 20", recs)
+	}
+}
+
+// TestReaderHugeLineIsCut checks that a line over MaxKeptLineBytes is cut, and says so, rather
+// than held whole in memory.
+func TestReaderHugeLineIsCut(t *testing.T) {
+	keptLineBytes = 1000
+	t.Cleanup(func() { keptLineBytes = MaxKeptLineBytes })
+	recs := allRecords(readAll(t, strings.NewReader(strings.Repeat("z", 5000)+"\r\nnext\n"), Format{MaxLineBytes: 100}, 0, 0))
+	if len(recs) != 2 || !errors.Is(recs[0].Err, ErrMalformed) || recs[0].End != 5002 {
+		t.Fatalf("records = %+v, want a malformed one ending at 5002 and the next", recs)
+	}
+	if len(recs[0].Raw) != 1000 || !recs[0].Truncated {
+		t.Errorf("Raw holds %d bytes (truncated %v), want the first 1000, truncated", len(recs[0].Raw), recs[0].Truncated)
 	}
 }
 

@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"encoding/base64"
 	"strconv"
 
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
@@ -25,6 +26,7 @@ type DeadLetter struct {
 	Err       error
 	Key       []byte // nil when the record could not be decoded
 	Value     []byte // the record value, or the raw line
+	Truncated bool   // Value holds only the start of a line too long to keep whole
 }
 
 // DeadLetterSink receives dead letters; Flush as OutputSink.
@@ -36,6 +38,12 @@ type DeadLetterSink interface {
 // FileDeadLetters writes dead letters as JSON lines:
 //
 //	{"task":…,"input":…,"partition":0,"offset":41,"line":42,"attempts":5,"error":…,"key":…,"record":…}
+//
+// The key and the record (the whole line, or the record value) are kept byte for byte: a JSON
+// string when they are valid UTF-8, otherwise "key_b64" / "record_b64" in standard base64.
+// A record with many control bytes, which would grow up to six times as a JSON string, is
+// written as "record_b64" too. "truncated":true marks a line too long to keep whole (over
+// 64 MiB): the record is its start.
 type FileDeadLetters struct{ W *sink.Writer }
 
 func (f FileDeadLetters) WriteDeadLetter(d *DeadLetter) error {
@@ -54,16 +62,37 @@ func (f FileDeadLetters) WriteDeadLetter(d *DeadLetter) error {
 	b = append(b, `,"error":`...)
 	b = sink.AppendString(b, d.Err.Error())
 	if d.Key != nil {
-		b = append(b, `,"key":`...)
-		b = sink.AppendString(b, string(d.Key))
+		b = sink.AppendBytesField(b, "key", d.Key)
 	}
-	b = append(b, `,"record":`...)
-	b = sink.AppendString(b, string(d.Value))
+	if escapeGrowth(d.Value) > len(d.Value)/3 {
+		// A line of control bytes would grow up to six times as a JSON string: base64 grows a third.
+		b = append(b, `,"record_b64":"`...)
+		b = base64.StdEncoding.AppendEncode(b, d.Value)
+		b = append(b, '"')
+	} else {
+		b = sink.AppendBytesField(b, "record", d.Value)
+	}
+	if d.Truncated {
+		b = append(b, `,"truncated":true`...)
+	}
 	b = append(b, '}')
 	return f.W.WriteLine(b)
 }
 
 func (f FileDeadLetters) Flush() error { return f.W.Flush() }
+
+// escapeGrowth is how many bytes the control bytes of v add in its JSON string
+// (sink.AppendString writes most of them as \u00XX). Quotes and backslashes, which at most
+// double, are not counted: a JSON line stays readable.
+func escapeGrowth(v []byte) int {
+	n := 0
+	for _, c := range v {
+		if (c < 0x20 && c != '\n' && c != '\r' && c != '\t') || c == 0x7f {
+			n += 5
+		}
+	}
+	return n
+}
 
 // KafkaOutput produces outputs to topics: Topics maps an output name to its topic, Topic is
 // for every other name.

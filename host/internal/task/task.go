@@ -467,12 +467,14 @@ func (t *Task) Run(ctx context.Context) (err error) {
 	return err
 }
 
+// StdinStream is the store's name of the stream of a stdin input.
+func StdinStream(input string) string { return "stdin:" + input + "/0" }
+
 func (t *Task) openStream(in *Input) (*stream, error) {
-	kind := "file"
+	name := "file:" + in.Name + "/0"
 	if in.Stdin != nil {
-		kind = "stdin"
+		name = StdinStream(in.Name)
 	}
-	name := kind + ":" + in.Name + "/0"
 	id, err := t.cfg.Store.StreamID(t.cfg.Name, name)
 	if err != nil {
 		return nil, err
@@ -667,7 +669,7 @@ func (t *Task) admit(st *stream, r *source.Record) error {
 			return fmt.Errorf("%s: %w", st.where(r.Offset), r.Err)
 		}
 		st.malform++
-		if err := t.deadLetter(st, r.Offset, nil, r.Raw, r.Err, 0); err != nil {
+		if err := t.deadLetterLine(st, r); err != nil {
 			return err
 		}
 		st.tracker.Complete(r.Offset)
@@ -1079,8 +1081,17 @@ func (t *Task) publish() {
 }
 
 func (t *Task) deadLetter(st *stream, offset int64, key, value []byte, cause error, attempts int) error {
+	return t.writeDeadLetter(st, &DeadLetter{Offset: offset, Attempts: attempts, Err: cause, Key: key, Value: value})
+}
+
+// deadLetterLine sends a record that could not be decoded to the dead letters, with its whole line.
+func (t *Task) deadLetterLine(st *stream, r *source.Record) error {
+	return t.writeDeadLetter(st, &DeadLetter{Offset: r.Offset, Err: r.Err, Value: r.Raw, Truncated: r.Truncated})
+}
+
+func (t *Task) writeDeadLetter(st *stream, d *DeadLetter) error {
 	t.stats.DeadLetters++
-	d := &DeadLetter{Task: t.cfg.Name, Input: st.in.Name, Offset: offset, Attempts: attempts, Err: cause, Key: key, Value: value}
+	d.Task, d.Input = t.cfg.Name, st.in.Name
 	if st.kafka {
 		d.Input, d.Partition = st.tp.Topic, st.tp.Partition
 	}
