@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
 )
@@ -681,5 +682,35 @@ func TestEnvPanic(t *testing.T) {
 	_, err := i.Process(ctx, []abi.Record{rec("k", new(prog).get("k", "n", scratch, 8).bytes())}, panicEnv{})
 	if ce := asCallError(t, err); !ce.Trap || !i.Broken() || !strings.Contains(err.Error(), "host bug") {
 		t.Errorf("got %v, broken %v", err, i.Broken())
+	}
+}
+
+// A trapped instance's memory is freed when it is closed, not when the garbage collector next
+// runs of its own accord (the heap having doubled): a task whose every worker traps after
+// growing to the limit would otherwise hold twice its memory budget. Closed instances' memory
+// is counted by Runtime.UnfreedMemory until it is freed.
+func TestTrappedInstanceMemoryIsFreed(t *testing.T) {
+	r := newRuntime(t, RuntimeConfig{})
+	const pages = 256 // 16 MiB
+	m := compile(t, r, "growtrap", Limits{MaxMemoryPages: pages})
+	for n := range 8 {
+		i, err := m.Instantiate(ctx, InstanceConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := i.Process(ctx, []abi.Record{rec("k", nil)}, nil); !i.Broken() {
+			t.Fatalf("call %d: %v; want a trap", n, err)
+		}
+		if err := i.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Cleanups run on their own goroutine after the collection: wait for them.
+		deadline := time.Now().Add(20 * time.Second) // a failure bound, not reached when it works
+		for r.UnfreedMemory() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("after trap %d, %d bytes of closed instances' memory are not freed", n, r.UnfreedMemory())
+			}
+			time.Sleep(time.Millisecond)
+		}
 	}
 }

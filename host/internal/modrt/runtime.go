@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -46,11 +47,20 @@ type Runtime struct {
 	mu      sync.Mutex
 	closed  bool
 	engines map[uint32]*engine // by memory limit in pages
+
+	// unfreed is the linear memory, in bytes, of closed instances that the garbage collector
+	// has not freed yet (see Instance.Close).
+	unfreed atomic.Int64
 }
+
+// UnfreedMemory returns the linear memory, in bytes, of closed instances that the garbage
+// collector has not freed yet: memory held beside the live instances' (tests and diagnostics).
+func (r *Runtime) UnfreedMemory() int64 { return r.unfreed.Load() }
 
 // engine is one wazero runtime with its host modules instantiated.
 type engine struct {
 	rt       wazero.Runtime
+	unfreed  *atomic.Int64 // Runtime.unfreed
 	maxPages uint32
 	wasi     map[string]funcType // WASI functions the guest may import, with their signatures
 }
@@ -106,7 +116,7 @@ func (r *Runtime) engine(ctx context.Context, pages uint32) (*engine, error) {
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("modrt: instantiate %s: %w", abi.ModuleName, err)
 	}
-	e := &engine{rt: rt, maxPages: pages, wasi: map[string]funcType{}}
+	e := &engine{rt: rt, unfreed: &r.unfreed, maxPages: pages, wasi: map[string]funcType{}}
 	for name, def := range rt.Module(wasiModuleName).ExportedFunctionDefinitions() {
 		e.wasi[name] = sigOf(def.ParamTypes(), def.ResultTypes())
 	}
