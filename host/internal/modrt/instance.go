@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"runtime"
-	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -116,7 +115,6 @@ type Instance struct {
 	spent          int64             // fuel spent by calls since the last reset
 
 	lim       Limits
-	unfreed   *atomic.Int64 // Runtime.unfreed
 	task      string
 	config    []byte
 	log       *slog.Logger
@@ -234,7 +232,6 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 	}
 	i := &Instance{
 		lim:       m.lim,
-		unfreed:   m.eng.unfreed,
 		task:      cfg.Task,
 		config:    config,
 		log:       logger,
@@ -254,7 +251,7 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 		WithStderr(i.stderr)
 	mc = m.lim.Grants.apply(mc)
 	// Host functions called by a start section see phaseStart.
-	i.phase, i.cctx.Context = phaseStart, ctx
+	i.phase, i.cctx.Context = phaseStart, withMemoryAllocator(ctx, m.eng.memory)
 	mod, err := m.eng.rt.InstantiateModule(&i.cctx, m.compiled, mc)
 	i.phase, i.cctx.Context = phaseIdle, context.Background()
 	if err != nil {
@@ -478,40 +475,23 @@ func (i *Instance) Close(ctx context.Context) error {
 	if i.mod == nil {
 		return nil
 	}
-	i.trackUnfreed()
+	// Closing the module unmaps its linear memory (linmem.go). Then drop every reference into
+	// the instance (the caller may keep the *Instance): the call stacks wazero keeps per
+	// exported function (Go memory beside the memory limit, up to about 84 MiB each after a deep
+	// recursion) become garbage.
 	err := i.mod.Close(ctx)
-	// Drop every reference into the instance (the caller may keep the *Instance): its linear
-	// memory, and the call stacks wazero keeps per exported function (Go memory beside the
-	// memory limit, up to about 84 MiB after a deep recursion), become garbage.
 	i.mod, i.mem, i.fuel = nil, nil, nil
 	i.fnAlloc, i.fnInit, i.fnProcess, i.fnOnTimer, i.fnOnTick, i.fnMigrate, i.fnStateVersion = nil, nil, nil, nil, nil, nil, nil
 	i.env, i.writes, i.outs, i.timers, i.scanTmp = nil, nil, nil, nil, nil
 	if i.broken {
-		// A trapped instance is typically one that grew its memory to the limit or recursed
-		// until the stack overflowed, and a replacement is about to be made: collect now, so
-		// that the replacement reuses this memory. Otherwise the collector would wait for the
-		// heap to double: with every worker trapping, the process would hold twice the memory
-		// budget and more.
+		// A trapped instance is typically one that recursed until the stack overflowed, and a
+		// replacement is about to be made: collect now, so that the replacement reuses the
+		// stack's memory. Otherwise the collector would wait for the heap to double: with every
+		// worker trapping, the process would hold several such stacks per worker.
 		runtime.GC()
 	}
 	if err != nil {
 		return fmt.Errorf("modrt: task %q: close: %w", i.task, err)
 	}
 	return nil
-}
-
-// trackUnfreed counts the instance's linear memory in Runtime.unfreed until the garbage
-// collector frees it.
-func (i *Instance) trackUnfreed() {
-	if i.mem == nil || i.unfreed == nil {
-		return
-	}
-	n := i.mem.Size()
-	b, ok := i.mem.Read(0, 1)
-	if n == 0 || !ok {
-		return
-	}
-	i.unfreed.Add(int64(n))
-	unfreed := i.unfreed
-	runtime.AddCleanup(&b[0], func(n int64) { unfreed.Add(-n) }, int64(n))
 }

@@ -48,19 +48,18 @@ type Runtime struct {
 	closed  bool
 	engines map[uint32]*engine // by memory limit in pages
 
-	// unfreed is the linear memory, in bytes, of closed instances that the garbage collector
-	// has not freed yet (see Instance.Close).
-	unfreed atomic.Int64
+	// memory is the size in bytes of the linear memories not freed yet (linmem.go).
+	memory atomic.Int64
 }
 
-// UnfreedMemory returns the linear memory, in bytes, of closed instances that the garbage
-// collector has not freed yet: memory held beside the live instances' (tests and diagnostics).
-func (r *Runtime) UnfreedMemory() int64 { return r.unfreed.Load() }
+// Memory returns the size in bytes of the instances' linear memories that are not freed yet:
+// those of the instances not closed (tests and diagnostics).
+func (r *Runtime) Memory() int64 { return r.memory.Load() }
 
 // engine is one wazero runtime with its host modules instantiated.
 type engine struct {
 	rt       wazero.Runtime
-	unfreed  *atomic.Int64 // Runtime.unfreed
+	memory   *atomic.Int64 // Runtime.memory
 	maxPages uint32
 	wasi     map[string]funcType // WASI functions the guest may import, with their signatures
 }
@@ -116,7 +115,7 @@ func (r *Runtime) engine(ctx context.Context, pages uint32) (*engine, error) {
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("modrt: instantiate %s: %w", abi.ModuleName, err)
 	}
-	e := &engine{rt: rt, unfreed: &r.unfreed, maxPages: pages, wasi: map[string]funcType{}}
+	e := &engine{rt: rt, memory: &r.memory, maxPages: pages, wasi: map[string]funcType{}}
 	for name, def := range rt.Module(wasiModuleName).ExportedFunctionDefinitions() {
 		e.wasi[name] = sigOf(def.ParamTypes(), def.ResultTypes())
 	}

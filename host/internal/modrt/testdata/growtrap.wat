@@ -1,5 +1,5 @@
-;; growtrap: wasmstream_process grows its memory a page at a time up to the limit, writes to the
-;; last page, then traps: the instance to discard holds a full memory.
+;; growtrap: wasmstream_process grows its memory a page at a time up to the limit, writes to
+;; every byte of it, then traps: the instance to discard holds a full memory.
 (module
   (memory (export "memory") 1)
   (func (export "wasmstream_abi_version") (result i32) (i32.const 1))
@@ -10,6 +10,6 @@
       (loop $grow
         (br_if $full (i32.eq (memory.grow (i32.const 1)) (i32.const -1)))
         (br $grow)))
-    (i32.store (i32.sub (i32.mul (memory.size) (i32.const 65536)) (i32.const 4)) (i32.const 1))
+    (memory.fill (i32.const 0) (i32.const 1) (i32.mul (memory.size) (i32.const 65536)))
     unreachable)
 )
