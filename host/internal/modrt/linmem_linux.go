@@ -3,6 +3,7 @@
 package modrt
 
 import (
+	"runtime"
 	"sync/atomic"
 	"syscall"
 )
@@ -13,6 +14,9 @@ type mmapMemory struct {
 	mapping []byte // the whole mapping
 	size    uint64 // the memory's current size
 	live    *atomic.Int64
+	// unmap unmaps the mapping should the memory become unreachable without Free (an
+	// instance dropped without Close): a safety net, stopped by Free.
+	unmap runtime.Cleanup
 }
 
 // newMmapMemory maps max bytes, or returns nil when it cannot.
@@ -24,7 +28,9 @@ func newMmapMemory(max uint64, live *atomic.Int64) *mmapMemory {
 	if err != nil {
 		return nil
 	}
-	return &mmapMemory{mapping: b, live: live}
+	m := &mmapMemory{mapping: b, live: live}
+	m.unmap = runtime.AddCleanup(m, func(b []byte) { _ = syscall.Munmap(b) }, b)
+	return m
 }
 
 func (m *mmapMemory) Reallocate(size uint64) []byte {
@@ -42,6 +48,7 @@ func (m *mmapMemory) Free() {
 	if m.mapping == nil {
 		return
 	}
+	m.unmap.Stop()
 	m.live.Add(-int64(m.size))
 	_ = syscall.Munmap(m.mapping)
 	m.mapping, m.size = nil, 0
