@@ -151,9 +151,15 @@ type Limits struct {
 	// ReadTimeout bounds the time to send a whole request, body included. Default 5m (a
 	// 64 MiB module at about 220 KiB/s).
 	ReadTimeout time.Duration
+	// WriteTimeout bounds the time from the end of the headers to the end of the answer (a
+	// deploy's validation and compilation included): a client that does not read its answer
+	// cannot hold the connection. Default 10m.
+	WriteTimeout time.Duration
 	// IdleTimeout bounds how long a kept-alive connection waits for its next request.
 	// Default 60s.
 	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds the request line and headers. Default 64 KiB.
+	MaxHeaderBytes int
 	// MaxConns bounds the open connections. Default 64.
 	MaxConns int
 	// MaxUploads bounds the deploys that receive or deploy a module at once (each holds the
@@ -172,10 +178,14 @@ func (l Limits) withDefaults() Limits {
 	}
 	def(&l.ReadHeaderTimeout, 10*time.Second)
 	def(&l.ReadTimeout, 5*time.Minute)
+	def(&l.WriteTimeout, 10*time.Minute)
 	def(&l.IdleTimeout, 60*time.Second)
 	def(&l.ShutdownGrace, 10*time.Second)
 	if l.MaxConns <= 0 {
 		l.MaxConns = 64
+	}
+	if l.MaxHeaderBytes <= 0 {
+		l.MaxHeaderBytes = 64 << 10
 	}
 	if l.MaxUploads <= 0 {
 		l.MaxUploads = 2
@@ -245,7 +255,9 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: lim.ReadHeaderTimeout,
 		ReadTimeout:       lim.ReadTimeout,
+		WriteTimeout:      lim.WriteTimeout,
 		IdleTimeout:       lim.IdleTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {

@@ -167,6 +167,15 @@ func TestSlowClientsAreCutOff(t *testing.T) {
 	}
 }
 
+// Headers over MaxHeaderBytes are refused (431), even with the right token.
+func TestHeadersAreBounded(t *testing.T) {
+	addr, _, _ := serve(t, &fakeBackend{}, Limits{MaxHeaderBytes: 4 << 10})
+	c := dial(t, addr, "GET /v1/status HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "+token+"\r\nX-Big: "+strings.Repeat("a", 64<<10)+"\r\n\r\n")
+	if got := closedByServer(t, c); !strings.HasPrefix(got, "HTTP/1.1 431 ") {
+		t.Errorf("answer %q, want 431", got)
+	}
+}
+
 // More stalled connections than the limit: the server closes the oldest of them to make room,
 // so a legitimate client is still answered, and never holds more than the limit.
 func TestConnectionLimit(t *testing.T) {
