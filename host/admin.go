@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/wasmstream/wasmstream/host/internal/admin"
@@ -77,7 +79,13 @@ func (h *Host) startAdmin(ctx context.Context) (stop func(), err error) {
 		return nil, fmt.Errorf("wasmstream: admin API: %w", err)
 	}
 	log := h.cfg.Logger.With("component", "admin")
-	srv := admin.New(admin.Config{Token: ac.Token, MaxModuleBytes: ac.MaxModuleBytes, Backend: adminBackend{h}, Logger: log})
+	uploads, err := uploadDir(h.cfg.DataDir)
+	if err != nil {
+		ln.Close()
+		return nil, err
+	}
+	srv := admin.New(admin.Config{Token: ac.Token, MaxModuleBytes: ac.MaxModuleBytes, UploadDir: uploads,
+		Backend: adminBackend{h}, Logger: log})
 	h.mu.Lock()
 	h.adminAddr = ln.Addr().String()
 	h.mu.Unlock()
@@ -101,6 +109,19 @@ func (h *Host) startAdmin(ctx context.Context) (stop func(), err error) {
 		h.adminAddr = ""
 		h.mu.Unlock()
 	}, nil
+}
+
+// uploadDir returns the directory the admin API spools uploads to, DataDir/uploads, created,
+// and emptied of what an earlier run left there when it was killed mid-upload.
+func uploadDir(dataDir string) (string, error) {
+	dir := filepath.Join(dataDir, "uploads")
+	if err := os.RemoveAll(dir); err != nil {
+		return "", fmt.Errorf("wasmstream: admin API: emptying the upload directory: %w", err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("wasmstream: admin API: %w", err)
+	}
+	return dir, nil
 }
 
 // adminBackend adapts the Host to the admin API.

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
@@ -72,6 +75,24 @@ func TestAdminAPI(t *testing.T) {
 		}
 		if status, body := api.call("GET", "/v1/status", nil); status != http.StatusOK || len(body["tasks"].([]any)) != 1 {
 			t.Errorf("status with the token: %d %v", status, body)
+		}
+	})
+
+	t.Run("unauthenticated bodies are not read", func(t *testing.T) {
+		// The body is announced (or chunked) but not sent: the 401 comes at once and the
+		// connection is closed, not held open to drain the body at the client's pace.
+		for _, head := range []string{"Content-Length: 100000", "Transfer-Encoding: chunked"} {
+			c, err := net.Dial("tcp", h.AdminAddr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			fmt.Fprintf(c, "POST /v1/tasks/versioned/versions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\n%s\r\n\r\n", head)
+			c.SetReadDeadline(time.Now().Add(20 * time.Second)) // a failure bound, never reached when it works
+			got, err := io.ReadAll(c)
+			if err != nil || !strings.HasPrefix(string(got), "HTTP/1.1 401 ") {
+				t.Errorf("%s: answer %q, %v; want a 401 and the connection closed", head, got, err)
+			}
 		}
 	})
 

@@ -5,7 +5,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -361,6 +363,63 @@ func TestQuickFormErrorsNameFlags(t *testing.T) {
 		"--max-line-bytes: must be from 1 to 67108864"} {
 		if !strings.Contains(stderr, want) {
 			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+}
+
+// TestConfigErrorsHideSecrets: a secret written with the wrong type (an unquoted numeric
+// token, a password as a list) is reported by key and type, never by value, by check and
+// run alike, from the file and from the environment.
+func TestConfigErrorsHideSecrets(t *testing.T) {
+	secrets := []string{"918273645", "hunter2secret", "5550123"}
+	yaml := validTask + `
+admin:
+  token: 918273645
+kafka:
+  sasl:
+    mechanism: plain
+    user: u
+    password: [hunter2secret]
+  tls:
+    key_file: 5550123
+`
+	path := writeConfig(t, yaml)
+	for _, cmd := range []string{"check", "run"} {
+		code, stdout, stderr := runCLI(t, cmd, "-c", path)
+		if code != exitUsage {
+			t.Errorf("%s: exit %d, want %d\n%s", cmd, code, exitUsage, stderr)
+		}
+		for _, want := range []string{
+			"admin.token: must be a string, got a number (quote it)",
+			"kafka.sasl.password: must be a string, got a list",
+			"kafka.tls.key_file: must be a string, got a number",
+		} {
+			if !strings.Contains(stderr, want) {
+				t.Errorf("%s: stderr lacks %q:\n%s", cmd, want, stderr)
+			}
+		}
+		for _, s := range secrets {
+			if strings.Contains(stdout+stderr, s) {
+				t.Errorf("%s: output shows the secret %q:\n%s%s", cmd, s, stdout, stderr)
+			}
+		}
+	}
+}
+
+func TestSecretKeys(t *testing.T) {
+	var secret []string
+	for _, k := range allKeys("", reflect.TypeFor[fileConfig]()) {
+		if secretKey(k) {
+			secret = append(secret, k)
+		}
+	}
+	want := []string{"admin.token", "kafka.sasl.password"}
+	if !slices.Equal(secret, want) {
+		t.Errorf("secret keys %q, want %q", secret, want)
+	}
+	for _, k := range []string{"tasks[0].config.api_key", "x.client_secret", "tasks[2].grants.http.bearer_token", "db.passphrase"} {
+		if !secretKey(k) {
+			t.Errorf("%s is not taken for a secret", k)
 		}
 	}
 }

@@ -30,6 +30,9 @@ import (
 //     accepted too, since environment variables are strings); booleans are true/false;
 //     durations are Go duration strings ("1s", "500ms", "2m"), a bare number other than 0 is
 //     an error rather than nanoseconds.
+//   - Errors never echo a value that may be a secret: a key that names one (see secretKey)
+//     is described by its type only, and so is what a string key got instead of a string
+//     (an unquoted token or password, "token: 1234", lands there whatever the key is named).
 //
 // No panics: every input yields a value or errors.
 
@@ -133,7 +136,7 @@ func join(parent, key string) string {
 func (d *decoder) structure(key string, raw any, dst reflect.Value) {
 	m, ok := stringMap(raw)
 	if !ok {
-		d.bad(key, "must be a mapping of keys, got %s", describe(raw))
+		d.bad(key, "must be a mapping of keys, got %s", shown(key, raw))
 		return
 	}
 	fields := fieldsOf(dst.Type())
@@ -180,6 +183,7 @@ func (d *decoder) value(key string, raw any, dst reflect.Value) {
 		return
 	}
 	t := dst.Type()
+	show := func(raw any) string { return shown(key, raw) }
 	switch {
 	case t == durationType:
 		d.duration(key, raw, dst)
@@ -192,7 +196,7 @@ func (d *decoder) value(key string, raw any, dst reflect.Value) {
 	case reflect.String:
 		s, ok := raw.(string)
 		if !ok {
-			d.bad(key, "must be a string, got %s (quote it)", describe(raw))
+			d.bad(key, "must be a string, got %s (quote it)", kind(raw))
 			return
 		}
 		dst.SetString(s)
@@ -203,26 +207,26 @@ func (d *decoder) value(key string, raw any, dst reflect.Value) {
 		case string:
 			v, err := strconv.ParseBool(b)
 			if err != nil {
-				d.bad(key, "must be true or false, got %q", b)
+				d.bad(key, "must be true or false, got %s", show(b))
 				return
 			}
 			dst.SetBool(v)
 		default:
-			d.bad(key, "must be true or false, got %s", describe(raw))
+			d.bad(key, "must be true or false, got %s", show(raw))
 		}
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		n, problem := integer(raw)
+		n, problem := integer(raw, show)
 		if problem != "" {
 			d.bad(key, "%s", problem)
 			return
 		}
 		if dst.OverflowInt(n) {
-			d.bad(key, "%d is out of range", n)
+			d.bad(key, "%s is out of range", strings.TrimPrefix(show(n), "number "))
 			return
 		}
 		dst.SetInt(n)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		n, problem := integer(raw)
+		n, problem := integer(raw, show)
 		if problem != "" {
 			d.bad(key, "%s", problem)
 			return
@@ -232,14 +236,14 @@ func (d *decoder) value(key string, raw any, dst reflect.Value) {
 			return
 		}
 		if dst.OverflowUint(uint64(n)) {
-			d.bad(key, "%d is out of range", n)
+			d.bad(key, "%s is out of range", strings.TrimPrefix(show(n), "number "))
 			return
 		}
 		dst.SetUint(uint64(n))
 	case reflect.Slice:
 		items, ok := raw.([]any)
 		if !ok {
-			d.bad(key, "must be a list, got %s", describe(raw))
+			d.bad(key, "must be a list, got %s", show(raw))
 			return
 		}
 		s := reflect.MakeSlice(t, len(items), len(items))
@@ -254,7 +258,7 @@ func (d *decoder) value(key string, raw any, dst reflect.Value) {
 		// its keys are data, not configuration keys.
 		m, ok := stringMap(raw)
 		if !ok || t.Key().Kind() != reflect.String {
-			d.bad(key, "must be a mapping, got %s", describe(raw))
+			d.bad(key, "must be a mapping, got %s", show(raw))
 			return
 		}
 		out := reflect.MakeMapWithSize(t, len(m))
@@ -275,22 +279,22 @@ func (d *decoder) duration(key string, raw any, dst reflect.Value) {
 	case string:
 		dur, err := time.ParseDuration(strings.TrimSpace(v))
 		if err != nil {
-			d.bad(key, "%q is not a duration (write e.g. \"1s\", \"500ms\", \"2m\")", v)
+			d.bad(key, "%s is not a duration (write e.g. \"1s\", \"500ms\", \"2m\")", shown(key, v))
 			return
 		}
 		dst.SetInt(int64(dur))
 	default:
-		if n, problem := integer(raw); problem == "" && n == 0 {
+		if n, problem := integer(raw, describe); problem == "" && n == 0 {
 			dst.SetInt(0)
 			return
 		}
-		d.bad(key, "must be a duration with a unit, like \"1s\" or \"500ms\", got %s", describe(raw))
+		d.bad(key, "must be a duration with a unit, like \"1s\" or \"500ms\", got %s", shown(key, raw))
 	}
 }
 
 func (d *decoder) freeMap(key string, raw any, dst reflect.Value) {
 	if _, ok := stringMap(raw); !ok {
-		d.bad(key, "must be a mapping, got %s", describe(raw))
+		d.bad(key, "must be a mapping, got %s", shown(key, raw))
 		return
 	}
 	m, _ := jsonable(raw).(map[string]any)
@@ -343,7 +347,8 @@ func stringMap(raw any) (map[string]any, bool) {
 
 // integer reads an integer from a YAML number or a string of digits. problem is "" when it
 // is one that fits an int64.
-func integer(raw any) (n int64, problem string) {
+// show describes raw in the problem (describe, or shown for a key that may be a secret).
+func integer(raw any, show func(any) string) (n int64, problem string) {
 	switch v := raw.(type) {
 	case int:
 		return int64(v), ""
@@ -351,15 +356,15 @@ func integer(raw any) (n int64, problem string) {
 		return v, ""
 	case uint64:
 		if v > math.MaxInt64 {
-			return 0, strconv.FormatUint(v, 10) + " is out of range"
+			return 0, strings.TrimPrefix(show(v), "number ") + " is out of range"
 		}
 		return int64(v), ""
 	case float64:
 		switch {
 		case v != math.Trunc(v): // also NaN and infinities
-			return 0, "must be an integer, got " + describe(raw)
+			return 0, "must be an integer, got " + show(raw)
 		case v < -(1<<63) || v >= 1<<63:
-			return 0, describe(raw) + " is out of range"
+			return 0, show(raw) + " is out of range"
 		}
 		return int64(v), ""
 	case string:
@@ -368,13 +373,65 @@ func integer(raw any) (n int64, problem string) {
 		case err == nil:
 			return n, ""
 		case errors.Is(err, strconv.ErrRange):
-			return 0, strconv.Quote(v) + " is out of range"
+			return 0, show(v) + " is out of range"
 		}
 	}
-	return 0, "must be an integer, got " + describe(raw)
+	return 0, "must be an integer, got " + show(raw)
 }
 
-// describe names the YAML type of a value, for error messages.
+// shown describes the value key got, for error messages: describe, or only its kind when
+// the key may hold a secret.
+func shown(key string, raw any) string {
+	if secretKey(key) {
+		return kind(raw)
+	}
+	return describe(raw)
+}
+
+// secretWords are the words of a key that may hold a secret: admin.token,
+// kafka.sasl.password, a token or password a guest is given, a private key.
+var secretWords = []string{"token", "password", "passwd", "secret", "credential", "passphrase", "private", "apikey"}
+
+// secretKey reports whether key may hold a secret: one of its parts contains a secretWords
+// word, or is "key" or ends in "_key" (key_field, key_separator name a record's key).
+func secretKey(key string) bool {
+	for part := range strings.SplitSeq(strings.ToLower(key), ".") {
+		if i := strings.IndexByte(part, '['); i >= 0 {
+			part = part[:i]
+		}
+		if part == "key" || strings.HasSuffix(part, "_key") {
+			return true
+		}
+		compact := strings.ReplaceAll(part, "_", "")
+		for _, w := range secretWords {
+			if strings.Contains(compact, w) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// kind names the YAML type of a value without its value.
+func kind(raw any) string {
+	switch raw.(type) {
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case int, int64, uint64, float64:
+		return "a number"
+	case []any:
+		return "a list"
+	case map[string]any, map[any]any:
+		return "a mapping"
+	case nil:
+		return "null"
+	}
+	return fmt.Sprintf("%T", raw)
+}
+
+// describe names the YAML type of a value, and the value, for error messages.
 func describe(raw any) string {
 	switch v := raw.(type) {
 	case string:

@@ -5,7 +5,17 @@
 // Every response is JSON. Errors are {"error": "...", "problems": [...]} with the status that
 // fits: 400 a malformed request, 401 a missing or wrong bearer token, 404 an unknown task,
 // version or path, 405 a wrong method, 409 a task that is not running or has no earlier
-// version, 413 an upload over the size limit, 422 a refused module, 500 anything else.
+// version, 413 an upload over the size limit, 422 a refused module, 503 (with Retry-After)
+// a deploy that gave up waiting for one of the Limits.MaxUploads slots, 500 anything else.
+//
+// What an unauthenticated client can cost the server is bounded: the token is checked before
+// any of the body is read (the answer closes the connection), the request line and headers
+// must arrive within Limits.ReadHeaderTimeout and a whole request within Limits.ReadTimeout,
+// at most Limits.MaxConns connections are open (at the limit a new one replaces the oldest
+// that is not running an authenticated request), and a shutdown drops the clients still
+// sending rather than wait for them. An upload is spooled to a file in Config.UploadDir, not
+// to memory, and at most Limits.MaxUploads are received and deployed at once; the others
+// wait, unread.
 //
 //	GET  /v1/status                                  {"tasks": [TaskStatus…]}
 //	GET  /v1/tasks/{task}/versions                   {"task": …, "versions": [Version…]}
@@ -26,8 +36,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -124,14 +136,69 @@ type Config struct {
 	Token string
 	// MaxModuleBytes bounds an uploaded module (413 above). Required.
 	MaxModuleBytes int64
-	Backend        Backend
-	Logger         *slog.Logger
+	// UploadDir is where uploads are spooled while they arrive (removed once read). Default:
+	// the system's temporary directory.
+	UploadDir string
+	Limits    Limits
+	Backend   Backend
+	Logger    *slog.Logger
+}
+
+// Limits bound what clients can hold of the server. A zero field takes its default.
+type Limits struct {
+	// ReadHeaderTimeout bounds the time to send the request line and headers. Default 10s.
+	ReadHeaderTimeout time.Duration
+	// ReadTimeout bounds the time to send a whole request, body included. Default 5m (a
+	// 64 MiB module at about 220 KiB/s).
+	ReadTimeout time.Duration
+	// WriteTimeout bounds the time from the end of the headers to the end of the answer (a
+	// deploy's validation and compilation included): a client that does not read its answer
+	// cannot hold the connection. Default 10m.
+	WriteTimeout time.Duration
+	// IdleTimeout bounds how long a kept-alive connection waits for its next request.
+	// Default 60s.
+	IdleTimeout time.Duration
+	// MaxHeaderBytes bounds the request line and headers. Default 64 KiB.
+	MaxHeaderBytes int
+	// MaxConns bounds the open connections. Default 64.
+	MaxConns int
+	// MaxUploads bounds the deploys that receive or deploy a module at once (each holds the
+	// module in memory while it compiles); more wait. Default 2.
+	MaxUploads int
+	// ShutdownGrace bounds how long a shutdown waits for requests that are past reading
+	// their body (a deploy compiling, say). Default 10s.
+	ShutdownGrace time.Duration
+}
+
+func (l Limits) withDefaults() Limits {
+	def := func(v *time.Duration, d time.Duration) {
+		if *v <= 0 {
+			*v = d
+		}
+	}
+	def(&l.ReadHeaderTimeout, 10*time.Second)
+	def(&l.ReadTimeout, 5*time.Minute)
+	def(&l.WriteTimeout, 10*time.Minute)
+	def(&l.IdleTimeout, 60*time.Second)
+	def(&l.ShutdownGrace, 10*time.Second)
+	if l.MaxConns <= 0 {
+		l.MaxConns = 64
+	}
+	if l.MaxHeaderBytes <= 0 {
+		l.MaxHeaderBytes = 64 << 10
+	}
+	if l.MaxUploads <= 0 {
+		l.MaxUploads = 2
+	}
+	return l
 }
 
 // Server is the admin API.
 type Server struct {
-	cfg Config
-	mux *http.ServeMux
+	cfg     Config
+	mux     *http.ServeMux
+	uploads chan struct{} // a slot per deploy in progress
+	waiting atomic.Int64  // deploys waiting for a slot
 }
 
 // New returns a Server; it starts nothing.
@@ -139,7 +206,8 @@ func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	cfg.Limits = cfg.Limits.withDefaults()
+	s := &Server{cfg: cfg, mux: http.NewServeMux(), uploads: make(chan struct{}, cfg.Limits.MaxUploads)}
 	s.mux.HandleFunc("GET /v1/status", s.status)
 	s.mux.HandleFunc("GET /v1/tasks/{task}/versions", s.versions)
 	s.mux.HandleFunc("POST /v1/tasks/{task}/versions", s.deploy)
@@ -164,31 +232,50 @@ func (s *Server) Handler() http.Handler {
 				if ok {
 					msg = "wrong bearer token"
 				}
+				refuseBody(w)
 				writeError(w, http.StatusUnauthorized, errors.New(msg), nil)
 				return
 			}
+		}
+		if c := connOf(r.Context()); c != nil {
+			c.setBusy(true)
+			defer c.setBusy(false)
 		}
 		s.mux.ServeHTTP(w, r)
 	})
 }
 
-// Serve answers requests on ln until ctx is done, then stops accepting, lets the requests in
-// progress finish (at most shutdownGrace) and returns. It closes ln.
+// Serve answers requests on ln until ctx is done, then stops accepting, drops the clients
+// still sending a request, lets the requests past that finish (at most
+// Limits.ShutdownGrace) and returns. It closes ln.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	lim := s.cfg.Limits
+	cl := limitConns(ln, lim.MaxConns)
 	srv := &http.Server{
 		Handler:           s.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: lim.ReadHeaderTimeout,
+		ReadTimeout:       lim.ReadTimeout,
+		WriteTimeout:      lim.WriteTimeout,
+		IdleTimeout:       lim.IdleTimeout,
+		MaxHeaderBytes:    lim.MaxHeaderBytes,
 		ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
 		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if tc, ok := c.(*conn); ok {
+				return context.WithValue(ctx, connKey{}, tc)
+			}
+			return ctx
+		},
 	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
+	go func() { errc <- srv.Serve(cl) }()
 	select {
 	case err := <-errc:
 		return err
 	case <-ctx.Done():
 	}
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
+	cl.shutdown()
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lim.ShutdownGrace)
 	defer cancel()
 	err := srv.Shutdown(sctx)
 	if err != nil {
@@ -197,9 +284,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	<-errc // http.ErrServerClosed
 	return err
 }
-
-// shutdownGrace bounds how long Serve waits for requests in progress when it stops.
-const shutdownGrace = 30 * time.Second
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"tasks": s.cfg.Backend.Status()})
@@ -221,22 +305,35 @@ func (s *Server) versions(w http.ResponseWriter, r *http.Request) {
 func (s *Server) deploy(w http.ResponseWriter, r *http.Request) {
 	max := s.cfg.MaxModuleBytes
 	if r.ContentLength > max {
-		// Answered before reading: the server closes the connection after the answer.
+		refuseBody(w)
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("module of %d bytes is over the limit of %d bytes (admin.max_module_bytes)", r.ContentLength, max), nil)
 		return
 	}
-	wasm, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
-	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Errorf("module is over the limit of %d bytes (admin.max_module_bytes)", max), nil)
-			return
-		}
-		writeError(w, http.StatusBadRequest, fmt.Errorf("reading the module: %w", err), nil)
+	// Each deploy holds its module in memory while it compiles: a bounded number run, the
+	// others wait for a slot before a byte of their body is read. Until the body is read, a
+	// shutdown drops the request rather than wait for it.
+	c := connOf(r.Context())
+	if c != nil {
+		c.setReading(true)
+	}
+	s.waiting.Add(1)
+	select {
+	case s.uploads <- struct{}{}:
+		s.waiting.Add(-1)
+		defer func() { <-s.uploads }()
+	case <-r.Context().Done(): // the client left, or the shutdown dropped it
+		s.waiting.Add(-1)
+		refuseBody(w)
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, errors.New("gave up waiting for another deploy to finish: retry later"), nil)
 		return
 	}
-	if len(wasm) == 0 {
-		writeError(w, http.StatusBadRequest, errors.New("empty body: send the module's .wasm bytes"), nil)
+	wasm, code, err := s.receive(w, r, max)
+	if c != nil {
+		c.setReading(false)
+	}
+	if err != nil {
+		writeError(w, code, err, nil)
 		return
 	}
 	d, err := s.cfg.Backend.Deploy(r.Context(), r.PathValue("task"), wasm)
@@ -249,6 +346,38 @@ func (s *Server) deploy(w http.ResponseWriter, r *http.Request) {
 		status = http.StatusOK
 	}
 	writeJSON(w, status, d)
+}
+
+// receive reads an upload: spooled to a file while it arrives, so a slow client costs no
+// memory, then read back into one slice of its exact size. On error it returns the status to
+// answer.
+func (s *Server) receive(w http.ResponseWriter, r *http.Request, max int64) ([]byte, int, error) {
+	f, err := os.CreateTemp(s.cfg.UploadDir, "upload-*.wasm")
+	if err != nil {
+		return nil, http.StatusInternalServerError, fmt.Errorf("spooling the module: %w", err)
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	n, err := io.Copy(f, http.MaxBytesReader(w, r.Body, max))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, http.StatusRequestEntityTooLarge, fmt.Errorf("module is over the limit of %d bytes (admin.max_module_bytes)", max)
+		}
+		var pathErr *os.PathError
+		if errors.As(err, &pathErr) {
+			return nil, http.StatusInternalServerError, fmt.Errorf("spooling the module: %w", err)
+		}
+		return nil, http.StatusBadRequest, fmt.Errorf("reading the module: %w", err)
+	}
+	if n == 0 {
+		return nil, http.StatusBadRequest, errors.New("empty body: send the module's .wasm bytes")
+	}
+	wasm := make([]byte, n)
+	if _, err := f.ReadAt(wasm, 0); err != nil {
+		return nil, http.StatusInternalServerError, fmt.Errorf("reading the spooled module: %w", err)
+	}
+	return wasm, 0, nil
 }
 
 func (s *Server) activate(w http.ResponseWriter, r *http.Request) {
@@ -311,6 +440,14 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		s.cfg.Logger.Error("admin request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	writeError(w, status, err, problems)
+}
+
+// refuseBody makes sure that not a byte more of the request's body is read: net/http would
+// otherwise drain up to 256 KiB of it, at the client's pace, before answering or closing. The
+// connection is closed after the answer.
+func refuseBody(w http.ResponseWriter) {
+	w.Header().Set("Connection", "close")
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now())
 }
 
 func writeError(w http.ResponseWriter, status int, err error, problems []string) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"runtime"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -255,7 +256,7 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 	}
 	i.closeFS = closeFS
 	// Host functions called by a start section see phaseStart.
-	i.phase, i.cctx.Context = phaseStart, ctx
+	i.phase, i.cctx.Context = phaseStart, withMemoryAllocator(ctx, m.eng.memory)
 	mod, err := m.eng.rt.InstantiateModule(&i.cctx, m.compiled, mc)
 	i.phase, i.cctx.Context = phaseIdle, context.Background()
 	if err != nil {
@@ -485,7 +486,22 @@ func (i *Instance) Close(ctx context.Context) error {
 	if i.mod == nil {
 		return nil
 	}
-	if err := i.mod.Close(ctx); err != nil {
+	// Closing the module unmaps its linear memory (linmem.go). Then drop every reference into
+	// the instance (the caller may keep the *Instance): the call stacks wazero keeps per
+	// exported function (Go memory beside the memory limit, up to about 84 MiB each after a deep
+	// recursion) become garbage.
+	err := i.mod.Close(ctx)
+	i.mod, i.mem, i.fuel = nil, nil, nil
+	i.fnAlloc, i.fnInit, i.fnProcess, i.fnOnTimer, i.fnOnTick, i.fnMigrate, i.fnStateVersion = nil, nil, nil, nil, nil, nil, nil
+	i.env, i.writes, i.outs, i.timers, i.scanTmp = nil, nil, nil, nil, nil
+	if i.broken {
+		// A trapped instance is typically one that recursed until the stack overflowed, and a
+		// replacement is about to be made: collect now, so that the replacement reuses the
+		// stack's memory. Otherwise the collector would wait for the heap to double: with every
+		// worker trapping, the process would hold several such stacks per worker.
+		runtime.GC()
+	}
+	if err != nil {
 		return fmt.Errorf("modrt: task %q: close: %w", i.task, err)
 	}
 	return nil

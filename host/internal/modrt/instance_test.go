@@ -699,3 +699,30 @@ func TestEnvPanic(t *testing.T) {
 		t.Errorf("got %v, broken %v", err, i.Broken())
 	}
 }
+
+// A trapped instance's memory is freed when it is closed, not when the garbage collector next
+// runs of its own accord (the heap having doubled): a task whose every worker traps after
+// growing to the limit would otherwise hold its memory budget several times over.
+func TestTrappedInstanceMemoryIsFreed(t *testing.T) {
+	r := newRuntime(t, RuntimeConfig{})
+	const pages = 256 // 16 MiB
+	m := compile(t, r, "growtrap", Limits{MaxMemoryPages: pages})
+	for n := range 8 {
+		i, err := m.Instantiate(ctx, InstanceConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := i.Process(ctx, []abi.Record{rec("k", nil)}, nil); !i.Broken() {
+			t.Fatalf("call %d: %v; want a trap", n, err)
+		}
+		if got := r.Memory(); got != pages*pageSize {
+			t.Fatalf("call %d: %d bytes of memory in use, want %d", n, got, pages*pageSize)
+		}
+		if err := i.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Memory(); got != 0 {
+			t.Fatalf("after trap %d and Close, %d bytes of memory are not freed", n, got)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
@@ -46,11 +47,19 @@ type Runtime struct {
 	mu      sync.Mutex
 	closed  bool
 	engines map[uint32]*engine // by memory limit in pages
+
+	// memory is the size in bytes of the linear memories not freed yet (linmem.go).
+	memory atomic.Int64
 }
+
+// Memory returns the size in bytes of the instances' linear memories that are not freed yet:
+// those of the instances not closed (tests and diagnostics).
+func (r *Runtime) Memory() int64 { return r.memory.Load() }
 
 // engine is one wazero runtime with its host modules instantiated.
 type engine struct {
 	rt       wazero.Runtime
+	memory   *atomic.Int64 // Runtime.memory
 	maxPages uint32
 	wasi     map[string]funcType // WASI functions the guest may import, with their signatures
 }
@@ -106,7 +115,7 @@ func (r *Runtime) engine(ctx context.Context, pages uint32) (*engine, error) {
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("modrt: instantiate %s: %w", abi.ModuleName, err)
 	}
-	e := &engine{rt: rt, maxPages: pages, wasi: map[string]funcType{}}
+	e := &engine{rt: rt, memory: &r.memory, maxPages: pages, wasi: map[string]funcType{}}
 	for name, def := range rt.Module(wasiModuleName).ExportedFunctionDefinitions() {
 		e.wasi[name] = sigOf(def.ParamTypes(), def.ResultTypes())
 	}
