@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +29,9 @@ const (
 	// deploy, they override the module file at the next Run.
 	OriginActivate = "activate"
 	OriginRollback = "rollback"
+	// OriginAutoRollback: made active by Run because the active version could not start (its
+	// init failed): the newest earlier version that could. It overrides the module file.
+	OriginAutoRollback = "auto-rollback"
 )
 
 // ModuleVersion describes one version of a task's module in the data directory's registry.
@@ -45,6 +49,11 @@ type ModuleVersion struct {
 	// active (OriginFile, OriginDeploy, OriginActivate, OriginRollback).
 	Active       bool
 	ActiveOrigin string
+	// Status is "good" once the version ran a batch successfully, "bad" when it could not
+	// start (Reason says why; Run does not start it again by itself), "" when nothing is
+	// known yet.
+	Status string
+	Reason string
 }
 
 // Deployment is the outcome of Deploy, ReloadModule, Activate or Rollback.
@@ -75,7 +84,8 @@ func (d *Deployment) FirstBatch(ctx context.Context) (time.Time, error) {
 // running is what Deploy and its siblings need of a running task.
 type running struct {
 	cfg    TaskConfig
-	task   *task.Task
+	task   *task.Task // nil when the task could not start (halted)
+	halted error      // why the task could not start
 	deploy sync.Mutex // serialises the deploys, activations and rollbacks of the task
 }
 
@@ -108,6 +118,28 @@ func (h *Host) enter(name string) (*live, *running, error) {
 	}
 	h.calls.Add(1)
 	return h.live, r, nil
+}
+
+// enterRunning is enter for the calls that need the task running: a halted task is refused
+// with what to do instead.
+func (h *Host) enterRunning(name string) (*live, *running, error) {
+	lv, r, err := h.enter(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	h.mu.Lock()
+	herr := h.halted[name]
+	h.mu.Unlock()
+	if herr == nil && r.task == nil {
+		herr = r.halted
+	}
+	if herr != nil {
+		h.leave()
+		return nil, nil, fmt.Errorf("%w: task %q halted (%v); to run it again restart the host: it starts the active version, "+
+			"or falls back to an earlier one if that one cannot start; to choose the version, stop the host and run "+
+			"wasmstream rollback --data-dir", ErrNotRunning, name, herr)
+	}
+	return lv, r, nil
 }
 
 func (h *Host) leave() { h.calls.Done() }
@@ -143,7 +175,7 @@ func (h *Host) Deploy(ctx context.Context, name string, wasm []byte) (*Deploymen
 // the file holds the active version already. It is what `wasmstream run --watch` calls when
 // the file changes.
 func (h *Host) ReloadModule(ctx context.Context, name string) (*Deployment, error) {
-	_, r, err := h.enter(name)
+	_, r, err := h.enterRunning(name)
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +190,7 @@ func (h *Host) ReloadModule(ctx context.Context, name string) (*Deployment, erro
 
 func (h *Host) deployBytes(ctx context.Context, name string, wasm []byte, origin string) (*Deployment, error) {
 	requested := time.Now()
-	lv, r, err := h.enter(name)
+	lv, r, err := h.enterRunning(name)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +247,7 @@ func (h *Host) RollbackTo(ctx context.Context, name string, v int64) (*Deploymen
 // activate activates version v (0: the one before the active one).
 func (h *Host) activate(ctx context.Context, name string, v int64, origin string) (*Deployment, error) {
 	requested := time.Now()
-	lv, r, err := h.enter(name)
+	lv, r, err := h.enterRunning(name)
 	if err != nil {
 		return nil, err
 	}
@@ -335,7 +367,7 @@ func (h *Host) Resume(ctx context.Context, name string) error {
 }
 
 func (h *Host) pauseResume(ctx context.Context, name string, fn func(*task.Task, context.Context) error) error {
-	_, r, err := h.enter(name)
+	_, r, err := h.enterRunning(name)
 	if err != nil {
 		return err
 	}
@@ -368,75 +400,206 @@ func activeVersion(db *store.DB, name string) (store.ActiveModule, store.ModuleV
 	return active, mv, nil
 }
 
-// startModule compiles the module task tc starts with, and returns it with its version:
+// startModule returns the compiled module task tc starts with, and its version. The first
+// choice is
 //
 //   - the active version of the registry if it was deployed, activated or rolled back (it
 //     overrides the module file, which is logged when the file differs);
-//   - otherwise the module file, registered as a new version and made active if it differs
-//     from the active version (or there is none). A file that cannot be read falls back to the
-//     active version, if there is one.
-func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.DB, tc TaskConfig) (*modrt.Module, int64, error) {
+//   - otherwise the module file, registered as a new version if it differs from the active
+//     version (or there is none), unless its bytes are those of a version known bad. A file
+//     that cannot be read falls back to the active version, if there is one.
+//
+// The choice must compile and pass trial (an instance whose init runs with the task's config).
+// If it does not, the version is marked bad in the registry with the reason, and the versions
+// below it that are not marked bad are tried, newest first, then the module file: the first
+// that passes becomes the active version (origin OriginAutoRollback; OriginFile while the task
+// follows its file, so a fixed file is picked up at the next start). Nothing is deleted. When
+// nothing passes, the error names every failure.
+func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.DB, tc TaskConfig, trial func(*modrt.Module) error) (*modrt.Module, int64, error) {
 	log := cfg.Logger.With("task", tc.Name)
 	active, hasActive, err := db.ActiveModule(tc.Name)
 	if err != nil {
 		return nil, 0, err
 	}
+	versions, err := db.ModuleVersions(tc.Name)
+	if err != nil {
+		return nil, 0, err
+	}
+	badSum := map[[32]byte]store.ModuleVersion{}
+	for _, mv := range versions {
+		if mv.Status.State == store.ModuleBad {
+			badSum[mv.SHA256] = mv
+		}
+	}
 	file, ferr := os.ReadFile(tc.Module)
+	fileSum := sha256.Sum256(file)
+	followsFile := !hasActive || active.Origin == OriginFile
+
+	// first is the registry version to try first; useFile says to try the file first instead.
+	var first store.ModuleVersion
+	useFile := !hasActive
 	if hasActive {
 		_, mv, err := activeVersion(db, tc.Name)
 		if err != nil {
 			return nil, 0, err
 		}
-		fileMatches := ferr == nil && sha256.Sum256(file) == mv.SHA256
-		if active.Origin != OriginFile || ferr != nil || fileMatches {
-			switch {
-			case ferr != nil:
-				log.Warn("module file unreadable; running the active version from the registry",
-					"module", tc.Module, "version", mv.Version, "err", ferr)
-			case !fileMatches:
-				log.Warn("the module file is overridden by a deployed version; deploy or activate another to change it",
-					"module", tc.Module, "version", mv.Version, "active_by", active.Origin)
-			}
-			wasm, err := db.ModuleBytes(mv.SHA256)
-			if err != nil {
-				return nil, 0, err
-			}
-			mod, err := rt.Compile(ctx, wasm, limits(tc))
-			if err != nil {
-				return nil, 0, fmt.Errorf("active module version %d: %w", mv.Version, err)
-			}
-			log.Info("running the active module version", "version", mv.Version, "sha256", hex.EncodeToString(mv.SHA256[:]), "active_by", active.Origin)
-			return mod, int64(mv.Version), nil
+		first = mv
+		fileMatches := ferr == nil && fileSum == mv.SHA256
+		bad, fileBad := badSum[fileSum]
+		switch {
+		case ferr != nil:
+			log.Warn("module file unreadable; running the active version from the registry",
+				"module", tc.Module, "version", mv.Version, "err", ferr)
+		case fileMatches:
+		case active.Origin != OriginFile:
+			log.Warn("the module file is overridden by a deployed version; deploy or activate another to change it",
+				"module", tc.Module, "version", mv.Version, "active_by", active.Origin)
+		case fileBad:
+			log.Error("the module file holds a version that failed to start before; running the active version until the file changes",
+				"module", tc.Module, "failed_version", bad.Version, "reason", bad.Status.Reason, "version", mv.Version)
+		default:
+			useFile = true
 		}
 	}
-	if ferr != nil {
+	if useFile && ferr != nil {
 		return nil, 0, fmt.Errorf("module: %w", ferr)
 	}
-	mod, err := rt.Compile(ctx, file, limits(tc))
-	if err != nil {
-		return nil, 0, fmt.Errorf("module %s: %w", tc.Module, err)
+
+	var failures []string
+	// try compiles and trials wasm; on failure it marks version v bad (when v > 0).
+	try := func(wasm []byte, v uint64, what string) *modrt.Module {
+		mod, err := rt.Compile(ctx, wasm, limits(tc))
+		if err == nil {
+			if err = trial(mod); err != nil {
+				mod.Close(context.WithoutCancel(ctx))
+				err = fmt.Errorf("init: %w", err)
+			}
+		}
+		if err == nil {
+			return mod
+		}
+		failures = append(failures, fmt.Sprintf("%s: %v", what, err))
+		log.Error("module version cannot start", "version", v, "module", what, "err", err)
+		if v > 0 {
+			st := store.ModuleStatus{State: store.ModuleBad, At: time.Now().UnixMilli(), Reason: err.Error()}
+			if serr := db.SetModuleStatus(tc.Name, v, st); serr != nil {
+				log.Error("recording the module version as bad", "version", v, "err", serr)
+			}
+		}
+		return nil
 	}
-	info := mod.Info()
-	mv, err := db.AddModule(tc.Name, file, store.ModuleVersion{
-		Created: time.Now().UnixMilli(), ABIVersion: info.ABIVersion, Origin: OriginFile,
-		Exports: info.Exports, Imports: info.Imports,
-	}, cfg.KeepModuleVersions)
-	if err == nil {
-		err = db.SetActiveModule(tc.Name, store.ActiveModule{Version: mv.Version, Since: time.Now().UnixMilli(), Origin: OriginFile})
+	// activate makes v active (when it is not) and logs how the task starts.
+	activate := func(mod *modrt.Module, mv store.ModuleVersion, origin string) (*modrt.Module, int64, error) {
+		if !hasActive || active.Version != mv.Version || active.Origin != origin {
+			if err := db.SetActiveModule(tc.Name, store.ActiveModule{Version: mv.Version, Since: time.Now().UnixMilli(), Origin: origin}); err != nil {
+				mod.Close(context.WithoutCancel(ctx))
+				return nil, 0, err
+			}
+		}
+		if len(failures) > 0 {
+			log.Error("module rolled back automatically: the task runs an earlier version", "version", mv.Version,
+				"sha256", hex.EncodeToString(mv.SHA256[:]), "failed", strings.Join(failures, "; "))
+		} else {
+			log.Info("running the active module version", "version", mv.Version, "sha256", hex.EncodeToString(mv.SHA256[:]), "active_by", origin)
+		}
+		return mod, int64(mv.Version), nil
 	}
-	if err != nil {
-		mod.Close(ctx)
-		return nil, 0, err
+	// registerFile adds the file as a new version, or finds the version that holds its bytes.
+	registerFile := func(mod *modrt.Module) (store.ModuleVersion, error) {
+		for _, mv := range versions {
+			if mv.SHA256 == fileSum {
+				return mv, nil
+			}
+		}
+		info := mod.Info()
+		mv, err := db.AddModule(tc.Name, file, store.ModuleVersion{
+			Created: time.Now().UnixMilli(), ABIVersion: info.ABIVersion, Origin: OriginFile,
+			Exports: info.Exports, Imports: info.Imports,
+		}, cfg.KeepModuleVersions)
+		if err == nil {
+			log.Info("module file registered as a new version", "module", tc.Module, "version", mv.Version, "sha256", info.SHA256)
+			versions = append(versions, mv)
+		}
+		return mv, err
 	}
-	log.Info("module file registered as the active version", "module", tc.Module, "version", mv.Version, "sha256", info.SHA256)
-	return mod, int64(mv.Version), nil
+
+	below := uint64(1<<63 - 1) // fallbacks are the versions below this one
+	tried := map[[32]byte]bool{}
+	if useFile {
+		tried[fileSum] = true
+		if mod := try(file, 0, tc.Module); mod != nil {
+			mv, err := registerFile(mod)
+			if err != nil {
+				mod.Close(context.WithoutCancel(ctx))
+				return nil, 0, err
+			}
+			return activate(mod, mv, OriginFile)
+		}
+		// Register the failed file too, so that it is known bad and not tried again until it
+		// changes: compile it without the trial.
+		if mod, err := rt.Compile(ctx, file, limits(tc)); err == nil {
+			mv, err := registerFile(mod)
+			mod.Close(context.WithoutCancel(ctx))
+			if err == nil {
+				st := store.ModuleStatus{State: store.ModuleBad, At: time.Now().UnixMilli(), Reason: strings.TrimPrefix(failures[0], tc.Module+": ")}
+				if err := db.SetModuleStatus(tc.Name, mv.Version, st); err != nil {
+					log.Error("recording the module version as bad", "version", mv.Version, "err", err)
+				}
+			}
+		}
+		if hasActive {
+			below = active.Version + 1 // the active version first, then the ones before it
+		}
+	} else {
+		tried[first.SHA256] = true
+		wasm, err := db.ModuleBytes(first.SHA256)
+		if err != nil {
+			return nil, 0, err
+		}
+		if mod := try(wasm, first.Version, fmt.Sprintf("version %d", first.Version)); mod != nil {
+			return activate(mod, first, active.Origin)
+		}
+		below = first.Version
+	}
+
+	origin := OriginAutoRollback
+	if followsFile {
+		origin = OriginFile
+	}
+	for i := len(versions) - 1; i >= 0; i-- {
+		mv := versions[i]
+		if mv.Version >= below || mv.Status.State == store.ModuleBad || tried[mv.SHA256] {
+			continue
+		}
+		tried[mv.SHA256] = true
+		wasm, err := db.ModuleBytes(mv.SHA256)
+		if err != nil {
+			failures = append(failures, fmt.Sprintf("version %d: %v", mv.Version, err))
+			continue
+		}
+		if mod := try(wasm, mv.Version, fmt.Sprintf("version %d", mv.Version)); mod != nil {
+			return activate(mod, mv, origin)
+		}
+	}
+	if _, bad := badSum[fileSum]; ferr == nil && !tried[fileSum] && !bad {
+		if mod := try(file, 0, tc.Module); mod != nil {
+			mv, err := registerFile(mod)
+			if err != nil {
+				mod.Close(context.WithoutCancel(ctx))
+				return nil, 0, err
+			}
+			return activate(mod, mv, OriginFile)
+		}
+	}
+	return nil, 0, fmt.Errorf("no module version can start (%s); deploy or roll back to a version that works, "+
+		"or fix the module file, then restart", strings.Join(failures, "; "))
 }
 
 func publicVersion(task string, mv store.ModuleVersion, active store.ActiveModule) ModuleVersion {
 	v := ModuleVersion{
 		Task: task, Version: int64(mv.Version), SHA256: hex.EncodeToString(mv.SHA256[:]), Size: mv.Size,
 		Created: time.UnixMilli(mv.Created), ABIVersion: abi.VersionString(mv.ABIVersion), Origin: mv.Origin,
-		Exports: mv.Exports, Imports: mv.Imports,
+		Exports: mv.Exports, Imports: mv.Imports, Status: mv.Status.State, Reason: mv.Status.Reason,
 	}
 	if mv.Version == active.Version {
 		v.Active, v.ActiveOrigin = true, active.Origin

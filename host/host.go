@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
@@ -29,6 +30,8 @@ type Host struct {
 	tasks   []*task.Task
 	names   []string
 
+	halted map[string]error // tasks that halted (on_task_failure: halt_task), with why
+
 	ready     chan struct{}  // closed once Run started every task (Ready)
 	live      *live          // while Run runs: what Deploy and its siblings use (deploy.go)
 	calls     sync.WaitGroup // Deploy and siblings in progress; Run waits for them
@@ -44,10 +47,15 @@ func New(cfg Config) (*Host, error) {
 }
 
 // Run runs every task until all their inputs are exhausted and fully processed (then it
-// commits a last checkpoint and returns nil), until ctx is cancelled (then it stops reading,
-// finishes the batches in flight, commits a last checkpoint and returns nil), or until a task
-// fails (then it stops the other tasks and returns a *TaskError). Every goroutine it starts has
-// stopped when it returns.
+// commits a last checkpoint and returns nil), or until ctx is cancelled (then it stops reading,
+// finishes the batches in flight, commits a last checkpoint and returns nil).
+//
+// A task that cannot start (its module does not compile or its init fails, with every
+// fallback version too: startModule; its sinks cannot open) or fails while running halts:
+// with Config.OnTaskFailure "halt_task" (the default) the other tasks go on, Stats reports it
+// halted with its error, and Run returns once the others finished, with a *TaskError for each
+// halted task (joined). With "halt_host" the first failure stops every task and Run returns
+// it. Every goroutine Run starts has stopped when it returns.
 func (h *Host) Run(ctx context.Context) (err error) {
 	h.mu.Lock()
 	if h.closed {
@@ -96,35 +104,40 @@ func (h *Host) Run(ctx context.Context) (err error) {
 	}()
 	tasks := make([]*task.Task, len(cfg.Tasks))
 	lv := &live{rt: rt, db: db, tasks: map[string]*running{}}
+	var mods []*modrt.Module
+	defer func() {
+		for _, m := range mods {
+			m.Close(context.WithoutCancel(ctx))
+		}
+	}()
+	// halted holds the error of every task that cannot start or failed; with halt_task the
+	// others go on and Run returns them all at the end.
+	halted := make([]error, len(cfg.Tasks))
 	for i, tc := range cfg.Tasks {
-		mod, version, err := startModule(ctx, cfg, rt, db, tc)
+		t, mod, err := h.setUp(ctx, cfg, rt, db, tc, &closers)
+		if mod != nil {
+			mods = append(mods, mod)
+		}
 		if err != nil {
-			return &TaskError{Task: tc.Name, Err: err}
+			terr := &TaskError{Task: tc.Name, Err: err}
+			if cfg.OnTaskFailure == HaltHost {
+				return terr
+			}
+			log.Error("task halted: it cannot start; the other tasks go on (on_task_failure: halt_task)", "task", tc.Name, "err", err)
+			halted[i] = terr
+			lv.tasks[tc.Name] = &running{cfg: tc, halted: terr}
+			continue
 		}
-		defer mod.Close(context.WithoutCancel(ctx))
-		out, dlq, sinkClosers, err := openSinks(cfg, tc)
-		closers = append(closers, sinkClosers...)
-		if err != nil {
-			return &TaskError{Task: tc.Name, Err: err}
-		}
-		if err := pingKafka(ctx, out, dlq); err != nil {
-			return &TaskError{Task: tc.Name, Err: err}
-		}
-		tcfg, err := taskConfig(cfg, tc, mod, out, dlq, db)
-		if err != nil {
-			return &TaskError{Task: tc.Name, Err: err}
-		}
-		tcfg.Version = version
-		if tasks[i], err = task.New(tcfg); err != nil {
-			return &TaskError{Task: tc.Name, Err: err}
-		}
-		lv.tasks[tc.Name] = &running{cfg: tc, task: tasks[i]}
-		log.Info("task ready", "task", tc.Name, "module", tc.Module, "version", version, "abi", abi.VersionString(mod.Info().ABIVersion), "workers", tc.Workers)
+		tasks[i] = t
+		lv.tasks[tc.Name] = &running{cfg: tc, task: t}
 	}
 	h.mu.Lock()
 	h.tasks = tasks
-	for _, tc := range cfg.Tasks {
+	for i, tc := range cfg.Tasks {
 		h.names = append(h.names, tc.Name)
+		if halted[i] != nil {
+			h.halt(tc.Name, halted[i])
+		}
 	}
 	h.live = lv
 	h.mu.Unlock()
@@ -144,20 +157,75 @@ func (h *Host) Run(ctx context.Context) (err error) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make([]error, len(tasks))
 	var wg sync.WaitGroup
 	for i, t := range tasks {
+		if t == nil {
+			continue
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := t.Run(ctx); err != nil {
-				errs[i] = &TaskError{Task: cfg.Tasks[i].Name, Err: err}
-				cancel() // one failed task stops the host
+			err := t.Run(ctx)
+			if err == nil {
+				return
 			}
+			name := cfg.Tasks[i].Name
+			halted[i] = &TaskError{Task: name, Err: err}
+			if cfg.OnTaskFailure == HaltHost {
+				cancel() // one failed task stops the host
+				return
+			}
+			log.Error("task halted; the other tasks go on (on_task_failure: halt_task)", "task", name, "err", err)
+			h.mu.Lock()
+			h.halt(name, halted[i])
+			h.mu.Unlock()
 		}()
 	}
 	wg.Wait()
-	return errors.Join(errs...)
+	return errors.Join(halted...)
+}
+
+// halt records that task name halted with err. h.mu is held.
+func (h *Host) halt(name string, err error) {
+	if h.halted == nil {
+		h.halted = map[string]error{}
+	}
+	h.halted[name] = err
+}
+
+// setUp opens task tc's sinks, picks and checks the module it starts with (startModule) and
+// returns the task, ready to run, and its module (the caller closes it after the task ran).
+func (h *Host) setUp(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.DB, tc TaskConfig, closers *[]io.Closer) (*task.Task, *modrt.Module, error) {
+	out, dlq, sinkClosers, err := openSinks(cfg, tc)
+	*closers = append(*closers, sinkClosers...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := pingKafka(ctx, out, dlq); err != nil {
+		return nil, nil, err
+	}
+	tcfg, err := taskConfig(cfg, tc, nil, out, dlq, db)
+	if err != nil {
+		return nil, nil, err
+	}
+	mod, version, err := startModule(ctx, cfg, rt, db, tc, func(m *modrt.Module) error {
+		return task.TrialInit(ctx, tcfg, m)
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	tcfg.Module, tcfg.Version = mod, version
+	tcfg.ProvenGood = func(v int64) {
+		if err := db.SetModuleStatus(tc.Name, uint64(v), store.ModuleStatus{State: store.ModuleGood, At: time.Now().UnixMilli()}); err != nil {
+			cfg.Logger.Warn("recording the module version as good", "task", tc.Name, "version", v, "err", err)
+		}
+	}
+	t, err := task.New(tcfg)
+	if err != nil {
+		return nil, mod, err
+	}
+	cfg.Logger.Info("task ready", "task", tc.Name, "module", tc.Module, "version", version, "abi", abi.VersionString(mod.Info().ABIVersion), "workers", tc.Workers)
+	return t, mod, nil
 }
 
 func cacheDir(cfg Config) string {
@@ -309,10 +377,14 @@ type TaskStats struct {
 	TimersFired   int64 // timer firings completed
 	Ticks         int64 // partition callbacks started
 
-	Version  int64 // the module version running (see Versions); up to date
-	Paused   bool  // paused with Pause; up to date
-	Pending  int   // records read and not yet complete (queued or in flight)
-	InFlight int   // records in batches being processed
+	Version int64 // the module version running (see Versions); up to date
+	// Halted is set when the task halted (Config.OnTaskFailure "halt_task"): it could not
+	// start or failed while running; Error says why. The other figures are as of its end.
+	Halted   bool
+	Error    string
+	Paused   bool // paused with Pause; up to date
+	Pending  int  // records read and not yet complete (queued or in flight)
+	InFlight int  // records in batches being processed
 	Inputs   []InputStats
 }
 
@@ -329,7 +401,10 @@ func (h *Host) Stats() []TaskStats {
 	defer h.mu.Unlock()
 	out := make([]TaskStats, len(h.tasks))
 	for i, t := range h.tasks {
-		s := t.Stats()
+		var s task.Stats
+		if t != nil {
+			s = t.Stats()
+		}
 		out[i] = TaskStats{Task: h.names[i], Records: s.Records, Processed: s.Processed, Outputs: s.Outputs,
 			Skipped: s.Skipped, DeadLetters: s.DeadLetters, Retries: s.Retries, Failures: s.Failures,
 			Checkpoints: s.Checkpoints, PeakQueued: s.PeakQueued, Pauses: s.Pauses,
@@ -341,6 +416,9 @@ func (h *Host) Stats() []TaskStats {
 			Version: s.Version, Paused: s.Paused, Pending: s.Pending, InFlight: s.InFlight}
 		for _, in := range s.Inputs {
 			out[i].Inputs = append(out[i].Inputs, InputStats{Name: in.Name, Records: in.Records, Committed: in.Committed})
+		}
+		if err := h.halted[h.names[i]]; err != nil {
+			out[i].Halted, out[i].Error = true, err.Error()
 		}
 	}
 	return out
