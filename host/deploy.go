@@ -479,7 +479,11 @@ func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.D
 			return mod
 		}
 		failures = append(failures, fmt.Sprintf("%s: %v", what, err))
-		log.Error("module version cannot start", "version", v, "module", what, "err", err)
+		if v > 0 {
+			log.Error("module version cannot start; marking it bad", "version", v, "err", err)
+		} else {
+			log.Error("module file cannot start", "module", what, "err", err)
+		}
 		if v > 0 {
 			st := store.ModuleStatus{State: store.ModuleBad, At: time.Now().UnixMilli(), Reason: err.Error()}
 			if serr := db.SetModuleStatus(tc.Name, v, st); serr != nil {
@@ -591,8 +595,8 @@ func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.D
 			return activate(mod, mv, OriginFile)
 		}
 	}
-	return nil, 0, fmt.Errorf("no module version can start (%s); deploy or roll back to a version that works, "+
-		"or fix the module file, then restart", strings.Join(failures, "; "))
+	return nil, 0, fmt.Errorf("no module version can start (%s): fix the module file, or choose a version that "+
+		"works with wasmstream rollback --data-dir while the host is stopped, then restart", strings.Join(failures, "; "))
 }
 
 func publicVersion(task string, mv store.ModuleVersion, active store.ActiveModule) ModuleVersion {

@@ -1,0 +1,93 @@
+package host_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+)
+
+// TestBadModuleFileFallsBack: a task that follows its module file gets a file whose init
+// exits. The start falls back to the version before, marks the file's version bad and keeps
+// following the file: the bad bytes are not registered or tried again, and a fixed file is
+// run at the next start.
+func TestBadModuleFileFallsBack(t *testing.T) {
+	dir := t.TempDir()
+	base := versionedModule(t)
+	modPath := filepath.Join(dir, "versioned.wasm")
+	input := filepath.Join(dir, "in.ndjson")
+	dataDir := filepath.Join(dir, "data")
+	lines, n := "", 0
+	run := func(module []byte, records int) {
+		t.Helper()
+		if err := os.WriteFile(modPath, module, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		for n < records {
+			n++
+			lines += `{"k":"a","v":"` + strconv.Itoa(n) + `"}` + "\n"
+		}
+		if err := os.WriteFile(input, []byte(lines), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		h, err := host.New(host.Config{DataDir: dataDir, CacheDir: "-", Logger: quietLogger(t), Tasks: []host.TaskConfig{{
+			Name: "versioned", Module: modPath,
+			Inputs: []host.InputConfig{{Name: "in", Path: input, KeyField: "k", ValueField: "v"}},
+			Output: host.OutputConfig{Type: "file", Path: filepath.Join(dir, "out.ndjson")},
+		}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Run(context.Background()); err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	}
+	versions := func() string {
+		t.Helper()
+		vs, err := host.OfflineVersions(dataDir, "versioned")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		for _, v := range vs {
+			b.WriteString(strconv.FormatInt(v.Version, 10) + " " + v.Status)
+			if v.Active {
+				b.WriteString(" active by " + v.ActiveOrigin)
+			}
+			b.WriteString("; ")
+		}
+		return b.String()
+	}
+
+	run(guestbuild.Retag(t, base, 1), 2)
+	if got, want := versions(), "1 good active by file; "; got != want {
+		t.Fatalf("after the first run: %s, want %s", got, want)
+	}
+	bad := modrtFixture(t, "initexit.wasm")
+	run(bad, 3)
+	if got, want := versions(), "1 good active by file; 2 bad; "; got != want {
+		t.Fatalf("after a bad file: %s, want %s", got, want)
+	}
+	run(bad, 4)
+	if got, want := versions(), "1 good active by file; 2 bad; "; got != want {
+		t.Fatalf("after the bad file again: %s, want %s", got, want)
+	}
+	run(guestbuild.Retag(t, base, 3), 5)
+	if got, want := versions(), "1 good; 2 bad; 3 good active by file; "; got != want {
+		t.Fatalf("after a fixed file: %s, want %s", got, want)
+	}
+	outs := readOutputs(t, filepath.Join(dir, "out.ndjson"))
+	if len(outs) != 5 {
+		t.Fatalf("%d outputs, want one per record (5): %v", len(outs), outs)
+	}
+	for i, o := range outs {
+		if strings.Contains(o.Value, "violation") {
+			t.Errorf("output %d: %s", i, o.Value)
+		}
+	}
+}
