@@ -64,6 +64,9 @@ type Deployment struct {
 	Previous int64
 	// Unchanged is set when the version was already active: nothing was switched.
 	Unchanged bool
+	// Restarted is set when the task had halted (Config.OnTaskFailure "halt_task") and was
+	// started anew on the version, from its last checkpoint.
+	Restarted bool
 	// Requested is when the call started; Switched when the task's loop made the version
 	// current (batches dispatched after it run on it). Switched is zero if Unchanged.
 	Requested, Switched time.Time
@@ -78,22 +81,46 @@ func (d *Deployment) FirstBatch(ctx context.Context) (time.Time, error) {
 	if d.Unchanged {
 		return time.Time{}, errors.New("wasmstream: the version was already active; nothing was switched")
 	}
+	if d.Restarted {
+		return time.Time{}, errors.New("wasmstream: the halted task was restarted on the version; see its status")
+	}
 	return d.sw.FirstBatch(ctx)
 }
 
 // running is what Deploy and its siblings need of a running task.
 type running struct {
 	cfg    TaskConfig
-	task   *task.Task // nil when the task could not start (halted)
-	halted error      // why the task could not start
-	deploy sync.Mutex // serialises the deploys, activations and rollbacks of the task
+	idx    int          // in Config.Tasks
+	tcfg   *task.Config // the task's configuration without its module; nil if it was never made
+	task   *task.Task   // nil when the task could not start; replaced by a restart (h.mu)
+	halted error        // why the task could not start
+	deploy sync.Mutex   // serialises the deploys, activations and rollbacks of the task
 }
 
 // live is what Run shares with Deploy and its siblings while it runs.
 type live struct {
-	rt    *modrt.Runtime
-	db    *store.DB
-	tasks map[string]*running
+	rt     *modrt.Runtime
+	db     *store.DB
+	tasks  map[string]*running
+	ctx    context.Context // the tasks run on it; restarted ones too
+	cancel func()          // stops every task (halt_host)
+
+	modsMu sync.Mutex
+	mods   []*modrt.Module // the modules tasks started with, closed when Run returns
+}
+
+func (lv *live) addModule(m *modrt.Module) {
+	lv.modsMu.Lock()
+	defer lv.modsMu.Unlock()
+	lv.mods = append(lv.mods, m)
+}
+
+func (lv *live) closeModules(ctx context.Context) {
+	lv.modsMu.Lock()
+	defer lv.modsMu.Unlock()
+	for _, m := range lv.mods {
+		m.Close(ctx)
+	}
 }
 
 // Ready is closed once Run has opened the store, compiled every task's module, started the
@@ -121,25 +148,39 @@ func (h *Host) enter(name string) (*live, *running, error) {
 }
 
 // enterRunning is enter for the calls that need the task running: a halted task is refused
-// with what to do instead.
-func (h *Host) enterRunning(name string) (*live, *running, error) {
-	lv, r, err := h.enter(name)
+// with what to do instead. It returns the task.
+func (h *Host) enterRunning(name string) (*live, *running, *task.Task, error) {
+	lv, r, halted, err := h.enterDeploy(name)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
+	}
+	if halted != nil {
+		h.leave()
+		return nil, nil, nil, fmt.Errorf("%w: task %q halted (%v); deploy or roll back to a version that works to restart it", ErrNotRunning, name, halted)
 	}
 	h.mu.Lock()
-	herr := h.halted[name]
+	t := r.task
 	h.mu.Unlock()
-	if herr == nil && r.task == nil {
-		herr = r.halted
+	return lv, r, t, nil
+}
+
+// enterDeploy is enter for the deploy family, which restarts a halted task: it returns why the
+// task halted (nil if it runs), and refuses a halted task that cannot be restarted.
+func (h *Host) enterDeploy(name string) (*live, *running, error, error) {
+	lv, r, err := h.enter(name)
+	if err != nil {
+		return nil, nil, nil, err
 	}
-	if herr != nil {
+	h.mu.Lock()
+	halted := h.halted[name]
+	h.mu.Unlock()
+	if halted != nil && (r.tcfg == nil || r.tcfg.Kafka != nil) {
 		h.leave()
-		return nil, nil, fmt.Errorf("%w: task %q halted (%v); to run it again restart the host: it starts the active version, "+
-			"or falls back to an earlier one if that one cannot start; to choose the version, stop the host and run "+
-			"wasmstream rollback --data-dir", ErrNotRunning, name, herr)
+		return nil, nil, nil, fmt.Errorf("%w: task %q halted (%v) and cannot be restarted while the host runs; restart the host: "+
+			"it starts the active version, or falls back to an earlier one if that one cannot start (choose the version with "+
+			"wasmstream rollback --data-dir while the host is stopped)", ErrNotRunning, name, halted)
 	}
-	return lv, r, nil
+	return lv, r, halted, nil
 }
 
 func (h *Host) leave() { h.calls.Done() }
@@ -175,7 +216,7 @@ func (h *Host) Deploy(ctx context.Context, name string, wasm []byte) (*Deploymen
 // the file holds the active version already. It is what `wasmstream run --watch` calls when
 // the file changes.
 func (h *Host) ReloadModule(ctx context.Context, name string) (*Deployment, error) {
-	_, r, err := h.enterRunning(name)
+	_, r, err := h.enter(name)
 	if err != nil {
 		return nil, err
 	}
@@ -190,7 +231,7 @@ func (h *Host) ReloadModule(ctx context.Context, name string) (*Deployment, erro
 
 func (h *Host) deployBytes(ctx context.Context, name string, wasm []byte, origin string) (*Deployment, error) {
 	requested := time.Now()
-	lv, r, err := h.enterRunning(name)
+	lv, r, halted, err := h.enterDeploy(name)
 	if err != nil {
 		return nil, err
 	}
@@ -198,16 +239,21 @@ func (h *Host) deployBytes(ctx context.Context, name string, wasm []byte, origin
 	r.deploy.Lock()
 	defer r.deploy.Unlock()
 
-	active, cur, err := activeVersion(lv.db, name)
+	active, cur, hasActive, err := activeVersionIfAny(lv.db, name, halted != nil)
 	if err != nil {
 		return nil, err
 	}
-	if sha256.Sum256(wasm) == cur.SHA256 && (origin != OriginFile || active.Origin == OriginFile) {
+	same := hasActive && sha256.Sum256(wasm) == cur.SHA256
+	if same && halted == nil && (origin != OriginFile || active.Origin == OriginFile) {
 		return &Deployment{Task: name, Version: publicVersion(name, cur, active), Previous: int64(cur.Version), Unchanged: true, Requested: requested}, nil
 	}
 	mod, err := h.prepare(ctx, lv, r, wasm)
 	if err != nil {
 		return nil, err
+	}
+	if same {
+		// A halted task restarted on its active version.
+		return h.restart(ctx, lv, r, mod, cur, int64(cur.Version), origin, requested)
 	}
 	info := mod.Info()
 	mv, err := lv.db.AddModule(name, wasm, store.ModuleVersion{
@@ -217,6 +263,9 @@ func (h *Host) deployBytes(ctx context.Context, name string, wasm []byte, origin
 	if err != nil {
 		mod.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("wasmstream: task %s: registering the module: %w", name, err)
+	}
+	if halted != nil {
+		return h.restart(ctx, lv, r, mod, mv, int64(cur.Version), origin, requested)
 	}
 	return h.switchTo(ctx, lv, r, mod, mv, int64(cur.Version), origin, requested)
 }
@@ -247,7 +296,7 @@ func (h *Host) RollbackTo(ctx context.Context, name string, v int64) (*Deploymen
 // activate activates version v (0: the one before the active one).
 func (h *Host) activate(ctx context.Context, name string, v int64, origin string) (*Deployment, error) {
 	requested := time.Now()
-	lv, r, err := h.enterRunning(name)
+	lv, r, halted, err := h.enterDeploy(name)
 	if err != nil {
 		return nil, err
 	}
@@ -255,7 +304,7 @@ func (h *Host) activate(ctx context.Context, name string, v int64, origin string
 	r.deploy.Lock()
 	defer r.deploy.Unlock()
 
-	active, cur, err := activeVersion(lv.db, name)
+	active, cur, _, err := activeVersionIfAny(lv.db, name, halted != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -284,7 +333,7 @@ func (h *Host) activate(ctx context.Context, name string, v int64, origin string
 		}
 		target = mv
 	}
-	if target.Version == cur.Version {
+	if target.Version == cur.Version && halted == nil {
 		return &Deployment{Task: name, Version: publicVersion(name, cur, active), Previous: int64(cur.Version), Unchanged: true, Requested: requested}, nil
 	}
 	wasm, err := lv.db.ModuleBytes(target.SHA256)
@@ -295,6 +344,9 @@ func (h *Host) activate(ctx context.Context, name string, v int64, origin string
 	if err != nil {
 		return nil, err
 	}
+	if halted != nil {
+		return h.restart(ctx, lv, r, mod, target, int64(cur.Version), origin, requested)
+	}
 	return h.switchTo(ctx, lv, r, mod, target, int64(cur.Version), origin, requested)
 }
 
@@ -304,7 +356,7 @@ func (h *Host) prepare(ctx context.Context, lv *live, r *running, wasm []byte) (
 	if err != nil {
 		return nil, refused(r.cfg.Name, err)
 	}
-	if err := r.task.Trial(ctx, mod); err != nil {
+	if err := task.TrialInit(ctx, *r.tcfg, mod); err != nil {
 		mod.Close(context.WithoutCancel(ctx))
 		return nil, refused(r.cfg.Name, fmt.Errorf("trial instance with the task's config: %w", err))
 	}
@@ -330,6 +382,42 @@ func (h *Host) switchTo(ctx context.Context, lv *live, r *running, mod *modrt.Mo
 		"origin", origin, "sha256", hex.EncodeToString(mv.SHA256[:]), "switch", time.Since(requested).Round(time.Microsecond))
 	return &Deployment{Task: name, Version: publicVersion(name, mv, active), Previous: prev,
 		Requested: requested, Switched: sw.At, sw: sw}, nil
+}
+
+// restart starts halted task r anew on mod (version mv), records mv as active and clears the
+// halt. The task resumes where its last checkpoint left it, like a restarted host.
+func (h *Host) restart(ctx context.Context, lv *live, r *running, mod *modrt.Module, mv store.ModuleVersion, prev int64, origin string, requested time.Time) (*Deployment, error) {
+	name := r.cfg.Name
+	tcfg := *r.tcfg
+	tcfg.Module, tcfg.Version = mod, int64(mv.Version)
+	t, err := task.New(tcfg)
+	if err != nil {
+		mod.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("wasmstream: task %s: %w", name, err)
+	}
+	active := store.ActiveModule{Version: mv.Version, Since: time.Now().UnixMilli(), Origin: origin}
+	if err := lv.db.SetActiveModule(name, active); err != nil {
+		mod.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("wasmstream: task %s: recording version %d as active: %w", name, mv.Version, err)
+	}
+	h.mu.Lock()
+	if h.tasksDone != nil && h.taskRuns == 0 {
+		h.mu.Unlock()
+		mod.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("%w: task %q: the host is stopping (version %d is active: the next start runs it)", ErrNotRunning, name, mv.Version)
+	}
+	lv.addModule(mod)
+	r.task = t
+	h.tasks[r.idx] = t
+	delete(h.halted, name)
+	if h.tasksDone != nil {
+		h.goTask(lv, r.idx, t)
+	} // else Run starts it with the other tasks
+	h.mu.Unlock()
+	h.cfg.Logger.Info("halted task restarted", "task", name, "version", mv.Version, "previous", prev,
+		"origin", origin, "sha256", hex.EncodeToString(mv.SHA256[:]))
+	return &Deployment{Task: name, Version: publicVersion(name, mv, active), Previous: prev,
+		Requested: requested, Switched: time.Now(), Restarted: true}, nil
 }
 
 // Versions lists task name's module versions, oldest first, while Run runs.
@@ -367,18 +455,32 @@ func (h *Host) Resume(ctx context.Context, name string) error {
 }
 
 func (h *Host) pauseResume(ctx context.Context, name string, fn func(*task.Task, context.Context) error) error {
-	_, r, err := h.enterRunning(name)
+	_, _, t, err := h.enterRunning(name)
 	if err != nil {
 		return err
 	}
 	defer h.leave()
-	if err := fn(r.task, ctx); err != nil {
+	if err := fn(t, ctx); err != nil {
 		if errors.Is(err, task.ErrStopped) {
 			return fmt.Errorf("%w: task %q", ErrNotRunning, name)
 		}
 		return fmt.Errorf("wasmstream: task %s: %w", name, err)
 	}
 	return nil
+}
+
+// activeVersionIfAny is activeVersion, except that with optional set a task with no active
+// version (one halted before its first version was registered) is no error.
+func activeVersionIfAny(db *store.DB, name string, optional bool) (store.ActiveModule, store.ModuleVersion, bool, error) {
+	if optional {
+		if _, ok, err := db.ActiveModule(name); err != nil {
+			return store.ActiveModule{}, store.ModuleVersion{}, false, fmt.Errorf("wasmstream: %w", err)
+		} else if !ok {
+			return store.ActiveModule{}, store.ModuleVersion{}, false, nil
+		}
+	}
+	active, mv, err := activeVersion(db, name)
+	return active, mv, err == nil, err
 }
 
 // activeVersion returns task name's active version and its record.

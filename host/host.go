@@ -30,7 +30,9 @@ type Host struct {
 	tasks   []*task.Task
 	names   []string
 
-	halted map[string]error // tasks that halted (on_task_failure: halt_task), with why
+	halted    map[string]error // tasks that halted (on_task_failure: halt_task), with why
+	taskRuns  int              // task goroutines running (goTask)
+	tasksDone chan struct{}    // closed when taskRuns dropped to 0: Run returns
 
 	ready     chan struct{}  // closed once Run started every task (Ready)
 	live      *live          // while Run runs: what Deploy and its siblings use (deploy.go)
@@ -103,33 +105,29 @@ func (h *Host) Run(ctx context.Context) (err error) {
 		}
 	}()
 	tasks := make([]*task.Task, len(cfg.Tasks))
-	lv := &live{rt: rt, db: db, tasks: map[string]*running{}}
-	var mods []*modrt.Module
-	defer func() {
-		for _, m := range mods {
-			m.Close(context.WithoutCancel(ctx))
-		}
-	}()
-	// halted holds the error of every task that cannot start or failed; with halt_task the
-	// others go on and Run returns them all at the end.
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lv := &live{rt: rt, db: db, tasks: map[string]*running{}, ctx: runCtx, cancel: cancel}
+	defer lv.closeModules(context.WithoutCancel(ctx))
+	// halted holds the error of every task that cannot start; with halt_task the others go on.
 	halted := make([]error, len(cfg.Tasks))
 	for i, tc := range cfg.Tasks {
-		t, mod, err := h.setUp(ctx, cfg, rt, db, tc, &closers)
+		t, mod, tcfg, err := h.setUp(ctx, cfg, rt, db, tc, &closers)
 		if mod != nil {
-			mods = append(mods, mod)
+			lv.addModule(mod)
 		}
+		r := &running{cfg: tc, idx: i, tcfg: tcfg, task: t}
+		lv.tasks[tc.Name] = r
 		if err != nil {
 			terr := &TaskError{Task: tc.Name, Err: err}
 			if cfg.OnTaskFailure == HaltHost {
 				return terr
 			}
 			log.Error("task halted: it cannot start; the other tasks go on (on_task_failure: halt_task)", "task", tc.Name, "err", err)
-			halted[i] = terr
-			lv.tasks[tc.Name] = &running{cfg: tc, halted: terr}
+			halted[i], r.halted = terr, terr
 			continue
 		}
 		tasks[i] = t
-		lv.tasks[tc.Name] = &running{cfg: tc, task: t}
 	}
 	h.mu.Lock()
 	h.tasks = tasks
@@ -155,34 +153,51 @@ func (h *Host) Run(ctx context.Context) (err error) {
 	defer stopAdmin()
 	close(h.ready)
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	for i, t := range tasks {
-		if t == nil {
-			continue
+	h.mu.Lock()
+	h.tasksDone = make(chan struct{})
+	for i, t := range h.tasks { // a halted task restarted since is among them
+		if t != nil {
+			h.goTask(lv, i, t)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			err := t.Run(ctx)
-			if err == nil {
-				return
-			}
-			name := cfg.Tasks[i].Name
-			halted[i] = &TaskError{Task: name, Err: err}
-			if cfg.OnTaskFailure == HaltHost {
-				cancel() // one failed task stops the host
-				return
-			}
-			log.Error("task halted; the other tasks go on (on_task_failure: halt_task)", "task", name, "err", err)
-			h.mu.Lock()
-			h.halt(name, halted[i])
-			h.mu.Unlock()
-		}()
 	}
-	wg.Wait()
-	return errors.Join(halted...)
+	if h.taskRuns == 0 {
+		close(h.tasksDone)
+	}
+	done := h.tasksDone
+	h.mu.Unlock()
+	<-done
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var errs []error
+	for _, tc := range cfg.Tasks {
+		errs = append(errs, h.halted[tc.Name])
+	}
+	return errors.Join(errs...)
+}
+
+// goTask runs task i, t, on its own goroutine until it returns; a failure halts it (h.halted)
+// and, with halt_host, stops every task. Once no task runs any more, h.tasksDone is closed: Run
+// returns, and no halted task can be restarted. h.mu is held.
+func (h *Host) goTask(lv *live, i int, t *task.Task) {
+	h.taskRuns++
+	name := h.cfg.Tasks[i].Name
+	go func() {
+		err := t.Run(lv.ctx)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if err != nil {
+			h.halt(name, &TaskError{Task: name, Err: err})
+			if h.cfg.OnTaskFailure == HaltHost {
+				lv.cancel() // one failed task stops the host
+			} else {
+				h.cfg.Logger.Error("task halted; the other tasks go on (on_task_failure: halt_task)", "task", name, "err", err)
+			}
+		}
+		h.taskRuns--
+		if h.taskRuns == 0 {
+			close(h.tasksDone)
+		}
+	}()
 }
 
 // halt records that task name halted with err. h.mu is held.
@@ -194,38 +209,40 @@ func (h *Host) halt(name string, err error) {
 }
 
 // setUp opens task tc's sinks, picks and checks the module it starts with (startModule) and
-// returns the task, ready to run, and its module (the caller closes it after the task ran).
-func (h *Host) setUp(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.DB, tc TaskConfig, closers *[]io.Closer) (*task.Task, *modrt.Module, error) {
+// returns the task, ready to run, its module (the caller closes it after the task ran), and
+// its configuration without the module (nil if setUp failed before it was made).
+func (h *Host) setUp(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.DB, tc TaskConfig, closers *[]io.Closer) (*task.Task, *modrt.Module, *task.Config, error) {
 	out, dlq, sinkClosers, err := openSinks(cfg, tc)
 	*closers = append(*closers, sinkClosers...)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	if err := pingKafka(ctx, out, dlq); err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	tcfg, err := taskConfig(cfg, tc, nil, out, dlq, db)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	mod, version, err := startModule(ctx, cfg, rt, db, tc, func(m *modrt.Module) error {
-		return task.TrialInit(ctx, tcfg, m)
-	})
-	if err != nil {
-		return nil, nil, err
-	}
-	tcfg.Module, tcfg.Version = mod, version
 	tcfg.ProvenGood = func(v int64) {
 		if err := db.SetModuleStatus(tc.Name, uint64(v), store.ModuleStatus{State: store.ModuleGood, At: time.Now().UnixMilli()}); err != nil {
 			cfg.Logger.Warn("recording the module version as good", "task", tc.Name, "version", v, "err", err)
 		}
 	}
+	mod, version, err := startModule(ctx, cfg, rt, db, tc, func(m *modrt.Module) error {
+		return task.TrialInit(ctx, tcfg, m)
+	})
+	if err != nil {
+		return nil, nil, &tcfg, err
+	}
+	base := tcfg
+	tcfg.Module, tcfg.Version = mod, version
 	t, err := task.New(tcfg)
 	if err != nil {
-		return nil, mod, err
+		return nil, mod, &base, err
 	}
 	cfg.Logger.Info("task ready", "task", tc.Name, "module", tc.Module, "version", version, "abi", abi.VersionString(mod.Info().ABIVersion), "workers", tc.Workers)
-	return t, mod, nil
+	return t, mod, &base, nil
 }
 
 func cacheDir(cfg Config) string {

@@ -55,6 +55,7 @@ type wireDeployment struct {
 	Version      wireVersion `json:"version"`
 	Previous     int64       `json:"previous"`
 	Unchanged    bool        `json:"unchanged"`
+	Restarted    bool        `json:"restarted"`
 	SwitchMillis float64     `json:"switch_ms"`
 }
 
@@ -341,6 +342,11 @@ func printDeployment(w io.Writer, d wireDeployment, verb string) {
 	v := d.Version
 	if d.Unchanged {
 		fmt.Fprintf(w, "task %s: version %d (sha256 %s) is already active; nothing changed\n", d.Task, v.Version, short(v.SHA256))
+		return
+	}
+	if d.Restarted {
+		fmt.Fprintf(w, "task %s: %s: version %d active (was %d), sha256 %s, %d bytes, abi %s; the halted task restarted on it\n",
+			d.Task, verb, v.Version, d.Previous, short(v.SHA256), v.Size, v.ABIVersion)
 		return
 	}
 	if d.SwitchMillis < 0 { // offline

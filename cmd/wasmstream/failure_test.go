@@ -95,12 +95,22 @@ func TestFailingTaskHaltsAlone(t *testing.T) {
 	}
 }
 
-// TestStatusShowsHaltedTask: while the other task runs, status names the halted task and why,
-// and a deploy to it is refused with what to do.
+// TestStatusShowsHaltedTask: while the other task runs, status names the halted task and why;
+// pause is refused with what to do; a deploy of a module that works restarts it, and it
+// processes its input.
 func TestStatusShowsHaltedTask(t *testing.T) {
 	dir := t.TempDir()
 	pr, pw := io.Pipe()
 	defer pw.Close()
+	badIn := filepath.Join(dir, "bad.ndjson")
+	if err := os.WriteFile(badIn, []byte("{\"k\":\"a\",\"v\":\"1\"}\n{\"k\":\"a\",\"v\":\"2\"}\n{\"k\":\"b\",\"v\":\"1\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	good := filepath.Join(dir, "good.wasm")
+	if err := os.WriteFile(good, must(os.ReadFile(guestbuild.Go(t, "testguests/versioned"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badOut := filepath.Join(dir, "bad-out.ndjson")
 	h, err := host.New(host.Config{
 		DataDir: filepath.Join(dir, "data"),
 		Stdin:   pr,
@@ -108,8 +118,8 @@ func TestStatusShowsHaltedTask(t *testing.T) {
 		Admin:   host.AdminConfig{Addr: "127.0.0.1:0"},
 		Tasks: []host.TaskConfig{{
 			Name: "bad", Module: modrtFixture("initexit.wasm"),
-			Inputs: []host.InputConfig{{Path: filepath.Join(dir, "none.ndjson")}},
-			Output: host.OutputConfig{Type: "file", Path: filepath.Join(dir, "bad.ndjson")},
+			Inputs: []host.InputConfig{{Path: badIn, KeyField: "k", ValueField: "v"}},
+			Output: host.OutputConfig{Type: "file", Path: badOut},
 		}, {
 			Name: "wordcount", Module: guestbuild.Go(t, "wordcount"),
 			Inputs: []host.InputConfig{{Type: "stdin", KeyField: "user", ValueField: "text"}},
@@ -132,18 +142,24 @@ func TestStatusShowsHaltedTask(t *testing.T) {
 		!strings.Contains(stdout, "task wordcount: running") {
 		t.Errorf("status: exit %d\n%s%s", code, stdout, stderr)
 	}
-	code, _, stderr = runCLI(t, "rollback", "--admin-addr", addr, "--task", "bad")
-	if code != exitFailure || !strings.Contains(stderr, "halted") || !strings.Contains(stderr, "restart the host") {
-		t.Errorf("rollback of a halted task: exit %d\n%s", code, stderr)
+	code, _, stderr = runCLI(t, "pause", "--admin-addr", addr, "--task", "bad")
+	if code != exitFailure || !strings.Contains(stderr, "halted") || !strings.Contains(stderr, "deploy or roll back") {
+		t.Errorf("pause of a halted task: exit %d\n%s", code, stderr)
 	}
 	code, stdout, stderr = runCLI(t, "versions", "--admin-addr", addr, "--task", "bad")
 	if code != 0 || !strings.Contains(stdout, "version 1 is bad: init:") {
 		t.Errorf("versions of a halted task: exit %d\n%s%s", code, stdout, stderr)
 	}
+	code, stdout, stderr = runCLI(t, "deploy", "--admin-addr", addr, "--task", "bad", good)
+	if code != 0 || !strings.Contains(stdout, "version 2 active") || !strings.Contains(stdout, "the halted task restarted") {
+		t.Fatalf("deploy to a halted task: exit %d\n%s%s", code, stdout, stderr)
+	}
 	pw.Close()
-	var te *host.TaskError
-	if err := <-errc; !errors.As(err, &te) || te.Task != "bad" {
-		t.Errorf("Run = %v, want the halted task's error", err)
+	if err := <-errc; err != nil {
+		t.Errorf("Run = %v, want nil: the halted task was restarted and finished", err)
+	}
+	if got := strings.Count(string(must(os.ReadFile(badOut))), "\n"); got != 3 {
+		t.Errorf("the restarted task wrote %d outputs, want 3", got)
 	}
 }
 

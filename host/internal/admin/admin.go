@@ -53,6 +53,8 @@ type Deployment struct {
 	Version   Version `json:"version"`
 	Previous  int64   `json:"previous"`
 	Unchanged bool    `json:"unchanged,omitempty"`
+	// Restarted: the task had halted and was started anew on the version.
+	Restarted bool `json:"restarted,omitempty"`
 	// SwitchMillis is the time from the request to the switch (validation included).
 	SwitchMillis float64 `json:"switch_ms"`
 }
