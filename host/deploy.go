@@ -207,6 +207,12 @@ func (h *Host) knows(name string) bool {
 // Deploying the bytes of the active version again changes nothing (Deployment.Unchanged).
 // Other errors wrap ErrUnknownTask or ErrNotRunning. Deploys, activations and rollbacks of one
 // task are serialised. Safe from any goroutine while Run runs.
+//
+// For a task that halted (Config.OnTaskFailure "halt_task"), Deploy, Activate and Rollback
+// validate the version the same way, make it active and start the task anew on it from its
+// last checkpoint (Deployment.Restarted), even when it is the active version already. A halted
+// task with a Kafka input, or whose sinks could not open, is refused with ErrNotRunning: the
+// host must be restarted.
 func (h *Host) Deploy(ctx context.Context, name string, wasm []byte) (*Deployment, error) {
 	return h.deployBytes(ctx, name, wasm, OriginDeploy)
 }

@@ -55,8 +55,9 @@ func New(cfg Config) (*Host, error) {
 // A task that cannot start (its module does not compile or its init fails, with every
 // fallback version too: startModule; its sinks cannot open) or fails while running halts:
 // with Config.OnTaskFailure "halt_task" (the default) the other tasks go on, Stats reports it
-// halted with its error, and Run returns once the others finished, with a *TaskError for each
-// halted task (joined). With "halt_host" the first failure stops every task and Run returns
+// halted with its error, a Deploy, Activate or Rollback of it restarts it (see Deploy), and
+// Run returns once the others finished, with a *TaskError for each task still halted
+// (joined). With "halt_host" the first failure stops every task and Run returns
 // it. Every goroutine Run starts has stopped when it returns.
 func (h *Host) Run(ctx context.Context) (err error) {
 	h.mu.Lock()
