@@ -703,8 +703,8 @@ func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.D
 			return activate(mod, mv, OriginFile)
 		}
 	}
-	return nil, 0, fmt.Errorf("no module version can start (%s): fix the module file, or choose a version that "+
-		"works with wasmstream rollback --data-dir while the host is stopped, then restart", strings.Join(failures, "; "))
+	return nil, 0, fmt.Errorf("no module version can start (%s): deploy a version that works, or fix the module file "+
+		"and restart the host", strings.Join(failures, "; "))
 }
 
 func publicVersion(task string, mv store.ModuleVersion, active store.ActiveModule) ModuleVersion {

@@ -436,6 +436,10 @@ func (h *Host) Stats() []TaskStats {
 			out[i].Inputs = append(out[i].Inputs, InputStats{Name: in.Name, Records: in.Records, Committed: in.Committed})
 		}
 		if err := h.halted[h.names[i]]; err != nil {
+			var te *TaskError
+			if errors.As(err, &te) {
+				err = te.Err
+			}
 			out[i].Halted, out[i].Error = true, err.Error()
 		}
 	}
