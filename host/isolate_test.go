@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -89,5 +90,52 @@ func TestBadModuleFileFallsBack(t *testing.T) {
 		if strings.Contains(o.Value, "violation") {
 			t.Errorf("output %d: %s", i, o.Value)
 		}
+	}
+}
+
+// TestRuntimeFailureHaltsAlone: a task that fails while running (its input cannot be opened)
+// halts; the other task processes its whole input and Run then returns the failure, naming
+// the task. With halt_host Run returns the failure too (the other task is stopped: how far it
+// got is a race, so it is not checked).
+func TestRuntimeFailureHaltsAlone(t *testing.T) {
+	const records = 2000
+	for _, policy := range []string{"", host.HaltHost} {
+		t.Run("on_task_failure="+policy, func(t *testing.T) {
+			dir := t.TempDir()
+			var lines strings.Builder
+			for i := 1; i <= records; i++ {
+				lines.WriteString(`{"k":"k` + strconv.Itoa(i%7) + `","v":"` + strconv.Itoa(i/7+1) + `"}` + "\n")
+			}
+			input := filepath.Join(dir, "in.ndjson")
+			if err := os.WriteFile(input, []byte(lines.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			module := filepath.Join(dir, "versioned.wasm")
+			if err := os.WriteFile(module, versionedModule(t), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(dir, "out.ndjson")
+			h, err := host.New(host.Config{DataDir: filepath.Join(dir, "data"), Logger: quietLogger(t), OnTaskFailure: policy,
+				Tasks: []host.TaskConfig{{
+					Name: "broken", Module: module,
+					Inputs: []host.InputConfig{{Name: "in", Path: filepath.Join(dir, "missing.ndjson")}},
+					Output: host.OutputConfig{Type: "file", Path: filepath.Join(dir, "broken.ndjson")},
+				}, {
+					Name: "ok", Module: module, Workers: 1, MaxBatchRecords: 1,
+					Inputs: []host.InputConfig{{Name: "in", Path: input, KeyField: "k", ValueField: "v"}},
+					Output: host.OutputConfig{Type: "file", Path: out},
+				}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = h.Run(context.Background())
+			var te *host.TaskError
+			if !errors.As(err, &te) || te.Task != "broken" || !strings.Contains(err.Error(), "missing.ndjson") {
+				t.Fatalf("Run = %v, want the broken task's error", err)
+			}
+			if n := len(readOutputs(t, out)); policy == "" && n != records {
+				t.Errorf("the healthy task wrote %d outputs, want %d", n, records)
+			}
+		})
 	}
 }
