@@ -587,16 +587,14 @@ func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.D
 			return mod
 		}
 		failures = append(failures, fmt.Sprintf("%s: %v", what, err))
-		if v > 0 {
-			log.Error("module version cannot start; marking it bad", "version", v, "err", err)
-		} else {
+		if v == 0 {
 			log.Error("module file cannot start", "module", what, "err", err)
+			return nil
 		}
-		if v > 0 {
-			st := store.ModuleStatus{State: store.ModuleBad, At: time.Now().UnixMilli(), Reason: err.Error()}
-			if serr := db.SetModuleStatus(tc.Name, v, st); serr != nil {
-				log.Error("recording the module version as bad", "version", v, "err", serr)
-			}
+		log.Error("module version cannot start; marking it bad", "version", v, "err", err)
+		st := store.ModuleStatus{State: store.ModuleBad, At: time.Now().UnixMilli(), Reason: err.Error()}
+		if serr := db.SetModuleStatus(tc.Name, v, st); serr != nil {
+			log.Error("recording the module version as bad", "version", v, "err", serr)
 		}
 		return nil
 	}
