@@ -36,7 +36,7 @@ func TestBadModuleFileFallsBack(t *testing.T) {
 		if err := os.WriteFile(input, []byte(lines), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		h, err := host.New(host.Config{DataDir: dataDir, CacheDir: "-", Logger: quietLogger(t), Tasks: []host.TaskConfig{{
+		h, err := host.New(host.Config{DataDir: dataDir, Logger: quietLogger(t), Tasks: []host.TaskConfig{{
 			Name: "versioned", Module: modPath,
 			Inputs: []host.InputConfig{{Name: "in", Path: input, KeyField: "k", ValueField: "v"}},
 			Output: host.OutputConfig{Type: "file", Path: filepath.Join(dir, "out.ndjson")},

@@ -59,13 +59,14 @@ tasks:
 // on_task_failure: halt_host the first failure stops the host before the other task ran.
 func TestFailingTaskHaltsAlone(t *testing.T) {
 	_, wantOut, _ := wordcountFiles(t)
+	cache := "cache_dir: " + t.TempDir() + "\n" // wordcount compiles once
 	for _, c := range []struct{ name, fixture, reason string }{
 		{"init loops", "initloop.wasm", "fuel"},
 		{"init calls proc_exit", "initexit.wasm", "exit"},
 		{"start-up traps", "inittrap.wasm", "_initialize trapped"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			cfg, out := twoTaskConfig(t, modrtFixture(c.fixture), "")
+			cfg, out := twoTaskConfig(t, modrtFixture(c.fixture), cache)
 			code, _, stderr := runCLI(t, "run", "-c", cfg)
 			if code != exitFailure {
 				t.Fatalf("run: exit %d, want %d\n%s", code, exitFailure, stderr)
@@ -83,7 +84,7 @@ func TestFailingTaskHaltsAlone(t *testing.T) {
 				}
 			}
 
-			cfg, out = twoTaskConfig(t, modrtFixture(c.fixture), "on_task_failure: halt_host\n")
+			cfg, out = twoTaskConfig(t, modrtFixture(c.fixture), cache+"on_task_failure: halt_host\n")
 			code, _, stderr = runCLI(t, "run", "-c", cfg)
 			if code != exitFailure || !strings.Contains(stderr, "task bad") || !strings.Contains(stderr, c.reason) {
 				t.Errorf("halt_host: exit %d, stderr:\n%s", code, stderr)
