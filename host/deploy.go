@@ -586,6 +586,12 @@ func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.D
 		if err == nil {
 			return mod
 		}
+		if ctx.Err() != nil {
+			// Stopping while starting (an init waiting on an HTTP call fails then): the
+			// version is not to blame.
+			failures = append(failures, fmt.Sprintf("%s: %v", what, ctx.Err()))
+			return nil
+		}
 		failures = append(failures, fmt.Sprintf("%s: %v", what, err))
 		if v == 0 {
 			log.Error("module file cannot start", "module", what, "err", err)
@@ -648,7 +654,10 @@ func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.D
 		// Register the failed file too, so that it is known bad and not tried again until it
 		// changes: compile it without the trial.
 		if mod, err := rt.Compile(ctx, file, limits(tc)); err == nil {
-			mv, err := registerFile(mod)
+			var mv store.ModuleVersion
+			if err = ctx.Err(); err == nil {
+				mv, err = registerFile(mod)
+			}
 			mod.Close(context.WithoutCancel(ctx))
 			if err == nil {
 				st := store.ModuleStatus{State: store.ModuleBad, At: time.Now().UnixMilli(), Reason: strings.TrimPrefix(failures[0], tc.Module+": ")}
@@ -676,7 +685,7 @@ func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.D
 	if followsFile {
 		origin = OriginFile
 	}
-	for i := len(versions) - 1; i >= 0; i-- {
+	for i := len(versions) - 1; i >= 0 && ctx.Err() == nil; i-- {
 		mv := versions[i]
 		if mv.Version >= below || mv.Status.State == store.ModuleBad || tried[mv.SHA256] {
 			continue
@@ -691,7 +700,7 @@ func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.D
 			return activate(mod, mv, origin)
 		}
 	}
-	if _, bad := badSum[fileSum]; ferr == nil && !tried[fileSum] && !bad {
+	if _, bad := badSum[fileSum]; ferr == nil && !tried[fileSum] && !bad && ctx.Err() == nil {
 		if mod := try(file, 0, tc.Module); mod != nil {
 			mv, err := registerFile(mod)
 			if err != nil {
