@@ -604,6 +604,22 @@ func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.D
 		}
 		return nil
 	}
+	// load reads mv's bytes; bytes damaged or missing in the data directory make it bad.
+	load := func(mv store.ModuleVersion) []byte {
+		wasm, err := db.ModuleBytes(mv.SHA256)
+		if err == nil {
+			return wasm
+		}
+		failures = append(failures, fmt.Sprintf("version %d: %v", mv.Version, err))
+		log.Error("module version cannot be read from the data directory", "version", mv.Version, "err", err)
+		if errors.Is(err, store.ErrCorrupt) || errors.Is(err, store.ErrNoSuchModule) {
+			st := store.ModuleStatus{State: store.ModuleBad, At: time.Now().UnixMilli(), Reason: err.Error()}
+			if serr := db.SetModuleStatus(tc.Name, mv.Version, st); serr != nil {
+				log.Error("recording the module version as bad", "version", mv.Version, "err", serr)
+			}
+		}
+		return nil
+	}
 	// activate makes v active (when it is not) and logs how the task starts.
 	activate := func(mod *modrt.Module, mv store.ModuleVersion, origin string) (*modrt.Module, int64, error) {
 		if !hasActive || active.Version != mv.Version || active.Origin != origin {
@@ -671,12 +687,10 @@ func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.D
 		}
 	} else {
 		tried[first.SHA256] = true
-		wasm, err := db.ModuleBytes(first.SHA256)
-		if err != nil {
-			return nil, 0, err
-		}
-		if mod := try(wasm, first.Version, fmt.Sprintf("version %d", first.Version)); mod != nil {
-			return activate(mod, first, active.Origin)
+		if wasm := load(first); wasm != nil {
+			if mod := try(wasm, first.Version, fmt.Sprintf("version %d", first.Version)); mod != nil {
+				return activate(mod, first, active.Origin)
+			}
 		}
 		below = first.Version
 	}
@@ -691,9 +705,8 @@ func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.D
 			continue
 		}
 		tried[mv.SHA256] = true
-		wasm, err := db.ModuleBytes(mv.SHA256)
-		if err != nil {
-			failures = append(failures, fmt.Sprintf("version %d: %v", mv.Version, err))
+		wasm := load(mv)
+		if wasm == nil {
 			continue
 		}
 		if mod := try(wasm, mv.Version, fmt.Sprintf("version %d", mv.Version)); mod != nil {

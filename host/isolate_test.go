@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"os"
 	"path/filepath"
@@ -9,8 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dgraph-io/badger/v4"
+
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/store"
 )
 
 // TestBadModuleFileFallsBack: a task that follows its module file gets a file whose init
@@ -137,5 +141,85 @@ func TestRuntimeFailureHaltsAlone(t *testing.T) {
 				t.Errorf("the healthy task wrote %d outputs, want %d", n, records)
 			}
 		})
+	}
+}
+
+// TestDamagedActiveVersionFallsBack: the stored bytes of the active version are damaged on
+// disk. The start marks the version bad with the reason and runs the version before it.
+func TestDamagedActiveVersionFallsBack(t *testing.T) {
+	dir := t.TempDir()
+	base := versionedModule(t)
+	module := filepath.Join(dir, "versioned.wasm")
+	if err := os.WriteFile(module, guestbuild.Retag(t, base, 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	input := filepath.Join(dir, "in.ndjson")
+	if err := os.WriteFile(input, []byte(`{"k":"a","v":"1"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := host.Config{DataDir: filepath.Join(dir, "data"), Logger: quietLogger(t), Tasks: []host.TaskConfig{{
+		Name: "versioned", Module: module,
+		Inputs: []host.InputConfig{{Name: "in", Path: input, KeyField: "k", ValueField: "v"}},
+		Output: host.OutputConfig{Type: "file", Path: filepath.Join(dir, "out.ndjson")},
+	}}}
+	run := func() error {
+		h, err := host.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.Run(context.Background())
+	}
+	if err := run(); err != nil {
+		t.Fatal(err)
+	}
+	stateDir := filepath.Join(cfg.DataDir, "state")
+	db, err := store.Open(stateDir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2 := guestbuild.Retag(t, base, 2)
+	mv, err := db.AddModule("versioned", v2, store.ModuleVersion{Origin: host.OriginDeploy}, 0)
+	if err == nil {
+		err = db.SetActiveModule("versioned", store.ActiveModule{Version: mv.Version, Origin: host.OriginDeploy})
+	}
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Damage version 2's bytes: the first piece of the module (registry layout: 'b', SHA-256,
+	// piece number).
+	bdb, err := badger.Open(badger.DefaultOptions(stateDir).WithLogger(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(v2)
+	key := append(append([]byte{'b'}, sum[:]...), 0, 0, 0, 0)
+	err = bdb.Update(func(txn *badger.Txn) error { return txn.Set(key, []byte("damaged")) })
+	if cerr := bdb.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if err := os.WriteFile(input, []byte(`{"k":"a","v":"1"}`+"\n"+`{"k":"a","v":"2"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := run(); err != nil {
+		t.Fatalf("Run with the active version damaged: %v", err)
+	}
+	vs, err := host.OfflineVersions(cfg.DataDir, "versioned")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 2 || !vs[0].Active || vs[0].ActiveOrigin != host.OriginAutoRollback ||
+		vs[1].Status != "bad" || !strings.Contains(vs[1].Reason, "does not hash") {
+		t.Fatalf("versions: %+v", vs)
+	}
+	outs := readOutputs(t, filepath.Join(dir, "out.ndjson"))
+	if len(outs) != 2 || !strings.HasSuffix(outs[1].Value, "000001 2") {
+		t.Fatalf("outputs %+v, want the second record run by version 1", outs)
 	}
 }
