@@ -517,8 +517,9 @@ func activeVersion(db *store.DB, name string) (store.ActiveModule, store.ModuleV
 //     version (or there is none), unless its bytes are those of a version known bad. A file
 //     that cannot be read falls back to the active version, if there is one.
 //
-// The choice must compile and pass trial (an instance whose init runs with the task's config).
-// If it does not, the version is marked bad in the registry with the reason, and the versions
+// The choice must be readable, compile and pass trial (an instance whose init runs with the
+// task's config). If it does not, the version is marked bad in the registry with the reason
+// (not when ctx ended, nor for a read error other than damaged or missing bytes), and the versions
 // below it that are not marked bad are tried, newest first, then the module file: the first
 // that passes becomes the active version (origin OriginAutoRollback; OriginFile while the task
 // follows its file, so a fixed file is picked up at the next start). Nothing is deleted. When
