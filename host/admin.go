@@ -171,7 +171,7 @@ func (b adminBackend) Resume(ctx context.Context, task string) error {
 func (b adminBackend) Status() []admin.TaskStatus {
 	var out []admin.TaskStatus
 	for _, s := range b.h.Stats() {
-		ts := admin.TaskStatus{Task: s.Task, Version: s.Version, Paused: s.Paused, Records: s.Records,
+		ts := admin.TaskStatus{Task: s.Task, Version: s.Version, Paused: s.Paused, Halted: s.Halted, Error: s.Error, Records: s.Records,
 			Processed: s.Processed, Pending: s.Pending, InFlight: s.InFlight, Outputs: s.Outputs,
 			Skipped: s.Skipped, DeadLetters: s.DeadLetters, Retries: s.Retries, Failures: s.Failures,
 			Checkpoints: s.Checkpoints, Inputs: []admin.InputStatus{},
@@ -193,14 +193,14 @@ func (b adminBackend) Status() []admin.TaskStatus {
 func wireVersion(v ModuleVersion) admin.Version {
 	return admin.Version{Version: v.Version, SHA256: v.SHA256, Size: v.Size, Created: v.Created,
 		ABIVersion: v.ABIVersion, Origin: v.Origin, Active: v.Active, ActiveOrigin: v.ActiveOrigin,
-		Exports: v.Exports, Imports: v.Imports}
+		Status: v.Status, Reason: v.Reason, Exports: v.Exports, Imports: v.Imports}
 }
 
 func wireDeployment(d *Deployment) admin.Deployment {
 	if d == nil {
 		return admin.Deployment{}
 	}
-	out := admin.Deployment{Task: d.Task, Version: wireVersion(d.Version), Previous: d.Previous, Unchanged: d.Unchanged}
+	out := admin.Deployment{Task: d.Task, Version: wireVersion(d.Version), Previous: d.Previous, Unchanged: d.Unchanged, Restarted: d.Restarted}
 	if !d.Switched.IsZero() {
 		out.SwitchMillis = float64(d.Switched.Sub(d.Requested).Microseconds()) / 1000
 	}

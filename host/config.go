@@ -49,6 +49,11 @@ type Config struct {
 	KeepModuleVersions int
 	// Admin configures the admin HTTP API (deploy, rollback, pause, status).
 	Admin AdminConfig
+	// OnTaskFailure is what a task that cannot start (its module and every fallback version
+	// fail to start) or that fails while running takes down: HaltTask (the default) halts that
+	// task only — the others go on, the admin API stays up, and Run returns the failures once
+	// the others finished — and HaltHost stops every task and Run returns at once.
+	OnTaskFailure string
 	// HostID names this host in the transactional ids of exactly-once tasks, which must be
 	// stable across its restarts and differ from every other host's: a restarted host then
 	// fences what its previous run left open. Default: the machine's host name and a hash of
@@ -56,6 +61,12 @@ type Config struct {
 	// directories).
 	HostID string
 }
+
+// Values of Config.OnTaskFailure.
+const (
+	HaltTask = "halt_task"
+	HaltHost = "halt_host"
+)
 
 // AdminConfig configures the admin HTTP API, which runs while Run runs.
 type AdminConfig struct {
@@ -358,6 +369,9 @@ func (c Config) withDefaults() Config {
 	if c.KeepModuleVersions == 0 {
 		c.KeepModuleVersions = 10
 	}
+	if c.OnTaskFailure == "" {
+		c.OnTaskFailure = HaltTask
+	}
 	if c.Admin.MaxModuleBytes == 0 {
 		c.Admin.MaxModuleBytes = 64 << 20
 	}
@@ -470,6 +484,11 @@ func (c Config) Validate() error {
 	}
 	if c.KeepModuleVersions < 0 {
 		bad("keep_module_versions", "must be positive, got %d", c.KeepModuleVersions)
+	}
+	switch c.OnTaskFailure {
+	case "", HaltTask, HaltHost:
+	default:
+		bad("on_task_failure", "must be %s or %s, got %q", HaltTask, HaltHost, c.OnTaskFailure)
 	}
 	validateAdmin(c.Admin, bad)
 	names := map[string]bool{}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +29,9 @@ const (
 	// deploy, they override the module file at the next Run.
 	OriginActivate = "activate"
 	OriginRollback = "rollback"
+	// OriginAutoRollback: made active by Run because the active version could not start (its
+	// init failed): the newest earlier version that could. It overrides the module file.
+	OriginAutoRollback = "auto-rollback"
 )
 
 // ModuleVersion describes one version of a task's module in the data directory's registry.
@@ -45,6 +49,11 @@ type ModuleVersion struct {
 	// active (OriginFile, OriginDeploy, OriginActivate, OriginRollback).
 	Active       bool
 	ActiveOrigin string
+	// Status is "good" once the version ran a batch successfully, "bad" when it could not
+	// start (Reason says why; Run does not start it again by itself), "" when nothing is
+	// known yet.
+	Status string
+	Reason string
 }
 
 // Deployment is the outcome of Deploy, ReloadModule, Activate or Rollback.
@@ -55,6 +64,9 @@ type Deployment struct {
 	Previous int64
 	// Unchanged is set when the version was already active: nothing was switched.
 	Unchanged bool
+	// Restarted is set when the task had halted (Config.OnTaskFailure "halt_task") and was
+	// started anew on the version, from its last checkpoint.
+	Restarted bool
 	// Requested is when the call started; Switched when the task's loop made the version
 	// current (batches dispatched after it run on it). Switched is zero if Unchanged.
 	Requested, Switched time.Time
@@ -69,21 +81,46 @@ func (d *Deployment) FirstBatch(ctx context.Context) (time.Time, error) {
 	if d.Unchanged {
 		return time.Time{}, errors.New("wasmstream: the version was already active; nothing was switched")
 	}
+	if d.Restarted {
+		return time.Time{}, errors.New("wasmstream: the halted task was restarted on the version; see its status")
+	}
 	return d.sw.FirstBatch(ctx)
 }
 
 // running is what Deploy and its siblings need of a running task.
 type running struct {
 	cfg    TaskConfig
-	task   *task.Task
-	deploy sync.Mutex // serialises the deploys, activations and rollbacks of the task
+	idx    int          // in Config.Tasks
+	tcfg   *task.Config // the task's configuration without its module; nil if it was never made
+	task   *task.Task   // nil when the task could not start; replaced by a restart (h.mu)
+	halted error        // why the task could not start
+	deploy sync.Mutex   // serialises the deploys, activations and rollbacks of the task
 }
 
 // live is what Run shares with Deploy and its siblings while it runs.
 type live struct {
-	rt    *modrt.Runtime
-	db    *store.DB
-	tasks map[string]*running
+	rt     *modrt.Runtime
+	db     *store.DB
+	tasks  map[string]*running
+	ctx    context.Context // the tasks run on it; restarted ones too
+	cancel func()          // stops every task (halt_host)
+
+	modsMu sync.Mutex
+	mods   []*modrt.Module // the modules tasks started with, closed when Run returns
+}
+
+func (lv *live) addModule(m *modrt.Module) {
+	lv.modsMu.Lock()
+	defer lv.modsMu.Unlock()
+	lv.mods = append(lv.mods, m)
+}
+
+func (lv *live) closeModules(ctx context.Context) {
+	lv.modsMu.Lock()
+	defer lv.modsMu.Unlock()
+	for _, m := range lv.mods {
+		m.Close(ctx)
+	}
 }
 
 // Ready is closed once Run has opened the store, compiled every task's module, started the
@@ -110,6 +147,42 @@ func (h *Host) enter(name string) (*live, *running, error) {
 	return h.live, r, nil
 }
 
+// enterRunning is enter for the calls that need the task running: a halted task is refused
+// with what to do instead. It returns the task.
+func (h *Host) enterRunning(name string) (*live, *running, *task.Task, error) {
+	lv, r, halted, err := h.enterDeploy(name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if halted != nil {
+		h.leave()
+		return nil, nil, nil, fmt.Errorf("%w: task %q halted (%v); deploy or roll back to a version that works to restart it", ErrNotRunning, name, halted)
+	}
+	h.mu.Lock()
+	t := r.task
+	h.mu.Unlock()
+	return lv, r, t, nil
+}
+
+// enterDeploy is enter for the deploy family, which restarts a halted task: it returns why the
+// task halted (nil if it runs), and refuses a halted task that cannot be restarted.
+func (h *Host) enterDeploy(name string) (*live, *running, error, error) {
+	lv, r, err := h.enter(name)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	h.mu.Lock()
+	halted := h.halted[name]
+	h.mu.Unlock()
+	if halted != nil && (r.tcfg == nil || r.tcfg.Kafka != nil) {
+		h.leave()
+		return nil, nil, nil, fmt.Errorf("%w: task %q halted (%v) and cannot be restarted while the host runs; restart the host: "+
+			"it starts the active version, or falls back to an earlier one if that one cannot start (choose the version with "+
+			"wasmstream rollback --data-dir while the host is stopped)", ErrNotRunning, name, halted)
+	}
+	return lv, r, halted, nil
+}
+
 func (h *Host) leave() { h.calls.Done() }
 
 func (h *Host) knows(name string) bool {
@@ -134,6 +207,12 @@ func (h *Host) knows(name string) bool {
 // Deploying the bytes of the active version again changes nothing (Deployment.Unchanged).
 // Other errors wrap ErrUnknownTask or ErrNotRunning. Deploys, activations and rollbacks of one
 // task are serialised. Safe from any goroutine while Run runs.
+//
+// For a task that halted (Config.OnTaskFailure "halt_task"), Deploy, Activate and Rollback
+// validate the version the same way, make it active and start the task anew on it from its
+// last checkpoint (Deployment.Restarted), even when it is the active version already. A halted
+// task with a Kafka input, or whose sinks could not open, is refused with ErrNotRunning: the
+// host must be restarted.
 func (h *Host) Deploy(ctx context.Context, name string, wasm []byte) (*Deployment, error) {
 	return h.deployBytes(ctx, name, wasm, OriginDeploy)
 }
@@ -158,7 +237,7 @@ func (h *Host) ReloadModule(ctx context.Context, name string) (*Deployment, erro
 
 func (h *Host) deployBytes(ctx context.Context, name string, wasm []byte, origin string) (*Deployment, error) {
 	requested := time.Now()
-	lv, r, err := h.enter(name)
+	lv, r, halted, err := h.enterDeploy(name)
 	if err != nil {
 		return nil, err
 	}
@@ -166,16 +245,21 @@ func (h *Host) deployBytes(ctx context.Context, name string, wasm []byte, origin
 	r.deploy.Lock()
 	defer r.deploy.Unlock()
 
-	active, cur, err := activeVersion(lv.db, name)
+	active, cur, hasActive, err := activeVersionIfAny(lv.db, name, halted != nil)
 	if err != nil {
 		return nil, err
 	}
-	if sha256.Sum256(wasm) == cur.SHA256 && (origin != OriginFile || active.Origin == OriginFile) {
+	same := hasActive && sha256.Sum256(wasm) == cur.SHA256
+	if same && halted == nil && (origin != OriginFile || active.Origin == OriginFile) {
 		return &Deployment{Task: name, Version: publicVersion(name, cur, active), Previous: int64(cur.Version), Unchanged: true, Requested: requested}, nil
 	}
 	mod, err := h.prepare(ctx, lv, r, wasm)
 	if err != nil {
 		return nil, err
+	}
+	if same {
+		// A halted task restarted on its active version.
+		return h.restart(ctx, lv, r, mod, cur, int64(cur.Version), origin, requested)
 	}
 	info := mod.Info()
 	mv, err := lv.db.AddModule(name, wasm, store.ModuleVersion{
@@ -185,6 +269,9 @@ func (h *Host) deployBytes(ctx context.Context, name string, wasm []byte, origin
 	if err != nil {
 		mod.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("wasmstream: task %s: registering the module: %w", name, err)
+	}
+	if halted != nil {
+		return h.restart(ctx, lv, r, mod, mv, int64(cur.Version), origin, requested)
 	}
 	return h.switchTo(ctx, lv, r, mod, mv, int64(cur.Version), origin, requested)
 }
@@ -215,7 +302,7 @@ func (h *Host) RollbackTo(ctx context.Context, name string, v int64) (*Deploymen
 // activate activates version v (0: the one before the active one).
 func (h *Host) activate(ctx context.Context, name string, v int64, origin string) (*Deployment, error) {
 	requested := time.Now()
-	lv, r, err := h.enter(name)
+	lv, r, halted, err := h.enterDeploy(name)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +310,7 @@ func (h *Host) activate(ctx context.Context, name string, v int64, origin string
 	r.deploy.Lock()
 	defer r.deploy.Unlock()
 
-	active, cur, err := activeVersion(lv.db, name)
+	active, cur, _, err := activeVersionIfAny(lv.db, name, halted != nil)
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +339,7 @@ func (h *Host) activate(ctx context.Context, name string, v int64, origin string
 		}
 		target = mv
 	}
-	if target.Version == cur.Version {
+	if target.Version == cur.Version && halted == nil {
 		return &Deployment{Task: name, Version: publicVersion(name, cur, active), Previous: int64(cur.Version), Unchanged: true, Requested: requested}, nil
 	}
 	wasm, err := lv.db.ModuleBytes(target.SHA256)
@@ -263,6 +350,9 @@ func (h *Host) activate(ctx context.Context, name string, v int64, origin string
 	if err != nil {
 		return nil, err
 	}
+	if halted != nil {
+		return h.restart(ctx, lv, r, mod, target, int64(cur.Version), origin, requested)
+	}
 	return h.switchTo(ctx, lv, r, mod, target, int64(cur.Version), origin, requested)
 }
 
@@ -272,7 +362,7 @@ func (h *Host) prepare(ctx context.Context, lv *live, r *running, wasm []byte) (
 	if err != nil {
 		return nil, refused(r.cfg.Name, err)
 	}
-	if err := r.task.Trial(ctx, mod); err != nil {
+	if err := task.TrialInit(ctx, *r.tcfg, mod); err != nil {
 		mod.Close(context.WithoutCancel(ctx))
 		return nil, refused(r.cfg.Name, fmt.Errorf("trial instance with the task's config: %w", err))
 	}
@@ -298,6 +388,42 @@ func (h *Host) switchTo(ctx context.Context, lv *live, r *running, mod *modrt.Mo
 		"origin", origin, "sha256", hex.EncodeToString(mv.SHA256[:]), "switch", time.Since(requested).Round(time.Microsecond))
 	return &Deployment{Task: name, Version: publicVersion(name, mv, active), Previous: prev,
 		Requested: requested, Switched: sw.At, sw: sw}, nil
+}
+
+// restart starts halted task r anew on mod (version mv), records mv as active and clears the
+// halt. The task resumes where its last checkpoint left it, like a restarted host.
+func (h *Host) restart(ctx context.Context, lv *live, r *running, mod *modrt.Module, mv store.ModuleVersion, prev int64, origin string, requested time.Time) (*Deployment, error) {
+	name := r.cfg.Name
+	tcfg := *r.tcfg
+	tcfg.Module, tcfg.Version = mod, int64(mv.Version)
+	t, err := task.New(tcfg)
+	if err != nil {
+		mod.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("wasmstream: task %s: %w", name, err)
+	}
+	active := store.ActiveModule{Version: mv.Version, Since: time.Now().UnixMilli(), Origin: origin}
+	if err := lv.db.SetActiveModule(name, active); err != nil {
+		mod.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("wasmstream: task %s: recording version %d as active: %w", name, mv.Version, err)
+	}
+	h.mu.Lock()
+	if h.tasksDone != nil && h.taskRuns == 0 {
+		h.mu.Unlock()
+		mod.Close(context.WithoutCancel(ctx))
+		return nil, fmt.Errorf("%w: task %q: the host is stopping (version %d is active: the next start runs it)", ErrNotRunning, name, mv.Version)
+	}
+	lv.addModule(mod)
+	r.task = t
+	h.tasks[r.idx] = t
+	delete(h.halted, name)
+	if h.tasksDone != nil {
+		h.goTask(lv, r.idx, t)
+	} // else Run starts it with the other tasks
+	h.mu.Unlock()
+	h.cfg.Logger.Info("halted task restarted", "task", name, "version", mv.Version, "previous", prev,
+		"origin", origin, "sha256", hex.EncodeToString(mv.SHA256[:]))
+	return &Deployment{Task: name, Version: publicVersion(name, mv, active), Previous: prev,
+		Requested: requested, Switched: time.Now(), Restarted: true}, nil
 }
 
 // Versions lists task name's module versions, oldest first, while Run runs.
@@ -335,18 +461,32 @@ func (h *Host) Resume(ctx context.Context, name string) error {
 }
 
 func (h *Host) pauseResume(ctx context.Context, name string, fn func(*task.Task, context.Context) error) error {
-	_, r, err := h.enter(name)
+	_, _, t, err := h.enterRunning(name)
 	if err != nil {
 		return err
 	}
 	defer h.leave()
-	if err := fn(r.task, ctx); err != nil {
+	if err := fn(t, ctx); err != nil {
 		if errors.Is(err, task.ErrStopped) {
 			return fmt.Errorf("%w: task %q", ErrNotRunning, name)
 		}
 		return fmt.Errorf("wasmstream: task %s: %w", name, err)
 	}
 	return nil
+}
+
+// activeVersionIfAny is activeVersion, except that with optional set a task with no active
+// version (one halted before its first version was registered) is no error.
+func activeVersionIfAny(db *store.DB, name string, optional bool) (store.ActiveModule, store.ModuleVersion, bool, error) {
+	if optional {
+		if _, ok, err := db.ActiveModule(name); err != nil {
+			return store.ActiveModule{}, store.ModuleVersion{}, false, fmt.Errorf("wasmstream: %w", err)
+		} else if !ok {
+			return store.ActiveModule{}, store.ModuleVersion{}, false, nil
+		}
+	}
+	active, mv, err := activeVersion(db, name)
+	return active, mv, err == nil, err
 }
 
 // activeVersion returns task name's active version and its record.
@@ -368,75 +508,231 @@ func activeVersion(db *store.DB, name string) (store.ActiveModule, store.ModuleV
 	return active, mv, nil
 }
 
-// startModule compiles the module task tc starts with, and returns it with its version:
+// startModule returns the compiled module task tc starts with, and its version. The first
+// choice is
 //
 //   - the active version of the registry if it was deployed, activated or rolled back (it
 //     overrides the module file, which is logged when the file differs);
-//   - otherwise the module file, registered as a new version and made active if it differs
-//     from the active version (or there is none). A file that cannot be read falls back to the
-//     active version, if there is one.
-func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.DB, tc TaskConfig) (*modrt.Module, int64, error) {
+//   - otherwise the module file, registered as a new version if it differs from the active
+//     version (or there is none), unless its bytes are those of a version known bad. A file
+//     that cannot be read falls back to the active version, if there is one.
+//
+// The choice must be readable, compile and pass trial (an instance whose init runs with the
+// task's config). If it does not, the version is marked bad in the registry with the reason
+// (not when ctx ended, nor for a read error other than damaged or missing bytes), and the versions
+// below it that are not marked bad are tried, newest first, then the module file: the first
+// that passes becomes the active version (origin OriginAutoRollback; OriginFile while the task
+// follows its file, so a fixed file is picked up at the next start). Nothing is deleted. When
+// nothing passes, the error names every failure.
+func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.DB, tc TaskConfig, trial func(*modrt.Module) error) (*modrt.Module, int64, error) {
 	log := cfg.Logger.With("task", tc.Name)
 	active, hasActive, err := db.ActiveModule(tc.Name)
 	if err != nil {
 		return nil, 0, err
 	}
+	versions, err := db.ModuleVersions(tc.Name)
+	if err != nil {
+		return nil, 0, err
+	}
+	badSum := map[[32]byte]store.ModuleVersion{}
+	for _, mv := range versions {
+		if mv.Status.State == store.ModuleBad {
+			badSum[mv.SHA256] = mv
+		}
+	}
 	file, ferr := os.ReadFile(tc.Module)
+	fileSum := sha256.Sum256(file)
+	followsFile := !hasActive || active.Origin == OriginFile
+
+	// first is the registry version to try first; useFile says to try the file first instead.
+	var first store.ModuleVersion
+	useFile := !hasActive
 	if hasActive {
 		_, mv, err := activeVersion(db, tc.Name)
 		if err != nil {
 			return nil, 0, err
 		}
-		fileMatches := ferr == nil && sha256.Sum256(file) == mv.SHA256
-		if active.Origin != OriginFile || ferr != nil || fileMatches {
-			switch {
-			case ferr != nil:
-				log.Warn("module file unreadable; running the active version from the registry",
-					"module", tc.Module, "version", mv.Version, "err", ferr)
-			case !fileMatches:
-				log.Warn("the module file is overridden by a deployed version; deploy or activate another to change it",
-					"module", tc.Module, "version", mv.Version, "active_by", active.Origin)
-			}
-			wasm, err := db.ModuleBytes(mv.SHA256)
-			if err != nil {
-				return nil, 0, err
-			}
-			mod, err := rt.Compile(ctx, wasm, limits(tc))
-			if err != nil {
-				return nil, 0, fmt.Errorf("active module version %d: %w", mv.Version, err)
-			}
-			log.Info("running the active module version", "version", mv.Version, "sha256", hex.EncodeToString(mv.SHA256[:]), "active_by", active.Origin)
-			return mod, int64(mv.Version), nil
+		first = mv
+		fileMatches := ferr == nil && fileSum == mv.SHA256
+		bad, fileBad := badSum[fileSum]
+		switch {
+		case ferr != nil:
+			log.Warn("module file unreadable; running the active version from the registry",
+				"module", tc.Module, "version", mv.Version, "err", ferr)
+		case fileMatches:
+		case active.Origin != OriginFile:
+			log.Warn("the module file is overridden by a deployed version; deploy or activate another to change it",
+				"module", tc.Module, "version", mv.Version, "active_by", active.Origin)
+		case fileBad:
+			log.Error("the module file holds a version that failed to start before; running the active version until the file changes",
+				"module", tc.Module, "failed_version", bad.Version, "reason", bad.Status.Reason, "version", mv.Version)
+		default:
+			useFile = true
 		}
 	}
-	if ferr != nil {
+	if useFile && ferr != nil {
 		return nil, 0, fmt.Errorf("module: %w", ferr)
 	}
-	mod, err := rt.Compile(ctx, file, limits(tc))
-	if err != nil {
-		return nil, 0, fmt.Errorf("module %s: %w", tc.Module, err)
+
+	var failures []string
+	// try compiles and trials wasm; on failure it marks version v bad (when v > 0).
+	try := func(wasm []byte, v uint64, what string) *modrt.Module {
+		mod, err := rt.Compile(ctx, wasm, limits(tc))
+		if err == nil {
+			if err = trial(mod); err != nil {
+				mod.Close(context.WithoutCancel(ctx))
+				err = fmt.Errorf("init: %w", err)
+			}
+		}
+		if err == nil {
+			return mod
+		}
+		if ctx.Err() != nil {
+			// Stopping while starting (an init waiting on an HTTP call fails then): the
+			// version is not to blame.
+			failures = append(failures, fmt.Sprintf("%s: %v", what, ctx.Err()))
+			return nil
+		}
+		failures = append(failures, fmt.Sprintf("%s: %v", what, err))
+		if v == 0 {
+			log.Error("module file cannot start", "module", what, "err", err)
+			return nil
+		}
+		log.Error("module version cannot start; marking it bad", "version", v, "err", err)
+		st := store.ModuleStatus{State: store.ModuleBad, At: time.Now().UnixMilli(), Reason: err.Error()}
+		if serr := db.SetModuleStatus(tc.Name, v, st); serr != nil {
+			log.Error("recording the module version as bad", "version", v, "err", serr)
+		}
+		return nil
 	}
-	info := mod.Info()
-	mv, err := db.AddModule(tc.Name, file, store.ModuleVersion{
-		Created: time.Now().UnixMilli(), ABIVersion: info.ABIVersion, Origin: OriginFile,
-		Exports: info.Exports, Imports: info.Imports,
-	}, cfg.KeepModuleVersions)
-	if err == nil {
-		err = db.SetActiveModule(tc.Name, store.ActiveModule{Version: mv.Version, Since: time.Now().UnixMilli(), Origin: OriginFile})
+	// load reads mv's bytes; bytes damaged or missing in the data directory make it bad.
+	load := func(mv store.ModuleVersion) []byte {
+		wasm, err := db.ModuleBytes(mv.SHA256)
+		if err == nil {
+			return wasm
+		}
+		failures = append(failures, fmt.Sprintf("version %d: %v", mv.Version, err))
+		log.Error("module version cannot be read from the data directory", "version", mv.Version, "err", err)
+		if errors.Is(err, store.ErrCorrupt) || errors.Is(err, store.ErrNoSuchModule) {
+			st := store.ModuleStatus{State: store.ModuleBad, At: time.Now().UnixMilli(), Reason: err.Error()}
+			if serr := db.SetModuleStatus(tc.Name, mv.Version, st); serr != nil {
+				log.Error("recording the module version as bad", "version", mv.Version, "err", serr)
+			}
+		}
+		return nil
 	}
-	if err != nil {
-		mod.Close(ctx)
-		return nil, 0, err
+	// activate makes v active (when it is not) and logs how the task starts.
+	activate := func(mod *modrt.Module, mv store.ModuleVersion, origin string) (*modrt.Module, int64, error) {
+		if !hasActive || active.Version != mv.Version || active.Origin != origin {
+			if err := db.SetActiveModule(tc.Name, store.ActiveModule{Version: mv.Version, Since: time.Now().UnixMilli(), Origin: origin}); err != nil {
+				mod.Close(context.WithoutCancel(ctx))
+				return nil, 0, err
+			}
+		}
+		if len(failures) > 0 {
+			log.Error("module rolled back automatically: the task runs an earlier version", "version", mv.Version,
+				"sha256", hex.EncodeToString(mv.SHA256[:]), "failed", strings.Join(failures, "; "))
+		} else {
+			log.Info("running the active module version", "version", mv.Version, "sha256", hex.EncodeToString(mv.SHA256[:]), "active_by", origin)
+		}
+		return mod, int64(mv.Version), nil
 	}
-	log.Info("module file registered as the active version", "module", tc.Module, "version", mv.Version, "sha256", info.SHA256)
-	return mod, int64(mv.Version), nil
+	// registerFile adds the file as a new version, or finds the version that holds its bytes.
+	registerFile := func(mod *modrt.Module) (store.ModuleVersion, error) {
+		for _, mv := range versions {
+			if mv.SHA256 == fileSum {
+				return mv, nil
+			}
+		}
+		info := mod.Info()
+		mv, err := db.AddModule(tc.Name, file, store.ModuleVersion{
+			Created: time.Now().UnixMilli(), ABIVersion: info.ABIVersion, Origin: OriginFile,
+			Exports: info.Exports, Imports: info.Imports,
+		}, cfg.KeepModuleVersions)
+		if err == nil {
+			log.Info("module file registered as a new version", "module", tc.Module, "version", mv.Version, "sha256", info.SHA256)
+			versions = append(versions, mv)
+		}
+		return mv, err
+	}
+
+	below := uint64(1<<63 - 1) // fallbacks are the versions below this one
+	tried := map[[32]byte]bool{}
+	if useFile {
+		tried[fileSum] = true
+		if mod := try(file, 0, tc.Module); mod != nil {
+			mv, err := registerFile(mod)
+			if err != nil {
+				mod.Close(context.WithoutCancel(ctx))
+				return nil, 0, err
+			}
+			return activate(mod, mv, OriginFile)
+		}
+		// Register the failed file too, so that it is known bad and not tried again until it
+		// changes: compile it without the trial.
+		if mod, err := rt.Compile(ctx, file, limits(tc)); err == nil {
+			var mv store.ModuleVersion
+			if err = ctx.Err(); err == nil {
+				mv, err = registerFile(mod)
+			}
+			mod.Close(context.WithoutCancel(ctx))
+			if err == nil {
+				st := store.ModuleStatus{State: store.ModuleBad, At: time.Now().UnixMilli(), Reason: strings.TrimPrefix(failures[0], tc.Module+": ")}
+				if err := db.SetModuleStatus(tc.Name, mv.Version, st); err != nil {
+					log.Error("recording the module version as bad", "version", mv.Version, "err", err)
+				}
+			}
+		}
+		if hasActive {
+			below = active.Version + 1 // the active version first, then the ones before it
+		}
+	} else {
+		tried[first.SHA256] = true
+		if wasm := load(first); wasm != nil {
+			if mod := try(wasm, first.Version, fmt.Sprintf("version %d", first.Version)); mod != nil {
+				return activate(mod, first, active.Origin)
+			}
+		}
+		below = first.Version
+	}
+
+	origin := OriginAutoRollback
+	if followsFile {
+		origin = OriginFile
+	}
+	for i := len(versions) - 1; i >= 0 && ctx.Err() == nil; i-- {
+		mv := versions[i]
+		if mv.Version >= below || mv.Status.State == store.ModuleBad || tried[mv.SHA256] {
+			continue
+		}
+		tried[mv.SHA256] = true
+		wasm := load(mv)
+		if wasm == nil {
+			continue
+		}
+		if mod := try(wasm, mv.Version, fmt.Sprintf("version %d", mv.Version)); mod != nil {
+			return activate(mod, mv, origin)
+		}
+	}
+	if _, bad := badSum[fileSum]; ferr == nil && !tried[fileSum] && !bad && ctx.Err() == nil {
+		if mod := try(file, 0, tc.Module); mod != nil {
+			mv, err := registerFile(mod)
+			if err != nil {
+				mod.Close(context.WithoutCancel(ctx))
+				return nil, 0, err
+			}
+			return activate(mod, mv, OriginFile)
+		}
+	}
+	return nil, 0, fmt.Errorf("no module version can start (%s): deploy a version that works, or fix the module file "+
+		"and restart the host", strings.Join(failures, "; "))
 }
 
 func publicVersion(task string, mv store.ModuleVersion, active store.ActiveModule) ModuleVersion {
 	v := ModuleVersion{
 		Task: task, Version: int64(mv.Version), SHA256: hex.EncodeToString(mv.SHA256[:]), Size: mv.Size,
 		Created: time.UnixMilli(mv.Created), ABIVersion: abi.VersionString(mv.ABIVersion), Origin: mv.Origin,
-		Exports: mv.Exports, Imports: mv.Imports,
+		Exports: mv.Exports, Imports: mv.Imports, Status: mv.Status.State, Reason: mv.Status.Reason,
 	}
 	if mv.Version == active.Version {
 		v.Active, v.ActiveOrigin = true, active.Origin

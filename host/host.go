@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
@@ -29,6 +30,10 @@ type Host struct {
 	tasks   []*task.Task
 	names   []string
 
+	halted    map[string]error // tasks that halted (on_task_failure: halt_task), with why
+	taskRuns  int              // task goroutines running (goTask)
+	tasksDone chan struct{}    // closed when taskRuns dropped to 0: Run returns
+
 	ready     chan struct{}  // closed once Run started every task (Ready)
 	live      *live          // while Run runs: what Deploy and its siblings use (deploy.go)
 	calls     sync.WaitGroup // Deploy and siblings in progress; Run waits for them
@@ -44,10 +49,16 @@ func New(cfg Config) (*Host, error) {
 }
 
 // Run runs every task until all their inputs are exhausted and fully processed (then it
-// commits a last checkpoint and returns nil), until ctx is cancelled (then it stops reading,
-// finishes the batches in flight, commits a last checkpoint and returns nil), or until a task
-// fails (then it stops the other tasks and returns a *TaskError). Every goroutine it starts has
-// stopped when it returns.
+// commits a last checkpoint and returns nil), or until ctx is cancelled (then it stops reading,
+// finishes the batches in flight, commits a last checkpoint and returns nil).
+//
+// A task that cannot start (its module does not compile or its init fails, with every
+// fallback version too: startModule; its sinks cannot open) or fails while running halts:
+// with Config.OnTaskFailure "halt_task" (the default) the other tasks go on, Stats reports it
+// halted with its error, a Deploy, Activate or Rollback of it restarts it (see Deploy), and
+// Run returns once the others finished, with a *TaskError for each task still halted
+// (joined). With "halt_host" the first failure stops every task and Run returns
+// it. Every goroutine Run starts has stopped when it returns.
 func (h *Host) Run(ctx context.Context) (err error) {
 	h.mu.Lock()
 	if h.closed {
@@ -95,39 +106,40 @@ func (h *Host) Run(ctx context.Context) (err error) {
 		}
 	}()
 	tasks := make([]*task.Task, len(cfg.Tasks))
-	lv := &live{rt: rt, db: db, tasks: map[string]*running{}}
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lv := &live{rt: rt, db: db, tasks: map[string]*running{}, ctx: runCtx, cancel: cancel}
+	defer lv.closeModules(context.WithoutCancel(ctx))
+	// halted holds the error of every task that cannot start; with halt_task the others go on.
+	halted := make([]error, len(cfg.Tasks))
 	for i, tc := range cfg.Tasks {
 		if err := checkStdinRerun(db, cfg, i); err != nil {
 			return err
 		}
-		mod, version, err := startModule(ctx, cfg, rt, db, tc)
+		t, mod, tcfg, err := h.setUp(ctx, cfg, rt, db, tc, &closers)
+		if mod != nil {
+			lv.addModule(mod)
+		}
+		r := &running{cfg: tc, idx: i, tcfg: tcfg, task: t}
+		lv.tasks[tc.Name] = r
 		if err != nil {
-			return &TaskError{Task: tc.Name, Err: err}
+			terr := &TaskError{Task: tc.Name, Err: err}
+			if cfg.OnTaskFailure == HaltHost {
+				return terr
+			}
+			log.Error("task halted: it cannot start; the other tasks go on (on_task_failure: halt_task)", "task", tc.Name, "err", err)
+			halted[i], r.halted = terr, terr
+			continue
 		}
-		defer mod.Close(context.WithoutCancel(ctx))
-		out, dlq, sinkClosers, err := openSinks(cfg, tc)
-		closers = append(closers, sinkClosers...)
-		if err != nil {
-			return &TaskError{Task: tc.Name, Err: err}
-		}
-		if err := pingKafka(ctx, out, dlq); err != nil {
-			return &TaskError{Task: tc.Name, Err: err}
-		}
-		tcfg, err := taskConfig(cfg, tc, mod, out, dlq, db)
-		if err != nil {
-			return &TaskError{Task: tc.Name, Err: err}
-		}
-		tcfg.Version = version
-		if tasks[i], err = task.New(tcfg); err != nil {
-			return &TaskError{Task: tc.Name, Err: err}
-		}
-		lv.tasks[tc.Name] = &running{cfg: tc, task: tasks[i]}
-		log.Info("task ready", "task", tc.Name, "module", tc.Module, "version", version, "abi", abi.VersionString(mod.Info().ABIVersion), "workers", tc.Workers)
+		tasks[i] = t
 	}
 	h.mu.Lock()
 	h.tasks = tasks
-	for _, tc := range cfg.Tasks {
+	for i, tc := range cfg.Tasks {
 		h.names = append(h.names, tc.Name)
+		if halted[i] != nil {
+			h.halt(tc.Name, halted[i])
+		}
 	}
 	h.live = lv
 	h.mu.Unlock()
@@ -145,21 +157,25 @@ func (h *Host) Run(ctx context.Context) (err error) {
 	defer stopAdmin()
 	close(h.ready)
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errs := make([]error, len(tasks))
-	var wg sync.WaitGroup
-	for i, t := range tasks {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := t.Run(ctx); err != nil {
-				errs[i] = &TaskError{Task: cfg.Tasks[i].Name, Err: err}
-				cancel() // one failed task stops the host
-			}
-		}()
+	h.mu.Lock()
+	h.tasksDone = make(chan struct{})
+	for i, t := range h.tasks { // a halted task restarted since is among them
+		if t != nil {
+			h.goTask(lv, i, t)
+		}
 	}
-	wg.Wait()
+	if h.taskRuns == 0 {
+		close(h.tasksDone)
+	}
+	done := h.tasksDone
+	h.mu.Unlock()
+	<-done
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var errs []error
+	for _, tc := range cfg.Tasks {
+		errs = append(errs, h.halted[tc.Name])
+	}
 	return errors.Join(errs...)
 }
 
@@ -197,6 +213,76 @@ func checkStdinRerun(db *store.DB, cfg Config, i int) error {
 		}
 	}
 	return nil
+}
+
+// goTask runs task i, t, on its own goroutine until it returns; a failure halts it (h.halted)
+// and, with halt_host, stops every task. Once no task runs any more, h.tasksDone is closed: Run
+// returns, and no halted task can be restarted. h.mu is held.
+func (h *Host) goTask(lv *live, i int, t *task.Task) {
+	h.taskRuns++
+	name := h.cfg.Tasks[i].Name
+	go func() {
+		err := t.Run(lv.ctx)
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if err != nil {
+			h.halt(name, &TaskError{Task: name, Err: err})
+			if h.cfg.OnTaskFailure == HaltHost {
+				lv.cancel() // one failed task stops the host
+			} else {
+				h.cfg.Logger.Error("task halted; the other tasks go on (on_task_failure: halt_task)", "task", name, "err", err)
+			}
+		}
+		h.taskRuns--
+		if h.taskRuns == 0 {
+			close(h.tasksDone)
+		}
+	}()
+}
+
+// halt records that task name halted with err. h.mu is held.
+func (h *Host) halt(name string, err error) {
+	if h.halted == nil {
+		h.halted = map[string]error{}
+	}
+	h.halted[name] = err
+}
+
+// setUp opens task tc's sinks, picks and checks the module it starts with (startModule) and
+// returns the task, ready to run, its module (the caller closes it after the task ran), and
+// its configuration without the module (nil if setUp failed before it was made).
+func (h *Host) setUp(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.DB, tc TaskConfig, closers *[]io.Closer) (*task.Task, *modrt.Module, *task.Config, error) {
+	out, dlq, sinkClosers, err := openSinks(cfg, tc)
+	*closers = append(*closers, sinkClosers...)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if err := pingKafka(ctx, out, dlq); err != nil {
+		return nil, nil, nil, err
+	}
+	tcfg, err := taskConfig(cfg, tc, nil, out, dlq, db)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tcfg.ProvenGood = func(v int64) {
+		if err := db.SetModuleStatus(tc.Name, uint64(v), store.ModuleStatus{State: store.ModuleGood, At: time.Now().UnixMilli()}); err != nil {
+			cfg.Logger.Warn("recording the module version as good", "task", tc.Name, "version", v, "err", err)
+		}
+	}
+	mod, version, err := startModule(ctx, cfg, rt, db, tc, func(m *modrt.Module) error {
+		return task.TrialInit(ctx, tcfg, m)
+	})
+	if err != nil {
+		return nil, nil, &tcfg, err
+	}
+	base := tcfg
+	tcfg.Module, tcfg.Version = mod, version
+	t, err := task.New(tcfg)
+	if err != nil {
+		return nil, mod, &base, err
+	}
+	cfg.Logger.Info("task ready", "task", tc.Name, "module", tc.Module, "version", version, "abi", abi.VersionString(mod.Info().ABIVersion), "workers", tc.Workers)
+	return t, mod, &base, nil
 }
 
 func cacheDir(cfg Config) string {
@@ -349,10 +435,14 @@ type TaskStats struct {
 	TimersFired   int64 // timer firings completed
 	Ticks         int64 // partition callbacks started
 
-	Version  int64 // the module version running (see Versions); up to date
-	Paused   bool  // paused with Pause; up to date
-	Pending  int   // records read and not yet complete (queued or in flight)
-	InFlight int   // records in batches being processed
+	Version int64 // the module version running (see Versions); up to date
+	// Halted is set when the task halted (Config.OnTaskFailure "halt_task"): it could not
+	// start or failed while running; Error says why. The other figures are as of its end.
+	Halted   bool
+	Error    string
+	Paused   bool // paused with Pause; up to date
+	Pending  int  // records read and not yet complete (queued or in flight)
+	InFlight int  // records in batches being processed
 	Inputs   []InputStats
 }
 
@@ -369,7 +459,10 @@ func (h *Host) Stats() []TaskStats {
 	defer h.mu.Unlock()
 	out := make([]TaskStats, len(h.tasks))
 	for i, t := range h.tasks {
-		s := t.Stats()
+		var s task.Stats
+		if t != nil {
+			s = t.Stats()
+		}
 		out[i] = TaskStats{Task: h.names[i], Records: s.Records, Processed: s.Processed, Outputs: s.Outputs,
 			Skipped: s.Skipped, DeadLetters: s.DeadLetters, Retries: s.Retries, Failures: s.Failures,
 			Checkpoints: s.Checkpoints, PeakQueued: s.PeakQueued, Pauses: s.Pauses,
@@ -381,6 +474,13 @@ func (h *Host) Stats() []TaskStats {
 			Version: s.Version, Paused: s.Paused, Pending: s.Pending, InFlight: s.InFlight}
 		for _, in := range s.Inputs {
 			out[i].Inputs = append(out[i].Inputs, InputStats{Name: in.Name, Records: in.Records, Committed: in.Committed})
+		}
+		if err := h.halted[h.names[i]]; err != nil {
+			var te *TaskError
+			if errors.As(err, &te) {
+				err = te.Err
+			}
+			out[i].Halted, out[i].Error = true, err.Error()
 		}
 	}
 	return out

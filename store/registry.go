@@ -43,6 +43,28 @@ type ModuleVersion struct {
 	// Exports and Imports are the module's export names and "module.name" imports.
 	Exports []string
 	Imports []string
+	// Status is what is known of how the version ran: nothing yet, proven good, or bad. It is
+	// set with SetModuleStatus; AddModule stores it as given.
+	Status ModuleStatus
+}
+
+// Module version states (ModuleStatus.State).
+const (
+	// ModuleGood: the version ran successfully at least once.
+	ModuleGood = "good"
+	// ModuleBad: the version failed to start (its init trapped, ran out of fuel, exited, …); a
+	// host does not start it again by itself.
+	ModuleBad = "bad"
+)
+
+// ModuleStatus is what a host learnt of a module version by running it.
+type ModuleStatus struct {
+	// State is "" (nothing known), ModuleGood or ModuleBad.
+	State string
+	// At is when the state was set, in ms since the Unix epoch.
+	At int64
+	// Reason says why a version is bad.
+	Reason string
 }
 
 // ActiveModule is the version of a task's module that the task runs.
@@ -280,6 +302,43 @@ func (db *DB) SetActiveModule(task string, a ActiveModule) error {
 	return wrapErr("set active module", err)
 }
 
+// SetModuleStatus records what is known of how version v of task's module ran. It returns an
+// error wrapping ErrNoSuchVersion if the task has no such version.
+func (db *DB) SetModuleStatus(task string, v uint64, st ModuleStatus) error {
+	if err := validTask(task); err != nil {
+		return err
+	}
+	if err := db.enter(); err != nil {
+		return err
+	}
+	defer db.leave()
+	if db.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	db.registryMu.Lock()
+	defer db.registryMu.Unlock()
+	err := db.bdb.Update(func(txn *badger.Txn) error {
+		key := appendVersionKey(nil, task, v)
+		item, err := txn.Get(key)
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return fmt.Errorf("%w: task %q has no version %d", ErrNoSuchVersion, task, v)
+		}
+		if err != nil {
+			return err
+		}
+		var mv ModuleVersion
+		if err := item.Value(func(val []byte) (err error) {
+			mv, err = decodeVersionValue(val)
+			return err
+		}); err != nil {
+			return err
+		}
+		mv.Status = st
+		return txn.Set(key, appendVersionValue(nil, mv))
+	})
+	return wrapErr("set module status", err)
+}
+
 // ActiveModule returns task's active version and whether it has one.
 func (db *DB) ActiveModule(task string) (ActiveModule, bool, error) {
 	if err := validTask(task); err != nil {
@@ -386,6 +445,12 @@ func appendVersionValue(dst []byte, mv ModuleVersion) []byte {
 			dst = appendString32(dst, s)
 		}
 	}
+	// The status is an optional tail: records written before it existed have none.
+	if st := mv.Status; st.State != "" {
+		dst = appendString32(dst, st.State)
+		dst = appendI64(dst, st.At)
+		dst = appendString32(dst, st.Reason)
+	}
 	return dst
 }
 
@@ -455,6 +520,9 @@ func decodeVersionValue(v []byte) (ModuleVersion, error) {
 		for range n {
 			*list = append(*list, r.str())
 		}
+	}
+	if r.err == nil && len(r.b) > 0 {
+		mv.Status = ModuleStatus{State: r.str(), At: int64(r.u64()), Reason: r.str()}
 	}
 	return mv, r.done()
 }

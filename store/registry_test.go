@@ -208,3 +208,34 @@ func TestRegistryLayoutGolden(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistryModuleStatus: a version's status survives a reopen; records without one decode
+// as before; a status of a version that does not exist is an error.
+func TestRegistryModuleStatus(t *testing.T) {
+	dir := t.TempDir()
+	db := openTestDBAt(t, dir, Options{})
+	v1 := mustAdd(t, db, "wc", moduleBytes(1, 10), "file", 0)
+	v2 := mustAdd(t, db, "wc", moduleBytes(2, 10), "deploy", 0)
+	if err := db.SetModuleStatus("wc", v1.Version, ModuleStatus{State: ModuleGood, At: 5}); err != nil {
+		t.Fatal(err)
+	}
+	bad := ModuleStatus{State: ModuleBad, At: 6, Reason: "init trapped: unreachable"}
+	if err := db.SetModuleStatus("wc", v2.Version, bad); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetModuleStatus("wc", 9, bad); !errors.Is(err, ErrNoSuchVersion) {
+		t.Errorf("status of version 9: %v, want ErrNoSuchVersion", err)
+	}
+	mustClose(t, db)
+	db = openTestDBAt(t, dir, Options{})
+	vs, err := db.ModuleVersions("wc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vs) != 2 || vs[0].Status != (ModuleStatus{State: ModuleGood, At: 5}) || vs[1].Status != bad {
+		t.Fatalf("versions after reopen: %+v", vs)
+	}
+	if vs[1].Origin != "deploy" || vs[1].Size != 10 || len(vs[1].Imports) != 1 {
+		t.Errorf("the status changed the rest of the record: %+v", vs[1])
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,11 +21,16 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/wasmstream/wasmstream/host"
 )
 
 // The admin client: deploy, rollback, versions, status, pause and resume talk to a running
 // host's admin API (host.AdminConfig). The wire format is the host's internal/admin package's;
 // the types below decode what the client shows.
+
+const offlineHelp = `With --data-dir it works on the data directory of a stopped host instead (a running host
+holds it locked): no admin API is needed. Without --data-dir it talks to the running host.`
 
 const adminHelp = `The host's admin API address and token come from --admin-addr and --admin-token, else
 WASMSTREAM_ADMIN_ADDR and WASMSTREAM_ADMIN_TOKEN, else admin.addr and admin.token of the
@@ -40,6 +46,8 @@ type wireVersion struct {
 	Origin       string    `json:"origin"`
 	Active       bool      `json:"active"`
 	ActiveOrigin string    `json:"active_origin"`
+	Status       string    `json:"status,omitempty"`
+	Reason       string    `json:"reason,omitempty"`
 }
 
 type wireDeployment struct {
@@ -47,6 +55,7 @@ type wireDeployment struct {
 	Version      wireVersion `json:"version"`
 	Previous     int64       `json:"previous"`
 	Unchanged    bool        `json:"unchanged"`
+	Restarted    bool        `json:"restarted"`
 	SwitchMillis float64     `json:"switch_ms"`
 }
 
@@ -55,6 +64,8 @@ type wireStatus struct {
 		Task             string `json:"task"`
 		Version          int64  `json:"version"`
 		Paused           bool   `json:"paused"`
+		Halted           bool   `json:"halted"`
+		Error            string `json:"error"`
 		Records          int64  `json:"records"`
 		Processed        int64  `json:"processed"`
 		Pending          int    `json:"pending"`
@@ -243,27 +254,44 @@ func newRollbackCommand(stdout io.Writer) *cobra.Command {
 	var af adminFlags
 	var to int64
 	cmd := &cobra.Command{
-		Use:   "rollback --task NAME [--to VERSION]",
-		Short: "Switch a running task back to an earlier module version",
+		Use:   "rollback --task NAME [--to VERSION] [--data-dir DIR]",
+		Short: "Switch a task back to an earlier module version",
 		Long: `Rollback switches a running task to the version before the active one (the highest-numbered
 version below it; rolling back again goes further back), or to --to VERSION, the same way
 deploy switches to a new one. The data directory keeps the last keep_module_versions
 versions of each task (see versions).
 
+` + offlineHelp + ` Offline, rollback only records the version as
+active: the host runs it at its next start (and, should its init fail there, falls back to
+an earlier version as usual).
+
 ` + adminHelp,
 		Example: `  wasmstream rollback --task wordcount
-  wasmstream rollback --task wordcount --to 3`,
+  wasmstream rollback --task wordcount --to 3
+  wasmstream rollback --task wordcount --data-dir /var/lib/wasmstream   # host stopped`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("to") && to <= 0 {
+				return usageError("--to must be a version number (see wasmstream versions)")
+			}
+			if dir, ok := offlineDir(cmd.Flags()); ok {
+				if af.task == "" {
+					return usageError("--task is required")
+				}
+				d, err := host.OfflineRollback(dir, af.task, to)
+				if err != nil {
+					return offlineFailure(err)
+				}
+				printDeployment(stdout, wireDeployment{Task: d.Task, Version: offlineVersion(d.Version), Previous: d.Previous,
+					Unchanged: d.Unchanged, SwitchMillis: -1}, "rolled back")
+				return nil
+			}
 			c, err := af.client(cmd.Flags(), true)
 			if err != nil {
 				return err
 			}
 			path := taskPath(af.task, "/rollback")
 			if cmd.Flags().Changed("to") {
-				if to <= 0 {
-					return usageError("--to must be a version number (see wasmstream versions)")
-				}
 				path += "?to=" + strconv.FormatInt(to, 10)
 			}
 			var d wireDeployment
@@ -275,14 +303,55 @@ versions of each task (see versions).
 		},
 	}
 	addAdminFlags(cmd.Flags(), &af, true)
+	addDataDirFlag(cmd.Flags())
 	cmd.Flags().Int64Var(&to, "to", 0, "the version to roll back to (default: the one before the active one)")
 	return cmd
+}
+
+// addDataDirFlag adds --data-dir: the commands that have it work offline when it is given.
+func addDataDirFlag(fs *pflag.FlagSet) {
+	fs.String("data-dir", "", "work on this data directory of a stopped host instead of calling the admin API")
+}
+
+// offlineDir returns --data-dir and whether it was given.
+func offlineDir(fs *pflag.FlagSet) (string, bool) {
+	if !fs.Changed("data-dir") {
+		return "", false
+	}
+	dir, _ := fs.GetString("data-dir")
+	return dir, true
+}
+
+// offlineFailure gives an offline command's error its exit status and a hint.
+func offlineFailure(err error) error {
+	switch {
+	case errors.Is(err, host.ErrHostRunning):
+		return &exitError{code: exitFailure, err: err, hint: "a running host is reached through its admin API: drop --data-dir"}
+	case errors.Is(err, host.ErrNoState):
+		return &exitError{code: exitFailure, err: err, hint: "is --data-dir the data_dir of the host's configuration?"}
+	}
+	return failure(err)
+}
+
+func offlineVersion(v host.ModuleVersion) wireVersion {
+	return wireVersion{Version: v.Version, SHA256: v.SHA256, Size: v.Size, Created: v.Created, ABIVersion: v.ABIVersion,
+		Origin: v.Origin, Active: v.Active, ActiveOrigin: v.ActiveOrigin, Status: v.Status, Reason: v.Reason}
 }
 
 func printDeployment(w io.Writer, d wireDeployment, verb string) {
 	v := d.Version
 	if d.Unchanged {
 		fmt.Fprintf(w, "task %s: version %d (sha256 %s) is already active; nothing changed\n", d.Task, v.Version, short(v.SHA256))
+		return
+	}
+	if d.Restarted {
+		fmt.Fprintf(w, "task %s: %s: version %d active (was %d), sha256 %s, %d bytes, abi %s; the halted task restarted on it\n",
+			d.Task, verb, v.Version, d.Previous, short(v.SHA256), v.Size, v.ABIVersion)
+		return
+	}
+	if d.SwitchMillis < 0 { // offline
+		fmt.Fprintf(w, "task %s: %s: version %d active (was %d), sha256 %s, %d bytes, abi %s; the host runs it at its next start\n",
+			d.Task, verb, v.Version, d.Previous, short(v.SHA256), v.Size, v.ABIVersion)
 		return
 	}
 	fmt.Fprintf(w, "task %s: %s: version %d active (was %d), sha256 %s, %d bytes, abi %s; switched %.1f ms after the request\n",
@@ -294,17 +363,44 @@ func short(sum string) string { return sum[:min(12, len(sum))] }
 func newVersionsCommand(stdout io.Writer) *cobra.Command {
 	var af adminFlags
 	cmd := &cobra.Command{
-		Use:   "versions --task NAME",
-		Short: "List the module versions of a running task",
-		Long: `Versions lists the module versions a running host keeps for a task, oldest first, marking
-the active one. Origin "file" is the module file of the configuration, "deploy" an upload;
-an active version's "active by" says how it became active (file, deploy, activate, rollback).
+		Use:   "versions --task NAME [--data-dir DIR]",
+		Short: "List the module versions of a task",
+		Long: `Versions lists the module versions a host keeps for a task, oldest first, marking the
+active one. Origin "file" is the module file of the configuration, "deploy" an upload; an
+active version's "active by" says how it became active (file, deploy, activate, rollback,
+auto-rollback: the host fell back to it at start because the active version could not
+start). Status is "good" once a batch ran on the version, "bad" when it could not start,
+with the reason; the host does not start a bad version again by itself.
+
+` + offlineHelp + `
 
 ` + adminHelp,
 		Example: `  wasmstream versions --task wordcount
-  wasmstream versions --task wordcount --json`,
+  wasmstream versions --task wordcount --json
+  wasmstream versions --task wordcount --data-dir /var/lib/wasmstream   # host stopped`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			var out struct {
+				Versions []wireVersion `json:"versions"`
+			}
+			if dir, ok := offlineDir(cmd.Flags()); ok {
+				if af.task == "" {
+					return usageError("--task is required")
+				}
+				vs, err := host.OfflineVersions(dir, af.task)
+				if err != nil {
+					return offlineFailure(err)
+				}
+				for _, v := range vs {
+					out.Versions = append(out.Versions, offlineVersion(v))
+				}
+				if af.json {
+					enc := json.NewEncoder(stdout)
+					enc.SetIndent("", "  ")
+					return enc.Encode(map[string]any{"task": af.task, "versions": out.Versions})
+				}
+				return printVersions(stdout, out.Versions)
+			}
 			c, err := af.client(cmd.Flags(), true)
 			if err != nil {
 				return err
@@ -317,28 +413,40 @@ an active version's "active by" says how it became active (file, deploy, activat
 				_, err := stdout.Write(raw)
 				return err
 			}
-			var out struct {
-				Versions []wireVersion `json:"versions"`
-			}
 			if err := c.do(cmd.Context(), http.MethodGet, taskPath(af.task, "/versions"), nil, 0, &out); err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "VERSION\tACTIVE\tORIGIN\tCREATED\tSIZE\tABI\tSHA256")
-			for _, v := range out.Versions {
-				active := ""
-				if v.Active {
-					active = "* (" + v.ActiveOrigin + ")"
-				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%s\t%s\n", v.Version, active, v.Origin,
-					v.Created.Local().Format(time.DateTime), v.Size, v.ABIVersion, short(v.SHA256))
-			}
-			return tw.Flush()
+			return printVersions(stdout, out.Versions)
 		},
 	}
 	addAdminFlags(cmd.Flags(), &af, true)
+	addDataDirFlag(cmd.Flags())
 	cmd.Flags().BoolVar(&af.json, "json", false, "print the API's JSON answer")
 	return cmd
+}
+
+func printVersions(w io.Writer, versions []wireVersion) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VERSION\tACTIVE\tORIGIN\tSTATUS\tCREATED\tSIZE\tABI\tSHA256")
+	var bad []wireVersion
+	for _, v := range versions {
+		active := ""
+		if v.Active {
+			active = "* (" + v.ActiveOrigin + ")"
+		}
+		if v.Status == "bad" {
+			bad = append(bad, v)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", v.Version, active, v.Origin, cmp.Or(v.Status, "-"),
+			v.Created.Local().Format(time.DateTime), v.Size, v.ABIVersion, short(v.SHA256))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, v := range bad {
+		fmt.Fprintf(w, "version %d is bad: %s\n", v.Version, v.Reason)
+	}
+	return nil
 }
 
 func newStatusCommand(stdout io.Writer) *cobra.Command {
@@ -349,7 +457,9 @@ func newStatusCommand(stdout io.Writer) *cobra.Command {
 		Long: `Status shows each task of a running host: its active module version, whether it is paused,
 records read, processed, pending (read and not complete) and in flight, outputs, dead
 letters, retries and failed calls, and for each input the records read and the committed
-line a restart would resume after. Figures are as of the task's last checkpoint.
+line a restart would resume after. Figures are as of the task's last checkpoint. A task that
+could not start or failed shows HALTED with the reason (on_task_failure: halt_task); deploy
+or rollback a version that works to restart it.
 
 ` + adminHelp,
 		Example: `  wasmstream status
@@ -374,7 +484,10 @@ line a restart would resume after. Figures are as of the task's last checkpoint.
 			}
 			for _, t := range st.Tasks {
 				state := "running"
-				if t.Paused {
+				switch {
+				case t.Halted:
+					state = "HALTED (" + t.Error + ")"
+				case t.Paused:
 					state = "paused"
 				}
 				fmt.Fprintf(stdout, "task %s: %s, version %d; records %d, processed %d, pending %d, in flight %d, outputs %d, dead letters %d, retries %d, failures %d\n",

@@ -14,15 +14,16 @@
 //	                   [--format text|json]
 //	wasmstream version
 //	wasmstream deploy   --task NAME FILE.wasm     (the admin client: see below)
-//	wasmstream rollback --task NAME [--to V]
-//	wasmstream versions --task NAME [--json]
+//	wasmstream rollback --task NAME [--to V] [--data-dir D]
+//	wasmstream versions --task NAME [--json] [--data-dir D]
 //	wasmstream status   [--json]
 //	wasmstream pause    --task NAME
 //	wasmstream resume   --task NAME
 //
-// run runs the tasks until their inputs are exhausted, a task fails, or SIGINT/SIGTERM asks it
-// to stop (it then finishes the batches in flight and commits a last checkpoint; a second
-// signal kills the process). check validates the configuration and compiles every module
+// run runs the tasks until their inputs are exhausted or SIGINT/SIGTERM asks it to stop (it
+// then finishes the batches in flight and commits a last checkpoint; a second signal kills
+// the process). A task that fails halts alone and run exits 1 once the others finished; with
+// on_task_failure: halt_host the first failure stops every task. check validates the configuration and compiles every module
 // without running anything, printing what each imports and exports and its ABI version.
 // state prints the state of a stopped host, or lists the tasks that have state. version
 // prints the wasmstream, ABI and Go versions; the wasmstream version is set at build time
@@ -30,7 +31,8 @@
 //
 // deploy, rollback, versions, status, pause and resume talk to a running host's admin API
 // (admin.addr), with --admin-addr and --admin-token, WASMSTREAM_ADMIN_ADDR and
-// WASMSTREAM_ADMIN_TOKEN, or the admin section of the configuration file. run --watch reloads
+// WASMSTREAM_ADMIN_TOKEN, or the admin section of the configuration file; versions and
+// rollback with --data-dir work on a stopped host's data directory instead. run --watch reloads
 // a task's module when its file changes, through the same validation and switch as deploy.
 //
 // Exit status: 0 success, 1 runtime failure (a task failed, a module was refused, no state),

@@ -119,6 +119,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		CheckpointInterval: time.Second,
 		SyncWrites:         false,
 		KeepModuleVersions: 10,
+		OnTaskFailure:      "halt_task",
 		Kafka: host.KafkaConfig{
 			Brokers: []string{}, ClientID: "wasmstream", DrainTimeout: 30 * time.Second, TransactionTimeout: 15 * time.Second,
 			Embedded: host.EmbeddedBrokerConfig{Port: 9092, Partitions: 4},

@@ -53,6 +53,8 @@ type Version struct {
 	Origin       string    `json:"origin"`
 	Active       bool      `json:"active"`
 	ActiveOrigin string    `json:"active_origin,omitempty"`
+	Status       string    `json:"status,omitempty"` // "good", "bad" or none yet
+	Reason       string    `json:"reason,omitempty"` // why a version is bad
 	Exports      []string  `json:"exports"`
 	Imports      []string  `json:"imports"`
 }
@@ -63,6 +65,8 @@ type Deployment struct {
 	Version   Version `json:"version"`
 	Previous  int64   `json:"previous"`
 	Unchanged bool    `json:"unchanged,omitempty"`
+	// Restarted: the task had halted and was started anew on the version.
+	Restarted bool `json:"restarted,omitempty"`
 	// SwitchMillis is the time from the request to the switch (validation included).
 	SwitchMillis float64 `json:"switch_ms"`
 }
@@ -72,6 +76,8 @@ type TaskStatus struct {
 	Task        string        `json:"task"`
 	Version     int64         `json:"version"`
 	Paused      bool          `json:"paused"`
+	Halted      bool          `json:"halted,omitempty"` // the task halted: it could not start, or failed
+	Error       string        `json:"error,omitempty"`  // why it halted
 	Records     int64         `json:"records"`
 	Processed   int64         `json:"processed"`
 	Pending     int           `json:"pending"`

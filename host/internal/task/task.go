@@ -103,6 +103,9 @@ type Config struct {
 	// MaxFiringsPerTurn bounds the timer firings queued per loop turn, so that timers cannot
 	// starve records; 0 = 1000.
 	MaxFiringsPerTurn int
+	// ProvenGood, if set, is called by the loop once per module version and run, when the first
+	// batch on the version finished successfully: the host records the version as good.
+	ProvenGood func(version int64)
 
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -531,14 +534,37 @@ func (t *Task) instantiate(ctx context.Context, v *version) (Processor, error) {
 	if v.newProc != nil {
 		return v.newProc(ctx)
 	}
-	return v.mod.Instantiate(ctx, modrt.InstanceConfig{
-		Task:          t.cfg.Name,
-		Config:        t.cfg.GuestConfig,
-		Logger:        t.log,
-		Now:           func() int64 { return t.cfg.Now().UnixMilli() },
-		Outputs:       t.cfg.OutputNames,
-		StatelessOnly: t.cfg.Policy == PolicyNone,
-	})
+	return v.mod.Instantiate(ctx, instanceConfig(&t.cfg, t.log))
+}
+
+func instanceConfig(cfg *Config, log *slog.Logger) modrt.InstanceConfig {
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return modrt.InstanceConfig{
+		Task:          cfg.Name,
+		Config:        cfg.GuestConfig,
+		Logger:        log,
+		Now:           func() int64 { return now().UnixMilli() },
+		Outputs:       cfg.OutputNames,
+		StatelessOnly: cfg.Policy == PolicyNone,
+	}
+}
+
+// TrialInit instantiates mod as a task with cfg would (which runs the guest's init with the
+// task's config) and closes the instance: the check a module must pass before a task starts
+// with it. cfg.Module is ignored.
+func TrialInit(ctx context.Context, cfg Config, mod *modrt.Module) error {
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	inst, err := mod.Instantiate(ctx, instanceConfig(&cfg, log.With("task", cfg.Name)))
+	if err != nil {
+		return err
+	}
+	return inst.Close(ctx)
 }
 
 // loop is the task's event loop: the only goroutine that touches the scheduler, the trackers,
@@ -824,6 +850,9 @@ func (t *Task) finish(j *job) error {
 		}
 	}
 	if j.err == nil {
+		if j.ver.firstAt.IsZero() && t.cfg.ProvenGood != nil {
+			t.cfg.ProvenGood(j.ver.id)
+		}
 		j.ver.ranBatch(t.cfg.Now())
 	}
 	j.ver.release(context.Background())
