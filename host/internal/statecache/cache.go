@@ -48,7 +48,13 @@ type Entry struct {
 	orphan    bool            // dropped from the cache (DropStream) while pinned: the cache no longer counts it
 	size      int64
 	counted   int64 // the part of size that Cache.size includes; Load changes size alone
+	// pendEntries and pendBytes are what the key's uncollected writes and timer operations
+	// cost in the store's transaction, as the loop charged them (Charge); 0 after Collect.
+	pendEntries, pendBytes int
 }
+
+// Pending returns what Charge counted since the entry's writes were last collected.
+func (e *Entry) Pending() (entries, bytes int) { return e.pendEntries, e.pendBytes }
 
 // Key returns the entry's record key. Do not modify it.
 func (e *Entry) Key() []byte { return e.key }
@@ -280,6 +286,14 @@ func (c *Cache) AddTimer(e *Entry, op store.TimerOp) {
 	c.markDirty(e)
 }
 
+// Charge adds the store cost of a write or timer operation just applied to e (Apply, AddTimer),
+// which the loop computes (store.StateWriteCost, store.TimerOpCost); Collect resets it. The loop
+// uses it to checkpoint before a key's writes outgrow one store transaction.
+func (c *Cache) Charge(e *Entry, entries, bytes int) {
+	e.pendEntries += entries
+	e.pendBytes += bytes
+}
+
 func (c *Cache) markDirty(e *Entry) {
 	if !e.dirty {
 		e.dirty = true
@@ -307,6 +321,7 @@ func (c *Cache) Collect(cp *store.Checkpoint) {
 	for e := range c.dirty {
 		kw := store.KeyWrites{Stream: e.stream, Key: e.key, Mark: e.mark, StateVersion: e.stateVers, Timers: e.timers}
 		e.timers = nil
+		e.pendEntries, e.pendBytes = 0, 0
 		if e.written {
 			for i := range e.slots {
 				if s := &e.slots[i]; s.dirty {
