@@ -159,3 +159,49 @@ func tail(s string) string {
 	}
 	return s
 }
+
+// Issue 13 §3: a key's writes are committed in one store transaction, so calls that each write
+// little but together more than one transaction takes between two checkpoints must not make the
+// checkpoint fail: the host checkpoints before a key outgrows it. Before, the host exited with
+// "Txn is too big to fit into one request", and again on every restart.
+func TestRunCheckpointsBeforeAKeyOutgrowsATransaction(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/hostile")
+	dir := t.TempDir()
+	var in strings.Builder
+	const records = 8 // × 10000 names: over what one Badger transaction takes
+	for i := range records {
+		in.WriteString(`{"k":"z","v":"fill` + strconv.Itoa(i) + `"}` + "\n")
+	}
+	if err := os.WriteFile(filepath.Join(dir, "in.ndjson"), []byte(in.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(dir, "ws.yaml")
+	yaml := `
+checkpoint_interval: 1h
+tasks:
+  - name: fill
+    module: ` + module + `
+    inputs: [{path: in.ndjson, key_field: k, value_field: v}]
+    output: {type: file, path: out.ndjson}
+    dead_letter: {path: dead.ndjson}
+    fuel_per_record: -1
+    max_key_records: 1
+    retry: {max_attempts: 1}
+`
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for run := range 2 { // the second run restarts over the same data
+		code, _, stderr := runCLI(t, "run", "-c", cfg)
+		if code != 0 {
+			t.Fatalf("run %d: exit %d\n%s", run, code, tail(stderr))
+		}
+	}
+	if dead, err := os.ReadFile(filepath.Join(dir, "dead.ndjson")); err == nil && len(dead) > 0 {
+		t.Errorf("dead letters:\n%.2000s", dead)
+	}
+	code, stdout, stderr := runCLI(t, "state", "-c", cfg, "--task", "fill", "--key", "z")
+	if n := strings.Count(stdout, "\n"); code != 0 || n != records*10000 {
+		t.Errorf("state --key z: exit %d, %d entries, want %d\n%s", code, n, records*10000, tail(stderr))
+	}
+}

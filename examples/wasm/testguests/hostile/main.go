@@ -13,6 +13,7 @@
 //	manyputs   writes 65000 distinct state names of the record's key, ignoring every error
 //	bigemits   emits 3000 values of 1 MiB to output "big", ignoring every error
 //	logstorm   logs 200000 lines, then echoes
+//	fill<tag>  writes 10000 distinct state names "<tag>.<i>" of the record's key, then echoes
 //	probe      tries the WASI capabilities and emits what it got to output "probe", one record
 //	           per capability (key file, write, env, args, clock, random, socket); the file it
 //	           reads is the value after "probe " ("probe /data/x.txt"), the file it writes is
@@ -107,6 +108,12 @@ func handle(r *wasmstream.Record) error {
 			_ = emit("big", strconv.Itoa(i), big)
 		}
 		return nil
+	case bytes.HasPrefix(v, []byte("fill")):
+		for i := range 10000 {
+			if err := r.State().Put(string(v[4:])+"."+strconv.Itoa(i), []byte("0123456789")); err != nil {
+				return err
+			}
+		}
 	case string(v) == "logstorm":
 		for i := range 200000 {
 			wasmstream.Info("storm " + strconv.Itoa(i))
