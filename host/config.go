@@ -115,7 +115,7 @@ type TaskConfig struct {
 	MaxStateBytesPerCall int
 	// MaxLogLinesPerSecond rate-limits the task's guest log lines (log calls and stdout/stderr
 	// lines, all instances together), with bursts of LogBurstLines: lines beyond it are dropped,
-	// counted and summarised in one warning when logging resumes. Default 1000.
+	// counted and summarised in a warning at most once a second. Default 1000.
 	MaxLogLinesPerSecond int
 	// LogBurstLines is how many guest log lines may come at once before MaxLogLinesPerSecond
 	// applies. Default 10000.

@@ -130,8 +130,10 @@ func TestGuestLogIsRateLimited(t *testing.T) {
 	if _, err := i.Process(ctx, []abi.Record{rec("k", p.ret(0).bytes())}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(logs()); n != 3 {
-		t.Errorf("%d lines logged, want the burst of 3", n)
+	// The burst, then one summary when the first line is dropped.
+	summary := "guest log rate limited: dropped lines"
+	if l := logs(); len(l) != 4 || l[2].msg != "line" || l[3].msg != summary || l[3].attrs["dropped"] != "1" {
+		t.Errorf("logs: %+v; want the burst of 3 lines and a summary of 1 dropped", l)
 	}
 	if n := m.LogDropped(); n != 7 {
 		t.Errorf("LogDropped = %d, want 7", n)
@@ -141,8 +143,9 @@ func TestGuestLogIsRateLimited(t *testing.T) {
 	if _, err := i.Process(ctx, []abi.Record{rec("k", p.bytes())}, nil); err != nil {
 		t.Fatal(err)
 	}
+	// A second later: the next summary, then the line.
 	l := logs()
-	if len(l) != 5 || l[3].msg != "guest log rate limited: dropped lines" || l[3].attrs["dropped"] != "7" || l[4].msg != "again" {
-		t.Errorf("logs after the refill: %+v", l[3:])
+	if len(l) != 6 || l[4].msg != summary || l[4].attrs["dropped"] != "6" || l[4].attrs["dropped_total"] != "7" || l[5].msg != "again" {
+		t.Errorf("logs after the refill: %+v", l)
 	}
 }

@@ -73,7 +73,7 @@ type Limits struct {
 	// instances together (log calls and captured stdout/stderr lines): a token bucket of
 	// LogBurstLines (default 10000) refilled at MaxLogLinesPerSecond (default 1000). Lines
 	// beyond it are dropped (not an error), counted (Module.LogDropped) and summarised in
-	// one warning when logging resumes.
+	// a warning at most once a second.
 	MaxLogLinesPerSecond int
 	LogBurstLines        int
 	// MaxLogBytes truncates each log message, fail message and captured stdout/stderr line
