@@ -241,11 +241,17 @@ func (c *Cache) account(e *Entry) {
 }
 
 // Apply records state[key][name] = val, or its deletion. The loop calls it for a succeeded
-// batch's writes, in order. The entry must be loaded (a worker loads every key it wrote).
-func (c *Cache) Apply(e *Entry, name, val []byte, del bool) {
+// batch's writes, in order. The entry must be loaded (a worker loads every key it wrote). It
+// returns the length of the value of name's uncollected write it replaces, or -1 when name had
+// none (the write adds an entry to the key's next commit).
+func (c *Cache) Apply(e *Entry, name, val []byte, del bool) (replaced int) {
+	replaced = -1
 	i, ok := e.find(name)
 	if ok {
 		s := &e.slots[i]
+		if s.dirty {
+			replaced = len(s.val)
+		}
 		e.size += int64(len(val) - len(s.val))
 		s.val, s.deleted, s.dirty = val, del, true
 		if del {
@@ -261,6 +267,7 @@ func (c *Cache) Apply(e *Entry, name, val []byte, del bool) {
 	c.account(e)
 	e.written = true
 	c.markDirty(e)
+	return replaced
 }
 
 // SetMark records that the key's state now includes every record of its stream up to offset.

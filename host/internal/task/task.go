@@ -953,9 +953,7 @@ func (t *Task) apply(j *job) {
 		changed := len(g.effects.Writes) > 0 || len(g.effects.Timers) > 0 || len(g.migrated) > 0
 		for _, w := range g.effects.Writes {
 			e := g.entries[string(w.Key)]
-			t.cache.Apply(e, w.Name, w.Value, w.Delete)
-			n, b := store.StateWriteCost(t.cfg.Name, w.Key, w.Name, len(w.Value))
-			t.cache.Charge(e, n, b)
+			t.applyWrite(e, w)
 			t.cache.SetStateVersion(e, g.stateVer)
 		}
 		for _, k := range g.migrated {
@@ -998,6 +996,17 @@ func (t *Task) apply(j *job) {
 		t.pending -= len(g.work)
 		t.stats.Processed += int64(len(g.recs))
 	}
+}
+
+// applyWrite applies one write of a succeeded job to e and charges its cost in the key's next
+// store transaction (outgrowsTxn): a name written again since the last checkpoint adds no entry.
+func (t *Task) applyWrite(e *statecache.Entry, w modrt.Write) {
+	n, b := store.StateWriteCost(t.cfg.Name, w.Key, w.Name, len(w.Value))
+	if prev := t.cache.Apply(e, w.Name, w.Value, w.Delete); prev >= 0 {
+		_, pb := store.StateWriteCost(t.cfg.Name, w.Key, w.Name, prev)
+		n, b = 0, b-pb
+	}
+	t.cache.Charge(e, n, b)
 }
 
 // outgrowsTxn reports whether applying j's effects would give one of its keys more uncommitted

@@ -398,7 +398,7 @@ func (t *Task) finishTick(j *job) error {
 		if err != nil {
 			return err
 		}
-		t.cache.Apply(e, w.Name, w.Value, w.Delete)
+		t.applyWrite(e, w)
 		t.cache.SetStateVersion(e, g.stateVer)
 	}
 	for _, op := range g.effects.Timers {
