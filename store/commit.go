@@ -215,14 +215,30 @@ func (db *DB) KeyLimits() (entries, bytes int) { return db.opts.MaxTxnEntries, d
 // write (valueLen 0 for a delete) of key in a checkpoint of task: the
 // estimate Commit splits transactions by, never below Badger's accounting.
 func StateWriteCost(task string, key, name []byte, valueLen int) (entries, bytes int) {
-	return 1, stateKeyLen(task, key, name) + entryOverhead + valueLen
+	return 1, stateKeyLen(task, key, name) + entryOverhead + valueCost(valueLen)
 }
 
 // TimerOpCost is the estimated cost of one timer operation (payloadLen 0 for
 // a delete), like StateWriteCost.
 func TimerOpCost(task string, key, name []byte, payloadLen int) (entries, bytes int) {
-	return 3, timerKeyLen(task, key, name) + timerValueOverhead + entryOverhead +
-		2*(dueKeyLen(task, key, name)+entryOverhead) + payloadLen
+	return 3, timerKeyLen(task, key, name) + entryOverhead + valueCost(timerValueOverhead+payloadLen) +
+		2*(dueKeyLen(task, key, name)+entryOverhead)
+}
+
+// valueLogMin is a length from which a value goes to Badger's value log whatever the options
+// (Badger refuses a value threshold above 1 MiB): in a transaction it then costs a value pointer
+// (valuePointerLen), not its length.
+const (
+	valueLogMin     = 1 << 20
+	valuePointerLen = 12
+)
+
+// valueCost is what a value of n bytes costs a Badger transaction, never below Badger's account.
+func valueCost(n int) int {
+	if n >= valueLogMin {
+		return valuePointerLen
+	}
+	return n
 }
 
 // MarkCost is the estimated cost of the mark every key group writes, like
