@@ -178,7 +178,7 @@ func (b adminBackend) Status() []admin.TaskStatus {
 			Late: s.Late, TimersSet: s.TimersSet, TimersFired: s.TimersFired, Ticks: s.Ticks,
 			Restores: s.Restores, RestoredRecords: s.RestoredRecords, RestoredBytes: s.RestoredBytes,
 			ChangelogRecords: s.ChangelogRecords, StandbyRecords: s.StandbyRecords,
-			TxnCommits: s.TxnCommits, TxnAborts: s.TxnAborts}
+			TxnCommits: s.TxnCommits, TxnAborts: s.TxnAborts, GuestLogDropped: s.LogDropped}
 		for _, in := range s.Inputs {
 			ts.Inputs = append(ts.Inputs, admin.InputStatus{Name: in.Name, Records: in.Records, Committed: in.Committed})
 		}

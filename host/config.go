@@ -117,6 +117,21 @@ type TaskConfig struct {
 	// MaxOutputsPerCall caps the records one guest call may emit; the emit after the last
 	// one fails with ERR_LIMIT. Default 65536.
 	MaxOutputsPerCall int
+	// MaxEmitBytesPerCall bounds the bytes one guest call may emit (keys, values and headers
+	// together): the emit that would pass it gets ERR_LIMIT and the call fails with an error
+	// naming the budget, then is retried and dead-lettered like any failed call. Default 64 MiB.
+	MaxEmitBytesPerCall int
+	// MaxStateBytesPerCall bounds the state one guest call may write (names and values of its
+	// state_put and state_delete, names and payloads of its timer_set and timer_delete), like
+	// MaxEmitBytesPerCall. Default 64 MiB.
+	MaxStateBytesPerCall int
+	// MaxLogLinesPerSecond rate-limits the task's guest log lines (log calls and stdout/stderr
+	// lines, all instances together), with bursts of LogBurstLines: lines beyond it are dropped,
+	// counted and summarised in a warning at most once a second. Default 1000.
+	MaxLogLinesPerSecond int
+	// LogBurstLines is how many guest log lines may come at once before MaxLogLinesPerSecond
+	// applies. Default 10000.
+	LogBurstLines int
 	// StateCacheBytes bounds the clean state kept in memory. Default 64 MiB.
 	StateCacheBytes int64
 	// FuelPerRecord bounds the CPU time of each guest call: a call over n records may spend
@@ -572,6 +587,10 @@ func (c Config) Validate() error {
 		positive("max_queued_bytes", t.MaxQueuedBytes)
 		positive("max_value_bytes", t.MaxValueBytes)
 		positive("max_outputs_per_call", t.MaxOutputsPerCall)
+		positive("max_emit_bytes_per_call", t.MaxEmitBytesPerCall)
+		positive("max_state_bytes_per_call", t.MaxStateBytesPerCall)
+		positive("max_log_lines_per_second", t.MaxLogLinesPerSecond)
+		positive("log_burst_lines", t.LogBurstLines)
 		positive("retry.max_attempts", t.Retry.MaxAttempts)
 		if t.MaxMemoryPages > 65536 {
 			bad(p+"max_memory_pages", "must be at most 65536 (4 GiB), got %d", t.MaxMemoryPages)

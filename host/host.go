@@ -307,6 +307,10 @@ func compile(ctx context.Context, rt *modrt.Runtime, tc TaskConfig) (*modrt.Modu
 func limits(tc TaskConfig) modrt.Limits {
 	return modrt.Limits{MaxMemoryPages: tc.MaxMemoryPages, MaxValueBytes: tc.MaxValueBytes,
 		MaxOutputsPerCall: tc.MaxOutputsPerCall, FuelPerRecord: tc.FuelPerRecord, InitFuel: tc.InitFuel,
+		MaxEmitBytesPerCall: tc.MaxEmitBytesPerCall, MaxStateBytesPerCall: tc.MaxStateBytesPerCall,
+		MaxLogLinesPerSecond: tc.MaxLogLinesPerSecond, LogBurstLines: tc.LogBurstLines,
+		// KeyTxnEntries and KeyTxnBytes: the defaults are those of the store, which the host opens
+		// with its default transaction limits (TestKeyTxnLimitsAreTheStores).
 		Grants: grants(tc.Grants)}
 }
 
@@ -438,12 +442,13 @@ type TaskStats struct {
 	Version int64 // the module version running (see Versions); up to date
 	// Halted is set when the task halted (Config.OnTaskFailure "halt_task"): it could not
 	// start or failed while running; Error says why. The other figures are as of its end.
-	Halted   bool
-	Error    string
-	Paused   bool // paused with Pause; up to date
-	Pending  int  // records read and not yet complete (queued or in flight)
-	InFlight int  // records in batches being processed
-	Inputs   []InputStats
+	Halted     bool
+	Error      string
+	Paused     bool  // paused with Pause; up to date
+	Pending    int   // records read and not yet complete (queued or in flight)
+	InFlight   int   // records in batches being processed
+	LogDropped int64 // guest log lines the running module version dropped (max_log_lines_per_second)
+	Inputs     []InputStats
 }
 
 // InputStats are the figures of one input of a task, as of the task's last checkpoint.
@@ -471,7 +476,7 @@ func (h *Host) Stats() []TaskStats {
 			Restores: s.Restores, RestoredRecords: s.RestoredRecords, RestoredBytes: s.RestoredBytes,
 			ChangelogRecords: s.ChangelogRecords, StandbyRecords: s.StandbyRecords,
 			FullRestores: s.FullRestores, Dropped: s.Dropped, TxnCommits: s.TxnCommits, TxnAborts: s.TxnAborts,
-			Version: s.Version, Paused: s.Paused, Pending: s.Pending, InFlight: s.InFlight}
+			LogDropped: s.LogDropped, Version: s.Version, Paused: s.Paused, Pending: s.Pending, InFlight: s.InFlight}
 		for _, in := range s.Inputs {
 			out[i].Inputs = append(out[i].Inputs, InputStats{Name: in.Name, Records: in.Records, Committed: in.Committed})
 		}

@@ -179,26 +179,72 @@ func positionKeyLen(task string) int { return taskPrefixOverhead + len(task) + s
 // keyGroupSize estimates the entries and bytes of one key group in a Badger
 // transaction, never below Badger's own accounting.
 func keyGroupSize(task string, kw *KeyWrites) (entries, size int) {
-	size = markKeyLen(task, kw.Key) + markValueLen + entryOverhead
+	entries, size = MarkCost(task, kw.Key)
 	for i := range kw.Writes {
 		wr := &kw.Writes[i]
-		size += stateKeyLen(task, kw.Key, wr.Name) + entryOverhead
+		n := 0
 		if !wr.Delete {
-			size += len(wr.Value)
+			n = len(wr.Value)
 		}
+		e, b := StateWriteCost(task, kw.Key, wr.Name, n)
+		entries, size = entries+e, size+b
 	}
 	// A timer operation writes at most three entries: the timer, its new
 	// due-index entry and the deletion of its old one (a delete writes the
 	// last two only). Both due-index keys have the same length.
 	for i := range kw.Timers {
 		op := &kw.Timers[i]
-		size += timerKeyLen(task, kw.Key, op.Name) + timerValueOverhead + entryOverhead +
-			2*(dueKeyLen(task, kw.Key, op.Name)+entryOverhead)
+		n := 0
 		if !op.Delete {
-			size += len(op.Payload)
+			n = len(op.Payload)
 		}
+		e, b := TimerOpCost(task, kw.Key, op.Name, n)
+		entries, size = entries+e, size+b
 	}
-	return len(kw.Writes) + 3*len(kw.Timers) + 1, size
+	return entries, size
+}
+
+// KeyLimits returns what the writes of one (stream, key) may cost in one
+// checkpoint, in the estimate of StateWriteCost, TimerOpCost and MarkCost,
+// for Commit to write them in one transaction: Options.MaxTxnEntries and
+// Options.MaxTxnBytes as clamped by Open. Commit fails with ErrTxnTooBig only
+// for a key whose writes are over Badger's own limit, which is above these.
+func (db *DB) KeyLimits() (entries, bytes int) { return db.opts.MaxTxnEntries, db.opts.MaxTxnBytes }
+
+// StateWriteCost is the estimated cost, in entries and bytes, of one state
+// write (valueLen 0 for a delete) of key in a checkpoint of task: the
+// estimate Commit splits transactions by, never below Badger's accounting.
+func StateWriteCost(task string, key, name []byte, valueLen int) (entries, bytes int) {
+	return 1, stateKeyLen(task, key, name) + entryOverhead + valueCost(valueLen)
+}
+
+// TimerOpCost is the estimated cost of one timer operation (payloadLen 0 for
+// a delete), like StateWriteCost.
+func TimerOpCost(task string, key, name []byte, payloadLen int) (entries, bytes int) {
+	return 3, timerKeyLen(task, key, name) + entryOverhead + valueCost(timerValueOverhead+payloadLen) +
+		2*(dueKeyLen(task, key, name)+entryOverhead)
+}
+
+// valueLogMin is a length from which a value goes to Badger's value log whatever the options
+// (Badger refuses a value threshold above 1 MiB): in a transaction it then costs a value pointer
+// (valuePointerLen), not its length.
+const (
+	valueLogMin     = 1 << 20
+	valuePointerLen = 12
+)
+
+// valueCost is what a value of n bytes costs a Badger transaction, never below Badger's account.
+func valueCost(n int) int {
+	if n >= valueLogMin {
+		return valuePointerLen
+	}
+	return n
+}
+
+// MarkCost is the estimated cost of the mark every key group writes, like
+// StateWriteCost.
+func MarkCost(task string, key []byte) (entries, bytes int) {
+	return 1, markKeyLen(task, key) + markValueLen + entryOverhead
 }
 
 // validateCheckpoint checks everything Commit can check before writing.

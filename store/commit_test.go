@@ -303,3 +303,49 @@ func TestCommitValidation(t *testing.T) {
 		t.Errorf("Get at the key limit = %q, %v, %v", v, ok, err)
 	}
 }
+
+// The costs the host bounds a key's writes with (StateWriteCost, TimerOpCost, MarkCost within
+// KeyLimits) are never below Badger's: a key group that fills KeyLimits commits. Values from 1 MiB
+// go to the value log and cost a pointer, so a key may hold several of them in one commit.
+func TestKeyLimitsFitOneTransaction(t *testing.T) {
+	db := openTestDB(t, Options{})
+	s := mustStreamID(t, db, "t", "s")
+	maxEntries, maxBytes := db.KeyLimits()
+	for _, tc := range []struct {
+		name   string
+		value  int
+		most   int // writes at most (the value log's are cheap to the transaction, not to the disk)
+		timers bool
+	}{
+		{"small values", 100, maxEntries, false},
+		{"timers", 100, maxEntries, true},
+		{"just under the value log", 1<<20 - 1, maxEntries, false},
+		{"value log", 1 << 20, 8, false},
+	} {
+		kw := KeyWrites{Stream: s, Key: []byte(tc.name), Mark: 1}
+		entries, bytes := MarkCost("t", kw.Key)
+		val := []byte(strings.Repeat("v", tc.value))
+		for i := 0; i < tc.most; i++ {
+			name := []byte(fmt.Sprint(i))
+			e, b := StateWriteCost("t", kw.Key, name, len(val))
+			if tc.timers {
+				e, b = TimerOpCost("t", kw.Key, name, len(val))
+			}
+			if entries+e > maxEntries || bytes+b > maxBytes {
+				break
+			}
+			entries, bytes = entries+e, bytes+b
+			if tc.timers {
+				kw.Timers = append(kw.Timers, TimerOp{Name: name, Due: int64(i), Payload: val})
+			} else {
+				kw.Writes = append(kw.Writes, Write{Name: name, Value: val})
+			}
+		}
+		if err := db.Commit(&Checkpoint{Task: "t", Keys: []KeyWrites{kw}}); err != nil {
+			t.Errorf("%s: %d writes, %d timers within KeyLimits: %v", tc.name, len(kw.Writes), len(kw.Timers), err)
+		}
+		if tc.value == 1<<20 && len(kw.Writes) < tc.most {
+			t.Errorf("values of 1 MiB: only %d fit KeyLimits, want them to cost a pointer", len(kw.Writes))
+		}
+	}
+}

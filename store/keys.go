@@ -324,3 +324,13 @@ func prefixEnd(p []byte) []byte {
 	}
 	return nil
 }
+
+// StateKeyRoom is the most bytes len(key)+len(name) of one state entry of
+// task may have: what MaxStateKeyLen leaves after the task name. A record key
+// longer than this can hold no state at all (not even its mark), so the host
+// refuses such records at ingest.
+func StateKeyRoom(task string) int { return MaxStateKeyLen - len(task) }
+
+// TimerKeyRoom is the most bytes len(key)+len(name) of one timer of task may
+// have: what MaxTimerKeyLen leaves after the task name.
+func TimerKeyRoom(task string) int { return MaxTimerKeyLen - len(task) }

@@ -85,6 +85,7 @@ type wireStatus struct {
 		StandbyRecords   int64  `json:"standby_records"`
 		TxnCommits       int64  `json:"txn_commits"`
 		TxnAborts        int64  `json:"txn_aborts"`
+		GuestLogDropped  int64  `json:"guest_log_dropped"`
 		Inputs           []struct {
 			Name      string `json:"name"`
 			Records   int64  `json:"records"`
@@ -505,6 +506,9 @@ or rollback a version that works to restart it.
 				}
 				if t.TxnCommits+t.TxnAborts > 0 {
 					fmt.Fprintf(stdout, "  exactly once: %d transactions committed, %d aborted\n", t.TxnCommits, t.TxnAborts)
+				}
+				if t.GuestLogDropped > 0 {
+					fmt.Fprintf(stdout, "  guest log: %d lines dropped by the rate limit (max_log_lines_per_second)\n", t.GuestLogDropped)
 				}
 			}
 			return nil

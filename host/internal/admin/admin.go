@@ -102,6 +102,8 @@ type TaskStatus struct {
 	StandbyRecords   int64 `json:"standby_records"`   // changelog records a standby applied
 	TxnCommits       int64 `json:"txn_commits"`       // delivery exactly_once: transactions committed
 	TxnAborts        int64 `json:"txn_aborts"`        // delivery exactly_once: transactions aborted
+
+	GuestLogDropped int64 `json:"guest_log_dropped"` // guest log lines the running version dropped (max_log_lines_per_second)
 }
 
 // InputStatus is one input of a task.

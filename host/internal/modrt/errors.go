@@ -28,6 +28,12 @@ var ErrAllocFailed = errors.New("wasmstream_alloc failed")
 // encoded Batch cannot fit in the instance's memory limit (or in 2 GiB). Split the batch.
 var ErrBatchTooLarge = errors.New("modrt: batch too large for the instance's memory limit")
 
+// ErrOverLimit matches (errors.Is) the CallError.Err of a call that went over a per-call budget
+// (Limits.MaxEmitBytesPerCall, MaxStateBytesPerCall, KeyTxnEntries, KeyTxnBytes) or tried to
+// write a state or timer name the store cannot hold with its key. The guest got ERR_LIMIT or
+// ERR_TOO_LARGE; the call fails whatever it returned, and fails again when retried.
+var ErrOverLimit = errors.New("over a limit")
+
 // ErrFuelExhausted matches (errors.Is) every *FuelError: a call stopped because it spent its CPU
 // budget.
 var ErrFuelExhausted = errors.New("modrt: CPU budget exhausted")

@@ -12,6 +12,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/store"
 )
 
 // The wasmstream_v0 host functions (ABI.md §4). Each takes its arguments from the wasm value stack
@@ -216,6 +217,9 @@ func (i *Instance) stateGet(keyPtr, keyLen, namePtr, nameLen, bufPtr, bufCap uin
 	if e != abi.OK {
 		return int64(e)
 	}
+	if len(key)+len(name) > store.StateKeyRoom(i.task) {
+		return int64(abi.ErrTooLarge) // no such entry can exist
+	}
 	if idx, ok := sk.names[string(name)]; ok {
 		w := &i.writes[idx]
 		if w.Delete {
@@ -248,11 +252,21 @@ func (i *Instance) statePut(keyPtr, keyLen, namePtr, nameLen, valPtr, valLen uin
 	if e != abi.OK {
 		return int64(e)
 	}
+	if len(key)+len(name) > store.StateKeyRoom(i.task) {
+		return int64(i.chargeState(sk, name, len(val), false, 0)) // fails the call
+	}
 	if len(name) > i.lim.MaxNameBytes || len(val) > i.lim.MaxValueBytes {
 		return int64(abi.ErrTooLarge)
 	}
 	if len(i.writes)+len(i.timers) >= i.lim.MaxWritesPerCall {
 		return int64(abi.ErrLimit)
+	}
+	replaced := 0
+	if idx, ok := sk.names[string(name)]; ok {
+		_, replaced = store.StateWriteCost(i.task, key, name, len(i.writes[idx].Value))
+	}
+	if e := i.chargeState(sk, name, len(val), false, replaced); e != abi.OK {
+		return int64(e)
 	}
 	if sk.owned == nil {
 		sk.owned = append(make([]byte, 0, len(sk.key)), sk.key...)
@@ -402,6 +416,9 @@ func (i *Instance) emit(outPtr, outLen, keyPtr, keyLen, valPtr, valLen, hdrPtr, 
 		len(val) > i.lim.MaxValueBytes || len(hdr) > i.lim.MaxValueBytes {
 		return int64(abi.ErrTooLarge)
 	}
+	if e := i.chargeEmit(len(key) + len(val) + len(hdr)); e != abi.OK {
+		return int64(e)
+	}
 	hs, err := abi.DecodeHeaders(hdr)
 	if err != nil {
 		return int64(abi.ErrInvalid)
@@ -487,7 +504,7 @@ func (i *Instance) logMsg(ctx context.Context, level, msgPtr, msgLen uint32) int
 	default:
 		return int64(abi.ErrInvalid)
 	}
-	if i.log.Enabled(ctx, lvl) {
+	if i.log.Enabled(ctx, lvl) && i.logLim.allow(i.log) {
 		i.log.LogAttrs(ctx, lvl, string(truncate(msg, i.lim.MaxLogBytes)))
 	}
 	return int64(abi.OK)

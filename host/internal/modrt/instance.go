@@ -124,6 +124,7 @@ type Instance struct {
 	stateless bool
 	stdout    *lineWriter
 	stderr    *lineWriter
+	logLim    *logLimiter
 
 	phase  phase
 	broken bool
@@ -139,6 +140,9 @@ type Instance struct {
 	allKeys bool  // a tick: every key of the partition is in scope
 	failMsg string
 	envErr  error
+	overErr error    // a budget or store limit the call went over: the call fails (budget.go)
+	emitN   int      // bytes emitted by the call, against Limits.MaxEmitBytesPerCall
+	stateN  int      // state bytes written by the call, against Limits.MaxStateBytesPerCall
 	scanTmp []string // scratch for state_scan's overlay names
 
 	writesHint, outsHint int               // the previous call's counts, for sizeHint
@@ -239,8 +243,9 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 		now:       now,
 		outputs:   append([]string(nil), cfg.Outputs...),
 		stateless: cfg.StatelessOnly,
-		stdout:    &lineWriter{log: logger, level: slog.LevelInfo, stream: "stdout", max: m.lim.MaxLogBytes, keepLast: true},
-		stderr:    &lineWriter{log: logger, level: slog.LevelWarn, stream: "stderr", max: m.lim.MaxLogBytes},
+		stdout:    &lineWriter{log: logger, level: slog.LevelInfo, stream: "stdout", max: m.lim.MaxLogBytes, keepLast: true, lim: m.logLim},
+		stderr:    &lineWriter{log: logger, level: slog.LevelWarn, stream: "stderr", max: m.lim.MaxLogBytes, lim: m.logLim},
+		logLim:    m.logLim,
 	}
 	i.cctx.inst = i
 	i.observer = m.observer
@@ -354,7 +359,8 @@ func (i *Instance) beginCall(env Env) {
 	i.scope.reset()
 	i.writes, i.outs, i.timers = nil, nil, nil
 	i.wm, i.allKeys = -1, false
-	i.failMsg, i.envErr = "", nil
+	i.failMsg, i.envErr, i.overErr = "", nil, nil
+	i.emitN, i.stateN = 0, 0
 }
 
 // endCall drops the per-call references (the effects now belong to the caller or are discarded).
@@ -364,7 +370,7 @@ func (i *Instance) endCall() {
 	i.scope.reset()
 	i.writes, i.outs, i.timers = nil, nil, nil
 	i.wm, i.allKeys = -1, false
-	i.envErr = nil
+	i.envErr, i.overErr = nil, nil
 }
 
 // place asks the guest for n bytes (wasmstream_alloc) and returns the region as a view. Any
@@ -399,7 +405,13 @@ func (i *Instance) callPayload(ctx context.Context, ph phase, export string, fn 
 	if err := i.call(ctx, ph, export, fn, i.stack[:2], b); err != nil {
 		return err
 	}
-	if rc := int32(uint32(i.stack[0])); rc != 0 {
+	rc := int32(uint32(i.stack[0]))
+	if i.overErr != nil {
+		// Whatever the guest made of its ERR_LIMIT or ERR_TOO_LARGE: the call fails, so that no
+		// write or output is lost silently.
+		return &CallError{Task: i.task, Func: export, GuestMessage: i.failMsg, Err: i.overErr}
+	}
+	if rc != 0 {
 		return &CallError{Task: i.task, Func: export, Code: rc, GuestMessage: i.failMsg, Err: ErrGuestFailed}
 	}
 	if i.envErr != nil {

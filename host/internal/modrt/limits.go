@@ -3,6 +3,8 @@ package modrt
 import (
 	"errors"
 	"fmt"
+
+	"github.com/wasmstream/wasmstream/store"
 )
 
 // Defaults applied by Limits for zero fields.
@@ -14,6 +16,10 @@ const (
 	DefaultMaxOutputsPerCall = 65536
 	DefaultMaxWritesPerCall  = 65536
 	DefaultMaxLogBytes       = 4 << 10
+	DefaultMaxEmitBytes      = 64 << 20 // per call, see Limits.MaxEmitBytesPerCall
+	DefaultMaxStateBytes     = 64 << 20 // per call, see Limits.MaxStateBytesPerCall
+	DefaultMaxLogLinesPerSec = 1000
+	DefaultLogBurstLines     = 10000
 	DefaultFuelPerRecord     = 100_000_000   // ~20–200 ms of guest CPU, see Limits.FuelPerRecord
 	DefaultInitFuel          = 1_000_000_000 // a standard Go guest's start-up spends ~10^6
 
@@ -45,6 +51,31 @@ type Limits struct {
 	MaxOutputsPerCall int
 	// MaxWritesPerCall caps state_put plus state_delete calls per call (default 65536): ERR_LIMIT.
 	MaxWritesPerCall int
+	// MaxEmitBytesPerCall caps the bytes one call may emit: the sum over its emits of key,
+	// value and Headers layout (default 64 MiB). The emit that would pass it gets ERR_LIMIT and
+	// the call fails with an error naming the budget, whatever the guest returns.
+	MaxEmitBytesPerCall int
+	// MaxStateBytesPerCall caps the state bytes one call may write: the sum over its
+	// state_put, state_delete, timer_set and timer_delete of name and value or payload
+	// (default 64 MiB). Beyond it: ERR_LIMIT and the call fails, like MaxEmitBytesPerCall.
+	MaxStateBytesPerCall int
+	// KeyTxnEntries and KeyTxnBytes cap what the writes and timer operations of one call cost
+	// per key, in the store's estimate (store.StateWriteCost, store.TimerOpCost, with the key's
+	// mark), so that a key's writes always fit the one store transaction that commits them
+	// atomically. The host sets them from store.DB.KeyLimits; the defaults are the store's
+	// defaults (store.DefaultMaxTxnEntries, store.DefaultMaxTxnBytes). Beyond them: ERR_LIMIT
+	// and the call fails. Besides, a state name or timer name whose key and name together are
+	// over what the store can hold for the task (store.StateKeyRoom, store.TimerKeyRoom) is
+	// ERR_TOO_LARGE, and the call fails when it was a write.
+	KeyTxnEntries int
+	KeyTxnBytes   int
+	// MaxLogLinesPerSecond and LogBurstLines rate-limit the log lines of the module's
+	// instances together (log calls and captured stdout/stderr lines): a token bucket of
+	// LogBurstLines (default 10000) refilled at MaxLogLinesPerSecond (default 1000). Lines
+	// beyond it are dropped (not an error), counted (Module.LogDropped) and summarised in
+	// a warning at most once a second.
+	MaxLogLinesPerSecond int
+	LogBurstLines        int
 	// MaxLogBytes truncates each log message, fail message and captured stdout/stderr line
 	// (default 4 KiB). Truncation is not an error.
 	MaxLogBytes int
@@ -83,6 +114,12 @@ func (l Limits) Validate() error {
 		{"MaxOutputsPerCall", l.MaxOutputsPerCall},
 		{"MaxWritesPerCall", l.MaxWritesPerCall},
 		{"MaxLogBytes", l.MaxLogBytes},
+		{"MaxEmitBytesPerCall", l.MaxEmitBytesPerCall},
+		{"MaxStateBytesPerCall", l.MaxStateBytesPerCall},
+		{"KeyTxnEntries", l.KeyTxnEntries},
+		{"KeyTxnBytes", l.KeyTxnBytes},
+		{"MaxLogLinesPerSecond", l.MaxLogLinesPerSecond},
+		{"LogBurstLines", l.LogBurstLines},
 	} {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("modrt: limits: %s is negative (%d)", f.name, f.v))
@@ -114,6 +151,12 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxOutputsPerCall, DefaultMaxOutputsPerCall)
 	def(&l.MaxWritesPerCall, DefaultMaxWritesPerCall)
 	def(&l.MaxLogBytes, DefaultMaxLogBytes)
+	def(&l.MaxEmitBytesPerCall, DefaultMaxEmitBytes)
+	def(&l.MaxStateBytesPerCall, DefaultMaxStateBytes)
+	def(&l.KeyTxnEntries, store.DefaultMaxTxnEntries)
+	def(&l.KeyTxnBytes, store.DefaultMaxTxnBytes)
+	def(&l.MaxLogLinesPerSecond, DefaultMaxLogLinesPerSec)
+	def(&l.LogBurstLines, DefaultLogBurstLines)
 	if l.FuelPerRecord == 0 {
 		l.FuelPerRecord = DefaultFuelPerRecord
 	}

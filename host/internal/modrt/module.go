@@ -28,6 +28,8 @@ type Module struct {
 	mu     sync.Mutex
 	closed bool
 
+	logLim *logLimiter // the rate limit of the instances' log lines (loglimit.go)
+
 	http *httpClient // outbound HTTP, shared by the instances; nil without Limits.Grants.HTTP (http.go)
 
 	observer func(fn int, result int64) // tests only, copied into each Instance
@@ -135,6 +137,7 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte, lim Limits) (*Module
 		metered:  lim.metered(),
 		start:    metered.Start,
 		http:     newHTTPClient(lim.Grants.HTTP),
+		logLim:   newLogLimiter(lim.MaxLogLinesPerSecond, lim.LogBurstLines),
 		info:     ModuleInfo{Size: len(wasm), SHA256: hex.EncodeToString(sum[:])},
 	}
 	for _, im := range shape.imports {

@@ -11,6 +11,9 @@ type scopeKey struct {
 	// names maps a state name to the index in Instance.writes of its latest write in this call;
 	// nil until the first write.
 	names map[string]int32
+	// txnEntries and txnBytes are the store cost of the key's writes and timer operations in
+	// this call, its mark included (budget.go); 0 until the first.
+	txnEntries, txnBytes int
 }
 
 // scopeLinear is the number of distinct keys up to which lookups scan the key list instead of

@@ -14,6 +14,7 @@ type lineWriter struct {
 	level    slog.Level
 	stream   string
 	max      int
+	lim      *logLimiter // nil: no rate limit
 	buf      []byte
 	dropping bool // the current line was truncated: skip to its end
 
@@ -97,7 +98,7 @@ func (w *lineWriter) emit() {
 		copy(w.tail, w.tail[1:])
 		w.tail[len(w.tail)-1] = cut(w.buf)
 	}
-	if w.log.Enabled(context.Background(), w.level) {
+	if w.log.Enabled(context.Background(), w.level) && (w.lim == nil || w.lim.allow(w.log)) {
 		w.log.LogAttrs(context.Background(), w.level, string(w.buf), slog.String("stream", w.stream))
 	}
 	w.buf = w.buf[:0]

@@ -5,6 +5,7 @@ import (
 	"slices"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/store"
 )
 
 // TimerOp is one timer_set (Delete false) or timer_delete (Delete true) of a call.
@@ -40,10 +41,13 @@ func (i *Instance) timerSet(keyPtr, keyLen, namePtr, nameLen, domain uint32, due
 	if d != abi.DomainProcessing && d != abi.DomainEvent {
 		return int64(abi.ErrInvalid)
 	}
+	if len(key)+len(name) > store.TimerKeyRoom(i.task) {
+		return int64(i.chargeState(sk, name, len(pay), true, 0)) // fails the call
+	}
 	if len(name) > i.lim.MaxNameBytes || len(pay) > i.lim.MaxValueBytes {
 		return int64(abi.ErrTooLarge)
 	}
-	return i.addTimerOp(sk, name, TimerOp{Domain: d, Due: due, Payload: bytes.Clone(pay)})
+	return i.addTimerOp(sk, name, len(pay), TimerOp{Domain: d, Due: due, Payload: bytes.Clone(pay)})
 }
 
 // timerDelete serves timer_delete (ABI.md §4.11).
@@ -57,16 +61,22 @@ func (i *Instance) timerDelete(keyPtr, keyLen, namePtr, nameLen uint32) int64 {
 	if e != abi.OK {
 		return int64(e)
 	}
+	if len(key)+len(name) > store.TimerKeyRoom(i.task) {
+		return int64(i.chargeState(sk, name, 0, true, 0)) // fails the call
+	}
 	if len(name) > i.lim.MaxNameBytes {
 		return int64(abi.ErrTooLarge)
 	}
-	return i.addTimerOp(sk, name, TimerOp{Delete: true})
+	return i.addTimerOp(sk, name, 0, TimerOp{Delete: true})
 }
 
 // addTimerOp appends op for (sk, name); timer ops count against MaxWritesPerCall with the writes.
-func (i *Instance) addTimerOp(sk *scopeKey, name []byte, op TimerOp) int64 {
+func (i *Instance) addTimerOp(sk *scopeKey, name []byte, n int, op TimerOp) int64 {
 	if len(i.writes)+len(i.timers) >= i.lim.MaxWritesPerCall {
 		return int64(abi.ErrLimit)
+	}
+	if e := i.chargeState(sk, name, n, true, 0); e != abi.OK {
+		return int64(e)
 	}
 	if sk.owned == nil {
 		sk.owned = append(make([]byte, 0, len(sk.key)), sk.key...)

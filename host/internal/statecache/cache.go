@@ -48,7 +48,13 @@ type Entry struct {
 	orphan    bool            // dropped from the cache (DropStream) while pinned: the cache no longer counts it
 	size      int64
 	counted   int64 // the part of size that Cache.size includes; Load changes size alone
+	// pendEntries and pendBytes are what the key's uncollected writes and timer operations
+	// cost in the store's transaction, as the loop charged them (Charge); 0 after Collect.
+	pendEntries, pendBytes int
 }
+
+// Pending returns what Charge counted since the entry's writes were last collected.
+func (e *Entry) Pending() (entries, bytes int) { return e.pendEntries, e.pendBytes }
 
 // Key returns the entry's record key. Do not modify it.
 func (e *Entry) Key() []byte { return e.key }
@@ -235,11 +241,17 @@ func (c *Cache) account(e *Entry) {
 }
 
 // Apply records state[key][name] = val, or its deletion. The loop calls it for a succeeded
-// batch's writes, in order. The entry must be loaded (a worker loads every key it wrote).
-func (c *Cache) Apply(e *Entry, name, val []byte, del bool) {
+// batch's writes, in order. The entry must be loaded (a worker loads every key it wrote). It
+// returns the length of the value of name's uncollected write it replaces, or -1 when name had
+// none (the write adds an entry to the key's next commit).
+func (c *Cache) Apply(e *Entry, name, val []byte, del bool) (replaced int) {
+	replaced = -1
 	i, ok := e.find(name)
 	if ok {
 		s := &e.slots[i]
+		if s.dirty {
+			replaced = len(s.val)
+		}
 		e.size += int64(len(val) - len(s.val))
 		s.val, s.deleted, s.dirty = val, del, true
 		if del {
@@ -255,6 +267,7 @@ func (c *Cache) Apply(e *Entry, name, val []byte, del bool) {
 	c.account(e)
 	e.written = true
 	c.markDirty(e)
+	return replaced
 }
 
 // SetMark records that the key's state now includes every record of its stream up to offset.
@@ -278,6 +291,14 @@ func (c *Cache) SetStateVersion(e *Entry, v uint32) {
 func (c *Cache) AddTimer(e *Entry, op store.TimerOp) {
 	e.timers = append(e.timers, op)
 	c.markDirty(e)
+}
+
+// Charge adds the store cost of a write or timer operation just applied to e (Apply, AddTimer),
+// which the loop computes (store.StateWriteCost, store.TimerOpCost); Collect resets it. The loop
+// uses it to checkpoint before a key's writes outgrow one store transaction.
+func (c *Cache) Charge(e *Entry, entries, bytes int) {
+	e.pendEntries += entries
+	e.pendBytes += bytes
 }
 
 func (c *Cache) markDirty(e *Entry) {
@@ -307,6 +328,7 @@ func (c *Cache) Collect(cp *store.Checkpoint) {
 	for e := range c.dirty {
 		kw := store.KeyWrites{Stream: e.stream, Key: e.key, Mark: e.mark, StateVersion: e.stateVers, Timers: e.timers}
 		e.timers = nil
+		e.pendEntries, e.pendBytes = 0, 0
 		if e.written {
 			for i := range e.slots {
 				if s := &e.slots[i]; s.dirty {

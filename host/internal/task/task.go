@@ -208,6 +208,8 @@ type Stats struct {
 	StandbyRecords   int64 // changelog records a standby applied to partitions not owned
 	StandbyBytes     int64
 
+	LogDropped int64 // guest log lines the current module version dropped by its rate limit
+
 	Version  int64 // the current module version (Config.Version, then Switch's); up to date
 	Paused   bool  // Pause was called and Resume not since; up to date
 	Pending  int   // records read and not yet complete (queued or in flight)
@@ -740,6 +742,19 @@ func (t *Task) admit(st *stream, r *source.Record) error {
 			}
 		}
 	}
+	if room := store.StateKeyRoom(t.cfg.Name); len(key) > room {
+		// The key could not even hold its mark in the store: refused here, not at a checkpoint.
+		err := fmt.Errorf("%w: %d bytes, over the store's limit of %d bytes for a key in task %q (a key and each of its state names together)",
+			ErrKeyTooLarge, len(key), room, t.cfg.Name)
+		if st.in.HaltOnError {
+			return fmt.Errorf("%s: %w", st.where(r.Offset), err)
+		}
+		if err := t.deadLetter(st, r.Offset, key, r.Value, err, 0); err != nil {
+			return err
+		}
+		st.tracker.Complete(r.Offset)
+		return nil
+	}
 	late := st.tm.observe(r.Offset, r.Timestamp, t.cfg.Lateness, t.cfg.Now())
 	if late {
 		t.stats.Late++
@@ -857,6 +872,13 @@ func (t *Task) finish(j *job) error {
 	}
 	j.ver.release(context.Background())
 	if j.err == nil {
+		if t.outgrowsTxn(j) {
+			// Commit what the job's keys already hold first: a key's writes are committed in
+			// one store transaction, which the job's would otherwise overflow.
+			if err := t.checkpoint(); err != nil {
+				return err
+			}
+		}
 		t.apply(j)
 		if err := t.sched.Complete(j.id); err != nil {
 			return err
@@ -962,7 +984,7 @@ func (t *Task) apply(j *job) {
 		changed := len(g.effects.Writes) > 0 || len(g.effects.Timers) > 0 || len(g.migrated) > 0
 		for _, w := range g.effects.Writes {
 			e := g.entries[string(w.Key)]
-			t.cache.Apply(e, w.Name, w.Value, w.Delete)
+			t.applyWrite(e, w)
 			t.cache.SetStateVersion(e, g.stateVer)
 		}
 		for _, k := range g.migrated {
@@ -1005,6 +1027,75 @@ func (t *Task) apply(j *job) {
 		t.pending -= len(g.work)
 		t.stats.Processed += int64(len(g.recs))
 	}
+}
+
+// applyWrite applies one write of a succeeded job to e and charges its cost in the key's next
+// store transaction (outgrowsTxn): a name written again since the last checkpoint adds no entry.
+func (t *Task) applyWrite(e *statecache.Entry, w modrt.Write) {
+	n, b := store.StateWriteCost(t.cfg.Name, w.Key, w.Name, len(w.Value))
+	if prev := t.cache.Apply(e, w.Name, w.Value, w.Delete); prev >= 0 {
+		_, pb := store.StateWriteCost(t.cfg.Name, w.Key, w.Name, prev)
+		n, b = 0, b-pb
+	}
+	t.cache.Charge(e, n, b)
+}
+
+// outgrowsTxn reports whether applying j's effects would give one of its keys more uncommitted
+// writes than one store transaction takes (store.DB.KeyLimits). A guest call's own writes per key
+// are bounded by the same limits (modrt.Limits.KeyTxnEntries), so a checkpoint before applying
+// them keeps every key's writes committable. In exactly-once mode the state commits with the
+// Kafka transaction and a checkpoint here does nothing.
+func (t *Task) outgrowsTxn(j *job) bool {
+	if t.eos() {
+		return false
+	}
+	maxEntries, maxBytes := t.cfg.Store.KeyLimits()
+	type cost struct{ entries, bytes int }
+	for gi := range j.groups {
+		g := &j.groups[gi]
+		if t.streams[g.stream] != g.st || (len(g.effects.Writes) == 0 && len(g.effects.Timers) == 0 && len(g.work) == 0) {
+			continue
+		}
+		costs := map[string]*cost{}
+		add := func(key string, e, b int) {
+			c := costs[key]
+			if c == nil {
+				c = &cost{}
+				costs[key] = c
+			}
+			c.entries += e
+			c.bytes += b
+		}
+		for _, w := range g.effects.Writes {
+			e, b := store.StateWriteCost(t.cfg.Name, w.Key, w.Name, len(w.Value))
+			add(string(w.Key), e, b)
+		}
+		for _, op := range g.effects.Timers {
+			e, b := store.TimerOpCost(t.cfg.Name, op.Key, op.Name, len(op.Payload))
+			add(string(op.Key), e, b)
+		}
+		for _, it := range g.work {
+			if it.fire != nil && !it.cancelled {
+				e, b := store.TimerOpCost(t.cfg.Name, it.fire.Key, it.fire.Name, 0)
+				add(string(it.fire.Key), e, b)
+			}
+		}
+		for key, c := range costs {
+			en := g.entries[key]
+			if en == nil {
+				continue
+			}
+			pe, pb := en.Pending()
+			if pe == 0 {
+				continue // nothing to commit first
+			}
+			me, mb := store.MarkCost(t.cfg.Name, []byte(key))
+			if pe+c.entries+me > maxEntries || pb+c.bytes+mb > maxBytes {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // writeOutputs hands a unit's outputs to the output sink, in order.
@@ -1094,6 +1185,9 @@ func (t *Task) publish() {
 		t.stats.StandbyBytes = t.changelog.standby.bytes.Load()
 	}
 	t.stats.Version = t.cur.id
+	if t.cur.mod != nil {
+		t.stats.LogDropped = t.cur.mod.LogDropped()
+	}
 	t.stats.Paused = t.paused
 	t.stats.Pending = t.pending
 	t.stats.InFlight = 0
@@ -1141,7 +1235,7 @@ func (t *Task) logProgress(msg string) {
 	t.log.Info(msg, "records", t.stats.Records, "processed", t.stats.Processed,
 		"outputs", t.stats.Outputs, "skipped_replayed", t.stats.Skipped, "dead_letters", t.stats.DeadLetters,
 		"retries", t.stats.Retries, "checkpoints", t.stats.Checkpoints, "state_keys_cached", t.cache.Len(),
-		slog.Group("committed_line", committed...))
+		"guest_log_dropped", t.stats.LogDropped, slog.Group("committed_line", committed...))
 }
 
 // RecordError is a record or timer firing that failed on every attempt with OnExhausted "halt".
@@ -1160,3 +1254,7 @@ func (e *RecordError) Error() string {
 func (e *RecordError) Unwrap() error { return e.Err }
 
 var errStopped = errors.New("task stopped")
+
+// ErrKeyTooLarge is the dead-letter cause of a record whose key is longer than the store can hold
+// for the task (store.StateKeyRoom): refused when it is read.
+var ErrKeyTooLarge = errors.New("record key too large")

@@ -176,6 +176,8 @@ func (t *Task) applyTimer(st *stream, e *statecache.Entry, name []byte, op dirty
 	}
 	sop := store.TimerOp{Name: name, Delete: op.del, Domain: uint8(op.domain), Due: op.due, Payload: op.payload}
 	t.cache.AddTimer(e, sop)
+	n, b := store.TimerOpCost(t.cfg.Name, e.Key(), name, len(op.payload))
+	t.cache.Charge(e, n, b)
 	if op.del {
 		t.stats.TimersDeleted++
 	} else {
@@ -396,7 +398,7 @@ func (t *Task) finishTick(j *job) error {
 		if err != nil {
 			return err
 		}
-		t.cache.Apply(e, w.Name, w.Value, w.Delete)
+		t.applyWrite(e, w)
 		t.cache.SetStateVersion(e, g.stateVer)
 	}
 	for _, op := range g.effects.Timers {

@@ -7,6 +7,13 @@
 //	emitstorm  emits until the host refuses, then returns the host's error
 //	bigemit    emits a 2 MiB value and returns the host's error
 //	statebomb  writes a 2 MiB state value and returns the host's error
+//	count      writes state "n" of the record's key, then echoes (a key too long for the store
+//	           fails at the host)
+//	bigname    writes a state name of 64 KiB, ignores the host's error and echoes
+//	manyputs   writes 65000 distinct state names of the record's key, ignoring every error
+//	bigemits   emits 3000 values of 1 MiB to output "big", ignoring every error
+//	logstorm   logs 200000 lines, then echoes
+//	fill<tag>  writes 10000 distinct state names "<tag>.<i>" of the record's key, then echoes
 //	probe      tries the WASI capabilities and emits what it got to output "probe", one record
 //	           per capability (key file, write, env, args, clock, random, socket); the file it
 //	           reads is the value after "probe " ("probe /data/x.txt"), the file it writes is
@@ -96,6 +103,33 @@ func handle(r *wasmstream.Record) error {
 			}
 		}
 		return nil
+	case string(v) == "count":
+		if err := r.State().Put("n", []byte("1")); err != nil {
+			return err
+		}
+	case string(v) == "bigname":
+		_ = r.State().Put(strings.Repeat("n", 64<<10), []byte("x"))
+	case string(v) == "manyputs":
+		for i := range 65000 {
+			_ = r.State().Put("n"+strconv.Itoa(i), []byte("0123456789"))
+		}
+		return nil
+	case string(v) == "bigemits":
+		big := make([]byte, 1<<20)
+		for i := range 3000 {
+			_ = emit("big", strconv.Itoa(i), big)
+		}
+		return nil
+	case bytes.HasPrefix(v, []byte("fill")):
+		for i := range 10000 {
+			if err := r.State().Put(string(v[4:])+"."+strconv.Itoa(i), []byte("0123456789")); err != nil {
+				return err
+			}
+		}
+	case string(v) == "logstorm":
+		for i := range 200000 {
+			wasmstream.Info("storm " + strconv.Itoa(i))
+		}
 	case bytes.HasPrefix(v, []byte("probe")):
 		path := strings.TrimSpace(strings.TrimPrefix(string(v), "probe"))
 		for _, p := range probe(path) {
