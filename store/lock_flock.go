@@ -29,3 +29,12 @@ func lockHeld(dir string, readOnly bool) bool {
 	}
 	return errors.Is(err, syscall.EWOULDBLOCK)
 }
+
+// freeBytes returns the bytes available to an unprivileged user on dir's file system.
+var freeBytes = func(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, err
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
+}

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/dgraph-io/badger/v4"
@@ -17,6 +18,7 @@ import (
 // DB is an open store. It is safe for concurrent use.
 type DB struct {
 	bdb  *badger.DB
+	dir  string  // "" for an in-memory store
 	opts Options // defaults applied; MaxTxn* clamped to Badger's limits
 
 	// mu guards closed: methods hold it shared while they use bdb; Close
@@ -63,7 +65,17 @@ type StreamInfo struct {
 // some other Badger database, and an error wrapping ErrInvalidOptions if opts
 // does not validate. A read-only Open of a missing dir returns an error
 // wrapping fs.ErrNotExist.
-func Open(dir string, opts Options) (*DB, error) {
+//
+// Before Badger opens the store, Open verifies its files: the MANIFEST and
+// the checksum of every table (one read of the whole store). A damaged or
+// missing file, and a store that had data (it has MarkerFile) but opens
+// empty, fail with ErrCorrupt naming the file or directory; Open recovers a
+// panic of Badger's into the same error. An Open for writing returns
+// ErrDiskFull when dir's file system has less than Options.MinFreeBytes
+// free. A read-only Open of a store left by a crash (Badger must first cut
+// the torn tail of its log) does that recovery with a brief read-write open
+// when no other user holds the store.
+func Open(dir string, opts Options) (db *DB, err error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -76,27 +88,97 @@ func Open(dir string, opts Options) (*DB, error) {
 			return nil, fmt.Errorf("store: open read-only: %w", err)
 		}
 	}
-	bdb, err := badger.Open(opts.badgerOptions(dir))
+	marked := false
+	if !opts.InMemory {
+		if lockHeld(dir, opts.ReadOnly) {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+		}
+		if marked, err = hasMarker(dir); err != nil {
+			return nil, err
+		}
+		if err := checkFiles(dir, marked); err != nil {
+			if lockHeld(dir, opts.ReadOnly) { // a host started meanwhile and changed the files
+				return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+			}
+			return nil, err
+		}
+		if !opts.ReadOnly && opts.MinFreeBytes >= 0 {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, fmt.Errorf("store: open: %w", err)
+			}
+			if err := checkSpace(dir, opts.MinFreeBytes); err != nil {
+				return nil, err
+			}
+		}
+	}
+	bdb, err := openBadger(dir, opts.badgerOptions(dir))
+	if opts.ReadOnly && truncateNeeded(err) && !lockHeld(dir, false) {
+		// A crash left a torn tail in Badger's log; a read-write open cuts it off, as the
+		// host's next run would, and the store then opens read-only.
+		var rw *badger.DB
+		if rw, err = openBadger(dir, opts.badgerOptions(dir).WithReadOnly(false)); err == nil {
+			if err = rw.Close(); err == nil {
+				bdb, err = openBadger(dir, opts.badgerOptions(dir))
+			}
+		}
+	}
 	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			return nil, err
+		}
 		if !opts.InMemory && lockHeld(dir, opts.ReadOnly) {
 			return nil, fmt.Errorf("%w: %w", ErrLocked, err)
 		}
-		return nil, fmt.Errorf("store: open: %w", err)
+		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
 	// Stay below Badger's own transaction limits, which Commit's estimate
 	// approximates from above.
 	opts.MaxTxnBytes = int(min(int64(opts.MaxTxnBytes), bdb.MaxBatchSize()*9/10))
 	opts.MaxTxnEntries = int(min(int64(opts.MaxTxnEntries), bdb.MaxBatchCount()*9/10))
-	db := &DB{bdb: bdb, opts: opts}
-	if err := db.checkFormat(); err != nil {
+	db = &DB{bdb: bdb, opts: opts, dir: dir}
+	if err := db.checkFormat(marked); err != nil {
 		_ = bdb.Close()
 		return nil, err
+	}
+	if !opts.InMemory && !opts.ReadOnly && !marked {
+		// The format version must be on disk before the marker says the store has data.
+		err := bdb.Sync()
+		if err == nil {
+			err = writeMarker(dir)
+		}
+		if err != nil {
+			_ = bdb.Close()
+			return nil, err
+		}
 	}
 	return db, nil
 }
 
-// checkFormat reads the format version, writing it into a new store.
-func (db *DB) checkFormat() error {
+// CheckUnlocked returns ErrLocked if a user (a running host, or a reader)
+// holds the store in dir.
+func CheckUnlocked(dir string) error {
+	if lockHeld(dir, false) {
+		return fmt.Errorf("%w: %s", ErrLocked, dir)
+	}
+	return nil
+}
+
+// truncateNeeded reports whether err is Badger's ErrTruncateNeeded, which it
+// formats into its errors (%+v) instead of wrapping.
+func truncateNeeded(err error) bool {
+	return err != nil && (errors.Is(err, badger.ErrTruncateNeeded) ||
+		strings.Contains(err.Error(), badger.ErrTruncateNeeded.Error()))
+}
+
+// openBadger is badger.Open, with a panic turned into ErrCorrupt.
+func openBadger(dir string, bo badger.Options) (bdb *badger.DB, err error) {
+	defer recoverCorrupt(dir, &err)
+	return badger.Open(bo)
+}
+
+// checkFormat reads the format version, writing it into a new store. marked
+// tells that the store had data: then it must have a format version.
+func (db *DB) checkFormat(marked bool) error {
 	var (
 		version uint32
 		found   bool
@@ -135,6 +217,9 @@ func (db *DB) checkFormat() error {
 		// An older format (1): its tables are a subset of this one's and its
 		// 8-byte mark values stay readable, so upgrading only records the new
 		// version, after which an older binary refuses the store.
+	case marked:
+		return fmt.Errorf("%w: %s: the store had data (it has %s) but opens without it: its MANIFEST or tables were lost or replaced",
+			ErrCorrupt, db.dir, MarkerFile)
 	case !empty:
 		return fmt.Errorf("%w: database has data but no format version", ErrNotStore)
 	case db.opts.ReadOnly:
