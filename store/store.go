@@ -567,11 +567,12 @@ func (db *DB) Keys(task string, stream uint32, after []byte, fromStart bool, fn 
 }
 
 // get calls fn with the value of k if k exists.
-func (db *DB) get(k []byte, fn func(v []byte) error) error {
+func (db *DB) get(k []byte, fn func(v []byte) error) (err error) {
 	if err := db.enter(); err != nil {
 		return err
 	}
 	defer db.leave()
+	defer db.recoverRead(&err)
 	return db.bdb.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(k)
 		if errors.Is(err, badger.ErrKeyNotFound) {
@@ -595,11 +596,12 @@ func (db *DB) iterate(prefix, seek []byte, fn func(k []byte, item *badger.Item) 
 
 // iterateSeek is iterate where fn may also return a key to seek to next
 // (nil: the next key).
-func (db *DB) iterateSeek(prefix, seek []byte, fn func(k []byte, item *badger.Item) (next []byte, more bool, err error)) error {
+func (db *DB) iterateSeek(prefix, seek []byte, fn func(k []byte, item *badger.Item) (next []byte, more bool, err error)) (err error) {
 	if err := db.enter(); err != nil {
 		return err
 	}
 	defer db.leave()
+	defer db.recoverRead(&err)
 	if seek == nil {
 		seek = prefix
 	}
@@ -620,6 +622,15 @@ func (db *DB) iterateSeek(prefix, seek []byte, fn func(k []byte, item *badger.It
 		}
 		return nil
 	})
+}
+
+// recoverRead turns a panic of Badger's while reading (a table damaged after
+// Open verified it) into ErrCorrupt naming the store. It must be deferred
+// directly.
+func (db *DB) recoverRead(err *error) {
+	if r := recover(); r != nil {
+		*err = corrupt(cmp.Or(db.dir, "in-memory store"), "damaged: reading it failed (%v)", firstLine(fmt.Sprint(r)))
+	}
 }
 
 // wrapErr prefixes err with the operation, leaving sentinels of this package
