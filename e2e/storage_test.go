@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -225,4 +226,107 @@ func TestStorageStateAfterKill(t *testing.T) {
 	}
 	st, _ := os.Stat(output)
 	t.Logf("state after SIGKILL (%d output bytes): %d bytes", st.Size(), len(stdout))
+}
+
+// TestStorageDiskFull fills the data directory's file system while a host runs: the host must
+// stop with exit 1 and a "disk full" message naming the store, not die of SIGBUS, and after
+// space is freed a rerun must finish with the exact state and no output lost. It mounts a
+// small tmpfs, so it needs root (CI runs as root).
+func TestStorageDiskFull(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small tmpfs for the data directory")
+	}
+	bin := guestbuild.Binary(t)
+	module := guestbuild.Go(t, "wordcount")
+	dir := t.TempDir()
+	mnt := filepath.Join(dir, "mnt")
+	if err := os.Mkdir(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=100m", "tmpfs", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, b)
+	}
+	t.Cleanup(func() {
+		if b, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+			t.Errorf("umount: %v: %s", err, b)
+		}
+	})
+	input := filepath.Join(dir, "input.ndjson")
+	output := filepath.Join(dir, "out.ndjson")
+	want := writeWordcountInput(t, input, 20_000, 1000, 9)
+	// The data directory on the tmpfs; the compilation cache and the output elsewhere.
+	cfg := writeConfig(t, dir, module, input, output, "cache_dir: "+filepath.Join(dir, "cache")+"\n")
+	b, err := os.ReadFile(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(string(b), "\n") // writeConfig's data_dir line
+	if err := os.WriteFile(cfg, []byte("data_dir: "+filepath.Join(mnt, "data")+"\n"+rest), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f := storeFixture{bin: bin}
+	if code, _, stderr := f.run(t, "run", "-c", cfg, "--log-level", "warn"); code != 0 {
+		t.Fatalf("first run: exit %d\n%s", code, stderr)
+	}
+	writeMore(t, input, want, rand.New(rand.NewPCG(1, 2)), 80_000)
+
+	cmd := exec.Command(bin, "run", "-c", cfg, "--log-level", "warn")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	waitGrowth(output, done)
+	filler := filepath.Join(mnt, "filler")
+	fill(t, filler, mnt, 16<<20)
+	err = <-done
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("run on a full disk: %v, want exit 1\n%s", err, stderr.String())
+	}
+	state := filepath.Join(mnt, "data", "state")
+	for _, w := range []string{"disk full", state} {
+		if !strings.Contains(stderr.String(), w) {
+			t.Errorf("stderr lacks %q:\n%s", w, stderr.String())
+		}
+	}
+
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := f.run(t, "run", "-c", cfg, "--log-level", "warn"); code != 0 {
+		t.Fatalf("run after freeing space: exit %d\n%s", code, stderr)
+	}
+	if diffs := diffState(want, readState(t, filepath.Join(mnt, "data"), "wc")); len(diffs) > 0 {
+		t.Fatalf("state after the disk-full stop differs: %v", diffs[:min(len(diffs), 10)])
+	}
+	checkOutputs(t, output, want)
+}
+
+// fill writes path until the file system of dir has only leave bytes free.
+func fill(t *testing.T, path, dir string, leave int64) {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	n := int64(st.Bavail)*int64(st.Bsize) - leave
+	if n <= 0 {
+		return
+	}
+	file, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer file.Close()
+	chunk := make([]byte, 1<<20)
+	for n > 0 {
+		w := min(n, int64(len(chunk)))
+		if _, err := file.Write(chunk[:w]); err != nil {
+			t.Fatal(err)
+		}
+		n -= w
+	}
 }
