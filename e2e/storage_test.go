@@ -207,6 +207,12 @@ func TestStorageStateAfterKill(t *testing.T) {
 	for i := 0; i < 20; i++ {
 		waitGrowth(output, done)
 	}
+	// While the host runs, state refuses clearly.
+	f := storeFixture{bin: bin}
+	code, _, stderr := f.run(t, "state", "-c", cfg)
+	if code != 1 || !strings.Contains(stderr, "in use by a running host") {
+		t.Errorf("state while a host runs: exit %d\n%s", code, stderr)
+	}
 	select {
 	case err := <-done:
 		t.Fatalf("the run ended before its kill: %v", err)
@@ -215,7 +221,6 @@ func TestStorageStateAfterKill(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGKILL)
 	<-done
 
-	f := storeFixture{bin: bin}
 	code, stdout, stderr := f.run(t, "state", "-c", cfg)
 	if code != 0 || stdout != "wc\n" {
 		t.Fatalf("state after SIGKILL: exit %d, stdout %q\nstderr:\n%s", code, stdout, stderr)

@@ -95,6 +95,9 @@ func OpenState(dataDir string) (*StateReader, error) {
 		return nil, fmt.Errorf("%w: %s", ErrNoState, dataDir)
 	}
 	db, err := store.Open(dir, store.Options{ReadOnly: true})
+	if errors.Is(err, store.ErrLocked) {
+		return nil, fmt.Errorf("wasmstream: the state store %s is in use by a running host: stop the host first (state reads only a stopped host's store): %w", dir, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("wasmstream: %w", err)
 	}
