@@ -11,8 +11,8 @@ var (
 	ErrClosed = errors.New("store: database is closed")
 
 	// ErrLocked is returned by Open when another process, or another DB in this
-	// process, holds the directory (a running host). The returned error also
-	// wraps Badger's own message.
+	// process, holds the directory (a running host). The returned error names
+	// the directory, or wraps Badger's own message.
 	ErrLocked = errors.New("store: database is locked by another user")
 
 	// ErrFormatTooNew is returned by Open when the store was written with a
