@@ -87,13 +87,18 @@ func writeMarker(dir string) error {
 // that the MANIFEST exists and parses when the directory is or was a store, that every table
 // it lists exists, and the checksum of every block of every table. Every problem is an
 // ErrCorrupt naming the file. Its cost is one read of the whole store.
-func checkFiles(dir string, marked bool) (err error) {
+//
+// Table files the MANIFEST does not list are moved into orphanDir, and their
+// names returned: Badger would delete them. A crash while Badger wrote a table
+// leaves one (its data is also elsewhere), but so does a MANIFEST that lost
+// its end, and then they hold the only copy.
+func checkFiles(dir string, marked bool) (orphans []string, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil // a new store
+			return nil, nil // a new store
 		}
-		return fmt.Errorf("store: %w", err)
+		return nil, fmt.Errorf("store: %w", err)
 	}
 	var data []string // Badger files that hold data
 	for _, e := range entries {
@@ -106,16 +111,16 @@ func checkFiles(dir string, marked bool) (err error) {
 	f, err := os.Open(manifest)
 	if errors.Is(err, fs.ErrNotExist) {
 		if marked || len(data) > 0 {
-			return corrupt(manifest, "missing, so the store's index of its tables is lost (the directory holds %d data files)", len(data))
+			return nil, corrupt(manifest, "missing, so the store's index of its tables is lost (the directory holds %d data files)", len(data))
 		}
-		return nil // a new store
+		return nil, nil // a new store
 	}
 	if err != nil {
-		return fmt.Errorf("store: %w", err)
+		return nil, fmt.Errorf("store: %w", err)
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err == nil && st.Size() == 0 && !marked && len(data) == 0 {
-		return nil // Badger was stopped while creating a new store
+		return nil, nil // Badger was stopped while creating a new store
 	}
 	bo := badger.DefaultOptions(dir)
 	m, _, err := func() (m badger.Manifest, off int64, err error) {
@@ -124,18 +129,35 @@ func checkFiles(dir string, marked bool) (err error) {
 	}()
 	if err != nil {
 		if errors.Is(err, ErrCorrupt) {
-			return err
+			return nil, err
 		}
-		return corrupt(manifest, "unreadable: %v", err)
+		return nil, corrupt(manifest, "unreadable: %v", err)
 	}
 	for id, tm := range m.Tables {
 		path := table.NewFilename(id, dir)
 		if err := checkTable(path, tm, bo); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	return nil
+	for _, name := range data {
+		id, ok := table.ParseFileID(name)
+		if _, listed := m.Tables[id]; !ok || listed || !strings.HasSuffix(name, ".sst") {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Join(dir, orphanDir), 0o755); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		err := os.Rename(filepath.Join(dir, name), filepath.Join(dir, orphanDir, name))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) { // another reader moved it
+			return nil, fmt.Errorf("store: move aside a table the MANIFEST does not list: %w", err)
+		}
+		orphans = append(orphans, name)
+	}
+	return orphans, nil
 }
+
+// orphanDir is where Open moves table files the MANIFEST does not list.
+const orphanDir = "unlisted-tables"
 
 // checkTable opens one table read-only and verifies the checksums of all its blocks.
 func checkTable(path string, tm badger.TableManifest, bo badger.Options) (err error) {

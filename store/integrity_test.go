@@ -168,3 +168,23 @@ func TestDiskFull(t *testing.T) {
 	db = openTestDBAt(t, dir, Options{MinFreeBytes: -1}) // the check is off
 	mustClose(t, db)
 }
+
+// TestOpenManifestLostItsEnd cuts the MANIFEST inside its last record, which reads as the torn
+// tail of a crash: the table it listed becomes one the MANIFEST does not list. Badger would
+// delete it and open an empty store; Open moves it aside and refuses the marked store.
+func TestOpenManifestLostItsEnd(t *testing.T) {
+	dir, _ := filledStore(t, 100)
+	sst := tableFiles(t, dir)[0]
+	manifest := filepath.Join(dir, "MANIFEST")
+	b, err := os.ReadFile(manifest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(manifest, b[:len(b)-1], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	wantCorrupt(t, dir, MarkerFile)
+	if _, err := os.Stat(filepath.Join(dir, orphanDir, filepath.Base(sst))); err != nil {
+		t.Errorf("the unlisted table was not kept: %v", err)
+	}
+}

@@ -160,6 +160,14 @@ func (o Options) badgerOptions(dir string) badger.Options {
 		WithDetectConflicts(false)
 }
 
+// logger returns o.Logger, or slog.Default() if it is nil.
+func (o Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.Default()
+	}
+	return o.Logger
+}
+
 // badgerLogger adapts a *slog.Logger to badger.Logger.
 type badgerLogger struct {
 	l          *slog.Logger

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -90,17 +91,22 @@ func Open(dir string, opts Options) (db *DB, err error) {
 	}
 	marked := false
 	if !opts.InMemory {
-		if lockHeld(dir, opts.ReadOnly) {
+		unlock, held := tryLock(dir, opts.ReadOnly)
+		if held {
 			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
 		}
-		if marked, err = hasMarker(dir); err != nil {
+		marked, err = hasMarker(dir)
+		var orphans []string
+		if err == nil {
+			orphans, err = checkFiles(dir, marked)
+		}
+		unlock()
+		if err != nil {
 			return nil, err
 		}
-		if err := checkFiles(dir, marked); err != nil {
-			if lockHeld(dir, opts.ReadOnly) { // a host started meanwhile and changed the files
-				return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
-			}
-			return nil, err
+		if len(orphans) > 0 {
+			opts.logger().Warn("moved table files the MANIFEST does not list (left by a crash while Badger wrote a table, or the MANIFEST lost its end) aside instead of letting Badger delete them",
+				"dir", dir, "moved_to", filepath.Join(dir, orphanDir), "files", orphans)
 		}
 		if !opts.ReadOnly && opts.MinFreeBytes >= 0 {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
