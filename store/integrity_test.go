@@ -155,7 +155,9 @@ func TestDiskFull(t *testing.T) {
 	if p, _, _ := db.Position("t", s); p.Next != 10 {
 		t.Errorf("position after the refused commit = %+v, want Next 10", p)
 	}
+	free = math.MaxInt64
 	mustClose(t, db)
+	free = 1 << 20
 
 	if db, err := Open(dir, Options{}); !errors.Is(err, ErrDiskFull) {
 		if err == nil {
@@ -186,5 +188,23 @@ func TestOpenManifestLostItsEnd(t *testing.T) {
 	wantCorrupt(t, dir, MarkerFile)
 	if _, err := os.Stat(filepath.Join(dir, orphanDir, filepath.Base(sst))); err != nil {
 		t.Errorf("the unlisted table was not kept: %v", err)
+	}
+}
+
+// TestCloseOnFullDisk: with less than a memtable free, Close leaves Badger open (its flush
+// would die of SIGBUS) and says so.
+func TestCloseOnFullDisk(t *testing.T) {
+	dir, _ := filledStore(t, 10)
+	defer func(f func(string) (int64, error)) { freeBytes = f }(freeBytes)
+	db, err := Open(dir, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	freeBytes = func(string) (int64, error) { return 1 << 20, nil }
+	if err := db.Close(); !errors.Is(err, ErrDiskFull) || !strings.Contains(err.Error(), dir) {
+		t.Errorf("Close on a full disk = %v, want ErrDiskFull naming %s", err, dir)
+	}
+	if err := db.Close(); err != nil {
+		t.Errorf("second Close = %v, want nil", err)
 	}
 }

@@ -242,6 +242,12 @@ func (db *DB) checkFormat(marked bool) error {
 
 // Close closes the store. It waits for calls in progress, and is idempotent:
 // later calls return nil. Other methods return ErrClosed afterwards.
+//
+// When the file system has less free space than Options.MemTableSize (and
+// the free-space check is on), Close does not close Badger, which would crash
+// the process with SIGBUS writing its memtable to a table; it returns
+// ErrDiskFull, and the store stays as after a crash, locked until the process
+// exits. Nothing committed is lost: the next Open replays Badger's log.
 func (db *DB) Close() error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -249,10 +255,28 @@ func (db *DB) Close() error {
 		return nil
 	}
 	db.closed = true
+	if free, ok := db.lowOnSpace(); ok {
+		// Badger's Close writes the memtable into a new table through a memory-mapped
+		// file, which a full disk turns into SIGBUS. Every commit is in its log, so
+		// leaving it as a crash would loses nothing: the next Open replays the log.
+		return fmt.Errorf("%w: %s: %d bytes free: the store is left as after a crash (the next open replays its log; nothing is lost), and stays locked until the process exits",
+			ErrDiskFull, db.dir, free)
+	}
 	if err := db.bdb.Close(); err != nil {
 		return fmt.Errorf("store: close: %w", err)
 	}
 	return nil
+}
+
+// lowOnSpace reports whether a writable on-disk store's file system has less
+// free space than one memtable, which Close would write into a table, and
+// the bytes free.
+func (db *DB) lowOnSpace() (int64, bool) {
+	if db.dir == "" || db.opts.ReadOnly || db.opts.MinFreeBytes < 0 {
+		return 0, false
+	}
+	free, err := freeBytes(db.dir)
+	return free, err == nil && free < db.opts.MemTableSize
 }
 
 // enter marks the start of a call that uses bdb; leave must follow unless it
