@@ -89,9 +89,10 @@ func failure(err error) error {
 }
 
 // damagedHint is what to do about a damaged state store.
-const damagedHint = `the state store is damaged and was not used. Keep a copy of the data directory, then either
-restore it from a backup, or run 'wasmstream run --reset-state' to move the store aside
-(nothing is deleted) and rebuild the state by reprocessing the inputs from the start`
+const damagedHint = `the state store is damaged and was not used. Keep a copy of the data directory, then restore
+it from a backup, or run 'wasmstream run --reset-state' to move the store aside (nothing is
+deleted) and start with empty state: file inputs are read again from the start, and tasks with
+a changelog restore their state from it (README, "Storage faults")`
 
 // printError writes ee to w, one problem a line when it joins several.
 func printError(w io.Writer, ee *exitError) {
