@@ -31,6 +31,12 @@ type Config struct {
 	// SyncWrites makes every checkpoint fsync the store and the file sinks. Without it a
 	// checkpoint survives a killed process but not a power loss. Default false.
 	SyncWrites bool
+	// MinFreeDiskBytes is the free space the data directory's file system must keep for the
+	// state store: below it Run does not start, and a running host stops at its next checkpoint
+	// with an error wrapping ErrDiskFull (the store writes through memory-mapped files, and a
+	// full disk would otherwise kill the process with SIGBUS). Default (0): 64 MiB. -1 turns
+	// the check off.
+	MinFreeDiskBytes int64
 	// Logger receives the host's structured logs. Default: discard.
 	Logger *slog.Logger
 	// Now is the processing-time clock. Default time.Now. Tests inject their own.
@@ -504,6 +510,9 @@ func (c Config) Validate() error {
 	case "", HaltTask, HaltHost:
 	default:
 		bad("on_task_failure", "must be %s or %s, got %q", HaltTask, HaltHost, c.OnTaskFailure)
+	}
+	if c.MinFreeDiskBytes < -1 {
+		bad("min_free_disk_bytes", "must be positive, or -1 to turn the check off, got %d", c.MinFreeDiskBytes)
 	}
 	validateAdmin(c.Admin, bad)
 	names := map[string]bool{}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/wasmstream/wasmstream/store"
 )
 
 // ErrClosed is returned by Run when the Host was already closed.
@@ -11,6 +13,17 @@ var ErrClosed = errors.New("wasmstream: host closed")
 
 // ErrNoState is returned by OpenState when the data directory holds no state store.
 var ErrNoState = errors.New("wasmstream: no state store in the data directory")
+
+// ErrStoreDamaged is wrapped by the errors of Run and OpenState when a file of the state store
+// is damaged or missing, or a store that had data opens empty; the error names the file or
+// directory. Nothing was read from or written to the store. Restore the data directory from a
+// backup, or move the store aside with ResetState and rebuild the state from the inputs.
+var ErrStoreDamaged = store.ErrCorrupt
+
+// ErrDiskFull is wrapped by the error of Run when the data directory's file system has less
+// free space than the store needs to write safely; the error names the directory and the bytes
+// free. The last checkpoint is intact: free space and run again.
+var ErrDiskFull = store.ErrDiskFull
 
 // ErrUnknownTask is returned by Deploy and its siblings for a task name the configuration does
 // not have.

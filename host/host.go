@@ -77,7 +77,8 @@ func (h *Host) Run(ctx context.Context) (err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return fmt.Errorf("wasmstream: data dir: %w", err)
 	}
-	db, err := store.Open(filepath.Join(cfg.DataDir, "state"), store.Options{SyncWrites: cfg.SyncWrites, Logger: log})
+	db, err := store.Open(filepath.Join(cfg.DataDir, "state"), store.Options{SyncWrites: cfg.SyncWrites, Logger: log,
+		MinFreeBytes: cfg.MinFreeDiskBytes})
 	if err != nil {
 		return fmt.Errorf("wasmstream: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
@@ -94,10 +95,34 @@ func OpenState(dataDir string) (*StateReader, error) {
 		return nil, fmt.Errorf("%w: %s", ErrNoState, dataDir)
 	}
 	db, err := store.Open(dir, store.Options{ReadOnly: true})
+	if errors.Is(err, store.ErrLocked) {
+		return nil, fmt.Errorf("wasmstream: the state store %s is in use by a running host: stop the host first (state reads only a stopped host's store): %w", dir, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("wasmstream: %w", err)
 	}
 	return &StateReader{db: db}, nil
+}
+
+// ResetState moves dataDir's state store aside, to state.damaged-<UTC time> next to it, so
+// that the next Run starts with an empty store and reprocesses its inputs from the start. It
+// deletes nothing. It returns where the store went, or "" if there was none. A running host
+// holds the store: ResetState then fails.
+func ResetState(dataDir string) (string, error) {
+	dir := filepath.Join(dataDir, "state")
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	// Make sure no host uses it: a read-write open would take the lock, but also judge the
+	// store; the lock alone is what matters here.
+	if err := store.CheckUnlocked(dir); err != nil {
+		return "", fmt.Errorf("wasmstream: reset state: %w", err)
+	}
+	aside := dir + ".damaged-" + time.Now().UTC().Format("20060102T150405Z")
+	if err := os.Rename(dir, aside); err != nil {
+		return "", fmt.Errorf("wasmstream: reset state: %w", err)
+	}
+	return aside, nil
 }
 
 // Tasks lists the tasks that have state.

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"testing"
 	"time"
 )
@@ -221,4 +222,58 @@ func BenchmarkRestore(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.N*keys)/b.Elapsed().Seconds(), "keys/s")
 	})
+}
+
+// BenchmarkOpen1M opens a closed store of 1M keys (2M Badger entries: values and marks) and
+// reports what verifying its files (checkFiles: the MANIFEST and every table's checksums)
+// adds to Badger's own open: verify-ms against badger-ms, and the store's size.
+//
+//	go test ./store -run '^$' -bench Open1M -benchtime 5x
+func BenchmarkOpen1M(b *testing.B) {
+	const keys, perCommit = 1_000_000, 10_000
+	dir := b.TempDir()
+	db := openTestDBAt(b, dir, Options{})
+	s := mustStreamID(b, db, "bench", "s")
+	for i := range keys / perCommit {
+		cp := benchCheckpoint(s, perCommit, i)
+		for j := range cp.Keys {
+			cp.Keys[j].Key = fmt.Appendf(nil, "key-%012d", i*perCommit+j)
+		}
+		mustCommit(b, db, cp)
+	}
+	mustClose(b, db)
+	var verify, open time.Duration
+	for b.Loop() {
+		t0 := time.Now()
+		if _, err := checkFiles(dir, true); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		bdb, err := openBadger(dir, Options{}.withDefaults().badgerOptions(dir))
+		if err != nil {
+			b.Fatal(err)
+		}
+		open += time.Since(t1)
+		verify += t1.Sub(t0)
+		if err := bdb.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(verify.Milliseconds())/float64(b.N), "verify-ms")
+	b.ReportMetric(float64(open.Milliseconds())/float64(b.N), "badger-ms")
+	b.ReportMetric(float64(dirSize(b, dir))/(1<<20), "MiB")
+}
+
+func dirSize(b *testing.B, dir string) int64 {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var n int64
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && !e.IsDir() {
+			n += info.Size()
+		}
+	}
+	return n
 }

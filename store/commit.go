@@ -354,6 +354,9 @@ func (w *txnWriter) flush() error {
 			return err
 		}
 	}
+	if err := w.db.checkSpace(); err != nil {
+		return err
+	}
 	if err := w.txn.Commit(); err != nil {
 		return fmt.Errorf("store: commit transaction %d: %w", w.index, err)
 	}

@@ -208,4 +208,21 @@
 // 8-byte marks as they are; a read-only Open reads it without upgrading.
 // From then on a binary that knows only format 1 refuses the store with
 // ErrFormatTooNew, as it must: it could not read the 12-byte marks.
+//
+// # Damage
+//
+// Badger, given a damaged directory, loses data quietly or crashes: without a
+// MANIFEST it starts afresh and deletes the tables the new one does not list,
+// it skips a table whose checksum fails, and it panics, in a goroutine of its
+// own, on a truncated table. So [Open] verifies the files first (checkFiles):
+// the MANIFEST must parse, every table it lists must exist, and every block of
+// every table must match its checksum, which reads the whole store once.
+// Beside the database, [MarkerFile] records that the directory holds a store
+// that has had data; a directory with the marker whose database opens without
+// its version key is a lost MANIFEST or replaced files, not a new store. Each
+// such problem, and any panic of Badger's in Open or a read, is an
+// [ErrCorrupt] that names the file or directory. Badger writes through
+// memory-mapped files, where a full disk raises SIGBUS instead of an error,
+// so a writer checks the free space ([Options.MinFreeBytes]) at Open and
+// before every transaction and returns [ErrDiskFull] below it.
 package store

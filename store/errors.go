@@ -11,8 +11,8 @@ var (
 	ErrClosed = errors.New("store: database is closed")
 
 	// ErrLocked is returned by Open when another process, or another DB in this
-	// process, holds the directory (a running host). The returned error also
-	// wraps Badger's own message.
+	// process, holds the directory (a running host). The returned error names
+	// the directory, or wraps Badger's own message.
 	ErrLocked = errors.New("store: database is locked by another user")
 
 	// ErrFormatTooNew is returned by Open when the store was written with a
@@ -25,8 +25,17 @@ var (
 	ErrNotStore = errors.New("store: not a wasmstream store")
 
 	// ErrCorrupt is returned when a stored key or value cannot be decoded,
-	// and by DecodeSnapshot for a malformed encoded snapshot.
-	ErrCorrupt = errors.New("store: corrupt record")
+	// by DecodeSnapshot for a malformed encoded snapshot, and by Open when a
+	// file of the store is damaged or missing (the error names the file) or
+	// a store that had data (MarkerFile) opens empty. Open never returns a
+	// partly readable store.
+	ErrCorrupt = errors.New("store: corrupt")
+
+	// ErrDiskFull is returned by Open (for writing) and Commit when the store's
+	// file system has less than Options.MinFreeBytes free: writing on would
+	// risk a crash (Badger writes through memory-mapped files, which a full
+	// disk turns into SIGBUS). Nothing was written; free space and retry.
+	ErrDiskFull = errors.New("store: disk full")
 
 	// ErrReadOnly is returned when a write (Commit, Restore, DropStream, or
 	// StreamID for a stream that has no ID yet) is attempted on a DB opened

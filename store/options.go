@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 )
 
 // Defaults for the zero values of Options.
@@ -20,6 +21,9 @@ const (
 	DefaultMemTableSize = 32 << 20
 	// DefaultBlockCacheSize is the default Options.BlockCacheSize.
 	DefaultBlockCacheSize = 32 << 20
+
+	// MinMinFreeBytes is the least default Options.MinFreeBytes.
+	MinMinFreeBytes = 64 << 20
 
 	minMemTableSize = 1 << 20
 )
@@ -67,6 +71,12 @@ type Options struct {
 	// DefaultBlockCacheSize (32 MiB; Badger's own default is 256 MiB).
 	BlockCacheSize int64
 
+	// MinFreeBytes is the free space the store's file system must keep: Open
+	// for writing and every transaction of Commit return ErrDiskFull below it.
+	// 0 means max(MinMinFreeBytes, 2×MemTableSize), room for one more memtable
+	// log; a negative value turns the check off.
+	MinFreeBytes int64
+
 	// beforeTxn, if set, is called before each Badger transaction of a Commit
 	// is committed, with its index in the checkpoint (0, 1, ...); a non-nil
 	// result aborts the Commit there, as a crash would. Tests only.
@@ -112,6 +122,9 @@ func (o Options) withDefaults() Options {
 	if o.BlockCacheSize == 0 {
 		o.BlockCacheSize = DefaultBlockCacheSize
 	}
+	if o.MinFreeBytes == 0 {
+		o.MinFreeBytes = max(MinMinFreeBytes, 2*o.MemTableSize)
+	}
 	return o
 }
 
@@ -138,9 +151,21 @@ func (o Options) badgerOptions(dir string) badger.Options {
 		WithValueThreshold(valueThreshold).
 		WithNumCompactors(2).
 		WithMetricsEnabled(false).
+		// Open verifies every table's checksums itself (checkFiles); value log
+		// entries are verified as they are read.
+		WithChecksumVerificationMode(options.NoVerification).
+		WithVerifyValueChecksum(true).
 		// Commits only write and StreamID is serialised by DB, so Badger's
 		// read-write conflict detection would be pure overhead.
 		WithDetectConflicts(false)
+}
+
+// logger returns o.Logger, or slog.Default() if it is nil.
+func (o Options) logger() *slog.Logger {
+	if o.Logger == nil {
+		return slog.Default()
+	}
+	return o.Logger
 }
 
 // badgerLogger adapts a *slog.Logger to badger.Logger.

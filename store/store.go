@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/dgraph-io/badger/v4"
@@ -17,6 +19,7 @@ import (
 // DB is an open store. It is safe for concurrent use.
 type DB struct {
 	bdb  *badger.DB
+	dir  string  // "" for an in-memory store
 	opts Options // defaults applied; MaxTxn* clamped to Badger's limits
 
 	// mu guards closed: methods hold it shared while they use bdb; Close
@@ -63,7 +66,17 @@ type StreamInfo struct {
 // some other Badger database, and an error wrapping ErrInvalidOptions if opts
 // does not validate. A read-only Open of a missing dir returns an error
 // wrapping fs.ErrNotExist.
-func Open(dir string, opts Options) (*DB, error) {
+//
+// Before Badger opens the store, Open verifies its files: the MANIFEST and
+// the checksum of every table (one read of the whole store). A damaged or
+// missing file, and a store that had data (it has MarkerFile) but opens
+// empty, fail with ErrCorrupt naming the file or directory; Open recovers a
+// panic of Badger's into the same error. An Open for writing returns
+// ErrDiskFull when dir's file system has less than Options.MinFreeBytes
+// free. A read-only Open of a store left by a crash (Badger must first cut
+// the torn tail of its log) does that recovery with a brief read-write open
+// when no other user holds the store.
+func Open(dir string, opts Options) (db *DB, err error) {
 	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
@@ -76,27 +89,102 @@ func Open(dir string, opts Options) (*DB, error) {
 			return nil, fmt.Errorf("store: open read-only: %w", err)
 		}
 	}
-	bdb, err := badger.Open(opts.badgerOptions(dir))
+	marked := false
+	if !opts.InMemory {
+		unlock, held := tryLock(dir, opts.ReadOnly)
+		if held {
+			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
+		}
+		marked, err = hasMarker(dir)
+		var orphans []string
+		if err == nil {
+			orphans, err = checkFiles(dir, marked)
+		}
+		unlock()
+		if err != nil {
+			return nil, err
+		}
+		if len(orphans) > 0 {
+			opts.logger().Warn("moved table files the MANIFEST does not list (left by a crash while Badger wrote a table, or the MANIFEST lost its end) aside instead of letting Badger delete them",
+				"dir", dir, "moved_to", filepath.Join(dir, orphanDir), "files", orphans)
+		}
+		if !opts.ReadOnly && opts.MinFreeBytes >= 0 {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				return nil, fmt.Errorf("store: open: %w", err)
+			}
+			if err := checkSpace(dir, opts.MinFreeBytes); err != nil {
+				return nil, err
+			}
+		}
+	}
+	bdb, err := openBadger(dir, opts.badgerOptions(dir))
+	if opts.ReadOnly && truncateNeeded(err) && !lockHeld(dir, false) {
+		// A crash left a torn tail in Badger's log; a read-write open cuts it off, as the
+		// host's next run would, and the store then opens read-only.
+		var rw *badger.DB
+		if rw, err = openBadger(dir, opts.badgerOptions(dir).WithReadOnly(false)); err == nil {
+			if err = rw.Close(); err == nil {
+				bdb, err = openBadger(dir, opts.badgerOptions(dir))
+			}
+		}
+	}
 	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			return nil, err
+		}
 		if !opts.InMemory && lockHeld(dir, opts.ReadOnly) {
 			return nil, fmt.Errorf("%w: %w", ErrLocked, err)
 		}
-		return nil, fmt.Errorf("store: open: %w", err)
+		return nil, fmt.Errorf("store: open %s: %w", dir, err)
 	}
 	// Stay below Badger's own transaction limits, which Commit's estimate
 	// approximates from above.
 	opts.MaxTxnBytes = int(min(int64(opts.MaxTxnBytes), bdb.MaxBatchSize()*9/10))
 	opts.MaxTxnEntries = int(min(int64(opts.MaxTxnEntries), bdb.MaxBatchCount()*9/10))
-	db := &DB{bdb: bdb, opts: opts}
-	if err := db.checkFormat(); err != nil {
+	db = &DB{bdb: bdb, opts: opts, dir: dir}
+	if err := db.checkFormat(marked); err != nil {
 		_ = bdb.Close()
 		return nil, err
+	}
+	if !opts.InMemory && !opts.ReadOnly && !marked {
+		// The format version must be on disk before the marker says the store has data.
+		err := bdb.Sync()
+		if err == nil {
+			err = writeMarker(dir)
+		}
+		if err != nil {
+			_ = bdb.Close()
+			return nil, err
+		}
 	}
 	return db, nil
 }
 
-// checkFormat reads the format version, writing it into a new store.
-func (db *DB) checkFormat() error {
+// CheckUnlocked returns ErrLocked if a user (a running host, or a reader)
+// holds the store in dir.
+func CheckUnlocked(dir string) error {
+	if lockHeld(dir, false) {
+		return fmt.Errorf("%w: %s", ErrLocked, dir)
+	}
+	return nil
+}
+
+// truncateNeeded reports whether err is Badger's ErrTruncateNeeded, which it
+// formats into its errors (%+v) instead of wrapping.
+func truncateNeeded(err error) bool {
+	return err != nil && (errors.Is(err, badger.ErrTruncateNeeded) ||
+		strings.Contains(err.Error(), badger.ErrTruncateNeeded.Error()))
+}
+
+// openBadger is badger.Open, with a panic turned into ErrCorrupt.
+func openBadger(dir string, bo badger.Options) (bdb *badger.DB, err error) {
+	defer recoverCorrupt(dir, &err)
+	return badger.Open(bo)
+}
+
+// checkFormat reads the format version, writing it into a new store. marked
+// tells that the store had data: then it must have a format version.
+func (db *DB) checkFormat(marked bool) error {
 	var (
 		version uint32
 		found   bool
@@ -135,6 +223,9 @@ func (db *DB) checkFormat() error {
 		// An older format (1): its tables are a subset of this one's and its
 		// 8-byte mark values stay readable, so upgrading only records the new
 		// version, after which an older binary refuses the store.
+	case marked:
+		return fmt.Errorf("%w: %s: the store had data (it has %s) but opens without it: its MANIFEST or tables were lost or replaced",
+			ErrCorrupt, db.dir, MarkerFile)
 	case !empty:
 		return fmt.Errorf("%w: database has data but no format version", ErrNotStore)
 	case db.opts.ReadOnly:
@@ -151,6 +242,12 @@ func (db *DB) checkFormat() error {
 
 // Close closes the store. It waits for calls in progress, and is idempotent:
 // later calls return nil. Other methods return ErrClosed afterwards.
+//
+// When the file system has less free space than Options.MemTableSize (and
+// the free-space check is on), Close does not close Badger, which would crash
+// the process with SIGBUS writing its memtable to a table; it returns
+// ErrDiskFull, and the store stays as after a crash, locked until the process
+// exits. Nothing committed is lost: the next Open replays Badger's log.
 func (db *DB) Close() error {
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -158,10 +255,28 @@ func (db *DB) Close() error {
 		return nil
 	}
 	db.closed = true
+	if free, ok := db.lowOnSpace(); ok {
+		// Badger's Close writes the memtable into a new table through a memory-mapped
+		// file, which a full disk turns into SIGBUS. Every commit is in its log, so
+		// leaving it as a crash would loses nothing: the next Open replays the log.
+		return fmt.Errorf("%w: %s: %d bytes free: the store is left as after a crash (the next open replays its log; nothing is lost), and stays locked until the process exits",
+			ErrDiskFull, db.dir, free)
+	}
 	if err := db.bdb.Close(); err != nil {
 		return fmt.Errorf("store: close: %w", err)
 	}
 	return nil
+}
+
+// lowOnSpace reports whether a writable on-disk store's file system has less
+// free space than one memtable, which Close would write into a table, and
+// the bytes free.
+func (db *DB) lowOnSpace() (int64, bool) {
+	if db.dir == "" || db.opts.ReadOnly || db.opts.MinFreeBytes < 0 {
+		return 0, false
+	}
+	free, err := freeBytes(db.dir)
+	return free, err == nil && free < db.opts.MemTableSize
 }
 
 // enter marks the start of a call that uses bdb; leave must follow unless it
@@ -482,11 +597,12 @@ func (db *DB) Keys(task string, stream uint32, after []byte, fromStart bool, fn 
 }
 
 // get calls fn with the value of k if k exists.
-func (db *DB) get(k []byte, fn func(v []byte) error) error {
+func (db *DB) get(k []byte, fn func(v []byte) error) (err error) {
 	if err := db.enter(); err != nil {
 		return err
 	}
 	defer db.leave()
+	defer db.recoverRead(&err)
 	return db.bdb.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(k)
 		if errors.Is(err, badger.ErrKeyNotFound) {
@@ -510,11 +626,12 @@ func (db *DB) iterate(prefix, seek []byte, fn func(k []byte, item *badger.Item) 
 
 // iterateSeek is iterate where fn may also return a key to seek to next
 // (nil: the next key).
-func (db *DB) iterateSeek(prefix, seek []byte, fn func(k []byte, item *badger.Item) (next []byte, more bool, err error)) error {
+func (db *DB) iterateSeek(prefix, seek []byte, fn func(k []byte, item *badger.Item) (next []byte, more bool, err error)) (err error) {
 	if err := db.enter(); err != nil {
 		return err
 	}
 	defer db.leave()
+	defer db.recoverRead(&err)
 	if seek == nil {
 		seek = prefix
 	}
@@ -535,6 +652,15 @@ func (db *DB) iterateSeek(prefix, seek []byte, fn func(k []byte, item *badger.It
 		}
 		return nil
 	})
+}
+
+// recoverRead turns a panic of Badger's while reading (a table damaged after
+// Open verified it) into ErrCorrupt naming the store. It must be deferred
+// directly.
+func (db *DB) recoverRead(err *error) {
+	if r := recover(); r != nil {
+		*err = corrupt(cmp.Or(db.dir, "in-memory store"), "damaged: reading it failed (%v)", firstLine(fmt.Sprint(r)))
+	}
 }
 
 // wrapErr prefixes err with the operation, leaving sentinels of this package

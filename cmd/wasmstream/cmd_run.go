@@ -38,7 +38,7 @@ Instead of a file, --module and --input give a single task (and --config must no
 
 func newRunCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	var cf configFlags
-	var watch bool
+	var watch, reset bool
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the configured tasks",
@@ -59,6 +59,11 @@ otherwise its module file, which is registered as a new version whenever it chan
 validated and switched to without stopping, exactly as deploy does; a module that fails
 validation is logged and the running version kept.
 
+--reset-state moves the state store (<data-dir>/state) aside to
+<data-dir>/state.damaged-<UTC time> before starting, so that the tasks start with empty state
+and read their inputs from the start. It deletes nothing. Use it when run or state reports the
+store damaged and there is no backup to restore.
+
 ` + configHelp,
 		Example: `  wasmstream run --config config.example.yaml
   wasmstream run --module wordcount.wasm --input in.ndjson --key-field user --value-field text \
@@ -70,12 +75,34 @@ validation is logged and the running version kept.
 			if err != nil {
 				return exitFor(err)
 			}
+			if reset {
+				if err := resetState(s, stderr); err != nil {
+					return err
+				}
+			}
 			return runHost(cmd.Context(), s, watch, stdin, stdout, stderr)
 		},
 	}
 	addConfigFlags(cmd.Flags(), &cf)
 	cmd.Flags().BoolVar(&watch, "watch", false, "reload a task's module when its file changes, without restarting")
+	cmd.Flags().BoolVar(&reset, "reset-state", false, "move the state store aside (deleting nothing) and start with empty state")
 	return cmd
+}
+
+// resetState moves the data directory's state store aside and says where to.
+func resetState(s settings, stderr io.Writer) error {
+	dataDir := s.Host.DataDir
+	if dataDir == "" {
+		dataDir = defaultDataDir
+	}
+	aside, err := host.ResetState(dataDir)
+	if err != nil {
+		return failure(err)
+	}
+	if aside != "" {
+		newLogger(stderr, s.Log).Warn("moved the state store aside: starting with empty state, reprocessing every input from the start", "moved_to", aside)
+	}
+	return nil
 }
 
 // runHost runs s until its tasks are done, ctx is cancelled or a task fails.

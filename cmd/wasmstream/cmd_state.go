@@ -24,7 +24,9 @@ func newStateCommand(stdout io.Writer) *cobra.Command {
 		Use:   "state",
 		Short: "Print the state of a stopped host",
 		Long: `State reads the state store of a stopped host (a running host holds it locked) and prints
-the state of one task, or without --task the names of the tasks that have state.
+the state of one task, or without --task the names of the tasks that have state. A store left
+by a crash is read too (its log's torn tail is cut first, as the next run would); a damaged
+store is refused with exit status 1 and nothing printed.
 
 The data directory is --data-dir, else WASMSTREAM_DATA_DIR, else the data_dir of the
 configuration file (--config, or ` + defaultConfigFile + ` if it exists), else "` + defaultDataDir + `".

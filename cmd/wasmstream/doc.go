@@ -4,12 +4,12 @@
 //
 //	wasmstream run     [-c FILE] [--data-dir D] [--cache-dir D] [--checkpoint-interval 1s]
 //	                   [--sync-writes] [--log-format text|json] [--log-level info]
-//	                   [--admin-addr HOST:PORT] [--admin-token T] [--watch]
+//	                   [--admin-addr HOST:PORT] [--admin-token T] [--watch] [--reset-state]
 //	wasmstream run     --module M.wasm --input IN.ndjson [--input -] [--output OUT.ndjson]
 //	                   [--task NAME] [--format json|text] [--key-field F] [--value-field F]
 //	                   [--timestamp-field F] [--key-separator S] [--max-line-bytes N]
 //	                   [--continue-stdin] [--task-config JSON]
-//	wasmstream check   (the same flags as run)
+//	wasmstream check   (the same flags as run, without --watch and --reset-state)
 //	wasmstream state   [--task NAME [--key K | --prefix P]] [-c FILE] [--data-dir D]
 //	                   [--format text|json]
 //	wasmstream version
@@ -25,7 +25,9 @@
 // the process). A task that fails halts alone and run exits 1 once the others finished; with
 // on_task_failure: halt_host the first failure stops every task. check validates the configuration and compiles every module
 // without running anything, printing what each imports and exports and its ABI version.
-// state prints the state of a stopped host, or lists the tasks that have state. version
+// state prints the state of a stopped host, or lists the tasks that have state. A damaged
+// state store fails run and state with exit status 1, a message naming the file and a hint;
+// run --reset-state moves the store aside (deleting nothing) and starts with empty state. version
 // prints the wasmstream, ABI and Go versions; the wasmstream version is set at build time
 // with -ldflags "-X main.version=v1.2.3".
 //

@@ -11,6 +11,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/wasmstream/wasmstream/host"
 )
 
 // version is the wasmstream version, set at build time with
@@ -74,8 +76,23 @@ func usageError(format string, args ...any) error {
 	return &exitError{code: exitUsage, err: fmt.Errorf(format, args...), hint: "run 'wasmstream help' for usage"}
 }
 
-// failure is a runtime failure.
-func failure(err error) error { return &exitError{code: exitFailure, err: err} }
+// failure is a runtime failure. A damaged state store or a full disk gets a hint on what to do.
+func failure(err error) error {
+	ee := &exitError{code: exitFailure, err: err}
+	switch {
+	case errors.Is(err, host.ErrStoreDamaged):
+		ee.hint = damagedHint
+	case errors.Is(err, host.ErrDiskFull):
+		ee.hint = "free space on that file system, then run again: the last checkpoint is intact"
+	}
+	return ee
+}
+
+// damagedHint is what to do about a damaged state store.
+const damagedHint = `the state store is damaged and was not used. Keep a copy of the data directory, then restore
+it from a backup, or run 'wasmstream run --reset-state' to move the store aside (nothing is
+deleted) and start with empty state: file inputs are read again from the start, and tasks with
+a changelog restore their state from it (README, "Storage faults")`
 
 // printError writes ee to w, one problem a line when it joins several.
 func printError(w io.Writer, ee *exitError) {

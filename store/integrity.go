@@ -1,0 +1,223 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/table"
+	"github.com/dgraph-io/ristretto/v2/z"
+)
+
+// MarkerFile is the file that marks a directory as a wasmstream store that has been opened
+// for writing at least once. Open writes it (atomically, fsynced) after the store's format
+// version is durable, and from then on refuses a directory that has the marker but whose
+// Badger database is gone or opens empty: that is a lost or damaged MANIFEST, not a new
+// store, and opening it would silently start from nothing.
+const MarkerFile = "STORE-ID"
+
+// markerText is the marker's content.
+var markerText = fmt.Sprintf("wasmstream store\nformat %d\n", FormatVersion)
+
+const manifestFile = "MANIFEST"
+
+// corrupt returns an ErrCorrupt naming path.
+func corrupt(path, format string, args ...any) error {
+	return fmt.Errorf("%w: %s: %s", ErrCorrupt, path, fmt.Sprintf(format, args...))
+}
+
+// hasMarker reports whether dir holds the marker file.
+func hasMarker(dir string) (bool, error) {
+	_, err := os.Stat(filepath.Join(dir, MarkerFile))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	default:
+		return false, fmt.Errorf("store: %w", err)
+	}
+}
+
+// writeMarker writes the marker file atomically and durably.
+func writeMarker(dir string) error {
+	path := filepath.Join(dir, MarkerFile)
+	tmp := path + ".tmp"
+	err := func() error {
+		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			return err
+		}
+		if _, err := f.WriteString(markerText); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return err
+		}
+		if err := f.Close(); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, path); err != nil {
+			return err
+		}
+		d, err := os.Open(dir)
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		return d.Sync()
+	}()
+	if err != nil {
+		return fmt.Errorf("store: write %s: %w", path, err)
+	}
+	return nil
+}
+
+// checkFiles verifies dir's Badger files before Badger opens them, because Badger, given a
+// damaged directory, either drops data silently (it starts afresh without a MANIFEST and then
+// deletes every table the new one does not list; it skips a table whose checksum fails) or
+// panics in a goroutine of its own (a truncated table), which no recover can catch. It checks
+// that the MANIFEST exists and parses when the directory is or was a store, that every table
+// it lists exists, and the checksum of every block of every table. Every problem is an
+// ErrCorrupt naming the file. Its cost is one read of the whole store.
+//
+// Table files the MANIFEST does not list are moved into orphanDir, and their
+// names returned: Badger would delete them. A crash while Badger wrote a table
+// leaves one (its data is also elsewhere), but so does a MANIFEST that lost
+// its end, and then they hold the only copy.
+func checkFiles(dir string, marked bool) (orphans []string, err error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil // a new store
+		}
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	var data []string // Badger files that hold data
+	for _, e := range entries {
+		switch filepath.Ext(e.Name()) {
+		case ".sst", ".vlog", ".mem":
+			data = append(data, e.Name())
+		}
+	}
+	manifest := filepath.Join(dir, manifestFile)
+	f, err := os.Open(manifest)
+	if errors.Is(err, fs.ErrNotExist) {
+		if marked || len(data) > 0 {
+			return nil, corrupt(manifest, "missing, so the store's index of its tables is lost (the directory holds %d data files)", len(data))
+		}
+		return nil, nil // a new store
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	defer f.Close()
+	if st, err := f.Stat(); err == nil && st.Size() == 0 && !marked && len(data) == 0 {
+		return nil, nil // Badger was stopped while creating a new store
+	}
+	bo := badger.DefaultOptions(dir)
+	m, _, err := func() (m badger.Manifest, off int64, err error) {
+		defer recoverCorrupt(manifest, &err)
+		return badger.ReplayManifestFile(f, bo.ExternalMagicVersion, bo)
+	}()
+	if err != nil {
+		if errors.Is(err, ErrCorrupt) {
+			return nil, err
+		}
+		return nil, corrupt(manifest, "unreadable: %v", err)
+	}
+	for id, tm := range m.Tables {
+		path := table.NewFilename(id, dir)
+		if err := checkTable(path, tm, bo); err != nil {
+			return nil, err
+		}
+	}
+	for _, name := range data {
+		id, ok := table.ParseFileID(name)
+		if _, listed := m.Tables[id]; !ok || listed || !strings.HasSuffix(name, ".sst") {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Join(dir, orphanDir), 0o755); err != nil {
+			return nil, fmt.Errorf("store: %w", err)
+		}
+		err := os.Rename(filepath.Join(dir, name), filepath.Join(dir, orphanDir, name))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) { // another reader moved it
+			return nil, fmt.Errorf("store: move aside a table the MANIFEST does not list: %w", err)
+		}
+		orphans = append(orphans, name)
+	}
+	return orphans, nil
+}
+
+// orphanDir is where Open moves table files the MANIFEST does not list.
+const orphanDir = "unlisted-tables"
+
+// checkTable opens one table read-only and verifies the checksums of all its blocks.
+func checkTable(path string, tm badger.TableManifest, bo badger.Options) (err error) {
+	st, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return corrupt(path, "missing, but the MANIFEST lists it")
+	case err != nil:
+		return fmt.Errorf("store: %w", err)
+	case st.Size() == 0:
+		return corrupt(path, "empty")
+	}
+	mf, err := z.OpenMmapFile(path, os.O_RDONLY, 0)
+	if err != nil {
+		return fmt.Errorf("store: open %s: %w", path, err)
+	}
+	defer mf.Close(-1)
+	defer recoverCorrupt(path, &err)
+	t, err := table.OpenTable(mf, table.Options{
+		BlockSize:   bo.BlockSize,
+		Compression: tm.Compression,
+		ChkMode:     0, // verified explicitly below
+	})
+	if err != nil {
+		return corrupt(path, "damaged: %v", err)
+	}
+	if err := t.VerifyChecksum(); err != nil {
+		return corrupt(path, "damaged: %v", err)
+	}
+	return nil
+}
+
+// recoverCorrupt turns a panic of Badger's reading path into an ErrCorrupt naming path. It
+// must be deferred directly.
+func recoverCorrupt(path string, err *error) {
+	if r := recover(); r != nil {
+		*err = corrupt(path, "damaged: it fails verification (%v)", firstLine(fmt.Sprint(r)))
+		if os.Getenv("WASMSTREAM_DEBUG_PANICS") != "" {
+			debug.PrintStack()
+		}
+	}
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
+	return s
+}
+
+// checkSpace returns ErrDiskFull if dir's file system has less than opts.MinFreeBytes free.
+func (db *DB) checkSpace() error {
+	if db.dir == "" || db.opts.MinFreeBytes < 0 {
+		return nil
+	}
+	return checkSpace(db.dir, db.opts.MinFreeBytes)
+}
+
+func checkSpace(dir string, min int64) error {
+	free, err := freeBytes(dir)
+	if err != nil || free >= min {
+		return nil // a file system that cannot tell is not full for us
+	}
+	return fmt.Errorf("%w: %s: %d bytes free, at least %d needed", ErrDiskFull, dir, free, min)
+}
