@@ -54,6 +54,7 @@ func TestTinyGoFigures(t *testing.T) {
 		startup               int64
 		perRecord             []int64 // one per call, in order
 		median, p99, max, sum int64
+		firstSpike            int // the first call that spent over 5 × the median, 1-based
 	}
 	measure := func(path string) figures {
 		wasm, err := os.ReadFile(path)
@@ -110,6 +111,7 @@ func TestTinyGoFigures(t *testing.T) {
 		}
 		sorted := slices.Sorted(slices.Values(f.perRecord))
 		f.median, f.p99, f.max = sorted[len(sorted)/2], sorted[len(sorted)*99/100], sorted[len(sorted)-1]
+		f.firstSpike = 1 + slices.IndexFunc(f.perRecord, func(n int64) bool { return n > 5*f.median })
 		return f
 	}
 	g, tg := measure(std), measure(tiny)
@@ -117,9 +119,9 @@ func TestTinyGoFigures(t *testing.T) {
 		name string
 		f    figures
 	}{{"standard Go", g}, {"TinyGo", tg}} {
-		t.Logf("%-11s: %8d bytes, compile %v, instantiate %v, start-up fuel %d; fuel per record over %d calls: median %d, p99 %d, max %d, mean %d",
+		t.Logf("%-11s: %8d bytes, compile %v, instantiate %v, start-up fuel %d; fuel per record over %d calls: median %d, p99 %d, max %d, mean %d; first over 5 × median: call %d (0: none)",
 			x.name, x.f.size, x.f.compile.Round(time.Millisecond), x.f.instantiate.Round(10*time.Microsecond), x.f.startup,
-			len(x.f.perRecord), x.f.median, x.f.p99, x.f.max, x.f.sum/int64(len(x.f.perRecord)))
+			len(x.f.perRecord), x.f.median, x.f.p99, x.f.max, x.f.sum/int64(len(x.f.perRecord)), x.f.firstSpike)
 	}
 	if tg.max*100 > DefaultFuelPerRecord {
 		t.Errorf("a TinyGo wordcount record spent up to %d fuel: more than a hundredth of the default budget %d", tg.max, DefaultFuelPerRecord)
