@@ -135,3 +135,31 @@ func TestTinyGoRealPanicReachesDeadLetter(t *testing.T) {
 		t.Errorf("outputs %v, want the record of key a echoed", out)
 	}
 }
+
+// A module built with TinyGo's default scheduler (asyncify) works but costs about a millisecond
+// and millions of fuel units a call: check notes it and run warns, both saying to rebuild with
+// -scheduler=none. (A .wat fixture with asyncify's exports, so this runs without TinyGo.)
+func TestAsyncifyModuleNoted(t *testing.T) {
+	bin := guestbuild.Binary(t)
+	dir := t.TempDir()
+	module := filepath.Join(guestbuild.Root(), "host", "internal", "modrt", "testdata", "asyncify.wasm")
+	input := filepath.Join(dir, "in.ndjson")
+	if err := os.WriteFile(input, []byte(`{"user":"a","text":"x"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, dir, module, input, filepath.Join(dir, "out.ndjson"), "")
+	code, stdout, stderr := runBinary(t, bin, nil, "check", "-c", cfg)
+	if code != 0 || !strings.Contains(stdout, "note") || !strings.Contains(stdout, "asyncify") || !strings.Contains(stdout, "-scheduler=none") {
+		t.Errorf("check: exit %d, want 0 and a note saying to rebuild with -scheduler=none; stdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	code, _, stderr = runBinary(t, bin, nil, "run", "-c", cfg, "--log-level", "warn")
+	if code != 0 || !strings.Contains(stderr, "level=WARN") || !strings.Contains(stderr, "-scheduler=none") || !strings.Contains(stderr, "task=wc") {
+		t.Errorf("run: exit %d, want 0 and a warning naming the task and -scheduler=none; stderr:\n%s", code, stderr)
+	}
+	// The same task with a module without asyncify: no such note.
+	plain := guestbuild.Go(t, "wordcount")
+	cfg = writeConfig(t, dir, plain, input, filepath.Join(dir, "out2.ndjson"), "")
+	if code, stdout, _ := runBinary(t, bin, nil, "check", "-c", cfg); code != 0 || strings.Contains(stdout, "asyncify") {
+		t.Errorf("check of a standard Go module: exit %d, stdout:\n%s", code, stdout)
+	}
+}
