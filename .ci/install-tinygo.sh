@@ -47,15 +47,31 @@ if ((${#missing[@]})); then
   done
 fi
 
-if [[ -x $DIR/tinygo && $(cat "$DIR/stamp" 2>/dev/null) == "$STAMP" ]]; then
+installed() { [[ -x $DIR/tinygo && $(cat "$DIR/stamp" 2>/dev/null) == "$STAMP" ]]; }
+if installed; then
   echo "$DIR/tinygo"
   exit 0
 fi
 
+# One install at a time (several checkouts may run make test at once); the second one waits
+# and finds the first one's result.
+mkdir -p "$(dirname "$DIR")"
+exec 9>"$DIR.lock"
+flock 9
+if installed; then
+  echo "$DIR/tinygo"
+  exit 0
+fi
+# Start afresh, but never delete a directory this script did not make.
+if [[ -e $DIR && ! -e $DIR/stamp && ! -e $DIR/.install-tinygo && -n $(ls -A "$DIR") ]]; then
+  log "$DIR exists and is not a TinyGo install of this script; remove it or set TINYGO_DIR"
+  exit 1
+fi
 command -v go >/dev/null || export PATH=/usr/local/go/bin:$PATH
 log "building TinyGo $VERSION into $DIR"
 rm -rf "$DIR"
 mkdir -p "$DIR"
+touch "$DIR/.install-tinygo" # marks it as ours while the stamp is not written yet
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
