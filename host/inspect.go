@@ -150,7 +150,7 @@ func grantNotes(tc TaskConfig, imports []string) []string {
 
 // asyncifyNote is the note on a module transformed by Binaryen's asyncify pass, which TinyGo's
 // default scheduler needs: every call then unwinds and rewinds through it (measured with the
-// wordcount example: ~1.1 ms and ~17 million fuel units a call instead of ~4 µs and ~16 thousand).
+// wordcount example: ~1.1 ms and ~17 million fuel units a call instead of ~4 µs and ~20 thousand).
 const asyncifyNote = "the module exports asyncify_start_unwind: built with TinyGo's default scheduler, every call costs about a millisecond and millions of fuel units; rebuild with tinygo build -scheduler=none"
 
 // moduleNotes lists what makes a module needlessly slow without making it wrong.
