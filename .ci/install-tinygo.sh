@@ -85,8 +85,10 @@ cp -R "$src" "$root"
 chmod -R u+w "$root"
 mkdir -p "$root/src/net"
 
-# External tools (clang-19, wasm-ld-19) from PATH, libclang and LLVM linked dynamically.
-(cd "$root" && CGO_ENABLED=1 go build -trimpath -tags llvm$LLVM -o bin/tinygo .)
+# External tools (clang-19, wasm-ld-19) from PATH, libclang and LLVM linked dynamically. cgo
+# compiles with the clang just installed (it brings libstdc++'s headers), not whatever gcc/g++
+# the machine may lack.
+(cd "$root" && CGO_ENABLED=1 CC=clang-$LLVM CXX=clang++-$LLVM go build -trimpath -tags llvm$LLVM -o bin/tinygo .)
 
 # TinyGo's library cache: <cache>/tinygo/<library>-<triple>-<cpu>/lib.a (+ include/ for a libc),
 # see LibraryPath in its compileopts/config.go. Prebuilt here, TinyGo never needs their sources.
