@@ -7,13 +7,15 @@ RUSTDOC ?= $(shell test -x /usr/bin/rustdoc && echo /usr/bin/rustdoc || echo rus
 BUILD := .build
 FUZZTIME ?= 5s
 
-.PHONY: help demo sessions dedupe build examples test test-go test-rust fuzz fuzz-short race bench check lint clean
+.PHONY: help demo sessions dedupe build examples test test-go test-rust test-tinygo tinygo fuzz fuzz-short race bench check lint clean
 
 help:
 	@echo "make demo      build the wordcount example and run it on the embedded file source"
 	@echo "make sessions  build the sessions example (event-time timers) and run it over its sample file"
 	@echo "make dedupe    build the dedupe example (processing-time timers) and run it over its sample file"
-	@echo "make test      every test: host, store, ABI, Go SDK, examples, Rust SDK, short fuzzing, crash test"
+	@echo "make test      every test: host, store, ABI, Go SDK, examples, Rust SDK, TinyGo guests, short fuzzing, crash test"
+	@echo "make tinygo    install TinyGo (once, outside the source tree; needs root for apt-get) and print its path"
+	@echo "make test-tinygo  build the Go examples and the conformance guest with TinyGo and test them through the host"
 	@echo "make bench     benchmarks (wasm vs native vs no-op; compile, instantiate, 1M keys RSS)"
 	@echo "make fuzz      fuzz every decoder for FUZZTIME each (default 5s)"
 	@echo "make race      the concurrency tests under the race detector"
@@ -53,7 +55,7 @@ sessions dedupe: | $(BUILD)
 	$(GO) run ./cmd/wasmstream run -c examples/wasm/$@/config.yaml --log-level warn
 
 # The README's second command.
-test: test-go test-rust fuzz-short
+test: test-go test-rust test-tinygo fuzz-short
 
 test-go:
 	cd abi && $(GO) vet ./... && $(GO) test ./...
@@ -71,6 +73,27 @@ test-rust:
 	@for c in wordcount-rust logparse-rust conform-rust; do \
 	  (cd examples/wasm/$$c && RUSTC=$(RUSTC) RUSTDOC=$(RUSTDOC) $(CARGO) test -q --offline) || exit 1; \
 	done
+
+# TinyGo guests. .ci/install-tinygo.sh installs TinyGo once (Debian's LLVM 19 and TinyGo's source
+# from the Go module proxy, cached in ~/.cache/wasmstream-tinygo) and prints the command.
+# The modules go where internal/guestbuild.TinyGo looks for them, so the Go tests reuse them.
+TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug
+TINYGO_GUESTS := wordcount sessions dedupe testguests/conform testguests/trapper
+
+tinygo:
+	@.ci/install-tinygo.sh
+
+test-tinygo:
+	set -eo pipefail; tg=$$(.ci/install-tinygo.sh | tail -n1); out=$(CURDIR)/$(BUILD)/test/tinygo; \
+	mkdir -p $$out; \
+	for g in $(TINYGO_GUESTS); do \
+	  (cd examples/wasm && $$tg build $(TINYGO_FLAGS) -o $$out/$${g//\//_}.wasm ./$$g 2>&1 | \
+	    sed '/is not a recognized feature for this target/d'); \
+	done; \
+	ls -l $$out/*.wasm; \
+	$(GO) test -count=1 ./conformance -run TestThirdParty -args -module $$out/testguests_conform.wasm -contract conform; \
+	$(GO) test -count=1 ./conformance -run TestThirdParty -args -module $$out/wordcount.wasm -contract wordcount; \
+	WASMSTREAM_TINYGO=$$tg $(GO) test -count=1 -v -run '^TestTinyGo(Examples|RealPanic|Figures)' ./e2e ./host/internal/modrt
 
 # In CI: the decoders of the ABI and the host-function boundary, briefly. `make fuzz` runs all.
 # fuzz-short bounds each target by executions, not time: with Go 1.26 a duration -fuzztime can

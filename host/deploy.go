@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"sync"
@@ -366,6 +367,9 @@ func (h *Host) prepare(ctx context.Context, lv *live, r *running, wasm []byte) (
 		mod.Close(context.WithoutCancel(ctx))
 		return nil, refused(r.cfg.Name, fmt.Errorf("trial instance with the task's config: %w", err))
 	}
+	for _, n := range moduleNotes(mod.Info().Exports) {
+		h.cfg.Logger.Warn(n, "task", r.cfg.Name)
+	}
 	return mod, nil
 }
 
@@ -526,6 +530,17 @@ func activeVersion(db *store.DB, name string) (store.ActiveModule, store.ModuleV
 // nothing passes, the error names every failure.
 func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.DB, tc TaskConfig, trial func(*modrt.Module) error) (*modrt.Module, int64, error) {
 	log := cfg.Logger.With("task", tc.Name)
+	mod, version, err := startModuleVersion(ctx, cfg, rt, db, tc, log)
+	if err == nil {
+		for _, n := range moduleNotes(mod.Info().Exports) {
+			log.Warn(n, "version", version)
+		}
+	}
+	return mod, version, err
+}
+
+// startModuleVersion is startModule without the warnings of moduleNotes.
+func startModuleVersion(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.DB, tc TaskConfig, log *slog.Logger) (*modrt.Module, int64, error) {
 	active, hasActive, err := db.ActiveModule(tc.Name)
 	if err != nil {
 		return nil, 0, err

@@ -29,7 +29,7 @@
 //	tinygo build -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug -o task.wasm .
 //
 // Always pass -scheduler=none to TinyGo: with its default scheduler every call into the module
-// costs 100+ µs. Add -trimpath to the go build line to keep your machine's paths out of panic
+// costs about a millisecond and millions of fuel units. Add -trimpath to the go build line to keep your machine's paths out of panic
 // messages. The SDK starts no goroutine, uses no reflection and no fmt or encoding/json, so it
 // builds with either toolchain; keep your handler TinyGo-friendly the same way if you want the
 // small build.

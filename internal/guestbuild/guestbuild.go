@@ -59,6 +59,46 @@ func Go(tb testing.TB, pkg string) string {
 	return out
 }
 
+// TinyGoEnv names the environment variable holding the tinygo command TinyGo builds use;
+// `make test-tinygo` sets it to what .ci/install-tinygo.sh installed.
+const TinyGoEnv = "WASMSTREAM_TINYGO"
+
+// TinyGoFlags are the flags every TinyGo guest is built with (the README's build command).
+var TinyGoFlags = []string{"-target=wasip1", "-buildmode=c-shared", "-scheduler=none", "-no-debug"}
+
+// TinyGo builds the Go guest in examples/wasm/<pkg> with TinyGo (TinyGoFlags) and returns the
+// .wasm path, .build/test/tinygo/<pkg with / as _>.wasm, where `make test-tinygo` also builds
+// them. It skips the test when WASMSTREAM_TINYGO is unset: TinyGo is not a plain Go
+// dependency, and `make test-tinygo` (part of `make test`) installs it and sets the variable.
+func TinyGo(tb testing.TB, pkg string) string {
+	tb.Helper()
+	tinygo := os.Getenv(TinyGoEnv)
+	if tinygo == "" {
+		tb.Skipf("%s is not set: `make test-tinygo` installs TinyGo and runs this test with it", TinyGoEnv)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	src := filepath.Join(Root(), "examples", "wasm")
+	dir := filepath.Join(outDir(tb), "tinygo")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	out := filepath.Join(dir, strings.ReplaceAll(pkg, "/", "_")+".wasm")
+	if fresh(out, filepath.Join(src, pkg), filepath.Join(Root(), "guest-sdk", "go"), filepath.Join(Root(), "abi")) {
+		return out
+	}
+	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
+	cmd := exec.Command(tinygo, append(append([]string{"build"}, TinyGoFlags...), "-o", tmp, "./"+pkg)...)
+	cmd.Dir = src
+	if b, err := cmd.CombinedOutput(); err != nil {
+		tb.Fatalf("building TinyGo guest %s with %s: %v\n%s", pkg, tinygo, err, b)
+	}
+	if err := os.Rename(tmp, out); err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
 // Rust builds the Rust guest crate examples/wasm/<crate> for wasm32-unknown-unknown with the
 // system's rustc and returns the .wasm path. It fails the test when the toolchain is missing:
 // the README's set-up installs it.

@@ -1,0 +1,58 @@
+package host_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+)
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Deploying a module built with TinyGo's default scheduler (asyncify) works and logs a warning
+// saying to rebuild with -scheduler=none; deploying one without asyncify does not.
+func TestDeployWarnsAboutAsyncify(t *testing.T) {
+	dir := t.TempDir()
+	tc := versionedTask(t, dir, guestbuild.Retag(t, versionedModule(t), 0))
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	feed, stdin := newFeedLines()
+	h, wait := startHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin, Logger: log, Tasks: []host.TaskConfig{tc}})
+	if d, err := h.Deploy(context.Background(), "versioned", guestbuild.Retag(t, versionedModule(t), 1)); err != nil || d.Version.Version != 2 {
+		t.Fatalf("deploy of a plain module: %+v, %v", d, err)
+	}
+	if strings.Contains(logs.String(), "scheduler") {
+		t.Errorf("a plain module's deploy warned:\n%s", logs.String())
+	}
+	if d, err := h.Deploy(context.Background(), "versioned", modrtFixture(t, "asyncify.wasm")); err != nil || d.Version.Version != 3 {
+		t.Fatalf("deploy of the asyncify module: %+v, %v", d, err)
+	}
+	if l := logs.String(); !strings.Contains(l, "level=WARN") || !strings.Contains(l, "-scheduler=none") || !strings.Contains(l, "task=versioned") {
+		t.Errorf("deploying an asyncify module logged no warning naming the task and -scheduler=none:\n%s", l)
+	}
+	feed.pw.Close()
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+}
