@@ -173,8 +173,10 @@
 //	| u32 ABI version | u32 len | origin
 //	| u32 n | n × (u32 len | export name)
 //	| u32 n | n × (u32 len | import "module.name")
+//	[ | u32 len | state ("good" or "bad") | i64 at (ms) | u32 len | reason ]
 //
-// and the version in the value equals the one in the key. Every version refers
+// where the bracketed status tail (format 3) is present once a host recorded
+// how the version ran ([DB.SetModuleStatus]), and the version in the value equals the one in the key. Every version refers
 // to stored bytes; bytes no version refers to are deleted by the next
 // AddModule. The active version of a task, when it has one, has a record.
 //
@@ -202,12 +204,19 @@
 // format 1; a host that predates it opening a store that holds one ignores it
 // and runs the module file its configuration names.
 //
-// Format 2 (the current one) added the state version to the mark value, and
+// Format 2 added the state version to the mark value, and
 // the timer and due tables. A read-write [Open] of a format-1 store upgrades
 // it in place by rewriting the version key alone, since this version reads
 // 8-byte marks as they are; a read-only Open reads it without upgrading.
 // From then on a binary that knows only format 1 refuses the store with
 // ErrFormatTooNew, as it must: it could not read the 12-byte marks.
+//
+// Format 3 (the current one) added the optional status tail to a version
+// record. A format-1 or format-2 store is upgraded the same way, by rewriting
+// the version key alone: its version records have no tail, which reads as
+// "nothing known". A binary that knows only format 2 then refuses the store
+// with ErrFormatTooNew instead of failing on a version record it cannot
+// decode.
 //
 // # Damage
 //

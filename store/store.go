@@ -220,9 +220,10 @@ func (db *DB) checkFormat(marked bool) error {
 		// This version reads every older format as it is.
 		return nil
 	case found:
-		// An older format (1): its tables are a subset of this one's and its
-		// 8-byte mark values stay readable, so upgrading only records the new
-		// version, after which an older binary refuses the store.
+		// An older format (1 or 2): its tables are a subset of this one's, its
+		// 8-byte mark values and tail-less version records stay readable, so
+		// upgrading only records the new version, after which an older binary
+		// refuses the store.
 	case marked:
 		return fmt.Errorf("%w: %s: the store had data (it has %s) but opens without it: its MANIFEST or tables were lost or replaced",
 			ErrCorrupt, db.dir, MarkerFile)
