@@ -412,16 +412,34 @@ func (w *JSONWriter) Int(name string, v int64) *JSONWriter {
 	return w
 }
 
-// Float adds a number field in the shortest form that reads back as v; NaN and infinities, which
-// JSON cannot express, are written as null.
+// Float adds a number field in the shortest form that reads back as v (exponent form below 1e-6
+// and from 1e21, like JavaScript and encoding/json); NaN and infinities, which JSON cannot
+// express, are written as null.
 func (w *JSONWriter) Float(name string, v float64) *JSONWriter {
 	w.name(name)
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		w.buf = append(w.buf, "null"...)
 		return w
 	}
-	w.buf = strconv.AppendFloat(w.buf, v, 'g', -1, 64)
+	w.buf = appendJSONFloat(w.buf, v)
 	return w
+}
+
+// appendJSONFloat appends a finite v as encoding/json does.
+func appendJSONFloat(b []byte, v float64) []byte {
+	format := byte('f')
+	if a := math.Abs(v); a != 0 && (a < 1e-6 || a >= 1e21) {
+		format = 'e'
+	}
+	b = strconv.AppendFloat(b, v, format, -1, 64)
+	if format == 'e' {
+		// 1e-07 becomes 1e-7, as JSON writers and the Rust SDK write it.
+		if n := len(b); n >= 4 && b[n-4] == 'e' && b[n-3] == '-' && b[n-2] == '0' {
+			b[n-2] = b[n-1]
+			b = b[:n-1]
+		}
+	}
+	return b
 }
 
 // Bool adds a boolean field.

@@ -87,8 +87,8 @@ func TestJSONWriter(t *testing.T) {
 		t.Fatalf("empty %s", got)
 	}
 	w.String("card", "c-\"17\"\\\n\x01\x7fé\xff").Float("amount", 123.45).Int("n", -3).Bool("ok", true).Null("x").
-		Float("nan", math.NaN()).Float("big", 1e21)
-	want := `{"card":"c-\"17\"\\\n\u0001\u007fé\ufffd","amount":123.45,"n":-3,"ok":true,"x":null,"nan":null,"big":1e+21}`
+		Float("nan", math.NaN()).Float("big", 1e21).Float("m", 1e6).Float("small", 1.5e-7).Float("z", 0)
+	want := `{"card":"c-\"17\"\\\n\u0001\u007fé\ufffd","amount":123.45,"n":-3,"ok":true,"x":null,"nan":null,"big":1e+21,"m":1000000,"small":1.5e-7,"z":0}`
 	if got := string(w.Bytes()); got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}

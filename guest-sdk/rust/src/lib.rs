@@ -64,8 +64,10 @@ pub mod abi;
 mod context;
 mod error;
 mod http;
+pub mod json;
 #[doc(hidden)]
 pub mod rt;
+pub mod state;
 mod sys;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;
