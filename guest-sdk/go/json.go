@@ -39,7 +39,10 @@ func (v JSONValue) Float() (float64, bool) {
 		return 0, false
 	}
 	f, err := strconv.ParseFloat(v.Str, 64)
-	return f, err == nil
+	if err != nil && !errors.Is(err, strconv.ErrRange) {
+		return 0, false
+	}
+	return f, true // a number beyond float64's range is ±Inf, as in the Rust SDK
 }
 
 // Int returns a number that is an integer within int64 range (false otherwise: another kind, a
@@ -325,20 +328,16 @@ func (p *jsonParser) str() (string, error) {
 			if !ok {
 				return "", p.err(`malformed \u escape`)
 			}
-			if r >= 0xD800 && r < 0xDC00 {
-				// A high surrogate pairs with a following \uDC00-\uDFFF.
-				lo := rune(-1)
-				if p.lit(`\u`) {
-					if l, ok := p.hex4(); ok && l >= 0xDC00 && l < 0xE000 {
-						lo = l
+			if hi := r; hi >= 0xD800 && hi < 0xDC00 {
+				// A high surrogate pairs with a following \uDC00-\uDFFF; alone it is U+FFFD (and
+				// whatever follows it is read on its own), as in encoding/json.
+				r = utf8.RuneError
+				if save := p.i; p.lit(`\u`) {
+					if lo, ok := p.hex4(); ok && lo >= 0xDC00 && lo < 0xE000 {
+						r = 0x10000 + (hi-0xD800)<<10 + (lo - 0xDC00)
 					} else {
-						return "", p.err(`\u escape: high surrogate not followed by a low one`)
+						p.i = save
 					}
-				}
-				if lo < 0 {
-					r = utf8.RuneError
-				} else {
-					r = 0x10000 + (r-0xD800)<<10 + (lo - 0xDC00)
 				}
 			} else if r >= 0xDC00 && r < 0xE000 {
 				r = utf8.RuneError

@@ -327,19 +327,18 @@ impl<'a> Parser<'a> {
                         None => return Err(self.err("malformed \\u escape")),
                     };
                     if (0xD800..0xDC00).contains(&r) {
+                        // A high surrogate pairs with a following \uDC00-\uDFFF; alone it is
+                        // U+FFFD (and whatever follows it is read on its own), as in Go.
+                        let hi = r;
+                        r = 0xFFFD;
+                        let save = self.i;
                         if self.lit(b"\\u") {
                             match self.hex4() {
                                 Some(lo) if (0xDC00..0xE000).contains(&lo) => {
-                                    r = 0x10000 + ((r - 0xD800) << 10) + (lo - 0xDC00);
+                                    r = 0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00);
                                 }
-                                _ => {
-                                    return Err(self.err(
-                                        "\\u escape: high surrogate not followed by a low one",
-                                    ))
-                                }
+                                _ => self.i = save,
                             }
-                        } else {
-                            r = 0xFFFD;
                         }
                     } else if (0xDC00..0xE000).contains(&r) {
                         r = 0xFFFD;

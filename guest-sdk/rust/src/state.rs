@@ -42,6 +42,7 @@
 //! The helpers take any [`Store`]: a [`Context`](crate::Context), or in tests the read-only view
 //! `testing::Harness::read` gives.
 
+use std::borrow::Cow;
 use std::marker::PhantomData;
 
 use crate::context::Context;
@@ -194,7 +195,7 @@ fn sub_name(name: &str, k: &[u8]) -> Vec<u8> {
 
 /// One typed state entry: `static LAST: Value<f64> = Value::new("last");`.
 pub struct Value<T> {
-    name: &'static str,
+    name: Cow<'static, str>,
     _t: PhantomData<fn() -> T>,
 }
 
@@ -202,7 +203,15 @@ impl<T> Value<T> {
     /// The entry named `name`.
     pub const fn new(name: &'static str) -> Value<T> {
         Value {
-            name,
+            name: Cow::Borrowed(name),
+            _t: PhantomData,
+        }
+    }
+
+    /// The entry named `name`, for names made at run time.
+    pub fn named(name: impl Into<String>) -> Value<T> {
+        Value {
+            name: Cow::Owned(name.into()),
             _t: PhantomData,
         }
     }
@@ -227,13 +236,22 @@ impl<T: Codec> Value<T> {
 
 /// An `i64` counter under one state name (8 bytes little-endian); a missing counter is 0.
 pub struct Counter {
-    name: &'static str,
+    name: Cow<'static, str>,
 }
 
 impl Counter {
     /// The counter named `name`.
     pub const fn new(name: &'static str) -> Counter {
-        Counter { name }
+        Counter {
+            name: Cow::Borrowed(name),
+        }
+    }
+
+    /// The counter named `name`, for names made at run time.
+    pub fn named(name: impl Into<String>) -> Counter {
+        Counter {
+            name: Cow::Owned(name.into()),
+        }
     }
 
     /// The counter (0 when never added to).
@@ -258,7 +276,7 @@ impl Counter {
 /// A map from string keys to typed values, one state entry per map entry named
 /// `name + "/" + key`: `static SEEN: Map<bool> = Map::new("seen");`.
 pub struct Map<V> {
-    name: &'static str,
+    name: Cow<'static, str>,
     _v: PhantomData<fn() -> V>,
 }
 
@@ -266,7 +284,15 @@ impl<V> Map<V> {
     /// The map named `name`.
     pub const fn new(name: &'static str) -> Map<V> {
         Map {
-            name,
+            name: Cow::Borrowed(name),
+            _v: PhantomData,
+        }
+    }
+
+    /// The map named `name`, for names made at run time.
+    pub fn named(name: impl Into<String>) -> Map<V> {
+        Map {
+            name: Cow::Owned(name.into()),
             _v: PhantomData,
         }
     }
@@ -275,22 +301,22 @@ impl<V> Map<V> {
 impl<V: Codec> Map<V> {
     /// The value of `k`, if any.
     pub fn get<S: Store + ?Sized>(&self, st: &mut S, k: &str) -> Result<Option<V>, Error> {
-        get_typed(st, &sub_name(self.name, k.as_bytes()))
+        get_typed(st, &sub_name(&self.name, k.as_bytes()))
     }
 
     /// Sets `k` to `v`.
     pub fn put<S: Store + ?Sized>(&self, st: &mut S, k: &str, v: &V) -> Result<(), Error> {
-        set_typed(st, &sub_name(self.name, k.as_bytes()), v)
+        set_typed(st, &sub_name(&self.name, k.as_bytes()), v)
     }
 
     /// Removes `k`; removing a missing key is not an error.
     pub fn delete<S: Store + ?Sized>(&self, st: &mut S, k: &str) -> Result<(), Error> {
-        st.remove(&sub_name(self.name, k.as_bytes()))
+        st.remove(&sub_name(&self.name, k.as_bytes()))
     }
 
     /// Every (key, value), in ascending bytewise key order.
     pub fn entries<S: Store + ?Sized>(&self, st: &mut S) -> Result<Vec<(String, V)>, Error> {
-        let prefix = sub_name(self.name, b"");
+        let prefix = sub_name(&self.name, b"");
         let mut out = Vec::new();
         for (n, v) in st.list(&prefix)? {
             let v = V::decode(&v).map_err(|e| named(&n, e))?;
@@ -301,7 +327,7 @@ impl<V: Codec> Map<V> {
 
     /// Removes every entry.
     pub fn clear<S: Store + ?Sized>(&self, st: &mut S) -> Result<(), Error> {
-        for (n, _) in st.list(&sub_name(self.name, b""))? {
+        for (n, _) in st.list(&sub_name(&self.name, b""))? {
             st.remove(&n)?;
         }
         Ok(())
@@ -312,7 +338,7 @@ impl<V: Codec> Map<V> {
 /// appends (8-byte `u64`) and each item is the entry `name + "/" +` its index as 16 lowercase hex
 /// digits, so items list in append order: `static RECENT: List<String> = List::new("recent");`.
 pub struct List<V> {
-    name: &'static str,
+    name: Cow<'static, str>,
     _v: PhantomData<fn() -> V>,
 }
 
@@ -320,7 +346,15 @@ impl<V> List<V> {
     /// The list named `name`.
     pub const fn new(name: &'static str) -> List<V> {
         List {
-            name,
+            name: Cow::Borrowed(name),
+            _v: PhantomData,
+        }
+    }
+
+    /// The list named `name`, for names made at run time.
+    pub fn named(name: impl Into<String>) -> List<V> {
+        List {
+            name: Cow::Owned(name.into()),
             _v: PhantomData,
         }
     }
@@ -331,7 +365,7 @@ impl<V> List<V> {
         for (j, c) in d.iter_mut().enumerate() {
             *c = HEX[((i >> (4 * (15 - j))) & 15) as usize];
         }
-        sub_name(self.name, &d)
+        sub_name(&self.name, &d)
     }
 }
 
@@ -356,7 +390,7 @@ impl<V: Codec> List<V> {
     /// Every item, in append order.
     pub fn items<S: Store + ?Sized>(&self, st: &mut S) -> Result<Vec<V>, Error> {
         let mut out = Vec::new();
-        for (n, v) in st.list(&sub_name(self.name, b""))? {
+        for (n, v) in st.list(&sub_name(&self.name, b""))? {
             out.push(V::decode(&v).map_err(|e| named(&n, e))?);
         }
         Ok(out)
@@ -364,7 +398,7 @@ impl<V: Codec> List<V> {
 
     /// Removes every item and the length.
     pub fn clear<S: Store + ?Sized>(&self, st: &mut S) -> Result<(), Error> {
-        for (n, _) in st.list(&sub_name(self.name, b""))? {
+        for (n, _) in st.list(&sub_name(&self.name, b""))? {
             st.remove(&n)?;
         }
         st.remove(self.name.as_bytes())
