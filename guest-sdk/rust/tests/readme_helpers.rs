@@ -4,10 +4,10 @@ use wasmstream::json::{Object, Writer};
 use wasmstream::state::{Counter, List, Map, Value};
 use wasmstream::{Context, Error, Record, Task};
 
-static TX: Counter = Counter::new("tx");                 // 8-byte little-endian i64
-static TOTAL: Value<f64> = Value::new("total");          // 8-byte little-endian f64 bits
-static CARDS: Map<i64> = Map::new("cards");              // "cards/<card>"
-static RECENT: List<f64> = List::new("recent");          // "recent" + "recent/<16 hex digits>"
+static TX: Counter = Counter::new("tx"); // 8-byte little-endian i64
+static TOTAL: Value<f64> = Value::new("total"); // 8-byte little-endian f64 bits
+static CARDS: Map<i64> = Map::new("cards"); // "cards/<card>"
+static RECENT: List<f64> = List::new("recent"); // "recent" + "recent/<16 hex digits>"
 
 struct Fraud {
     limit: f64,
@@ -26,7 +26,9 @@ impl Task for Fraud {
     fn process(&mut self, rec: &Record, ctx: &mut Context) -> Result<(), Error> {
         let tx = Object::parse(rec.value())?; // "json: expected ':' after field name "card" at byte 7"
         let card = tx.get_str("card").ok_or("card missing")?;
-        let amount = tx.get_f64("amount").ok_or("amount missing or not a number")?;
+        let amount = tx
+            .get_f64("amount")
+            .ok_or("amount missing or not a number")?;
         let n = TX.add(ctx, 1)?;
         let total = TOTAL.get(ctx)?.unwrap_or(0.0) + amount;
         TOTAL.set(ctx, &total)?;
