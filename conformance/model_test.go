@@ -2,10 +2,13 @@ package conformance_test
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"sort"
@@ -254,9 +257,150 @@ func (m *conformModel) record(st map[string]string, r inputRecord, emit func(str
 			return result("ok " + v)
 		}
 		return result("ok missing")
+	case "emitdef":
+		out, value := cut(args)
+		return emit(out, value, nil) // the SDKs' default timestamp is the record's
+	case "count":
+		name, num := cut(args)
+		d, ok := number(num, 999999999)
+		if !ok {
+			return errBadNumber
+		}
+		n, err := m.u64(st, name, "counter")
+		if err != nil {
+			return err
+		}
+		n += uint64(d)
+		st[name] = le64(n)
+		return result(strconv.FormatInt(int64(n), 10))
+	case "append":
+		name, item := cut(args)
+		n, err := m.u64(st, name, "list")
+		if err != nil {
+			return err
+		}
+		st[fmt.Sprintf("%s/%016x", name, n)] = item
+		st[name] = le64(n + 1)
+		var items []string
+		for _, k := range scan(name + "/") {
+			items = append(items, st[k])
+		}
+		return result(strings.Join(items, ";"))
+	case "mput":
+		name, rest := cut(args)
+		k, v := cut(rest)
+		st[name+"/"+k] = v
+		var parts []string
+		for _, n := range scan(name + "/") {
+			parts = append(parts, n[len(name)+1:]+"="+st[n])
+		}
+		return result(strings.Join(parts, ";"))
+	case "json":
+		out, ok := rewriteJSON(args)
+		if !ok {
+			return errors.New("bad json")
+		}
+		return result(out)
 	default:
 		return errors.New("unknown command")
 	}
+}
+
+// u64 reads a typed-state u64/i64 entry (8 bytes little-endian; missing is 0). Any other value
+// makes the SDKs fail with messages of their own, which the cases do not pin.
+func (m *conformModel) u64(st map[string]string, name, what string) (uint64, error) {
+	v, ok := st[name]
+	if !ok {
+		return 0, nil
+	}
+	if len(v) != 8 {
+		return 0, caseError{fmt.Sprintf("%s %q holds a value that is not 8 bytes", what, name)}
+	}
+	return binary.LittleEndian.Uint64([]byte(v)), nil
+}
+
+func le64(n uint64) string { return string(binary.LittleEndian.AppendUint64(nil, n)) }
+
+// rewriteJSON is the json command: s must be one flat JSON object of scalars; its fields are
+// written back in order, numbers as float64 in encoding/json's form (±Inf as null), strings with
+// the SDKs' escaping.
+func rewriteJSON(s string) (string, bool) {
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return "", false
+	}
+	var b strings.Builder
+	b.WriteByte('{')
+	for dec.More() {
+		name, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		v, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		if b.Len() > 1 {
+			b.WriteByte(',')
+		}
+		b.WriteString(jsonString(name.(string)) + ":")
+		switch v := v.(type) {
+		case json.Delim:
+			return "", false
+		case string:
+			b.WriteString(jsonString(v))
+		case json.Number:
+			f, err := strconv.ParseFloat(string(v), 64)
+			if err != nil && !errors.Is(err, strconv.ErrRange) {
+				return "", false
+			}
+			if math.IsInf(f, 0) {
+				b.WriteString("null")
+				break
+			}
+			num, _ := json.Marshal(f)
+			b.Write(num)
+		case bool:
+			b.WriteString(strconv.FormatBool(v))
+		case nil:
+			b.WriteString("null")
+		}
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') {
+		return "", false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return "", false // anything after the object
+	}
+	b.WriteByte('}')
+	return b.String(), true
+}
+
+// jsonString quotes s as the SDKs' JSON writers do: '"' and backslash escaped, newline, CR and tab
+// as \n \r \t, other bytes below 0x20 and 0x7f as \u00XX, everything else as is.
+func jsonString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == '\r':
+			b.WriteString(`\r`)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c < 0x20 || c == 0x7f:
+			fmt.Fprintf(&b, `\u%04x`, c)
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }
 
 // cut splits s at its first space; without a space the rest is empty.
@@ -409,7 +553,8 @@ func TestCasesCoverContract(t *testing.T) {
 		total.nonASCII = total.nonASCII || cov.nonASCII
 		total.interleaved = total.interleaved || cov.interleaved
 	}
-	for _, cmd := range []string{"put", "get", "del", "scan", "many", "big", "emit", "config", "meta", "fail", "foreign", ""} {
+	for _, cmd := range []string{"put", "get", "del", "scan", "many", "big", "emit", "config", "meta", "fail", "foreign", "",
+		"emitdef", "count", "append", "mput", "json"} {
 		if total.commands[cmd] == 0 {
 			t.Errorf("no case uses command %q", cmd)
 		}

@@ -103,9 +103,17 @@
 // # Outputs, logs, time, config
 //
 // Emit and EmitWith send records to named outputs; the host releases them in emit order when the
-// batch succeeds. Log (and Debug, Info, Warn, Error) write to the host's log. NowMs is the host's
+// batch succeeds. Emit stamps an output with the time of what is handled: the record's timestamp,
+// an event-time firing's time, else processing time (the rule every wasmstream SDK shares). Log (and Debug, Info, Warn, Error) write to the host's log. NowMs is the host's
 // processing time; the sandbox's own clock is not real time. Config returns the task's JSON
 // configuration, also handed to the function registered with HandleInit.
+//
+// # JSON and typed state
+//
+// ParseJSONObject and JSONWriter read and write flat JSON objects of scalars without reflection.
+// Value, Counter, Map and List keep typed data in a key's state with a documented byte encoding
+// (see typed.go and the README) that the Rust SDK shares, over any Store: a State, or the
+// read-only view wasmstreamtest.Host.Read gives a test.
 //
 // # Errors
 //

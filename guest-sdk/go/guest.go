@@ -95,7 +95,10 @@ func callProcess(n int32) int32 {
 	}
 	for batch.Next() {
 		record.r = batch.Record()
-		if err := processFn(&record); err != nil {
+		emitTs = record.r.Timestamp
+		err := processFn(&record)
+		emitTs = TimestampNow
+		if err != nil {
 			r := record.r
 			return fail("wasmstream: record " + string(r.Source) + "/" +
 				strconv.FormatUint(uint64(r.Partition), 10) + "@" +

@@ -25,10 +25,18 @@ type Output struct {
 // hdrBuf is the reusable buffer for encoding output headers.
 var hdrBuf []byte
 
-// Emit sends key and value to the output named output, stamped with the processing time. Outputs
-// are released by the host in emit order, and only if the whole batch succeeds.
+// emitTs is the timestamp Emit gives an output: the time of what the guest is handling (see Emit).
+var emitTs = TimestampNow
+
+// Emit sends key and value to the output named output, without headers. Outputs are released by
+// the host in emit order, and only if the whole call succeeds.
+//
+// The output's timestamp follows the rule every wasmstream SDK shares: while handling a record
+// it is the record's timestamp (processing time when the record has none, i.e. -1); while
+// handling an event-time timer it is the firing's time; in a processing-time timer, a tick or a
+// migration it is the processing time. Use EmitWith to choose another timestamp.
 func Emit(output string, key, value []byte) error {
-	return check(abi.FuncEmit, host.Emit(strBytes(output), key, value, nil, TimestampNow))
+	return check(abi.FuncEmit, host.Emit(strBytes(output), key, value, nil, emitTs))
 }
 
 // EmitWith sends o. Outputs are released by the host in emit order, and only if the whole batch

@@ -112,7 +112,12 @@ func callOnTimer(n int32) int32 {
 	}
 	for firings.Next() {
 		firing.f = firings.Firing()
-		if err := timerFn(&firing); err != nil {
+		if firing.EventTime() {
+			emitTs = firing.f.Time
+		}
+		err := timerFn(&firing)
+		emitTs = TimestampNow
+		if err != nil {
 			f := firing.f
 			return fail("wasmstream: timer " + strconv.Quote(string(f.Name)) + " of key " +
 				strconv.Quote(string(f.Key)) + ": " + err.Error())

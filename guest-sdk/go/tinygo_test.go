@@ -18,7 +18,7 @@ import (
 // encoding/json in particular are kept out of guests.
 func TestTinyGoFriendly(t *testing.T) {
 	allowed := map[string]bool{
-		"errors": true, "strconv": true, "unsafe": true, "time": true,
+		"errors": true, "strconv": true, "unsafe": true, "time": true, "math": true, "unicode/utf8": true,
 		"github.com/wasmstream/wasmstream/abi":                        true,
 		"github.com/wasmstream/wasmstream/guest-sdk/go/internal/host": true,
 	}

@@ -198,7 +198,7 @@ func TestDeclaredOutputsLogsAndClock(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Outputs) != 1 || res.Outputs[0].Timestamp != wasmstream.TimestampNow || len(res.Logs) != 1 ||
+	if len(res.Outputs) != 1 || res.Outputs[0].Timestamp != 5 || len(res.Logs) != 1 ||
 		res.Logs[0] != (wasmstreamtest.LogLine{Level: wasmstream.LevelInfo, Msg: `now 42 cfg {"a":1}`}) {
 		t.Fatalf("result %+v", res)
 	}

@@ -212,8 +212,14 @@ impl<'a> Context<'a> {
         Ok(out)
     }
 
-    /// Sends a record to the output named `output`, with the current record's timestamp and no
-    /// headers. Outputs are released in emit order, only if the call succeeds.
+    /// Sends a record to the output named `output`, without headers. Outputs are released in
+    /// emit order, only if the call succeeds.
+    ///
+    /// The output's timestamp follows the rule every wasmstream SDK shares: the time of what the
+    /// task is handling — the record's timestamp in `process` (processing time when the record has
+    /// none), the firing's time in an event-time `on_timer`, processing time in a
+    /// processing-time `on_timer`, a tick or a migration. Use [`emit_with`](Context::emit_with)
+    /// for another timestamp.
     pub fn emit(
         &mut self,
         output: impl AsRef<[u8]>,

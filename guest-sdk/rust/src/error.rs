@@ -137,29 +137,47 @@ impl From<Errno> for Error {
     }
 }
 
-impl From<&str> for Error {
-    fn from(msg: &str) -> Error {
-        Error::new(msg)
-    }
-}
-
-impl From<String> for Error {
-    fn from(msg: String) -> Error {
-        Error::new(msg)
-    }
-}
-
-impl From<std::str::Utf8Error> for Error {
-    fn from(e: std::str::Utf8Error) -> Error {
+/// Any error converts into an [`Error`] with the code `ERR_INVALID` and the error's text as its
+/// message, so `?` works on the results of other libraries (`str::parse`, `std::str::from_utf8`, a
+/// task's own error types, …) as well as on `&str` and `String` messages.
+///
+/// Because of this blanket conversion, [`Error`] itself does not implement
+/// `std::error::Error` (it would convert into itself); [`Error::into_std`] gives a boxed
+/// `std::error::Error` where one is needed.
+impl<E> From<E> for Error
+where
+    E: Into<Box<dyn std::error::Error>>,
+{
+    fn from(e: E) -> Error {
+        let e: Box<dyn std::error::Error> = e.into();
         Error::new(e.to_string())
     }
 }
 
-impl From<std::num::ParseIntError> for Error {
-    fn from(e: std::num::ParseIntError) -> Error {
-        Error::new(e.to_string())
+impl Error {
+    /// The error as a boxed `std::error::Error`, e.g. to return it from a function that uses
+    /// `Box<dyn std::error::Error>`.
+    pub fn into_std(self) -> Box<dyn std::error::Error + Send + Sync> {
+        Box::new(StdError(self))
     }
 }
+
+/// An [`Error`] seen as a `std::error::Error`.
+struct StdError(Error);
+
+impl fmt::Debug for StdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+impl fmt::Display for StdError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.0, f)
+    }
+}
+
+impl std::error::Error for StdError {}
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -178,8 +196,6 @@ impl fmt::Debug for Error {
         }
     }
 }
-
-impl std::error::Error for Error {}
 
 /// Turns a host status into a result: `>= 0` is `Ok(status)`, `< 0` an [`Error`] with that code.
 pub(crate) fn check(status: i32) -> Result<i32, Error> {

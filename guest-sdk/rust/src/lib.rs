@@ -41,6 +41,15 @@
 //!   survive a retry in state.
 //! - Byte views (`Record`'s key, value, …) are valid during the call; copy what you keep.
 //!
+//! ## Helpers
+//!
+//! - [`json`]: read and write flat JSON objects of scalars (`{"card":"c-17","amount":123.45}`).
+//! - [`state`]: typed values, counters, maps and lists in a key's state, with the byte encoding
+//!   the Go SDK shares.
+//! - Any error type converts into [`Error`], so `?` works on other libraries' results.
+//! - [`Context::emit`] stamps outputs with the time of what is handled (the record's timestamp,
+//!   an event-time firing's time, else processing time), like the Go SDK's `Emit`.
+//!
 //! ## ABI 0.2: timers, ticks, migrations, HTTP
 //!
 //! [`Task`] has optional handlers with defaults, so a 0.1-style task compiles unchanged:
@@ -64,8 +73,10 @@ pub mod abi;
 mod context;
 mod error;
 mod http;
+pub mod json;
 #[doc(hidden)]
 pub mod rt;
+pub mod state;
 mod sys;
 #[cfg(not(target_arch = "wasm32"))]
 pub mod testing;

@@ -42,8 +42,9 @@ use crate::{Domain, HttpRequest, HttpResponse, Task};
 /// One record the task emitted.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Output {
-    /// The output name.
-    pub output: Vec<u8>,
+    /// The output name; compares with `&str`, byte strings and `Vec<u8>`
+    /// (`assert_eq!(o.output, "counts")`).
+    pub output: OutputName,
     /// The output record's key.
     pub key: Vec<u8>,
     /// The output record's value.
@@ -59,6 +60,105 @@ impl Output {
     pub fn value_str(&self) -> String {
         String::from_utf8_lossy(&self.value).into_owned()
     }
+}
+
+/// The name of an [`Output`]: its bytes (it dereferences to `Vec<u8>`), comparable with `&str`,
+/// `String`, byte strings (`b"counts"`), `&[u8]` and `Vec<u8>`.
+#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct OutputName(pub Vec<u8>);
+
+impl OutputName {
+    /// The name as text (lossy).
+    pub fn as_str(&self) -> std::borrow::Cow<'_, str> {
+        String::from_utf8_lossy(&self.0)
+    }
+}
+
+impl std::fmt::Debug for OutputName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.as_str(), f)
+    }
+}
+
+impl std::fmt::Display for OutputName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.as_str())
+    }
+}
+
+impl std::ops::Deref for OutputName {
+    type Target = Vec<u8>;
+    fn deref(&self) -> &Vec<u8> {
+        &self.0
+    }
+}
+
+impl AsRef<[u8]> for OutputName {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+macro_rules! output_name_eq {
+    ($($t:ty),*) => {$(
+        impl PartialEq<$t> for OutputName {
+            fn eq(&self, other: &$t) -> bool {
+                let o: &[u8] = other.as_ref();
+                self.0 == o
+            }
+        }
+        impl PartialEq<OutputName> for $t {
+            fn eq(&self, other: &OutputName) -> bool {
+                other == self
+            }
+        }
+    )*};
+}
+
+output_name_eq!(str, &str, String, [u8], &[u8], Vec<u8>);
+
+impl<const N: usize> PartialEq<[u8; N]> for OutputName {
+    fn eq(&self, other: &[u8; N]) -> bool {
+        self.0 == other[..]
+    }
+}
+
+impl<const N: usize> PartialEq<&[u8; N]> for OutputName {
+    fn eq(&self, other: &&[u8; N]) -> bool {
+        self.0 == other[..]
+    }
+}
+
+/// A read-only copy of one key's committed state (see [`Harness::read`]).
+pub struct StateView {
+    entries: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+impl crate::state::Store for StateView {
+    fn read(&mut self, name: &[u8]) -> Result<Option<&[u8]>, crate::Error> {
+        Ok(self.entries.get(name).map(|v| &v[..]))
+    }
+    fn write(&mut self, _: &[u8], _: &[u8]) -> Result<(), crate::Error> {
+        Err(read_only())
+    }
+    fn remove(&mut self, _: &[u8]) -> Result<(), crate::Error> {
+        Err(read_only())
+    }
+    fn list(&mut self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>, crate::Error> {
+        Ok(self
+            .entries
+            .range(prefix.to_vec()..)
+            .take_while(|(n, _)| n.starts_with(prefix))
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .collect())
+    }
+}
+
+fn read_only() -> crate::Error {
+    crate::Error::with_code(
+        Errno::NOT_ALLOWED,
+        "testing: state read with Harness::read is read-only",
+    )
 }
 
 /// One message the task logged.
@@ -669,7 +769,7 @@ impl FakeHost {
             return Errno::LIMIT.raw();
         }
         self.pending.push(Output {
-            output: output.to_vec(),
+            output: OutputName(output.to_vec()),
             key: key.to_vec(),
             value: value.to_vec(),
             headers: hs.iter().map(|(n, v)| (n.to_vec(), v.to_vec())).collect(),
@@ -1227,6 +1327,26 @@ impl<T: Task> Harness<T> {
                 .get(key.as_ref())
                 .and_then(|m| m.get(name.as_ref()))
                 .cloned()
+        })
+    }
+
+    /// A read-only view of the committed state of `key`, for reading what the task wrote with the
+    /// typed helpers of [`state`](crate::state):
+    /// `Counter::new("count").get(&mut harness.read("alice"))`. Writes through it fail.
+    pub fn read(&self, key: impl AsRef<[u8]>) -> StateView {
+        with_host(|h| StateView {
+            entries: h.state.get(key.as_ref()).cloned().unwrap_or_default(),
+        })
+    }
+
+    /// The outputs of the successful calls so far that went to the output `name`, in order.
+    pub fn outputs_named(&self, name: &str) -> Vec<Output> {
+        with_host(|h| {
+            h.outputs
+                .iter()
+                .filter(|o| o.output == name)
+                .cloned()
+                .collect()
         })
     }
 

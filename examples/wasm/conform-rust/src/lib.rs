@@ -16,6 +16,11 @@
 //! | `meta` | emits `<source> <partition> <offset> <timestamp>` |
 //! | `fail <msg>` | the record fails with `<msg>` |
 //! | `foreign <key> <name>` | state get on another key: `ok <value>`, `ok missing` or the error's ABI name |
+//! | `emitdef <out> <value>` | emits to `<out>` with the SDK's default timestamp (`Context::emit`), nothing to `result` |
+//! | `count <name> <n>` | adds n to the typed `Counter` `<name>`, emits the new value |
+//! | `append <list> <item>` | appends to the typed `List<String>` `<list>`, emits its items joined with `;` |
+//! | `mput <map> <k> <v>` | puts k=v in the typed `Map<String>` `<map>`, emits `k=v;k=v…` in key order |
+//! | `json <object>` | parses a flat JSON object, emits it rewritten by the SDK's JSON writer (numbers as `f64`); a malformed object fails the record with `bad json` |
 //!
 //! Anything else fails the record with `unknown command`; a host error from any other SDK call
 //! fails it with the error's ABI name (the SDK's `Error` for a host code displays exactly that).
@@ -24,6 +29,8 @@
 //! cargo build --release --target wasm32-unknown-unknown   # target/…/release/conform_rust.wasm
 //! ```
 
+use wasmstream::json::{Object, Value, Writer};
+use wasmstream::state::{Counter, List, Map};
 use wasmstream::{Context, Error, HeadersBuilder, Record, Task};
 
 /// The output every command's result goes to.
@@ -33,6 +40,8 @@ pub const OUTPUT: &str = "result";
 const MAX_MANY: u64 = 99_999;
 /// Largest value `big` may build (the host refuses anything over its value limit anyway).
 const MAX_BIG: u64 = 16 << 20;
+/// Largest number `count` adds.
+const MAX_ADD: u64 = 999_999_999;
 
 /// The task. It keeps nothing between records.
 pub struct Conform;
@@ -156,6 +165,49 @@ impl Task for Conform {
                 };
                 result(ctx, rec, out)
             }
+            b"emitdef" => {
+                let (output, value) = cut(args);
+                ctx.emit(output, rec.key(), value)
+            }
+            b"count" => {
+                let (name, num) = cut(args);
+                let d = number(num, MAX_ADD)?;
+                let n = Counter::named(text(name)?).add(ctx, d as i64)?;
+                result(ctx, rec, n.to_string())
+            }
+            b"append" => {
+                let (name, item) = cut(args);
+                let list: List<String> = List::named(text(name)?);
+                list.append(ctx, &text(item)?)?;
+                let items = list.items(ctx)?;
+                result(ctx, rec, items.join(";"))
+            }
+            b"mput" => {
+                let (name, rest) = cut(args);
+                let (k, v) = cut(rest);
+                let map: Map<String> = Map::named(text(name)?);
+                map.put(ctx, &text(k)?, &text(v)?)?;
+                let parts: Vec<String> = map
+                    .entries(ctx)?
+                    .into_iter()
+                    .map(|(k, v)| k + "=" + &v)
+                    .collect();
+                result(ctx, rec, parts.join(";"))
+            }
+            b"json" => {
+                let o = Object::parse(args).map_err(|_| Error::new("bad json"))?;
+                let mut w = Writer::new();
+                for (name, v) in &o.fields {
+                    match v {
+                        Value::String(s) => w.str(name, s),
+                        Value::Number(_) => w.f64(name, v.as_f64().unwrap_or(f64::NAN)),
+                        Value::Bool(b) => w.bool(name, *b),
+                        Value::Null => w.null(name),
+                    };
+                }
+                let out = w.finish().to_vec();
+                result(ctx, rec, out)
+            }
             _ => Err(Error::new("unknown command")),
         }
     }
@@ -164,6 +216,11 @@ impl Task for Conform {
 /// Emits `value` to [`OUTPUT`] with the record's key and timestamp.
 fn result(ctx: &mut Context, rec: &Record, value: impl AsRef<[u8]>) -> Result<(), Error> {
     ctx.emit(OUTPUT, rec.key(), value)
+}
+
+/// `s` as text; the cases only give UTF-8.
+fn text(s: &[u8]) -> Result<String, Error> {
+    Ok(std::str::from_utf8(s)?.to_string())
 }
 
 /// Splits `s` at its first space; without a space the rest is empty.

@@ -203,3 +203,27 @@ fn foreign_keys() {
         .unwrap();
     assert_eq!(out[0].value_str(), "ok missing");
 }
+
+#[test]
+fn helper_commands() {
+    let mut h = Harness::<Conform>::new("{}").unwrap();
+    for (cmd, want) in [
+        ("count n 2", "2"),
+        ("count n 40", "42"),
+        ("append l a b", "a b"),
+        ("append l c", "a b;c"),
+        ("mput m y 1", "y=1"),
+        ("mput m x 2", "x=2;y=1"),
+        (
+            r#"json {"a":"x\n","b":1.50,"c":true,"d":null}"#,
+            r#"{"a":"x\n","b":1.5,"c":true,"d":null}"#,
+        ),
+    ] {
+        assert_eq!(one(&mut h, "k", cmd), want, "{:?}", cmd);
+    }
+    let err = run(&mut h, "k", 3, r#"json {"a":[]}"#).unwrap_err();
+    assert!(err.ends_with("bad json"), "{}", err);
+    let out = run(&mut h, "k", 0, "emitdef side v").unwrap();
+    assert_eq!(out.len(), 1);
+    assert!(out[0].output == "side" && out[0].ts == 1000);
+}

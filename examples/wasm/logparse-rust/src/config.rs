@@ -1,4 +1,6 @@
-//! The task config, parsed by hand (no JSON dependency).
+//! The task config, read with the SDK's JSON helpers.
+
+use wasmstream::json::Object;
 
 /// What to do with a value that is not an access-log line.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,129 +29,42 @@ impl Default for Config {
     }
 }
 
-/// Parses the config: an empty or all-white-space text (= `{}`), or a JSON object whose members
-/// are all optional:
+/// Parses the config with the SDK's JSON reader: an empty or all-white-space text (= `{}`), or a
+/// JSON object whose members are all optional:
 ///
-/// - `"output"`: a non-empty string without escapes or control characters;
+/// - `"output"`: a non-empty string;
 /// - `"on_invalid"`: `"count"` or `"fail"`.
 ///
 /// Any other member is an error (a misspelt setting should not be silently ignored); a repeated
 /// member counts the last time.
 pub fn parse(cfg: &[u8]) -> Result<Config, String> {
     let mut c = Config::default();
-    let mut p = Parser { b: cfg, i: 0 };
-    p.space();
-    if p.i == cfg.len() {
+    if cfg
+        .iter()
+        .all(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+    {
         return Ok(c);
     }
-    if !p.eat(b'{') {
-        return Err(p.error("the config is not a JSON object"));
-    }
-    p.space();
-    if !p.eat(b'}') {
-        loop {
-            p.space();
-            let name = p.str()?;
-            p.space();
-            if !p.eat(b':') {
-                return Err(p.error("expected ':'"));
-            }
-            p.space();
-            let at = p.i;
-            match name {
-                b"output" => {
-                    let v = p.str()?;
-                    if v.is_empty() {
-                        p.i = at;
-                        return Err(p.error("output must not be empty"));
-                    }
-                    c.output = v.to_vec();
-                }
-                b"on_invalid" => {
-                    c.on_invalid = match p.str()? {
-                        b"count" => OnInvalid::Count,
-                        b"fail" => OnInvalid::Fail,
-                        _ => {
-                            p.i = at;
-                            return Err(p.error("on_invalid must be \"count\" or \"fail\""));
-                        }
-                    }
-                }
-                _ => {
-                    let mut msg = String::from("unknown member \"");
-                    msg.push_str(std::str::from_utf8(name).unwrap_or("(not UTF-8)"));
-                    msg.push('"');
-                    p.i = at;
-                    return Err(p.error(&msg));
+    let o =
+        Object::parse(cfg).map_err(|e| String::from(e.message().unwrap_or("malformed JSON")))?;
+    for (name, v) in &o.fields {
+        match name.as_str() {
+            "output" => match v.as_str() {
+                Some("") => return Err("output must not be empty".into()),
+                Some(s) => c.output = s.as_bytes().to_vec(),
+                None => return Err("output must be a string".into()),
+            },
+            "on_invalid" => {
+                c.on_invalid = match v.as_str() {
+                    Some("count") => OnInvalid::Count,
+                    Some("fail") => OnInvalid::Fail,
+                    _ => return Err("on_invalid must be \"count\" or \"fail\"".into()),
                 }
             }
-            p.space();
-            if p.eat(b'}') {
-                break;
-            }
-            if !p.eat(b',') {
-                return Err(p.error("expected ',' or '}'"));
-            }
+            _ => return Err(String::from("unknown member \"") + name + "\""),
         }
-    }
-    p.space();
-    if p.i != cfg.len() {
-        return Err(p.error("trailing bytes after the object"));
     }
     Ok(c)
-}
-
-struct Parser<'a> {
-    b: &'a [u8],
-    i: usize,
-}
-
-impl<'a> Parser<'a> {
-    fn error(&self, msg: &str) -> String {
-        let mut digits = [0u8; 20];
-        let mut s = String::from(msg);
-        s.push_str(" at byte ");
-        s.push_str(
-            std::str::from_utf8(wasmstream::format_u64(self.i as u64, &mut digits))
-                .unwrap_or_default(),
-        );
-        s
-    }
-
-    fn space(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.b.get(self.i) {
-            self.i += 1;
-        }
-    }
-
-    fn eat(&mut self, c: u8) -> bool {
-        if self.b.get(self.i) == Some(&c) {
-            self.i += 1;
-            true
-        } else {
-            false
-        }
-    }
-
-    /// A string without escapes or control characters; returns its contents.
-    fn str(&mut self) -> Result<&'a [u8], String> {
-        if !self.eat(b'"') {
-            return Err(self.error("expected a string"));
-        }
-        let start = self.i;
-        while let Some(&c) = self.b.get(self.i) {
-            match c {
-                b'"' => {
-                    self.i += 1;
-                    return Ok(&self.b[start..self.i - 1]);
-                }
-                b'\\' => return Err(self.error("escapes are not supported in config strings")),
-                0..=0x1f => return Err(self.error("control character in a string")),
-                _ => self.i += 1,
-            }
-        }
-        Err(self.error("unterminated string"))
-    }
 }
 
 #[cfg(test)]
@@ -176,6 +91,13 @@ mod tests {
                 },
             ),
             (r#"{"on_invalid":"count","on_invalid":"fail"}"#, fail),
+            (
+                r#"{"output":"a\u0062\u00e9"}"#,
+                Config {
+                    output: "abé".as_bytes().to_vec(),
+                    ..Config::default()
+                },
+            ),
         ];
         for (cfg, want) in cases {
             assert_eq!(parse(cfg.as_bytes()).as_ref(), Ok(want), "{:?}", cfg);
@@ -185,25 +107,33 @@ mod tests {
     #[test]
     fn rejected() {
         let cases = [
-            ("[]", "the config is not a JSON object at byte 0"),
+            (
+                "[]",
+                "json: expected '{' at the start of an object at byte 0",
+            ),
             (
                 r#"{"on_invalid":"drop"}"#,
-                "on_invalid must be \"count\" or \"fail\" at byte 14",
+                "on_invalid must be \"count\" or \"fail\"",
             ),
-            (r#"{"output":""}"#, "output must not be empty at byte 10"),
-            (r#"{"outptu":"x"}"#, "unknown member \"outptu\" at byte 10"),
-            (r#"{"output":1}"#, "expected a string at byte 10"),
+            (r#"{"output":""}"#, "output must not be empty"),
+            (r#"{"outptu":"x"}"#, "unknown member \"outptu\""),
+            (r#"{"output":1}"#, "output must be a string"),
             (
-                r#"{"output":"a\u0062"}"#,
-                "escapes are not supported in config strings at byte 12",
+                r#"{"output":"x""#,
+                "json: expected ',' or '}' after field \"output\" at the end of the input",
             ),
-            (r#"{"output":"x""#, "expected ',' or '}' at byte 13"),
             (
                 r#"{"output":"x"} y"#,
-                "trailing bytes after the object at byte 15",
+                "json: unexpected data after the object at byte 15",
             ),
-            (r#"{"output" "x"}"#, "expected ':' at byte 10"),
-            (r#"{"output":"x"#, "unterminated string at byte 12"),
+            (
+                r#"{"output" "x"}"#,
+                "json: expected ':' after field name \"output\" at byte 10",
+            ),
+            (
+                r#"{"output":"x"#,
+                "json: unterminated string at the end of the input",
+            ),
         ];
         for (cfg, want) in cases {
             assert_eq!(parse(cfg.as_bytes()), Err(want.to_string()), "{:?}", cfg);

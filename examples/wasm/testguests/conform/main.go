@@ -13,6 +13,12 @@
 //	meta                    emits "<source> <partition> <offset> <timestamp>"
 //	fail <msg>              the record fails with <msg>
 //	foreign <key> <name>    state get on another key: "ok <value>", "ok missing" or the error's ABI name
+//	emitdef <out> <value>   emits to <out> with the SDK's default timestamp (Emit), nothing to "result"
+//	count <name> <n>        adds n to the typed Counter <name>, emits the new value
+//	append <list> <item>    appends to the typed List[string] <list>, emits its items joined with ";"
+//	mput <map> <k> <v>      puts k=v in the typed Map[string] <map>, emits "k=v;k=v..." in key order
+//	json <object>           parses a flat JSON object, emits it rewritten by the SDK's JSON writer
+//	                        (numbers as float64); a malformed object fails the record with "bad json"
 //
 // Anything else fails the record with "unknown command". A host error from any other SDK call
 // fails the record with the error's ABI name (e.g. "ERR_TOO_LARGE").
@@ -42,6 +48,7 @@ const Output = "result"
 const (
 	maxMany = 99999
 	maxBig  = 16 << 20
+	maxAdd  = 999999999
 )
 
 var errBadNumber = errors.New("bad number")
@@ -157,6 +164,66 @@ func handle(r *wasmstream.Record) error {
 		default:
 			return result(r, "ok "+string(v))
 		}
+	case "emitdef":
+		out, value := cut(args)
+		return hostErr(wasmstream.Emit(out, r.Key(), []byte(value)))
+	case "count":
+		name, num := cut(args)
+		d, ok := number(num, maxAdd)
+		if !ok {
+			return errBadNumber
+		}
+		n, err := wasmstream.Counter{Name: name}.Add(st, int64(d))
+		if err != nil {
+			return hostErr(err)
+		}
+		return result(r, strconv.FormatInt(n, 10))
+	case "append":
+		name, item := cut(args)
+		l := wasmstream.List[string]{Name: name, Codec: wasmstream.StringCodec}
+		if err := l.Append(st, item); err != nil {
+			return hostErr(err)
+		}
+		items, err := l.Items(st)
+		if err != nil {
+			return hostErr(err)
+		}
+		return result(r, strings.Join(items, ";"))
+	case "mput":
+		name, rest := cut(args)
+		k, v := cut(rest)
+		m := wasmstream.Map[string]{Name: name, Codec: wasmstream.StringCodec}
+		if err := m.Put(st, k, v); err != nil {
+			return hostErr(err)
+		}
+		var parts []string
+		if err := m.Each(st, func(k, v string) bool {
+			parts = append(parts, k+"="+v)
+			return true
+		}); err != nil {
+			return hostErr(err)
+		}
+		return result(r, strings.Join(parts, ";"))
+	case "json":
+		o, err := wasmstream.ParseJSONObject([]byte(args))
+		if err != nil {
+			return errors.New("bad json")
+		}
+		var w wasmstream.JSONWriter
+		for _, f := range o.Fields {
+			switch f.Value.Kind {
+			case wasmstream.JSONString:
+				w.String(f.Name, f.Value.Str)
+			case wasmstream.JSONNumber:
+				x, _ := f.Value.Float()
+				w.Float(f.Name, x)
+			case wasmstream.JSONBool:
+				w.Bool(f.Name, f.Value.Bool)
+			default:
+				w.Null(f.Name)
+			}
+		}
+		return result(r, string(w.Bytes()))
 	default:
 		return errors.New("unknown command")
 	}

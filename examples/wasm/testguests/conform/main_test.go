@@ -202,3 +202,27 @@ func TestForeign(t *testing.T) {
 		t.Fatalf("foreign key in the batch: %v %v", res.Outputs, err)
 	}
 }
+
+func TestHelperCommands(t *testing.T) {
+	h := newHost(t, "{}")
+	for _, s := range []struct{ cmd, want string }{
+		{"count n 2", "2"},
+		{"count n 40", "42"},
+		{"append l a b", "a b"},
+		{"append l c", "a b;c"},
+		{"mput m y 1", "y=1"},
+		{"mput m x 2", "x=2;y=1"},
+		{`json {"a":"x\n","b":1.50,"c":true,"d":null}`, `{"a":"x\n","b":1.5,"c":true,"d":null}`},
+	} {
+		if got := one(t, h, "k", s.cmd); got != s.want {
+			t.Errorf("%q: %q, want %q", s.cmd, got, s.want)
+		}
+	}
+	if got := failure(t, h, "k", 3, `json {"a":[]}`); got != "wasmstream: record in/0@3: bad json" {
+		t.Errorf("nested json: %q", got)
+	}
+	res, err := step(t, h, "k", 0, "emitdef side v")
+	if err != nil || len(res.Outputs) != 1 || res.Outputs[0].Name != "side" || res.Outputs[0].Timestamp != 1000 {
+		t.Fatalf("emitdef: %v, %v", err, res.Outputs)
+	}
+}
