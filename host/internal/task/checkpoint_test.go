@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/wasmstream/wasmstream/store"
 )
@@ -33,5 +34,26 @@ func TestPartialPositions(t *testing.T) {
 	want := []store.StreamPosition{pos(12, 120), pos(15, 140), pos(18, 180)}
 	if !slices.Equal(got, want) {
 		t.Errorf("partialPositions = %+v\nwant %+v", got, want)
+	}
+}
+
+// TestCheckpointWhenSinksFull runs a task whose checkpoint interval is an hour with an output
+// sink that holds its lines until Flush (as a file sink does) and checks that the task
+// checkpoints as soon as the sink holds maxHeldOutputs: the memory a sink holds is bounded by
+// early checkpoints, not by the interval.
+func TestCheckpointWhenSinksFull(t *testing.T) {
+	r := startRig(t, rigOpts{checkpoint: time.Hour, holdBytes: maxHeldOutputs / 4})
+	r.send(r0("a", "count"), r0("b", "count"), r0("c", "count"), r0("d", "count"))
+	r.waitLines("log rec", 4)
+	deadline := time.Now().Add(10 * time.Second)
+	for r.tk.Stats().Checkpoints == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint although the sink holds %d outputs of %d bytes", 4, maxHeldOutputs/4)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	pos, ok, err := r.db.Position("timers", 1)
+	if err != nil || !ok || pos.Next != 4 {
+		t.Errorf("position after the early checkpoint = %+v, %v, %v; want Next 4", pos, ok, err)
 	}
 }

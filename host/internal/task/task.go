@@ -616,6 +616,11 @@ func (t *Task) loop(ctx context.Context, chunks <-chan source.Chunk, instErr <-c
 		case <-wake.C:
 		case <-t.wakeup:
 		}
+		if !t.eos() && t.sinksFull() {
+			if err := t.checkpoint(); err != nil {
+				return err
+			}
+		}
 	}
 }
 
