@@ -231,9 +231,9 @@ func TestCrashExactState(t *testing.T) {
 		t.Fatalf("state differs from the expectation after %d kills:\n%s", kills, strings.Join(diffs, "\n"))
 	}
 	lines, dups := checkOutputs(t, output, want)
-	t.Logf("%d records, %d runs, %d SIGKILLs: state exact over %d users; %d output lines, %d duplicates (at least once)",
-		records, runs, kills, len(got), lines, dups)
-	fmt.Printf("crash test: %d SIGKILLs, %d runs, %d records, state exact, %d duplicate outputs\n", kills, runs, records, dups)
+	t.Logf("%d records, %d runs, %d SIGKILLs: state exact over %d users; %d output lines, %d duplicates (at least once), %d per kill",
+		records, runs, kills, len(got), lines, dups, dups/kills)
+	fmt.Printf("crash test: %d SIGKILLs, %d runs, %d records, state exact, %d duplicate outputs (%d per kill)\n", kills, runs, records, dups, dups/kills)
 }
 
 // killLoop runs the binary with cfg again and again, killing each run with SIGKILL after a random

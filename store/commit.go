@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sort"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -35,6 +36,17 @@ type Checkpoint struct {
 	// Positions holds new positions, at most one entry per stream. They are
 	// written after every key, in the last transaction of the Commit.
 	Positions []StreamPosition
+	// Partial holds, for streams in Positions, earlier positions a split
+	// Commit may write before its last transaction, so that a crash between
+	// its transactions does not send replay back to the previous checkpoint:
+	// with each transaction but the last, Commit writes, per stream, the
+	// furthest of them whose Next is at most the First of every key of the
+	// stream still to be written. Each stream's entries must be in increasing
+	// order of Next, none above the stream's Positions entry; their Horizon
+	// is ignored (the stream's new one is written), and Commit never lowers a
+	// stored Next or Watermark with them. A checkpoint written in one
+	// transaction ignores Partial.
+	Partial []StreamPosition
 }
 
 // KeyWrites is the change of one (stream, key) in a checkpoint: its name
@@ -59,6 +71,12 @@ type KeyWrites struct {
 	// Timers are applied in order after Writes; a later operation on the same
 	// timer name wins.
 	Timers []TimerOp
+	// First is the lowest offset of the key's records whose effects this
+	// checkpoint adds to its state, or math.MaxInt64 if none (only timer
+	// firings or ticks changed the key). Commit uses it only with
+	// Checkpoint.Partial: replay must start at or below it until the key is
+	// written. The zero value never lets a partial position pass offset 0.
+	First int64
 }
 
 // TimerOp sets or deletes one timer of a key. A timer is identified by
@@ -141,13 +159,19 @@ func (db *DB) Commit(cp *Checkpoint) error {
 	db.floors.lower(cp)
 	defer db.floors.changed()
 
-	if len(cp.Positions) > 0 && !db.fitsOneTxn(cp) {
-		if err := db.raiseHorizons(cp); err != nil {
-			return err
-		}
-	}
 	w := txnWriter{db: db, txn: db.bdb.NewTransaction(true)}
 	defer func() { w.txn.Discard() }()
+	if len(cp.Positions) > 0 && !db.fitsOneTxn(cp) {
+		cur, err := db.raiseHorizons(cp)
+		if err != nil {
+			return err
+		}
+		if len(cp.Partial) > 0 {
+			p := newPartialWriter(cp, cur)
+			w.resEntries, w.resSize = p.reserve()
+			w.atSplit = p.write
+		}
+	}
 	for i := range cp.Keys {
 		kw := &cp.Keys[i]
 		entries, size := keyGroupSize(cp.Task, kw)
@@ -157,6 +181,7 @@ func (db *DB) Commit(cp *Checkpoint) error {
 		if err := w.writeKey(cp.Task, kw); err != nil {
 			return err
 		}
+		w.keys++
 	}
 	if len(cp.Positions) > 0 {
 		posSize := len(cp.Positions) * (positionKeyLen(cp.Task) + positionValueLen + entryOverhead)
@@ -306,6 +331,25 @@ func validateCheckpoint(cp *Checkpoint) error {
 			}
 		}
 	}
+	last := map[uint32]int64{}
+	for _, sp := range cp.Partial {
+		var final *Position
+		for i := range cp.Positions {
+			if cp.Positions[i].Stream == sp.Stream {
+				final = &cp.Positions[i].Position
+			}
+		}
+		prev, seen := last[sp.Stream]
+		switch {
+		case final == nil:
+			return invalid("stream %d: a partial position without a position", sp.Stream)
+		case sp.Position.Next < 0 || sp.Position.Next > final.Next:
+			return invalid("stream %d: partial position %+v out of range (position Next %d)", sp.Stream, sp.Position, final.Next)
+		case seen && sp.Position.Next <= prev:
+			return invalid("stream %d: partial positions not in increasing order of Next", sp.Stream)
+		}
+		last[sp.Stream] = sp.Position.Next
+	}
 	return nil
 }
 
@@ -323,6 +367,13 @@ type txnWriter struct {
 	// committed by reserve to make room, that is before a key transaction of
 	// a write that turned out to need several (Restore raises horizons there).
 	beforeSplit func() error
+	// atSplit, if set, is called before each transaction reserve commits to
+	// make room, with the transaction and the number of key groups written so
+	// far (the first keys of the write); it may add up to resEntries entries
+	// of resSize bytes, which reserve keeps free in every transaction.
+	atSplit             func(txn *badger.Txn, keys int) error
+	keys                int // key groups written so far
+	resEntries, resSize int
 }
 
 // reserve makes room for a key group of the given estimated size, committing
@@ -330,10 +381,15 @@ type txnWriter struct {
 // is not empty. A group larger than the limits gets a transaction of its own.
 func (w *txnWriter) reserve(entries, size int) error {
 	o := &w.db.opts
-	if w.entries > 0 && (w.entries+entries > o.MaxTxnEntries || w.size+size > o.MaxTxnBytes) {
+	if w.entries > 0 && (w.entries+entries+w.resEntries > o.MaxTxnEntries || w.size+size+w.resSize > o.MaxTxnBytes) {
 		if split := w.beforeSplit; split != nil {
 			w.beforeSplit = nil
 			if err := split(); err != nil {
+				return err
+			}
+		}
+		if at := w.atSplit; at != nil {
+			if err := at(w.txn, w.keys); err != nil {
 				return err
 			}
 		}
@@ -486,10 +542,11 @@ func (db *DB) fitsOneTxn(cp *Checkpoint) bool {
 // mark above the durable horizon; should the process die before the positions commit, replay must
 // still check the marks of every offset a committed key may include, and it checks those up to
 // the durable horizon. Raising a horizon early is always safe: it only makes replay check more
-// marks.
-func (db *DB) raiseHorizons(cp *Checkpoint) error {
+// marks. It returns the streams' positions as stored now.
+func (db *DB) raiseHorizons(cp *Checkpoint) (map[uint32]Position, error) {
 	txn := db.bdb.NewTransaction(true)
 	defer txn.Discard()
+	stored := make(map[uint32]Position, len(cp.Positions))
 	for _, sp := range cp.Positions {
 		k := appendPositionKey(nil, cp.Task, sp.Stream)
 		cur := Position{Horizon: -1, Watermark: -1}
@@ -497,22 +554,83 @@ func (db *DB) raiseHorizons(cp *Checkpoint) error {
 		switch {
 		case errors.Is(err, badger.ErrKeyNotFound):
 		case err != nil:
-			return fmt.Errorf("store: commit: stream %d position: %w", sp.Stream, err)
+			return nil, fmt.Errorf("store: commit: stream %d position: %w", sp.Stream, err)
 		default:
 			if err := item.Value(func(v []byte) (err error) { cur, err = decodePosition(v); return err }); err != nil {
-				return fmt.Errorf("store: commit: stream %d position: %w", sp.Stream, err)
+				return nil, fmt.Errorf("store: commit: stream %d position: %w", sp.Stream, err)
 			}
 		}
-		if sp.Position.Horizon <= cur.Horizon {
-			continue
+		if sp.Position.Horizon > cur.Horizon {
+			cur.Horizon = sp.Position.Horizon
+			if err := txn.Set(k, appendPosition(nil, cur)); err != nil {
+				return nil, fmt.Errorf("store: commit: stream %d position: %w", sp.Stream, err)
+			}
 		}
-		cur.Horizon = sp.Position.Horizon
-		if err := txn.Set(k, appendPosition(nil, cur)); err != nil {
-			return fmt.Errorf("store: commit: stream %d position: %w", sp.Stream, err)
-		}
+		stored[sp.Stream] = cur
 	}
 	if err := txn.Commit(); err != nil {
-		return fmt.Errorf("store: commit: %w", err)
+		return nil, fmt.Errorf("store: commit: %w", err)
+	}
+	return stored, nil
+}
+
+// partialWriter advances the positions of a split checkpoint with its key transactions
+// (Checkpoint.Partial): before each transaction but the last commits, it adds to it, per stream,
+// the furthest partial position that every key still to be written allows.
+type partialWriter struct {
+	cp      *Checkpoint
+	streams map[uint32]*partialStream
+}
+
+type partialStream struct {
+	cands  []Position // the stream's Partial entries, by increasing Next
+	stored Position   // as stored: raised horizon, then each partial position written
+	bound  int64      // scratch: the lowest First of the keys still to be written
+}
+
+func newPartialWriter(cp *Checkpoint, stored map[uint32]Position) *partialWriter {
+	p := &partialWriter{cp: cp, streams: map[uint32]*partialStream{}}
+	for _, sp := range cp.Partial {
+		ps := p.streams[sp.Stream]
+		if ps == nil {
+			ps = &partialStream{stored: stored[sp.Stream]}
+			p.streams[sp.Stream] = ps
+		}
+		ps.cands = append(ps.cands, sp.Position)
+	}
+	return p
+}
+
+// reserve returns the entries and bytes one transaction needs for the partial positions.
+func (p *partialWriter) reserve() (entries, size int) {
+	n := len(p.streams)
+	return n, n * (positionKeyLen(p.cp.Task) + positionValueLen + entryOverhead)
+}
+
+// write adds to txn the positions that hold once the first keys of the checkpoint are committed.
+func (p *partialWriter) write(txn *badger.Txn, keys int) error {
+	for _, ps := range p.streams {
+		ps.bound = math.MaxInt64
+	}
+	for i := keys; i < len(p.cp.Keys); i++ {
+		kw := &p.cp.Keys[i]
+		if ps := p.streams[kw.Stream]; ps != nil {
+			ps.bound = min(ps.bound, kw.First)
+		}
+	}
+	for s, ps := range p.streams {
+		// The furthest candidate at or below the bound.
+		j := sort.Search(len(ps.cands), func(j int) bool { return ps.cands[j].Next > ps.bound }) - 1
+		if j < 0 || ps.cands[j].Next <= ps.stored.Next {
+			continue
+		}
+		pos := ps.cands[j]
+		pos.Horizon = ps.stored.Horizon
+		pos.Watermark = max(pos.Watermark, ps.stored.Watermark)
+		if err := txn.Set(appendPositionKey(nil, p.cp.Task, s), appendPosition(nil, pos)); err != nil {
+			return fmt.Errorf("store: commit: stream %d position: %w", s, err)
+		}
+		ps.stored = pos
 	}
 	return nil
 }

@@ -230,6 +230,94 @@ func TestCrashBetweenTxns(t *testing.T) {
 	}
 }
 
+// TestCrashBetweenTxnsAdvancesPosition stops a split checkpoint with partial positions after k
+// transactions, for every k, and checks that the stored position moved forward with the keys
+// written (a restart does not go back to the previous checkpoint) but never past a record of a
+// key still old: replaying from the stored Next with the marks applies every record exactly once.
+func TestCrashBetweenTxnsAdvancesPosition(t *testing.T) {
+	const nkeys = 20
+	errCrash := errors.New("simulated crash")
+	// Key i's records since the last checkpoint are lines 100+i and 200+i; the last checkpoint
+	// stopped at line 100 (byte 1000), the new one at line 220 (byte 2200).
+	cp := func(s uint32) *Checkpoint {
+		cp := &Checkpoint{Task: "t", Positions: []StreamPosition{{s, Position{Next: 220, Horizon: 230, Resume: 2200, Watermark: 7}}}}
+		for i := range nkeys {
+			cp.Keys = append(cp.Keys, KeyWrites{Stream: s, Key: []byte(fmt.Sprint(i)), Mark: int64(200 + i), First: int64(100 + i),
+				Writes: []Write{set("v", "new"), set("w", "new")}})
+			cp.Partial = append(cp.Partial, StreamPosition{s, Position{Next: int64(100 + i), Resume: int64(1000 + 10*i), Watermark: 5}})
+		}
+		return cp
+	}
+	opts := Options{MaxTxnEntries: 10} // three key groups of 3 entries and a position per transaction
+
+	prevNext := int64(100)
+	for k := 0; ; k++ {
+		dir := t.TempDir()
+		db := openTestDBAt(t, dir, opts)
+		s := mustStreamID(t, db, "t", "s")
+		mustCommit(t, db, &Checkpoint{Task: "t", Positions: []StreamPosition{{s, Position{Next: 100, Horizon: 110, Resume: 1000, Watermark: 6}}}})
+		db.opts.beforeTxn = func(i int) error {
+			if i == k {
+				return errCrash
+			}
+			return nil
+		}
+		err := db.Commit(cp(s))
+		finished := err == nil
+		if !finished && !errors.Is(err, errCrash) {
+			t.Fatalf("k=%d: Commit: %v", k, err)
+		}
+		mustClose(t, db)
+
+		db = openTestDBAt(t, dir, Options{ReadOnly: true})
+		pos, _, err := db.Position("t", s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		newKeys := 0
+		for i := range nkeys {
+			key := fmt.Sprint(i)
+			mark, ok, err := db.Mark("t", s, []byte(key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok {
+				newKeys++
+				if mark != int64(200+i) || getString(t, db, "t", s, key, "w") != "new" {
+					t.Errorf("k=%d key %s: mark %d, w=%q", k, key, mark, getString(t, db, "t", s, key, "w"))
+				}
+			} else if pos.Next > int64(100+i) {
+				t.Errorf("k=%d: Next %d passed line %d of key %s, which is not written: replay would lose it", k, pos.Next, 100+i, key)
+			}
+		}
+		switch {
+		case finished:
+			if pos != (Position{Next: 220, Horizon: 230, Resume: 2200, Watermark: 7}) {
+				t.Errorf("finished: position %+v", pos)
+			}
+		case newKeys < nkeys && pos.Next != int64(100+newKeys):
+			// Keys are written in order, so the first old key is newKeys: replay starts at its line.
+			t.Errorf("k=%d: %d keys written, Next %d; want %d", k, newKeys, pos.Next, 100+newKeys)
+		case pos.Resume != 1000+10*(pos.Next-100) || pos.Horizon != 230 || pos.Watermark != 6:
+			t.Errorf("k=%d: position %+v: Resume does not match Next, horizon not the new one or watermark lowered", k, pos)
+		}
+		if pos.Next < prevNext {
+			t.Errorf("k=%d: Next %d went back from %d", k, pos.Next, prevNext)
+		}
+		prevNext = pos.Next
+		mustClose(t, db)
+		if finished {
+			if k < 5 {
+				t.Errorf("checkpoint took %d transactions, want at least 5 with these limits", k+1)
+			}
+			break
+		}
+		if k > 100 {
+			t.Fatal("Commit never finished")
+		}
+	}
+}
+
 func TestCommitKeyTooBigForOneTxn(t *testing.T) {
 	// Badger limits a transaction to 15% of a memtable: about 154 KiB here.
 	db := openTestDB(t, Options{MemTableSize: 1 << 20})
@@ -279,6 +367,9 @@ func TestCommitValidation(t *testing.T) {
 		{name: "negative next", cp: Checkpoint{Keys: []KeyWrites{good}, Positions: []StreamPosition{{s, Position{Next: -1}}}}, want: ErrInvalidCheckpoint},
 		{name: "horizon below -1", cp: Checkpoint{Keys: []KeyWrites{good}, Positions: []StreamPosition{{s, Position{Horizon: -2}}}}, want: ErrInvalidCheckpoint},
 		{name: "two positions of a stream", cp: Checkpoint{Keys: []KeyWrites{good}, Positions: []StreamPosition{{s, Position{}}, {s, Position{}}}}, want: ErrInvalidCheckpoint},
+		{name: "partial position without a position", cp: Checkpoint{Keys: []KeyWrites{good}, Partial: []StreamPosition{{s, Position{}}}}, want: ErrInvalidCheckpoint},
+		{name: "partial position past the position", cp: Checkpoint{Keys: []KeyWrites{good}, Positions: []StreamPosition{{s, Position{Next: 5}}}, Partial: []StreamPosition{{s, Position{Next: 6}}}}, want: ErrInvalidCheckpoint},
+		{name: "partial positions out of order", cp: Checkpoint{Keys: []KeyWrites{good}, Positions: []StreamPosition{{s, Position{Next: 5}}}, Partial: []StreamPosition{{s, Position{Next: 3}}, {s, Position{Next: 3}}}}, want: ErrInvalidCheckpoint},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -50,13 +50,21 @@
 //     self-consistent: its state, its timers, their due-index entries and
 //     its mark are all old or all new;
 //  2. positions go in the last transaction, committed after every key
-//     transaction has committed.
+//     transaction has committed; before the first key transaction, each
+//     stream's horizon is raised to the new one in a transaction of its own.
+//  3. with Checkpoint.Partial, each key transaction but the last also
+//     carries, per stream, the furthest partial position at or below the
+//     KeyWrites.First of every key of the stream not yet written: every
+//     record below it is in a key already written (or one the checkpoint
+//     does not change).
 //
 // A crash between transactions is harmless: a key with new state has its new
 // mark, so replay skips the records already applied to it; a key with old
-// state has its old mark; positions are old, so replay starts where the
-// previous checkpoint left off. Replaying from the old position with per-key
-// marks therefore yields exactly-once state.
+// state has its old mark; positions are old, or a partial position that no
+// old key's record precedes, so replay starts at or before the first record
+// a key still lacks. Replaying from there with per-key marks therefore
+// yields exactly-once state, and a checkpoint cut short still saves the
+// replay of what its written keys cover.
 //
 // A mark may be dropped (Mark: [DropMark], which is math.MinInt64) once it is
 // below the stream's durable Position.Next, because replay never goes back

@@ -75,7 +75,7 @@ func (db *DB) Restore(task string, stream uint32, snaps []KeySnapshot, pos *Posi
 	defer func() { w.txn.Discard() }()
 	if pos != nil {
 		cp := &Checkpoint{Task: task, Positions: []StreamPosition{{stream, *pos}}}
-		w.beforeSplit = func() error { return db.raiseHorizons(cp) }
+		w.beforeSplit = func() error { _, err := db.raiseHorizons(cp); return err }
 	}
 	r := restorer{w: &w, task: task, stream: stream, stateIt: stateIt, timerIt: timerIt}
 	for i := range snaps {

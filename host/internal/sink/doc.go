@@ -4,6 +4,10 @@
 // A Writer buffers; Flush makes everything written so far durable against a killed process
 // (and, with sync, against a power loss) and is called by the task loop before every checkpoint,
 // so that a checkpoint never covers an output the sink has not got (S11: outputs at least once).
+// A file Writer holds its lines until Flush (the task checkpoints early once its sinks hold 8 MiB):
+// the lines of work a crash makes the host redo never reach the file, so after a SIGKILL only the
+// outputs of a checkpoint whose commit was cut short appear twice. A stream Writer (standard
+// output) writes out every 64 KiB.
 // When a file is opened after a crash that tore its last line, the torn tail is cut off: it was
 // never covered by a checkpoint, so the records that produced it run again.
 //

@@ -1,7 +1,6 @@
 package sink
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/base64"
 	"fmt"
@@ -12,11 +11,18 @@ import (
 )
 
 // Writer appends JSON lines to a file or a stream. It is used by one goroutine.
+//
+// A file Writer holds every line until Flush: a line reaches the file only with the checkpoint
+// that covers its record, so a killed process leaves no output of work it must redo, and a
+// restart produces again only what the last checkpoint's commit did not finish. A stream Writer
+// writes its buffer out whenever it holds 64 KiB.
 type Writer struct {
 	f    *os.File // nil for a plain stream
-	w    *bufio.Writer
+	out  io.Writer
+	buf  []byte
+	auto int // a stream's buffer size; 0: only Flush writes (a file)
 	sync bool
-	line []byte
+	err  error // the first failed write
 	n    int64 // lines written
 }
 
@@ -31,7 +37,7 @@ func OpenFile(path string, sync bool) (*Writer, error) {
 		f.Close()
 		return nil, fmt.Errorf("sink: %s: %w", path, err)
 	}
-	return &Writer{f: f, w: bufio.NewWriterSize(f, 256<<10), sync: sync}, nil
+	return &Writer{f: f, out: f, sync: sync}, nil
 }
 
 // cutTornTail truncates f after its last newline and positions it at the end.
@@ -68,7 +74,7 @@ func cutTornTail(f *os.File) error {
 
 // NewStream writes to w (e.g. standard output); Flush flushes but cannot fsync.
 func NewStream(w io.Writer) *Writer {
-	return &Writer{w: bufio.NewWriterSize(w, 64<<10)}
+	return &Writer{out: w, auto: 64 << 10}
 }
 
 // Header is an output header.
@@ -76,7 +82,7 @@ type Header struct{ Name, Value []byte }
 
 // WriteOutput appends one output line.
 func (w *Writer) WriteOutput(name string, key, value []byte, ts int64, headers []Header) error {
-	b := append(w.line[:0], `{"output":`...)
+	b := append(w.buf, `{"output":`...)
 	b = AppendString(b, name)
 	b = AppendBytesField(b, "key", key)
 	b = AppendBytesField(b, "value", value)
@@ -95,19 +101,45 @@ func (w *Writer) WriteOutput(name string, key, value []byte, ts int64, headers [
 		b = append(b, '}')
 	}
 	b = append(b, "}\n"...)
-	w.line = b
+	w.buf = b
 	w.n++
-	_, err := w.w.Write(b)
-	return err
+	return w.wrote()
 }
 
 // WriteLine appends one already encoded JSON object and a newline.
 func (w *Writer) WriteLine(obj []byte) error {
 	w.n++
-	if _, err := w.w.Write(obj); err != nil {
-		return err
+	w.buf = append(append(w.buf, obj...), '\n')
+	return w.wrote()
+}
+
+// wrote writes a stream's full buffer out.
+func (w *Writer) wrote() error {
+	if w.auto > 0 && len(w.buf) >= w.auto {
+		return w.write()
 	}
-	return w.w.WriteByte('\n')
+	return nil
+}
+
+// Pending is the number of bytes written and not yet flushed.
+func (w *Writer) Pending() int { return len(w.buf) }
+
+// write hands the buffer to the file or stream.
+// A failed write fails every later one: what follows it must not reach the file without it.
+func (w *Writer) write() error {
+	if w.err != nil || len(w.buf) == 0 {
+		return w.err
+	}
+	if _, err := w.out.Write(w.buf); err != nil {
+		w.err = fmt.Errorf("sink: %w", err)
+		return w.err
+	}
+	if cap(w.buf) > 16<<20 {
+		w.buf = nil // do not keep a burst's memory
+	} else {
+		w.buf = w.buf[:0]
+	}
+	return nil
 }
 
 // Lines is the number of lines written since the Writer was created.
@@ -115,8 +147,8 @@ func (w *Writer) Lines() int64 { return w.n }
 
 // Flush writes the buffer out and, for a file opened with sync, fsyncs it.
 func (w *Writer) Flush() error {
-	if err := w.w.Flush(); err != nil {
-		return fmt.Errorf("sink: %w", err)
+	if err := w.write(); err != nil {
+		return err
 	}
 	if w.f != nil && w.sync {
 		if err := w.f.Sync(); err != nil {

@@ -406,3 +406,33 @@ func TestFlushReportsWriteError(t *testing.T) {
 		}
 	}
 }
+
+// TestFileHoldsUntilFlush checks that a file Writer writes nothing before Flush however much it
+// holds: a line reaches the file only with the checkpoint that covers its record, so a killed
+// host leaves no output of work it redoes after a restart.
+func TestFileHoldsUntilFlush(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.ndjson")
+	w, err := OpenFile(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	value := []byte(strings.Repeat("v", 1000))
+	for range 2000 { // about 2 MB
+		if err := w.WriteOutput("o", []byte("k"), value, 1, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(readFile(t, path)); got != 0 {
+		t.Fatalf("the file holds %d bytes before Flush", got)
+	}
+	if n := w.Pending(); n < 2000*1000 {
+		t.Errorf("Pending = %d, want the 2000 lines", n)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Count(readFile(t, path), "\n"); got != 2000 || w.Pending() != 0 {
+		t.Errorf("after Flush: %d lines in the file, %d bytes pending", got, w.Pending())
+	}
+}

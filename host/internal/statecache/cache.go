@@ -2,6 +2,7 @@ package statecache
 
 import (
 	"bytes"
+	"math"
 	"sort"
 
 	"github.com/wasmstream/wasmstream/store"
@@ -40,6 +41,7 @@ type Entry struct {
 	loaded    bool
 	pins      int
 	mark      int64
+	first     int64           // the lowest record offset applied since the last Collect; MaxInt64: none
 	stateVers uint32          // the state version of the module that last wrote the key
 	timers    []store.TimerOp // timer ops not yet collected, in order
 	dirty     bool            // some slot or the mark is dirty; the entry is in Cache.dirty
@@ -187,7 +189,7 @@ func (c *Cache) Pin(stream uint32, key []byte) *Entry {
 	k := c.skey(stream, key)
 	e, ok := c.entries[string(k)]
 	if !ok {
-		e = &Entry{stream: stream, key: bytes.Clone(key), mark: -1, size: entryOverhead + int64(len(key))}
+		e = &Entry{stream: stream, key: bytes.Clone(key), mark: -1, first: math.MaxInt64, size: entryOverhead + int64(len(key))}
 		c.entries[string(k)] = e
 		c.account(e)
 	}
@@ -278,6 +280,12 @@ func (c *Cache) SetMark(e *Entry, offset int64) {
 	}
 }
 
+// SetFirst records that the key's state includes the effects of the record at offset, which the
+// next Collect must cover: Collect reports the lowest such offset as KeyWrites.First.
+func (c *Cache) SetFirst(e *Entry, offset int64) {
+	e.first = min(e.first, offset)
+}
+
 // SetStateVersion records the state version of the module whose effects were just applied to
 // the key.
 func (c *Cache) SetStateVersion(e *Entry, v uint32) {
@@ -326,8 +334,8 @@ func (c *Cache) Len() int { return len(c.entries) }
 // tombstones in place until its last Unpin.
 func (c *Cache) Collect(cp *store.Checkpoint) {
 	for e := range c.dirty {
-		kw := store.KeyWrites{Stream: e.stream, Key: e.key, Mark: e.mark, StateVersion: e.stateVers, Timers: e.timers}
-		e.timers = nil
+		kw := store.KeyWrites{Stream: e.stream, Key: e.key, Mark: e.mark, StateVersion: e.stateVers, Timers: e.timers, First: e.first}
+		e.timers, e.first = nil, math.MaxInt64
 		e.pendEntries, e.pendBytes = 0, 0
 		if e.written {
 			for i := range e.slots {

@@ -24,17 +24,20 @@ type job struct {
 
 // group is the part of a job from one stream.
 type group struct {
-	stream     uint32
-	st         *stream // the stream as it was at dispatch: a revoked one is replaced
-	recs       []abi.Record
-	work       []*item                      // records and firings in batch order
-	wm         int64                        // the stream's watermark at dispatch
-	entries    map[string]*statecache.Entry // by key: the unit's state scope
-	lastOffset map[string]int64             // by record key: its last record in the call
-	effects    modrt.Effects
-	stateVer   uint32   // the state version of the instance that ran the unit
-	migrated   []string // keys whose state the unit migrated to stateVer
+	stream   uint32
+	st       *stream // the stream as it was at dispatch: a revoked one is replaced
+	recs     []abi.Record
+	work     []*item                      // records and firings in batch order
+	wm       int64                        // the stream's watermark at dispatch
+	entries  map[string]*statecache.Entry // by key: the unit's state scope
+	offsets  map[string]span              // by record key: its first and last record in the call
+	effects  modrt.Effects
+	stateVer uint32   // the state version of the instance that ran the unit
+	migrated []string // keys whose state the unit migrated to stateVer
 }
+
+// span is the first and last offset of a key's records in a unit.
+type span struct{ first, last int64 }
 
 func (t *Task) newJob(b sched.Batch[*item]) *job {
 	j := &job{id: b.ID, items: b.Items}
@@ -49,11 +52,11 @@ func (t *Task) newJob(b sched.Batch[*item]) *job {
 		if g == nil {
 			st := t.streams[it.Stream]
 			j.groups = append(j.groups, group{
-				stream:     it.Stream,
-				st:         st,
-				wm:         st.tm.watermark(),
-				entries:    map[string]*statecache.Entry{},
-				lastOffset: map[string]int64{},
+				stream:  it.Stream,
+				st:      st,
+				wm:      st.tm.watermark(),
+				entries: map[string]*statecache.Entry{},
+				offsets: map[string]span{},
 			})
 			g = &j.groups[len(j.groups)-1]
 		}
@@ -70,7 +73,12 @@ func (t *Task) newJob(b sched.Batch[*item]) *job {
 		}
 		if v.fire == nil && !v.migrate {
 			g.recs = append(g.recs, v.rec)
-			g.lastOffset[k] = v.rec.Offset
+			sp, ok := g.offsets[k]
+			if !ok {
+				sp.first = v.rec.Offset
+			}
+			sp.last = v.rec.Offset
+			g.offsets[k] = sp
 		}
 	}
 	return j

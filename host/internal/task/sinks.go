@@ -81,6 +81,8 @@ func (f FileDeadLetters) WriteDeadLetter(d *DeadLetter) error {
 
 func (f FileDeadLetters) Flush() error { return f.W.Flush() }
 
+func (f FileDeadLetters) Pending() int { return f.W.Pending() }
+
 // escapeGrowth is how many bytes the control bytes of v add in its JSON string
 // (sink.AppendString writes most of them as \u00XX). Quotes and backslashes, which at most
 // double, are not counted: a JSON line stays readable.
@@ -92,6 +94,26 @@ func escapeGrowth(v []byte) int {
 		}
 	}
 	return n
+}
+
+// maxHeldOutputs bounds the bytes the file sinks hold until the next checkpoint (a file sink
+// writes its lines only when the checkpoint that covers them flushes it): once they hold that
+// much, the loop checkpoints early.
+const maxHeldOutputs = 8 << 20
+
+// holdingSink is a sink that holds what it was given until Flush.
+type holdingSink interface{ Pending() int }
+
+// sinksFull reports whether the sinks hold maxHeldOutputs bytes or more.
+func (t *Task) sinksFull() bool {
+	n := 0
+	if s, ok := t.cfg.Output.(holdingSink); ok {
+		n += s.Pending()
+	}
+	if s, ok := t.cfg.DeadLetter.(holdingSink); ok {
+		n += s.Pending()
+	}
+	return n >= maxHeldOutputs
 }
 
 // KafkaOutput produces outputs to topics: Topics maps an output name to its topic, Topic is

@@ -1,6 +1,7 @@
 package task
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -8,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -644,6 +646,11 @@ func (t *Task) loop(ctx context.Context, chunks <-chan source.Chunk, instErr <-c
 		case <-wake.C:
 		case <-t.wakeup:
 		}
+		if !t.eos() && t.sinksFull() {
+			if err := t.checkpoint(); err != nil {
+				return err
+			}
+		}
 	}
 }
 
@@ -1012,8 +1019,9 @@ func (t *Task) apply(j *job) {
 			t.applyTimer(st, g.entries[string(op.Key)], op.Name, dirtyTimer{del: op.Delete, domain: op.Domain, due: op.Due, payload: op.Payload})
 		}
 		if changed {
-			for key, last := range g.lastOffset {
-				t.cache.SetMark(g.entries[key], last)
+			for key, sp := range g.offsets {
+				t.cache.SetMark(g.entries[key], sp.last)
+				t.cache.SetFirst(g.entries[key], sp.first)
 			}
 		}
 		t.writeOutputs(g.effects.Outputs)
@@ -1154,6 +1162,10 @@ func (t *Task) collectPositions(cp *store.Checkpoint) {
 		next := st.tracker.Committable()
 		pos := st.durable
 		pos.Next = next
+		partial := len(cp.Partial)
+		if !st.kafka && st.in.Stdin == nil && next > st.durable.Next {
+			cp.Partial = partialPositions(cp.Partial, cp.Keys, st, next)
+		}
 		i := 0
 		for i < len(st.ends) && st.ends[i].offset < next {
 			pos.Resume = st.ends[i].end
@@ -1174,8 +1186,41 @@ func (t *Task) collectPositions(cp *store.Checkpoint) {
 		pos.Watermark = st.tm.committedWatermark(next, t.cfg.Lateness, pos.Watermark)
 		if pos != st.durable {
 			cp.Positions = append(cp.Positions, store.StreamPosition{Stream: st.id, Position: pos})
+		} else {
+			cp.Partial = cp.Partial[:partial]
 		}
 	}
+	if len(cp.Partial) > 0 {
+		// Keys in order of their first record: a split commit writes the keys of the earliest
+		// records first, so that its partial positions advance with every transaction.
+		slices.SortFunc(cp.Keys, func(a, b store.KeyWrites) int { return cmp.Compare(a.First, b.First) })
+	}
+}
+
+// partialPositions appends to partial the positions of a file stream that a split commit may
+// write before its last transaction (store.Checkpoint.Partial): one at the first record of each
+// key the checkpoint changes, between the durable position and next, and next itself. The
+// stream's ends still hold the records since the durable position.
+func partialPositions(partial []store.StreamPosition, keys []store.KeyWrites, st *stream, next int64) []store.StreamPosition {
+	var firsts []int64
+	for i := range keys {
+		if kw := &keys[i]; kw.Stream == st.id && kw.First > st.durable.Next && kw.First < next {
+			firsts = append(firsts, kw.First)
+		}
+	}
+	firsts = append(firsts, next)
+	slices.Sort(firsts)
+	firsts = slices.Compact(firsts)
+	for _, f := range firsts {
+		pos := st.durable // its watermark is safe at any later Next
+		pos.Next = f
+		// Resume: the byte after the last line below f.
+		if i, _ := slices.BinarySearchFunc(st.ends, f, func(e endMark, f int64) int { return cmp.Compare(e.offset, f) }); i > 0 {
+			pos.Resume = st.ends[i-1].end
+		}
+		partial = append(partial, store.StreamPosition{Stream: st.id, Position: pos})
+	}
+	return partial
 }
 
 // publish makes the figures visible to Stats.

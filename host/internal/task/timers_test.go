@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,6 +60,21 @@ func (m *memOut) snapshot() []string {
 	defer m.mu.Unlock()
 	return slices.Clone(m.lines)
 }
+
+// holdingOut is a memOut that says it holds perLine bytes per output until Flush, as a file
+// sink does.
+type holdingOut struct {
+	*memOut
+	perLine, pending int
+	flushes          atomic.Int64
+}
+
+func (h *holdingOut) WriteOutput(name string, key, value []byte, ts int64, hs []sink.Header) error {
+	h.pending += h.perLine
+	return h.memOut.WriteOutput(name, key, value, ts, hs)
+}
+func (h *holdingOut) Flush() error { h.pending = 0; h.flushes.Add(1); return nil }
+func (h *holdingOut) Pending() int { return h.pending }
 
 type memDL struct {
 	mu  sync.Mutex
@@ -114,6 +130,8 @@ type rigOpts struct {
 	idle        time.Duration
 	tick        time.Duration
 	guestConfig string
+	checkpoint  time.Duration // the checkpoint interval; 0 = 20ms
+	holdBytes   int           // > 0: the output sink holds this many bytes per line until Flush
 	wrap        func(Processor) Processor
 
 	migrateAtActivation bool
@@ -151,6 +169,12 @@ func startRig(t *testing.T, o rigOpts) *rig {
 		Now: r.clock.Now,
 	}
 	cfg.Sched.MaxBatchItems = 16
+	if o.checkpoint > 0 {
+		cfg.Checkpoint = o.checkpoint
+	}
+	if o.holdBytes > 0 {
+		cfg.Output = &holdingOut{memOut: r.out, perLine: o.holdBytes}
+	}
 	if o.wrap != nil {
 		cfg.NewProcessor = func(ctx context.Context) (Processor, error) {
 			inst, err := mod.Instantiate(ctx, modrt.InstanceConfig{Task: "timers", Config: []byte(o.guestConfig), Now: func() int64 { return r.clock.Now().UnixMilli() }})
