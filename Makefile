@@ -93,7 +93,7 @@ test-tinygo:
 	ls -l $$out/*.wasm; \
 	$(GO) test -count=1 ./conformance -run TestThirdParty -args -module $$out/testguests_conform.wasm -contract conform; \
 	$(GO) test -count=1 ./conformance -run TestThirdParty -args -module $$out/wordcount.wasm -contract wordcount; \
-	WASMSTREAM_TINYGO=$$tg $(GO) test -count=1 -v -run '^TestTinyGo(Examples|RealPanic|Figures)' ./e2e ./host/internal/modrt
+	WASMSTREAM_TINYGO=$$tg $(GO) test -count=1 -v -run '^TestTinyGo(Examples|RealPanic|Figures|Init)' ./e2e ./host/internal/modrt
 
 # In CI: the decoders of the ABI and the host-function boundary, briefly. `make fuzz` runs all.
 # fuzz-short bounds each target by executions, not time: with Go 1.26 a duration -fuzztime can

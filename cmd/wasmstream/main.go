@@ -166,6 +166,7 @@ checkpointed, so a stopped or killed run resumes where its last checkpoint left 
 		newRunCommand(stdin, stdout, stderr),
 		newDevCommand(stdin, stdout, stderr),
 		newCheckCommand(stdout, stderr),
+		newInitCommand(stdout, stderr),
 		newStateCommand(stdout),
 		newVersionCommand(stdout),
 		newDeployCommand(stdout, stderr),
