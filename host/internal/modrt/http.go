@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -140,14 +141,23 @@ func (i *Instance) httpRequest(ctx context.Context, reqPtr, reqLen, bufPtr, bufC
 		return int64(abi.ErrOutOfBounds)
 	}
 	c := i.http.client
-	if !i.scoped() || c == nil {
+	if !i.scoped() {
 		return int64(abi.ErrNotAllowed)
 	}
 	r, err := abi.DecodeHTTPRequest(raw)
+	if c == nil {
+		if err == nil {
+			i.logRefused(ctx, r.URL, "the task has no grants.http: grant the host, or stop calling it")
+		}
+		return int64(abi.ErrNotAllowed)
+	}
 	if err != nil {
 		return int64(abi.ErrInvalid)
 	}
 	req, e := c.newRequest(&r)
+	if e == abi.ErrNotAllowed {
+		i.logRefused(ctx, r.URL, "the host is not on the task's grants.http.allow list")
+	}
 	if e != abi.OK {
 		return int64(e)
 	}
@@ -193,6 +203,58 @@ func (i *Instance) httpRequest(ctx context.Context, reqPtr, reqLen, bufPtr, bufC
 		i.http.kept = abi.AppendHTTPResponse(make([]byte, 0, n), resp)
 	}
 	return int64(n)
+}
+
+// refusalLog rate-limits the warnings about refused requests of one Module: at most one per
+// refusalEvery, the next one counting those left out. It is safe for concurrent use.
+type refusalLog struct {
+	mu      sync.Mutex
+	last    time.Time
+	skipped int64
+	now     func() time.Time // time.Now when nil; tests set it
+}
+
+// refusalEvery is the least time between two warnings about refused requests of a module.
+const refusalEvery = 10 * time.Second
+
+// take reports whether a warning may be written now, and how many were left out since the last.
+func (r *refusalLog) take() (ok bool, skipped int64) {
+	now := time.Now
+	if r.now != nil {
+		now = r.now
+	}
+	t := now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.last.IsZero() && t.Sub(r.last) < refusalEvery {
+		r.skipped++
+		return false, 0
+	}
+	r.last, skipped, r.skipped = t, r.skipped, 0
+	return true, skipped
+}
+
+// logRefused warns, rate-limited, that an http_request to rawURL was refused (ERR_NOT_ALLOWED)
+// and why, naming the host (the instance's logger names the task).
+func (i *Instance) logRefused(ctx context.Context, rawURL []byte, why string) {
+	if !i.log.Enabled(ctx, slog.LevelWarn) {
+		return
+	}
+	ok, skipped := i.refused.take()
+	if !ok {
+		return
+	}
+	host := string(rawURL)
+	if u, err := url.Parse(host); err == nil && u.Host != "" {
+		host = u.Host
+	}
+	const maxHost = 256 // the guest chose it
+	if len(host) > maxHost {
+		host = host[:maxHost] + "…"
+	}
+	i.log.LogAttrs(ctx, slog.LevelWarn, "http_request refused: "+why,
+		slog.String("host", host), slog.String("result", abi.ErrNotAllowed.String()),
+		slog.Int64("refused_unlogged", skipped))
 }
 
 // httpResponse serves http_response (ABI.md §4.15): ERR_OUT_OF_BOUNDS, then ERR_NOT_ALLOWED

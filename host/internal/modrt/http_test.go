@@ -504,3 +504,57 @@ func FuzzParseAllow(f *testing.F) {
 		}
 	})
 }
+
+// A request the allowlist refuses, or any request without a grant, is logged at warn naming the
+// refused host and the task, at most once per refusalEvery per module; the next warning counts
+// those left out.
+func TestHTTPRefusedHostLogged(t *testing.T) {
+	srv := newTestServer(t)
+	other := "http://localhost:" + portOf(srv.URL) + "/hello"
+	for _, tc := range []struct {
+		name  string
+		grant *HTTPGrant
+		url   string
+		host  string
+		why   string
+	}{
+		{"not on the allowlist", localGrant(), other, "localhost:" + portOf(srv.URL), "grants.http.allow"},
+		{"no grant", nil, srv.URL + "/hello", strings.TrimPrefix(srv.URL, "http://"), "no grants.http"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log, logs := newLogger()
+			m := httpModule(t, tc.grant)
+			now := time.Unix(1000, 0)
+			m.refused.now = func() time.Time { return now }
+			i := instantiate(t, m, InstanceConfig{Task: "fetcher", Logger: log})
+			refused := func() []logRec {
+				var out []logRec
+				for _, l := range logs() {
+					if strings.HasPrefix(l.msg, "http_request refused") {
+						out = append(out, l)
+					}
+				}
+				return out
+			}
+			vals := []hval{request(get(tc.url), 4096), request(get(tc.url), 4096), request(get(tc.url), 4096)}
+			for _, r := range runHTTP(t, context.Background(), i, vals...) {
+				if r.code != abi.ErrNotAllowed {
+					t.Fatalf("result %v, want ERR_NOT_ALLOWED", r.code)
+				}
+			}
+			got := refused()
+			if len(got) != 1 {
+				t.Fatalf("%d warnings for 3 refusals within %v, want 1: %+v", len(got), refusalEvery, got)
+			}
+			l := got[0]
+			if l.level != slog.LevelWarn || l.attrs["task"] != "fetcher" || l.attrs["host"] != tc.host || !strings.Contains(l.msg, tc.why) {
+				t.Errorf("warning %+v, want task fetcher, host %s, a message naming %q", l, tc.host, tc.why)
+			}
+			now = now.Add(refusalEvery)
+			runHTTP(t, context.Background(), i, request(get(tc.url), 4096))
+			if got := refused(); len(got) != 2 || got[1].attrs["refused_unlogged"] != "2" {
+				t.Errorf("after %v: %+v, want a second warning counting the 2 left out", refusalEvery, got)
+			}
+		})
+	}
+}

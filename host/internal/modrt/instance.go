@@ -125,6 +125,7 @@ type Instance struct {
 	stdout    *lineWriter
 	stderr    *lineWriter
 	logLim    *logLimiter
+	refused   *refusalLog // the module's rate limit of refused-request warnings (http.go)
 
 	phase  phase
 	broken bool
@@ -246,6 +247,7 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 		stdout:    &lineWriter{log: logger, level: slog.LevelInfo, stream: "stdout", max: m.lim.MaxLogBytes, keepLast: true, lim: m.logLim},
 		stderr:    &lineWriter{log: logger, level: slog.LevelWarn, stream: "stderr", max: m.lim.MaxLogBytes, lim: m.logLim},
 		logLim:    m.logLim,
+		refused:   &m.refused,
 	}
 	i.cctx.inst = i
 	i.observer = m.observer

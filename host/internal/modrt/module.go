@@ -30,6 +30,8 @@ type Module struct {
 
 	logLim *logLimiter // the rate limit of the instances' log lines (loglimit.go)
 
+	refused refusalLog // rate-limits the warnings about refused http_requests (http.go)
+
 	http *httpClient // outbound HTTP, shared by the instances; nil without Limits.Grants.HTTP (http.go)
 
 	observer func(fn int, result int64) // tests only, copied into each Instance
