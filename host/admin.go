@@ -200,7 +200,7 @@ func wireDeployment(d *Deployment) admin.Deployment {
 	if d == nil {
 		return admin.Deployment{}
 	}
-	out := admin.Deployment{Task: d.Task, Version: wireVersion(d.Version), Previous: d.Previous, Unchanged: d.Unchanged, Restarted: d.Restarted}
+	out := admin.Deployment{Task: d.Task, Version: wireVersion(d.Version), Previous: d.Previous, Unchanged: d.Unchanged, Restarted: d.Restarted, Warnings: d.Warnings}
 	if !d.Switched.IsZero() {
 		out.SwitchMillis = float64(d.Switched.Sub(d.Requested).Microseconds()) / 1000
 	}

@@ -71,6 +71,11 @@ type Deployment struct {
 	// Requested is when the call started; Switched when the task's loop made the version
 	// current (batches dispatched after it run on it). Switched is zero if Unchanged.
 	Requested, Switched time.Time
+	// Warnings are what the host logged at warn about the version when it validated it: a
+	// capability the module imports but the task is not granted (it imports http_request
+	// without grants.http, files without grants.dirs), or a TinyGo build with the default
+	// scheduler. They do not stop the deployment. Empty when Unchanged.
+	Warnings []string
 
 	sw task.Switched
 }
@@ -236,8 +241,10 @@ func (h *Host) ReloadModule(ctx context.Context, name string) (*Deployment, erro
 	return h.deployBytes(ctx, name, wasm, OriginFile)
 }
 
-func (h *Host) deployBytes(ctx context.Context, name string, wasm []byte, origin string) (*Deployment, error) {
+func (h *Host) deployBytes(ctx context.Context, name string, wasm []byte, origin string) (d *Deployment, err error) {
 	requested := time.Now()
+	var notes []string
+	defer func() { d.warn(notes) }()
 	lv, r, halted, err := h.enterDeploy(name)
 	if err != nil {
 		return nil, err
@@ -254,7 +261,7 @@ func (h *Host) deployBytes(ctx context.Context, name string, wasm []byte, origin
 	if same && halted == nil && (origin != OriginFile || active.Origin == OriginFile) {
 		return &Deployment{Task: name, Version: publicVersion(name, cur, active), Previous: int64(cur.Version), Unchanged: true, Requested: requested}, nil
 	}
-	mod, err := h.prepare(ctx, lv, r, wasm)
+	mod, notes, err := h.prepare(ctx, lv, r, wasm)
 	if err != nil {
 		return nil, err
 	}
@@ -301,8 +308,10 @@ func (h *Host) RollbackTo(ctx context.Context, name string, v int64) (*Deploymen
 }
 
 // activate activates version v (0: the one before the active one).
-func (h *Host) activate(ctx context.Context, name string, v int64, origin string) (*Deployment, error) {
+func (h *Host) activate(ctx context.Context, name string, v int64, origin string) (d *Deployment, err error) {
 	requested := time.Now()
+	var notes []string
+	defer func() { d.warn(notes) }()
 	lv, r, halted, err := h.enterDeploy(name)
 	if err != nil {
 		return nil, err
@@ -347,7 +356,7 @@ func (h *Host) activate(ctx context.Context, name string, v int64, origin string
 	if err != nil {
 		return nil, fmt.Errorf("wasmstream: task %s version %d: %w", name, target.Version, err)
 	}
-	mod, err := h.prepare(ctx, lv, r, wasm)
+	mod, notes, err := h.prepare(ctx, lv, r, wasm)
 	if err != nil {
 		return nil, err
 	}
@@ -358,19 +367,25 @@ func (h *Host) activate(ctx context.Context, name string, v int64, origin string
 }
 
 // prepare compiles and validates wasm for r, including a trial instance with the task's config.
-func (h *Host) prepare(ctx context.Context, lv *live, r *running, wasm []byte) (*modrt.Module, error) {
+// It logs the notes of grantNotes and moduleNotes at warn and returns them: the deployment
+// carries them back to its caller.
+func (h *Host) prepare(ctx context.Context, lv *live, r *running, wasm []byte) (*modrt.Module, []string, error) {
 	mod, err := lv.rt.Compile(ctx, wasm, limits(r.cfg))
 	if err != nil {
-		return nil, refused(r.cfg.Name, err)
+		return nil, nil, refused(r.cfg.Name, err)
 	}
 	if err := task.TrialInit(ctx, *r.tcfg, mod); err != nil {
 		mod.Close(context.WithoutCancel(ctx))
-		return nil, refused(r.cfg.Name, fmt.Errorf("trial instance with the task's config: %w", err))
+		return nil, nil, refused(r.cfg.Name, fmt.Errorf("trial instance with the task's config: %w", err))
 	}
-	for _, n := range moduleNotes(mod.Info().Exports) {
-		h.cfg.Logger.Warn(n, "task", r.cfg.Name)
+	return mod, warnNotes(h.cfg.Logger, r.cfg, mod, "task", r.cfg.Name), nil
+}
+
+// warn sets d's Warnings; d may be nil (a failed deployment).
+func (d *Deployment) warn(notes []string) {
+	if d != nil {
+		d.Warnings = notes
 	}
-	return mod, nil
 }
 
 // switchTo switches r's loop to mod (version mv) and records mv as active.
@@ -532,14 +547,12 @@ func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.D
 	log := cfg.Logger.With("task", tc.Name)
 	mod, version, err := startModuleVersion(ctx, cfg, rt, db, tc, log, trial)
 	if err == nil {
-		for _, n := range moduleNotes(mod.Info().Exports) {
-			log.Warn(n, "version", version)
-		}
+		warnNotes(log, tc, mod, "version", version)
 	}
 	return mod, version, err
 }
 
-// startModuleVersion is startModule without the warnings of moduleNotes.
+// startModuleVersion is startModule without the warnings of grantNotes and moduleNotes.
 func startModuleVersion(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.DB, tc TaskConfig, log *slog.Logger, trial func(*modrt.Module) error) (*modrt.Module, int64, error) {
 	active, hasActive, err := db.ActiveModule(tc.Name)
 	if err != nil {

@@ -2,12 +2,14 @@ package host_test
 
 import (
 	"context"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
 )
 
 // The HTTP grant's keys are validated, each problem naming its key.
@@ -88,5 +90,56 @@ func TestCheckReportsHTTPGrant(t *testing.T) {
 	}
 	if len(reps[2].Notes) != 1 || !strings.Contains(reps[2].Notes[0], "does not import http_request") {
 		t.Errorf("unused: notes %q", reps[2].Notes)
+	}
+}
+
+// A deploy of a module that imports a capability the task is not granted (http_request without
+// grants.http, WASI path_* calls without grants.dirs) goes through: the Deployment carries the
+// warnings and the log has them at warn, naming the task; so does a start on such a module.
+// A module that imports neither gets none.
+func TestDeployWarnsAboutUngrantedCapabilities(t *testing.T) {
+	dir := t.TempDir()
+	tc := versionedTask(t, dir, guestbuild.Retag(t, versionedModule(t), 0))
+	var logs syncBuffer
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	feed, stdin := newFeedLines()
+	h, wait := startHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin, Logger: log, Tasks: []host.TaskConfig{tc}})
+	if l := logs.String(); l != "" {
+		t.Errorf("starting on a plain Go module warned:\n%s", l)
+	}
+	d, err := h.Deploy(context.Background(), "versioned", guestbuild.Retag(t, versionedModule(t), 1))
+	if err != nil || len(d.Warnings) != 0 {
+		t.Fatalf("deploy of a plain module: warnings %q, %v", d.Warnings, err)
+	}
+	for _, c := range []struct{ fixture, want string }{
+		{"httpguest.wasm", "imports http_request but grants.http is not set"},
+		{"fsescape.wasm", "imports wasi_snapshot_preview1.path_open but grants.dirs is empty"},
+	} {
+		d, err := h.Deploy(context.Background(), "versioned", modrtFixture(t, c.fixture))
+		if err != nil {
+			t.Fatalf("deploy of %s: %v", c.fixture, err)
+		}
+		if len(d.Warnings) != 1 || !strings.Contains(d.Warnings[0], c.want) {
+			t.Errorf("deploy of %s: warnings %q, want one saying %q", c.fixture, d.Warnings, c.want)
+		}
+		if l := logs.String(); !strings.Contains(l, "level=WARN msg=\""+c.want) || !strings.Contains(l, "task=versioned") {
+			t.Errorf("deploy of %s logged no warning %q naming the task:\n%s", c.fixture, c.want, l)
+		}
+	}
+	feed.pw.Close()
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The next start runs the active version, the path_open one: it warns again.
+	logs = syncBuffer{}
+	feed, stdin = newFeedLines()
+	_, wait = startHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin, Logger: log, Tasks: []host.TaskConfig{tc}})
+	feed.pw.Close()
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	if l := logs.String(); !strings.Contains(l, "grants.dirs is empty") || !strings.Contains(l, "task=versioned") {
+		t.Errorf("a start on the path_open module logged no warning:\n%s", l)
 	}
 }

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
@@ -160,7 +162,14 @@ func (r *StateReader) Scan(task string, keyPrefix []byte, exact bool, fn func(St
 // Close releases the store.
 func (r *StateReader) Close() error { return r.db.Close() }
 
-// grantNotes lists the mismatches between a task's grants and its module's imports.
+// grantNotes lists the mismatches between a task's grants and its module's imports. They are
+// warnings, never refusals: a module may call a capability only on some path (HTTP for an
+// optional enrichment), and the sandbox answers an ungranted call with an error the guest
+// handles. Only imports that show intent are noted: http_request, and WASI's path_* functions
+// (opening or naming files), which Go, TinyGo and wasi-libc link only when the program uses
+// files. The clock, random, environment and fd_* imports are not noted: every Go or TinyGo
+// module imports them for its runtime, and the sandbox answers them (a fake clock, a
+// deterministic random source, an empty environment) whether granted or not.
 func grantNotes(tc TaskConfig, imports []string) []string {
 	var notes []string
 	http := slices.Contains(imports, abi.ModuleName+"."+abi.FuncHTTPRequest)
@@ -169,6 +178,25 @@ func grantNotes(tc TaskConfig, imports []string) []string {
 		notes = append(notes, "imports "+abi.FuncHTTPRequest+" but grants.http is not set: every request fails with ERR_NOT_ALLOWED")
 	case granted && !http:
 		notes = append(notes, "grants.http is set but the module does not import "+abi.FuncHTTPRequest)
+	}
+	if len(tc.Grants.Dirs) == 0 {
+		for _, imp := range imports {
+			if name, ok := strings.CutPrefix(imp, "wasi_snapshot_preview1."); ok && strings.HasPrefix(name, "path_") {
+				notes = append(notes, "imports "+imp+" but grants.dirs is empty: the module sees no files, every file it opens is missing")
+				break
+			}
+		}
+	}
+	return notes
+}
+
+// warnNotes logs the notes of grantNotes and moduleNotes for tc's module mod at warn, with
+// attrs, and returns them.
+func warnNotes(log *slog.Logger, tc TaskConfig, mod *modrt.Module, attrs ...any) []string {
+	info := mod.Info()
+	notes := append(grantNotes(tc, info.Imports), moduleNotes(info.Exports)...)
+	for _, n := range notes {
+		log.Warn(n, attrs...)
 	}
 	return notes
 }

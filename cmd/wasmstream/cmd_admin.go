@@ -57,6 +57,7 @@ type wireDeployment struct {
 	Unchanged    bool        `json:"unchanged"`
 	Restarted    bool        `json:"restarted"`
 	SwitchMillis float64     `json:"switch_ms"`
+	Warnings     []string    `json:"warnings"`
 }
 
 type wireStatus struct {
@@ -244,6 +245,7 @@ A progress line shows the upload and the validation of a large module.
 				return err
 			}
 			printDeployment(stdout, d, "deployed")
+			printWarnings(stderr, d)
 			return nil
 		},
 	}
@@ -357,6 +359,13 @@ func printDeployment(w io.Writer, d wireDeployment, verb string) {
 	}
 	fmt.Fprintf(w, "task %s: %s: version %d active (was %d), sha256 %s, %d bytes, abi %s; switched %.1f ms after the request\n",
 		d.Task, verb, v.Version, d.Previous, short(v.SHA256), v.Size, v.ABIVersion, d.SwitchMillis)
+}
+
+// printWarnings writes what the host warned about the deployed version, a line each.
+func printWarnings(w io.Writer, d wireDeployment) {
+	for _, n := range d.Warnings {
+		fmt.Fprintf(w, "wasmstream: warning: task %s version %d: %s\n", d.Task, d.Version.Version, n)
+	}
 }
 
 func short(sum string) string { return sum[:min(12, len(sum))] }

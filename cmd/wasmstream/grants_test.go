@@ -97,3 +97,30 @@ tasks:
 		t.Errorf("check with a negative timeout: exit %d\n%s", code, stderr)
 	}
 }
+
+// deploy of a module importing a capability the task is not granted goes through and prints
+// the host's warning on stderr; check notes WASI file calls without grants.dirs.
+func TestDeployAndCheckWarnUngrantedCapabilities(t *testing.T) {
+	h, _, _, _, wait := adminHost(t, "")
+	code, stdout, stderr := runCLI(t, "deploy", "--admin-addr", h.AdminAddr(), "--task", "versioned", modrtFixture("httpguest.wasm"))
+	if code != 0 || !strings.Contains(stdout, "deployed: version 2 active") {
+		t.Fatalf("deploy: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if want := "wasmstream: warning: task versioned version 2: imports http_request but grants.http is not set: every request fails with ERR_NOT_ALLOWED\n"; !strings.Contains(stderr, want) {
+		t.Errorf("deploy's stderr lacks\n%s\ngot:\n%s", want, stderr)
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+
+	cfg := writeConfig(t, `
+tasks:
+  - name: files
+    module: `+modrtFixture("fsescape.wasm")+`
+    inputs: [{path: in.ndjson}]
+`)
+	code, stdout, stderr = runCLI(t, "check", "-c", cfg)
+	if want := "  note     imports wasi_snapshot_preview1.path_open but grants.dirs is empty: the module sees no files, every file it opens is missing\n"; code != 0 || !strings.Contains(stdout, want) {
+		t.Errorf("check: exit %d, stdout lacks\n%s\ngot:\n%s\n%s", code, want, stdout, stderr)
+	}
+}

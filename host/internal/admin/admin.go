@@ -69,6 +69,9 @@ type Deployment struct {
 	Restarted bool `json:"restarted,omitempty"`
 	// SwitchMillis is the time from the request to the switch (validation included).
 	SwitchMillis float64 `json:"switch_ms"`
+	// Warnings name capabilities the module imports but the task is not granted, and other
+	// things the host warned about when it validated the version; they did not stop it.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // TaskStatus is one task's figures.
