@@ -12,6 +12,7 @@
 //	wasmstream check   (the same flags as run, without --watch and --reset-state)
 //	wasmstream state   [--task NAME [--key K | --prefix P]] [-c FILE] [--data-dir D]
 //	                   [--format text|json]
+//	wasmstream init    go|tinygo|rust NAME [--dir D] [--sdk PATH]
 //	wasmstream version
 //	wasmstream deploy   --task NAME FILE.wasm     (the admin client: see below)
 //	wasmstream rollback --task NAME [--to V] [--data-dir D]
@@ -27,7 +28,13 @@
 // without running anything, printing what each imports and exports and its ABI version.
 // state prints the state of a stopped host, or lists the tasks that have state. A damaged
 // state store fails run and state with exit status 1, a message naming the file and a hint;
-// run --reset-state moves the store aside (deleting nothing) and starts with empty state. version
+// run --reset-state moves the store aside (deleting nothing) and starts with empty state. check
+// notes the capabilities a module imports but its task is not granted (http_request without
+// grants.http, WASI path_* calls without grants.dirs); deploy prints the same as warnings.
+// init scaffolds a task project from templates embedded in the binary: a keyed counter, its
+// unit test, a config.yaml over a sample input, a Makefile and a README, into NAME (or --dir),
+// refusing a directory that is not empty; the project builds against the wasmstream checkout
+// --sdk names, else $WASMSTREAM_SDK, else one holding the binary or the current directory. version
 // prints the wasmstream, ABI and Go versions; the wasmstream version is set at build time
 // with -ldflags "-X main.version=v1.2.3".
 //
