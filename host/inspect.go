@@ -36,10 +36,11 @@ type ModuleReport struct {
 	// "random", "http <hosts> (timeout …, … at once, …)" with the defaults applied); empty when
 	// none.
 	Grants []string
-	// Notes point out where the module and its grants do not match: it imports http_request
-	// without grants.http (every request fails with ERR_NOT_ALLOWED), or grants.http is set but
-	// the module never makes a request; and what makes a module needlessly slow: built with
-	// TinyGo's default scheduler (asyncify). Empty when none.
+	// Notes point out where the module and its grants do not match (grantNotes): it imports
+	// http_request without grants.http (every request fails with ERR_NOT_ALLOWED), grants.http is
+	// set but the module never makes a request, or it imports WASI path_* calls without
+	// grants.dirs; and what makes a module needlessly slow: built with TinyGo's default scheduler
+	// (asyncify). Empty when none. Deploys and starts log the same notes at warn.
 	Notes []string
 }
 
