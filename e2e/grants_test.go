@@ -77,3 +77,65 @@ func TestBinaryGrantSymlinkEscape(t *testing.T) {
 		t.Errorf("create x inside the grant: %q; file %q, %v", got["create x"], b, err)
 	}
 }
+
+// Issue 16 item 10: through the real binary, a task whose module makes requests its grant does
+// not allow runs, the guest gets ERR_NOT_ALLOWED, and the log says why once per module, at warn,
+// naming the refused host and the task (once each: a JSON line with a key twice is ambiguous);
+// the start warns that the ungranted task's module imports http_request.
+func TestBinaryHTTPRefusedHostLogged(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/fetch")
+	bin := guestbuild.Binary(t)
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.ndjson")
+	lines := `{"user":"a","text":"http://blocked.example.com/x"}` + "\n" + `{"user":"b","text":"http://blocked.example.com/y"}` + "\n"
+	if err := os.WriteFile(input, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out.ndjson")
+	cfg := writeConfig(t, dir, module, input, out, "    grants: {http: {allow: [api.example.com]}}\n"+`
+  - name: nogrant
+    module: `+module+`
+    inputs: [{path: `+input+`, key_field: user, value_field: text}]
+    output: {type: file, path: `+filepath.Join(dir, "out2.ndjson")+`}
+`)
+	code, _, stderr := runBinary(t, bin, nil, "run", "-c", cfg, "--log-format", "json", "--log-level", "warn")
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
+	}
+	refused := map[string]string{} // task -> msg
+	startWarned := false
+	for _, line := range strings.Split(strings.TrimSpace(stderr), "\n") {
+		var rec map[string]any
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if strings.Count(line, `"task":`) > 1 {
+			t.Errorf("log line names the task twice: %s", line)
+		}
+		msg, _ := rec["msg"].(string)
+		task, _ := rec["task"].(string)
+		switch {
+		case strings.HasPrefix(msg, "http_request refused"):
+			if rec["level"] != "WARN" || rec["host"] != "blocked.example.com" {
+				t.Errorf("refusal line %s, want WARN naming host blocked.example.com", line)
+			}
+			if _, dup := refused[task]; dup {
+				t.Errorf("task %s: a second refusal line within the rate limit: %s", task, line)
+			}
+			refused[task] = msg
+		case strings.HasPrefix(msg, "imports http_request but grants.http is not set") && task == "nogrant":
+			startWarned = true
+		}
+	}
+	if !strings.Contains(refused["wc"], "grants.http.allow") || !strings.Contains(refused["nogrant"], "no grants.http") {
+		t.Errorf("refusal lines by task %q, want one for wc (allowlist) and nogrant (no grant)\n%s", refused, stderr)
+	}
+	if !startWarned {
+		t.Errorf("no start warning for the module of nogrant importing http_request:\n%s", stderr)
+	}
+	for _, o := range readJSONLines(t, out) {
+		if v, _ := o["value"].(string); !strings.Contains(v, "ERR_NOT_ALLOWED") {
+			t.Errorf("output %v, want the guest's ERR_NOT_ALLOWED", o)
+		}
+	}
+}

@@ -538,9 +538,11 @@ func (t *Task) instantiate(ctx context.Context, v *version) (Processor, error) {
 	if v.newProc != nil {
 		return v.newProc(ctx)
 	}
-	return v.mod.Instantiate(ctx, instanceConfig(&t.cfg, t.log))
+	return v.mod.Instantiate(ctx, instanceConfig(&t.cfg, t.cfg.Logger))
 }
 
+// instanceConfig is the configuration of an instance of cfg's module logging to log, a logger
+// without the task attribute: modrt adds it.
 func instanceConfig(cfg *Config, log *slog.Logger) modrt.InstanceConfig {
 	now := cfg.Now
 	if now == nil {
@@ -564,7 +566,7 @@ func TrialInit(ctx context.Context, cfg Config, mod *modrt.Module) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	inst, err := mod.Instantiate(ctx, instanceConfig(&cfg, log.With("task", cfg.Name)))
+	inst, err := mod.Instantiate(ctx, instanceConfig(&cfg, log))
 	if err != nil {
 		return err
 	}
