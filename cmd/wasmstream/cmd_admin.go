@@ -302,6 +302,7 @@ an earlier version as usual).
 				return err
 			}
 			printDeployment(stdout, d, "rolled back")
+			printWarnings(cmd.ErrOrStderr(), d)
 			return nil
 		},
 	}

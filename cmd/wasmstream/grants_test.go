@@ -109,6 +109,17 @@ func TestDeployAndCheckWarnUngrantedCapabilities(t *testing.T) {
 	if want := "wasmstream: warning: task versioned version 2: imports http_request but grants.http is not set: every request fails with ERR_NOT_ALLOWED\n"; !strings.Contains(stderr, want) {
 		t.Errorf("deploy's stderr lacks\n%s\ngot:\n%s", want, stderr)
 	}
+	// Back to the plain module, then forward again: a rollback to the http_request version
+	// warns too.
+	for _, c := range []struct {
+		to   string
+		warn bool
+	}{{"1", false}, {"2", true}} {
+		code, stdout, stderr = runCLI(t, "rollback", "--admin-addr", h.AdminAddr(), "--task", "versioned", "--to", c.to)
+		if code != 0 || strings.Contains(stderr, "grants.http is not set") != c.warn {
+			t.Errorf("rollback --to %s: exit %d, warned %v, want %v\n%s\n%s", c.to, code, !c.warn, c.warn, stdout, stderr)
+		}
+	}
 	if err := wait(); err != nil {
 		t.Fatal(err)
 	}
