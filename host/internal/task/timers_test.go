@@ -604,3 +604,68 @@ func TestWatermarkSurvivesRestart(t *testing.T) {
 		t.Errorf("firing %q", got[0])
 	}
 }
+
+// sendTogether writes records in one write: the reader hands them over in one chunk, all read
+// before any of them is processed.
+func (r *rig) sendTogether(recs ...rec) {
+	r.t.Helper()
+	var b []byte
+	for _, x := range recs {
+		line, _ := json.Marshal(map[string]any{"k": x.k, "v": x.v, "ts": x.ts})
+		b = append(append(b, line...), '\n')
+	}
+	if _, err := r.in.Write(b); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// keyLog is what key k saw, in order: "rec <offset or late>" and "fired <time>".
+func (r *rig) keyLog(k string, n int) []string {
+	r.t.Helper()
+	var got []string
+	for _, l := range r.waitLines("log ", n) {
+		f := strings.Fields(l)
+		if len(f) >= 4 && f[2] == k {
+			if f[1] == "fired" {
+				got = append(got, "fired "+f[4])
+			} else {
+				got = append(got, "rec "+f[len(f)-1])
+			}
+		}
+	}
+	return got
+}
+
+// TestFiringOrderThreeLines is the three-line input of issue 16: a sets an event-time timer, b
+// moves the watermark past it, and a record of a behind the watermark follows. The timer does not
+// exist when b moves the watermark (a's set is applied when a's call has finished), so its firing
+// joins a's queue when the set is applied: behind the third record if the host had read it by
+// then, ahead of it if not. ABI.md §4.12 states this rule; what does not depend on the reading is
+// that the third record carries the late flag and that every record of a that is not late comes
+// before the firing.
+func TestFiringOrderThreeLines(t *testing.T) {
+	lines := []rec{
+		{"a", "set e1 e 5000", 1000},
+		{"b", "count", 10000}, // watermark 10000 ≥ 5000
+		{"a", "count", 2000},  // behind the watermark: late
+	}
+	t.Run("read together", func(t *testing.T) {
+		r := startRig(t, rigOpts{start: 1})
+		r.sendTogether(lines...)
+		r.waitLines("log fired", 1)
+		got := r.keyLog("a", 4)
+		if want := []string{"rec 0", "rec late", "fired 5000"}; !slices.Equal(got, want) {
+			t.Fatalf("key a saw %q, want %q: the late record read before a's timer was set comes first", got, want)
+		}
+	})
+	t.Run("third read after the firing", func(t *testing.T) {
+		r := startRig(t, rigOpts{start: 1})
+		r.sendTogether(lines[:2]...)
+		r.waitLines("log fired", 1)
+		r.sendTogether(lines[2])
+		got := r.keyLog("a", 4)
+		if want := []string{"rec 0", "fired 5000", "rec late"}; !slices.Equal(got, want) {
+			t.Fatalf("key a saw %q, want %q", got, want)
+		}
+	})
+}
