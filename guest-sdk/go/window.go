@@ -15,7 +15,8 @@ import (
 // [start, start+size) with start a multiple of size; Sliding(size, slide) the windows of that
 // size whose start is a multiple of slide, from the latest start at or before the record down to
 // the first above ts-size; Session(gap) the session of the key whose events are less than gap
-// apart (a record merges every session it is within gap of, with Merge). Fold adds the record to
+// apart (a record merges every session it is within gap of, with Merge, in ascending order of
+// their starts). Fold adds the record to
 // each window's accumulator (the zero value for a new window). A window closes when the
 // partition's watermark reaches its end (start+size; a session's last event + gap): the timer
 // fires, Emit gets the accumulator, and the window's state is deleted.
@@ -209,16 +210,18 @@ func (w *Windows[A]) addSession(st State, r *Record, ts int64) error {
 		return 0
 	})
 	var acc A
+	have := false
 	start, last := ts, ts
-	for i, s := range joined {
+	for _, s := range joined {
 		v, ok, err := w.acc(s.start).Get(st)
 		if err != nil {
 			return err
 		}
-		if ok {
-			if i == 0 {
-				acc = v
-			} else if acc, err = w.Merge(acc, v); err != nil {
+		switch {
+		case ok && !have:
+			acc, have = v, true
+		case ok:
+			if acc, err = w.Merge(acc, v); err != nil {
 				return err
 			}
 		}
