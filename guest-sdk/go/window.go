@@ -3,9 +3,7 @@ package wasmstream
 import (
 	"errors"
 	"math"
-	"slices"
 	"strconv"
-	"strings"
 )
 
 // Event-time windows over a key's records, built on typed state and event-time timers, with the
@@ -200,15 +198,11 @@ func (w *Windows[A]) addSession(st State, r *Record, ts int64) error {
 	if err != nil {
 		return err
 	}
-	slices.SortFunc(joined, func(a, b session) int {
-		switch {
-		case a.start < b.start:
-			return -1
-		case a.start > b.start:
-			return 1
+	for i := 1; i < len(joined); i++ { // by start; few sessions
+		for j := i; j > 0 && joined[j].start < joined[j-1].start; j-- {
+			joined[j], joined[j-1] = joined[j-1], joined[j]
 		}
-		return 0
-	})
+	}
 	var acc A
 	have := false
 	start, last := ts, ts
@@ -258,7 +252,7 @@ func (w *Windows[A]) addSession(st State, r *Record, ts int64) error {
 // timer of these windows (the task's own timer: handle it).
 func (w *Windows[A]) Fire(f *Firing) (bool, error) {
 	name := f.Name()
-	if !strings.HasPrefix(name, w.Name+"/") || !f.EventTime() {
+	if len(name) <= len(w.Name) || name[:len(w.Name)] != w.Name || name[len(w.Name)] != '/' || !f.EventTime() {
 		return false, nil
 	}
 	start, err := strconv.ParseInt(name[len(w.Name)+1:], 10, 64)
