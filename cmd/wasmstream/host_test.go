@@ -222,9 +222,13 @@ func TestStateWithoutStore(t *testing.T) {
 func TestTimerExamples(t *testing.T) {
 	for _, name := range []string{"sessions", "dedupe"} {
 		t.Run(name, func(t *testing.T) {
-			runTimerExample(t, name, nil)
+			runTimerExample(t, name, guestbuild.Go(t, name), nil)
 		})
 	}
+	// The Rust port on the SDK's Rust windows: the same files, the same outputs and state.
+	t.Run("sessions-rust", func(t *testing.T) {
+		runTimerExample(t, "sessions", guestbuild.Rust(t, "sessions-rust"), nil)
+	})
 	// The same sessions fed one line at a time through stdin: the host reads a record per chunk
 	// and runs firings between them, as a live stream would; the result does not change.
 	t.Run("sessions line by line", func(t *testing.T) {
@@ -241,16 +245,15 @@ func TestTimerExamples(t *testing.T) {
 			w.Close()
 		}()
 		defer func() { r.Close(); <-done }()
-		runTimerExample(t, "sessions", r)
+		runTimerExample(t, "sessions", guestbuild.Go(t, "sessions"), r)
 	})
 }
 
-// runTimerExample runs examples/wasm/<name> as its config.yaml says, reading its input from
-// stdin instead when stdin is not nil.
-func runTimerExample(t *testing.T, name string, stdin io.Reader) {
+// runTimerExample runs examples/wasm/<name> as its config.yaml says with module, reading its
+// input from stdin instead when stdin is not nil.
+func runTimerExample(t *testing.T, name, module string, stdin io.Reader) {
 	t.Helper()
 	dir := filepath.Join(guestbuild.Root(), "examples", "wasm", name)
-	module := guestbuild.Go(t, name)
 	s, err := loadFile(filepath.Join(dir, "config.yaml"), nil, false)
 	if err != nil {
 		t.Fatal(err)
