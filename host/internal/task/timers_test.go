@@ -135,6 +135,7 @@ type rigOpts struct {
 	wrap        func(Processor) Processor
 
 	migrateAtActivation bool
+	guest               string // a guest package of examples/wasm to run instead of testguests/timers
 }
 
 func startRig(t *testing.T, o rigOpts) *rig {
@@ -146,6 +147,16 @@ func startRig(t *testing.T, o rigOpts) *rig {
 	}
 	t.Cleanup(func() { rt.Close(ctx) })
 	mod := timersModule(t, rt)
+	if o.guest != "" {
+		wasm, err := os.ReadFile(guestbuild.Go(t, o.guest))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mod, err = rt.Compile(ctx, wasm, modrt.Limits{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { mod.Close(ctx) })
+	}
 	if o.dir == "" {
 		o.dir = t.TempDir()
 	}
@@ -668,4 +679,40 @@ func TestFiringOrderThreeLines(t *testing.T) {
 			t.Fatalf("key a saw %q, want %q", got, want)
 		}
 	})
+}
+
+// TestSessionsExampleThreeLines runs the sessions example on the three-line shape of issue 16
+// (a's session, b moving the watermark past its close, a late event of a within the gap) in both
+// readings: the outputs are the same, because the late event goes to output "late" and joins no
+// session. (The example used to count a late event into the open session if the firing had not
+// run yet and start a new session if it had: two results for one input.)
+func TestSessionsExampleThreeLines(t *testing.T) {
+	lines := []rec{
+		{"a", "/1", 60_000},
+		{"b", "/2", 10_000_000}, // watermark past a's close (minute 31)
+		{"a", "/3", 90_000},     // late: within a's session's gap
+	}
+	want := []string{
+		`late /3`,
+		`sessions {"user":"a","count":1,"first":60000,"last":60000}`,
+	}
+	run := func(t *testing.T, together bool) {
+		r := startRig(t, rigOpts{start: 1, guest: "sessions", guestConfig: `{"gap_minutes":30}`})
+		if together {
+			r.sendTogether(lines...)
+		} else {
+			r.sendTogether(lines[:2]...)
+			r.waitLines("sessions", 1)
+			r.sendTogether(lines[2])
+		}
+		r.waitLines("late", 1)
+		r.stop() // b's session stays open: the input is cut, not ended
+		got := r.out.snapshot()
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("outputs %q, want %q", got, want)
+		}
+	}
+	t.Run("read together", func(t *testing.T) { run(t, true) })
+	t.Run("late event read after the firing", func(t *testing.T) { run(t, false) })
 }
