@@ -32,7 +32,7 @@ examples: | $(BUILD)
 	cd examples/wasm && for g in wordcount sessions dedupe; do \
 	  GOOS=wasip1 GOARCH=wasm $(GO) build -trimpath -buildmode=c-shared -o ../../$(BUILD)/$$g.wasm ./$$g || exit 1; \
 	done
-	for c in wordcount-rust logparse-rust conform-rust; do \
+	for c in wordcount-rust logparse-rust conform-rust sessions-rust; do \
 	  (cd examples/wasm/$$c && RUSTC=$(RUSTC) $(CARGO) build -q --release --target wasm32-unknown-unknown --target-dir ../../../$(BUILD)/cargo-target) || exit 1; \
 	  lib=$$(sed -n '/^\[lib\]/,/^\[/s/^name *= *"\(.*\)"/\1/p' examples/wasm/$$c/Cargo.toml); lib=$${lib:-$${c//-/_}}; \
 	  cp $(BUILD)/cargo-target/wasm32-unknown-unknown/release/$$lib.wasm $(BUILD)/$$c.wasm; \
@@ -70,7 +70,7 @@ test-go:
 
 test-rust:
 	cd guest-sdk/rust && RUSTC=$(RUSTC) RUSTDOC=$(RUSTDOC) $(CARGO) test -q --offline
-	@for c in wordcount-rust logparse-rust conform-rust; do \
+	@for c in wordcount-rust logparse-rust conform-rust sessions-rust; do \
 	  (cd examples/wasm/$$c && RUSTC=$(RUSTC) RUSTDOC=$(RUSTDOC) $(CARGO) test -q --offline) || exit 1; \
 	done
 

@@ -1,13 +1,12 @@
 // Command sessions is a wasmstream example task: per-user sessions in event time, closed after a
-// gap of inactivity, with an event-time timer per user.
+// gap of inactivity, with the SDK's session windows (wasmstream.Windows with Session(gap)).
 //
-// Each record is one event of the user named by its key, at its timestamp (event time). The
-// user's open session (state "session": count, late count, first and last event time) counts it,
-// and the event-time timer "close" is set to last + gap, replacing the previous setting. When the
-// partition's watermark reaches that time the timer fires: the session's summary is emitted to
-// output "sessions" and its state deleted. A record at or after its open session's close time
-// closes that session first (as its timer would have) and starts a new one, so the result does
-// not depend on whether the host ran the firing before or after the record.
+// Each record is one event of the user named by its key, at its timestamp (event time). An event
+// joins every open session of its user it is less than gap from (merging them) or starts one; a
+// session closes when the partition's watermark reaches its last event + gap, and its summary is
+// emitted to output "sessions". A late event (below the watermark when the host read it) or one
+// without a timestamp goes to output "late" as it is: the result depends on the input alone, not
+// on when the host ran a firing.
 //
 // README.md next to this file is the exact specification.
 //
@@ -20,7 +19,6 @@ package main
 import (
 	"errors"
 	"github.com/wasmstream/wasmstream/examples/wasm/internal/jsonconfig"
-	"math"
 	"strconv"
 
 	wasmstream "github.com/wasmstream/wasmstream/guest-sdk/go"
@@ -31,160 +29,95 @@ func main() {}
 
 func init() {
 	wasmstream.HandleInit(configure)
-	wasmstream.Handle(event)
+	wasmstream.Handle(sessions.Add)
 	wasmstream.HandleTimer(fire)
 }
 
 const (
 	// Output is the output the session summaries are emitted to.
 	Output = "sessions"
-	// StateName is the state entry of a user's open session.
-	StateName = "session"
-	// TimerName is the event-time timer that closes a user's open session.
-	TimerName = "close"
+	// LateOutput is the output late events and events without a timestamp go to, as they are.
+	LateOutput = "late"
+	// WindowsName is the name of the session windows' state entries and timers.
+	WindowsName = "session"
 
 	defaultGapMinutes = 30
 	maxGapMinutes     = 1_000_000_000
 )
 
-// gapMs is the config's gap_minutes in milliseconds.
-var gapMs int64 = defaultGapMinutes * 60_000
+// sessions are the users' open sessions.
+var sessions = wasmstream.Windows[summary]{
+	Name: WindowsName, Kind: wasmstream.Session(defaultGapMinutes * 60_000), Codec: summaryCodec{},
+	Late: LateOutput, Fold: fold, Merge: merge, Emit: emit,
+}
 
 func configure(cfg []byte) error {
 	n, err := jsonconfig.UintMember(cfg, "gap_minutes", defaultGapMinutes, maxGapMinutes)
 	if err != nil {
 		return errors.New("sessions: invalid config: " + err.Error())
 	}
-	gapMs = int64(n) * 60_000
+	sessions.Kind = wasmstream.Session(int64(n) * 60_000)
 	return nil
 }
 
-// session is a user's open session. In state it is "<count> <late> <first> <last>" in decimal.
-type session struct {
-	count, late int64 // events, and how many of them were late
-	first, last int64 // event times, ms since the epoch
-}
+// summary is a session's accumulator: its number of events and its latest event time (its
+// earliest is the window's start).
+type summary struct{ count, last int64 }
 
-// closeAt is when the session closes: gap after its last event (the end of time on overflow).
-func (s *session) closeAt() int64 {
-	if s.last > math.MaxInt64-gapMs {
-		return math.MaxInt64
-	}
-	return s.last + gapMs
-}
+// summaryCodec stores a summary as 16 bytes: count and last, each an i64 little-endian.
+type summaryCodec struct{}
 
-// Reused between calls.
-var (
-	stateBuf []byte
-	outBuf   []byte
-)
-
-func event(r *wasmstream.Record) error {
-	ts := r.Timestamp()
-	if ts < 0 {
-		return nil // no event time: it belongs to no session
-	}
-	st := r.State()
-	s, open, err := load(st)
-	if err != nil {
-		return err
-	}
-	if open && ts >= s.closeAt() {
-		// The open session ended before this event: close it exactly as its timer does.
-		if err := emit(r.Key(), &s); err != nil {
-			return err
+func (summaryCodec) Append(dst []byte, s summary) []byte {
+	for _, v := range [2]int64{s.count, s.last} {
+		for i := 0; i < 8; i++ {
+			dst = append(dst, byte(uint64(v)>>(8*i)))
 		}
-		open = false
 	}
-	if !open {
-		s = session{first: ts, last: ts}
+	return dst
+}
+
+func (summaryCodec) Decode(b []byte) (summary, error) {
+	if len(b) != 16 {
+		return summary{}, errors.New("sessions: a session summary is 16 bytes, not " + strconv.Itoa(len(b)))
 	}
-	s.count++
-	if r.Late() {
-		s.late++
+	var v [2]int64
+	for k := range v {
+		for i := 0; i < 8; i++ {
+			v[k] |= int64(b[8*k+i]) << (8 * i)
+		}
 	}
-	s.first, s.last = min(s.first, ts), max(s.last, ts)
-	if err := save(st, &s); err != nil {
-		return err
-	}
-	return wasmstream.SetTimer(r.Key(), TimerName, wasmstream.EventTime, s.closeAt(), nil)
+	return summary{count: v[0], last: v[1]}, nil
+}
+
+func fold(s summary, r *wasmstream.Record) (summary, error) {
+	return summary{count: s.count + 1, last: max(s.last, r.Timestamp())}, nil
+}
+
+func merge(a, b summary) (summary, error) {
+	return summary{count: a.count + b.count, last: max(a.last, b.last)}, nil
 }
 
 func fire(f *wasmstream.Firing) error {
-	if f.Name() != TimerName {
-		return nil
-	}
-	st := f.State()
-	s, open, err := load(st)
-	if err != nil || !open {
-		return err // no session: it was closed by a record already
-	}
-	if at := s.closeAt(); f.Time() < at {
-		// The session grew after this timer was set (a host cancels such firings; this guards
-		// a redelivery): keep it open until its real close time.
-		return wasmstream.SetTimer(f.Key(), TimerName, wasmstream.EventTime, at, nil)
-	}
-	if err := emit(f.Key(), &s); err != nil {
-		return err
-	}
-	return st.Delete(StateName)
+	_, err := sessions.Fire(f) // any other timer is not this task's: ignored
+	return err
 }
 
-// emit sends the summary of user's session s to Output, with the session's close time as its
+var outBuf []byte // reused between calls
+
+// emit sends the summary of user's session to Output, with the session's close time as its
 // timestamp.
-func emit(user []byte, s *session) error {
+func emit(user []byte, w wasmstream.Window, s summary) error {
 	b := append(outBuf[:0], `{"user":`...)
 	b = appendJSONString(b, user)
 	b = append(b, `,"count":`...)
 	b = strconv.AppendInt(b, s.count, 10)
-	b = append(b, `,"late":`...)
-	b = strconv.AppendInt(b, s.late, 10)
 	b = append(b, `,"first":`...)
-	b = strconv.AppendInt(b, s.first, 10)
+	b = strconv.AppendInt(b, w.Start, 10)
 	b = append(b, `,"last":`...)
 	b = strconv.AppendInt(b, s.last, 10)
 	b = append(b, '}')
 	outBuf = b
-	return wasmstream.EmitWith(wasmstream.Output{Name: Output, Key: user, Value: b, Timestamp: s.closeAt()})
-}
-
-// load reads the open session of st; open is false when there is none.
-func load(st wasmstream.State) (s session, open bool, err error) {
-	v, ok, err := st.Get(StateName)
-	if err != nil || !ok {
-		return s, false, err
-	}
-	var f [4]int64
-	rest := v
-	for i := range f {
-		j := 0
-		for j < len(rest) && rest[j] != ' ' {
-			j++
-		}
-		if f[i], err = strconv.ParseInt(string(rest[:j]), 10, 64); err != nil || i < 3 && j == len(rest) {
-			return s, false, errors.New("sessions: malformed session state " + strconv.Quote(string(v)))
-		}
-		if j < len(rest) {
-			j++
-		}
-		rest = rest[j:]
-	}
-	if len(rest) != 0 {
-		return s, false, errors.New("sessions: malformed session state " + strconv.Quote(string(v)))
-	}
-	return session{count: f[0], late: f[1], first: f[2], last: f[3]}, true, nil
-}
-
-func save(st wasmstream.State, s *session) error {
-	b := strconv.AppendInt(stateBuf[:0], s.count, 10)
-	b = append(b, ' ')
-	b = strconv.AppendInt(b, s.late, 10)
-	b = append(b, ' ')
-	b = strconv.AppendInt(b, s.first, 10)
-	b = append(b, ' ')
-	b = strconv.AppendInt(b, s.last, 10)
-	stateBuf = b
-	return st.Put(StateName, b)
+	return wasmstream.EmitWith(wasmstream.Output{Name: Output, Key: user, Value: b, Timestamp: w.End})
 }
 
 // appendJSONString appends s as a JSON string: '"' and '\' escaped, control bytes as \u00XX,

@@ -45,10 +45,9 @@ type sinkLine struct {
 }
 
 // summary is the value of an output; the field order is the format.
-type summary struct {
+type summaryJSON struct {
 	User  string `json:"user"`
 	Count int    `json:"count"`
-	Late  int    `json:"late"`
 	First int64  `json:"first"`
 	Last  int64  `json:"last"`
 }
@@ -131,58 +130,78 @@ func watermarks(input []line, lateness int64) []flagged {
 	return out
 }
 
-// reference is an implementation of README.md independent of the handler (maps and
-// encoding/json, no timers): per user, in input order, an event at or after the open session's
-// close time closes it; every session still open at the end closes then. It returns the sink
-// lines sorted by key, in emit order within a key.
+// reference is an implementation of README.md independent of the handler (sorting, maps and
+// encoding/json, no timers or windows): a late event or one without a timestamp goes to "late";
+// a user's other events, sorted by time, split into sessions wherever two consecutive ones are
+// gap or more apart. It returns the sink lines in the order of sortSinkLines.
 func reference(t *testing.T, s settings, input []flagged) []string {
-	open := map[string]*summary{}
-	perKey := map[string][]string{}
-	closeSession := func(user string) {
-		sum := open[user]
-		v, err := json.Marshal(sum)
-		if err != nil {
-			t.Fatal(err)
-		}
-		out, err := json.Marshal(sinkLine{Output: "sessions", Key: user, Value: string(v), Ts: sum.Last + s.gap})
-		if err != nil {
-			t.Fatal(err)
-		}
-		perKey[user] = append(perKey[user], string(out))
-		delete(open, user)
-	}
+	var lines []sinkLine
+	times := map[string][]int64{}
 	for _, l := range input {
-		if sum := open[l.User]; sum != nil && l.Ts >= sum.Last+s.gap {
-			closeSession(l.User)
+		if l.late || l.Ts < 0 {
+			lines = append(lines, sinkLine{Output: "late", Key: l.User, Value: l.Page, Ts: l.Ts})
+			continue
 		}
-		sum := open[l.User]
-		if sum == nil {
-			sum = &summary{User: l.User, First: l.Ts, Last: l.Ts}
-			open[l.User] = sum
+		times[l.User] = append(times[l.User], l.Ts)
+	}
+	for user, ts := range times {
+		sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+		first := 0
+		for i := range ts {
+			if i+1 < len(ts) && ts[i+1]-ts[i] < s.gap {
+				continue
+			}
+			v, err := json.Marshal(summaryJSON{User: user, Count: i + 1 - first, First: ts[first], Last: ts[i]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, sinkLine{Output: "sessions", Key: user, Value: string(v), Ts: ts[i] + s.gap})
+			first = i + 1
 		}
-		sum.Count++
-		if l.late {
-			sum.Late++
+	}
+	var out []string
+	for _, l := range lines {
+		b, err := json.Marshal(l)
+		if err != nil {
+			t.Fatal(err)
 		}
-		sum.First, sum.Last = min(sum.First, l.Ts), max(sum.Last, l.Ts)
+		out = append(out, string(b))
 	}
-	var keys []string
-	for k := range open {
-		keys = append(keys, k)
+	return sortSinkLines(t, out)
+}
+
+// sortSinkLines sorts sink lines by key, output, timestamp and value: the outputs of one run in
+// a canonical order (a host emits the late events and the summaries of a user, and the summaries
+// of different users, in an order that depends on how far it read ahead).
+func sortSinkLines(t *testing.T, lines []string) []string {
+	t.Helper()
+	parsed := make([]sinkLine, len(lines))
+	for i, l := range lines {
+		if err := json.Unmarshal([]byte(l), &parsed[i]); err != nil {
+			t.Fatalf("sink line %q: %v", l, err)
+		}
 	}
-	for _, k := range keys {
-		closeSession(k)
+	idx := make([]int, len(lines))
+	for i := range idx {
+		idx[i] = i
 	}
-	keys = keys[:0]
-	for k := range perKey {
-		keys = append(keys, k)
+	sort.SliceStable(idx, func(a, b int) bool {
+		x, y := parsed[idx[a]], parsed[idx[b]]
+		switch {
+		case x.Key != y.Key:
+			return x.Key < y.Key
+		case x.Output != y.Output:
+			return x.Output < y.Output
+		case x.Ts != y.Ts:
+			return x.Ts < y.Ts
+		}
+		return x.Value < y.Value
+	})
+	out := make([]string, len(lines))
+	for i, k := range idx {
+		out[i] = lines[k]
 	}
-	sort.Strings(keys)
-	var outputs []string
-	for _, k := range keys {
-		outputs = append(outputs, perKey[k]...)
-	}
-	return outputs
+	return out
 }
 
 func readLines(t *testing.T, path string) []string {
@@ -222,80 +241,113 @@ func TestExpectedFile(t *testing.T) {
 	sameLines(t, "expected.ndjson", readLines(t, "expected.ndjson"), outputs)
 }
 
-// The sample input exercises every case README.md describes, and none whose outcome depends on
-// when the host runs a firing.
+// The sample input exercises every case README.md describes.
 func TestSampleInputCoverage(t *testing.T) {
 	s := readSettings(t)
 	input := watermarks(readInput(t), s.lateness)
 	final := input[len(input)-1].wmAfter
 	users := map[string]bool{}
-	type open struct{ last int64 }
-	sessions := map[string]*open{}
-	var midStream, atEnd, outOfOrder, lateJoins, lateStarts, closedByEvent int
+	var outOfOrder, late, lateInSession, midStream, atEnd int
 	maxTs := int64(-1)
-	for i, l := range input {
+	times := map[string][]int64{}
+	for _, l := range input {
 		users[l.User] = true
-		if !l.late && l.Ts < maxTs {
+		if l.late {
+			late++
+			for _, ts := range times[l.User] {
+				if ts-s.gap < l.Ts && l.Ts < ts+s.gap {
+					lateInSession++ // an on-time event of its user is near it: not joined all the same
+					break
+				}
+			}
+			continue
+		}
+		if l.Ts < maxTs {
 			outOfOrder++
 		}
 		maxTs = max(maxTs, l.Ts)
-		o := sessions[l.User]
-		if o != nil && l.Ts >= o.last+s.gap {
-			closedByEvent++
-			midStream++
-			o = nil
+		near := 0
+		for _, ts := range times[l.User] {
+			if ts-s.gap < l.Ts && l.Ts < ts+s.gap {
+				near++
+			}
 		}
-		if o != nil && o.last+s.gap <= l.wmBefore {
-			// The watermark passed the session's close time before this event was read: the
-			// host may or may not have run the firing by the time the event is processed.
-			t.Errorf("input line %d: %s's session may or may not be closed when this event arrives", i+1, l.User)
+		if near == 0 {
+			for _, ts := range times[l.User] {
+				_ = ts
+			}
 		}
-		switch {
-		case l.late && o != nil:
-			lateJoins++
-		case l.late:
-			lateStarts++
-		}
-		if o == nil {
-			o = &open{last: l.Ts}
-			sessions[l.User] = o
-		}
-		o.last = max(o.last, l.Ts)
+		times[l.User] = append(times[l.User], l.Ts)
 	}
-	for _, o := range sessions {
-		if o.last+s.gap <= final {
-			midStream++ // closed by its firing when a later event of another user moved the watermark
-		} else {
-			atEnd++ // closed when the watermark jumps to the end of time at the end of the file
+	for _, ts := range times {
+		sort.Slice(ts, func(i, j int) bool { return ts[i] < ts[j] })
+		for i := range ts {
+			if i+1 < len(ts) && ts[i+1]-ts[i] < s.gap {
+				continue
+			}
+			if ts[i]+s.gap <= final {
+				midStream++
+			} else {
+				atEnd++
+			}
 		}
 	}
+	bridges := countBridges(input, s.gap)
 	for what, n := range map[string]int{
-		"users": len(users) - 3, "sessions closed mid-stream": midStream, "sessions closed by a later event of their user": closedByEvent,
-		"sessions closed at the end": atEnd, "out-of-order events within the lateness": outOfOrder,
-		"late events joining an open session": lateJoins, "late events starting a session": lateStarts,
+		"users": len(users) - 3, "sessions closed mid-stream": midStream, "sessions closed at the end": atEnd,
+		"out-of-order events within the lateness": outOfOrder, "late events": late,
+		"late events near an open session": lateInSession, "events that merge two sessions": bridges,
 	} {
 		if n < 1 {
 			t.Errorf("the sample input has too few %s", what)
 		}
 	}
-	t.Logf("%d users, %d sessions closed mid-stream (%d of them by a later event of their user), %d at the end; %d out-of-order events, late: %d joining, %d starting a session",
-		len(users), midStream, closedByEvent, atEnd, outOfOrder, lateJoins, lateStarts)
+	t.Logf("%d users, %d sessions closed mid-stream, %d at the end; %d out-of-order events, %d late (%d near an open session), %d merging two sessions",
+		len(users), midStream, atEnd, outOfOrder, late, lateInSession, bridges)
+}
+
+// countBridges counts the on-time events that, in input order, are within gap of two sessions of
+// their user that were apart until then.
+func countBridges(input []flagged, gap int64) int {
+	type span struct{ first, last int64 }
+	open := map[string][]span{}
+	n := 0
+	for _, l := range input {
+		if l.late || l.Ts < 0 {
+			continue
+		}
+		merged := span{l.Ts, l.Ts}
+		var rest []span
+		joined := 0
+		for _, sp := range open[l.User] {
+			if sp.first-gap < l.Ts && l.Ts < sp.last+gap {
+				joined++
+				merged = span{min(merged.first, sp.first), max(merged.last, sp.last)}
+				continue
+			}
+			rest = append(rest, sp)
+		}
+		if joined > 1 {
+			n++
+		}
+		open[l.User] = append(rest, merged)
+	}
+	return n
 }
 
 // newHost starts a harness with the handlers and config.
 func newHost(t *testing.T, cfg []byte) *wasmstreamtest.Host {
 	t.Helper()
-	h := wasmstreamtest.New(wasmstreamtest.Options{Config: cfg, Outputs: []string{Output}})
+	h := wasmstreamtest.New(wasmstreamtest.Options{Config: cfg, Outputs: []string{Output, LateOutput}})
 	if err := h.Init(); err != nil {
 		t.Fatal(err)
 	}
 	return h
 }
 
-// sinkLines formats outputs as the host's sinks write them, sorted by key (stable).
+// sinkLines formats outputs as the host's sinks write them, in sortSinkLines' order.
 func sinkLines(t *testing.T, outs []wasmstreamtest.Output) []string {
 	t.Helper()
-	sort.SliceStable(outs, func(i, j int) bool { return bytes.Compare(outs[i].Key, outs[j].Key) < 0 })
 	var lines []string
 	for _, o := range outs {
 		b, err := json.Marshal(sinkLine{Output: o.Name, Key: string(o.Key), Value: string(o.Value), Ts: o.Timestamp})
@@ -304,7 +356,7 @@ func sinkLines(t *testing.T, outs []wasmstreamtest.Output) []string {
 		}
 		lines = append(lines, string(b))
 	}
-	return lines
+	return sortSinkLines(t, lines)
 }
 
 func input(l flagged, offset int) wasmstreamtest.Input {
@@ -313,7 +365,8 @@ func input(l flagged, offset int) wasmstreamtest.Input {
 }
 
 // The handlers reproduce expected.ndjson whether each firing runs as soon as the watermark
-// passes it or only after every record: the two extremes of when a host may run it.
+// passes it or only after every record: the two extremes of when a host may run it (ABI.md
+// §4.12).
 func TestHandlersMatchExpected(t *testing.T) {
 	s := readSettings(t)
 	in := watermarks(readInput(t), s.lateness)
@@ -377,8 +430,8 @@ func ev(user string, m int64, late bool) wasmstreamtest.Input {
 	return wasmstreamtest.Input{Key: []byte(user), Timestamp: m * minute, Late: late, Value: []byte("/")}
 }
 
-func value(user string, count, late int, first, last int64) string {
-	return `{"user":"` + user + `","count":` + strconv.Itoa(count) + `,"late":` + strconv.Itoa(late) +
+func value(user string, count int, first, last int64) string {
+	return `{"user":"` + user + `","count":` + strconv.Itoa(count) +
 		`,"first":` + strconv.FormatInt(first*minute, 10) + `,"last":` + strconv.FormatInt(last*minute, 10) + `}`
 }
 
@@ -403,27 +456,33 @@ func advance(t *testing.T, h *wasmstreamtest.Host, minutes int64) wasmstreamtest
 func outputs(res wasmstreamtest.Result) []string {
 	var out []string
 	for _, o := range res.Outputs {
-		out = append(out, string(o.Key)+" "+string(o.Value)+" @"+strconv.FormatInt(o.Timestamp/minute, 10))
+		out = append(out, o.Name+" "+string(o.Key)+" "+string(o.Value)+" @"+strconv.FormatInt(o.Timestamp/minute, 10))
 	}
 	return out
+}
+
+// timerAt is the session timer of a session starting at minute start, due at minute due.
+func timerAt(tm []wasmstreamtest.Timer, i int, start, due int64) bool {
+	return i < len(tm) && tm[i].Name == WindowsName+"/"+strconv.FormatInt(start*minute, 10) &&
+		tm[i].Time == due*minute && tm[i].Domain == wasmstream.EventTime
 }
 
 func TestSessionClosesWhenTheWatermarkPassesTheGap(t *testing.T) {
 	h := newHost(t, []byte(`{"gap_minutes": 30}`))
 	process(t, h, ev("alice", 100, false), ev("alice", 110, false), ev("bob", 115, false))
-	if tm := h.Timers(); len(tm) != 2 || tm[0].Time != 140*minute || tm[0].Domain != wasmstream.EventTime || tm[0].Name != "close" {
-		t.Fatalf("timers %v, want alice's close at minute 140 and bob's", tm)
+	if tm := h.Timers(); len(tm) != 2 || !timerAt(tm, 0, 100, 140) {
+		t.Fatalf("timers %v, want alice's session/… at minute 140 and bob's", tm)
 	}
 	if res := advance(t, h, 139); len(res.Outputs) != 0 {
 		t.Fatalf("before the gap: %v", outputs(res))
 	}
 	res := advance(t, h, 140)
-	sameLines(t, "outputs", outputs(res), []string{"alice " + value("alice", 2, 0, 100, 110) + " @140"})
-	if st := h.State(); len(st) != 1 || string(st[0].Key) != "bob" {
+	sameLines(t, "outputs", outputs(res), []string{"sessions alice " + value("alice", 2, 100, 110) + " @140"})
+	if st := h.State(); len(st) == 0 || string(st[0].Key) != "bob" || string(st[len(st)-1].Key) != "bob" {
 		t.Errorf("state %v, want only bob's session", st)
 	}
 	res = advance(t, h, 1000)
-	sameLines(t, "outputs", outputs(res), []string{"bob " + value("bob", 1, 0, 115, 115) + " @145"})
+	sameLines(t, "outputs", outputs(res), []string{"sessions bob " + value("bob", 1, 115, 115) + " @145"})
 	if st, tm := h.State(), h.Timers(); len(st) != 0 || len(tm) != 0 {
 		t.Errorf("state %v, timers %v; want none", st, tm)
 	}
@@ -434,8 +493,8 @@ func TestNewEventReplacesTheTimer(t *testing.T) {
 	process(t, h, ev("alice", 100, false))
 	advance(t, h, 120)
 	process(t, h, ev("alice", 125, false))
-	if tm := h.Timers(); len(tm) != 1 || tm[0].Time != 155*minute {
-		t.Fatalf("timers %v, want one close at minute 155", tm)
+	if tm := h.Timers(); len(tm) != 1 || !timerAt(tm, 0, 100, 155) {
+		t.Fatalf("timers %v, want one at minute 155", tm)
 	}
 	if res := advance(t, h, 154); len(res.Outputs) != 0 || len(res.Fired) != 0 {
 		t.Fatalf("the first setting (minute 130) fired: %v %v", res.Fired, outputs(res))
@@ -443,44 +502,62 @@ func TestNewEventReplacesTheTimer(t *testing.T) {
 	// An out-of-order event does not move the close time back.
 	process(t, h, ev("alice", 122, false))
 	res := advance(t, h, 155)
-	sameLines(t, "outputs", outputs(res), []string{"alice " + value("alice", 3, 0, 100, 125) + " @155"})
+	sameLines(t, "outputs", outputs(res), []string{"sessions alice " + value("alice", 3, 100, 125) + " @155"})
 }
 
-// An event at or after its open session's close time closes that session first, whether or not
-// the host has run the firing yet: here it has not.
-func TestEventAfterTheGapClosesTheSession(t *testing.T) {
+// An event gap or more after its user's session starts another one, and each closes on its own
+// timer, whether or not the host has run the first firing when the event comes: here it has not.
+func TestEventAfterTheGapStartsASession(t *testing.T) {
 	h := newHost(t, []byte(`{"gap_minutes": 30}`))
 	res := process(t, h, ev("alice", 100, false), ev("alice", 130, false), ev("alice", 131, false))
-	sameLines(t, "outputs", outputs(res), []string{"alice " + value("alice", 1, 0, 100, 100) + " @130"})
-	if tm := h.Timers(); len(tm) != 1 || tm[0].Time != 161*minute {
-		t.Fatalf("timers %v, want one close at minute 161", tm)
+	if len(res.Outputs) != 0 {
+		t.Fatalf("outputs before any firing: %v", outputs(res))
 	}
 	res = advance(t, h, 200)
-	sameLines(t, "outputs", outputs(res), []string{"alice " + value("alice", 2, 0, 130, 131) + " @161"})
+	sameLines(t, "outputs", outputs(res), []string{
+		"sessions alice " + value("alice", 1, 100, 100) + " @130",
+		"sessions alice " + value("alice", 2, 130, 131) + " @161",
+	})
 }
 
-// A late event joins its user's open session, before or after its events; with no open session
-// it starts one. Either way it is counted in "late".
+// An event less than gap from two sessions of its user merges them into one.
+func TestEventMergesTwoSessions(t *testing.T) {
+	h := newHost(t, []byte(`{"gap_minutes": 30}`))
+	process(t, h, ev("alice", 100, false), ev("alice", 150, false))
+	if tm := h.Timers(); len(tm) != 2 {
+		t.Fatalf("timers %v, want two sessions", tm)
+	}
+	process(t, h, ev("alice", 125, false))
+	if tm := h.Timers(); len(tm) != 1 || !timerAt(tm, 0, 100, 180) {
+		t.Fatalf("timers %v, want the merged session's at minute 180", tm)
+	}
+	res := advance(t, h, 180)
+	sameLines(t, "outputs", outputs(res), []string{"sessions alice " + value("alice", 3, 100, 150) + " @180"})
+}
+
+// A late event goes to output "late" as it is and joins no session, whether its user's session
+// is still open or not: where the host runs a firing among a user's late events does not matter.
 func TestLateEvents(t *testing.T) {
 	h := newHost(t, []byte(`{"gap_minutes": 30}`))
 	process(t, h, ev("alice", 100, false))
 	advance(t, h, 110)
-	process(t, h, ev("alice", 95, true), ev("bob", 90, true))
-	res := advance(t, h, 120)
-	sameLines(t, "outputs", outputs(res), []string{"bob " + value("bob", 1, 1, 90, 90) + " @120"})
+	res := process(t, h, ev("alice", 95, true), ev("bob", 90, true))
+	sameLines(t, "outputs", outputs(res), []string{"late alice / @95", "late bob / @90"})
 	res = advance(t, h, 130)
-	sameLines(t, "outputs", outputs(res), []string{"alice " + value("alice", 2, 1, 95, 100) + " @130"})
-	// After its session closed, a late event of the same period starts a new session.
-	process(t, h, ev("alice", 99, true))
-	res = advance(t, h, 130)
-	sameLines(t, "outputs", outputs(res), []string{"alice " + value("alice", 1, 1, 99, 99) + " @129"})
+	sameLines(t, "outputs", outputs(res), []string{"sessions alice " + value("alice", 1, 100, 100) + " @130"})
+	res = process(t, h, ev("alice", 99, true))
+	sameLines(t, "outputs", outputs(res), []string{"late alice / @99"})
+	if st, tm := h.State(), h.Timers(); len(st) != 0 || len(tm) != 0 {
+		t.Errorf("state %v, timers %v; want none", st, tm)
+	}
 }
 
-func TestEventWithoutTimestampIsIgnored(t *testing.T) {
+func TestEventWithoutTimestampIsLate(t *testing.T) {
 	h := newHost(t, nil)
-	res := process(t, h, wasmstreamtest.Input{Key: []byte("alice"), Timestamp: -1})
-	if len(res.Outputs) != 0 || len(h.State()) != 0 || len(h.Timers()) != 0 {
-		t.Errorf("outputs %v, state %v, timers %v; want none", res.Outputs, h.State(), h.Timers())
+	res := process(t, h, wasmstreamtest.Input{Key: []byte("alice"), Value: []byte("/x"), Timestamp: -1})
+	sameLines(t, "outputs", outputs(res), []string{"late alice /x @0"})
+	if len(h.State()) != 0 || len(h.Timers()) != 0 {
+		t.Errorf("state %v, timers %v; want none", h.State(), h.Timers())
 	}
 }
 
@@ -488,7 +565,7 @@ func TestSummaryEscapesTheUser(t *testing.T) {
 	h := newHost(t, []byte(`{"gap_minutes": 1}`))
 	process(t, h, ev("a\"b\\c\n", 0, false))
 	res := advance(t, h, 1)
-	var got summary
+	var got summaryJSON
 	if len(res.Outputs) != 1 || json.Unmarshal(res.Outputs[0].Value, &got) != nil || got.User != "a\"b\\c\n" {
 		t.Fatalf("outputs %v", res.Outputs)
 	}
@@ -527,7 +604,7 @@ func TestParseGap(t *testing.T) {
 }
 
 func TestInvalidConfigFailsInit(t *testing.T) {
-	defer func() { gapMs = defaultGapMinutes * minute }()
+	defer func() { sessions.Kind = wasmstream.Session(defaultGapMinutes * minute) }()
 	h := wasmstreamtest.New(wasmstreamtest.Options{Config: []byte(`{"gap_minutes":0}`)})
 	err := h.Init()
 	var ce *wasmstreamtest.CallError

@@ -46,6 +46,8 @@
 //! - [`json`]: read and write flat JSON objects of scalars (`{"card":"c-17","amount":123.45}`).
 //! - [`state`]: typed values, counters, maps and lists in a key's state, with the byte encoding
 //!   the Go SDK shares.
+//! - [`window`]: tumbling, sliding and session windows in event time over typed state and
+//!   timers, with late records sent to a late output; the Go SDK's `Windows` shares the layout.
 //! - Any error type converts into [`Error`], so `?` works on other libraries' results.
 //! - [`Context::emit`] stamps outputs with the time of what is handled (the record's timestamp,
 //!   an event-time firing's time, else processing time), like the Go SDK's `Emit`.
@@ -82,6 +84,7 @@ mod sys;
 pub mod testing;
 mod text;
 mod timer;
+pub mod window;
 
 pub use abi::{Firing, Headers, HeadersBuilder, Migration, Record, Tick};
 pub use context::{config, format_u64, log, now_ms, parse_u64, Context, Level, Scan, TickContext};

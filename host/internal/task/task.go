@@ -809,8 +809,8 @@ func (t *Task) admit(st *stream, r *source.Record) error {
 		return nil
 	}
 	// The record may have moved the watermark: event-time timers it passed are queued now,
-	// behind this record and before the next one, so that where a firing falls among a key's
-	// records depends on the input alone, not on how it was read.
+	// behind this record and before the next one. (A timer set later at a time already passed
+	// is queued when its set is applied: ABI.md §4.12.)
 	budget := t.cfg.MaxFiringsPerTurn
 	return t.collectDue(st, int(abi.DomainEvent), st.tm.watermark(), &budget)
 }

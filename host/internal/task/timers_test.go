@@ -135,6 +135,7 @@ type rigOpts struct {
 	wrap        func(Processor) Processor
 
 	migrateAtActivation bool
+	guest               string // a guest package of examples/wasm to run instead of testguests/timers
 }
 
 func startRig(t *testing.T, o rigOpts) *rig {
@@ -146,6 +147,16 @@ func startRig(t *testing.T, o rigOpts) *rig {
 	}
 	t.Cleanup(func() { rt.Close(ctx) })
 	mod := timersModule(t, rt)
+	if o.guest != "" {
+		wasm, err := os.ReadFile(guestbuild.Go(t, o.guest))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mod, err = rt.Compile(ctx, wasm, modrt.Limits{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { mod.Close(ctx) })
+	}
 	if o.dir == "" {
 		o.dir = t.TempDir()
 	}
@@ -603,4 +614,105 @@ func TestWatermarkSurvivesRestart(t *testing.T) {
 	if got := r2.waitLines("log fired", 1); got[0] != "log fired a e 20000  wm=20000" {
 		t.Errorf("firing %q", got[0])
 	}
+}
+
+// sendTogether writes records in one write: the reader hands them over in one chunk, all read
+// before any of them is processed.
+func (r *rig) sendTogether(recs ...rec) {
+	r.t.Helper()
+	var b []byte
+	for _, x := range recs {
+		line, _ := json.Marshal(map[string]any{"k": x.k, "v": x.v, "ts": x.ts})
+		b = append(append(b, line...), '\n')
+	}
+	if _, err := r.in.Write(b); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// keyLog is what key k saw, in order: "rec <offset or late>" and "fired <time>".
+func (r *rig) keyLog(k string, n int) []string {
+	r.t.Helper()
+	var got []string
+	for _, l := range r.waitLines("log ", n) {
+		f := strings.Fields(l)
+		if len(f) >= 4 && f[2] == k {
+			if f[1] == "fired" {
+				got = append(got, "fired "+f[4])
+			} else {
+				got = append(got, "rec "+f[len(f)-1])
+			}
+		}
+	}
+	return got
+}
+
+// TestFiringOrderThreeLines is the three-line input of issue 16: a sets an event-time timer, b
+// moves the watermark past it, and a record of a behind the watermark follows. The timer does not
+// exist when b moves the watermark (a's set is applied when a's call has finished), so its firing
+// joins a's queue when the set is applied: behind the third record if the host had read it by
+// then, ahead of it if not. ABI.md §4.12 states this rule; what does not depend on the reading is
+// that the third record carries the late flag and that every record of a that is not late comes
+// before the firing.
+func TestFiringOrderThreeLines(t *testing.T) {
+	lines := []rec{
+		{"a", "set e1 e 5000", 1000},
+		{"b", "count", 10000}, // watermark 10000 ≥ 5000
+		{"a", "count", 2000},  // behind the watermark: late
+	}
+	t.Run("read together", func(t *testing.T) {
+		r := startRig(t, rigOpts{start: 1})
+		r.sendTogether(lines...)
+		r.waitLines("log fired", 1)
+		got := r.keyLog("a", 4)
+		if want := []string{"rec 0", "rec late", "fired 5000"}; !slices.Equal(got, want) {
+			t.Fatalf("key a saw %q, want %q: the late record read before a's timer was set comes first", got, want)
+		}
+	})
+	t.Run("third read after the firing", func(t *testing.T) {
+		r := startRig(t, rigOpts{start: 1})
+		r.sendTogether(lines[:2]...)
+		r.waitLines("log fired", 1)
+		r.sendTogether(lines[2])
+		got := r.keyLog("a", 4)
+		if want := []string{"rec 0", "fired 5000", "rec late"}; !slices.Equal(got, want) {
+			t.Fatalf("key a saw %q, want %q", got, want)
+		}
+	})
+}
+
+// TestSessionsExampleThreeLines runs the sessions example on the three-line shape of issue 16
+// (a's session, b moving the watermark past its close, a late event of a within the gap) in both
+// readings: the outputs are the same, because the late event goes to output "late" and joins no
+// session. (The example used to count a late event into the open session if the firing had not
+// run yet and start a new session if it had: two results for one input.)
+func TestSessionsExampleThreeLines(t *testing.T) {
+	lines := []rec{
+		{"a", "/1", 60_000},
+		{"b", "/2", 10_000_000}, // watermark past a's close (minute 31)
+		{"a", "/3", 90_000},     // late: within a's session's gap
+	}
+	want := []string{
+		`late /3`,
+		`sessions {"user":"a","count":1,"first":60000,"last":60000}`,
+	}
+	run := func(t *testing.T, together bool) {
+		r := startRig(t, rigOpts{start: 1, guest: "sessions", guestConfig: `{"gap_minutes":30}`})
+		if together {
+			r.sendTogether(lines...)
+		} else {
+			r.sendTogether(lines[:2]...)
+			r.waitLines("sessions", 1)
+			r.sendTogether(lines[2])
+		}
+		r.waitLines("late", 1)
+		r.stop() // b's session stays open: the input is cut, not ended
+		got := r.out.snapshot()
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Fatalf("outputs %q, want %q", got, want)
+		}
+	}
+	t.Run("read together", func(t *testing.T) { run(t, true) })
+	t.Run("late event read after the firing", func(t *testing.T) { run(t, false) })
 }
