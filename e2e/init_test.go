@@ -77,7 +77,7 @@ func testInit(t *testing.T, bin, lang string, vars []string) {
 			lines = append(lines, l)
 		}
 	}
-	if got := sortByKey(t, strings.Join(lines, "")); got != initWant {
+	if got := sortByKey(t, strings.Join(lines, ""), false); got != initWant {
 		t.Errorf("make run printed, sorted by key:\n%s\nwant:\n%s\nall of stdout:\n%s", got, initWant, out)
 	}
 
