@@ -410,10 +410,7 @@ func (w *txnWriter) flush() error {
 			return err
 		}
 	}
-	if err := w.db.checkSpace(); err != nil {
-		return err
-	}
-	if err := w.txn.Commit(); err != nil {
+	if err := w.db.commitTxn(w.txn); err != nil {
 		return fmt.Errorf("store: commit transaction %d: %w", w.index, err)
 	}
 	w.index++
@@ -568,7 +565,7 @@ func (db *DB) raiseHorizons(cp *Checkpoint) (map[uint32]Position, error) {
 		}
 		stored[sp.Stream] = cur
 	}
-	if err := txn.Commit(); err != nil {
+	if err := db.commitTxn(txn); err != nil {
 		return nil, fmt.Errorf("store: commit: %w", err)
 	}
 	return stored, nil

@@ -109,7 +109,7 @@ func (db *DB) AddModule(task string, wasm []byte, mv ModuleVersion, keep int) (M
 	chunk := min(maxModuleChunk, max(db.opts.MaxTxnBytes/2, 1))
 	for i := 0; i == 0 || i*chunk < len(wasm); i++ {
 		piece := wasm[i*chunk : min((i+1)*chunk, len(wasm))]
-		err := db.bdb.Update(func(txn *badger.Txn) error {
+		err := db.update(func(txn *badger.Txn) error {
 			return txn.Set(appendModuleChunkKey(nil, mv.SHA256, uint32(i)), piece)
 		})
 		if err != nil {
@@ -117,7 +117,7 @@ func (db *DB) AddModule(task string, wasm []byte, mv ModuleVersion, keep int) (M
 		}
 	}
 
-	err := db.bdb.Update(func(txn *badger.Txn) error {
+	err := db.update(func(txn *badger.Txn) error {
 		versions, err := readVersions(txn, task)
 		if err != nil {
 			return err
@@ -289,7 +289,7 @@ func (db *DB) SetActiveModule(task string, a ActiveModule) error {
 	}
 	db.registryMu.Lock()
 	defer db.registryMu.Unlock()
-	err := db.bdb.Update(func(txn *badger.Txn) error {
+	err := db.update(func(txn *badger.Txn) error {
 		_, err := txn.Get(appendVersionKey(nil, task, a.Version))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return fmt.Errorf("%w: task %q has no version %d", ErrNoSuchVersion, task, a.Version)
@@ -317,7 +317,7 @@ func (db *DB) SetModuleStatus(task string, v uint64, st ModuleStatus) error {
 	}
 	db.registryMu.Lock()
 	defer db.registryMu.Unlock()
-	err := db.bdb.Update(func(txn *badger.Txn) error {
+	err := db.update(func(txn *badger.Txn) error {
 		key := appendVersionKey(nil, task, v)
 		item, err := txn.Get(key)
 		if errors.Is(err, badger.ErrKeyNotFound) {

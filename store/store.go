@@ -33,6 +33,9 @@ type DB struct {
 	floors dueFloors // where DueTimers may start its seeks; see dueFloors
 
 	registryMu sync.Mutex // serialises writes to the module registry
+
+	allocMu   sync.Mutex      // guards allocated
+	allocated map[string]bool // memtable logs allocateLogs allocated, by file name
 }
 
 // Position is how far a task has got in one stream.
@@ -157,6 +160,7 @@ func Open(dir string, opts Options) (db *DB, err error) {
 			return nil, err
 		}
 	}
+	db.allocateLogs()
 	return db, nil
 }
 
@@ -232,7 +236,7 @@ func (db *DB) checkFormat(marked bool) error {
 	case db.opts.ReadOnly:
 		return nil // an empty store: every read finds nothing
 	}
-	err = db.bdb.Update(func(txn *badger.Txn) error {
+	err = db.update(func(txn *badger.Txn) error {
 		return txn.Set(versionKey, binary.BigEndian.AppendUint32(nil, FormatVersion))
 	})
 	if err != nil {
@@ -340,7 +344,7 @@ func (db *DB) StreamID(task, stream string) (uint32, error) {
 
 	db.streamMu.Lock()
 	defer db.streamMu.Unlock()
-	err = db.bdb.Update(func(txn *badger.Txn) (err error) {
+	err = db.update(func(txn *badger.Txn) (err error) {
 		if id, ok, err = lookup(txn); err != nil || ok {
 			return err // assigned while we waited for streamMu
 		}
