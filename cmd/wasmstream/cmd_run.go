@@ -29,6 +29,7 @@ each overriding the one before:
   log.level            WASMSTREAM_LOG_LEVEL            --log-level
   admin.addr           WASMSTREAM_ADMIN_ADDR           --admin-addr
   admin.token          WASMSTREAM_ADMIN_TOKEN          --admin-token
+  metrics.addr         WASMSTREAM_METRICS_ADDR         --metrics-addr
 
 Relative paths in the file are relative to the file's directory, and so is the default data
 directory; relative paths in flags and environment variables are relative to the current
@@ -59,6 +60,10 @@ otherwise its module file, which is registered as a new version whenever it chan
 validated and switched to without stopping, exactly as deploy does; a module that fails
 validation is logged and the running version kept.
 
+The admin listener also serves Prometheus metrics at /metrics (with the token) and the probes
+/healthz and /readyz (without it); metrics.addr (--metrics-addr) serves the three without a
+token on a port of their own. README's "Operating it" lists the metrics.
+
 ` + configHelp,
 		Example: `  wasmstream run --config config.example.yaml
   wasmstream run --module wordcount.wasm --input in.ndjson --key-field user --value-field text \
@@ -85,7 +90,11 @@ func runHost(ctx context.Context, s settings, watch bool, stdin io.Reader, stdou
 	cfg.Logger = logger
 	cfg.Stdin = stdin
 	cfg.Stdout = stdout
-	h, err := host.New(cfg)
+	// The host exists only after New; the handler reads it at scrape time.
+	var h *host.Host
+	metrics := newMetricsHandler(func() []host.TaskStats { return h.Stats() }, logger)
+	cfg.Admin.Metrics = metrics
+	h, err = host.New(cfg)
 	if err != nil {
 		return exitFor(err)
 	}
@@ -100,6 +109,13 @@ func runHost(ctx context.Context, s settings, watch bool, stdin io.Reader, stdou
 	defer stopNotice()
 
 	logger.Info("starting", "tasks", taskNames(cfg.Tasks), "data_dir", cfg.DataDir, "abi", abi.VersionString(abi.Version))
+	if s.Metrics.Addr != "" {
+		_, stopMetrics, err := serveMetrics(s.Metrics.Addr, metrics, h.Processing, logger.With("component", "metrics"))
+		if err != nil {
+			return failure(err)
+		}
+		defer stopMetrics()
+	}
 	if watch {
 		wctx, stopWatch := context.WithCancel(ctx)
 		var wg sync.WaitGroup
