@@ -119,6 +119,7 @@ type Instance struct {
 	task      string
 	config    []byte
 	log       *slog.Logger
+	logAttrs  []slog.Attr // what the current call processes (key, partition, offset), for its logs
 	now       func() int64
 	outputs   []string
 	stateless bool
@@ -242,6 +243,7 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 		stdout:    &lineWriter{log: logger, level: slog.LevelInfo, stream: "stdout", max: m.lim.MaxLogBytes, keepLast: true},
 		stderr:    &lineWriter{log: logger, level: slog.LevelWarn, stream: "stderr", max: m.lim.MaxLogBytes},
 	}
+	i.stdout.attrs, i.stderr.attrs = &i.logAttrs, &i.logAttrs
 	i.cctx.inst = i
 	i.observer = m.observer
 	i.http.client = m.http

@@ -589,7 +589,7 @@ func (t *Task) instantiate(ctx context.Context, v *version) (Processor, error) {
 	return v.mod.Instantiate(ctx, modrt.InstanceConfig{
 		Task:          t.cfg.Name,
 		Config:        t.cfg.GuestConfig,
-		Logger:        t.log,
+		Logger:        t.cfg.Logger, // the instance adds the task attribute: t.log would repeat it
 		Now:           func() int64 { return t.cfg.Now().UnixMilli() },
 		Outputs:       t.cfg.OutputNames,
 		StatelessOnly: t.cfg.Policy == PolicyNone,
