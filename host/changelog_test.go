@@ -408,4 +408,25 @@ func TestReadyzDuringRestore(t *testing.T) {
 	if s := h.Stats()[0]; s.Restoring != 0 {
 		t.Fatalf("Stats.Restoring = %d after the restore", s.Restoring)
 	}
+
+	// New records: each partition's figures show its offsets and, once processed and
+	// committed, no lag.
+	more := produceWords(t, newClient(t, c), "words", 400, 30, 6)
+	consumeOutputs(t, c, "counts", wordTotal(want)+wordTotal(more), 60*time.Second)
+	for {
+		var caughtUp int
+		for _, in := range h.Stats()[0].Inputs {
+			if in.Topic == "words" && in.Partition >= 0 && in.Records > 0 && in.Lag == 0 && in.Committed > 0 {
+				caughtUp++
+			}
+		}
+		if caughtUp == 4 {
+			break
+		}
+		select {
+		case <-wctx.Done():
+			t.Fatalf("the partitions' figures never showed them caught up: %+v", h.Stats()[0].Inputs)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/hist"
@@ -31,6 +32,7 @@ type Host struct {
 	names   []string
 
 	ready     chan struct{}  // closed once Run started every task (Ready)
+	stopping  atomic.Bool    // Run's context is done or a task failed: Processing is false
 	live      *live          // while Run runs: what Deploy and its siblings use (deploy.go)
 	calls     sync.WaitGroup // Deploy and siblings in progress; Run waits for them
 	adminAddr string
@@ -148,6 +150,7 @@ func (h *Host) Run(ctx context.Context) (err error) {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	context.AfterFunc(ctx, func() { h.stopping.Store(true) })
 	errs := make([]error, len(tasks))
 	var wg sync.WaitGroup
 	for i, t := range tasks {
@@ -437,7 +440,7 @@ func (h *Host) Processing() bool {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.live == nil {
+	if h.live == nil || h.stopping.Load() {
 		return false
 	}
 	for _, t := range h.tasks {
