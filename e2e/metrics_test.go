@@ -176,6 +176,16 @@ tasks:
 	if _, ok := sample(text, `wasmstream_checkpoint_duration_seconds_count{task="wc"}`); !ok {
 		t.Error("no wasmstream_checkpoint_duration_seconds histogram")
 	}
+	// Every user is a key read from the store once (97 users), then found in the cache.
+	if misses, _ := sample(text, `wasmstream_state_cache_misses_total{task="wc"}`); misses < 97 {
+		t.Errorf("wasmstream_state_cache_misses_total = %v, want at least the 97 keys", misses)
+	}
+	if hits, _ := sample(text, `wasmstream_state_cache_hits_total{task="wc"}`); hits == 0 {
+		t.Error("wasmstream_state_cache_hits_total = 0")
+	}
+	if mem, _ := sample(text, `wasmstream_guest_memory_bytes`); mem <= 0 {
+		t.Errorf("wasmstream_guest_memory_bytes = %v while the workers hold instances", mem)
+	}
 	problems, err := promlint.New(strings.NewReader(text)).Lint()
 	if err != nil {
 		t.Fatal(err)

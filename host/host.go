@@ -361,8 +361,10 @@ type TaskStats struct {
 	Queued   int   // records and timer firings read ahead, waiting in their keys' queues
 	Inputs   []InputStats
 
-	StateKeys  int   // keys whose state the task's cache holds
-	StateBytes int64 // the cache's estimate of their size in bytes
+	StateKeys   int   // keys whose state the task's cache holds
+	StateBytes  int64 // the cache's estimate of their size in bytes
+	CacheHits   int64 // keys a batch found in the cache
+	CacheMisses int64 // keys a batch did not find in the cache: their state was read from the store
 
 	// The following are up to date.
 	FuelUsed  int64 // fuel the guest calls spent (0 unless the module is metered)
@@ -417,7 +419,7 @@ func (h *Host) Stats() []TaskStats {
 			ChangelogRecords: s.ChangelogRecords, StandbyRecords: s.StandbyRecords,
 			FullRestores: s.FullRestores, Dropped: s.Dropped, TxnCommits: s.TxnCommits, TxnAborts: s.TxnAborts,
 			Version: s.Version, Deploys: s.Switches, Paused: s.Paused, Pending: s.Pending, InFlight: s.InFlight,
-			Queued: s.Queued, StateKeys: s.StateKeys, StateBytes: s.StateBytes, FuelUsed: s.FuelUsed, Traps: s.Traps,
+			Queued: s.Queued, StateKeys: s.StateKeys, StateBytes: s.StateBytes, CacheHits: s.CacheHits, CacheMisses: s.CacheMisses, FuelUsed: s.FuelUsed, Traps: s.Traps,
 			Restoring: s.Restoring, BatchSize: histogram(s.BatchSize), CallSeconds: histogram(s.CallSeconds),
 			CheckpointSeconds: histogram(s.CheckpointSeconds)}
 		for _, in := range s.Inputs {
@@ -426,6 +428,17 @@ func (h *Host) Stats() []TaskStats {
 		}
 	}
 	return out
+}
+
+// GuestMemory returns the bytes of guest linear memory the host's instances hold (all tasks),
+// while Run runs; 0 otherwise. Safe from any goroutine.
+func (h *Host) GuestMemory() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.live == nil {
+		return 0
+	}
+	return h.live.rt.Memory()
 }
 
 // Processing reports whether the host is processing everything it was given: Run started every

@@ -92,7 +92,8 @@ func runHost(ctx context.Context, s settings, watch bool, stdin io.Reader, stdou
 	cfg.Stdout = stdout
 	// The host exists only after New; the handler reads it at scrape time.
 	var h *host.Host
-	metrics := newMetricsHandler(func() []host.TaskStats { return h.Stats() }, logger)
+	metrics := newMetricsHandler(statsCollector{stats: func() []host.TaskStats { return h.Stats() },
+		guestMemory: func() int64 { return h.GuestMemory() }}, logger)
 	cfg.Admin.Metrics = metrics
 	h, err = host.New(cfg)
 	if err != nil {

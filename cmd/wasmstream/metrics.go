@@ -30,6 +30,8 @@ type metricsConfig struct {
 // nothing. Labels are bounded: task, and per input the input's name, topic and partition.
 type statsCollector struct {
 	stats func() []host.TaskStats
+	// guestMemory, if set, returns the bytes of guest memory the host's instances hold.
+	guestMemory func() int64
 }
 
 type metricDesc struct {
@@ -89,6 +91,8 @@ var taskMetrics = []metricDesc{
 	gauge("key_queue_items", "Records and timer firings read ahead, waiting in their keys' queues.", func(s *host.TaskStats) float64 { return float64(s.Queued) }),
 	gauge("state_cached_keys", "Keys whose state the task's cache holds.", func(s *host.TaskStats) float64 { return float64(s.StateKeys) }),
 	gauge("state_cached_bytes", "The cache's estimate of the size of that state.", func(s *host.TaskStats) float64 { return float64(s.StateBytes) }),
+	counter("state_cache_hits_total", "Keys a batch found in the state cache.", func(s *host.TaskStats) int64 { return s.CacheHits }),
+	counter("state_cache_misses_total", "Keys a batch did not find in the state cache: their state was read from the store.", func(s *host.TaskStats) int64 { return s.CacheMisses }),
 	gauge("partitions_restoring", "Kafka partitions assigned and being restored from the changelog, not read yet.", func(s *host.TaskStats) float64 { return float64(s.Restoring) }),
 }
 
@@ -104,6 +108,7 @@ var (
 	inWatermark   = prometheus.NewDesc(ns+"_watermark_timestamp_seconds", "The event-time watermark (absent before there is one).", inputLabels, nil)
 	inInFlight    = prometheus.NewDesc(ns+"_input_records_in_flight", "Records of the input in batches being processed.", inputLabels, nil)
 	inputMetrics  = []*prometheus.Desc{inRecords, inCommitted, inLag, inWatermark, inInFlight}
+	guestMemory   = prometheus.NewDesc(ns+"_guest_memory_bytes", "Linear memory of the guest instances of every task (mapped; only touched pages are resident).", nil, nil)
 	histogramDesc = []*prometheus.Desc{histBatch, histCall, histCkpt}
 )
 
@@ -125,10 +130,14 @@ func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range inputMetrics {
 		ch <- d
 	}
+	ch <- guestMemory
 }
 
 // Collect implements prometheus.Collector.
 func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.guestMemory != nil {
+		ch <- prometheus.MustNewConstMetric(guestMemory, prometheus.GaugeValue, float64(c.guestMemory()))
+	}
 	for _, s := range c.stats() {
 		for _, m := range taskMetrics {
 			ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.get(&s), s.Task)
@@ -168,9 +177,9 @@ func constHistogram(d *prometheus.Desc, h host.Histogram, task string) prometheu
 
 // newMetricsHandler returns the /metrics handler: the host's figures, plus the Go runtime's and
 // the process's, from a registry of its own (no global one).
-func newMetricsHandler(stats func() []host.TaskStats, log *slog.Logger) http.Handler {
+func newMetricsHandler(c statsCollector, log *slog.Logger) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(statsCollector{stats: stats}, collectors.NewGoCollector(),
+	reg.MustRegister(c, collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),

@@ -18,7 +18,7 @@ func TestMetricsLint(t *testing.T) {
 			{Name: "file", Partition: -1, Records: 3, Committed: 2, Lag: -1, Watermark: -1},
 			{Name: "kin", Topic: "words", Partition: 0, Records: 7, Committed: 5, Lag: 2, Watermark: 1700000000000},
 		}}}
-	c := statsCollector{stats: func() []host.TaskStats { return stats }}
+	c := statsCollector{stats: func() []host.TaskStats { return stats }, guestMemory: func() int64 { return 1 << 20 }}
 	problems, err := testutil.CollectAndLint(c)
 	if err != nil {
 		t.Fatal(err)

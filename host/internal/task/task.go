@@ -216,8 +216,10 @@ type Stats struct {
 	Queued   int   // items waiting in the scheduler's key queues (read ahead, not in flight)
 	Inputs   []InputStats
 
-	StateKeys  int   // keys whose state the cache holds
-	StateBytes int64 // the cache's estimate of their size
+	StateKeys   int   // keys whose state the cache holds
+	StateBytes  int64 // the cache's estimate of their size
+	CacheHits   int64 // keys a batch found in the cache
+	CacheMisses int64 // keys a batch did not find in the cache (read from the store)
 
 	// Up to date (atomic counters the workers and the loop keep; Stats reads them).
 	FuelUsed  int64 // fuel the guest calls spent (metered modules only)
@@ -1131,6 +1133,7 @@ func (t *Task) publish() {
 	t.stats.Queued = t.sched.Stats().QueuedItems
 	t.stats.StateKeys = t.cache.Len()
 	t.stats.StateBytes = t.cache.Size()
+	t.stats.CacheHits, t.stats.CacheMisses = t.cache.Lookups()
 	t.stats.Inputs = t.stats.Inputs[:0:0]
 	for _, st := range t.order {
 		in := InputStats{Name: st.in.Name, Partition: -1, Records: st.records, Committed: st.durable.Next,
