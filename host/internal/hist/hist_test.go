@@ -39,3 +39,10 @@ func TestHistogramConcurrent(t *testing.T) {
 		t.Fatalf("snapshot %+v, want 8000 observations of 1", s)
 	}
 }
+
+func BenchmarkObserve(b *testing.B) {
+	h := New(0.001, 0.01, 0.1, 1)
+	for i := 0; i < b.N; i++ {
+		h.Observe(0.005)
+	}
+}
