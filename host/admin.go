@@ -85,7 +85,7 @@ func (h *Host) startAdmin(ctx context.Context) (stop func(), err error) {
 		return nil, err
 	}
 	srv := admin.New(admin.Config{Token: ac.Token, MaxModuleBytes: ac.MaxModuleBytes, UploadDir: uploads,
-		Backend: adminBackend{h}, Logger: log})
+		Backend: adminBackend{h}, Logger: log, Metrics: ac.Metrics})
 	h.mu.Lock()
 	h.adminAddr = ln.Addr().String()
 	h.mu.Unlock()
@@ -167,6 +167,8 @@ func (b adminBackend) Pause(ctx context.Context, task string) error {
 func (b adminBackend) Resume(ctx context.Context, task string) error {
 	return wireError(b.h.Resume(ctx, task))
 }
+
+func (b adminBackend) Ready() bool { return b.h.Processing() }
 
 func (b adminBackend) Status() []admin.TaskStatus {
 	var out []admin.TaskStatus

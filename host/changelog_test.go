@@ -3,6 +3,7 @@ package host_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"testing"
 	"time"
@@ -330,4 +331,102 @@ func partitionComesBack(t *testing.T, drop bool) {
 		t.Fatal(err)
 	}
 	sameCounts(t, want, stateOf(t, dirA, "wc"))
+}
+
+// TestReadyzDuringRestore: a host that takes over partitions with an empty disk is not ready
+// (/readyz 503, Processing false) while it restores them from the changelog, and ready once it
+// restored them. The restore is held by failing its changelog fetches with a retriable error
+// until the test saw the host not ready; /healthz answers throughout.
+func TestReadyzDuringRestore(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	want := produceWords(t, newClient(t, c), "words", 1000, 30, 5)
+	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	runChangelogHost(t, c, module, dirA, wordTotal(want))
+
+	hold := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: "wc-changelog",
+		Err: kerr.NotLeaderForPartition, Count: -1})
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	h, err := host.New(host.Config{DataDir: dirB, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc},
+		Admin: host.AdminConfig{Addr: "127.0.0.1:0", Token: "tok"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	}()
+	defer hold.Remove() // first: a restore does not stop on cancellation
+	<-h.Ready()
+	probe := func(path string) int {
+		t.Helper()
+		resp, err := http.Get("http://" + h.AdminAddr() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	wctx, wcancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer wcancel()
+	if err := hold.Wait(wctx, 1); err != nil {
+		t.Fatalf("the restore never fetched the changelog: %v", err)
+	}
+	// A fetch of the changelog was refused: a restore is under way, and held.
+	if h.Processing() {
+		t.Fatal("Processing is true while a partition is being restored")
+	}
+	if got := probe("/readyz"); got != http.StatusServiceUnavailable {
+		t.Fatalf("/readyz = %d during the restore, want 503", got)
+	}
+	if got := probe("/healthz"); got != http.StatusOK {
+		t.Fatalf("/healthz = %d during the restore, want 200", got)
+	}
+	if s := h.Stats()[0]; s.Restoring == 0 {
+		t.Fatal("Stats.Restoring is 0 during the restore")
+	}
+	hold.Remove()
+	for !h.Processing() {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned before the host was ready: %v", err)
+		case <-wctx.Done():
+			t.Fatal("the host never became ready after the restore was released")
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if got := probe("/readyz"); got != http.StatusOK {
+		t.Fatalf("/readyz = %d after the restore, want 200", got)
+	}
+	if s := h.Stats()[0]; s.Restoring != 0 {
+		t.Fatalf("Stats.Restoring = %d after the restore", s.Restoring)
+	}
+
+	// New records: each partition's figures show its offsets and, once processed and
+	// committed, no lag.
+	more := produceWords(t, newClient(t, c), "words", 400, 30, 6)
+	consumeOutputs(t, c, "counts", wordTotal(want)+wordTotal(more), 60*time.Second)
+	for {
+		var caughtUp int
+		for _, in := range h.Stats()[0].Inputs {
+			if in.Topic == "words" && in.Partition >= 0 && in.Records > 0 && in.Lag == 0 && in.Committed > 0 {
+				caughtUp++
+			}
+		}
+		if caughtUp == 4 {
+			break
+		}
+		select {
+		case <-wctx.Done():
+			t.Fatalf("the partitions' figures never showed them caught up: %+v", h.Stats()[0].Inputs)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

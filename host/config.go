@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path"
 	"path/filepath"
@@ -84,6 +85,10 @@ type AdminConfig struct {
 	Token string
 	// MaxModuleBytes bounds the size of an uploaded module. Default 64 MiB.
 	MaxModuleBytes int64
+	// Metrics, if set, is served at GET /metrics on the admin listener, with the token
+	// required like every admin endpoint (the CLI sets its Prometheus handler). Not a
+	// configuration key. GET /healthz and /readyz are always served, without the token.
+	Metrics http.Handler
 }
 
 // TaskConfig describes one task: a module, its inputs, its outputs and its limits.

@@ -10,9 +10,11 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/hist"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
 	"github.com/wasmstream/wasmstream/host/internal/sched"
 	"github.com/wasmstream/wasmstream/host/internal/source"
@@ -35,6 +37,7 @@ type Host struct {
 	tasksDone chan struct{}    // closed when taskRuns dropped to 0: Run returns
 
 	ready     chan struct{}  // closed once Run started every task (Ready)
+	stopping  atomic.Bool    // Run's context is done or a task failed: Processing is false
 	live      *live          // while Run runs: what Deploy and its siblings use (deploy.go)
 	calls     sync.WaitGroup // Deploy and siblings in progress; Run waits for them
 	adminAddr string
@@ -158,6 +161,7 @@ func (h *Host) Run(ctx context.Context) (err error) {
 	defer stopAdmin()
 	close(h.ready)
 
+	context.AfterFunc(lv.ctx, func() { h.stopping.Store(true) })
 	h.mu.Lock()
 	h.tasksDone = make(chan struct{})
 	for i, t := range h.tasks { // a halted task restarted since is among them
@@ -441,6 +445,7 @@ type TaskStats struct {
 	Ticks         int64 // partition callbacks started
 
 	Version int64 // the module version running (see Versions); up to date
+	Deploys int64 // versions switched to this run: deploys, activations, rollbacks; up to date
 	// Halted is set when the task halted (Config.OnTaskFailure "halt_task"): it could not
 	// start or failed while running; Error says why. The other figures are as of its end.
 	Halted     bool
@@ -448,15 +453,50 @@ type TaskStats struct {
 	Paused     bool  // paused with Pause; up to date
 	Pending    int   // records read and not yet complete (queued or in flight)
 	InFlight   int   // records in batches being processed
+	Queued     int   // records and timer firings read ahead, waiting in their keys' queues
 	LogDropped int64 // guest log lines the running module version dropped (max_log_lines_per_second)
 	Inputs     []InputStats
+
+	StateKeys   int   // keys whose state the task's cache holds
+	StateBytes  int64 // the cache's estimate of their size in bytes
+	CacheHits   int64 // keys a batch found in the cache
+	CacheMisses int64 // keys a batch did not find in the cache: their state was read from the store
+
+	// The following are up to date.
+	FuelUsed  int64 // fuel the guest calls spent (0 unless the module is metered)
+	Traps     int64 // guest instances discarded after a trap; each is replaced at the next batch
+	Restoring int   // Kafka partitions assigned and being restored from the changelog, not yet read
+	// BatchSize counts the records and timer firings of each batch; CallSeconds the duration
+	// of each guest call; CheckpointSeconds the duration of each checkpoint.
+	BatchSize, CallSeconds, CheckpointSeconds Histogram
 }
 
-// InputStats are the figures of one input of a task, as of the task's last checkpoint.
+// InputStats are the figures of one input of a task, as of the task's last checkpoint: a file
+// or stdin input, or one Kafka partition of a Kafka input.
 type InputStats struct {
 	Name      string
-	Records   int64 // records read this run
-	Committed int64 // lines behind the committed position: a restart resumes at the next one
+	Topic     string // Kafka: the partition's topic; "" for other inputs
+	Partition int32  // Kafka: the partition; -1 for other inputs
+	Records   int64  // records read this run
+	Committed int64  // lines (Kafka: offsets) behind the committed position: a restart resumes at the next one
+	// Lag is a Kafka partition's records beyond the committed position as of its last fetch;
+	// -1 when unknown or not Kafka.
+	Lag       int64
+	Watermark int64 // the event-time watermark in Unix milliseconds; -1 before there is one
+	InFlight  int   // records in batches being processed
+}
+
+// Histogram is a copy of a histogram: Counts[i] observations were at most Bounds[i] and above
+// Bounds[i-1]; Counts[len(Bounds)] were above every bound. Counts are not cumulative.
+type Histogram struct {
+	Bounds []float64
+	Counts []uint64
+	Count  uint64
+	Sum    float64
+}
+
+func histogram(s hist.Snapshot) Histogram {
+	return Histogram{Bounds: s.Bounds, Counts: s.Counts, Count: s.Count, Sum: s.Sum}
 }
 
 // Stats returns every task's figures. Safe from any goroutine while Run runs.
@@ -477,9 +517,13 @@ func (h *Host) Stats() []TaskStats {
 			Restores: s.Restores, RestoredRecords: s.RestoredRecords, RestoredBytes: s.RestoredBytes,
 			ChangelogRecords: s.ChangelogRecords, StandbyRecords: s.StandbyRecords,
 			FullRestores: s.FullRestores, Dropped: s.Dropped, TxnCommits: s.TxnCommits, TxnAborts: s.TxnAborts,
-			LogDropped: s.LogDropped, Version: s.Version, Paused: s.Paused, Pending: s.Pending, InFlight: s.InFlight}
+			LogDropped: s.LogDropped, Version: s.Version, Deploys: s.Switches, Paused: s.Paused, Pending: s.Pending, InFlight: s.InFlight,
+			Queued: s.Queued, StateKeys: s.StateKeys, StateBytes: s.StateBytes, CacheHits: s.CacheHits, CacheMisses: s.CacheMisses, FuelUsed: s.FuelUsed, Traps: s.Traps,
+			Restoring: s.Restoring, BatchSize: histogram(s.BatchSize), CallSeconds: histogram(s.CallSeconds),
+			CheckpointSeconds: histogram(s.CheckpointSeconds)}
 		for _, in := range s.Inputs {
-			out[i].Inputs = append(out[i].Inputs, InputStats{Name: in.Name, Records: in.Records, Committed: in.Committed})
+			out[i].Inputs = append(out[i].Inputs, InputStats{Name: in.Name, Topic: in.Topic, Partition: in.Partition,
+				Records: in.Records, Committed: in.Committed, Lag: in.Lag, Watermark: in.Watermark, InFlight: in.InFlight})
 		}
 		if err := h.halted[h.names[i]]; err != nil {
 			var te *TaskError
@@ -490,6 +534,40 @@ func (h *Host) Stats() []TaskStats {
 		}
 	}
 	return out
+}
+
+// GuestMemory returns the bytes of guest linear memory the host's instances hold (all tasks),
+// while Run runs; 0 otherwise. Safe from any goroutine.
+func (h *Host) GuestMemory() int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.live == nil {
+		return 0
+	}
+	return h.live.rt.Memory()
+}
+
+// Processing reports whether the host is processing everything it was given: Run started every
+// task (Ready is closed) and no task is restoring a Kafka partition it was assigned from the
+// changelog, and no task halted (Config.OnTaskFailure). It is false before Run and once Run is
+// returning. It backs the /readyz endpoint. Safe from any goroutine.
+func (h *Host) Processing() bool {
+	select {
+	case <-h.ready:
+	default:
+		return false
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.live == nil || h.stopping.Load() || len(h.halted) > 0 {
+		return false // a halted task processes nothing
+	}
+	for _, t := range h.tasks {
+		if t == nil || !t.Ready() {
+			return false
+		}
+	}
+	return true
 }
 
 // Close releases the Host. It is idempotent and safe to call after Run returned.

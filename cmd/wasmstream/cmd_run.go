@@ -29,6 +29,7 @@ each overriding the one before:
   log.level            WASMSTREAM_LOG_LEVEL            --log-level
   admin.addr           WASMSTREAM_ADMIN_ADDR           --admin-addr
   admin.token          WASMSTREAM_ADMIN_TOKEN          --admin-token
+  metrics.addr         WASMSTREAM_METRICS_ADDR         --metrics-addr
 
 Relative paths in the file are relative to the file's directory, and so is the default data
 directory; relative paths in flags and environment variables are relative to the current
@@ -63,6 +64,10 @@ validation is logged and the running version kept.
 <data-dir>/state.damaged-<UTC time> before starting, so that the tasks start with empty state
 and read their inputs from the start. It deletes nothing. Use it when run or state reports the
 store damaged and there is no backup to restore.
+
+The admin listener also serves Prometheus metrics at /metrics (with the token) and the probes
+/healthz and /readyz (without it); metrics.addr (--metrics-addr) serves the three without a
+token on a port of their own. README's "Operating it" lists the metrics.
 
 ` + configHelp,
 		Example: `  wasmstream run --config config.example.yaml
@@ -112,7 +117,12 @@ func runHost(ctx context.Context, s settings, watch bool, stdin io.Reader, stdou
 	cfg.Logger = logger
 	cfg.Stdin = stdin
 	cfg.Stdout = stdout
-	h, err := host.New(cfg)
+	// The host exists only after New; the handler reads it at scrape time.
+	var h *host.Host
+	metrics := newMetricsHandler(statsCollector{stats: func() []host.TaskStats { return h.Stats() },
+		guestMemory: func() int64 { return h.GuestMemory() }}, logger)
+	cfg.Admin.Metrics = metrics
+	h, err = host.New(cfg)
 	if err != nil {
 		return exitFor(err)
 	}
@@ -127,6 +137,13 @@ func runHost(ctx context.Context, s settings, watch bool, stdin io.Reader, stdou
 	defer stopNotice()
 
 	logger.Info("starting", "tasks", taskNames(cfg.Tasks), "data_dir", cfg.DataDir, "abi", abi.VersionString(abi.Version))
+	if s.Metrics.Addr != "" {
+		_, stopMetrics, err := serveMetrics(s.Metrics.Addr, metrics, h.Processing, logger.With("component", "metrics"))
+		if err != nil {
+			return failure(err)
+		}
+		defer stopMetrics()
+	}
 	if watch {
 		wctx, stopWatch := context.WithCancel(ctx)
 		var wg sync.WaitGroup

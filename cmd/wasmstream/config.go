@@ -33,7 +33,8 @@ const defaultDataDir = "data"
 // (Logger, Now, Stdin, Stdout) are not configuration keys.
 type fileConfig struct {
 	host.Config
-	Log logConfig
+	Log     logConfig
+	Metrics metricsConfig
 }
 
 // logConfig configures the CLI's logger (the "log" section).
@@ -46,8 +47,9 @@ type logConfig struct {
 
 // settings is a loaded configuration.
 type settings struct {
-	Host host.Config
-	Log  logConfig
+	Host    host.Config
+	Log     logConfig
+	Metrics metricsConfig
 	// File is the configuration file read, "" if none.
 	File string
 }
@@ -68,6 +70,7 @@ var overrides = []override{
 	{key: "log.level", flag: "log-level"},
 	{key: "admin.addr", flag: "admin-addr"},
 	{key: "admin.token", flag: "admin-token"},
+	{key: "metrics.addr", flag: "metrics-addr"},
 }
 
 // envName is the environment variable that overrides key: WASMSTREAM_ and the key in upper
@@ -181,6 +184,12 @@ func loadConfig(data []byte, dir string, flags *pflag.FlagSet) (settings, error)
 		}
 	}
 
+	if fc.Metrics.Addr != "" {
+		if _, err := metricsListenAddr(fc.Metrics.Addr); err != nil {
+			d.bad("metrics.addr", "%v; give host:port, or :port for the loopback interface", err)
+		}
+	}
+
 	cfg := fc.Config
 	if dir != "" {
 		// A configuration file's relative paths are relative to its directory, and so is the
@@ -208,7 +217,7 @@ func loadConfig(data []byte, dir string, flags *pflag.FlagSet) (settings, error)
 			}
 		}
 	}
-	s := settings{Host: cfg, Log: fc.Log}
+	s := settings{Host: cfg, Log: fc.Log, Metrics: fc.Metrics}
 	if len(d.errs) > 0 {
 		return s, &configErrors{errs: d.errs}
 	}
@@ -326,6 +335,7 @@ func addConfigFlags(fs *pflag.FlagSet, cf *configFlags) {
 	fs.String("log-level", "", "log level: debug, info, warn or error (default info; env WASMSTREAM_LOG_LEVEL)")
 	fs.String("admin-addr", "", "serve the admin API (deploy, rollback, status) on this host:port; a port alone is loopback (env WASMSTREAM_ADMIN_ADDR)")
 	fs.String("admin-token", "", "the admin API's bearer token; required off loopback (env WASMSTREAM_ADMIN_TOKEN)")
+	fs.String("metrics-addr", "", "also serve /metrics, /healthz and /readyz on this host:port, without the token; a port alone is loopback (env WASMSTREAM_METRICS_ADDR)")
 
 	q := &cf.quick
 	fs.StringVar(&q.module, "module", "", "run one task of this .wasm module, without a configuration file")

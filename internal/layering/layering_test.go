@@ -59,6 +59,7 @@ var allowedOnlyIn = map[string][]string{
 	"github.com/twmb/franz-go":      {mod + "/host/internal/kafka"},
 	"github.com/spf13/viper":        {mod + "/cmd/wasmstream"},
 	"github.com/spf13/cobra":        {mod + "/cmd/wasmstream"},
+	"github.com/prometheus":         {mod + "/cmd/wasmstream"},
 }
 
 // forbidden lists, for a package prefix, module packages it must not import.
@@ -71,6 +72,7 @@ var forbidden = []struct{ pkg, must string }{
 	{mod + "/host/internal/sched", mod + "/"},
 	{mod + "/host/internal/positions", mod + "/"},
 	{mod + "/host/internal/fuel", mod + "/"},  // bytes in, bytes out: standard library only
+	{mod + "/host/internal/hist", mod + "/"},  // standard library only
 	{mod + "/internal/scripttest", mod + "/"}, // the golden-script harness: standard library only
 	{mod + "/", mod + "/internal/scripttest"}, // …and only tests may use it
 }

@@ -24,6 +24,12 @@
 //	POST /v1/tasks/{task}/versions/{version}/activate                    → 200 Deployment
 //	POST /v1/tasks/{task}/rollback[?to=N]            the version before the active one, or N
 //	POST /v1/tasks/{task}/pause, /v1/tasks/{task}/resume                 → 200 {"task", "paused"}
+//	GET  /metrics                                    Config.Metrics, when set (Prometheus)
+//
+// Two endpoints need no token, for probes (they tell nothing but up or not):
+//
+//	GET  /healthz    200 {"status": "ok"} while the server answers
+//	GET  /readyz     200 {"status": "ready"} when Backend.Ready, else 503 {"status": "not ready"}
 package admin
 
 import (
@@ -128,6 +134,8 @@ type Backend interface {
 	Pause(ctx context.Context, task string) error
 	Resume(ctx context.Context, task string) error
 	Status() []TaskStatus
+	// Ready reports whether every task processes everything assigned to it (/readyz).
+	Ready() bool
 }
 
 // Error is a Backend error that carries its HTTP status and, for a refused module, its
@@ -153,6 +161,8 @@ type Config struct {
 	Limits    Limits
 	Backend   Backend
 	Logger    *slog.Logger
+	// Metrics, if set, answers GET /metrics, behind the token like every other endpoint.
+	Metrics http.Handler
 }
 
 // Limits bound what clients can hold of the server. A zero field takes its default.
@@ -226,6 +236,9 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("POST /v1/tasks/{task}/rollback", s.rollback)
 	s.mux.HandleFunc("POST /v1/tasks/{task}/pause", s.pause)
 	s.mux.HandleFunc("POST /v1/tasks/{task}/resume", s.resume)
+	if cfg.Metrics != nil {
+		s.mux.Handle("GET /metrics", cfg.Metrics)
+	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Errorf("no such endpoint: %s %s", r.Method, r.URL.Path), nil)
 	})
@@ -235,6 +248,20 @@ func New(cfg Config) *Server {
 // Handler returns the API's handler, authentication included.
 func (s *Server) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			switch r.URL.Path {
+			case "/healthz":
+				writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+				return
+			case "/readyz":
+				if s.cfg.Backend.Ready() {
+					writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+				} else {
+					writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not ready"})
+				}
+				return
+			}
+		}
 		if s.cfg.Token != "" {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Token)) != 1 {

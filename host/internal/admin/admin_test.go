@@ -24,6 +24,7 @@ type fakeBackend struct {
 	gate              chan struct{}
 	entered           chan struct{}
 	inDeploy, maxSeen atomic.Int64
+	ready             atomic.Bool
 }
 
 func (b *fakeBackend) Deploy(ctx context.Context, task string, wasm []byte) (Deployment, error) {
@@ -53,6 +54,7 @@ func (b *fakeBackend) Versions(string) ([]Version, error)   { return nil, nil }
 func (b *fakeBackend) Pause(context.Context, string) error  { return nil }
 func (b *fakeBackend) Resume(context.Context, string) error { return nil }
 func (b *fakeBackend) Status() []TaskStatus                 { return []TaskStatus{} }
+func (b *fakeBackend) Ready() bool                          { return b.ready.Load() }
 
 const token = "t0ken"
 
@@ -276,5 +278,54 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 			t.Fatalf("%s: not after %s", what, guard)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestProbesWithoutTokenMetricsWith: /healthz and /readyz answer without the token (probes
+// carry none), /readyz follows Backend.Ready, and /metrics needs the token like the API.
+func TestProbesWithoutTokenMetricsWith(t *testing.T) {
+	b := &fakeBackend{}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "m_total 1\n") })
+	s := New(Config{Token: token, MaxModuleBytes: 1 << 20, UploadDir: t.TempDir(), Backend: b, Metrics: metrics})
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- s.Serve(ctx, ln) }()
+	defer func() { cancel(); <-errc }()
+	base := "http://" + ln.Addr().String()
+	get := func(path, tok string) int {
+		t.Helper()
+		req, _ := http.NewRequest("GET", base+path, nil)
+		if tok != "" {
+			req.Header.Set("Authorization", "Bearer "+tok)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		name, path, tok string
+		ready           bool
+		want            int
+	}{
+		{"healthz", "/healthz", "", false, 200},
+		{"readyz not ready", "/readyz", "", false, 503},
+		{"readyz ready", "/readyz", "", true, 200},
+		{"metrics without token", "/metrics", "", true, 401},
+		{"metrics with wrong token", "/metrics", "nope", true, 401},
+		{"metrics with token", "/metrics", token, true, 200},
+		{"status without token", "/v1/status", "", true, 401},
+	} {
+		b.ready.Store(c.ready)
+		if got := get(c.path, c.tok); got != c.want {
+			t.Errorf("%s: GET %s = %d, want %d", c.name, c.path, got, c.want)
+		}
 	}
 }

@@ -26,6 +26,8 @@ type Record struct {
 type Fetch struct {
 	TopicPartition
 	Records []Record
+	// HighWatermark is the offset after the partition's last record, as of this fetch.
+	HighWatermark int64
 }
 
 // Handler is the task's side of the group's rebalances. Its methods are called from the
@@ -360,7 +362,7 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 			return
 		}
 		tp := TopicPartition{p.Topic, p.Partition}
-		f := Fetch{TopicPartition: tp, Records: make([]Record, len(p.Records))}
+		f := Fetch{TopicPartition: tp, Records: make([]Record, len(p.Records)), HighWatermark: p.HighWatermark}
 		for i, r := range p.Records {
 			rec := Record{Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), Key: r.Key, Value: r.Value}
 			for _, h := range r.Headers {

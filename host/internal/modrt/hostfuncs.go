@@ -505,7 +505,7 @@ func (i *Instance) logMsg(ctx context.Context, level, msgPtr, msgLen uint32) int
 		return int64(abi.ErrInvalid)
 	}
 	if i.log.Enabled(ctx, lvl) && i.logLim.allow(i.log) {
-		i.log.LogAttrs(ctx, lvl, string(truncate(msg, i.lim.MaxLogBytes)))
+		i.log.LogAttrs(ctx, lvl, string(truncate(msg, i.lim.MaxLogBytes)), i.logAttrs...)
 	}
 	return int64(abi.OK)
 }

@@ -119,6 +119,7 @@ type Instance struct {
 	task      string
 	config    []byte
 	log       *slog.Logger
+	logAttrs  []slog.Attr // what the current call processes (key, partition, offset), for its logs
 	now       func() int64
 	outputs   []string
 	stateless bool
@@ -249,6 +250,7 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 		logLim:    m.logLim,
 		refused:   &m.refused,
 	}
+	i.stdout.attrs, i.stderr.attrs = &i.logAttrs, &i.logAttrs
 	i.cctx.inst = i
 	i.observer = m.observer
 	i.http.client = m.http

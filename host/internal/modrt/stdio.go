@@ -17,6 +17,9 @@ type lineWriter struct {
 	lim      *logLimiter // nil: no rate limit
 	buf      []byte
 	dropping bool // the current line was truncated: skip to its end
+	// attrs, if set, points at the attributes of the record the guest is processing
+	// (Instance.logAttrs), added to each line.
+	attrs *[]slog.Attr
 
 	// tail keeps the first tailLines non-empty lines written since resetTail (each cut to
 	// tailBytes), for the error of a call that traps: a guest's runtime says why it aborts in
@@ -99,7 +102,12 @@ func (w *lineWriter) emit() {
 		w.tail[len(w.tail)-1] = cut(w.buf)
 	}
 	if w.log.Enabled(context.Background(), w.level) && (w.lim == nil || w.lim.allow(w.log)) {
-		w.log.LogAttrs(context.Background(), w.level, string(w.buf), slog.String("stream", w.stream))
+		var attrs []slog.Attr
+		if w.attrs != nil {
+			attrs = *w.attrs
+		}
+		attrs = append(attrs[:len(attrs):len(attrs)], slog.String("stream", w.stream))
+		w.log.LogAttrs(context.Background(), w.level, string(w.buf), attrs...)
 	}
 	w.buf = w.buf[:0]
 	w.dropping = false

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 
 	"github.com/tetratelabs/wazero/api"
@@ -184,7 +185,57 @@ func (i *Instance) runStep(ctx context.Context, st *Step) error {
 		return fmt.Errorf("modrt: internal error: %s payload size %d, expected %d", export, len(b), size)
 	}
 	bud.left -= i.spent - before // the alloc and the call share the budget
+	i.logAttrs = stepAttrs(i.logAttrs[:0], st, fs)
+	defer func() { i.logAttrs = i.logAttrs[:0] }()
 	return i.callPayload(ctx, phaseProcess, export, fn, ptr, size, bud)
+}
+
+// stepAttrs appends to a what a step hands the guest, for the guest's log lines: the partition,
+// and the key and offset when the call holds one key and one record (a range of offsets, and
+// no key, when it holds several). fs are the step's live firings.
+func stepAttrs(a []slog.Attr, st *Step, fs []abi.Firing) []slog.Attr {
+	switch st.Kind {
+	case StepRecords:
+		rs := st.Records
+		if len(rs) == 0 {
+			return a
+		}
+		a = append(a, slog.Int64("partition", int64(rs[0].Partition)))
+		if sameKey(len(rs), func(k int) []byte { return rs[k].Key }) {
+			a = append(a, slog.String("key", string(rs[0].Key)))
+		}
+		if len(rs) == 1 {
+			return append(a, slog.Int64("offset", rs[0].Offset))
+		}
+		return append(a, slog.String("offsets", fmt.Sprintf("%d-%d", rs[0].Offset, rs[len(rs)-1].Offset)))
+	case StepFirings:
+		if len(fs) == 0 {
+			return a
+		}
+		a = append(a, slog.Int64("partition", int64(fs[0].Partition)))
+		if sameKey(len(fs), func(k int) []byte { return fs[k].Key }) {
+			a = append(a, slog.String("key", string(fs[0].Key)))
+		}
+		if len(fs) == 1 {
+			a = append(a, slog.String("timer", string(fs[0].Name)))
+		}
+		return a
+	case StepTick:
+		return append(a, slog.Int64("partition", int64(st.Tick.Partition)))
+	case StepMigrate:
+		return append(a, slog.Int64("partition", int64(st.Migrate.Partition)), slog.String("key", string(st.Migrate.Key)))
+	}
+	return a
+}
+
+// sameKey reports whether the n keys key(0)..key(n-1) are all equal.
+func sameKey(n int, key func(int) []byte) bool {
+	for k := 1; k < n; k++ {
+		if !bytes.Equal(key(k), key(0)) {
+			return false
+		}
+	}
+	return true
 }
 
 // liveFirings leaves out the firings whose timer an earlier call of the unit set or deleted: they

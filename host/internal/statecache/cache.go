@@ -167,6 +167,8 @@ type Cache struct {
 	budget  int64
 	size    int64
 	keyBuf  []byte
+	hits    int64 // Pins that found the entry (Lookups)
+	misses  int64 // Pins that made it
 }
 
 // New returns a cache that loads from load and keeps about budget bytes of clean state.
@@ -188,7 +190,10 @@ func (c *Cache) skey(stream uint32, key []byte) []byte {
 func (c *Cache) Pin(stream uint32, key []byte) *Entry {
 	k := c.skey(stream, key)
 	e, ok := c.entries[string(k)]
-	if !ok {
+	if ok {
+		c.hits++
+	} else {
+		c.misses++
 		e = &Entry{stream: stream, key: bytes.Clone(key), mark: -1, first: math.MaxInt64, size: entryOverhead + int64(len(key))}
 		c.entries[string(k)] = e
 		c.account(e)
@@ -321,6 +326,10 @@ func (c *Cache) Dirty() int { return len(c.dirty) }
 
 // Size is the approximate memory the cache holds, in bytes.
 func (c *Cache) Size() int64 { return c.size }
+
+// Lookups returns how many Pins found their key's entry in the cache (hits) and how many
+// made a new one, whose state is then read from the store (misses).
+func (c *Cache) Lookups() (hits, misses int64) { return c.hits, c.misses }
 
 // Len is the number of cached entries.
 func (c *Cache) Len() int { return len(c.entries) }

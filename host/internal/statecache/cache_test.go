@@ -529,3 +529,14 @@ func TestDropStream(t *testing.T) {
 		t.Errorf("a dropped dirty entry was collected: %+v", cp.Keys)
 	}
 }
+
+func TestLookups(t *testing.T) {
+	c := New(func(uint32, []byte, *Meta, func(name, val []byte)) error { return nil }, 1<<20)
+	a := c.Pin(1, []byte("a"))
+	c.Unpin(a)
+	c.Unpin(c.Pin(1, []byte("a")))
+	c.Unpin(c.Pin(2, []byte("a"))) // another stream: another entry
+	if hits, misses := c.Lookups(); hits != 1 || misses != 2 {
+		t.Fatalf("Lookups = %d hits, %d misses; want 1 and 2", hits, misses)
+	}
+}

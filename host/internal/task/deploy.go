@@ -158,6 +158,7 @@ func (t *Task) serve(ctx context.Context, r request) {
 		old := t.cur
 		out = Switched{Previous: old.id, At: t.cfg.Now(), v: r.ver}
 		t.cur = r.ver
+		t.stats.Switches++
 		old.retired = true
 		old.release(ctx)
 		t.log.Info("module version switched", "version", r.ver.id, "previous", old.id,
@@ -184,6 +185,7 @@ func (t *Task) serve(ctx context.Context, r request) {
 	t.statsMu.Lock()
 	t.published.Version = t.cur.id
 	t.published.Paused = t.paused
+	t.published.Switches = t.stats.Switches
 	t.statsMu.Unlock()
 	r.reply <- out
 }

@@ -3,6 +3,7 @@ package task
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
@@ -134,6 +135,7 @@ func (t *Task) work(ctx context.Context, inst Processor, ver *version, fatal cha
 			}
 		}
 		if inst.Broken() {
+			t.meters.traps.Add(1)
 			// Replaced when the next job comes, on that job's version.
 			inst.Close(ctx)
 			inst = nil
@@ -184,10 +186,13 @@ func (t *Task) runUnit(ctx context.Context, inst Processor, g *group, load state
 			return nil
 		}
 	}
+	start := time.Now()
 	eff, err := inst.Run(ctx, &u, &env{entries: g.entries, load: load})
+	t.meters.callSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return err
 	}
+	t.meters.fuel.Add(eff.Fuel)
 	// Every key the unit changed must be loaded before the loop applies its changes: its mark
 	// and state version come from the store.
 	for _, w := range eff.Writes {
@@ -219,10 +224,13 @@ func (t *Task) runTick(ctx context.Context, inst Processor, j *job, g *group) er
 		return nil
 	}
 	u := modrt.Unit{Watermark: j.tick.Watermark, Steps: []modrt.Step{{Kind: modrt.StepTick, Tick: *j.tick}}}
+	start := time.Now()
 	eff, err := inst.Run(ctx, &u, &tickEnv{db: t.cfg.Store, task: t.cfg.Name, stream: g.stream})
+	t.meters.callSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return err
 	}
+	t.meters.fuel.Add(eff.Fuel)
 	g.effects = eff
 	return nil
 }

@@ -195,6 +195,13 @@ func (t *Task) startKafka() error {
 // bring it up to date is not there yet), or where the group starts when neither exists.
 func (t *Task) onAssign(req assignReq) {
 	start := map[kafka.TopicPartition]int64{}
+	if t.changelog != nil {
+		// None of the partitions is read before the reply, which waits for every restore: the
+		// task is not Ready until then.
+		n := int32(len(req.committed))
+		t.meters.restoring.Add(n)
+		defer t.meters.restoring.Add(-n)
+	}
 	for tp, committed := range req.committed {
 		if old := t.kafka.streams[tp]; old != nil {
 			t.dropStream(old)
@@ -220,7 +227,7 @@ func (t *Task) onAssign(req assignReq) {
 			return
 		}
 		st := &stream{id: id, in: &Input{Name: t.cfg.Kafka.Name}, kafka: true, tp: tp, horizon: -1, replay: -1,
-			source: []byte(tp.Topic), lastAdded: -1, tm: newStreamTime(t.cfg.Now(), t.cfg.TickEvery)}
+			source: []byte(tp.Topic), lastAdded: -1, highWater: -1, tm: newStreamTime(t.cfg.Now(), t.cfg.TickEvery)}
 		if ok {
 			st.tm.wm = pos.Watermark // the watermark moves with the checkpoint
 		} else {
@@ -262,6 +269,7 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 	if st == nil || st.revoking {
 		return nil
 	}
+	st.highWater = f.HighWatermark
 	for i := range f.Records {
 		r := &f.Records[i]
 		if st.tracker == nil {

@@ -12,9 +12,11 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/hist"
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
 	"github.com/wasmstream/wasmstream/host/internal/positions"
@@ -146,6 +148,7 @@ type stream struct {
 	inflight  int                  // records of the stream in batches being processed
 	revoking  bool                 // Kafka: revoked, draining its batches in flight
 	source    []byte               // Kafka: the topic, as records carry it
+	highWater int64                // Kafka: the partition's high watermark at its last fetch (-1: none yet)
 
 	tm streamTime // event time, timers and ticks
 }
@@ -213,17 +216,55 @@ type Stats struct {
 	LogDropped int64 // guest log lines the current module version dropped by its rate limit
 
 	Version  int64 // the current module version (Config.Version, then Switch's); up to date
+	Switches int64 // module versions switched to (deploys, activations, rollbacks); up to date
 	Paused   bool  // Pause was called and Resume not since; up to date
 	Pending  int   // records read and not yet complete (queued or in flight)
 	InFlight int   // records in batches being processed
+	Queued   int   // items waiting in the scheduler's key queues (read ahead, not in flight)
 	Inputs   []InputStats
+
+	StateKeys   int   // keys whose state the cache holds
+	StateBytes  int64 // the cache's estimate of their size
+	CacheHits   int64 // keys a batch found in the cache
+	CacheMisses int64 // keys a batch did not find in the cache (read from the store)
+
+	// Up to date (atomic counters the workers and the loop keep; Stats reads them).
+	FuelUsed  int64 // fuel the guest calls spent (metered modules only)
+	Traps     int64 // instances discarded after a trap (each is replaced at the next job)
+	Restoring int   // partitions being restored from the changelog: not processing yet
+	// BatchSize is the records and firings per batch, CallSeconds the duration of each guest
+	// call (a unit of records or firings; a tick), CheckpointSeconds each checkpoint's.
+	BatchSize, CallSeconds, CheckpointSeconds hist.Snapshot
 }
 
-// InputStats are the figures of one input.
+// InputStats are the figures of one input: a file or stdin input, or one Kafka partition.
 type InputStats struct {
 	Name      string
-	Records   int64 // records read this run
-	Committed int64 // records (lines) before the committed position: a restart resumes there
+	Topic     string // Kafka: the partition's topic ("" otherwise)
+	Partition int32  // Kafka: the partition (-1 otherwise)
+	Records   int64  // records read this run
+	Committed int64  // records (lines) before the committed position: a restart resumes there
+	// Lag is how many records of a Kafka partition are beyond the committed position, as of
+	// the partition's last fetch (-1: unknown, or not a Kafka partition).
+	Lag       int64
+	Watermark int64 // the event-time watermark in Unix milliseconds (-1: none yet)
+	InFlight  int   // records in batches being processed
+}
+
+// Histogram bounds. Latencies in seconds, sizes in items.
+var (
+	batchSizeBounds = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
+	secondsBounds   = []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}
+)
+
+// meters are the figures other goroutines than the loop keep, or that must be current
+// between checkpoints: atomic, no lock on the record path.
+type meters struct {
+	fuel, traps       atomic.Int64
+	restoring         atomic.Int32
+	batchSize         *hist.Histogram
+	callSeconds       *hist.Histogram
+	checkpointSeconds *hist.Histogram
 }
 
 // Task runs one task. It is created by New and run once by Run.
@@ -262,6 +303,7 @@ type Task struct {
 	stats     Stats
 	statsMu   sync.Mutex
 	published Stats
+	meters    meters
 }
 
 type attemptKey struct {
@@ -309,6 +351,9 @@ func New(cfg Config) (*Task, error) {
 		wakeup:   make(chan struct{}, 1),
 	}
 	t.published.Version = cfg.Version
+	t.meters.batchSize = hist.New(batchSizeBounds...)
+	t.meters.callSeconds = hist.New(secondsBounds...)
+	t.meters.checkpointSeconds = hist.New(secondsBounds...)
 	name := cfg.Name
 	db := cfg.Store
 	t.cache = statecache.New(func(st uint32, key []byte, meta *statecache.Meta, fn func(name, val []byte)) error {
@@ -336,12 +381,24 @@ func (t *Task) Wake() {
 	}
 }
 
-// Stats returns the task's figures as of its last checkpoint. Safe from any goroutine.
+// Stats returns the task's figures as of its last checkpoint (those documented as up to date:
+// as of now). Safe from any goroutine.
 func (t *Task) Stats() Stats {
 	t.statsMu.Lock()
-	defer t.statsMu.Unlock()
-	return t.published
+	s := t.published
+	t.statsMu.Unlock()
+	s.FuelUsed = t.meters.fuel.Load()
+	s.Traps = t.meters.traps.Load()
+	s.Restoring = int(t.meters.restoring.Load())
+	s.BatchSize = t.meters.batchSize.Snapshot()
+	s.CallSeconds = t.meters.callSeconds.Snapshot()
+	s.CheckpointSeconds = t.meters.checkpointSeconds.Snapshot()
+	return s
 }
+
+// Ready reports whether the task is processing every input it has: false while a partition it
+// was assigned is being restored from the changelog. Safe from any goroutine.
+func (t *Task) Ready() bool { return t.meters.restoring.Load() == 0 }
 
 // Run processes the task's inputs until they are exhausted (nil), ctx is done (nil, after a
 // last checkpoint of everything finished), or the task fails (the error). Every goroutine it
@@ -848,6 +905,7 @@ func (t *Task) dispatch() error {
 		}
 		j := t.newJob(b)
 		j.ver = t.cur
+		t.meters.batchSize.Observe(float64(len(j.items)))
 		t.cur.jobs++
 		t.inflight[b.ID] = j
 		t.jobs <- j
@@ -1122,6 +1180,7 @@ func (t *Task) writeOutputs(outs []modrt.Output) {
 
 // checkpoint makes outputs durable, then commits state, marks and positions in the store (S9).
 func (t *Task) checkpoint() error {
+	defer func(start time.Time) { t.meters.checkpointSeconds.Observe(time.Since(start).Seconds()) }(time.Now())
 	if t.eos() {
 		// Exactly once: state commits with the transactions (commitTxn).
 		t.publish()
@@ -1241,9 +1300,21 @@ func (t *Task) publish() {
 	for _, j := range t.inflight {
 		t.stats.InFlight += len(j.items)
 	}
+	t.stats.Queued = t.sched.Stats().QueuedItems
+	t.stats.StateKeys = t.cache.Len()
+	t.stats.StateBytes = t.cache.Size()
+	t.stats.CacheHits, t.stats.CacheMisses = t.cache.Lookups()
 	t.stats.Inputs = t.stats.Inputs[:0:0]
 	for _, st := range t.order {
-		t.stats.Inputs = append(t.stats.Inputs, InputStats{Name: st.in.Name, Records: st.records, Committed: st.durable.Next})
+		in := InputStats{Name: st.in.Name, Partition: -1, Records: st.records, Committed: st.durable.Next,
+			Lag: -1, Watermark: st.tm.wm, InFlight: st.inflight}
+		if st.kafka {
+			in.Topic, in.Partition = st.tp.Topic, st.tp.Partition
+			if st.highWater >= 0 {
+				in.Lag = max(st.highWater-max(st.durable.Next, 0), 0)
+			}
+		}
+		t.stats.Inputs = append(t.stats.Inputs, in)
 	}
 	t.statsMu.Lock()
 	t.published = t.stats

@@ -1,0 +1,248 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/wasmstream/wasmstream/host"
+)
+
+// metricsConfig is the "metrics" section: where Prometheus can scrape without the admin token.
+type metricsConfig struct {
+	// Addr, if set, is a "host:port" that serves GET /metrics, /healthz and /readyz without
+	// authentication, and nothing else. A port alone (":9090") listens on the loopback
+	// interface only. Default: none (/metrics is on the admin listener, behind its token).
+	Addr string
+}
+
+// statsCollector turns the host's figures into Prometheus metrics when scraped: it reads
+// host.Stats (a copy of counters the tasks keep anyway), so a scrape costs the record path
+// nothing. Labels are bounded: task, and per input the input's name, topic and partition.
+type statsCollector struct {
+	stats func() []host.TaskStats
+	// guestMemory, if set, returns the bytes of guest memory the host's instances hold.
+	guestMemory func() int64
+}
+
+type metricDesc struct {
+	desc *prometheus.Desc
+	kind prometheus.ValueType
+	get  func(*host.TaskStats) float64
+}
+
+const ns = "wasmstream"
+
+var taskLabels = []string{"task"}
+
+func taskMetric(name, help string, kind prometheus.ValueType, get func(*host.TaskStats) float64) metricDesc {
+	return metricDesc{prometheus.NewDesc(ns+"_"+name, help, taskLabels, nil), kind, get}
+}
+
+func counter(name, help string, get func(*host.TaskStats) int64) metricDesc {
+	return taskMetric(name, help, prometheus.CounterValue, func(s *host.TaskStats) float64 { return float64(get(s)) })
+}
+
+func gauge(name, help string, get func(*host.TaskStats) float64) metricDesc {
+	return taskMetric(name, help, prometheus.GaugeValue, get)
+}
+
+var taskMetrics = []metricDesc{
+	counter("records_in_total", "Records read this run.", func(s *host.TaskStats) int64 { return s.Records }),
+	counter("records_processed_total", "Records whose processing completed: applied, or dead-lettered or skipped after their last attempt (malformed lines, dead-lettered as read, are not).", func(s *host.TaskStats) int64 { return s.Processed }),
+	counter("records_out_total", "Records the guest emitted to the task's output.", func(s *host.TaskStats) int64 { return s.Outputs }),
+	counter("records_dead_lettered_total", "Records sent to the dead letters (malformed, or failing on every attempt).", func(s *host.TaskStats) int64 { return s.DeadLetters }),
+	counter("records_retried_total", "Retries of failed records and timer firings.", func(s *host.TaskStats) int64 { return s.Retries }),
+	counter("records_failed_total", "Records and timer firings skipped after failing on every attempt (on_exhausted: skip).", func(s *host.TaskStats) int64 { return s.Skips }),
+	counter("records_replay_skipped_total", "Records replayed after a restart and skipped as already applied.", func(s *host.TaskStats) int64 { return s.Skipped }),
+	counter("records_late_total", "Records read with a timestamp below their partition's watermark.", func(s *host.TaskStats) int64 { return s.Late }),
+	counter("guest_call_failures_total", "Guest calls that failed (a trap, an error code, fuel or time exhausted).", func(s *host.TaskStats) int64 { return s.Failures }),
+	counter("instance_traps_total", "Guest instances discarded after a trap; each is replaced by a fresh one.", func(s *host.TaskStats) int64 { return s.Traps }),
+	counter("fuel_used_total", "Fuel the guest calls spent (metered modules only).", func(s *host.TaskStats) int64 { return s.FuelUsed }),
+	counter("checkpoints_total", "Checkpoints committed.", func(s *host.TaskStats) int64 { return s.Checkpoints }),
+	counter("input_pauses_total", "Times an input was paused because its key queues were full.", func(s *host.TaskStats) int64 { return s.Pauses }),
+	counter("timers_set_total", "Timers set.", func(s *host.TaskStats) int64 { return s.TimersSet }),
+	counter("timers_deleted_total", "Timers deleted, fired ones included.", func(s *host.TaskStats) int64 { return s.TimersDeleted }),
+	counter("timers_fired_total", "Timer firings completed.", func(s *host.TaskStats) int64 { return s.TimersFired }),
+	counter("ticks_total", "Partition tick callbacks started.", func(s *host.TaskStats) int64 { return s.Ticks }),
+	counter("restores_total", "Kafka partitions restored from the changelog.", func(s *host.TaskStats) int64 { return s.Restores }),
+	counter("restores_full_total", "Restores that replayed a partition's whole changelog.", func(s *host.TaskStats) int64 { return s.FullRestores }),
+	counter("restore_records_total", "Changelog records the restores read.", func(s *host.TaskStats) int64 { return s.RestoredRecords }),
+	counter("restore_bytes_total", "Bytes of the changelog records the restores read.", func(s *host.TaskStats) int64 { return s.RestoredBytes }),
+	counter("changelog_records_total", "Key snapshots produced to the changelog.", func(s *host.TaskStats) int64 { return s.ChangelogRecords }),
+	counter("standby_records_total", "Changelog records the standby applied for partitions not owned.", func(s *host.TaskStats) int64 { return s.StandbyRecords }),
+	counter("partitions_dropped_total", "Lost partitions whose local state was deleted (drop_revoked).", func(s *host.TaskStats) int64 { return s.Dropped }),
+	counter("transactions_committed_total", "Exactly-once transactions committed.", func(s *host.TaskStats) int64 { return s.TxnCommits }),
+	counter("transactions_aborted_total", "Exactly-once transactions aborted (their records are processed again).", func(s *host.TaskStats) int64 { return s.TxnAborts }),
+	counter("deploys_total", "Module versions switched to this run: deploys, activations and rollbacks.", func(s *host.TaskStats) int64 { return s.Deploys }),
+	gauge("module_version", "The module version running.", func(s *host.TaskStats) float64 { return float64(s.Version) }),
+	gauge("paused", "1 while the task is paused (wasmstream pause), else 0.", func(s *host.TaskStats) float64 { return boolFloat(s.Paused) }),
+	gauge("records_pending", "Records read and not yet complete (queued or in flight).", func(s *host.TaskStats) float64 { return float64(s.Pending) }),
+	gauge("records_in_flight", "Records in batches being processed.", func(s *host.TaskStats) float64 { return float64(s.InFlight) }),
+	gauge("key_queue_items", "Records and timer firings read ahead, waiting in their keys' queues.", func(s *host.TaskStats) float64 { return float64(s.Queued) }),
+	gauge("state_cached_keys", "Keys whose state the task's cache holds.", func(s *host.TaskStats) float64 { return float64(s.StateKeys) }),
+	gauge("state_cached_bytes", "The cache's estimate of the size of that state.", func(s *host.TaskStats) float64 { return float64(s.StateBytes) }),
+	counter("state_cache_hits_total", "Keys a batch found in the state cache.", func(s *host.TaskStats) int64 { return s.CacheHits }),
+	counter("state_cache_misses_total", "Keys a batch did not find in the state cache: their state was read from the store.", func(s *host.TaskStats) int64 { return s.CacheMisses }),
+	gauge("partitions_restoring", "Kafka partitions assigned and being restored from the changelog, not read yet.", func(s *host.TaskStats) float64 { return float64(s.Restoring) }),
+}
+
+var (
+	histBatch = prometheus.NewDesc(ns+"_batch_records", "Records and timer firings per batch handed to a worker.", taskLabels, nil)
+	histCall  = prometheus.NewDesc(ns+"_guest_call_duration_seconds", "Duration of each guest call (a unit of records or firings, or a tick).", taskLabels, nil)
+	histCkpt  = prometheus.NewDesc(ns+"_checkpoint_duration_seconds", "Duration of each checkpoint.", taskLabels, nil)
+
+	inputLabels   = []string{"task", "input", "topic", "partition"}
+	inRecords     = prometheus.NewDesc(ns+"_input_records_in_total", "Records read this run, per input or Kafka partition.", inputLabels, nil)
+	inCommitted   = prometheus.NewDesc(ns+"_input_committed_position", "The committed position: lines (Kafka: the offset) a restart resumes at.", inputLabels, nil)
+	inLag         = prometheus.NewDesc(ns+"_consumer_lag_records", "Kafka: records of the partition beyond the committed position, as of its last fetch.", inputLabels, nil)
+	inWatermark   = prometheus.NewDesc(ns+"_watermark_timestamp_seconds", "The event-time watermark (absent before there is one).", inputLabels, nil)
+	inInFlight    = prometheus.NewDesc(ns+"_input_records_in_flight", "Records of the input in batches being processed.", inputLabels, nil)
+	inputMetrics  = []*prometheus.Desc{inRecords, inCommitted, inLag, inWatermark, inInFlight}
+	guestMemory   = prometheus.NewDesc(ns+"_guest_memory_bytes", "Linear memory of the guest instances of every task (mapped; only touched pages are resident).", nil, nil)
+	histogramDesc = []*prometheus.Desc{histBatch, histCall, histCkpt}
+)
+
+func boolFloat(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// Describe implements prometheus.Collector.
+func (c statsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range taskMetrics {
+		ch <- m.desc
+	}
+	for _, d := range histogramDesc {
+		ch <- d
+	}
+	for _, d := range inputMetrics {
+		ch <- d
+	}
+	ch <- guestMemory
+}
+
+// Collect implements prometheus.Collector.
+func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.guestMemory != nil {
+		ch <- prometheus.MustNewConstMetric(guestMemory, prometheus.GaugeValue, float64(c.guestMemory()))
+	}
+	for _, s := range c.stats() {
+		for _, m := range taskMetrics {
+			ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.get(&s), s.Task)
+		}
+		for i, h := range []host.Histogram{s.BatchSize, s.CallSeconds, s.CheckpointSeconds} {
+			ch <- constHistogram(histogramDesc[i], h, s.Task)
+		}
+		for _, in := range s.Inputs {
+			part := ""
+			if in.Partition >= 0 {
+				part = strconv.Itoa(int(in.Partition))
+			}
+			l := []string{s.Task, in.Name, in.Topic, part}
+			ch <- prometheus.MustNewConstMetric(inRecords, prometheus.CounterValue, float64(in.Records), l...)
+			ch <- prometheus.MustNewConstMetric(inCommitted, prometheus.GaugeValue, float64(max(in.Committed, 0)), l...)
+			ch <- prometheus.MustNewConstMetric(inInFlight, prometheus.GaugeValue, float64(in.InFlight), l...)
+			if in.Lag >= 0 {
+				ch <- prometheus.MustNewConstMetric(inLag, prometheus.GaugeValue, float64(in.Lag), l...)
+			}
+			if in.Watermark >= 0 {
+				ch <- prometheus.MustNewConstMetric(inWatermark, prometheus.GaugeValue, float64(in.Watermark)/1000, l...)
+			}
+		}
+	}
+}
+
+// constHistogram converts a host histogram (per-bucket counts) to Prometheus's (cumulative).
+func constHistogram(d *prometheus.Desc, h host.Histogram, task string) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(h.Bounds))
+	var cum uint64
+	for i, b := range h.Bounds {
+		cum += h.Counts[i]
+		buckets[b] = cum
+	}
+	return prometheus.MustNewConstHistogram(d, h.Count, h.Sum, buckets, task)
+}
+
+// newMetricsHandler returns the /metrics handler: the host's figures, plus the Go runtime's and
+// the process's, from a registry of its own (no global one).
+func newMetricsHandler(c statsCollector, log *slog.Logger) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c, collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+}
+
+// metricsListenAddr returns the address metrics.addr listens on: a port alone means the
+// loopback interface.
+func metricsListenAddr(addr string) (string, error) {
+	h, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", fmt.Errorf("%q is not host:port: %v", addr, err)
+	}
+	if h == "" {
+		h = "127.0.0.1"
+	}
+	return net.JoinHostPort(h, port), nil
+}
+
+// serveMetrics listens on addr and serves metrics, /healthz and /readyz (ready reports
+// readiness) without authentication until stop is called; stop waits for the server.
+func serveMetrics(addr string, metrics http.Handler, ready func() bool, log *slog.Logger) (bound string, stop func(), err error) {
+	la, err := metricsListenAddr(addr)
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", la)
+	if err != nil {
+		return "", nil, fmt.Errorf("metrics.addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics)
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintln(w, `{"status":"ok"}`)
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if ready() {
+			fmt.Fprintln(w, `{"status":"ready"}`)
+			return
+		}
+		w.WriteHeader(http.StatusServiceUnavailable)
+		fmt.Fprintln(w, `{"status":"not ready"}`)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: 60 * time.Second, MaxHeaderBytes: 64 << 10,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("metrics endpoint stopped", "err", err)
+		}
+	}()
+	log.Info("metrics and probes listening without authentication", "addr", ln.Addr().String())
+	return ln.Addr().String(), func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if srv.Shutdown(ctx) != nil {
+			srv.Close()
+		}
+		<-done
+	}, nil
+}

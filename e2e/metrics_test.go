@@ -1,0 +1,224 @@
+package e2e
+
+// Issue 15: the real binary's /metrics under load, counted against the records it processed,
+// and its probes.
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+)
+
+// scrape GETs url with the bearer token tok (none if ""), returning the status and body.
+func scrape(t *testing.T, url, tok string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest("GET", url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// sample returns the value of the sample whose name and labels are exactly series
+// (`name{label="v",...}` as exposed), and whether it is there.
+func sample(text, series string) (float64, bool) {
+	for _, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v, err == nil
+		}
+	}
+	return 0, false
+}
+
+// TestBinaryMetricsScrape runs the binary on a stdin feed of records (some malformed), scrapes
+// /metrics on the unauthenticated metrics.addr until every record is processed, and checks the
+// counters against what was fed and what the output file holds; the admin listener serves the
+// same behind its token, and the probes without it.
+func TestBinaryMetricsScrape(t *testing.T) {
+	bin := guestbuild.Binary(t)
+	module := guestbuild.Go(t, "wordcount")
+	dir := t.TempDir()
+	output := filepath.Join(dir, "out.ndjson")
+	adminPort, metricsPort := freePort(t), freePort(t)
+	cfg := fmt.Sprintf(`data_dir: %s
+checkpoint_interval: 50ms
+admin:
+  addr: 127.0.0.1:%d
+  token: tok
+metrics:
+  addr: 127.0.0.1:%d
+tasks:
+  - name: wc
+    module: %s
+    workers: 2
+    inputs:
+      - name: feed
+        type: stdin
+        key_field: user
+        value_field: text
+    output:
+      type: file
+      path: %s
+`, filepath.Join(dir, "data"), adminPort, metricsPort, module, output)
+	cfgPath := filepath.Join(dir, "wasmstream.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "-c", cfgPath, "--log-level", "warn")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	waited := make(chan struct{})
+	go func() { exited <- cmd.Wait(); close(waited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-waited
+	})
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d", metricsPort)
+	adminURL := fmt.Sprintf("http://127.0.0.1:%d", adminPort)
+
+	await := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(60 * time.Second) // a guard against hanging, not a measurement
+		for !cond() {
+			select {
+			case err := <-exited:
+				t.Fatalf("the binary exited (%v) while waiting for %s; stderr:\n%s", err, what, stderr.String())
+			case <-time.After(20 * time.Millisecond):
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s; stderr:\n%s", what, stderr.String())
+			}
+		}
+	}
+	await("readiness", func() bool { code, _ := scrape(t, metricsURL+"/readyz", ""); return code == 200 })
+
+	const records, malformed = 20000, 7
+	w := bufio.NewWriter(stdin)
+	for i := range records {
+		fmt.Fprintf(w, `{"user":"u%d","text":"alpha beta gamma %d"}`+"\n", i%97, i%13)
+		if i%(records/malformed) == 0 && i/(records/malformed) < malformed {
+			w.WriteString("not json\n")
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	const total = records + malformed
+
+	var text string
+	await("every record processed in /metrics", func() bool {
+		code, body := scrape(t, metricsURL+"/metrics", "")
+		text = body
+		// Malformed lines go to the dead letters as they are read: they are never processed.
+		v, _ := sample(body, `wasmstream_records_processed_total{task="wc"}`)
+		return code == 200 && v == records
+	})
+	outLines := func() float64 {
+		b, err := os.ReadFile(output)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return float64(bytes.Count(b, []byte("\n")))
+	}
+	for series, want := range map[string]float64{
+		`wasmstream_records_in_total{task="wc"}`:                                          total,
+		`wasmstream_input_records_in_total{input="feed",partition="",task="wc",topic=""}`: total,
+		`wasmstream_records_dead_lettered_total{task="wc"}`:                               malformed,
+		`wasmstream_records_out_total{task="wc"}`:                                         outLines(),
+		`wasmstream_records_pending{task="wc"}`:                                           0,
+		`wasmstream_records_in_flight{task="wc"}`:                                         0,
+		`wasmstream_instance_traps_total{task="wc"}`:                                      0,
+		`wasmstream_paused{task="wc"}`:                                                    0,
+	} {
+		if got, ok := sample(text, series); !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v", series, got, ok, want)
+		}
+	}
+	// Every batch is in the batch size histogram, and its records add up to the records the
+	// guest saw (the malformed lines never reach it).
+	if got, _ := sample(text, `wasmstream_batch_records_sum{task="wc"}`); got != records {
+		t.Errorf("wasmstream_batch_records_sum = %v, want %d", got, records)
+	}
+	if got, _ := sample(text, `wasmstream_guest_call_duration_seconds_count{task="wc"}`); got < 1 {
+		t.Errorf("wasmstream_guest_call_duration_seconds_count = %v, want at least 1", got)
+	}
+	if _, ok := sample(text, `wasmstream_checkpoint_duration_seconds_count{task="wc"}`); !ok {
+		t.Error("no wasmstream_checkpoint_duration_seconds histogram")
+	}
+	// Every user is a key read from the store once (97 users), then found in the cache.
+	if misses, _ := sample(text, `wasmstream_state_cache_misses_total{task="wc"}`); misses < 97 {
+		t.Errorf("wasmstream_state_cache_misses_total = %v, want at least the 97 keys", misses)
+	}
+	if hits, _ := sample(text, `wasmstream_state_cache_hits_total{task="wc"}`); hits == 0 {
+		t.Error("wasmstream_state_cache_hits_total = 0")
+	}
+	if mem, _ := sample(text, `wasmstream_guest_memory_bytes`); mem <= 0 {
+		t.Errorf("wasmstream_guest_memory_bytes = %v while the workers hold instances", mem)
+	}
+	problems, err := promlint.New(strings.NewReader(text)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "wasmstream_") {
+			t.Errorf("lint: %s: %s", p.Metric, p.Text)
+		}
+	}
+
+	// The admin listener: /metrics behind the token, probes without it.
+	if code, _ := scrape(t, adminURL+"/metrics", ""); code != http.StatusUnauthorized {
+		t.Errorf("admin /metrics without the token: %d, want 401", code)
+	}
+	if code, body := scrape(t, adminURL+"/metrics", "tok"); code != 200 || !strings.Contains(body, `wasmstream_records_in_total{task="wc"} 20007`) {
+		t.Errorf("admin /metrics with the token: %d, records_in_total missing", code)
+	}
+	for _, p := range []string{"/healthz", "/readyz"} {
+		if code, _ := scrape(t, adminURL+p, ""); code != 200 {
+			t.Errorf("admin %s without the token: %d, want 200", p, code)
+		}
+	}
+	if code, _ := scrape(t, metricsURL+"/v1/status", ""); code != http.StatusNotFound {
+		t.Errorf("metrics.addr serves /v1/status: %d, want 404", code)
+	}
+
+	stdin.Close()
+	select {
+	case err := <-exited:
+		if err != nil {
+			t.Fatalf("exit: %v; stderr:\n%s", err, stderr.String())
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the binary did not exit after its input ended; stderr:\n%s", stderr.String())
+	}
+}
