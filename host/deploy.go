@@ -530,7 +530,7 @@ func activeVersion(db *store.DB, name string) (store.ActiveModule, store.ModuleV
 // nothing passes, the error names every failure.
 func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.DB, tc TaskConfig, trial func(*modrt.Module) error) (*modrt.Module, int64, error) {
 	log := cfg.Logger.With("task", tc.Name)
-	mod, version, err := startModuleVersion(ctx, cfg, rt, db, tc, log)
+	mod, version, err := startModuleVersion(ctx, cfg, rt, db, tc, trial, log)
 	if err == nil {
 		for _, n := range moduleNotes(mod.Info().Exports) {
 			log.Warn(n, "version", version)
@@ -540,7 +540,7 @@ func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.D
 }
 
 // startModuleVersion is startModule without the warnings of moduleNotes.
-func startModuleVersion(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.DB, tc TaskConfig, log *slog.Logger) (*modrt.Module, int64, error) {
+func startModuleVersion(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.DB, tc TaskConfig, trial func(*modrt.Module) error, log *slog.Logger) (*modrt.Module, int64, error) {
 	active, hasActive, err := db.ActiveModule(tc.Name)
 	if err != nil {
 		return nil, 0, err
