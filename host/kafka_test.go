@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -460,5 +461,43 @@ func saslFor(mech, user, pass string) sasl.Mechanism {
 		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()
 	default:
 		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
+	}
+}
+
+// An emitted record that max_value_bytes allows but Kafka does not take (a 1 MiB value is over
+// the producer's 1,000,012-byte batch) fails the emit with ERR_TOO_LARGE, so the record goes to
+// the dead letters after its retries. It used to be produced, fail at the next flush and halt
+// the task, and a restart replayed it into the same halt.
+func TestKafkaOutputRecordTooLarge(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/hostile")
+	c := newCluster(t, "echoes")
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.txt")
+	if err := os.WriteFile(input, []byte("a:before\nb:mibemit\nc:after\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(host.Config{
+		DataDir: filepath.Join(dir, "data"), Logger: testLogger(t),
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
+		Tasks: []host.TaskConfig{{
+			Name: "big", Module: module,
+			Inputs: []host.InputConfig{{Name: "in", Type: "file", Path: input, Format: "text", KeySeparator: ":"}},
+			Output: host.OutputConfig{Type: "kafka", Topic: "echoes"},
+			Retry:  host.RetryConfig{MaxAttempts: 2, Backoff: time.Millisecond, MaxBackoff: time.Millisecond},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	got := consumeOutputs(t, c, "echoes", 2, 30*time.Second)
+	if len(got["a"]) != 1 || len(got["c"]) != 1 || len(got["k"]) != 0 {
+		t.Errorf("outputs %v, want those of a and c", got)
+	}
+	dead, err := os.ReadFile(filepath.Join(dir, "data", "big.deadletter.ndjson"))
+	if err != nil || !strings.Contains(string(dead), "ERR_TOO_LARGE") || !strings.Contains(string(dead), `"key":"b"`) {
+		t.Errorf("dead letters (%v):\n%s", err, dead)
 	}
 }

@@ -31,6 +31,12 @@ type ProducerConfig struct {
 	DeliveryTimeout time.Duration
 }
 
+// MaxRecordBatchBytes is the largest record batch a producer makes: franz-go's default
+// ProducerBatchMaxBytes, which the producers keep (a broker's default max.message.bytes,
+// 1048588, takes it). A record that does not fit one batch alone fails at the next Flush, so
+// the host bounds what a module emits to a Kafka output by it (modrt.Limits.MaxRecordBytes).
+const MaxRecordBatchBytes = 1_000_012
+
 // NewProducer creates a producer: acks from all in-sync replicas, idempotent, key-hashed
 // partitioning (murmur2, as the Java client does).
 func NewProducer(cfg Config, pc ProducerConfig) (*Producer, error) {

@@ -6,6 +6,8 @@
 //	alloc      allocates 1 GiB
 //	emitstorm  emits until the host refuses, then returns the host's error
 //	bigemit    emits a 2 MiB value and returns the host's error
+//	mibemit    emits a value of 1 MiB (max_value_bytes' default) to output "big" and returns the
+//	           host's error
 //	statebomb  writes a 2 MiB state value and returns the host's error
 //	count      writes state "n" of the record's key, then echoes (a key too long for the store
 //	           fails at the host)
@@ -94,6 +96,8 @@ func handle(r *wasmstream.Record) error {
 		}
 	case string(v) == "bigemit":
 		return emit("big", "k", make([]byte, 2<<20))
+	case string(v) == "mibemit":
+		return emit("big", "k", make([]byte, 1<<20))
 	case string(v) == "statebomb":
 		return r.State().Put("bomb", make([]byte, 2<<20))
 	case bytes.HasPrefix(v, []byte("escape ")):
