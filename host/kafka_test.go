@@ -501,3 +501,51 @@ func TestKafkaOutputRecordTooLarge(t *testing.T) {
 		t.Errorf("dead letters (%v):\n%s", err, dead)
 	}
 }
+
+// A dead letter too large for a Kafka record (a long malformed line of a file input) is cut to
+// fit, with headers saying so, instead of failing the flush and halting the task, which a
+// restart replayed into the same halt.
+func TestKafkaDeadLetterTooLarge(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/hostile")
+	c := newCluster(t, "echoes", "dlq")
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.txt")
+	long := "b:" + strings.Repeat("x", 2_000_000)
+	if err := os.WriteFile(input, []byte("a:before\n"+long+"\nc:after\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(host.Config{
+		DataDir: filepath.Join(dir, "data"), Logger: testLogger(t),
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
+		Tasks: []host.TaskConfig{{
+			Name: "long", Module: module,
+			Inputs:     []host.InputConfig{{Name: "in", Type: "file", Path: input, Format: "text", KeySeparator: ":", MaxLineBytes: 1_000_000}},
+			Output:     host.OutputConfig{Type: "kafka", Topic: "echoes"},
+			DeadLetter: host.DeadLetterConfig{Topic: "dlq"},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	dcl := newClient(t, c, kgo.ConsumeTopics("dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var dead []*kgo.Record
+	for len(dead) == 0 && ctx.Err() == nil {
+		dead = append(dead, dcl.PollFetches(ctx).Records()...)
+	}
+	if len(dead) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(dead))
+	}
+	hs := map[string]string{}
+	for _, h := range dead[0].Headers {
+		hs[h.Key] = string(h.Value)
+	}
+	if v := string(dead[0].Value); !strings.HasPrefix(long, v) || len(v) < 900_000 || hs["wasmstream.truncated"] != "true" ||
+		hs["wasmstream.size"] != strconv.Itoa(len(long)) || !strings.Contains(hs["wasmstream.error"], "max_line_bytes") {
+		t.Errorf("dead letter of %d bytes, headers %v", len(v), hs)
+	}
+}
