@@ -536,7 +536,7 @@ func (t *Task) instantiate(ctx context.Context, v *version) (Processor, error) {
 	if v.newProc != nil {
 		return v.newProc(ctx)
 	}
-	return v.mod.Instantiate(ctx, instanceConfig(&t.cfg, t.log))
+	return v.mod.Instantiate(ctx, instanceConfig(&t.cfg, t.cfg.Logger)) // modrt adds the task to its logger
 }
 
 func instanceConfig(cfg *Config, log *slog.Logger) modrt.InstanceConfig {
@@ -562,7 +562,7 @@ func TrialInit(ctx context.Context, cfg Config, mod *modrt.Module) error {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	inst, err := mod.Instantiate(ctx, instanceConfig(&cfg, log.With("task", cfg.Name)))
+	inst, err := mod.Instantiate(ctx, instanceConfig(&cfg, log))
 	if err != nil {
 		return err
 	}
