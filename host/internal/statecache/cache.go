@@ -317,6 +317,21 @@ func (c *Cache) Size() int64 { return c.size }
 // Len is the number of cached entries.
 func (c *Cache) Len() int { return len(c.entries) }
 
+// Uncollected returns e's writes, timer operations, mark and state version not yet collected by
+// a checkpoint, as Collect would put them in one, without collecting them. The slices share
+// memory with e. No worker may hold e.
+func (e *Entry) Uncollected() store.KeyWrites {
+	kw := store.KeyWrites{Stream: e.stream, Key: e.key, Mark: e.mark, StateVersion: e.stateVers, Timers: e.timers}
+	if e.written {
+		for i := range e.slots {
+			if s := &e.slots[i]; s.dirty {
+				kw.Writes = append(kw.Writes, store.Write{Name: s.name, Value: s.val, Delete: s.deleted})
+			}
+		}
+	}
+	return kw
+}
+
 // Collect appends every dirty entry's writes and mark to cp and marks them clean. The values in
 // cp share memory with the cache; they are never modified in place, only replaced.
 //

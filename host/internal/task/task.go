@@ -864,6 +864,13 @@ func (t *Task) finish(j *job) error {
 			gone += len(g.work)
 		}
 	}
+	if j.err == nil && t.changelog != nil {
+		limit, err := t.changelogRoom(j)
+		if err != nil {
+			return err
+		}
+		j.err = limit
+	}
 	if j.err == nil {
 		if j.ver.firstAt.IsZero() && t.cfg.ProvenGood != nil {
 			t.cfg.ProvenGood(j.ver.id)
