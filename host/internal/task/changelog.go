@@ -214,24 +214,40 @@ func (t *Task) changelogRoom(j *job) (limit, fatal error) {
 			kw.Timers = append(kw.Timers, store.TimerOp{Name: op.Name, Delete: op.Delete, Domain: uint8(op.Domain), Due: op.Due, Payload: op.Payload})
 		}
 		for _, key := range order {
+			e := g.entries[key]
+			if n, ok := e.SnapshotBytes(); ok && n+changeBytes(changes[key]) <= kafka.MaxRecordBatchBytes {
+				continue // within the limit by the bound: no need to read the key's state
+			}
 			snap, err := t.cfg.Store.Snapshot(t.cfg.Name, g.stream, []byte(key))
 			if err != nil {
 				return nil, fmt.Errorf("changelog: %w", err)
 			}
-			if e := g.entries[key]; e != nil {
-				pending := e.Uncollected()
-				snap.Apply(&pending)
-			}
+			pending := e.Uncollected()
+			snap.Apply(&pending)
 			snap.Apply(changes[key])
 			v := store.EncodeSnapshot(nil, &snap)
 			k := changelogKey('k', g.st.tp.Topic, []byte(key))
-			if n := kafka.RecordBytes(k, v, nil); n > kafka.MaxRecordBatchBytes {
+			n := kafka.RecordBytes(k, v, nil)
+			if n > kafka.MaxRecordBatchBytes {
 				return fmt.Errorf("%w: the state of key %q would take %d bytes in its changelog record, over the %d bytes a Kafka record holds: keep less state per key",
 					modrt.ErrOverLimit, shortKey(key), n, kafka.MaxRecordBatchBytes), nil
 			}
+			e.SetSnapshotBytes(n) // the job's changes, applied next, raise it again: a bound
 		}
 	}
 	return nil, nil
+}
+
+// changeBytes bounds what kw adds to a key's encoded snapshot.
+func changeBytes(kw *store.KeyWrites) int {
+	n := 0
+	for _, w := range kw.Writes {
+		n += len(w.Name) + len(w.Value) + 16
+	}
+	for _, op := range kw.Timers {
+		n += len(op.Name) + len(op.Payload) + 32
+	}
+	return n
 }
 
 // shortKey cuts a key for an error message.
