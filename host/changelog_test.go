@@ -389,3 +389,44 @@ func TestChangelogKeyStateTooLarge(t *testing.T) {
 		t.Errorf("dead letters (%v):\n%.2000s", err, dead)
 	}
 }
+
+// A partition tick that would give a key more state than one changelog record holds fails (its
+// effects discarded, as any failed tick's) and the task goes on; it used to halt the task at
+// the next checkpoint, and again at every restart.
+func TestChangelogTickStateTooLarge(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/hostile")
+	c := newCluster(t, "src", "echoes")
+	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "src", Partition: 0, Key: []byte("j"), Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(host.Config{
+		DataDir: t.TempDir(), Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
+		Tasks: []host.TaskConfig{{
+			Name: "ticker", Module: module, Config: map[string]any{"tick": "fill"},
+			Inputs:    []host.InputConfig{{Name: "src", Type: "kafka", Topics: []string{"src"}}},
+			Output:    host.OutputConfig{Type: "kafka", Topic: "echoes"},
+			Changelog: host.ChangelogConfig{Enabled: true},
+			Time:      host.TimeConfig{TickInterval: 50 * time.Millisecond},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	consumeOutputs(t, c, "echoes", 1, 60*time.Second) // the record's echo
+	deadline := time.Now().Add(30 * time.Second)
+	for h.Stats()[0].Failures < 3 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond) // ticks every 50 ms: a few have run
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if f := h.Stats()[0].Failures; f < 3 {
+		t.Errorf("%d failed ticks, want every tick to fail", f)
+	}
+}
