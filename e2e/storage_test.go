@@ -176,12 +176,34 @@ func TestStorageResetState(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run --reset-state: exit %d\n%s", code, stderr)
 	}
-	aside, _ := filepath.Glob(filepath.Join(f.data, "state.damaged-*"))
+	aside, _ := filepath.Glob(filepath.Join(f.data, "state.damaged-*[^D]")) // not its .STORE-ID
 	if len(aside) != 1 {
 		t.Fatalf("damaged store not moved aside: %v\n%s", aside, stderr)
 	}
 	if !strings.Contains(stderr, aside[0]) {
 		t.Errorf("run does not say where the damaged store went:\n%s", stderr)
+	}
+	if diffs := diffState(f.want, readState(t, f.data, "wc")); len(diffs) > 0 {
+		t.Fatalf("state after the reset differs: %v", diffs[:min(len(diffs), 10)])
+	}
+}
+
+// TestStorageStateDirectoryGone deletes the whole state directory, then every file in it,
+// keeping the rest of the data directory: the host must refuse to start afresh (which would
+// reprocess every input), and --reset-state then starts over exactly.
+func TestStorageStateDirectoryGone(t *testing.T) {
+	f := newStoreFixture(t)
+	if err := os.RemoveAll(f.state); err != nil {
+		t.Fatal(err)
+	}
+	f.refused(t, f.state, "missing")
+	if err := os.Mkdir(f.state, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f.refused(t, f.state)
+	code, _, stderr := f.run(t, "run", "-c", f.cfg, "--log-level", "warn", "--reset-state")
+	if code != 0 {
+		t.Fatalf("run --reset-state: exit %d\n%s", code, stderr)
 	}
 	if diffs := diffState(f.want, readState(t, f.data, "wc")); len(diffs) > 0 {
 		t.Fatalf("state after the reset differs: %v", diffs[:min(len(diffs), 10)])

@@ -4,13 +4,16 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wasmstream/wasmstream/host"
@@ -428,5 +431,101 @@ func TestReadyzDuringRestore(t *testing.T) {
 			t.Fatalf("the partitions' figures never showed them caught up: %+v", h.Stats()[0].Inputs)
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+}
+
+// A key whose state would outgrow one changelog record (Kafka's ~1 MB) fails the record that
+// would make it so, which goes to the dead letters, and the task goes on. It used to fail the
+// checkpoint and halt the task, and after a restart (the record applied already) the changelog
+// silently kept an older state of the key.
+func TestChangelogKeyStateTooLarge(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/hostile")
+	c := newCluster(t, "src", "echoes")
+	var recs []*kgo.Record
+	for _, v := range []string{"fillA", "fillB", "fillC", "fillD", "fillE", "fillF", "fillG", "fillH"} {
+		recs = append(recs, &kgo.Record{Topic: "src", Partition: 0, Key: []byte("k"), Value: []byte(v)})
+	}
+	recs = append(recs, &kgo.Record{Topic: "src", Partition: 0, Key: []byte("j"), Value: []byte("after")})
+	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	h, err := host.New(host.Config{
+		DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
+		Tasks: []host.TaskConfig{{
+			Name: "big", Module: module, FuelPerRecord: -1,
+			Inputs:    []host.InputConfig{{Name: "src", Type: "kafka", Topics: []string{"src"}}},
+			Output:    host.OutputConfig{Type: "kafka", Topic: "echoes"},
+			Changelog: host.ChangelogConfig{Enabled: true},
+			Retry:     host.RetryConfig{MaxAttempts: 1},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	got := consumeOutputs(t, c, "echoes", 1, 60*time.Second) // "after" comes last, on one partition
+	for len(got["j"]) == 0 {
+		more := consumeOutputs(t, c, "echoes", 1, 60*time.Second)
+		for k, v := range more {
+			got[k] = append(got[k], v...)
+		}
+	}
+	time.Sleep(300 * time.Millisecond) // a checkpoint after the last record
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if n := len(got["k"]); n == 0 || n == 8 {
+		t.Errorf("%d of the 8 fill records of key k succeeded; want the first few, until the state is too large", n)
+	}
+	dead, err := os.ReadFile(filepath.Join(dir, "big.deadletter.ndjson"))
+	if err != nil || !strings.Contains(string(dead), "changelog record") {
+		t.Errorf("dead letters (%v):\n%.2000s", err, dead)
+	}
+}
+
+// A partition tick that would give a key more state than one changelog record holds fails (its
+// effects discarded, as any failed tick's) and the task goes on; it used to halt the task at
+// the next checkpoint, and again at every restart.
+func TestChangelogTickStateTooLarge(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/hostile")
+	c := newCluster(t, "src", "echoes")
+	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "src", Partition: 0, Key: []byte("j"), Value: []byte("x")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(host.Config{
+		DataDir: t.TempDir(), Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
+		Tasks: []host.TaskConfig{{
+			Name: "ticker", Module: module, Config: map[string]any{"tick": "fill"},
+			Inputs:    []host.InputConfig{{Name: "src", Type: "kafka", Topics: []string{"src"}}},
+			Output:    host.OutputConfig{Type: "kafka", Topic: "echoes"},
+			Changelog: host.ChangelogConfig{Enabled: true},
+			Time:      host.TimeConfig{TickInterval: 50 * time.Millisecond},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- h.Run(ctx) }()
+	consumeOutputs(t, c, "echoes", 1, 60*time.Second) // the record's echo
+	deadline := time.Now().Add(30 * time.Second)
+	for h.Stats()[0].Failures < 3 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond) // ticks every 50 ms: a few have run
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if f := h.Stats()[0].Failures; f < 3 {
+		t.Errorf("%d failed ticks, want every tick to fail", f)
 	}
 }

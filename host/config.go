@@ -661,8 +661,50 @@ func (c Config) Validate() error {
 			bad(p+"time.max_firings_per_turn", "must be positive, got %d", t.Time.MaxFiringsPerTurn)
 		}
 		validateGrants(t.Grants, p+"grants.", bad)
+		for j, d := range t.Grants.Dirs {
+			for _, own := range []struct{ key, dir string }{{"data_dir", c.DataDir}, {"cache_dir", c.CacheDir}} {
+				if d.Host == "" || own.dir == "-" || !overlaps(d.Host, own.dir) {
+					continue
+				}
+				bad(fmt.Sprintf("%sgrants.dirs[%d].host", p, j),
+					"%s holds or is inside the %s (%s): the module could read or change the host's own files (state, module versions, compiled code); grant a directory apart from it",
+					d.Host, own.key, own.dir)
+				break // the cache is usually inside the data directory: one problem is enough
+			}
+		}
 	}
 	return errors.Join(errs...)
+}
+
+// overlaps reports whether directory a holds b, b holds a, or they are the same, once made
+// absolute and their symlinks resolved (as far as they exist).
+func overlaps(a, b string) bool {
+	a, b = realPath(a), realPath(b)
+	within := func(x, y string) bool { // x is y or inside it
+		rel, err := filepath.Rel(y, x)
+		return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+	}
+	return within(a, b) || within(b, a)
+}
+
+// realPath is p absolute with the symlinks of its longest existing prefix resolved.
+func realPath(p string) string {
+	p, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	var rest []string
+	for {
+		if r, err := filepath.EvalSymlinks(p); err == nil {
+			return filepath.Join(append([]string{r}, rest...)...)
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			return filepath.Join(append([]string{p}, rest...)...)
+		}
+		rest = append([]string{filepath.Base(p)}, rest...)
+		p = parent
+	}
 }
 
 func oneOf(bad func(string, string, ...any), key, v string, allowed []string) {

@@ -190,7 +190,7 @@ func TestCheckReportsGrants(t *testing.T) {
 	plain := kvTask("plain", mod, "in.ndjson", filepath.Join(dir, "a.ndjson"))
 	granted := kvTask("granted", mod, "in.ndjson", filepath.Join(dir, "b.ndjson"))
 	granted.Grants = host.GrantsConfig{Dirs: []host.DirGrantConfig{{Host: dir, Guest: "/data"}}, Env: []string{"WS_TEST"}, RealClock: true, Random: true}
-	reps, err := host.Check(context.Background(), host.Config{DataDir: filepath.Join(dir, "data"), Tasks: []host.TaskConfig{plain, granted}})
+	reps, err := host.Check(context.Background(), host.Config{DataDir: t.TempDir(), Tasks: []host.TaskConfig{plain, granted}})
 	if err != nil || len(reps) != 2 {
 		t.Fatalf("Check: %v, %d reports", err, len(reps))
 	}

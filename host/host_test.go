@@ -431,3 +431,36 @@ func TestValidateNamesEveryKey(t *testing.T) {
 		}
 	}
 }
+
+// A directory grant that holds the data directory or the compilation cache, or lies inside
+// one of them, would let a module read every task's state or change the store, the module
+// versions or the compiled code the host runs: refused. A grant beside them is fine.
+func TestValidateGrantOverDataDir(t *testing.T) {
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	cache := filepath.Join(dir, "cache")
+	for _, d := range []string{data, cache, filepath.Join(data, "sub"), filepath.Join(dir, "files")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Symlink(data, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		host   string
+		refuse bool
+	}{
+		{dir, true}, {data, true}, {filepath.Join(data, "sub"), true}, {cache, true},
+		{filepath.Join(dir, "link"), true}, {filepath.Join(dir, "files"), false},
+	} {
+		err := host.Config{DataDir: data, CacheDir: cache, Tasks: []host.TaskConfig{{
+			Name: "t", Module: "m.wasm", Inputs: []host.InputConfig{{Path: "in"}},
+			Grants: host.GrantsConfig{Dirs: []host.DirGrantConfig{{Host: c.host, Guest: "/d"}}},
+		}}}.Validate()
+		got := err != nil && strings.Contains(err.Error(), "tasks[0].grants.dirs[0].host:")
+		if got != c.refuse {
+			t.Errorf("grant of %s: Validate() = %v, want refused %v", c.host, err, c.refuse)
+		}
+	}
+}

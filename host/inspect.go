@@ -96,7 +96,10 @@ type StateReader struct {
 func OpenState(dataDir string) (*StateReader, error) {
 	dir := filepath.Join(dataDir, "state")
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("%w: %s", ErrNoState, dataDir)
+		if _, err := os.Stat(store.OuterMarker(dir)); err != nil {
+			return nil, fmt.Errorf("%w: %s", ErrNoState, dataDir)
+		}
+		// The store had data and its directory is gone: store.Open says so.
 	}
 	db, err := store.Open(dir, store.Options{ReadOnly: true})
 	if errors.Is(err, store.ErrLocked) {
@@ -112,19 +115,33 @@ func OpenState(dataDir string) (*StateReader, error) {
 // that the next Run starts with an empty store and reprocesses its inputs from the start. It
 // deletes nothing. It returns where the store went, or "" if there was none. A running host
 // holds the store: ResetState then fails.
+//
+// The marker beside the store (store.OuterMarker) goes with it, to the same name plus
+// ".STORE-ID"; when only that marker is left (the store's directory was deleted), it alone is
+// moved aside and ResetState returns where it went.
 func ResetState(dataDir string) (string, error) {
 	dir := filepath.Join(dataDir, "state")
+	aside := dir + ".damaged-" + time.Now().UTC().Format("20060102T150405Z")
+	outer := store.OuterMarker(dir)
 	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
-		return "", nil
+		if _, err := os.Stat(outer); err != nil {
+			return "", nil
+		}
+		if err := os.Rename(outer, store.OuterMarker(aside)); err != nil {
+			return "", fmt.Errorf("wasmstream: reset state: %w", err)
+		}
+		return store.OuterMarker(aside), nil
 	}
 	// Make sure no host uses it: a read-write open would take the lock, but also judge the
 	// store; the lock alone is what matters here.
 	if err := store.CheckUnlocked(dir); err != nil {
 		return "", fmt.Errorf("wasmstream: reset state: %w", err)
 	}
-	aside := dir + ".damaged-" + time.Now().UTC().Format("20060102T150405Z")
 	if err := os.Rename(dir, aside); err != nil {
 		return "", fmt.Errorf("wasmstream: reset state: %w", err)
+	}
+	if err := os.Rename(outer, store.OuterMarker(aside)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return "", fmt.Errorf("wasmstream: reset state: the store was moved to %s, but its marker %s was not: %w", aside, outer, err)
 	}
 	return aside, nil
 }

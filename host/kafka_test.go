@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -460,5 +461,91 @@ func saslFor(mech, user, pass string) sasl.Mechanism {
 		return scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()
 	default:
 		return scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()
+	}
+}
+
+// An emitted record that max_value_bytes allows but Kafka does not take (a 1 MiB value is over
+// the producer's 1,000,012-byte batch) fails the emit with ERR_TOO_LARGE, so the record goes to
+// the dead letters after its retries. It used to be produced, fail at the next flush and halt
+// the task, and a restart replayed it into the same halt.
+func TestKafkaOutputRecordTooLarge(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/hostile")
+	c := newCluster(t, "echoes")
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.txt")
+	if err := os.WriteFile(input, []byte("a:before\nb:mibemit\nc:after\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(host.Config{
+		DataDir: filepath.Join(dir, "data"), Logger: testLogger(t),
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
+		Tasks: []host.TaskConfig{{
+			Name: "big", Module: module,
+			Inputs: []host.InputConfig{{Name: "in", Type: "file", Path: input, Format: "text", KeySeparator: ":"}},
+			Output: host.OutputConfig{Type: "kafka", Topic: "echoes"},
+			Retry:  host.RetryConfig{MaxAttempts: 2, Backoff: time.Millisecond, MaxBackoff: time.Millisecond},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	got := consumeOutputs(t, c, "echoes", 2, 30*time.Second)
+	if len(got["a"]) != 1 || len(got["c"]) != 1 || len(got["k"]) != 0 {
+		t.Errorf("outputs %v, want those of a and c", got)
+	}
+	dead, err := os.ReadFile(filepath.Join(dir, "data", "big.deadletter.ndjson"))
+	if err != nil || !strings.Contains(string(dead), "ERR_TOO_LARGE") || !strings.Contains(string(dead), `"key":"b"`) {
+		t.Errorf("dead letters (%v):\n%s", err, dead)
+	}
+}
+
+// A dead letter too large for a Kafka record (a long malformed line of a file input) is cut to
+// fit, with headers saying so, instead of failing the flush and halting the task, which a
+// restart replayed into the same halt.
+func TestKafkaDeadLetterTooLarge(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/hostile")
+	c := newCluster(t, "echoes", "dlq")
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.txt")
+	long := "b:" + strings.Repeat("x", 2_000_000)
+	if err := os.WriteFile(input, []byte("a:before\n"+long+"\nc:after\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(host.Config{
+		DataDir: filepath.Join(dir, "data"), Logger: testLogger(t),
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
+		Tasks: []host.TaskConfig{{
+			Name: "long", Module: module,
+			Inputs:     []host.InputConfig{{Name: "in", Type: "file", Path: input, Format: "text", KeySeparator: ":", MaxLineBytes: 1_000_000}},
+			Output:     host.OutputConfig{Type: "kafka", Topic: "echoes"},
+			DeadLetter: host.DeadLetterConfig{Topic: "dlq"},
+		}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	dcl := newClient(t, c, kgo.ConsumeTopics("dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var dead []*kgo.Record
+	for len(dead) == 0 && ctx.Err() == nil {
+		dead = append(dead, dcl.PollFetches(ctx).Records()...)
+	}
+	if len(dead) != 1 {
+		t.Fatalf("%d dead letters, want 1", len(dead))
+	}
+	hs := map[string]string{}
+	for _, h := range dead[0].Headers {
+		hs[h.Key] = string(h.Value)
+	}
+	if v := string(dead[0].Value); !strings.HasPrefix(long, v) || len(v) < 900_000 || hs["wasmstream.truncated"] != "true" ||
+		hs["wasmstream.size"] != strconv.Itoa(len(long)) || !strings.Contains(hs["wasmstream.error"], "max_line_bytes") {
+		t.Errorf("dead letter of %d bytes, headers %v", len(v), hs)
 	}
 }

@@ -236,7 +236,9 @@
 // every table must match its checksum, which reads the whole store once.
 // Beside the database, [MarkerFile] records that the directory holds a store
 // that has had data; a directory with the marker whose database opens without
-// its version key is a lost MANIFEST or replaced files, not a new store. Each
+// its version key is a lost MANIFEST or replaced files, not a new store; the
+// same marker beside the directory ([OuterMarker]) says so when the directory
+// itself was deleted or emptied. Each
 // such problem, and any panic of Badger's in Open or a read, is an
 // [ErrCorrupt] that names the file or directory. Badger writes through
 // memory-mapped files, where a full disk raises SIGBUS instead of an error,

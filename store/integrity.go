@@ -21,6 +21,25 @@ import (
 // store, and opening it would silently start from nothing.
 const MarkerFile = "STORE-ID"
 
+// OuterMarker returns the path of the marker kept beside the store's directory dir
+// ("state" → "state.STORE-ID"). It is written with MarkerFile and says the same, but it is
+// not lost with the directory: a store whose directory was deleted, or emptied of every file,
+// is refused rather than started afresh. Moving a store aside moves its outer marker with it.
+func OuterMarker(dir string) string { return filepath.Clean(dir) + "." + MarkerFile }
+
+// hasOuterMarker reports whether OuterMarker(dir) exists.
+func hasOuterMarker(dir string) (bool, error) {
+	_, err := os.Stat(OuterMarker(dir))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	default:
+		return false, fmt.Errorf("store: %w", err)
+	}
+}
+
 // markerText is the marker's content.
 var markerText = fmt.Sprintf("wasmstream store\nformat %d\n", FormatVersion)
 
@@ -46,7 +65,12 @@ func hasMarker(dir string) (bool, error) {
 
 // writeMarker writes the marker file atomically and durably.
 func writeMarker(dir string) error {
-	path := filepath.Join(dir, MarkerFile)
+	return writeMarkerAt(filepath.Join(dir, MarkerFile))
+}
+
+// writeMarkerAt writes a marker file at path atomically and durably.
+func writeMarkerAt(path string) error {
+	dir := filepath.Dir(path)
 	tmp := path + ".tmp"
 	err := func() error {
 		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)

@@ -119,6 +119,30 @@ func TestOpenMarkedButEmpty(t *testing.T) {
 	wantCorrupt(t, dir, dir)
 }
 
+// TestOpenStoreDirectoryGone: the marker inside the directory goes with it, so a store whose
+// whole directory was deleted, or emptied of every file, STORE-ID included, is known by the
+// marker beside it and refused instead of being started afresh.
+func TestOpenStoreDirectoryGone(t *testing.T) {
+	t.Run("deleted", func(t *testing.T) {
+		dir, _ := filledStore(t, 10)
+		if err := os.RemoveAll(dir); err != nil {
+			t.Fatal(err)
+		}
+		wantCorrupt(t, dir, dir)
+		if _, err := os.Stat(dir); err == nil {
+			t.Error("Open made the directory again")
+		}
+	})
+	t.Run("emptied", func(t *testing.T) {
+		dir, _ := filledStore(t, 10)
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			os.RemoveAll(filepath.Join(dir, e.Name()))
+		}
+		wantCorrupt(t, dir, dir)
+	})
+}
+
 // TestOpenAdoptsUnmarkedStore: a store written before the marker existed opens and gets one.
 func TestOpenAdoptsUnmarkedStore(t *testing.T) {
 	dir, s := filledStore(t, 10)

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -87,18 +88,27 @@ func Open(dir string, opts Options) (db *DB, err error) {
 		return nil, fmt.Errorf("%w: dir must be empty exactly when InMemory is set", ErrInvalidOptions)
 	}
 	opts = opts.withDefaults()
+	marked, innerMarked, outerMarked := false, false, false
+	if !opts.InMemory {
+		if outerMarked, err = hasOuterMarker(dir); err != nil {
+			return nil, err
+		}
+		if _, err := os.Stat(dir); outerMarked && errors.Is(err, fs.ErrNotExist) {
+			return nil, corrupt(dir, "missing, but the store had data (%s says so): the whole directory was deleted or moved", OuterMarker(dir))
+		}
+	}
 	if opts.ReadOnly {
 		if _, err := os.Stat(dir); err != nil {
 			return nil, fmt.Errorf("store: open read-only: %w", err)
 		}
 	}
-	marked := false
 	if !opts.InMemory {
 		unlock, held := tryLock(dir, opts.ReadOnly)
 		if held {
 			return nil, fmt.Errorf("%w: %s", ErrLocked, dir)
 		}
-		marked, err = hasMarker(dir)
+		innerMarked, err = hasMarker(dir)
+		marked = innerMarked || outerMarked
 		var orphans []string
 		if err == nil {
 			orphans, err = checkFiles(dir, marked)
@@ -149,11 +159,14 @@ func Open(dir string, opts Options) (db *DB, err error) {
 		_ = bdb.Close()
 		return nil, err
 	}
-	if !opts.InMemory && !opts.ReadOnly && !marked {
-		// The format version must be on disk before the marker says the store has data.
+	if !opts.InMemory && !opts.ReadOnly && (!innerMarked || !outerMarked) {
+		// The format version must be on disk before the markers say the store has data.
 		err := bdb.Sync()
-		if err == nil {
+		if err == nil && !innerMarked {
 			err = writeMarker(dir)
+		}
+		if err == nil && !outerMarked {
+			err = writeMarkerAt(OuterMarker(dir))
 		}
 		if err != nil {
 			_ = bdb.Close()
@@ -229,8 +242,8 @@ func (db *DB) checkFormat(marked bool) error {
 		// upgrading only records the new version, after which an older binary
 		// refuses the store.
 	case marked:
-		return fmt.Errorf("%w: %s: the store had data (it has %s) but opens without it: its MANIFEST or tables were lost or replaced",
-			ErrCorrupt, db.dir, MarkerFile)
+		return fmt.Errorf("%w: %s: the store had data (it has %s, or %s is beside it) but opens without it: its MANIFEST or tables were lost or replaced",
+			ErrCorrupt, db.dir, MarkerFile, filepath.Base(OuterMarker(db.dir)))
 	case !empty:
 		return fmt.Errorf("%w: database has data but no format version", ErrNotStore)
 	case db.opts.ReadOnly:

@@ -31,6 +31,23 @@ type ProducerConfig struct {
 	DeliveryTimeout time.Duration
 }
 
+// MaxRecordBatchBytes is the largest record batch a producer makes: franz-go's default
+// ProducerBatchMaxBytes, which the producers keep (a broker's default max.message.bytes,
+// 1048588, takes it). A record that does not fit one batch alone fails at the next Flush, so
+// the host bounds what a module emits to a Kafka output by it (modrt.Limits.MaxRecordBytes).
+const MaxRecordBatchBytes = 1_000_012
+
+// RecordBytes bounds from above what a record with key, value and headers alone takes of a
+// batch of MaxRecordBatchBytes, Kafka's framing included (the batch header, and the record's and
+// each header's lengths as varints).
+func RecordBytes(key, value []byte, headers []Header) int {
+	n := 128 + len(key) + len(value)
+	for _, h := range headers {
+		n += 10 + len(h.Name) + len(h.Value)
+	}
+	return n
+}
+
 // NewProducer creates a producer: acks from all in-sync replicas, idempotent, key-hashed
 // partitioning (murmur2, as the Java client does).
 func NewProducer(cfg Config, pc ProducerConfig) (*Producer, error) {

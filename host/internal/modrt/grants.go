@@ -160,6 +160,10 @@ func parseAllow(entry string) (allowEntry, error) {
 	if entry == "" {
 		return e, fmt.Errorf("empty host")
 	}
+	if strings.Contains(entry, "@") {
+		// Never repeated: what comes before the @ may be a password.
+		return e, fmt.Errorf("a URL with user information (user:password@) is not a host name (write api.example.com, not a URL)")
+	}
 	if strings.Contains(entry, "://") || strings.ContainsAny(entry, "/?#@ \t") {
 		return e, fmt.Errorf("%q is not a host name (write api.example.com, not a URL)", entry)
 	}

@@ -416,12 +416,21 @@ func (i *Instance) emit(outPtr, outLen, keyPtr, keyLen, valPtr, valLen, hdrPtr, 
 		len(val) > i.lim.MaxValueBytes || len(hdr) > i.lim.MaxValueBytes {
 		return int64(abi.ErrTooLarge)
 	}
-	if e := i.chargeEmit(len(key) + len(val) + len(hdr)); e != abi.OK {
-		return int64(e)
-	}
 	hs, err := abi.DecodeHeaders(hdr)
 	if err != nil {
 		return int64(abi.ErrInvalid)
+	}
+	if max := i.lim.MaxRecordBytes; max > 0 {
+		size := RecordOverheadBytes + len(key) + len(val)
+		for _, h := range hs {
+			size += HeaderOverheadBytes + len(h.Name) + len(h.Value)
+		}
+		if size > max {
+			return int64(abi.ErrTooLarge)
+		}
+	}
+	if e := i.chargeEmit(len(key) + len(val) + len(hdr)); e != abi.OK {
+		return int64(e)
 	}
 	var name string
 	if len(i.outputs) == 0 {

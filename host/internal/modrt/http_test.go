@@ -447,6 +447,9 @@ func TestHTTPGrantValidate(t *testing.T) {
 		{name: "bad entries", g: HTTPGrant{Allow: []string{"https://a.example.com", "a.example.com/x", "", "*", "a..b", "a:0", "a:99999", "a:", "::1", "[1.2.3.4]", "a b"}},
 			want: []string{"Allow[0]: \"https://a.example.com\" is not a host name (write", "Allow[1]", "Allow[2]: empty host", "Allow[3]", "Allow[4]",
 				"Allow[5]: \"a:0\": port", "Allow[6]", "Allow[7]", "Allow[8]: \"::1\": write an IPv6 address in brackets", "Allow[9]", "Allow[10]"}},
+		// A URL with user information may hold a password: the error does not repeat it.
+		{name: "credentials", g: HTTPGrant{Allow: []string{"https://user:hunter2@a.example.com", "user:hunter2@a.example.com"}},
+			want: []string{"Allow[0]: a URL with user information (user:password@) is not a host name (write", "Allow[1]: a URL with"}},
 		{name: "negative", g: HTTPGrant{Allow: []string{"a"}, Timeout: -1, MaxTimeout: -1, MaxConcurrent: -1, MaxRequestBytes: -1, MaxResponseBytes: -1},
 			want: []string{"Timeout is negative", "MaxTimeout is negative", "MaxConcurrent is negative", "MaxRequestBytes is negative", "MaxResponseBytes is negative"}},
 		{name: "timeout over max", g: HTTPGrant{Allow: []string{"a"}, Timeout: 2 * time.Second, MaxTimeout: time.Second},
@@ -461,6 +464,9 @@ func TestHTTPGrantValidate(t *testing.T) {
 			for k, w := range tc.want {
 				if !strings.Contains(errs[k].Error(), w) || !strings.HasPrefix(errs[k].Error(), "modrt: grants: HTTP.") {
 					t.Errorf("error %d %q lacks %q", k, errs[k], w)
+				}
+				if strings.Contains(errs[k].Error(), "hunter2") {
+					t.Errorf("error %d %q repeats a password", k, errs[k])
 				}
 			}
 			err := Limits{Grants: Grants{HTTP: &tc.g}}.Validate()

@@ -47,6 +47,11 @@ type Limits struct {
 	// MaxValueBytes caps a state value, an emitted value and an emitted Headers layout
 	// (default 1 MiB): ERR_TOO_LARGE.
 	MaxValueBytes int
+	// MaxRecordBytes caps an emitted record as a Kafka producer sizes it in a batch: key, value,
+	// header names and values, plus RecordOverheadBytes and HeaderOverheadBytes per header.
+	// Over it the emit gets ERR_TOO_LARGE. 0: no cap (the host sets it for a Kafka output,
+	// which would otherwise fail the record at the next flush and halt the task).
+	MaxRecordBytes int
 	// MaxOutputsPerCall caps emits per call (default 65536): ERR_LIMIT.
 	MaxOutputsPerCall int
 	// MaxWritesPerCall caps state_put plus state_delete calls per call (default 65536): ERR_LIMIT.
@@ -95,6 +100,15 @@ type Limits struct {
 	Grants Grants
 }
 
+// RecordOverheadBytes and HeaderOverheadBytes bound what a Kafka record batch adds to an
+// emitted record's bytes (MaxRecordBytes): the batch header (61 bytes), the record's length,
+// attributes, timestamp and offset deltas, key and value lengths and header count as varints,
+// and each header's two length varints.
+const (
+	RecordOverheadBytes = 128
+	HeaderOverheadBytes = 10
+)
+
 // metered reports whether modules compiled under l are fuel-metered.
 func (l Limits) metered() bool { return l.FuelPerRecord != NoFuel }
 
@@ -111,6 +125,7 @@ func (l Limits) Validate() error {
 		{"MaxKeyBytes", l.MaxKeyBytes},
 		{"MaxNameBytes", l.MaxNameBytes},
 		{"MaxValueBytes", l.MaxValueBytes},
+		{"MaxRecordBytes", l.MaxRecordBytes},
 		{"MaxOutputsPerCall", l.MaxOutputsPerCall},
 		{"MaxWritesPerCall", l.MaxWritesPerCall},
 		{"MaxLogBytes", l.MaxLogBytes},

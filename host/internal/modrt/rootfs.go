@@ -290,7 +290,8 @@ func (r *rootFS) Symlink(target, link string) experimentalsys.Errno {
 const maxSymlinkHops = 40
 
 // symlinkInside reports whether a symlink at link (relative to the grant) pointing to target
-// would resolve beneath the grant: target is relative, and resolving it from the link's
+// would resolve beneath the grant: target is relative, has ".." only before its first name
+// (dotDotAfterName), and resolving it from the link's
 // directory, following the symlinks now in the grant as the kernel would, never climbs above
 // the grant. From the first component that does not exist on, the rest is resolved lexically.
 //
@@ -298,7 +299,7 @@ const maxSymlinkHops = 40
 // links pointing out for other programs; the guest's own opens are confined by os.Root whatever
 // a link says (a directory holding links can still be moved, see README "Security").
 func (r *rootFS) symlinkInside(target, link string) bool {
-	if target == "" || path.IsAbs(target) || strings.ContainsRune(target, 0) {
+	if target == "" || path.IsAbs(target) || strings.ContainsRune(target, 0) || dotDotAfterName(target) {
 		return false
 	}
 	var cur []string // resolved components from the grant
@@ -341,6 +342,27 @@ func (r *rootFS) symlinkInside(target, link string) bool {
 		todo = append(strings.Split(t, "/"), todo...)
 	}
 	return true
+}
+
+// dotDotAfterName reports whether target has a ".." after a name ("nx/../x"). The kernel
+// resolves such a ".." from wherever the name leads when the link is followed, and a symlink
+// made later can make the name lead elsewhere (nx -> . makes nx/.. the grant's parent): no check
+// when the link is made can vouch for it. Leading ".." ("../../x") climbs from the link's own
+// directory, which only a rename of a directory holding the link changes.
+func dotDotAfterName(target string) bool {
+	named := false
+	for _, c := range strings.Split(target, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			if named {
+				return true
+			}
+		default:
+			named = true
+		}
+	}
+	return false
 }
 
 // movesLinkOut reports whether from is a symlink that would point out of the grant at to.

@@ -494,3 +494,52 @@ func TestGrantDirsClosedWithInstance(t *testing.T) {
 		t.Errorf("Instantiate with the granted directory gone: %v", err)
 	}
 }
+
+// A symlink checked alone when it is made can be made to point out by a symlink made after it:
+// l -> nx/../secret.txt resolves inside while nx does not exist, and nx -> . is inside too, but
+// together l is ../secret.txt for the kernel. No order of symlinks the guest makes may leave one
+// that a program outside the sandbox would follow out of the grant.
+func TestRootFSSymlinkOrderCannotPointOut(t *testing.T) {
+	_, grant := escapeLayout(t)
+	r, err := openRootFS(grant, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.close()
+	if errno := r.Mkdir("d", 0o755); errno != 0 {
+		t.Fatal(errno)
+	}
+	for _, l := range [][2]string{
+		{"nx/../secret.txt", "l1"}, // nx does not exist yet
+		{"d/../secret.txt", "l2"},  // d is a directory, replaced below by a link
+		{"nx/./../outdir/f", "l3"},
+	} {
+		r.Symlink(l[0], l[1])
+	}
+	// Now make nx and d the grant itself (d's directory goes first).
+	if errno := r.Symlink(".", "nx"); errno != 0 {
+		t.Fatalf("Symlink nx -> .: %v", errno)
+	}
+	if errno := r.Rmdir("d"); errno != 0 {
+		t.Fatal(errno)
+	}
+	if errno := r.Symlink(".", "d"); errno != 0 {
+		t.Fatalf("Symlink d -> .: %v", errno)
+	}
+	for _, l := range []string{"l1", "l2", "l3"} {
+		if _, err := os.Lstat(filepath.Join(grant, l)); err != nil {
+			continue // refused when made: good
+		}
+		real, err := filepath.EvalSymlinks(filepath.Join(grant, l))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rel, err := filepath.Rel(grant, real); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			t.Errorf("the guest left %s pointing out of the grant, at %s", l, real)
+		}
+	}
+	// Leading ".." stays allowed where it stays inside.
+	if errno := r.Symlink("../sub/b", "sub/ok"); errno != 0 {
+		t.Errorf("Symlink sub/ok -> ../sub/b: %v", errno)
+	}
+}

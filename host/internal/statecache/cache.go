@@ -50,6 +50,12 @@ type Entry struct {
 	orphan    bool            // dropped from the cache (DropStream) while pinned: the cache no longer counts it
 	size      int64
 	counted   int64 // the part of size that Cache.size includes; Load changes size alone
+	// snap, when snapKnown, bounds from above the bytes of the key's snapshot (store
+	// KeySnapshot, encoded) with every write and timer operation applied so far: the host sets
+	// it from an exact count (SetSnapshotBytes), Apply and AddTimer raise it by what they add
+	// (and lower it by a value they replace or delete).
+	snap      int
+	snapKnown bool
 	// pendEntries and pendBytes are what the key's uncollected writes and timer operations
 	// cost in the store's transaction, as the loop charged them (Charge); 0 after Collect.
 	pendEntries, pendBytes int
@@ -254,6 +260,14 @@ func (c *Cache) account(e *Entry) {
 func (c *Cache) Apply(e *Entry, name, val []byte, del bool) (replaced int) {
 	replaced = -1
 	i, ok := e.find(name)
+	if e.snapKnown {
+		if ok && !e.slots[i].deleted {
+			e.snap -= len(name) + len(e.slots[i].val)
+		}
+		if !del {
+			e.snap += len(name) + len(val) + snapNameOverhead
+		}
+	}
 	if ok {
 		s := &e.slots[i]
 		if s.dirty {
@@ -302,6 +316,9 @@ func (c *Cache) SetStateVersion(e *Entry, v uint32) {
 
 // AddTimer records a timer set or delete of the key, committed with its state.
 func (c *Cache) AddTimer(e *Entry, op store.TimerOp) {
+	if e.snapKnown && !op.Delete {
+		e.snap += len(op.Name) + len(op.Payload) + snapTimerOverhead
+	}
 	e.timers = append(e.timers, op)
 	c.markDirty(e)
 }
@@ -333,6 +350,35 @@ func (c *Cache) Lookups() (hits, misses int64) { return c.hits, c.misses }
 
 // Len is the number of cached entries.
 func (c *Cache) Len() int { return len(c.entries) }
+
+// Per-name and per-timer bytes a snapshot's encoding adds at most to the name and value or
+// payload (lengths, domain, due time).
+const (
+	snapNameOverhead  = 16
+	snapTimerOverhead = 32
+)
+
+// SnapshotBytes returns the bound SetSnapshotBytes set, raised by what was applied since, and
+// whether there is one.
+func (e *Entry) SnapshotBytes() (n int, known bool) { return e.snap, e.snapKnown }
+
+// SetSnapshotBytes records n, an exact count of the bytes of the key's encoded snapshot.
+func (e *Entry) SetSnapshotBytes(n int) { e.snap, e.snapKnown = n, true }
+
+// Uncollected returns e's writes, timer operations, mark and state version not yet collected by
+// a checkpoint, as Collect would put them in one, without collecting them. The slices share
+// memory with e. No worker may hold e.
+func (e *Entry) Uncollected() store.KeyWrites {
+	kw := store.KeyWrites{Stream: e.stream, Key: e.key, Mark: e.mark, StateVersion: e.stateVers, Timers: e.timers}
+	if e.written {
+		for i := range e.slots {
+			if s := &e.slots[i]; s.dirty {
+				kw.Writes = append(kw.Writes, store.Write{Name: s.name, Value: s.val, Delete: s.deleted})
+			}
+		}
+	}
+	return kw
+}
 
 // Collect appends every dirty entry's writes and mark to cp and marks them clean. The values in
 // cp share memory with the cache; they are never modified in place, only replaced.

@@ -540,3 +540,36 @@ func TestLookups(t *testing.T) {
 		t.Fatalf("Lookups = %d hits, %d misses; want 1 and 2", hits, misses)
 	}
 }
+
+// The snapshot bound: unknown until set, then raised by every value and timer added and
+// lowered by a value replaced or deleted, never below what the state holds.
+func TestSnapshotBytesBound(t *testing.T) {
+	p := persisted{skeyString(1, []byte("k")): {"a": "1234567890"}}
+	c := New(p.load, 1<<30)
+	e := c.Pin(1, []byte("k"))
+	if err := e.Load(p.load); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.SnapshotBytes(); ok {
+		t.Fatal("a bound before SetSnapshotBytes")
+	}
+	c.Apply(e, []byte("b"), []byte("xx"), false) // not counted: no bound yet
+	e.SetSnapshotBytes(100)
+	for _, step := range []struct {
+		do   func()
+		want int
+	}{
+		{func() { c.Apply(e, []byte("c"), []byte("yyy"), false) }, 100 + 1 + 3 + snapNameOverhead},
+		{func() { c.Apply(e, []byte("a"), []byte("z"), false) }, 120 - 11 + 1 + 1 + snapNameOverhead},
+		{func() { c.Apply(e, []byte("b"), nil, true) }, 127 - 3},
+		{func() { c.Apply(e, []byte("b"), nil, true) }, 124}, // deleted already
+		{func() { c.AddTimer(e, store.TimerOp{Name: []byte("t"), Payload: []byte("pp")}) }, 124 + 3 + snapTimerOverhead},
+		{func() { c.AddTimer(e, store.TimerOp{Name: []byte("t"), Delete: true}) }, 159},
+	} {
+		step.do()
+		if n, ok := e.SnapshotBytes(); !ok || n != step.want {
+			t.Fatalf("bound %d, %v; want %d", n, ok, step.want)
+		}
+	}
+	c.Unpin(e)
+}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
+	"github.com/wasmstream/wasmstream/host/internal/modrt"
 	"github.com/wasmstream/wasmstream/store"
 )
 
@@ -179,6 +180,82 @@ func (t *Task) produceChangelog(cp *store.Checkpoint) error {
 	}
 	t.stats.ChangelogRecords += int64(len(cp.Keys))
 	return nil
+}
+
+// changelogRoom checks that the job's writes and timer operations leave each of its keys a
+// state that one changelog record holds: the checkpoint writes a key's whole state (names,
+// timers, mark) as one Kafka record, and one Kafka refuses would fail every checkpoint, or,
+// after a restart that finds the records applied, leave the changelog without the key's
+// latest state. A key that would outgrow it fails the job (limit, a record error: retried,
+// then dead-lettered) with the key's state as it was. fatal is a store error.
+func (t *Task) changelogRoom(j *job) (limit, fatal error) {
+	for gi := range j.groups {
+		g := &j.groups[gi]
+		if t.streams[g.stream] != g.st || !g.st.kafka || (len(g.effects.Writes) == 0 && len(g.effects.Timers) == 0) {
+			continue
+		}
+		changes := map[string]*store.KeyWrites{}
+		var order []string
+		at := func(key []byte) *store.KeyWrites {
+			kw := changes[string(key)]
+			if kw == nil {
+				kw = &store.KeyWrites{Key: key}
+				changes[string(key)] = kw
+				order = append(order, string(key))
+			}
+			return kw
+		}
+		for _, w := range g.effects.Writes {
+			kw := at(w.Key)
+			kw.Writes = append(kw.Writes, store.Write{Name: w.Name, Value: w.Value, Delete: w.Delete})
+		}
+		for _, op := range g.effects.Timers {
+			kw := at(op.Key)
+			kw.Timers = append(kw.Timers, store.TimerOp{Name: op.Name, Delete: op.Delete, Domain: uint8(op.Domain), Due: op.Due, Payload: op.Payload})
+		}
+		for _, key := range order {
+			e := g.entries[key]
+			if n, ok := e.SnapshotBytes(); ok && n+changeBytes(changes[key]) <= kafka.MaxRecordBatchBytes {
+				continue // within the limit by the bound: no need to read the key's state
+			}
+			snap, err := t.cfg.Store.Snapshot(t.cfg.Name, g.stream, []byte(key))
+			if err != nil {
+				return nil, fmt.Errorf("changelog: %w", err)
+			}
+			pending := e.Uncollected()
+			snap.Apply(&pending)
+			snap.Apply(changes[key])
+			v := store.EncodeSnapshot(nil, &snap)
+			k := changelogKey('k', g.st.tp.Topic, []byte(key))
+			n := kafka.RecordBytes(k, v, nil)
+			if n > kafka.MaxRecordBatchBytes {
+				return fmt.Errorf("%w: the state of key %q would take %d bytes in its changelog record, over the %d bytes a Kafka record holds: keep less state per key",
+					modrt.ErrOverLimit, shortKey(key), n, kafka.MaxRecordBatchBytes), nil
+			}
+			e.SetSnapshotBytes(n) // the job's changes, applied next, raise it again: a bound
+		}
+	}
+	return nil, nil
+}
+
+// changeBytes bounds what kw adds to a key's encoded snapshot.
+func changeBytes(kw *store.KeyWrites) int {
+	n := 0
+	for _, w := range kw.Writes {
+		n += len(w.Name) + len(w.Value) + 16
+	}
+	for _, op := range kw.Timers {
+		n += len(op.Name) + len(op.Payload) + 32
+	}
+	return n
+}
+
+// shortKey cuts a key for an error message.
+func shortKey(key string) string {
+	if len(key) > 64 {
+		return fmt.Sprintf("%s... (%d bytes)", key[:64], len(key))
+	}
+	return key
 }
 
 // restorePartition brings the local store's copy of a newly assigned partition up to date with

@@ -158,8 +158,23 @@ func (k KafkaDeadLetters) WriteDeadLetter(d *DeadLetter) error {
 		h("wasmstream.offset", strconv.FormatInt(d.Offset, 10)),
 		h("wasmstream.attempts", strconv.Itoa(d.Attempts)),
 	}
-	k.P.Produce(k.Topic, d.Key, d.Value, hs, k.Now())
+	value := d.Value
+	if kafka.RecordBytes(d.Key, value, hs) > kafka.MaxRecordBatchBytes {
+		// Kafka would refuse the whole record at the flush and the task would halt on it at
+		// every restart: keep what fits, and say so.
+		if len(hs[0].Value) > maxDeadLetterError {
+			hs[0].Value = append(hs[0].Value[:maxDeadLetterError:maxDeadLetterError], "…"...)
+		}
+		hs = append(hs, h("wasmstream.truncated", "true"), h("wasmstream.size", strconv.Itoa(len(d.Value))))
+		room := kafka.MaxRecordBatchBytes - kafka.RecordBytes(d.Key, nil, hs)
+		value = value[:max(0, min(len(value), room))]
+	}
+	k.P.Produce(k.Topic, d.Key, value, hs, k.Now())
 	return nil
 }
+
+// maxDeadLetterError is where the error header of a dead letter cut to fit a Kafka record is
+// cut too.
+const maxDeadLetterError = 16 << 10
 
 func (k KafkaDeadLetters) Flush() error { return k.P.Flush(context.Background()) }

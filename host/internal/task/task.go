@@ -595,7 +595,7 @@ func (t *Task) instantiate(ctx context.Context, v *version) (Processor, error) {
 	if v.newProc != nil {
 		return v.newProc(ctx)
 	}
-	return v.mod.Instantiate(ctx, instanceConfig(&t.cfg, t.cfg.Logger))
+	return v.mod.Instantiate(ctx, instanceConfig(&t.cfg, t.cfg.Logger)) // modrt adds the task to its logger
 }
 
 // instanceConfig is the configuration of an instance of cfg's module logging to log, a logger
@@ -930,6 +930,13 @@ func (t *Task) finish(j *job) error {
 		if t.streams[g.stream] != g.st || g.st.revoking {
 			gone += len(g.work)
 		}
+	}
+	if j.err == nil && t.changelog != nil {
+		limit, err := t.changelogRoom(j)
+		if err != nil {
+			return err
+		}
+		j.err = limit
 	}
 	if j.err == nil {
 		if j.ver.firstAt.IsZero() && t.cfg.ProvenGood != nil {

@@ -366,6 +366,25 @@ func (t *Task) tickDue() error {
 func tickJobID(n uint64) uint64 { return 1<<63 | n }
 
 // finishTick applies a tick's effects and releases its stream.
+// effectKeys returns the keys fx writes state or timers of.
+func effectKeys(fx *modrt.Effects) [][]byte {
+	var keys [][]byte
+	seen := map[string]bool{}
+	add := func(k []byte) {
+		if !seen[string(k)] {
+			seen[string(k)] = true
+			keys = append(keys, k)
+		}
+	}
+	for _, w := range fx.Writes {
+		add(w.Key)
+	}
+	for _, op := range fx.Timers {
+		add(op.Key)
+	}
+	return keys
+}
+
 func (t *Task) finishTick(j *job) error {
 	g := &j.groups[0]
 	st := g.st
@@ -393,6 +412,23 @@ func (t *Task) finishTick(j *job) error {
 		return e, e.Load(load)
 	}
 	defer t.release(j)
+	if t.changelog != nil {
+		for _, key := range effectKeys(&g.effects) {
+			if _, err := entry(key); err != nil {
+				return err
+			}
+		}
+		limit, err := t.changelogRoom(j)
+		if err != nil {
+			return err
+		}
+		if limit != nil {
+			t.stats.Failures++
+			t.log.Error("partition tick failed; its effects are discarded and the next tick runs as scheduled",
+				"input", st.name(), "err", limit)
+			return nil
+		}
+	}
 	for _, w := range g.effects.Writes {
 		e, err := entry(w.Key)
 		if err != nil {

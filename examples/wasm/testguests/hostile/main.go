@@ -6,6 +6,8 @@
 //	alloc      allocates 1 GiB
 //	emitstorm  emits until the host refuses, then returns the host's error
 //	bigemit    emits a 2 MiB value and returns the host's error
+//	mibemit    emits a value of 1 MiB (max_value_bytes' default) to output "big" and returns the
+//	           host's error
 //	statebomb  writes a 2 MiB state value and returns the host's error
 //	count      writes state "n" of the record's key, then echoes (a key too long for the store
 //	           fails at the host)
@@ -26,6 +28,8 @@
 //	anything else is echoed to output "echo"
 //
 // With task config {"init":"loop"} or {"init":"alloc"} its init loops forever or allocates 1 GiB.
+// With {"tick":"fill"} every partition tick writes 6 state values of 200 KB to key "k" (names
+// tick.0 to tick.5) and emits "tick" to output "ticks".
 //
 //	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -o hostile.wasm .
 package main
@@ -53,6 +57,9 @@ var (
 
 func init() {
 	wasmstream.HandleInit(func(cfg []byte) error {
+		if bytes.Contains(cfg, []byte(`"tick":"fill"`)) {
+			wasmstream.HandleTick(fillTick)
+		}
 		switch {
 		case bytes.Contains(cfg, []byte(`"init":"loop"`)):
 			spinForever()
@@ -62,6 +69,17 @@ func init() {
 		return nil
 	})
 	wasmstream.Handle(handle)
+}
+
+// fillTick writes 1.2 MB of state to key "k".
+func fillTick(*wasmstream.Tick) error {
+	st := wasmstream.StateOf([]byte("k"))
+	for i := range 6 {
+		if err := st.Put("tick."+strconv.Itoa(i), make([]byte, 200<<10)); err != nil {
+			return err
+		}
+	}
+	return wasmstream.Emit("ticks", []byte("k"), []byte("tick"))
 }
 
 func spinForever() {
@@ -94,6 +112,8 @@ func handle(r *wasmstream.Record) error {
 		}
 	case string(v) == "bigemit":
 		return emit("big", "k", make([]byte, 2<<20))
+	case string(v) == "mibemit":
+		return emit("big", "k", make([]byte, 1<<20))
 	case string(v) == "statebomb":
 		return r.State().Put("bomb", make([]byte, 2<<20))
 	case bytes.HasPrefix(v, []byte("escape ")):
