@@ -262,6 +262,9 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 	if st == nil || st.revoking {
 		return nil
 	}
+	// One Record for the whole fetch, overwritten for each: admit keeps none of it but its
+	// fields' values, and a Record per record would be a heap allocation per record.
+	var rec source.Record
 	for i := range f.Records {
 		r := &f.Records[i]
 		if st.tracker == nil {
@@ -270,7 +273,7 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 			continue // already admitted
 		}
 		st.lastAdded = r.Offset
-		rec := source.Record{Offset: r.Offset, Raw: r.Value}
+		rec = source.Record{Offset: r.Offset, Raw: r.Value}
 		rec.Key, rec.Value, rec.Timestamp = r.Key, r.Value, r.Timestamp
 		for _, h := range r.Headers {
 			rec.Headers = append(rec.Headers, abi.Header{Name: h.Name, Value: h.Value})

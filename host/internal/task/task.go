@@ -236,6 +236,7 @@ type Task struct {
 	results chan *job
 
 	inflight  map[uint64]*job
+	freeRecs  [][]abi.Record // record slices of released jobs, cleared, for the next jobs (loop only)
 	kafka     *kafkaSide     // the Kafka input, if any
 	changelog *changelogSide // the Kafka input's changelog, if any
 	// txnChangelog is the changelog writer of an exactly-once task, attached to its consumer.
