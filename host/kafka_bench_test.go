@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,6 +31,8 @@ func cpuNow() time.Duration {
 // CPU µs per record (the whole process, broker included) and the ratios.
 // BENCH_RECORDS sets the count (default 1M), BENCH_TASKS the wasmstream runs (default
 // "noop,counter,wordcount"): go test -run '^$' -bench KafkaPipeline -benchtime 1x ./host
+// BENCH_PROFILE=dir writes a CPU profile of each wasmstream run's steady part to dir/<task>.cpu
+// (the broker's share included; leave -cpuprofile out).
 func BenchmarkKafkaPipeline(b *testing.B) {
 	records := benchRecords(1_000_000)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "in", "raw-out", "noop-out", "counter-out", "wc-out"))
@@ -186,6 +189,7 @@ func timeHostRun(b *testing.B, cfg host.Config, records int, done func(host.Task
 	var cpu1 time.Duration
 	var t1 time.Time
 	var n1 int
+	stopProfile := func() {}
 	go func() { stopped <- h.Run(ctx) }()
 	for {
 		time.Sleep(10 * time.Millisecond)
@@ -196,6 +200,7 @@ func timeHostRun(b *testing.B, cfg host.Config, records int, done func(host.Task
 		}
 		if len(s) == 1 && t1.IsZero() && s[0].Processed > 0 {
 			cpu1, t1, n1 = cpuNow(), time.Now(), int(s[0].Processed)
+			stopProfile = startProfile(b, cfg.Tasks[0].Name)
 		}
 		select {
 		case err := <-stopped:
@@ -204,6 +209,7 @@ func timeHostRun(b *testing.B, cfg host.Config, records int, done func(host.Task
 		}
 	}
 	cpu2, t2 := cpuNow(), time.Now()
+	stopProfile()
 	cancel()
 	if err := <-stopped; err != nil {
 		b.Fatal(err)
@@ -215,6 +221,26 @@ func timeHostRun(b *testing.B, cfg host.Config, records int, done func(host.Task
 	r.start = t1.Sub(t0)
 	r.steady(records, n1, t1, t2, cpu1, cpu2)
 	return r, st
+}
+
+// startProfile starts a CPU profile to $BENCH_PROFILE/<name>.cpu if BENCH_PROFILE is set, and
+// returns what stops it.
+func startProfile(b *testing.B, name string) (stop func()) {
+	dir := getenv("BENCH_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, name+".cpu"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 func getenv(k string) string { return os.Getenv(k) }

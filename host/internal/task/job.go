@@ -24,16 +24,24 @@ type job struct {
 
 // group is the part of a job from one stream.
 type group struct {
-	stream     uint32
-	st         *stream // the stream as it was at dispatch: a revoked one is replaced
-	recs       []abi.Record
-	work       []*item                      // records and firings in batch order
-	wm         int64                        // the stream's watermark at dispatch
-	entries    map[string]*statecache.Entry // by key: the unit's state scope
-	lastOffset map[string]int64             // by record key: its last record in the call
-	effects    modrt.Effects
-	stateVer   uint32   // the state version of the instance that ran the unit
-	migrated   []string // keys whose state the unit migrated to stateVer
+	stream   uint32
+	st       *stream // the stream as it was at dispatch: a revoked one is replaced
+	recs     []abi.Record
+	work     []*item                      // records and firings in batch order
+	wm       int64                        // the stream's watermark at dispatch
+	entries  map[string]*statecache.Entry // by key: the unit's state scope
+	marks    []keyMark                    // per record key: its last record in the call
+	effects  modrt.Effects
+	stateVer uint32   // the state version of the instance that ran the unit
+	migrated []string // keys whose state the unit migrated to stateVer
+}
+
+// keyMark is a key's last record in a group. A key's items are consecutive in a batch (the
+// scheduler takes them from its queue together), so a key has one keyMark per group; were it
+// not so, SetMark keeps the highest of several.
+type keyMark struct {
+	e    *statecache.Entry
+	last int64
 }
 
 func (t *Task) newJob(b sched.Batch[*item]) *job {
@@ -52,13 +60,13 @@ func (t *Task) newJob(b sched.Batch[*item]) *job {
 			rest := len(b.Items) - n
 			st := t.streams[it.Stream]
 			j.groups = append(j.groups, group{
-				stream:     it.Stream,
-				st:         st,
-				wm:         st.tm.watermark(),
-				work:       make([]*item, 0, rest),
-				recs:       t.takeRecs(rest),
-				entries:    make(map[string]*statecache.Entry, rest),
-				lastOffset: make(map[string]int64, rest),
+				stream:  it.Stream,
+				st:      st,
+				wm:      st.tm.watermark(),
+				work:    make([]*item, 0, rest),
+				recs:    t.takeRecs(rest),
+				entries: make(map[string]*statecache.Entry, rest),
+				marks:   make([]keyMark, 0, rest),
 			})
 			g = &j.groups[len(j.groups)-1]
 		}
@@ -76,7 +84,11 @@ func (t *Task) newJob(b sched.Batch[*item]) *job {
 		}
 		if v.fire == nil && !v.migrate {
 			g.recs = append(g.recs, v.rec)
-			g.lastOffset[e.KeyString()] = v.rec.Offset
+			if n := len(g.marks); n > 0 && g.marks[n-1].e == e {
+				g.marks[n-1].last = v.rec.Offset
+			} else {
+				g.marks = append(g.marks, keyMark{e, v.rec.Offset})
+			}
 		}
 	}
 	return j

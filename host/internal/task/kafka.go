@@ -265,6 +265,7 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 	// One Record for the whole fetch, overwritten for each: admit keeps none of it but its
 	// fields' values, and a Record per record would be a heap allocation per record.
 	var rec source.Record
+	now := t.cfg.Now()
 	for i := range f.Records {
 		r := &f.Records[i]
 		if st.tracker == nil {
@@ -278,7 +279,7 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 		for _, h := range r.Headers {
 			rec.Headers = append(rec.Headers, abi.Header{Name: h.Name, Value: h.Value})
 		}
-		if err := t.admit(st, &rec); err != nil {
+		if err := t.admit(st, &rec, now); err != nil {
 			return err
 		}
 	}

@@ -666,8 +666,9 @@ func (t *Task) ingest(c source.Chunk) error {
 	if c.Err != nil {
 		return fmt.Errorf("input %s: %w", st.in.Name, c.Err)
 	}
+	now := t.cfg.Now()
 	for i := range c.Records {
-		if err := t.admit(st, &c.Records[i]); err != nil {
+		if err := t.admit(st, &c.Records[i], now); err != nil {
 			return err
 		}
 	}
@@ -683,8 +684,9 @@ func (t *Task) ingest(c source.Chunk) error {
 }
 
 // admit routes one record: to the dead letters if malformed, past the guest if a replay of
-// already applied work, and otherwise into its key's queue.
-func (t *Task) admit(st *stream, r *source.Record) error {
+// already applied work, and otherwise into its key's queue. now is when its chunk or fetch
+// arrived: the clock is read once for all of them.
+func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 	st.records++
 	t.stats.Records++
 	if err := st.tracker.Add(r.Offset); err != nil {
@@ -756,7 +758,7 @@ func (t *Task) admit(st *stream, r *source.Record) error {
 		st.tracker.Complete(r.Offset)
 		return nil
 	}
-	late := st.tm.observe(r.Offset, r.Timestamp, t.cfg.Lateness, t.cfg.Now())
+	late := st.tm.observe(r.Offset, r.Timestamp, t.cfg.Lateness, now)
 	if late {
 		t.stats.Late++
 	}
@@ -1013,8 +1015,8 @@ func (t *Task) apply(j *job) {
 			t.applyTimer(st, g.entries[string(op.Key)], op.Name, dirtyTimer{del: op.Delete, domain: op.Domain, due: op.Due, payload: op.Payload})
 		}
 		if changed {
-			for key, last := range g.lastOffset {
-				t.cache.SetMark(g.entries[key], last)
+			for _, m := range g.marks {
+				t.cache.SetMark(m.e, m.last)
 			}
 		}
 		t.writeOutputs(g.effects.Outputs)
