@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"syscall"
@@ -77,6 +78,7 @@ func BenchmarkKafkaPipeline(b *testing.B) {
 type pipelineRun struct {
 	rate, cpu             float64 // records/s and CPU µs per record over the whole run
 	steadyRate, steadyCPU float64 // the same from the first record out to the last
+	steadyAllocs          float64 // heap allocations per record in the steady part (the process's)
 	start                 time.Duration
 }
 
@@ -85,6 +87,7 @@ func (r pipelineRun) report(b *testing.B, name string, raw pipelineRun) {
 	b.ReportMetric(r.cpu, name+"-cpu-µs/rec")
 	b.ReportMetric(r.steadyRate, name+"-steady-rec/s")
 	b.ReportMetric(r.steadyCPU, name+"-steady-cpu-µs/rec")
+	b.ReportMetric(r.steadyAllocs, name+"-steady-allocs/rec")
 	b.ReportMetric(r.start.Seconds(), name+"-start-s")
 	if name != "raw" {
 		b.ReportMetric(r.rate/raw.rate, name+"/raw")
@@ -95,12 +98,19 @@ func (r pipelineRun) report(b *testing.B, name string, raw pipelineRun) {
 	}
 }
 
-// steady fills r's steady figures: n records out of records had come out at (t1, cpu1), the
-// last at (t2, cpu2).
-func (r *pipelineRun) steady(records, n int, t1, t2 time.Time, cpu1, cpu2 time.Duration) {
+// steady fills r's steady figures: n records out of records had come out at (t1, cpu1,
+// mallocs1), the last at (t2, cpu2, mallocs2).
+func (r *pipelineRun) steady(records, n int, t1, t2 time.Time, cpu1, cpu2 time.Duration, mallocs1, mallocs2 uint64) {
 	left := float64(records - n)
 	r.steadyRate = left / t2.Sub(t1).Seconds()
 	r.steadyCPU = float64((cpu2 - cpu1).Microseconds()) / left
+	r.steadyAllocs = float64(mallocs2-mallocs1) / left
+}
+
+func mallocs() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.Mallocs
 }
 
 // benchTasks returns the names in BENCH_TASKS (comma-separated), or in def.
@@ -133,11 +143,12 @@ func rawPassthrough(b *testing.B, c *kfake.Cluster, records int) (r pipelineRun)
 	cpu0, t0 := cpuNow(), time.Now()
 	var cpu1 time.Duration
 	var t1 time.Time
+	var m1 uint64
 	n, n1 := 0, 0
 	for n < records {
 		fs := cl.PollRecords(ctx, 10000)
 		if t1.IsZero() && n > 0 {
-			cpu1, t1, n1 = cpuNow(), time.Now(), n
+			cpu1, t1, n1, m1 = cpuNow(), time.Now(), n, mallocs()
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			cl.Produce(ctx, &kgo.Record{Topic: "raw-out", Key: r.Key, Value: r.Value}, nil)
@@ -150,10 +161,10 @@ func rawPassthrough(b *testing.B, c *kfake.Cluster, records int) (r pipelineRun)
 			b.Fatal(err)
 		}
 	}
-	cpu2, t2 := cpuNow(), time.Now()
+	cpu2, t2, m2 := cpuNow(), time.Now(), mallocs()
 	r.rate, r.cpu = float64(records)/t2.Sub(t0).Seconds(), float64((cpu2-cpu0).Microseconds())/float64(records)
 	r.start = t1.Sub(t0)
-	r.steady(records, n1, t1, t2, cpu1, cpu2)
+	r.steady(records, n1, t1, t2, cpu1, cpu2, m1, m2)
 	return r
 }
 
@@ -192,6 +203,7 @@ func timeHostRun(b *testing.B, cfg host.Config, records int, done func(host.Task
 	var cpu1 time.Duration
 	var t1 time.Time
 	var n1 int
+	var m1 uint64
 	stopProfile := func() {}
 	go func() { stopped <- h.Run(ctx) }()
 	for {
@@ -202,7 +214,7 @@ func timeHostRun(b *testing.B, cfg host.Config, records int, done func(host.Task
 			break
 		}
 		if len(s) == 1 && t1.IsZero() && s[0].Processed > 0 {
-			cpu1, t1, n1 = cpuNow(), time.Now(), int(s[0].Processed)
+			cpu1, t1, n1, m1 = cpuNow(), time.Now(), int(s[0].Processed), mallocs()
 			stopProfile = startProfile(b, cfg.Tasks[0].Name)
 		}
 		select {
@@ -211,7 +223,7 @@ func timeHostRun(b *testing.B, cfg host.Config, records int, done func(host.Task
 		default:
 		}
 	}
-	cpu2, t2 := cpuNow(), time.Now()
+	cpu2, t2, m2 := cpuNow(), time.Now(), mallocs()
 	stopProfile()
 	cancel()
 	if err := <-stopped; err != nil {
@@ -222,7 +234,7 @@ func timeHostRun(b *testing.B, cfg host.Config, records int, done func(host.Task
 		t1, cpu1 = t0, cpu0
 	}
 	r.start = t1.Sub(t0)
-	r.steady(records, n1, t1, t2, cpu1, cpu2)
+	r.steady(records, n1, t1, t2, cpu1, cpu2, m1, m2)
 	return r, st
 }
 
