@@ -84,8 +84,8 @@ func (t *Task) newJob(b sched.Batch[*item]) *job {
 		}
 		if v.fire == nil && !v.migrate {
 			g.recs = append(g.recs, v.rec)
-			if n := len(g.marks); n > 0 && g.marks[n-1].e == e {
-				g.marks[n-1].last = v.rec.Offset
+			if m := len(g.marks); m > 0 && g.marks[m-1].e == e {
+				g.marks[m-1].last = v.rec.Offset
 			} else {
 				g.marks = append(g.marks, keyMark{e, v.rec.Offset})
 			}

@@ -33,9 +33,7 @@ func TestNewJobAllocs(t *testing.T) {
 		tk.release(j)
 	}
 	run() // the keys' cache entries exist from now on, as in a steady state
-	got := testing.AllocsPerRun(20, run)
-	t.Logf("%.0f allocations", got)
-	if got > n/10 {
+	if got := testing.AllocsPerRun(20, run); got > n/10 {
 		t.Errorf("forming and releasing a job of %d records: %.0f allocations, want at most %d", n, got, n/10)
 	}
 }
