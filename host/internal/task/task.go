@@ -143,7 +143,7 @@ type stream struct {
 	lastAdded int64                // Kafka: the last offset admitted
 	inflight  int                  // records of the stream in batches being processed
 	revoking  bool                 // Kafka: revoked, draining its batches in flight
-	source    []byte               // Kafka: the topic, as records carry it
+	source    []byte               // the input name, or for Kafka the topic, as records carry it (shared, read-only)
 
 	tm streamTime // event time, timers and ticks
 }
@@ -157,12 +157,7 @@ func (st *stream) name() string {
 }
 
 // sourceName is the source field records of the stream carry.
-func (st *stream) sourceName() []byte {
-	if st.kafka {
-		return st.source
-	}
-	return []byte(st.in.Name)
-}
+func (st *stream) sourceName() []byte { return st.source }
 
 // where names a record's position for errors: "input x line 42" or "topic t partition 3
 // offset 41".
@@ -493,7 +488,7 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 		pos = store.Position{Next: 0, Horizon: -1, Resume: 0, Watermark: -1}
 	}
 	st := &stream{id: id, in: in, durable: pos, horizon: pos.Horizon, replay: pos.Horizon,
-		tm: newStreamTime(t.cfg.Now(), t.cfg.TickEvery)}
+		source: []byte(in.Name), tm: newStreamTime(t.cfg.Now(), t.cfg.TickEvery)}
 	st.tm.wm = pos.Watermark // restored: monotonic across restarts
 	var r io.Reader
 	start, resume := pos.Next, pos.Resume
@@ -778,7 +773,7 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 		rec: abi.Record{
 			Offset:    r.Offset,
 			Timestamp: r.Timestamp,
-			Source:    []byte(st.in.Name),
+			Source:    st.source,
 			Key:       key,
 			Value:     r.Value,
 			Headers:   r.Headers,
@@ -789,7 +784,7 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 		it.rec.Flags |= abi.FlagLate
 	}
 	if st.kafka {
-		it.rec.Source, it.rec.Partition = st.source, uint32(st.tp.Partition)
+		it.rec.Partition = uint32(st.tp.Partition)
 	}
 	t.pending++
 	if err := t.sched.Push(sched.Item[*item]{
