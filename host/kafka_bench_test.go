@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,12 +27,16 @@ func cpuNow() time.Duration {
 
 // BenchmarkKafkaPipeline measures on one in-process cluster, in one run, over the same 4-partition
 // topic of ~100-byte records: (a) raw franz-go consume → produce, committing per poll (the
-// ceiling), (b) wasmstream with the no-op wasm task, (c) with the wasm wordcount; it reports
-// records/s, CPU µs per record (the whole process, broker included) and the ratios.
-// BENCH_RECORDS sets the count (default 1M): go test -run '^$' -bench KafkaPipeline -benchtime 1x ./host
+// ceiling), (b) wasmstream with the no-op wasm task, (c) with the stateful counter (1 state get,
+// 1 put and 1 output per record over 10k keys), (d) with the wasm wordcount; it reports records/s,
+// CPU µs per record (the whole process, broker included) and the ratios.
+// BENCH_RECORDS sets the count (default 1M), BENCH_TASKS the wasmstream runs (default
+// "noop,counter,wordcount"): go test -run '^$' -bench KafkaPipeline -benchtime 1x ./host
+// BENCH_PROFILE=dir writes a CPU profile of each wasmstream run's steady part to dir/<task>.cpu
+// (the broker's share included; leave -cpuprofile out).
 func BenchmarkKafkaPipeline(b *testing.B) {
 	records := benchRecords(1_000_000)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "in", "raw-out", "noop-out", "wc-out"))
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "in", "raw-out", "noop-out", "counter-out", "wc-out"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -49,20 +55,71 @@ func BenchmarkKafkaPipeline(b *testing.B) {
 	if err := prod.Flush(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	noop, wc := guestbuild.Go(b, "testguests/noop"), guestbuild.Go(b, "wordcount")
-	for i := 0; i < b.N; i++ {
-		rawRate, rawCPU := rawPassthrough(b, c, records)
-		noopRate, noopCPU := hostOverKafka(b, c, noop, "noop", records)
-		wcRate, wcCPU := hostOverKafka(b, c, wc, "wc", records)
-		b.ReportMetric(rawRate, "raw-rec/s")
-		b.ReportMetric(noopRate, "noop-rec/s")
-		b.ReportMetric(wcRate, "wordcount-rec/s")
-		b.ReportMetric(rawCPU, "raw-cpu-µs/rec")
-		b.ReportMetric(noopCPU, "noop-cpu-µs/rec")
-		b.ReportMetric(wcCPU, "wordcount-cpu-µs/rec")
-		b.ReportMetric(noopRate/rawRate, "noop/raw")
-		b.ReportMetric(wcRate/rawRate, "wordcount/raw")
+	tasks := benchTasks("noop,counter,wordcount")
+	modules := map[string]string{}
+	for _, t := range tasks {
+		modules[t] = guestbuild.Go(b, map[string]string{"noop": "testguests/noop", "counter": "testguests/counter", "wordcount": "wordcount"}[t])
 	}
+	for i := 0; i < b.N; i++ {
+		raw := rawPassthrough(b, c, records)
+		raw.report(b, "raw", raw)
+		for _, t := range tasks {
+			name := t
+			if t == "wordcount" {
+				name = "wc"
+			}
+			hostOverKafka(b, c, modules[t], name, records).report(b, t, raw)
+		}
+	}
+}
+
+// pipelineRun is one run's figures. The steady figures start at the first record out, so they
+// leave out start-up (compiling the module, joining the group), which start reports.
+type pipelineRun struct {
+	rate, cpu             float64 // records/s and CPU µs per record over the whole run
+	steadyRate, steadyCPU float64 // the same from the first record out to the last
+	steadyAllocs          float64 // heap allocations per record in the steady part (the process's)
+	start                 time.Duration
+}
+
+func (r pipelineRun) report(b *testing.B, name string, raw pipelineRun) {
+	b.ReportMetric(r.rate, name+"-rec/s")
+	b.ReportMetric(r.cpu, name+"-cpu-µs/rec")
+	b.ReportMetric(r.steadyRate, name+"-steady-rec/s")
+	b.ReportMetric(r.steadyCPU, name+"-steady-cpu-µs/rec")
+	b.ReportMetric(r.steadyAllocs, name+"-steady-allocs/rec")
+	b.ReportMetric(r.start.Seconds(), name+"-start-s")
+	if name != "raw" {
+		b.ReportMetric(r.rate/raw.rate, name+"/raw")
+		b.ReportMetric(r.steadyRate/raw.steadyRate, name+"-steady/raw")
+		// The rate a CPU-bound machine would give: on a shared machine the wall-clock ratios
+		// move with the neighbours' load, the CPU per record much less.
+		b.ReportMetric(raw.steadyCPU/r.steadyCPU, name+"-steady-cpu/raw")
+	}
+}
+
+// steady fills r's steady figures: n records out of records had come out at (t1, cpu1,
+// mallocs1), the last at (t2, cpu2, mallocs2).
+func (r *pipelineRun) steady(records, n int, t1, t2 time.Time, cpu1, cpu2 time.Duration, mallocs1, mallocs2 uint64) {
+	left := float64(records - n)
+	r.steadyRate = left / t2.Sub(t1).Seconds()
+	r.steadyCPU = float64((cpu2 - cpu1).Microseconds()) / left
+	r.steadyAllocs = float64(mallocs2-mallocs1) / left
+}
+
+func mallocs() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.Mallocs
+}
+
+// benchTasks returns the names in BENCH_TASKS (comma-separated), or in def.
+func benchTasks(def string) []string {
+	s := strings.TrimSpace(getenv("BENCH_TASKS"))
+	if s == "" {
+		s = def
+	}
+	return strings.Split(s, ",")
 }
 
 func benchRecords(def int) int {
@@ -75,7 +132,7 @@ func benchRecords(def int) int {
 
 // rawPassthrough consumes "in" in a fresh group and produces each record to raw-out,
 // committing after each poll's records are acknowledged.
-func rawPassthrough(b *testing.B, c *kfake.Cluster, records int) (rate, cpuPerRec float64) {
+func rawPassthrough(b *testing.B, c *kfake.Cluster, records int) (r pipelineRun) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumerGroup("raw"), kgo.ConsumeTopics("in"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
@@ -84,9 +141,15 @@ func rawPassthrough(b *testing.B, c *kfake.Cluster, records int) (rate, cpuPerRe
 	defer cl.Close()
 	ctx := context.Background()
 	cpu0, t0 := cpuNow(), time.Now()
-	n := 0
+	var cpu1 time.Duration
+	var t1 time.Time
+	var m1 uint64
+	n, n1 := 0, 0
 	for n < records {
 		fs := cl.PollRecords(ctx, 10000)
+		if t1.IsZero() && n > 0 {
+			cpu1, t1, n1, m1 = cpuNow(), time.Now(), n, mallocs()
+		}
 		fs.EachRecord(func(r *kgo.Record) {
 			cl.Produce(ctx, &kgo.Record{Topic: "raw-out", Key: r.Key, Value: r.Value}, nil)
 			n++
@@ -98,14 +161,17 @@ func rawPassthrough(b *testing.B, c *kfake.Cluster, records int) (rate, cpuPerRe
 			b.Fatal(err)
 		}
 	}
-	wall, cpu := time.Since(t0), cpuNow()-cpu0
-	return float64(records) / wall.Seconds(), float64(cpu.Microseconds()) / float64(records)
+	cpu2, t2, m2 := cpuNow(), time.Now(), mallocs()
+	r.rate, r.cpu = float64(records)/t2.Sub(t0).Seconds(), float64((cpu2-cpu0).Microseconds())/float64(records)
+	r.start = t1.Sub(t0)
+	r.steady(records, n1, t1, t2, cpu1, cpu2, m1, m2)
+	return r
 }
 
 // hostOverKafka runs a wasmstream host with module over "in" (its own group) until it has
 // processed every record.
-func hostOverKafka(b *testing.B, c *kfake.Cluster, module, name string, records int) (rate, cpuPerRec float64) {
-	rate, cpuPerRec, _ = timeHost(b, host.Config{
+func hostOverKafka(b *testing.B, c *kfake.Cluster, module, name string, records int) pipelineRun {
+	r, _ := timeHostRun(b, host.Config{
 		DataDir: filepath.Join(b.TempDir(), "data"), CheckpointInterval: 200 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{{
@@ -114,12 +180,19 @@ func hostOverKafka(b *testing.B, c *kfake.Cluster, module, name string, records 
 			Output: host.OutputConfig{Type: "kafka", Topic: name + "-out"},
 		}},
 	}, records, func(s host.TaskStats) bool { return s.Processed >= int64(records) })
-	return rate, cpuPerRec
+	return r
 }
 
 // timeHost runs a host with one task until its figures satisfy done, and returns the rate over
 // records, the CPU per record (the whole process) and the figures.
 func timeHost(b *testing.B, cfg host.Config, records int, done func(host.TaskStats) bool) (rate, cpuPerRec float64, st host.TaskStats) {
+	r, st := timeHostRun(b, cfg, records, done)
+	return r.rate, r.cpu, st
+}
+
+// timeHostRun is timeHost with the steady figures: from when the task's first records were
+// processed (seen within the 10 ms the figures are polled at) to done.
+func timeHostRun(b *testing.B, cfg host.Config, records int, done func(host.TaskStats) bool) (r pipelineRun, st host.TaskStats) {
 	h, err := host.New(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -127,12 +200,22 @@ func timeHost(b *testing.B, cfg host.Config, records int, done func(host.TaskSta
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan error, 1)
 	cpu0, t0 := cpuNow(), time.Now()
+	var cpu1 time.Duration
+	var t1 time.Time
+	var n1 int
+	var m1 uint64
+	stopProfile := func() {}
 	go func() { stopped <- h.Run(ctx) }()
 	for {
 		time.Sleep(10 * time.Millisecond)
-		if s := h.Stats(); len(s) == 1 && done(s[0]) {
+		s := h.Stats()
+		if len(s) == 1 && done(s[0]) {
 			st = s[0]
 			break
+		}
+		if len(s) == 1 && t1.IsZero() && s[0].Processed > 0 {
+			cpu1, t1, n1, m1 = cpuNow(), time.Now(), int(s[0].Processed), mallocs()
+			stopProfile = startProfile(b, cfg.Tasks[0].Name)
 		}
 		select {
 		case err := <-stopped:
@@ -140,12 +223,39 @@ func timeHost(b *testing.B, cfg host.Config, records int, done func(host.TaskSta
 		default:
 		}
 	}
-	wall, cpu := time.Since(t0), cpuNow()-cpu0
+	cpu2, t2, m2 := cpuNow(), time.Now(), mallocs()
+	stopProfile()
 	cancel()
 	if err := <-stopped; err != nil {
 		b.Fatal(err)
 	}
-	return float64(records) / wall.Seconds(), float64(cpu.Microseconds()) / float64(records), st
+	r.rate, r.cpu = float64(records)/t2.Sub(t0).Seconds(), float64((cpu2-cpu0).Microseconds())/float64(records)
+	if t1.IsZero() { // done at the first look
+		t1, cpu1 = t0, cpu0
+	}
+	r.start = t1.Sub(t0)
+	r.steady(records, n1, t1, t2, cpu1, cpu2, m1, m2)
+	return r, st
+}
+
+// startProfile starts a CPU profile to $BENCH_PROFILE/<name>.cpu if BENCH_PROFILE is set, and
+// returns what stops it.
+func startProfile(b *testing.B, name string) (stop func()) {
+	dir := getenv("BENCH_PROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, name+".cpu"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}
 }
 
 func getenv(k string) string { return os.Getenv(k) }

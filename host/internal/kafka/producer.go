@@ -17,10 +17,15 @@ type Producer struct {
 	log    *slog.Logger
 	shared bool // the client is a transactional consumer's (NewTxnProducer): it closes it
 
-	mu  sync.Mutex
-	err error // first delivery failure since the last Flush
-	n   int64
+	mu   sync.Mutex
+	err  error // first delivery failure since the last Flush
+	n    int64
+	slab []kgo.Record             // records not handed out yet: one allocation for many outputs
+	ack  func(*kgo.Record, error) // acked, made once: a method value per record allocates
 }
+
+// slabRecords is how many records Produce allocates at once.
+const slabRecords = 256
 
 // ProducerConfig tunes the producer.
 type ProducerConfig struct {
@@ -97,22 +102,34 @@ func (p *Producer) Ping(ctx context.Context) error {
 // Produce sends a record asynchronously; ts is ms since the epoch. The byte slices must stay
 // unmodified until the next Flush returns.
 func (p *Producer) Produce(topic string, key, value []byte, headers []Header, ts int64) {
-	r := &kgo.Record{Topic: topic, Key: key, Value: value, Timestamp: time.UnixMilli(ts)}
+	p.mu.Lock()
+	p.n++
+	if len(p.slab) == 0 {
+		p.slab = make([]kgo.Record, slabRecords)
+	}
+	r := &p.slab[0]
+	p.slab = p.slab[1:]
+	if p.ack == nil {
+		p.ack = p.acked
+	}
+	ack := p.ack
+	p.mu.Unlock()
+	*r = kgo.Record{Topic: topic, Key: key, Value: value, Timestamp: time.UnixMilli(ts)}
 	for _, h := range headers {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: string(h.Name), Value: h.Value})
 	}
-	p.mu.Lock()
-	p.n++
-	p.mu.Unlock()
-	p.cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
-		if err != nil {
-			p.mu.Lock()
-			if p.err == nil {
-				p.err = fmt.Errorf("kafka: producing to %s: %w", r.Topic, err)
-			}
-			p.mu.Unlock()
+	p.cl.Produce(context.Background(), r, ack)
+}
+
+// acked is the promise of every record: it keeps the first failure for Flush.
+func (p *Producer) acked(r *kgo.Record, err error) {
+	if err != nil {
+		p.mu.Lock()
+		if p.err == nil {
+			p.err = fmt.Errorf("kafka: producing to %s: %w", r.Topic, err)
 		}
-	})
+		p.mu.Unlock()
+	}
 }
 
 // Flush waits until every record produced so far is acknowledged and returns the first

@@ -283,7 +283,7 @@ func (i *Instance) statePut(keyPtr, keyLen, namePtr, nameLen, valPtr, valLen uin
 	if sk.names == nil {
 		sk.names = make(map[string]int32)
 	}
-	sk.names[string(name)] = int32(len(i.writes))
+	sk.names[keyString(w.Name)] = int32(len(i.writes)) // keyed by the write's own copy: no allocation
 	if i.writes == nil {
 		i.writes = make([]Write, 0, sizeHint(i.writesHint))
 	}

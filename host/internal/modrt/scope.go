@@ -1,6 +1,9 @@
 package modrt
 
-import "bytes"
+import (
+	"bytes"
+	"unsafe"
+)
 
 // scopeKey is one record key of the current call (DESIGN S12) and its write overlay.
 type scopeKey struct {
@@ -46,12 +49,17 @@ func (s *scope) add(key []byte) {
 			s.index = make(map[string]int32, 2*scopeLinear)
 		}
 		for k := range s.keys {
-			s.index[string(s.keys[k].key)] = int32(k)
+			s.index[keyString(s.keys[k].key)] = int32(k)
 		}
 	case n > scopeLinear+1:
-		s.index[string(key)] = int32(n - 1)
+		s.index[keyString(key)] = int32(n - 1)
 	}
 }
+
+// keyString is key as a string sharing its bytes, for the index: every key added is the host's
+// own (a record's, a firing's or a copy), never modified while the call runs, and reset clears
+// the index before the bytes go away.
+func keyString(key []byte) string { return unsafe.String(unsafe.SliceData(key), len(key)) }
 
 // find returns the scope entry for key, or nil when key is not in the current call.
 func (s *scope) find(key []byte) *scopeKey {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"sort"
+	"unsafe"
 
 	"github.com/wasmstream/wasmstream/store"
 )
@@ -66,6 +67,10 @@ func (e *Entry) Pending() (entries, bytes int) { return e.pendEntries, e.pendByt
 
 // Key returns the entry's record key. Do not modify it.
 func (e *Entry) Key() []byte { return e.key }
+
+// KeyString returns the entry's record key as a string that shares its bytes, which are never
+// modified: a map key for the entry that costs no copy.
+func (e *Entry) KeyString() string { return unsafe.String(unsafe.SliceData(e.key), len(e.key)) }
 
 // Stream returns the entry's stream.
 func (e *Entry) Stream() uint32 { return e.stream }

@@ -31,18 +31,24 @@ type group struct {
 	work     []*item                      // records and firings in batch order
 	wm       int64                        // the stream's watermark at dispatch
 	entries  map[string]*statecache.Entry // by key: the unit's state scope
-	offsets  map[string]span              // by record key: its first and last record in the call
+	marks    []keyMark                    // per record key: its first and last record in the call
 	effects  modrt.Effects
 	stateVer uint32   // the state version of the instance that ran the unit
 	migrated []string // keys whose state the unit migrated to stateVer
 }
 
-// span is the first and last offset of a key's records in a unit.
-type span struct{ first, last int64 }
+// keyMark is a key's first and last record in a group. A key's items are consecutive in a
+// batch (the scheduler takes them from its queue together), so a key has one keyMark per group;
+// were it not so, SetMark keeps the highest of several and SetFirst the lowest.
+type keyMark struct {
+	e           *statecache.Entry
+	first, last int64
+}
+
 
 func (t *Task) newJob(b sched.Batch[*item]) *job {
 	j := &job{id: b.ID, items: b.Items}
-	for _, it := range b.Items {
+	for n, it := range b.Items {
 		var g *group
 		for i := range j.groups {
 			if j.groups[i].stream == it.Stream {
@@ -51,13 +57,18 @@ func (t *Task) newJob(b sched.Batch[*item]) *job {
 			}
 		}
 		if g == nil {
+			// Most batches hold one stream's records: its slices and maps are made once, for the
+			// rest of the batch, rather than grown record by record.
+			rest := len(b.Items) - n
 			st := t.streams[it.Stream]
 			j.groups = append(j.groups, group{
 				stream:  it.Stream,
 				st:      st,
 				wm:      st.tm.watermark(),
-				entries: map[string]*statecache.Entry{},
-				offsets: map[string]span{},
+				work:    make([]*item, 0, rest),
+				recs:    t.takeRecs(rest),
+				entries: make(map[string]*statecache.Entry, rest),
+				marks:   make([]keyMark, 0, rest),
 			})
 			g = &j.groups[len(j.groups)-1]
 		}
@@ -68,27 +79,47 @@ func (t *Task) newJob(b sched.Batch[*item]) *job {
 		if v.fire != nil {
 			key = v.fire.Key
 		}
-		k := string(key)
-		if _, ok := g.entries[k]; !ok {
-			g.entries[k] = t.cache.Pin(it.Stream, key)
+		e, ok := g.entries[string(key)]
+		if !ok {
+			e = t.cache.Pin(it.Stream, key)
+			g.entries[e.KeyString()] = e
 		}
 		if v.fire == nil && !v.migrate {
 			g.recs = append(g.recs, v.rec)
-			sp, ok := g.offsets[k]
-			if !ok {
-				sp.first = v.rec.Offset
+			if m := len(g.marks); m > 0 && g.marks[m-1].e == e {
+				g.marks[m-1].last = v.rec.Offset
+			} else {
+				g.marks = append(g.marks, keyMark{e, v.rec.Offset, v.rec.Offset})
 			}
-			sp.last = v.rec.Offset
-			g.offsets[k] = sp
 		}
 	}
 	return j
 }
 
+// takeRecs returns an empty record slice with room for n records, a released job's if one is
+// big enough.
+func (t *Task) takeRecs(n int) []abi.Record {
+	if k := len(t.freeRecs); k > 0 && cap(t.freeRecs[k-1]) >= n {
+		r := t.freeRecs[k-1]
+		t.freeRecs = t.freeRecs[:k-1]
+		return r
+	}
+	return make([]abi.Record, 0, n)
+}
+
+// release unpins a finished job's keys and keeps its record slices for later jobs: nothing
+// refers to them once the job is back on the loop (the guest call copied them into guest memory,
+// and effects hold copies).
 func (t *Task) release(j *job) {
 	for gi := range j.groups {
-		for _, e := range j.groups[gi].entries {
+		g := &j.groups[gi]
+		for _, e := range g.entries {
 			t.cache.Unpin(e)
+		}
+		if g.recs != nil && len(t.freeRecs) <= t.cfg.Workers {
+			clear(g.recs) // drop the references to the records' bytes
+			t.freeRecs = append(t.freeRecs, g.recs[:0])
+			g.recs = nil
 		}
 	}
 }

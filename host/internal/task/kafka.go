@@ -270,6 +270,10 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 		return nil
 	}
 	st.highWater = f.HighWatermark
+	// One Record for the whole fetch, overwritten for each: admit keeps none of it but its
+	// fields' values, and a Record per record would be a heap allocation per record.
+	var rec source.Record
+	now := t.cfg.Now()
 	for i := range f.Records {
 		r := &f.Records[i]
 		if st.tracker == nil {
@@ -278,12 +282,12 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 			continue // already admitted
 		}
 		st.lastAdded = r.Offset
-		rec := source.Record{Offset: r.Offset, Raw: r.Value}
+		rec = source.Record{Offset: r.Offset, Raw: r.Value}
 		rec.Key, rec.Value, rec.Timestamp = r.Key, r.Value, r.Timestamp
 		for _, h := range r.Headers {
 			rec.Headers = append(rec.Headers, abi.Header{Name: h.Name, Value: h.Value})
 		}
-		if err := t.admit(st, &rec); err != nil {
+		if err := t.admit(st, &rec, now); err != nil {
 			return err
 		}
 	}

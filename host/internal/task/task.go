@@ -147,7 +147,7 @@ type stream struct {
 	lastAdded int64                // Kafka: the last offset admitted
 	inflight  int                  // records of the stream in batches being processed
 	revoking  bool                 // Kafka: revoked, draining its batches in flight
-	source    []byte               // Kafka: the topic, as records carry it
+	source    []byte               // the input name, or for Kafka the topic, as records carry it (shared, read-only)
 	highWater int64                // Kafka: the partition's high watermark at its last fetch (-1: none yet)
 
 	tm streamTime // event time, timers and ticks
@@ -162,12 +162,7 @@ func (st *stream) name() string {
 }
 
 // sourceName is the source field records of the stream carry.
-func (st *stream) sourceName() []byte {
-	if st.kafka {
-		return st.source
-	}
-	return []byte(st.in.Name)
-}
+func (st *stream) sourceName() []byte { return st.source }
 
 // where names a record's position for errors: "input x line 42" or "topic t partition 3
 // offset 41".
@@ -279,6 +274,7 @@ type Task struct {
 	results chan *job
 
 	inflight  map[uint64]*job
+	freeRecs  [][]abi.Record // record slices of released jobs, cleared, for the next jobs (loop only)
 	kafka     *kafkaSide     // the Kafka input, if any
 	changelog *changelogSide // the Kafka input's changelog, if any
 	// txnChangelog is the changelog writer of an exactly-once task, attached to its consumer.
@@ -551,7 +547,7 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 		pos = store.Position{Next: 0, Horizon: -1, Resume: 0, Watermark: -1}
 	}
 	st := &stream{id: id, in: in, durable: pos, horizon: pos.Horizon, replay: pos.Horizon,
-		tm: newStreamTime(t.cfg.Now(), t.cfg.TickEvery)}
+		source: []byte(in.Name), tm: newStreamTime(t.cfg.Now(), t.cfg.TickEvery)}
 	st.tm.wm = pos.Watermark // restored: monotonic across restarts
 	var r io.Reader
 	start, resume := pos.Next, pos.Resume
@@ -731,8 +727,9 @@ func (t *Task) ingest(c source.Chunk) error {
 	if c.Err != nil {
 		return fmt.Errorf("input %s: %w", st.in.Name, c.Err)
 	}
+	now := t.cfg.Now()
 	for i := range c.Records {
-		if err := t.admit(st, &c.Records[i]); err != nil {
+		if err := t.admit(st, &c.Records[i], now); err != nil {
 			return err
 		}
 	}
@@ -748,8 +745,9 @@ func (t *Task) ingest(c source.Chunk) error {
 }
 
 // admit routes one record: to the dead letters if malformed, past the guest if a replay of
-// already applied work, and otherwise into its key's queue.
-func (t *Task) admit(st *stream, r *source.Record) error {
+// already applied work, and otherwise into its key's queue. now is when its chunk or fetch
+// arrived: the clock is read once for all of them.
+func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 	st.records++
 	t.stats.Records++
 	if err := st.tracker.Add(r.Offset); err != nil {
@@ -821,7 +819,7 @@ func (t *Task) admit(st *stream, r *source.Record) error {
 		st.tracker.Complete(r.Offset)
 		return nil
 	}
-	late := st.tm.observe(r.Offset, r.Timestamp, t.cfg.Lateness, t.cfg.Now())
+	late := st.tm.observe(r.Offset, r.Timestamp, t.cfg.Lateness, now)
 	if late {
 		t.stats.Late++
 	}
@@ -841,7 +839,7 @@ func (t *Task) admit(st *stream, r *source.Record) error {
 		rec: abi.Record{
 			Offset:    r.Offset,
 			Timestamp: r.Timestamp,
-			Source:    []byte(st.in.Name),
+			Source:    st.source,
 			Key:       key,
 			Value:     r.Value,
 			Headers:   r.Headers,
@@ -852,7 +850,7 @@ func (t *Task) admit(st *stream, r *source.Record) error {
 		it.rec.Flags |= abi.FlagLate
 	}
 	if st.kafka {
-		it.rec.Source, it.rec.Partition = st.source, uint32(st.tp.Partition)
+		it.rec.Partition = uint32(st.tp.Partition)
 	}
 	t.pending++
 	if err := t.sched.Push(sched.Item[*item]{
@@ -1086,9 +1084,9 @@ func (t *Task) apply(j *job) {
 			t.applyTimer(st, g.entries[string(op.Key)], op.Name, dirtyTimer{del: op.Delete, domain: op.Domain, due: op.Due, payload: op.Payload})
 		}
 		if changed {
-			for key, sp := range g.offsets {
-				t.cache.SetMark(g.entries[key], sp.last)
-				t.cache.SetFirst(g.entries[key], sp.first)
+			for _, m := range g.marks {
+				t.cache.SetMark(m.e, m.last)
+				t.cache.SetFirst(m.e, m.first)
 			}
 		}
 		t.writeOutputs(g.effects.Outputs)

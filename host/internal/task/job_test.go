@@ -1,0 +1,39 @@
+package task
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/sched"
+)
+
+// TestNewJobAllocs checks that forming a job costs a few allocations per batch, not several per
+// record: the loop forms one job per batch, and at a million records a second each allocation
+// per record is GC work the loop pays for.
+func TestNewJobAllocs(t *testing.T) {
+	tk, err := New(Config{Name: "allocs", Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.streams[0] = &stream{}
+	const n = 256
+	items := make([]sched.Item[*item], n)
+	for i := range items {
+		key := []byte(fmt.Sprintf("user%05d", i))
+		items[i] = sched.Item[*item]{Stream: 0, Key: string(key), Offset: int64(i),
+			Value: &item{rec: abi.Record{Offset: int64(i), Key: key, Value: []byte("v")}}}
+	}
+	b := sched.Batch[*item]{ID: 1, Items: items}
+	run := func() {
+		j := tk.newJob(b)
+		if len(j.groups) != 1 || len(j.groups[0].recs) != n || len(j.groups[0].entries) != n {
+			t.Fatalf("job: %d groups, %d records, %d keys; want 1, %d, %d", len(j.groups), len(j.groups[0].recs), len(j.groups[0].entries), n, n)
+		}
+		tk.release(j)
+	}
+	run() // the keys' cache entries exist from now on, as in a steady state
+	if got := testing.AllocsPerRun(20, run); got > n/10 {
+		t.Errorf("forming and releasing a job of %d records: %.0f allocations, want at most %d", n, got, n/10)
+	}
+}
