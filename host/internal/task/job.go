@@ -45,7 +45,6 @@ type keyMark struct {
 	first, last int64
 }
 
-
 func (t *Task) newJob(b sched.Batch[*item]) *job {
 	j := &job{id: b.ID, items: b.Items}
 	for n, it := range b.Items {
