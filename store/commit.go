@@ -138,19 +138,13 @@ const entryOverhead = 12
 //
 // Commits are serialised.
 func (db *DB) Commit(cp *Checkpoint) error {
-	if err := validTask(cp.Task); err != nil {
-		return err
-	}
 	if err := validateCheckpoint(cp); err != nil {
 		return err
 	}
-	if err := db.enter(); err != nil {
+	if err := db.enterWrite(cp.Task); err != nil {
 		return err
 	}
 	defer db.leave()
-	if db.opts.ReadOnly {
-		return ErrReadOnly
-	}
 	db.commitMu.Lock()
 	defer db.commitMu.Unlock()
 	// Before anything is written: lower the due floors below the timers this

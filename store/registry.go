@@ -91,16 +91,10 @@ type ActiveModule struct {
 // crash in between leaves unreferenced bytes, which a later AddModule deletes, and no
 // version.
 func (db *DB) AddModule(task string, wasm []byte, mv ModuleVersion, keep int) (ModuleVersion, error) {
-	if err := validTask(task); err != nil {
-		return ModuleVersion{}, err
-	}
-	if err := db.enter(); err != nil {
+	if err := db.enterWrite(task); err != nil {
 		return ModuleVersion{}, err
 	}
 	defer db.leave()
-	if db.opts.ReadOnly {
-		return ModuleVersion{}, ErrReadOnly
-	}
 	db.registryMu.Lock()
 	defer db.registryMu.Unlock()
 
@@ -277,16 +271,10 @@ func (db *DB) ModuleBytes(sum [32]byte) ([]byte, error) {
 // SetActiveModule makes a.Version task's active version. It returns an error wrapping
 // ErrNoSuchVersion if the task has no such version.
 func (db *DB) SetActiveModule(task string, a ActiveModule) error {
-	if err := validTask(task); err != nil {
-		return err
-	}
-	if err := db.enter(); err != nil {
+	if err := db.enterWrite(task); err != nil {
 		return err
 	}
 	defer db.leave()
-	if db.opts.ReadOnly {
-		return ErrReadOnly
-	}
 	db.registryMu.Lock()
 	defer db.registryMu.Unlock()
 	err := db.update(func(txn *badger.Txn) error {
@@ -305,16 +293,10 @@ func (db *DB) SetActiveModule(task string, a ActiveModule) error {
 // SetModuleStatus records what is known of how version v of task's module ran. It returns an
 // error wrapping ErrNoSuchVersion if the task has no such version.
 func (db *DB) SetModuleStatus(task string, v uint64, st ModuleStatus) error {
-	if err := validTask(task); err != nil {
-		return err
-	}
-	if err := db.enter(); err != nil {
+	if err := db.enterWrite(task); err != nil {
 		return err
 	}
 	defer db.leave()
-	if db.opts.ReadOnly {
-		return ErrReadOnly
-	}
 	db.registryMu.Lock()
 	defer db.registryMu.Unlock()
 	err := db.update(func(txn *badger.Txn) error {

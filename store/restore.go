@@ -39,19 +39,13 @@ import (
 // it returns: pass snapshots in batches. It does not retain snaps or pos;
 // the caller must not modify them during the call.
 func (db *DB) Restore(task string, stream uint32, snaps []KeySnapshot, pos *Position) error {
-	if err := validTask(task); err != nil {
-		return err
-	}
 	if err := validateSnapshots(task, stream, snaps, pos); err != nil {
 		return err
 	}
-	if err := db.enter(); err != nil {
+	if err := db.enterWrite(task); err != nil {
 		return err
 	}
 	defer db.leave()
-	if db.opts.ReadOnly {
-		return ErrReadOnly
-	}
 	db.commitMu.Lock()
 	defer db.commitMu.Unlock()
 	db.floors.lowerSnapshots(task, stream, snaps)
@@ -306,16 +300,10 @@ func (r *restorer) key(s *KeySnapshot) error {
 // again before using the stream. It is serialised with Commit and Restore and
 // returns ErrReadOnly on a read-only DB.
 func (db *DB) DropStream(task string, stream uint32) error {
-	if err := validTask(task); err != nil {
-		return err
-	}
-	if err := db.enter(); err != nil {
+	if err := db.enterWrite(task); err != nil {
 		return err
 	}
 	defer db.leave()
-	if db.opts.ReadOnly {
-		return ErrReadOnly
-	}
 	db.commitMu.Lock()
 	defer db.commitMu.Unlock()
 	defer db.floors.changed()

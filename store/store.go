@@ -310,6 +310,22 @@ func (db *DB) enter() error {
 
 func (db *DB) leave() { db.mu.RUnlock() }
 
+// enterWrite is enter for a method that writes task's data: it also checks the task's name and
+// refuses a read-only store (ErrReadOnly). The caller calls leave once it returned nil.
+func (db *DB) enterWrite(task string) error {
+	if err := validTask(task); err != nil {
+		return err
+	}
+	if err := db.enter(); err != nil {
+		return err
+	}
+	if db.opts.ReadOnly {
+		db.leave()
+		return ErrReadOnly
+	}
+	return nil
+}
+
 // StreamID returns the stream ID of (task, stream), assigning the next free ID
 // of the task if the stream has none yet. IDs start at 1 and are never reused
 // or changed. On a read-only DB, StreamID returns ErrReadOnly for a stream
