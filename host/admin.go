@@ -182,7 +182,8 @@ func (b adminBackend) Status() []admin.TaskStatus {
 			ChangelogRecords: s.ChangelogRecords, StandbyRecords: s.StandbyRecords,
 			TxnCommits: s.TxnCommits, TxnAborts: s.TxnAborts, GuestLogDropped: s.LogDropped}
 		for _, in := range s.Inputs {
-			ts.Inputs = append(ts.Inputs, admin.InputStatus{Name: in.Name, Records: in.Records, Committed: in.Committed})
+			ts.Inputs = append(ts.Inputs, admin.InputStatus{Name: in.Name, Records: in.Records, Committed: in.Committed,
+				Topic: in.Topic, Partition: in.Partition, Lag: in.Lag, Watermark: in.Watermark, InFlight: in.InFlight})
 		}
 		out = append(out, ts)
 	}

@@ -91,6 +91,9 @@ type wireStatus struct {
 			Name      string `json:"name"`
 			Records   int64  `json:"records"`
 			Committed int64  `json:"committed"`
+			Topic     string `json:"topic"`
+			Partition int32  `json:"partition"`
+			Lag       int64  `json:"lag"`
 		} `json:"inputs"`
 	} `json:"tasks"`
 }
