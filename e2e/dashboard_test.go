@@ -102,10 +102,15 @@ tasks:
 	}
 	await("readiness", func() bool { code, _ := scrape(t, adminURL+"/readyz", ""); return code == 200 })
 
-	const records = 1234
+	// Three lines that are not JSON go to the dead letters, among the recent errors; one
+	// holds a terminal escape code that top must not print as is.
+	const records, malformed = 1234, 3
 	w := bufio.NewWriter(stdin)
 	for i := range records {
 		fmt.Fprintf(w, `{"user":"u%d","text":"alpha beta %d"}`+"\n", i%7, i%3)
+		if i%500 == 100 {
+			fmt.Fprintf(w, "\x1b[2Jnot json %d\n", i)
+		}
 	}
 	if err := w.Flush(); err != nil {
 		t.Fatal(err)
@@ -116,12 +121,16 @@ tasks:
 			Version   int64  `json:"version"`
 			Processed int64  `json:"processed"`
 			Outputs   int64  `json:"outputs"`
+			Recent    []struct {
+				Kind string `json:"kind"`
+			} `json:"recent_errors"`
 		} `json:"tasks"`
 	}
 	var st status
 	await("every record processed", func() bool {
 		code, body := scrape(t, adminURL+"/v1/status", "s3cret")
-		return code == 200 && json.Unmarshal([]byte(body), &st) == nil && len(st.Tasks) == 1 && st.Tasks[0].Processed == records
+		return code == 200 && json.Unmarshal([]byte(body), &st) == nil && len(st.Tasks) == 1 &&
+			st.Tasks[0].Processed == records && len(st.Tasks[0].Recent) == malformed
 	})
 
 	// The browser: the token in the fragment, which it never sends to the server.
@@ -149,6 +158,8 @@ tasks:
 		`<span class="badge running">running</span>`,
 		`<td>feed</td>`,
 		`<td>1</td><td>*</td>`, // the versions table: version 1, active
+		`<td>dead letter</td><td>input feed line 102</td>`,
+		`Recent errors (dead letters 3, failures 0)`,
 	} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the rendered dashboard lacks %s:\n%s", want, dom)
@@ -180,9 +191,15 @@ tasks:
 	if err != nil {
 		t.Fatalf("top --once: %v\n%s", err, out)
 	}
-	row := regexp.MustCompile(`(?m)^\s*wordcount\s+running\s+1\s+` + fmt.Sprint(records) + `\s+\S+\s+` + fmt.Sprint(records) + `\s`)
+	row := regexp.MustCompile(`(?m)^\s*wordcount\s+running\s+1\s+` + fmt.Sprint(records+malformed) + `\s+\S+\s+` + fmt.Sprint(records) + `\s`)
 	if !row.Match(out) {
-		t.Errorf("top --once lacks the task's row (running, version 1, %d read and processed):\n%s", records, out)
+		t.Errorf("top --once lacks the task's row (running, version 1, %d read, %d processed):\n%s", records+malformed, records, out)
+	}
+	if !strings.Contains(string(out), "RECENT ERRORS") || !strings.Contains(string(out), "wordcount dead letter: input feed line 102") {
+		t.Errorf("top --once lacks the recent errors:\n%s", out)
+	}
+	if bytes.ContainsRune(out, 0x1b) {
+		t.Errorf("top --once printed an escape code from a record:\n%q", out)
 	}
 	top = exec.CommandContext(ctx, bin, "top", "--once", "--admin-addr", fmt.Sprintf("127.0.0.1:%d", adminPort), "--admin-token", "wrong")
 	if out, err := top.CombinedOutput(); err == nil || !strings.Contains(string(out), "wrong bearer token") {

@@ -185,6 +185,10 @@ func (b adminBackend) Status() []admin.TaskStatus {
 			ts.Inputs = append(ts.Inputs, admin.InputStatus{Name: in.Name, Records: in.Records, Committed: in.Committed,
 				Topic: in.Topic, Partition: in.Partition, Lag: in.Lag, Watermark: in.Watermark, InFlight: in.InFlight})
 		}
+		ts.RecentErrors = []admin.RecentError{}
+		for _, e := range s.Recent {
+			ts.RecentErrors = append(ts.RecentErrors, admin.RecentError{Time: e.Time, Kind: e.Kind, Where: e.Where, Key: e.Key, Error: e.Err})
+		}
 		out = append(out, ts)
 	}
 	if out == nil {

@@ -95,6 +95,13 @@ type wireStatus struct {
 			Partition int32  `json:"partition"`
 			Lag       int64  `json:"lag"`
 		} `json:"inputs"`
+		RecentErrors []struct {
+			Time  time.Time `json:"time"`
+			Kind  string    `json:"kind"`
+			Where string    `json:"where"`
+			Key   string    `json:"key"`
+			Error string    `json:"error"`
+		} `json:"recent_errors"`
 	} `json:"tasks"`
 }
 

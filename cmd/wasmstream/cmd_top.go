@@ -127,7 +127,7 @@ func writeTopFrame(w io.Writer, addr string, prev, cur topSnapshot, note string)
 		switch {
 		case t.Halted:
 			state = "HALTED"
-			halted = append(halted, fmt.Sprintf("task %s halted: %s", t.Task, t.Error))
+			halted = append(halted, fmt.Sprintf("task %s halted: %s", t.Task, escape([]byte(t.Error))))
 		case t.Paused:
 			state = "paused"
 		}
@@ -174,4 +174,26 @@ func writeTopFrame(w io.Writer, addr string, prev, cur topSnapshot, note string)
 	for _, h := range halted {
 		fmt.Fprintf(w, "\n%s\n", h)
 	}
+	// The last errors of each task, newest first. Guest errors and keys are escaped: they
+	// could hold terminal escape codes.
+	first := true
+	for _, t := range cur.st.Tasks {
+		errs := t.RecentErrors
+		for i := len(errs) - 1; i >= 0 && i >= len(errs)-topRecentErrors; i-- {
+			e := errs[i]
+			if first {
+				fmt.Fprintf(w, "\nRECENT ERRORS\n")
+				first = false
+			}
+			key := ""
+			if e.Key != "" {
+				key = " key " + escape([]byte(e.Key))
+			}
+			fmt.Fprintf(w, "%s %s %s: %s%s: %s\n", e.Time.Local().Format("15:04:05"), t.Task, e.Kind,
+				escape([]byte(e.Where)), key, escape([]byte(e.Error)))
+		}
+	}
 }
+
+// topRecentErrors is how many of each task's recent errors top shows.
+const topRecentErrors = 5

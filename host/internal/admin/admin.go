@@ -118,6 +118,19 @@ type TaskStatus struct {
 	TxnAborts        int64 `json:"txn_aborts"`        // delivery exactly_once: transactions aborted
 
 	GuestLogDropped int64 `json:"guest_log_dropped"` // guest log lines the running version dropped (max_log_lines_per_second)
+
+	RecentErrors []RecentError `json:"recent_errors"` // the task's last errors (at most 20), oldest first
+}
+
+// RecentError is one of a task's last errors: a record or timer firing that failed and was
+// retried ("retry"), sent to the dead letters ("dead letter") or skipped ("skipped"), or a
+// partition tick that failed ("tick failed"). Key is cut to 64 bytes, Error to 512.
+type RecentError struct {
+	Time  time.Time `json:"time"`
+	Kind  string    `json:"kind"`
+	Where string    `json:"where"`
+	Key   string    `json:"key,omitempty"`
+	Error string    `json:"error"`
 }
 
 // InputStatus is one input of a task.
