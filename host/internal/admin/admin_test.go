@@ -347,7 +347,8 @@ func TestDashboardPage(t *testing.T) {
 			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, resp.Header.Get("Content-Type"))
 		}
 		csp := resp.Header.Get("Content-Security-Policy")
-		if !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "connect-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") {
+		if !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "connect-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") ||
+			!strings.Contains(csp, "script-src 'sha256-") || strings.Contains(csp, "unsafe-inline") {
 			t.Errorf("GET %s: policy %q", path, csp)
 		}
 		if !strings.Contains(string(body), `fetch(path`) || strings.Contains(string(body), "src=\"http") {
