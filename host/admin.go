@@ -182,7 +182,12 @@ func (b adminBackend) Status() []admin.TaskStatus {
 			ChangelogRecords: s.ChangelogRecords, StandbyRecords: s.StandbyRecords,
 			TxnCommits: s.TxnCommits, TxnAborts: s.TxnAborts, GuestLogDropped: s.LogDropped}
 		for _, in := range s.Inputs {
-			ts.Inputs = append(ts.Inputs, admin.InputStatus{Name: in.Name, Records: in.Records, Committed: in.Committed})
+			ts.Inputs = append(ts.Inputs, admin.InputStatus{Name: in.Name, Records: in.Records, Committed: in.Committed,
+				Topic: in.Topic, Partition: in.Partition, Lag: in.Lag, Watermark: in.Watermark, InFlight: in.InFlight})
+		}
+		ts.RecentErrors = []admin.RecentError{}
+		for _, e := range s.Recent {
+			ts.RecentErrors = append(ts.RecentErrors, admin.RecentError{Time: e.Time, Kind: e.Kind, Where: e.Where, Key: e.Key, Error: e.Err})
 		}
 		out = append(out, ts)
 	}

@@ -474,6 +474,19 @@ type TaskStats struct {
 	// BatchSize counts the records and timer firings of each batch; CallSeconds the duration
 	// of each guest call; CheckpointSeconds the duration of each checkpoint.
 	BatchSize, CallSeconds, CheckpointSeconds Histogram
+	// Recent are the task's last errors (at most 20), oldest first; up to date.
+	Recent []RecentError
+}
+
+// RecentError is one of a task's last errors: a record or timer firing that failed and was
+// retried, sent to the dead letters or skipped, or a partition tick that failed. It holds what
+// the task's log says of it; its key is cut to 64 bytes and its error to 512.
+type RecentError struct {
+	Time  time.Time
+	Kind  string // "retry", "dead letter", "skipped", "tick failed"
+	Where string // e.g. "input x line 42", "topic t partition 3 offset 41"
+	Key   string
+	Err   string
 }
 
 // InputStats are the figures of one input of a task, as of the task's last checkpoint: a file
@@ -526,6 +539,9 @@ func (h *Host) Stats() []TaskStats {
 			Queued: s.Queued, StateKeys: s.StateKeys, StateBytes: s.StateBytes, CacheHits: s.CacheHits, CacheMisses: s.CacheMisses, FuelUsed: s.FuelUsed, Traps: s.Traps,
 			Restoring: s.Restoring, BatchSize: histogram(s.BatchSize), CallSeconds: histogram(s.CallSeconds),
 			CheckpointSeconds: histogram(s.CheckpointSeconds)}
+		for _, e := range s.Recent {
+			out[i].Recent = append(out[i].Recent, RecentError{Time: e.Time, Kind: e.Kind, Where: e.Where, Key: e.Key, Err: e.Err})
+		}
 		for _, in := range s.Inputs {
 			out[i].Inputs = append(out[i].Inputs, InputStats{Name: in.Name, Topic: in.Topic, Partition: in.Partition,
 				Records: in.Records, Committed: in.Committed, Lag: in.Lag, Watermark: in.Watermark, InFlight: in.InFlight})

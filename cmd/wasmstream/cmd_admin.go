@@ -91,7 +91,17 @@ type wireStatus struct {
 			Name      string `json:"name"`
 			Records   int64  `json:"records"`
 			Committed int64  `json:"committed"`
+			Topic     string `json:"topic"`
+			Partition int32  `json:"partition"`
+			Lag       int64  `json:"lag"`
 		} `json:"inputs"`
+		RecentErrors []struct {
+			Time  time.Time `json:"time"`
+			Kind  string    `json:"kind"`
+			Where string    `json:"where"`
+			Key   string    `json:"key"`
+			Error string    `json:"error"`
+		} `json:"recent_errors"`
 	} `json:"tasks"`
 }
 

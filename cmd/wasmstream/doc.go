@@ -18,6 +18,7 @@
 //	wasmstream rollback --task NAME [--to V] [--data-dir D]
 //	wasmstream versions --task NAME [--json] [--data-dir D]
 //	wasmstream status   [--json]
+//	wasmstream top      [--once] [--interval D]
 //	wasmstream pause    --task NAME
 //	wasmstream resume   --task NAME
 //
@@ -38,11 +39,13 @@
 // prints the wasmstream, ABI and Go versions; the wasmstream version is set at build time
 // with -ldflags "-X main.version=v1.2.3".
 //
-// deploy, rollback, versions, status, pause and resume talk to a running host's admin API
+// deploy, rollback, versions, status, top, pause and resume talk to a running host's admin API
 // (admin.addr), with --admin-addr and --admin-token, WASMSTREAM_ADMIN_ADDR and
 // WASMSTREAM_ADMIN_TOKEN, or the admin section of the configuration file; versions and
 // rollback with --data-dir work on a stopped host's data directory instead. run --watch reloads
 // a task's module when its file changes, through the same validation and switch as deploy.
+// top redraws the status every second as a table (rates from two successive answers, the
+// last errors) until Ctrl-C; --once prints one frame without escape codes.
 //
 // Exit status: 0 success, 1 runtime failure (a task failed, a module was refused, no state),
 // 2 usage or configuration error.

@@ -173,6 +173,7 @@ checkpointed, so a stopped or killed run resumes where its last checkpoint left 
 		newRollbackCommand(stdout),
 		newVersionsCommand(stdout),
 		newStatusCommand(stdout),
+		newTopCommand(stdout),
 		newPauseCommand(stdout, true),
 		newPauseCommand(stdout, false),
 	)

@@ -26,6 +26,11 @@
 //	POST /v1/tasks/{task}/pause, /v1/tasks/{task}/resume                 → 200 {"task", "paused"}
 //	GET  /metrics                                    Config.Metrics, when set (Prometheus)
 //
+// The dashboard, GET / and GET /dashboard, is one page (HTML, CSS and JS inline, no external
+// assets) that asks for no token itself and holds no figures: its script reads the token from
+// the URL fragment (#token=…, never sent to a server) or a login field, keeps it in the tab's
+// sessionStorage, and polls GET /v1/status with it.
+//
 // Two endpoints need no token, for probes (they tell nothing but up or not):
 //
 //	GET  /healthz    200 {"status": "ok"} while the server answers
@@ -113,6 +118,19 @@ type TaskStatus struct {
 	TxnAborts        int64 `json:"txn_aborts"`        // delivery exactly_once: transactions aborted
 
 	GuestLogDropped int64 `json:"guest_log_dropped"` // guest log lines the running version dropped (max_log_lines_per_second)
+
+	RecentErrors []RecentError `json:"recent_errors"` // the task's last errors (at most 20), oldest first
+}
+
+// RecentError is one of a task's last errors: a record or timer firing that failed and was
+// retried ("retry"), sent to the dead letters ("dead letter") or skipped ("skipped"), or a
+// partition tick that failed ("tick failed"). Key is cut to 64 bytes, Error to 512.
+type RecentError struct {
+	Time  time.Time `json:"time"`
+	Kind  string    `json:"kind"`
+	Where string    `json:"where"`
+	Key   string    `json:"key,omitempty"`
+	Error string    `json:"error"`
 }
 
 // InputStatus is one input of a task.
@@ -122,6 +140,14 @@ type InputStatus struct {
 	// committed position (a restart resumes at line Committed+1).
 	Records   int64 `json:"records"`
 	Committed int64 `json:"committed"`
+	// Topic and Partition name a Kafka partition ("" and -1 for other inputs); Lag is its
+	// records beyond the committed position as of its last fetch, -1 when unknown or not
+	// Kafka; Watermark the event-time watermark in Unix milliseconds, -1 before there is one.
+	Topic     string `json:"topic,omitempty"`
+	Partition int32  `json:"partition"`
+	Lag       int64  `json:"lag"`
+	Watermark int64  `json:"watermark"`
+	InFlight  int    `json:"in_flight"`
 }
 
 // Backend is what the API drives: the host.
@@ -252,6 +278,9 @@ func (s *Server) Handler() http.Handler {
 			switch r.URL.Path {
 			case "/healthz":
 				writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+				return
+			case "/", "/dashboard":
+				serveDashboard(w)
 				return
 			case "/readyz":
 				if s.cfg.Backend.Ready() {

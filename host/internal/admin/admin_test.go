@@ -329,3 +329,38 @@ func TestProbesWithoutTokenMetricsWith(t *testing.T) {
 		}
 	}
 }
+
+// The dashboard page is served without a token (it holds no figures: its script fetches them
+// with the token), with a policy that lets it load nothing from elsewhere; the figures still
+// need the token.
+func TestDashboardPage(t *testing.T) {
+	addr, _, stop := serve(t, &fakeBackend{}, Limits{})
+	defer stop()
+	for _, path := range []string{"/", "/dashboard"} {
+		resp, err := http.Get("http://" + addr + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+			t.Fatalf("GET %s: %d %s", path, resp.StatusCode, resp.Header.Get("Content-Type"))
+		}
+		csp := resp.Header.Get("Content-Security-Policy")
+		if !strings.Contains(csp, "default-src 'none'") || !strings.Contains(csp, "connect-src 'self'") || !strings.Contains(csp, "frame-ancestors 'none'") ||
+			!strings.Contains(csp, "script-src 'sha256-") || strings.Contains(csp, "unsafe-inline") {
+			t.Errorf("GET %s: policy %q", path, csp)
+		}
+		if !strings.Contains(string(body), `fetch(path`) || strings.Contains(string(body), "src=\"http") {
+			t.Errorf("GET %s: not the self-contained dashboard:\n%.300s", path, body)
+		}
+	}
+	resp, err := http.Get("http://" + addr + "/v1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 401 {
+		t.Errorf("status without token: %d", resp.StatusCode)
+	}
+}

@@ -230,6 +230,8 @@ type Stats struct {
 	// BatchSize is the records and firings per batch, CallSeconds the duration of each guest
 	// call (a unit of records or firings; a tick), CheckpointSeconds each checkpoint's.
 	BatchSize, CallSeconds, CheckpointSeconds hist.Snapshot
+	// Recent are the task's last RecentErrors errors, oldest first; up to date.
+	Recent []RecentError
 }
 
 // InputStats are the figures of one input: a file or stdin input, or one Kafka partition.
@@ -297,6 +299,7 @@ type Task struct {
 	// transaction that changed nothing and produced nothing is not ended (nothing is in it).
 	txnMark   struct{ outputs, deadLetters int64 }
 	stats     Stats
+	recent    recentRing // the last errors, for Stats.Recent
 	statsMu   sync.Mutex
 	published Stats
 	meters    meters
@@ -389,6 +392,7 @@ func (t *Task) Stats() Stats {
 	s.BatchSize = t.meters.batchSize.Snapshot()
 	s.CallSeconds = t.meters.callSeconds.Snapshot()
 	s.CheckpointSeconds = t.meters.checkpointSeconds.Snapshot()
+	s.Recent = t.recent.list()
 	return s
 }
 
@@ -985,6 +989,7 @@ func (t *Task) finish(j *job) error {
 	if n < t.cfg.MaxAttempts {
 		delay := t.backoff(n)
 		t.stats.Retries++
+		t.noteError("retry", where, key, j.err)
 		t.log.Warn(what+" failed; retrying its key", "at", where,
 			"key", string(key), "attempt", n, "retry_in", delay, "err", j.err)
 		if err := t.sched.Retry(j.id, false); err != nil {
@@ -998,6 +1003,7 @@ func (t *Task) finish(j *job) error {
 		return recErr
 	case "skip":
 		t.stats.Skips++
+		t.noteError("skipped", where, key, j.err)
 		t.log.Error(what+" failed on every attempt; skipped as configured", "at", where,
 			"key", string(key), "attempts", n, "err", j.err)
 	default:
@@ -1337,6 +1343,7 @@ func (t *Task) deadLetterLine(st *stream, r *source.Record) error {
 
 func (t *Task) writeDeadLetter(st *stream, d *DeadLetter) error {
 	t.stats.DeadLetters++
+	t.noteError("dead letter", st.where(d.Offset), d.Key, d.Err)
 	d.Task, d.Input = t.cfg.Name, st.in.Name
 	if st.kafka {
 		d.Input, d.Partition = st.tp.Topic, st.tp.Partition

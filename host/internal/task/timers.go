@@ -396,6 +396,7 @@ func (t *Task) finishTick(j *job) error {
 	defer t.sched.Hold(st.id, false)
 	if j.err != nil {
 		t.stats.Failures++
+		t.noteError("tick failed", st.name(), nil, j.err)
 		t.log.Error("partition tick failed; its effects are discarded and the next tick runs as scheduled",
 			"input", st.name(), "err", j.err)
 		return nil
@@ -424,6 +425,7 @@ func (t *Task) finishTick(j *job) error {
 		}
 		if limit != nil {
 			t.stats.Failures++
+			t.noteError("tick failed", st.name(), nil, limit)
 			t.log.Error("partition tick failed; its effects are discarded and the next tick runs as scheduled",
 				"input", st.name(), "err", limit)
 			return nil

@@ -1,0 +1,199 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// top: a live terminal view of a running host, from the admin API's status.
+
+func newTopCommand(stdout io.Writer) *cobra.Command {
+	var af adminFlags
+	var once bool
+	var interval time.Duration
+	cmd := &cobra.Command{
+		Use:   "top",
+		Short: "Show a live view of a running host's tasks",
+		Long: `Top shows a running host's tasks and their inputs (Kafka partitions), refreshed every
+--interval: state, module version, records read and processed with their rates per second
+(from two successive status answers), pending, lag, outputs, dead letters, retries and
+failures, and why a halted task halted. Ctrl-C ends it. With --once it prints one frame
+without escape codes (rates over one --interval) and exits, for scripts and tests.
+
+` + adminHelp,
+		Example: `  wasmstream top
+  wasmstream top --once --admin-addr 127.0.0.1:7070`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if interval <= 0 {
+				return usageError("--interval %v is not positive", interval)
+			}
+			c, err := af.client(cmd.Flags(), false)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			fetch := func() (topSnapshot, error) {
+				var st wireStatus
+				err := c.do(ctx, http.MethodGet, "/v1/status", nil, 0, &st)
+				return topSnapshot{at: time.Now(), st: st}, err
+			}
+			prev, err := fetch()
+			if err != nil {
+				return err
+			}
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return nil
+				case <-tick.C:
+				}
+				cur, err := fetch()
+				if ctx.Err() != nil {
+					return nil
+				}
+				if once {
+					if err != nil {
+						return err
+					}
+					writeTopFrame(stdout, c.base, prev, cur, "")
+					return nil
+				}
+				var b strings.Builder
+				b.WriteString("\x1b[H\x1b[2J") // home, clear the screen
+				if err != nil {
+					// Keep the last figures on screen and say why they are not refreshed.
+					writeTopFrame(&b, c.base, prev, prev, "not refreshed: "+err.Error())
+				} else {
+					writeTopFrame(&b, c.base, prev, cur, "")
+					prev = cur
+				}
+				if _, err := io.WriteString(stdout, b.String()); err != nil {
+					return failure(err)
+				}
+			}
+		},
+	}
+	addAdminFlags(cmd.Flags(), &af, false)
+	cmd.Flags().BoolVar(&once, "once", false, "print one frame and exit")
+	cmd.Flags().DurationVar(&interval, "interval", time.Second, "time between refreshes (and the rates' window)")
+	return cmd
+}
+
+type topSnapshot struct {
+	at time.Time
+	st wireStatus
+}
+
+// writeTopFrame writes one frame: the figures of cur, with rates from prev to cur.
+func writeTopFrame(w io.Writer, addr string, prev, cur topSnapshot, note string) {
+	secs := cur.at.Sub(prev.at).Seconds()
+	perSec := func(now, before int64, ok bool) string {
+		if !ok || secs <= 0 || now < before {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", float64(now-before)/secs)
+	}
+	type key struct {
+		task, input, topic string
+		part               int32
+	}
+	prevTask := map[string]int{}
+	prevInput := map[key]int64{}
+	for i, t := range prev.st.Tasks {
+		prevTask[t.Task] = i
+		for _, in := range t.Inputs {
+			prevInput[key{t.Task, in.Name, in.Topic, in.Partition}] = in.Records
+		}
+	}
+	fmt.Fprintf(w, "wasmstream top: %s at %s, rates over %.1fs\n", addr, cur.at.Format("15:04:05"), secs)
+	if note != "" {
+		fmt.Fprintf(w, "%s\n", note)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "TASK\tSTATE\tVERSION\tRECORDS\tREAD/S\tPROCESSED\tPROC/S\tPENDING\tLAG\tOUTPUTS\tDEAD\tRETRIES\tFAILURES\t\n")
+	var halted []string
+	for _, t := range cur.st.Tasks {
+		state := "running"
+		switch {
+		case t.Halted:
+			state = "HALTED"
+			halted = append(halted, fmt.Sprintf("task %s halted: %s", t.Task, escape([]byte(t.Error))))
+		case t.Paused:
+			state = "paused"
+		}
+		var lag int64
+		lagKnown := false
+		for _, in := range t.Inputs {
+			if in.Lag >= 0 {
+				lag += in.Lag
+				lagKnown = true
+			}
+		}
+		lagText := "-"
+		if lagKnown {
+			lagText = fmt.Sprint(lag)
+		}
+		pi, ok := prevTask[t.Task]
+		var pRec, pProc int64
+		if ok {
+			pRec, pProc = prev.st.Tasks[pi].Records, prev.st.Tasks[pi].Processed
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%d\t%s\t%d\t%s\t%d\t%d\t%d\t%d\t\n", t.Task, state, t.Version,
+			t.Records, perSec(t.Records, pRec, ok), t.Processed, perSec(t.Processed, pProc, ok),
+			t.Pending, lagText, t.Outputs, t.DeadLetters, t.Retries, t.Failures)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "TASK\tINPUT\tPARTITION\tRECORDS\tREAD/S\tCOMMITTED\tLAG\t\n")
+	for _, t := range cur.st.Tasks {
+		for _, in := range t.Inputs {
+			part, lag := "-", "-"
+			if in.Topic != "" {
+				part = fmt.Sprintf("%s/%d", in.Topic, in.Partition)
+			}
+			if in.Lag >= 0 {
+				lag = fmt.Sprint(in.Lag)
+			}
+			before, ok := prevInput[key{t.Task, in.Name, in.Topic, in.Partition}]
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t\n", t.Task, in.Name, part, in.Records,
+				perSec(in.Records, before, ok), in.Committed, lag)
+		}
+	}
+	tw.Flush()
+	for _, h := range halted {
+		fmt.Fprintf(w, "\n%s\n", h)
+	}
+	// The last errors of each task, newest first. Guest errors and keys are escaped: they
+	// could hold terminal escape codes.
+	first := true
+	for _, t := range cur.st.Tasks {
+		errs := t.RecentErrors
+		for i := len(errs) - 1; i >= 0 && i >= len(errs)-topRecentErrors; i-- {
+			e := errs[i]
+			if first {
+				fmt.Fprintf(w, "\nRECENT ERRORS\n")
+				first = false
+			}
+			key := ""
+			if e.Key != "" {
+				key = " key " + escape([]byte(e.Key))
+			}
+			fmt.Fprintf(w, "%s %s %s: %s%s: %s\n", e.Time.Local().Format("15:04:05"), t.Task, e.Kind,
+				escape([]byte(e.Where)), key, escape([]byte(e.Error)))
+		}
+	}
+}
+
+// topRecentErrors is how many of each task's recent errors top shows.
+const topRecentErrors = 5

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// top --once against a running host: the table holds the host's figures, and a wrong token or
+// a host that is gone is a clear error.
+func TestTopOnce(t *testing.T) {
+	h, _, _, feed, wait := adminHost(t, "tok")
+	addr := h.AdminAddr()
+	const n = 25
+	for i := range n {
+		fmt.Fprintf(feed, `{"k":"k%d","v":"%d"}`+"\n", i%5, i)
+	}
+	deadline := time.Now().Add(time.Minute) // a guard against hanging, not a measurement
+	for h.Stats()[0].Processed != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("records not processed: %+v", h.Stats()[0])
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := h.Stats()[0]
+	code, stdout, stderr := runCLI(t, "top", "--once", "--interval", "50ms", "--admin-addr", addr, "--admin-token", "tok")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if strings.Contains(stdout, "\x1b") {
+		t.Errorf("--once printed escape codes:\n%q", stdout)
+	}
+	var row, input []string
+	for _, line := range strings.Split(stdout, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 13 && f[0] == "versioned" {
+			row = f
+		}
+		if len(f) == 7 && f[0] == "versioned" {
+			input = f
+		}
+	}
+	// TASK STATE VERSION RECORDS READ/S PROCESSED PROC/S PENDING LAG OUTPUTS DEAD RETRIES FAILURES
+	want := []string{"versioned", "running", fmt.Sprint(st.Version), fmt.Sprint(st.Records), "0.0", fmt.Sprint(n), "0.0",
+		"0", "-", fmt.Sprint(st.Outputs), "0", "0", "0"}
+	if strings.Join(row, " ") != strings.Join(want, " ") {
+		t.Errorf("task row %q, want %q\n%s", row, want, stdout)
+	}
+	// TASK INPUT PARTITION RECORDS READ/S COMMITTED LAG
+	if len(input) != 7 || input[3] != fmt.Sprint(st.Inputs[0].Records) || input[2] != "-" || input[6] != "-" {
+		t.Errorf("input row %q, want %d records\n%s", input, st.Inputs[0].Records, stdout)
+	}
+
+	code, _, stderr = runCLI(t, "top", "--once", "--admin-addr", addr, "--admin-token", "nope")
+	if code != 1 || !strings.Contains(stderr, "wrong bearer token (HTTP 401)") {
+		t.Errorf("wrong token: exit %d\n%s", code, stderr)
+	}
+	if err := wait(); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runCLI(t, "top", "--once", "--admin-addr", addr)
+	if code != 1 || !strings.Contains(stderr, "is the host running") {
+		t.Errorf("host gone: exit %d\n%s", code, stderr)
+	}
+}

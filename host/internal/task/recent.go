@@ -1,0 +1,75 @@
+package task
+
+import (
+	"sync"
+	"time"
+	"unicode/utf8"
+)
+
+// RecentErrors is how many of a task's last errors Stats keeps (Stats.Recent).
+const RecentErrors = 20
+
+// The bounds of a recent error's fields: a guest's error or key may be long.
+const (
+	recentKeyBytes = 64
+	recentErrBytes = 512
+)
+
+// RecentError is one of a task's last errors: a record or timer firing that failed and is
+// retried, sent to the dead letters or skipped, or a partition tick that failed. It holds what
+// the task's log says of it, cut to a bounded size.
+type RecentError struct {
+	Time  time.Time
+	Kind  string // "retry", "dead letter", "skipped", "tick failed"
+	Where string // e.g. "input x line 42", "topic t partition 3 offset 41"
+	Key   string // the record's key, cut to 64 bytes; "" for none
+	Err   string // cut to 512 bytes
+}
+
+// recentRing is a task's last RecentErrors errors, oldest first once full.
+type recentRing struct {
+	mu   sync.Mutex
+	buf  [RecentErrors]RecentError
+	next int
+	n    int
+}
+
+func (r *recentRing) add(e RecentError) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.buf[r.next] = e
+	r.next = (r.next + 1) % len(r.buf)
+	r.n = min(r.n+1, len(r.buf))
+}
+
+// list returns the errors, oldest first.
+func (r *recentRing) list() []RecentError {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]RecentError, 0, r.n)
+	for i := range r.n {
+		out = append(out, r.buf[(r.next-r.n+i+len(r.buf))%len(r.buf)])
+	}
+	return out
+}
+
+// noteError records an error in the task's recent errors.
+func (t *Task) noteError(kind, where string, key []byte, err error) {
+	msg := ""
+	if err != nil {
+		msg = err.Error()
+	}
+	t.recent.add(RecentError{Time: t.cfg.Now(), Kind: kind, Where: where,
+		Key: cut(string(key), recentKeyBytes), Err: cut(msg, recentErrBytes)})
+}
+
+// cut returns s cut to at most n bytes, on a rune boundary, with "…" when cut.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…"
+}
