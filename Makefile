@@ -7,7 +7,7 @@ RUSTDOC ?= $(shell test -x /usr/bin/rustdoc && echo /usr/bin/rustdoc || echo rus
 BUILD := .build
 FUZZTIME ?= 5s
 
-.PHONY: help demo sessions dedupe build examples test test-go test-rust test-tinygo tinygo fuzz fuzz-short race bench check lint clean
+.PHONY: help demo sessions dedupe build examples deps test test-go test-rust test-tinygo tinygo fuzz fuzz-short race bench check lint clean
 
 help:
 	@echo "make demo      build the wordcount example and run it on the embedded file source"
@@ -55,7 +55,12 @@ sessions dedupe: | $(BUILD)
 	$(GO) run ./cmd/wasmstream run -c examples/wasm/$@/config.yaml --log-level warn
 
 # The README's second command.
-test: test-go test-rust test-tinygo fuzz-short
+test: deps test-go test-rust test-tinygo fuzz-short
+
+# What make test needs beyond Go: Debian packages (rustc, wabt, kcat, chromium, …) and TinyGo,
+# installed if missing (as root; otherwise the script names the packages to install).
+deps:
+	@.ci/install-deps.sh
 
 test-go:
 	cd abi && $(GO) vet ./... && $(GO) test ./...
