@@ -708,7 +708,7 @@ func FuzzTimerHostFunctions(f *testing.F) {
 		if err != nil {
 			// The program may overwrite itself and reach the driver's return or trap op.
 			var ce *CallError
-			if !errors.As(err, &ce) || !(ce.Trap || errors.Is(err, ErrGuestFailed)) {
+			if !errors.As(err, &ce) || !(ce.Trap || errors.Is(err, ErrGuestFailed) || errors.Is(err, ErrOverLimit)) {
 				t.Fatalf("run: %v", err)
 			}
 		}
