@@ -261,13 +261,19 @@ func (guestCollector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect implements prometheus.Collector. Tasks may declare the same name differently (a
 // counter here, a gauge there, other labels); one scrape cannot hold both, so the first task's
-// declaration wins and the others' series of that name are left out.
+// declaration wins and the others' series of that name are left out, as are names that would be
+// the host's own wasmstream_guest_ metrics (call_failures, call_duration_seconds, memory_bytes).
 func (c guestCollector) Collect(ch chan<- prometheus.Metric) {
 	type family struct {
 		kind   prometheus.ValueType
 		labels string
 	}
 	seen := map[string]family{}
+	// The host's own metrics under the same prefix: a guest name that would collide is left out.
+	for _, n := range []string{"call_failures_total", "call_duration_seconds", "call_duration_seconds_bucket",
+		"call_duration_seconds_sum", "call_duration_seconds_count", "memory_bytes"} {
+		seen[ns+"_guest_"+n] = family{labels: "\x00host"}
+	}
 	for _, s := range c.stats() {
 		for _, g := range s.GuestMetrics {
 			name, kind := ns+"_guest_"+g.Name, prometheus.GaugeValue
