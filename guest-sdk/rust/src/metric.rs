@@ -35,16 +35,16 @@ fn declare(kind: i32, name: &str, labels: &[(&str, &str)]) -> Result<i32, Error>
 /// A count that only goes up. Declare it in [`Task::init`](crate::Task::init) (the only place
 /// the host accepts declarations) and keep it in the task.
 #[derive(Debug, Clone, Copy)]
-pub struct Counter {
+pub struct MetricCounter {
     id: i32,
 }
 
-impl Counter {
+impl MetricCounter {
     /// Declares the counter `name` (`[a-zA-Z_][a-zA-Z0-9_]*`) with fixed `(name, value)` labels
     /// (at most 8; not `task`). The host refuses more than 64 series per task, and a name
     /// declared before with another kind or other label names: an error to return from `init`.
-    pub fn new(name: &str, labels: &[(&str, &str)]) -> Result<Counter, Error> {
-        Ok(Counter {
+    pub fn new(name: &str, labels: &[(&str, &str)]) -> Result<MetricCounter, Error> {
+        Ok(MetricCounter {
             id: declare(COUNTER, name, labels)?,
         })
     }
@@ -63,14 +63,14 @@ impl Counter {
 
 /// A value that goes up and down. Declare it in [`Task::init`](crate::Task::init).
 #[derive(Debug, Clone, Copy)]
-pub struct Gauge {
+pub struct MetricGauge {
     id: i32,
 }
 
-impl Gauge {
-    /// Declares the gauge `name` with fixed `(name, value)` labels; the rules of [`Counter::new`].
-    pub fn new(name: &str, labels: &[(&str, &str)]) -> Result<Gauge, Error> {
-        Ok(Gauge {
+impl MetricGauge {
+    /// Declares the gauge `name` with fixed `(name, value)` labels; the rules of [`MetricCounter::new`].
+    pub fn new(name: &str, labels: &[(&str, &str)]) -> Result<MetricGauge, Error> {
+        Ok(MetricGauge {
             id: declare(GAUGE, name, labels)?,
         })
     }

@@ -1,25 +1,30 @@
 //! ABI 0.3 in the SDK and the native harness: guest metrics.
 
 use wasmstream::testing::{Harness, TestRecord};
-use wasmstream::{Context, Counter, Errno, Error, Gauge, Record, Task};
+use wasmstream::{Context, Errno, Error, MetricCounter, MetricGauge, Record, Task};
 
 /// Counts records and remembers the last value's length.
 struct Metered {
-    seen: Counter,
-    last: Gauge,
+    seen: MetricCounter,
+    last: MetricGauge,
 }
 
 impl Task for Metered {
     fn init(_: &[u8]) -> Result<Self, Error> {
         // The host's rules: a reserved label and a bad name are refused.
         assert_eq!(
-            Counter::new("x", &[("task", "t")]).unwrap_err().code(),
+            MetricCounter::new("x", &[("task", "t")])
+                .unwrap_err()
+                .code(),
             Errno::INVALID
         );
-        assert_eq!(Gauge::new("9x", &[]).unwrap_err().code(), Errno::INVALID);
+        assert_eq!(
+            MetricGauge::new("9x", &[]).unwrap_err().code(),
+            Errno::INVALID
+        );
         Ok(Metered {
-            seen: Counter::new("records_seen", &[("stage", "demo")])?,
-            last: Gauge::new("last_value_bytes", &[])?,
+            seen: MetricCounter::new("records_seen", &[("stage", "demo")])?,
+            last: MetricGauge::new("last_value_bytes", &[])?,
         })
     }
 
@@ -29,7 +34,7 @@ impl Task for Metered {
         assert_eq!(self.seen.add(-1).unwrap_err().code(), Errno::INVALID);
         // Declarations belong in init.
         assert_eq!(
-            Counter::new("late", &[]).unwrap_err().code(),
+            MetricCounter::new("late", &[]).unwrap_err().code(),
             Errno::NOT_ALLOWED
         );
         Ok(())
