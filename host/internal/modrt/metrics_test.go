@@ -126,3 +126,32 @@ func TestMetricsNeedABI03(t *testing.T) {
 		t.Errorf("problems %q, want %q", me.Problems, want)
 	}
 }
+
+// FuzzMetricDeclare: any kind, name and labels bytes are accepted as a valid series or refused
+// with a documented code, never a panic; an accepted series is found again by the same
+// declaration and keeps to the bounds.
+func FuzzMetricDeclare(f *testing.F) {
+	f.Add(uint32(0), []byte("words"), abi.AppendHeaders(nil, []abi.Header{{Name: []byte("lang"), Value: []byte("en")}}))
+	f.Add(uint32(1), []byte("g"), []byte{})
+	f.Add(uint32(7), []byte("__x"), []byte{1, 0, 0, 0, 200, 0, 0, 0})
+	f.Fuzz(func(t *testing.T, kind uint32, name, labels []byte) {
+		set := NewMetrics()
+		hs, err := abi.DecodeHeaders(labels)
+		if err != nil {
+			return // metric_declare answers ERR_INVALID before reaching declare
+		}
+		s, e := set.declare(kind, name, hs)
+		switch e {
+		case abi.OK:
+			if len(name) > abi.MaxMetricNameBytes || !validMetricName(name) || len(hs) > abi.MaxMetricLabels {
+				t.Fatalf("accepted %q with %d labels", name, len(hs))
+			}
+			if again, e := set.declare(kind, name, hs); e != abi.OK || again != s {
+				t.Fatalf("declared again: %v, same series %v", e, again == s)
+			}
+		case abi.ErrInvalid, abi.ErrTooLarge, abi.ErrLimit:
+		default:
+			t.Fatalf("undocumented code %v", e)
+		}
+	})
+}
