@@ -6,7 +6,7 @@ const ModuleName = "wasmstream_v0"
 // Version is the ABI version this package describes: major << 16 | minor.
 const (
 	VersionMajor = 0
-	VersionMinor = 2
+	VersionMinor = 3
 	Version      = VersionMajor<<16 | VersionMinor
 )
 
@@ -56,6 +56,27 @@ const (
 	FuncStateKeys    = "state_keys"
 	FuncHTTPRequest  = "http_request"
 	FuncHTTPResponse = "http_response"
+
+	// Added in 0.3.
+	FuncMetricDeclare = "metric_declare"
+	FuncMetricAdd     = "metric_add"
+	FuncMetricSet     = "metric_set"
+)
+
+// Metric kinds, the kind argument of metric_declare (0.3).
+const (
+	MetricCounter = 0 // a monotonic count: metric_add with a delta >= 0
+	MetricGauge   = 1 // a value that goes up and down: metric_set, or metric_add with any delta
+)
+
+// Guest metric bounds (0.3): a module declares at most MaxMetrics series; a name or label name
+// has at most MaxMetricNameBytes bytes, a label value at most MaxMetricLabelValueBytes, and a
+// series at most MaxMetricLabels labels.
+const (
+	MaxMetrics               = 64
+	MaxMetricNameBytes       = 64
+	MaxMetricLabels          = 8
+	MaxMetricLabelValueBytes = 128
 )
 
 // HostFuncs lists every host function name of this ABI version, in the order they were added.
@@ -63,6 +84,7 @@ var HostFuncs = []string{
 	FuncStateGet, FuncStatePut, FuncStateDelete, FuncStateScan,
 	FuncEmit, FuncLog, FuncNowMs, FuncConfigGet, FuncFail,
 	FuncTimerSet, FuncTimerDelete, FuncWatermarkMs, FuncStateKeys, FuncHTTPRequest, FuncHTTPResponse,
+	FuncMetricDeclare, FuncMetricAdd, FuncMetricSet,
 }
 
 // FuncMinor gives the minor version that added each host function; a guest declaring an older
@@ -70,6 +92,7 @@ var HostFuncs = []string{
 var FuncMinor = map[string]uint32{
 	FuncTimerSet: 2, FuncTimerDelete: 2, FuncWatermarkMs: 2, FuncStateKeys: 2,
 	FuncHTTPRequest: 2, FuncHTTPResponse: 2,
+	FuncMetricDeclare: 3, FuncMetricAdd: 3, FuncMetricSet: 3,
 }
 
 // Errno is a host function status: zero or positive is success, negative is an error code.

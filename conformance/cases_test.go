@@ -36,6 +36,7 @@ const (
 	fileExpected = "expected.ndjson"
 	fileState    = "expected-state.txt"
 	fileDead     = "expected-deadletters.ndjson"
+	fileMetrics  = "expected-metrics.txt" // optional: the guest metrics after the run
 )
 
 // caseSpec is a case's case.json.

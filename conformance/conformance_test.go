@@ -67,6 +67,7 @@ type runResult struct {
 	outputs map[string][]string // output lines by key, in order
 	state   string              // in the format of expected-state.txt
 	dead    []deadLetter        // by offset
+	metrics string              // in the format of expected-metrics.txt
 }
 
 // runCase runs the real host over the case with module as the task and collects what it
@@ -113,6 +114,18 @@ func runCase(t *testing.T, c *testCase, module string) *runResult {
 	}
 
 	res := &runResult{}
+	var ms []string
+	for _, s := range h.Stats() {
+		for _, g := range s.GuestMetrics {
+			var ls []string
+			for _, l := range g.Labels {
+				ls = append(ls, fmt.Sprintf("%s=%q", l.Name, l.Value))
+			}
+			ms = append(ms, fmt.Sprintf("%s{%s} %d\n", g.Name, strings.Join(ls, ","), g.Value))
+		}
+	}
+	sort.Strings(ms)
+	res.metrics = strings.Join(ms, "")
 	out, err := os.ReadFile(tc.Output.Path)
 	if err != nil {
 		t.Fatal(err)
@@ -165,6 +178,11 @@ func checkExpected(t *testing.T, c *testCase, got *runResult) {
 	if got.state != string(wantState) {
 		t.Errorf("state differs from %s at line %d:\n got: %s\nwant: %s", fileState,
 			firstDiffLine(got.state, string(wantState)), lineAt(got.state, string(wantState)), lineAt(string(wantState), got.state))
+	}
+
+	// The guest metrics, in cases that check them.
+	if wantMetrics, err := os.ReadFile(filepath.Join(c.Dir, fileMetrics)); err == nil && got.metrics != string(wantMetrics) {
+		t.Errorf("guest metrics after the run:\n got: %q\nwant: %q", got.metrics, wantMetrics)
 	}
 
 	wantDead, err := os.ReadFile(filepath.Join(c.Dir, fileDead))

@@ -32,6 +32,7 @@ type expectation struct {
 	Outputs string       // expected.ndjson: every record's outputs, records in input order
 	State   string       // expected-state.txt
 	Dead    []deadLetter // expected-deadletters.ndjson, by offset
+	Metrics string       // expected-metrics.txt: the guest metrics after the run ("" when not checked)
 }
 
 // coverage is what the model saw a case exercise, for TestCasesCoverContract.
@@ -51,9 +52,11 @@ type coverage struct {
 func model(c *testCase) (expectation, *coverage, error) {
 	cov := &coverage{commands: map[string]int{}}
 	var step func(state map[string]string, r inputRecord, emit func(output, value string, hs []header) error) error
+	var step0 any // the conform model, for its metric
 	switch c.Spec.Contract {
 	case contractConform:
 		m := &conformModel{cfg: string(c.configBytes()), keys: map[string]bool{}, cov: cov}
+		step0 = m
 		for _, r := range c.Input {
 			m.keys[r.Key] = true
 		}
@@ -135,6 +138,13 @@ func model(c *testCase) (expectation, *coverage, error) {
 		}
 	}
 	exp.State = stateText(lines)
+	if cm, ok := step0.(*conformModel); ok && cm.metricUsed {
+		// A metric is not rolled back with a failed batch: a retried batch would count again.
+		if len(exp.Dead) > 0 {
+			return expectation{}, nil, errors.New("a case using metric may not have failing records: a retried batch counts again")
+		}
+		exp.Metrics = fmt.Sprintf("conform_metric{contract=%q} %d\n", "conform", cm.metric)
+	}
 	return exp, cov, nil
 }
 
@@ -143,6 +153,9 @@ type conformModel struct {
 	cfg  string
 	keys map[string]bool // every key of the case's input
 	cov  *coverage
+
+	metric     int64 // the sum the metric commands added
+	metricUsed bool
 }
 
 var errBadNumber = errors.New("bad number")
@@ -260,6 +273,14 @@ func (m *conformModel) record(st map[string]string, r inputRecord, emit func(str
 	case "emitdef":
 		out, value := cut(args)
 		return emit(out, value, nil) // the SDKs' default timestamp is the record's
+	case "metric":
+		d, ok := number(args, 999999999)
+		if !ok {
+			return errBadNumber
+		}
+		m.metric += int64(d)
+		m.metricUsed = true
+		return result("ok")
 	case "count":
 		name, num := cut(args)
 		d, ok := number(num, 999999999)
@@ -524,6 +545,7 @@ func TestExpectedFiles(t *testing.T) {
 				dead.WriteString(d.line())
 			}
 			writeOrCompare(t, filepath.Join(c.Dir, fileDead), dead.String(), true)
+			writeOrCompare(t, filepath.Join(c.Dir, fileMetrics), exp.Metrics, true)
 		})
 	}
 }
@@ -554,7 +576,7 @@ func TestCasesCoverContract(t *testing.T) {
 		total.interleaved = total.interleaved || cov.interleaved
 	}
 	for _, cmd := range []string{"put", "get", "del", "scan", "many", "big", "emit", "config", "meta", "fail", "foreign", "",
-		"emitdef", "count", "append", "mput", "json"} {
+		"emitdef", "count", "append", "mput", "json", "metric"} {
 		if total.commands[cmd] == 0 {
 			t.Errorf("no case uses command %q", cmd)
 		}

@@ -222,3 +222,105 @@ tasks:
 		t.Fatalf("the binary did not exit after its input ended; stderr:\n%s", stderr.String())
 	}
 }
+
+// TestBinaryGuestMetrics runs the binary on a task whose guest declares a counter and a gauge
+// (ABI 0.3) with two workers, and scrapes them from /metrics: the counter sums both workers'
+// instances to the records fed, with the task label beside the guest's own.
+func TestBinaryGuestMetrics(t *testing.T) {
+	bin := guestbuild.Binary(t)
+	module := guestbuild.Go(t, "testguests/gmetrics")
+	dir := t.TempDir()
+	metricsPort := freePort(t)
+	cfg := fmt.Sprintf(`data_dir: %s
+checkpoint_interval: 50ms
+metrics:
+  addr: 127.0.0.1:%d
+tasks:
+  - name: gm
+    module: %s
+    workers: 2
+    inputs:
+      - name: feed
+        type: stdin
+        key_field: k
+        value_field: v
+    output:
+      type: file
+      path: %s
+`, filepath.Join(dir, "data"), metricsPort, module, filepath.Join(dir, "out.ndjson"))
+	cfgPath := filepath.Join(dir, "wasmstream.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "-c", cfgPath, "--log-level", "warn")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	waited := make(chan struct{})
+	go func() { exited <- cmd.Wait(); close(waited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-waited
+	})
+	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
+	const records = 500
+	w := bufio.NewWriter(stdin)
+	for i := range records {
+		fmt.Fprintf(w, `{"k":"k%d","v":"value"}`+"\n", i%17)
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var text string
+	deadline := time.Now().Add(60 * time.Second) // a guard against hanging, not a measurement
+	for {
+		code, body := scrape(t, url, "")
+		text = body
+		if v, _ := sample(body, `wasmstream_records_processed_total{task="gm"}`); code == 200 && v == records {
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the binary exited (%v); stderr:\n%s", err, stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not every record processed; last scrape:\n%s\nstderr:\n%s", text, stderr.String())
+		}
+	}
+	for series, want := range map[string]float64{
+		`wasmstream_guest_records_seen_total{stage="demo",task="gm"}`: records,
+		`wasmstream_guest_last_value_bytes{task="gm"}`:                float64(len("value")),
+	} {
+		if got, ok := sample(text, series); !ok || got != want {
+			t.Errorf("%s = %v (present %v), want %v\n%s", series, got, ok, want, grepLines(text, "wasmstream_guest_"))
+		}
+	}
+	problems, err := promlint.New(strings.NewReader(text)).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "wasmstream_guest_") {
+			t.Errorf("lint: %s: %s", p.Metric, p.Text)
+		}
+	}
+}
+
+// grepLines returns the lines of text containing s.
+func grepLines(text, s string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

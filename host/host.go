@@ -474,6 +474,10 @@ type TaskStats struct {
 	// BatchSize counts the records and timer firings of each batch; CallSeconds the duration
 	// of each guest call; CheckpointSeconds the duration of each checkpoint.
 	BatchSize, CallSeconds, CheckpointSeconds Histogram
+	// GuestMetrics are the counters and gauges the running module version declared with
+	// metric_declare (ABI 0.3), in declaration order; up to date. They start at zero when a
+	// version becomes current (a deploy, activation or rollback) and when the host starts.
+	GuestMetrics []GuestMetric
 	// Recent are the task's last errors (at most 20), oldest first; up to date.
 	Recent []RecentError
 }
@@ -488,6 +492,18 @@ type RecentError struct {
 	Key   string
 	Err   string
 }
+
+// GuestMetric is the value of one metric a guest declared: a counter or a gauge, its name (without
+// the "wasmstream_guest_" prefix the Prometheus export adds) and its fixed labels.
+type GuestMetric struct {
+	Counter bool
+	Name    string
+	Labels  []GuestLabel
+	Value   int64
+}
+
+// GuestLabel is one label of a GuestMetric.
+type GuestLabel struct{ Name, Value string }
 
 // InputStats are the figures of one input of a task, as of the task's last checkpoint: a file
 // or stdin input, or one Kafka partition of a Kafka input.
@@ -541,6 +557,13 @@ func (h *Host) Stats() []TaskStats {
 			CheckpointSeconds: histogram(s.CheckpointSeconds)}
 		for _, e := range s.Recent {
 			out[i].Recent = append(out[i].Recent, RecentError{Time: e.Time, Kind: e.Kind, Where: e.Where, Key: e.Key, Err: e.Err})
+		}
+		for _, g := range s.GuestMetrics {
+			m := GuestMetric{Counter: g.Counter, Name: g.Name, Value: g.Value}
+			for _, l := range g.Labels {
+				m.Labels = append(m.Labels, GuestLabel{Name: l.Name, Value: l.Value})
+			}
+			out[i].GuestMetrics = append(out[i].GuestMetrics, m)
 		}
 		for _, in := range s.Inputs {
 			out[i].Inputs = append(out[i].Inputs, InputStats{Name: in.Name, Topic: in.Topic, Partition: in.Partition,

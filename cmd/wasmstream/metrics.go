@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -179,7 +180,7 @@ func constHistogram(d *prometheus.Desc, h host.Histogram, task string) prometheu
 // the process's, from a registry of its own (no global one).
 func newMetricsHandler(c statsCollector, log *slog.Logger) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(c, collectors.NewGoCollector(),
+	reg.MustRegister(c, guestCollector{stats: c.stats}, collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -245,4 +246,58 @@ func serveMetrics(addr string, metrics http.Handler, ready func() bool, log *slo
 		}
 		<-done
 	}, nil
+}
+
+// guestCollector exports the counters and gauges guests declare (ABI 0.3 metric_declare) as
+// wasmstream_guest_<name> (counters get a _total suffix unless the name has one) with a task
+// label beside the guest's own fixed labels. Their names are known only at run time, so it is an
+// unchecked collector (Describe sends nothing). The host bounds them: 64 series per task.
+type guestCollector struct {
+	stats func() []host.TaskStats
+}
+
+// Describe implements prometheus.Collector.
+func (guestCollector) Describe(chan<- *prometheus.Desc) {}
+
+// Collect implements prometheus.Collector. Tasks may declare the same name differently (a
+// counter here, a gauge there, other labels); one scrape cannot hold both, so the first task's
+// declaration wins and the others' series of that name are left out, as are names that would be
+// the host's own wasmstream_guest_ metrics (call_failures, call_duration_seconds, memory_bytes).
+func (c guestCollector) Collect(ch chan<- prometheus.Metric) {
+	type family struct {
+		kind   prometheus.ValueType
+		labels string
+	}
+	seen := map[string]family{}
+	// The host's own metrics under the same prefix: a guest name that would collide is left out.
+	for _, n := range []string{"call_failures_total", "call_duration_seconds", "call_duration_seconds_bucket",
+		"call_duration_seconds_sum", "call_duration_seconds_count", "memory_bytes"} {
+		seen[ns+"_guest_"+n] = family{labels: "\x00host"}
+	}
+	for _, s := range c.stats() {
+		for _, g := range s.GuestMetrics {
+			name, kind := ns+"_guest_"+g.Name, prometheus.GaugeValue
+			if g.Counter {
+				kind = prometheus.CounterValue
+				if !strings.HasSuffix(name, "_total") {
+					name += "_total"
+				}
+			}
+			labels, values := []string{"task"}, []string{s.Task}
+			for _, l := range g.Labels {
+				labels, values = append(labels, l.Name), append(values, l.Value)
+			}
+			f := family{kind, strings.Join(labels, ",")}
+			if prev, ok := seen[name]; ok && prev != f {
+				continue
+			}
+			seen[name] = f
+			d := prometheus.NewDesc(name, "Declared by the guest of the task (metric_declare).", labels, nil)
+			m, err := prometheus.NewConstMetric(d, kind, float64(g.Value), values...)
+			if err != nil {
+				continue // the host validated names and labels: cannot happen
+			}
+			ch <- m
+		}
+	}
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"log/slog"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -44,5 +46,42 @@ wasmstream_records_in_total{task="wc"} 10
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "wasmstream_batch_records",
 		"wasmstream_consumer_lag_records", "wasmstream_records_in_total"); err != nil {
 		t.Error(err)
+	}
+}
+
+// TestGuestMetricsExport: guest metrics get the wasmstream_guest_ prefix, counters a _total
+// suffix, and the task label beside the guest's; a name another task declared differently is
+// left out instead of failing the whole scrape.
+func TestGuestMetricsExport(t *testing.T) {
+	stats := []host.TaskStats{
+		{Task: "a", GuestMetrics: []host.GuestMetric{
+			{Counter: true, Name: "hits", Labels: []host.GuestLabel{{Name: "kind", Value: "x"}}, Value: 3},
+			{Name: "depth", Value: -2},
+			{Name: "memory_bytes", Value: 1},                 // the host's wasmstream_guest_memory_bytes
+			{Counter: true, Name: "call_failures", Value: 1}, // the host's wasmstream_guest_call_failures_total
+		}},
+		{Task: "b", GuestMetrics: []host.GuestMetric{
+			{Name: "hits_total", Value: 9}, // a gauge here: conflicts with task a's counter
+			{Name: "depth", Value: 4},
+			{Counter: true, Name: "sent_total", Value: 1},
+		}},
+	}
+	h := newMetricsHandler(statsCollector{stats: func() []host.TaskStats { return stats }}, slog.New(slog.DiscardHandler))
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body)
+	}
+	var got []string
+	for _, l := range strings.Split(rec.Body.String(), "\n") {
+		if strings.HasPrefix(l, "wasmstream_guest_") && !strings.HasPrefix(l, "wasmstream_guest_call_duration") {
+			got = append(got, l)
+		}
+	}
+	want := []string{`wasmstream_guest_call_failures_total{task="a"} 0`, `wasmstream_guest_call_failures_total{task="b"} 0`,
+		`wasmstream_guest_depth{task="a"} -2`, `wasmstream_guest_depth{task="b"} 4`,
+		`wasmstream_guest_hits_total{kind="x",task="a"} 3`, `wasmstream_guest_sent_total{task="b"} 1`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("exported\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }

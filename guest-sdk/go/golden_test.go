@@ -38,13 +38,14 @@ func golden(t *testing.T, name string) []byte {
 
 // scriptHost is a host whose state_scan answers from a script of pages and that records the rest.
 type scriptHost struct {
-	t        *testing.T
-	pages    [][]byte // state_scan answers, in order
-	scans    []string // "after" of each state_scan call; "-" for from-first
-	emits    [][]byte // headers argument of each emit
-	failMsg  string
-	getCalls int
-	value    []byte // state_get answer
+	metricOps []string
+	t         *testing.T
+	pages     [][]byte // state_scan answers, in order
+	scans     []string // "after" of each state_scan call; "-" for from-first
+	emits     [][]byte // headers argument of each emit
+	failMsg   string
+	getCalls  int
+	value     []byte // state_get answer
 
 	// ABI 0.2
 	keyPages  [][]byte // state_keys answers, in order (an empty answer is ERR_BUFFER_TOO_SMALL)
@@ -101,6 +102,21 @@ func (h *scriptHost) TimerDelete(key, name []byte) int32 {
 	return 0
 }
 func (h *scriptHost) WatermarkMs() int64 { return h.watermark }
+func (h *scriptHost) MetricDeclare(kind int32, name, labels []byte) int32 {
+	h.metricOps = append(h.metricOps, "declare "+strconv.Itoa(int(kind))+" "+string(name)+" "+strconv.Quote(string(labels)))
+	if string(name) == "refused" {
+		return int32(abi.ErrInvalid)
+	}
+	return int32(len(h.metricOps) - 1)
+}
+func (h *scriptHost) MetricAdd(id int32, v int64) int32 {
+	h.metricOps = append(h.metricOps, "add "+strconv.Itoa(int(id))+" "+strconv.FormatInt(v, 10))
+	return 0
+}
+func (h *scriptHost) MetricSet(id int32, v int64) int32 {
+	h.metricOps = append(h.metricOps, "set "+strconv.Itoa(int(id))+" "+strconv.FormatInt(v, 10))
+	return 0
+}
 func (h *scriptHost) StateKeys(after []byte, fromFirst bool, buf []byte) int32 {
 	if fromFirst {
 		h.keysCalls = append(h.keysCalls, "-")
@@ -146,6 +162,7 @@ func install(t *testing.T) *scriptHost {
 	reset := func() {
 		initFn, processFn, config = nil, nil, nil
 		timerFn, tickFn, migrateFn, stateVersion = nil, nil, nil, 0
+		metrics = nil
 	}
 	reset()
 	t.Cleanup(func() { host.Current = nil; reset() })

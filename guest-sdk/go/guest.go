@@ -69,6 +69,13 @@ func callInit(n int32) int32 {
 		return fail("wasmstream: init: " + err.Error())
 	}
 	config = append(make([]byte, 0, len(in.Config)), in.Config...)
+	if in.Version&0xffff >= 3 { // a 0.2 host has no metric functions: metrics stay undeclared no-ops
+		if err := declareMetrics(); err != nil {
+			return fail("wasmstream: " + err.Error())
+		}
+		inInit = true
+		defer func() { inInit = false }()
+	}
 	if initFn != nil {
 		if err := initFn(config); err != nil {
 			return fail(err.Error())

@@ -142,6 +142,8 @@ type Host struct {
 	partition uint32            // the call's partition
 	reason    []byte
 	httpKept  []byte // the last http_request response that did not fit
+
+	metrics metricSet // guest metrics (harness03.go)
 }
 
 type phase int
@@ -175,6 +177,7 @@ func (h *Host) Init() error {
 		return err
 	}
 	h.beginUnit()
+	h.metrics.ids = nil // a new instance: its declarations number from 0
 	payload := abi.AppendInit(nil, abi.Init{Version: abi.Version, Task: []byte(h.opts.Task), Config: h.opts.Config})
 	return h.guestCall(phaseInit, "wasmstream_init", payload, host.Guest.Init)
 }

@@ -69,6 +69,16 @@ mod imp {
         fn state_keys(after_ptr: i32, after_len: i32, buf_ptr: i32, buf_cap: i32) -> i32;
         fn http_request(req_ptr: i32, req_len: i32, buf_ptr: i32, buf_cap: i32) -> i32;
         fn http_response(buf_ptr: i32, buf_cap: i32) -> i32;
+        // ABI 0.3
+        fn metric_declare(
+            kind: i32,
+            name_ptr: i32,
+            name_len: i32,
+            labels_ptr: i32,
+            labels_len: i32,
+        ) -> i32;
+        fn metric_add(id: i32, v: i64) -> i32;
+        fn metric_set(id: i32, v: i64) -> i32;
     }
 
     // Pointers are offsets into the 32-bit linear memory; lengths of slices fit in an i32
@@ -173,6 +183,15 @@ mod imp {
         let bp = buf.as_mut_ptr() as usize as i32;
         unsafe { http_response(bp, buf.len() as i32) }
     }
+    pub fn host_metric_declare(kind: i32, name: &[u8], labels: &[u8]) -> i32 {
+        unsafe { metric_declare(kind, p(name), l(name), p(labels), l(labels)) }
+    }
+    pub fn host_metric_add(id: i32, v: i64) -> i32 {
+        unsafe { metric_add(id, v) }
+    }
+    pub fn host_metric_set(id: i32, v: i64) -> i32 {
+        unsafe { metric_set(id, v) }
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -224,6 +243,15 @@ mod imp {
     }
     pub fn host_http_response(buf: &mut [u8]) -> i32 {
         with_host(|h| h.http_response(buf))
+    }
+    pub fn host_metric_declare(kind: i32, name: &[u8], labels: &[u8]) -> i32 {
+        with_host(|h| h.metric_declare(kind, name, labels))
+    }
+    pub fn host_metric_add(id: i32, v: i64) -> i32 {
+        with_host(|h| h.metric_update(id, v, false))
+    }
+    pub fn host_metric_set(id: i32, v: i64) -> i32 {
+        with_host(|h| h.metric_update(id, v, true))
     }
 }
 

@@ -444,6 +444,9 @@ pub(crate) struct FakeHost {
     module_version: u32,
     http: Option<HttpStub>,
     http_kept: Option<Vec<u8>>,
+    // ABI 0.3
+    /// Declared metrics: kind, name, labels layout, value; an id indexes it.
+    metrics: Vec<(i32, Vec<u8>, Vec<u8>, i64)>,
 }
 
 impl FakeHost {
@@ -471,6 +474,7 @@ impl FakeHost {
             module_version: 0,
             http: None,
             http_kept: None,
+            metrics: Vec::new(),
         }
     }
 
@@ -799,6 +803,64 @@ impl FakeHost {
             buf[..n].copy_from_slice(&self.config);
         }
         n as i32
+    }
+
+    pub(crate) fn metric_declare(&mut self, kind: i32, name: &[u8], labels: &[u8]) -> i32 {
+        if self.phase != Phase::Init {
+            return Errno::NOT_ALLOWED.raw();
+        }
+        let valid = |s: &[u8]| {
+            !s.is_empty()
+                && s.len() <= 64
+                && !s.starts_with(b"__")
+                && s.iter().enumerate().all(|(k, c)| {
+                    *c == b'_' || c.is_ascii_alphabetic() || (k > 0 && c.is_ascii_digit())
+                })
+        };
+        if (kind != 0 && kind != 1) || !valid(name) {
+            return Errno::INVALID.raw();
+        }
+        let hs = match crate::abi::decode_headers(labels) {
+            Ok(h) => h,
+            Err(_) => return Errno::INVALID.raw(),
+        };
+        if hs.iter().any(|(n, _)| !valid(n) || n == &b"task"[..]) {
+            return Errno::INVALID.raw();
+        }
+        if let Some(i) = self
+            .metrics
+            .iter()
+            .position(|m| m.1 == name && m.2 == labels)
+        {
+            if self.metrics[i].0 != kind {
+                return Errno::INVALID.raw();
+            }
+            return i as i32;
+        }
+        if self.metrics.iter().any(|m| m.1 == name && m.0 != kind) {
+            return Errno::INVALID.raw();
+        }
+        if self.metrics.len() >= 64 {
+            return Errno::LIMIT.raw();
+        }
+        self.metrics.push((kind, name.to_vec(), labels.to_vec(), 0));
+        (self.metrics.len() - 1) as i32
+    }
+
+    pub(crate) fn metric_update(&mut self, id: i32, v: i64, set: bool) -> i32 {
+        let m = match self.metrics.get_mut(id as usize) {
+            Some(m) if id >= 0 => m,
+            _ => return Errno::INVALID.raw(),
+        };
+        if m.0 == 0 && (set || v < 0) {
+            return Errno::INVALID.raw();
+        }
+        if set {
+            m.3 = v;
+        } else {
+            m.3 = m.3.wrapping_add(v);
+        }
+        0
     }
 
     pub(crate) fn fail(&mut self, msg: &[u8]) -> i32 {
@@ -1403,6 +1465,17 @@ impl<T: Task> Harness<T> {
     /// Every output of the successful calls so far, in order.
     pub fn outputs(&self) -> Vec<Output> {
         with_host(|h| h.outputs.clone())
+    }
+
+    /// The value of the metric (ABI 0.3) `name` with exactly these labels, if the task declared it.
+    pub fn metric(&self, name: &str, labels: &[(&str, &str)]) -> Option<i64> {
+        let layout = crate::metric::labels_layout(labels);
+        with_host(|h| {
+            h.metrics
+                .iter()
+                .find(|m| m.1 == name.as_bytes() && m.2 == layout)
+                .map(|m| m.3)
+        })
     }
 
     /// Every message logged so far (failed calls included).

@@ -44,6 +44,9 @@ const (
 	hfStateKeys
 	hfHTTPRequest
 	hfHTTPResponse
+	hfMetricDeclare
+	hfMetricAdd
+	hfMetricSet
 	hfCount
 )
 
@@ -104,6 +107,16 @@ var hostFuncs = [hfCount]hostFunc{
 	}},
 	hfHTTPResponse: {abi.FuncHTTPResponse, i32s(2), i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
 		return i.httpResponse(u32(s[0]), u32(s[1]))
+	}},
+	// ABI 0.3.
+	hfMetricDeclare: {abi.FuncMetricDeclare, i32s(5), i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
+		return i.metricDeclare(u32(s[0]), u32(s[1]), u32(s[2]), u32(s[3]), u32(s[4]))
+	}},
+	hfMetricAdd: {abi.FuncMetricAdd, []byte{valI32, valI64}, i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
+		return i.metricUpdate(u32(s[0]), int64(s[1]), false)
+	}},
+	hfMetricSet: {abi.FuncMetricSet, []byte{valI32, valI64}, i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
+		return i.metricUpdate(u32(s[0]), int64(s[1]), true)
 	}},
 }
 

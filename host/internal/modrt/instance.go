@@ -36,6 +36,9 @@ type InstanceConfig struct {
 	Outputs []string
 	// StatelessOnly makes every state function return ERR_NOT_ALLOWED.
 	StatelessOnly bool
+	// Metrics receives the metrics the guest declares (ABI 0.3), shared by every instance given
+	// the same set. nil gives the instance a set of its own.
+	Metrics *Metrics
 }
 
 // Env gives a call read access to committed state. The host implements it for one Process call;
@@ -152,6 +155,8 @@ type Instance struct {
 	abiVers              uint32
 	observer             func(fn int, result int64) // tests only: sees every host function result
 	http                 httpCall                   // outbound HTTP (http.go)
+	metrics              *Metrics                   // where metric_declare declares (metrics.go)
+	myMetrics            []*metricSeries            // the series this instance declared; an id indexes it
 }
 
 // callCtx is the context.Context passed to the guest for one call. Host functions find their
@@ -245,10 +250,14 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 		now:       now,
 		outputs:   append([]string(nil), cfg.Outputs...),
 		stateless: cfg.StatelessOnly,
+		metrics:   cfg.Metrics,
 		stdout:    &lineWriter{log: logger, level: slog.LevelInfo, stream: "stdout", max: m.lim.MaxLogBytes, keepLast: true, lim: m.logLim},
 		stderr:    &lineWriter{log: logger, level: slog.LevelWarn, stream: "stderr", max: m.lim.MaxLogBytes, lim: m.logLim},
 		logLim:    m.logLim,
 		refused:   &m.refused,
+	}
+	if i.metrics == nil {
+		i.metrics = NewMetrics()
 	}
 	i.stdout.attrs, i.stderr.attrs = &i.logAttrs, &i.logAttrs
 	i.cctx.inst = i

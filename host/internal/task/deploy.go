@@ -30,14 +30,15 @@ type version struct {
 	mod     *modrt.Module
 	newProc func(ctx context.Context) (Processor, error)
 
-	jobs    int           // jobs dispatched on this version and not finished
-	retired bool          // a newer version is current
-	first   chan struct{} // closed when the first batch on this version finished, or never will
-	firstAt time.Time     // when; zero if none did
+	jobs    int            // jobs dispatched on this version and not finished
+	retired bool           // a newer version is current
+	first   chan struct{}  // closed when the first batch on this version finished, or never will
+	firstAt time.Time      // when; zero if none did
+	metrics *modrt.Metrics // the metrics its guests declare (ABI 0.3): each version starts at zero
 }
 
 func newVersion(id int64, mod *modrt.Module, newProc func(ctx context.Context) (Processor, error)) *version {
-	return &version{id: id, mod: mod, newProc: newProc, first: make(chan struct{})}
+	return &version{id: id, mod: mod, newProc: newProc, first: make(chan struct{}), metrics: modrt.NewMetrics()}
 }
 
 // ranBatch records that a batch on v finished successfully at now.
@@ -158,6 +159,7 @@ func (t *Task) serve(ctx context.Context, r request) {
 		old := t.cur
 		out = Switched{Previous: old.id, At: t.cfg.Now(), v: r.ver}
 		t.cur = r.ver
+		t.meters.guest.Store(r.ver.metrics)
 		t.stats.Switches++
 		old.retired = true
 		old.release(ctx)

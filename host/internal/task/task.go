@@ -177,17 +177,20 @@ type endMark struct{ offset, end int64 }
 
 // Stats are a task's running figures.
 type Stats struct {
-	Records     int64 // records read this run
-	Processed   int64 // records whose processing completed
-	Outputs     int64
-	Skipped     int64 // records replayed after a restart and skipped as already applied
-	DeadLetters int64
-	Retries     int64
-	Failures    int64 // failed guest calls
-	Checkpoints int64
-	PeakQueued  int   // most records queued in the scheduler at once (read ahead, not in flight)
-	Pauses      int64 // times an input was paused because its queues were full (S4)
-	Late        int64 // records read with a timestamp below their stream's watermark
+	// GuestMetrics are the metrics the current module version's guests declared (ABI 0.3); up
+	// to date.
+	GuestMetrics []modrt.MetricValue
+	Records      int64 // records read this run
+	Processed    int64 // records whose processing completed
+	Outputs      int64
+	Skipped      int64 // records replayed after a restart and skipped as already applied
+	DeadLetters  int64
+	Retries      int64
+	Failures     int64 // failed guest calls
+	Checkpoints  int64
+	PeakQueued   int   // most records queued in the scheduler at once (read ahead, not in flight)
+	Pauses       int64 // times an input was paused because its queues were full (S4)
+	Late         int64 // records read with a timestamp below their stream's watermark
 
 	TimersSet     int64 // timer_set calls applied (including by firings)
 	TimersDeleted int64 // timer deletions applied, fired timers included
@@ -262,6 +265,7 @@ type meters struct {
 	batchSize         *hist.Histogram
 	callSeconds       *hist.Histogram
 	checkpointSeconds *hist.Histogram
+	guest             atomic.Pointer[modrt.Metrics] // the current version's guest metrics
 }
 
 // Task runs one task. It is created by New and run once by Run.
@@ -353,6 +357,7 @@ func New(cfg Config) (*Task, error) {
 	t.meters.batchSize = hist.New(batchSizeBounds...)
 	t.meters.callSeconds = hist.New(secondsBounds...)
 	t.meters.checkpointSeconds = hist.New(secondsBounds...)
+	t.meters.guest.Store(t.cur.metrics)
 	name := cfg.Name
 	db := cfg.Store
 	t.cache = statecache.New(func(st uint32, key []byte, meta *statecache.Meta, fn func(name, val []byte)) error {
@@ -393,6 +398,7 @@ func (t *Task) Stats() Stats {
 	s.CallSeconds = t.meters.callSeconds.Snapshot()
 	s.CheckpointSeconds = t.meters.checkpointSeconds.Snapshot()
 	s.Recent = t.recent.list()
+	s.GuestMetrics = t.meters.guest.Load().Snapshot()
 	return s
 }
 
@@ -595,7 +601,9 @@ func (t *Task) instantiate(ctx context.Context, v *version) (Processor, error) {
 	if v.newProc != nil {
 		return v.newProc(ctx)
 	}
-	return v.mod.Instantiate(ctx, instanceConfig(&t.cfg, t.cfg.Logger)) // modrt adds the task to its logger
+	ic := instanceConfig(&t.cfg, t.cfg.Logger) // modrt adds the task to its logger
+	ic.Metrics = v.metrics
+	return v.mod.Instantiate(ctx, ic)
 }
 
 // instanceConfig is the configuration of an instance of cfg's module logging to log, a logger

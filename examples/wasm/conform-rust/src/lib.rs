@@ -31,7 +31,7 @@
 
 use wasmstream::json::{Object, Value, Writer};
 use wasmstream::state::{Counter, List, Map};
-use wasmstream::{Context, Error, HeadersBuilder, Record, Task};
+use wasmstream::{Context, Error, HeadersBuilder, MetricCounter, Record, Task};
 
 /// The output every command's result goes to.
 pub const OUTPUT: &str = "result";
@@ -44,11 +44,16 @@ const MAX_BIG: u64 = 16 << 20;
 const MAX_ADD: u64 = 999_999_999;
 
 /// The task. It keeps nothing between records.
-pub struct Conform;
+pub struct Conform {
+    /// The counter the metric command adds to (ABI 0.3).
+    metric: MetricCounter,
+}
 
 impl Task for Conform {
     fn init(_config: &[u8]) -> Result<Self, Error> {
-        Ok(Conform)
+        Ok(Conform {
+            metric: MetricCounter::new("conform_metric", &[("contract", "conform")])?,
+        })
     }
 
     fn process(&mut self, rec: &Record, ctx: &mut Context) -> Result<(), Error> {
@@ -174,6 +179,11 @@ impl Task for Conform {
                 let d = number(num, MAX_ADD)?;
                 let n = Counter::named(text(name)?).add(ctx, d as i64)?;
                 result(ctx, rec, n.to_string())
+            }
+            b"metric" => {
+                let d = number(args, MAX_ADD)?;
+                self.metric.add(d as i64)?;
+                result(ctx, rec, "ok")
             }
             b"append" => {
                 let (name, item) = cut(args);

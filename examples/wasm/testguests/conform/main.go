@@ -53,6 +53,9 @@ const (
 
 var errBadNumber = errors.New("bad number")
 
+// metric is the counter the metric command adds to (ABI 0.3).
+var metric = wasmstream.NewMetricCounter("conform_metric", "contract", "conform")
+
 func handle(r *wasmstream.Record) error {
 	cmd, args := cut(string(r.Value()))
 	st := r.State()
@@ -178,6 +181,15 @@ func handle(r *wasmstream.Record) error {
 			return hostErr(err)
 		}
 		return result(r, strconv.FormatInt(n, 10))
+	case "metric":
+		d, ok := number(args, maxAdd)
+		if !ok {
+			return errBadNumber
+		}
+		if err := metric.Add(int64(d)); err != nil {
+			return hostErr(err)
+		}
+		return result(r, "ok")
 	case "append":
 		name, item := cut(args)
 		l := wasmstream.List[string]{Name: name, Codec: wasmstream.StringCodec}

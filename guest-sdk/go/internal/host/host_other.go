@@ -23,6 +23,11 @@ type Host interface {
 	StateKeys(after []byte, fromFirst bool, buf []byte) int32
 	HTTPRequest(req, buf []byte) int32
 	HTTPResponse(buf []byte) int32
+
+	// Added in ABI 0.3.
+	MetricDeclare(kind int32, name, labels []byte) int32
+	MetricAdd(id int32, v int64) int32
+	MetricSet(id int32, v int64) int32
 }
 
 // Current serves every host function of a native build. It is nil until a harness installs one.
@@ -105,3 +110,14 @@ func HTTPRequest(req, buf []byte) int32 { return current().HTTPRequest(req, buf)
 
 // HTTPResponse calls Current.HTTPResponse.
 func HTTPResponse(buf []byte) int32 { return current().HTTPResponse(buf) }
+
+// MetricDeclare calls Current.MetricDeclare.
+func MetricDeclare(kind int32, name, labels []byte) int32 {
+	return current().MetricDeclare(kind, name, labels)
+}
+
+// MetricAdd calls Current.MetricAdd.
+func MetricAdd(id int32, v int64) int32 { return current().MetricAdd(id, v) }
+
+// MetricSet calls Current.MetricSet.
+func MetricSet(id int32, v int64) int32 { return current().MetricSet(id, v) }

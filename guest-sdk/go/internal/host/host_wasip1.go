@@ -49,6 +49,15 @@ func httpRequest(reqPtr unsafe.Pointer, reqLen int32, bufPtr unsafe.Pointer, buf
 //go:wasmimport wasmstream_v0 http_response
 func httpResponse(bufPtr unsafe.Pointer, bufCap int32) int32
 
+//go:wasmimport wasmstream_v0 metric_declare
+func metricDeclare(kind int32, namePtr unsafe.Pointer, nameLen int32, labelsPtr unsafe.Pointer, labelsLen int32) int32
+
+//go:wasmimport wasmstream_v0 metric_add
+func metricAdd(id int32, v int64) int32
+
+//go:wasmimport wasmstream_v0 metric_set
+func metricSet(id int32, v int64) int32
+
 // ptr is the address of b's first element, or nil for a nil slice.
 func ptr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
 
@@ -124,3 +133,14 @@ func HTTPRequest(req, buf []byte) int32 {
 
 // HTTPResponse calls http_response (ABI.md §4.15); len(buf) is buf_cap.
 func HTTPResponse(buf []byte) int32 { return httpResponse(ptr(buf), int32(len(buf))) }
+
+// MetricDeclare calls metric_declare (ABI.md §4.17); labels is a Headers layout.
+func MetricDeclare(kind int32, name, labels []byte) int32 {
+	return metricDeclare(kind, ptr(name), int32(len(name)), ptr(labels), int32(len(labels)))
+}
+
+// MetricAdd calls metric_add (ABI.md §4.18).
+func MetricAdd(id int32, v int64) int32 { return metricAdd(id, v) }
+
+// MetricSet calls metric_set (ABI.md §4.19).
+func MetricSet(id int32, v int64) int32 { return metricSet(id, v) }

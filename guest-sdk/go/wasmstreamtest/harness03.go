@@ -1,0 +1,140 @@
+//go:build !wasip1
+
+package wasmstreamtest
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/guest-sdk/go/internal/host"
+)
+
+// The ABI 0.3 side of the harness: guest metrics. Like the host, the Host keeps one value per
+// declared series for the whole test (every Init of the Host declares into the same set) and
+// applies the host's rules to declarations.
+
+type metricSeries struct {
+	kind   int32
+	name   string
+	labels []string // name, value pairs
+	value  int64
+}
+
+type metricSet struct {
+	series []*metricSeries
+	family map[string]string
+	ids    []*metricSeries // the current instance's: an id indexes it
+}
+
+// Metric returns the value of the metric name with exactly the labels given as name, value pairs,
+// and whether the guest declared it.
+func (h *Host) Metric(name string, labels ...string) (int64, bool) {
+	for _, s := range h.metrics.series {
+		if s.name == name && strings.Join(s.labels, "\x00") == strings.Join(labels, "\x00") {
+			return s.value, true
+		}
+	}
+	return 0, false
+}
+
+func validMetricName(s []byte) bool {
+	if len(s) == 0 || len(s) > abi.MaxMetricNameBytes || strings.HasPrefix(string(s), "__") {
+		return false
+	}
+	for k, c := range s {
+		if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || k > 0 && '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// MetricDeclare implements metric_declare (ABI.md §4.17).
+func (h *Host) MetricDeclare(kind int32, name, labels []byte) int32 {
+	if h.phase != phaseInit {
+		return int32(abi.ErrNotAllowed)
+	}
+	hs, err := abi.DecodeHeaders(labels)
+	if err != nil || (kind != abi.MetricCounter && kind != abi.MetricGauge) {
+		return int32(abi.ErrInvalid)
+	}
+	if len(name) > abi.MaxMetricNameBytes {
+		return int32(abi.ErrTooLarge)
+	}
+	if !validMetricName(name) {
+		return int32(abi.ErrInvalid)
+	}
+	if len(hs) > abi.MaxMetricLabels {
+		return int32(abi.ErrLimit)
+	}
+	fam := []string{string(rune('0' + kind))}
+	var lv []string
+	for k, l := range hs {
+		if len(l.Name) > abi.MaxMetricNameBytes || len(l.Value) > abi.MaxMetricLabelValueBytes {
+			return int32(abi.ErrTooLarge)
+		}
+		if !validMetricName(l.Name) || string(l.Name) == "task" || !utf8.Valid(l.Value) {
+			return int32(abi.ErrInvalid)
+		}
+		for _, p := range hs[:k] {
+			if string(p.Name) == string(l.Name) {
+				return int32(abi.ErrInvalid)
+			}
+		}
+		fam = append(fam, string(l.Name))
+		lv = append(lv, string(l.Name), string(l.Value))
+	}
+	m := &h.metrics
+	if m.family == nil {
+		m.family = map[string]string{}
+	}
+	if f, ok := m.family[string(name)]; ok && f != strings.Join(fam, "\x00") {
+		return int32(abi.ErrInvalid)
+	}
+	var s *metricSeries
+	for _, p := range m.series {
+		if p.name == string(name) && strings.Join(p.labels, "\x00") == strings.Join(lv, "\x00") {
+			s = p
+		}
+	}
+	if s == nil {
+		if len(m.series) >= abi.MaxMetrics {
+			return int32(abi.ErrLimit)
+		}
+		s = &metricSeries{kind: kind, name: string(name), labels: lv}
+		m.series = append(m.series, s)
+		m.family[string(name)] = strings.Join(fam, "\x00")
+	}
+	for id, p := range m.ids {
+		if p == s {
+			return int32(id)
+		}
+	}
+	m.ids = append(m.ids, s)
+	return int32(len(m.ids) - 1)
+}
+
+func (h *Host) metricUpdate(id int32, v int64, set bool) int32 {
+	if id < 0 || int(id) >= len(h.metrics.ids) {
+		return int32(abi.ErrInvalid)
+	}
+	s := h.metrics.ids[id]
+	switch {
+	case s.kind == abi.MetricCounter && (set || v < 0):
+		return int32(abi.ErrInvalid)
+	case set:
+		s.value = v
+	default:
+		s.value += v
+	}
+	return 0
+}
+
+// MetricAdd implements metric_add (ABI.md §4.18).
+func (h *Host) MetricAdd(id int32, v int64) int32 { return h.metricUpdate(id, v, false) }
+
+// MetricSet implements metric_set (ABI.md §4.19).
+func (h *Host) MetricSet(id int32, v int64) int32 { return h.metricUpdate(id, v, true) }
+
+var _ host.Host = (*Host)(nil)

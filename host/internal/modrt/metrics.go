@@ -1,0 +1,178 @@
+package modrt
+
+import (
+	"strings"
+	"sync"
+	"sync/atomic"
+	"unicode/utf8"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// Metrics holds the metrics a module's guests declare with metric_declare (ABI 0.3): one set per
+// task and module version, shared by every instance of it, so values survive instance
+// replacement and sum across a task's workers. The number of series is bounded (abi.MaxMetrics)
+// and their labels are fixed at declaration. Safe for concurrent use; the zero value is not
+// usable: use NewMetrics.
+type Metrics struct {
+	mu     sync.Mutex
+	series []*metricSeries
+	byKey  map[string]*metricSeries
+	family map[string]string // name -> kind and label names, which every series of a name shares
+}
+
+type metricSeries struct {
+	kind   int
+	name   string
+	labels []MetricLabel
+	value  atomic.Int64
+}
+
+// MetricLabel is one label of a guest metric.
+type MetricLabel struct{ Name, Value string }
+
+// MetricValue is the value of one guest metric series.
+type MetricValue struct {
+	Counter bool // a counter (abi.MetricCounter); otherwise a gauge
+	Name    string
+	Labels  []MetricLabel
+	Value   int64
+}
+
+// NewMetrics returns an empty set of guest metrics.
+func NewMetrics() *Metrics {
+	return &Metrics{byKey: make(map[string]*metricSeries), family: make(map[string]string)}
+}
+
+// Snapshot returns the value of every series, in declaration order.
+func (m *Metrics) Snapshot() []MetricValue {
+	if m == nil {
+		return nil
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]MetricValue, len(m.series))
+	for k, s := range m.series {
+		out[k] = MetricValue{Counter: s.kind == abi.MetricCounter, Name: s.name, Labels: s.labels, Value: s.value.Load()}
+	}
+	return out
+}
+
+// validMetricName reports whether s is a Prometheus metric or label name without colons
+// ([a-zA-Z_][a-zA-Z0-9_]*) that does not start with "__" (reserved by Prometheus).
+func validMetricName(s []byte) bool {
+	if len(s) == 0 || strings.HasPrefix(string(s), "__") {
+		return false
+	}
+	for k, c := range s {
+		if !(c == '_' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || k > 0 && '0' <= c && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// declare finds or adds the series (kind, name, labels).
+func (m *Metrics) declare(kind uint32, name []byte, labels []abi.Header) (*metricSeries, abi.Errno) {
+	if kind != abi.MetricCounter && kind != abi.MetricGauge {
+		return nil, abi.ErrInvalid
+	}
+	if len(name) > abi.MaxMetricNameBytes {
+		return nil, abi.ErrTooLarge
+	}
+	if !validMetricName(name) {
+		return nil, abi.ErrInvalid
+	}
+	if len(labels) > abi.MaxMetricLabels {
+		return nil, abi.ErrLimit
+	}
+	var key, fam strings.Builder
+	key.Write(name)
+	fam.WriteByte(byte('0' + kind))
+	for k, l := range labels {
+		if len(l.Name) > abi.MaxMetricNameBytes || len(l.Value) > abi.MaxMetricLabelValueBytes {
+			return nil, abi.ErrTooLarge
+		}
+		// "task" is the host's label; names must be distinct; values are UTF-8 (the exposition
+		// format's rule).
+		if !validMetricName(l.Name) || string(l.Name) == "task" || !utf8.Valid(l.Value) {
+			return nil, abi.ErrInvalid
+		}
+		for _, p := range labels[:k] {
+			if string(p.Name) == string(l.Name) {
+				return nil, abi.ErrInvalid
+			}
+		}
+		key.WriteByte(0)
+		key.Write(l.Name)
+		key.WriteByte(0)
+		key.Write(l.Value)
+		fam.WriteByte(0)
+		fam.Write(l.Name)
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if f, ok := m.family[string(name)]; ok && f != fam.String() {
+		return nil, abi.ErrInvalid // the name was declared with another kind or other label names
+	}
+	if s, ok := m.byKey[key.String()]; ok {
+		return s, abi.OK
+	}
+	if len(m.series) >= abi.MaxMetrics {
+		return nil, abi.ErrLimit
+	}
+	s := &metricSeries{kind: int(kind), name: string(name), labels: make([]MetricLabel, len(labels))}
+	for k, l := range labels {
+		s.labels[k] = MetricLabel{Name: string(l.Name), Value: string(l.Value)}
+	}
+	m.series = append(m.series, s)
+	m.byKey[key.String()] = s
+	m.family[string(name)] = fam.String()
+	return s, abi.OK
+}
+
+// metricDeclare implements metric_declare (ABI §4.17): allowed during wasmstream_init only.
+// The id it returns indexes the instance's own list of series.
+func (i *Instance) metricDeclare(kind, namePtr, nameLen, labelsPtr, labelsLen uint32) int64 {
+	name, ok1 := i.view(namePtr, nameLen)
+	lb, ok2 := i.view(labelsPtr, labelsLen)
+	if !ok1 || !ok2 {
+		return int64(abi.ErrOutOfBounds)
+	}
+	if i.phase != phaseInit {
+		return int64(abi.ErrNotAllowed)
+	}
+	labels, err := abi.DecodeHeaders(lb)
+	if err != nil {
+		return int64(abi.ErrInvalid)
+	}
+	s, e := i.metrics.declare(kind, name, labels)
+	if e != abi.OK {
+		return int64(e)
+	}
+	for id, p := range i.myMetrics {
+		if p == s {
+			return int64(id)
+		}
+	}
+	i.myMetrics = append(i.myMetrics, s)
+	return int64(len(i.myMetrics) - 1)
+}
+
+// metricAdd implements metric_add (§4.18) and, with set, metric_set (§4.19): no allocation, one
+// atomic operation.
+func (i *Instance) metricUpdate(id uint32, v int64, set bool) int64 {
+	if uint64(id) >= uint64(len(i.myMetrics)) {
+		return int64(abi.ErrInvalid)
+	}
+	s := i.myMetrics[id]
+	switch {
+	case s.kind == abi.MetricCounter && (set || v < 0):
+		return int64(abi.ErrInvalid)
+	case set:
+		s.value.Store(v)
+	default:
+		s.value.Add(v)
+	}
+	return int64(abi.OK)
+}
