@@ -16,9 +16,9 @@ import (
 func TestMetricsLint(t *testing.T) {
 	h := host.Histogram{Bounds: []float64{1, 10}, Counts: []uint64{2, 1, 1}, Count: 4, Sum: 115}
 	stats := []host.TaskStats{{Task: "wc", Records: 10, Processed: 9, Outputs: 4, BatchSize: h, CallSeconds: h,
-		CheckpointSeconds: h, Inputs: []host.InputStats{
-			{Name: "file", Partition: -1, Records: 3, Committed: 2, Lag: -1, Watermark: -1},
-			{Name: "kin", Topic: "words", Partition: 0, Records: 7, Committed: 5, Lag: 2, Watermark: 1700000000000},
+		CheckpointSeconds: h, PendingTimers: 7, Inputs: []host.InputStats{
+			{Name: "file", Partition: -1, Records: 3, Committed: 2, Lag: -1, Watermark: -1, PendingTimers: 4},
+			{Name: "kin", Topic: "words", Partition: 0, Records: 7, Committed: 5, Lag: 2, Watermark: 1700000000000, PendingTimers: 3},
 		}}}
 	c := statsCollector{stats: func() []host.TaskStats { return stats }, guestMemory: func() int64 { return 1 << 20 }}
 	problems, err := testutil.CollectAndLint(c)
@@ -39,12 +39,20 @@ wasmstream_batch_records_count{task="wc"} 4
 # HELP wasmstream_consumer_lag_records Kafka: records of the partition beyond the committed position, as of its last fetch.
 # TYPE wasmstream_consumer_lag_records gauge
 wasmstream_consumer_lag_records{input="kin",partition="0",task="wc",topic="words"} 2
+# HELP wasmstream_input_timers_pending Timers of the input (Kafka: partition) set and neither deleted nor fired, as of the last checkpoint.
+# TYPE wasmstream_input_timers_pending gauge
+wasmstream_input_timers_pending{input="file",partition="",task="wc",topic=""} 4
+wasmstream_input_timers_pending{input="kin",partition="0",task="wc",topic="words"} 3
 # HELP wasmstream_records_in_total Records read this run.
 # TYPE wasmstream_records_in_total counter
 wasmstream_records_in_total{task="wc"} 10
+# HELP wasmstream_timers_pending Timers set and neither deleted nor fired, as of the last checkpoint.
+# TYPE wasmstream_timers_pending gauge
+wasmstream_timers_pending{task="wc"} 7
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "wasmstream_batch_records",
-		"wasmstream_consumer_lag_records", "wasmstream_records_in_total"); err != nil {
+		"wasmstream_consumer_lag_records", "wasmstream_records_in_total", "wasmstream_timers_pending",
+		"wasmstream_input_timers_pending"); err != nil {
 		t.Error(err)
 	}
 }
