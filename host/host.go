@@ -478,8 +478,8 @@ type TaskStats struct {
 	// BatchSize counts the records and timer firings of each batch; CallSeconds the duration
 	// of each guest call; CheckpointSeconds the duration of each checkpoint.
 	BatchSize, CallSeconds, CheckpointSeconds Histogram
-	// GuestMetrics are the counters and gauges the running module version declared with
-	// metric_declare (ABI 0.3), in declaration order; up to date. They start at zero when a
+	// GuestMetrics are the counters, gauges and histograms the running module version declared
+	// with metric_declare and metric_declare_histogram (ABI 0.3), in declaration order; up to date. They start at zero when a
 	// version becomes current (a deploy, activation or rollback) and when the host starts.
 	GuestMetrics []GuestMetric
 	// Recent are the task's last errors (at most 20), oldest first; up to date.
@@ -504,6 +504,9 @@ type GuestMetric struct {
 	Name    string
 	Labels  []GuestLabel
 	Value   int64
+	// Histogram is set for a histogram (metric_declare_histogram): its buckets, count and sum
+	// (Value is then 0).
+	Histogram *Histogram
 }
 
 // GuestLabel is one label of a GuestMetric.
@@ -567,6 +570,9 @@ func (h *Host) Stats() []TaskStats {
 		}
 		for _, g := range s.GuestMetrics {
 			m := GuestMetric{Counter: g.Counter, Name: g.Name, Value: g.Value}
+			if g.Bounds != nil {
+				m.Histogram = &Histogram{Bounds: g.Bounds, Counts: g.Counts, Count: g.Count, Sum: g.Sum}
+			}
 			for _, l := range g.Labels {
 				m.Labels = append(m.Labels, GuestLabel{Name: l.Name, Value: l.Value})
 			}

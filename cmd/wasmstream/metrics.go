@@ -251,8 +251,9 @@ func serveMetrics(addr string, metrics http.Handler, ready func() bool, log *slo
 	}, nil
 }
 
-// guestCollector exports the counters and gauges guests declare (ABI 0.3 metric_declare) as
-// wasmstream_guest_<name> (counters get a _total suffix unless the name has one) with a task
+// guestCollector exports the counters, gauges and histograms guests declare (ABI 0.3
+// metric_declare, metric_declare_histogram) as wasmstream_guest_<name> (counters get a _total
+// suffix unless the name has one) with a task
 // label beside the guest's own fixed labels. Their names are known only at run time, so it is an
 // unchecked collector (Describe sends nothing). The host bounds them: 64 series per task.
 type guestCollector struct {
@@ -279,6 +280,42 @@ func (c guestCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, s := range c.stats() {
 		for _, g := range s.GuestMetrics {
+			if g.Histogram != nil {
+				labels, values := []string{"task"}, []string{s.Task}
+				for _, l := range g.Labels {
+					labels, values = append(labels, l.Name), append(values, l.Value)
+				}
+				// A histogram is also its _bucket, _sum and _count series: none may be another
+				// family's name.
+				name := ns + "_guest_" + g.Name
+				f := family{kind: prometheus.UntypedValue, labels: "histogram\x00" + strings.Join(labels, ",")}
+				clash := false
+				for _, n := range []string{name, name + "_bucket", name + "_sum", name + "_count"} {
+					if prev, ok := seen[n]; ok && prev != f {
+						clash = true
+					}
+				}
+				if clash {
+					continue
+				}
+				for _, n := range []string{name, name + "_bucket", name + "_sum", name + "_count"} {
+					seen[n] = f
+				}
+				h := g.Histogram
+				buckets := make(map[float64]uint64, len(h.Bounds))
+				var cum uint64
+				for k, b := range h.Bounds {
+					cum += h.Counts[k]
+					buckets[b] = cum
+				}
+				d := prometheus.NewDesc(name, "Declared by the guest of the task (metric_declare_histogram).", labels, nil)
+				m, err := prometheus.NewConstHistogram(d, h.Count, h.Sum, buckets, values...)
+				if err != nil {
+					continue // the host validated names, labels and bounds: cannot happen
+				}
+				ch <- m
+				continue
+			}
 			name, kind := ns+"_guest_"+g.Name, prometheus.GaugeValue
 			if g.Counter {
 				kind = prometheus.CounterValue

@@ -58,7 +58,7 @@ wasmstream_timers_pending{task="wc"} 7
 }
 
 // TestGuestMetricsExport: guest metrics get the wasmstream_guest_ prefix, counters a _total
-// suffix, and the task label beside the guest's; a name another task declared differently is
+// suffix, histograms cumulative buckets, and the task label beside the guest's; a name another task declared differently is
 // left out instead of failing the whole scrape.
 func TestGuestMetricsExport(t *testing.T) {
 	stats := []host.TaskStats{
@@ -67,11 +67,15 @@ func TestGuestMetricsExport(t *testing.T) {
 			{Name: "depth", Value: -2},
 			{Name: "memory_bytes", Value: 1},                 // the host's wasmstream_guest_memory_bytes
 			{Counter: true, Name: "call_failures", Value: 1}, // the host's wasmstream_guest_call_failures_total
+			{Name: "latency_seconds", Labels: []host.GuestLabel{{Name: "kind", Value: "x"}},
+				Histogram: &host.Histogram{Bounds: []float64{0.1, 1}, Counts: []uint64{1, 2, 3}, Count: 6, Sum: 12.5}},
+			{Name: "call_duration_seconds", Histogram: &host.Histogram{Bounds: []float64{1}, Counts: []uint64{0, 0}}}, // the host's
 		}},
 		{Task: "b", GuestMetrics: []host.GuestMetric{
 			{Name: "hits_total", Value: 9}, // a gauge here: conflicts with task a's counter
 			{Name: "depth", Value: 4},
 			{Counter: true, Name: "sent_total", Value: 1},
+			{Name: "latency_seconds_count", Value: 1}, // task a's histogram has that series
 		}},
 	}
 	h := newMetricsHandler(statsCollector{stats: func() []host.TaskStats { return stats }}, slog.New(slog.DiscardHandler))
@@ -88,7 +92,13 @@ func TestGuestMetricsExport(t *testing.T) {
 	}
 	want := []string{`wasmstream_guest_call_failures_total{task="a"} 0`, `wasmstream_guest_call_failures_total{task="b"} 0`,
 		`wasmstream_guest_depth{task="a"} -2`, `wasmstream_guest_depth{task="b"} 4`,
-		`wasmstream_guest_hits_total{kind="x",task="a"} 3`, `wasmstream_guest_sent_total{task="b"} 1`}
+		`wasmstream_guest_hits_total{kind="x",task="a"} 3`,
+		`wasmstream_guest_latency_seconds_bucket{kind="x",task="a",le="0.1"} 1`,
+		`wasmstream_guest_latency_seconds_bucket{kind="x",task="a",le="1"} 3`,
+		`wasmstream_guest_latency_seconds_bucket{kind="x",task="a",le="+Inf"} 6`,
+		`wasmstream_guest_latency_seconds_sum{kind="x",task="a"} 12.5`,
+		`wasmstream_guest_latency_seconds_count{kind="x",task="a"} 6`,
+		`wasmstream_guest_sent_total{task="b"} 1`}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("exported\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
