@@ -223,9 +223,10 @@ tasks:
 	}
 }
 
-// TestBinaryGuestMetrics runs the binary on a task whose guest declares a counter and a gauge
-// (ABI 0.3) with two workers, and scrapes them from /metrics: the counter sums both workers'
-// instances to the records fed, with the task label beside the guest's own.
+// TestBinaryGuestMetrics runs the binary on a task whose guest declares a counter, a gauge and a
+// histogram (ABI 0.3) with two workers, and scrapes them from /metrics: the counter and the
+// histogram sum both workers' instances to the records fed, with the task label beside the
+// guest's own; the task's pending-timers gauge is there too.
 func TestBinaryGuestMetrics(t *testing.T) {
 	bin := guestbuild.Binary(t)
 	module := guestbuild.Go(t, "testguests/gmetrics")
@@ -298,6 +299,12 @@ tasks:
 	for series, want := range map[string]float64{
 		`wasmstream_guest_records_seen_total{stage="demo",task="gm"}`: records,
 		`wasmstream_guest_last_value_bytes{task="gm"}`:                float64(len("value")),
+		`wasmstream_guest_value_bytes_bucket{task="gm",le="4"}`:       0,
+		`wasmstream_guest_value_bytes_bucket{task="gm",le="8"}`:       records,
+		`wasmstream_guest_value_bytes_bucket{task="gm",le="+Inf"}`:    records,
+		`wasmstream_guest_value_bytes_sum{task="gm"}`:                 records * float64(len("value")),
+		`wasmstream_guest_value_bytes_count{task="gm"}`:               records,
+		`wasmstream_timers_pending{task="gm"}`:                        0, // the guest sets none
 	} {
 		if got, ok := sample(text, series); !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v\n%s", series, got, ok, want, grepLines(text, "wasmstream_guest_"))
