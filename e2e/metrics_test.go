@@ -340,9 +340,12 @@ func TestBinaryPendingTimers(t *testing.T) {
 	bin := guestbuild.Binary(t)
 	module := guestbuild.Go(t, "testguests/timers")
 	dir := t.TempDir()
-	metricsPort := freePort(t)
+	adminPort, metricsPort := freePort(t), freePort(t)
 	cfg := fmt.Sprintf(`data_dir: %s
 checkpoint_interval: 50ms
+admin:
+  addr: 127.0.0.1:%d
+  token: tok
 metrics:
   addr: 127.0.0.1:%d
 tasks:
@@ -356,7 +359,7 @@ tasks:
     output:
       type: file
       path: %s
-`, filepath.Join(dir, "data"), metricsPort, module, filepath.Join(dir, "out.ndjson"))
+`, filepath.Join(dir, "data"), adminPort, metricsPort, module, filepath.Join(dir, "out.ndjson"))
 	cfgPath := filepath.Join(dir, "wasmstream.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -416,5 +419,10 @@ tasks:
 		if time.Now().After(deadline) {
 			t.Fatalf("want %v; last scrape:\n%s\nstderr:\n%s", want, grepLines(text, "timers"), stderr.String())
 		}
+	}
+	// The admin API's status says the same.
+	code, body := scrape(t, fmt.Sprintf("http://127.0.0.1:%d/v1/status", adminPort), "tok")
+	if code != 200 || !strings.Contains(body, `"timers_pending": 19,`) {
+		t.Errorf("/v1/status: %d %s, want timers_pending 19", code, body)
 	}
 }
