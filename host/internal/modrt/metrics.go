@@ -216,19 +216,9 @@ func (i *Instance) declareSeries(kind, namePtr, nameLen, labelsPtr, labelsLen, b
 	}
 	var bounds []float64
 	if kind == abi.MetricHistogram {
-		switch {
-		case len(bb) == 0 || len(bb)%8 != 0:
-			return int64(abi.ErrInvalid)
-		case len(bb)/8 > abi.MaxMetricBuckets:
-			return int64(abi.ErrLimit)
-		}
-		bounds = make([]float64, len(bb)/8)
-		for k := range bounds {
-			b := math.Float64frombits(binary.LittleEndian.Uint64(bb[8*k:]))
-			if math.IsNaN(b) || math.IsInf(b, 0) || k > 0 && b <= bounds[k-1] {
-				return int64(abi.ErrInvalid)
-			}
-			bounds[k] = b
+		var e abi.Errno
+		if bounds, e = decodeBounds(bb); e != abi.OK {
+			return int64(e)
 		}
 	}
 	s, e := i.metrics.declare(kind, name, labels, bounds)
@@ -262,6 +252,26 @@ func (i *Instance) metricUpdate(id uint32, v int64, set bool) int64 {
 		s.value.Add(v)
 	}
 	return int64(abi.OK)
+}
+
+// decodeBounds decodes a histogram's bucket bounds (ABI §4.20): 1 to abi.MaxMetricBuckets
+// little-endian f64s, finite and strictly increasing.
+func decodeBounds(bb []byte) ([]float64, abi.Errno) {
+	switch {
+	case len(bb) == 0 || len(bb)%8 != 0:
+		return nil, abi.ErrInvalid
+	case len(bb)/8 > abi.MaxMetricBuckets:
+		return nil, abi.ErrLimit
+	}
+	bounds := make([]float64, len(bb)/8)
+	for k := range bounds {
+		b := math.Float64frombits(binary.LittleEndian.Uint64(bb[8*k:]))
+		if math.IsNaN(b) || math.IsInf(b, 0) || k > 0 && b <= bounds[k-1] {
+			return nil, abi.ErrInvalid
+		}
+		bounds[k] = b
+	}
+	return bounds, abi.OK
 }
 
 // metricObserve implements metric_observe (§4.21): one observation of a histogram, a few atomic

@@ -1,8 +1,10 @@
 package modrt
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"testing"
 
@@ -106,6 +108,43 @@ func TestGuestHistogram(t *testing.T) {
 		{hfMetricObserve, inv}, {hfMetricObserve, inv}, {hfMetricAdd, inv}}
 	if !slices.Equal(*rs, wantRes) {
 		t.Errorf("process results %v, want %v", *rs, wantRes)
+	}
+}
+
+// TestHistogramBounds: bucket bounds are 1 to abi.MaxMetricBuckets whole little-endian f64s,
+// finite and strictly increasing.
+func TestHistogramBounds(t *testing.T) {
+	enc := func(fs ...float64) []byte {
+		var b []byte
+		for _, f := range fs {
+			b = binary.LittleEndian.AppendUint64(b, math.Float64bits(f))
+		}
+		return b
+	}
+	many := make([]float64, abi.MaxMetricBuckets+1)
+	for k := range many {
+		many[k] = float64(k)
+	}
+	for _, c := range []struct {
+		name string
+		bb   []byte
+		want abi.Errno
+	}{
+		{"one", enc(1), abi.OK},
+		{"negative and increasing", enc(-5, -0.5, 0, 1e300), abi.OK},
+		{"the most", enc(many[:abi.MaxMetricBuckets]...), abi.OK},
+		{"too many", enc(many...), abi.ErrLimit},
+		{"none", nil, abi.ErrInvalid},
+		{"not whole f64s", enc(1, 2)[:12], abi.ErrInvalid},
+		{"equal", enc(1, 1), abi.ErrInvalid},
+		{"decreasing", enc(2, 1), abi.ErrInvalid},
+		{"NaN", enc(1, math.NaN()), abi.ErrInvalid},
+		{"+Inf", enc(1, math.Inf(1)), abi.ErrInvalid},
+		{"-Inf", enc(math.Inf(-1), 1), abi.ErrInvalid},
+	} {
+		if _, e := decodeBounds(c.bb); e != c.want {
+			t.Errorf("%s: %v, want %v", c.name, e, c.want)
+		}
 	}
 }
 
