@@ -61,12 +61,18 @@ const (
 	FuncMetricDeclare = "metric_declare"
 	FuncMetricAdd     = "metric_add"
 	FuncMetricSet     = "metric_set"
+	// Histograms: declared with their bucket bounds, observed with f64 values.
+	FuncMetricDeclareHistogram = "metric_declare_histogram"
+	FuncMetricObserve          = "metric_observe"
 )
 
 // Metric kinds, the kind argument of metric_declare (0.3).
 const (
 	MetricCounter = 0 // a monotonic count: metric_add with a delta >= 0
 	MetricGauge   = 1 // a value that goes up and down: metric_set, or metric_add with any delta
+	// MetricHistogram is the kind of a series metric_declare_histogram declares (metric_declare
+	// refuses it: a histogram needs its bucket bounds): metric_observe.
+	MetricHistogram = 2
 )
 
 // Guest metric bounds (0.3): a module declares at most MaxMetrics series; a name or label name
@@ -77,6 +83,7 @@ const (
 	MaxMetricNameBytes       = 64
 	MaxMetricLabels          = 8
 	MaxMetricLabelValueBytes = 128
+	MaxMetricBuckets         = 32 // bucket upper bounds of a histogram, besides +Inf
 )
 
 // HostFuncs lists every host function name of this ABI version, in the order they were added.
@@ -84,7 +91,7 @@ var HostFuncs = []string{
 	FuncStateGet, FuncStatePut, FuncStateDelete, FuncStateScan,
 	FuncEmit, FuncLog, FuncNowMs, FuncConfigGet, FuncFail,
 	FuncTimerSet, FuncTimerDelete, FuncWatermarkMs, FuncStateKeys, FuncHTTPRequest, FuncHTTPResponse,
-	FuncMetricDeclare, FuncMetricAdd, FuncMetricSet,
+	FuncMetricDeclare, FuncMetricAdd, FuncMetricSet, FuncMetricDeclareHistogram, FuncMetricObserve,
 }
 
 // FuncMinor gives the minor version that added each host function; a guest declaring an older
@@ -92,7 +99,7 @@ var HostFuncs = []string{
 var FuncMinor = map[string]uint32{
 	FuncTimerSet: 2, FuncTimerDelete: 2, FuncWatermarkMs: 2, FuncStateKeys: 2,
 	FuncHTTPRequest: 2, FuncHTTPResponse: 2,
-	FuncMetricDeclare: 3, FuncMetricAdd: 3, FuncMetricSet: 3,
+	FuncMetricDeclare: 3, FuncMetricAdd: 3, FuncMetricSet: 3, FuncMetricDeclareHistogram: 3, FuncMetricObserve: 3,
 }
 
 // Errno is a host function status: zero or positive is success, negative is an error code.

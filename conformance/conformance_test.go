@@ -121,6 +121,10 @@ func runCase(t *testing.T, c *testCase, module string) *runResult {
 			for _, l := range g.Labels {
 				ls = append(ls, fmt.Sprintf("%s=%q", l.Name, l.Value))
 			}
+			if h := g.Histogram; h != nil {
+				ms = append(ms, fmt.Sprintf("%s{%s} %s\n", g.Name, strings.Join(ls, ","), histogramText(h.Counts, h.Count, h.Sum)))
+				continue
+			}
 			ms = append(ms, fmt.Sprintf("%s{%s} %d\n", g.Name, strings.Join(ls, ","), g.Value))
 		}
 	}
@@ -408,4 +412,14 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// histogramText is a histogram's value in expected-metrics.txt: "count=C sum=S buckets=a,b,…"
+// with the non-cumulative bucket counts, the last above every bound.
+func histogramText(counts []uint64, count uint64, sum float64) string {
+	bs := make([]string, len(counts))
+	for k, c := range counts {
+		bs[k] = strconv.FormatUint(c, 10)
+	}
+	return fmt.Sprintf("count=%d sum=%s buckets=%s", count, strconv.FormatFloat(sum, 'f', -1, 64), strings.Join(bs, ","))
 }

@@ -143,7 +143,8 @@ func model(c *testCase) (expectation, *coverage, error) {
 		if len(exp.Dead) > 0 {
 			return expectation{}, nil, errors.New("a case using metric may not have failing records: a retried batch counts again")
 		}
-		exp.Metrics = fmt.Sprintf("conform_metric{contract=%q} %d\n", "conform", cm.metric)
+		exp.Metrics = fmt.Sprintf("conform_metric{contract=%q} %d\n", "conform", cm.metric) +
+			fmt.Sprintf("conform_observed{contract=%q} %s\n", "conform", histogramText(cm.observed[:], cm.obsCount, cm.obsSum))
 	}
 	return exp, cov, nil
 }
@@ -156,6 +157,9 @@ type conformModel struct {
 
 	metric     int64 // the sum the metric commands added
 	metricUsed bool
+	observed   [4]uint64 // the observe commands' values per bucket: <= 10, 100, 1000, above
+	obsCount   uint64
+	obsSum     float64
 }
 
 var errBadNumber = errors.New("bad number")
@@ -279,6 +283,20 @@ func (m *conformModel) record(st map[string]string, r inputRecord, emit func(str
 			return errBadNumber
 		}
 		m.metric += int64(d)
+		m.metricUsed = true
+		return result("ok")
+	case "observe":
+		d, ok := number(args, 999999999)
+		if !ok {
+			return errBadNumber
+		}
+		k := 0
+		for k < 3 && float64(d) > []float64{10, 100, 1000}[k] {
+			k++
+		}
+		m.observed[k]++
+		m.obsCount++
+		m.obsSum += float64(d)
 		m.metricUsed = true
 		return result("ok")
 	case "count":
@@ -576,7 +594,7 @@ func TestCasesCoverContract(t *testing.T) {
 		total.interleaved = total.interleaved || cov.interleaved
 	}
 	for _, cmd := range []string{"put", "get", "del", "scan", "many", "big", "emit", "config", "meta", "fail", "foreign", "",
-		"emitdef", "count", "append", "mput", "json", "metric"} {
+		"emitdef", "count", "append", "mput", "json", "metric", "observe"} {
 		if total.commands[cmd] == 0 {
 			t.Errorf("no case uses command %q", cmd)
 		}

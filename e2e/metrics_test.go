@@ -223,9 +223,10 @@ tasks:
 	}
 }
 
-// TestBinaryGuestMetrics runs the binary on a task whose guest declares a counter and a gauge
-// (ABI 0.3) with two workers, and scrapes them from /metrics: the counter sums both workers'
-// instances to the records fed, with the task label beside the guest's own.
+// TestBinaryGuestMetrics runs the binary on a task whose guest declares a counter, a gauge and a
+// histogram (ABI 0.3) with two workers, and scrapes them from /metrics: the counter and the
+// histogram sum both workers' instances to the records fed, with the task label beside the
+// guest's own; the task's pending-timers gauge is there too.
 func TestBinaryGuestMetrics(t *testing.T) {
 	bin := guestbuild.Binary(t)
 	module := guestbuild.Go(t, "testguests/gmetrics")
@@ -298,6 +299,12 @@ tasks:
 	for series, want := range map[string]float64{
 		`wasmstream_guest_records_seen_total{stage="demo",task="gm"}`: records,
 		`wasmstream_guest_last_value_bytes{task="gm"}`:                float64(len("value")),
+		`wasmstream_guest_value_bytes_bucket{task="gm",le="4"}`:       0,
+		`wasmstream_guest_value_bytes_bucket{task="gm",le="8"}`:       records,
+		`wasmstream_guest_value_bytes_bucket{task="gm",le="+Inf"}`:    records,
+		`wasmstream_guest_value_bytes_sum{task="gm"}`:                 records * float64(len("value")),
+		`wasmstream_guest_value_bytes_count{task="gm"}`:               records,
+		`wasmstream_timers_pending{task="gm"}`:                        0, // the guest sets none
 	} {
 		if got, ok := sample(text, series); !ok || got != want {
 			t.Errorf("%s = %v (present %v), want %v\n%s", series, got, ok, want, grepLines(text, "wasmstream_guest_"))
@@ -323,4 +330,99 @@ func grepLines(text, s string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestBinaryPendingTimers runs the binary on the timers test guest fed on stdin: 30 keys set a
+// processing-time timer, 10 of them due at once and 20 far in the future, and one deletes its
+// timer. /metrics counts the 19 left in wasmstream_timers_pending and the input's series once
+// the 10 have fired.
+func TestBinaryPendingTimers(t *testing.T) {
+	bin := guestbuild.Binary(t)
+	module := guestbuild.Go(t, "testguests/timers")
+	dir := t.TempDir()
+	adminPort, metricsPort := freePort(t), freePort(t)
+	cfg := fmt.Sprintf(`data_dir: %s
+checkpoint_interval: 50ms
+admin:
+  addr: 127.0.0.1:%d
+  token: tok
+metrics:
+  addr: 127.0.0.1:%d
+tasks:
+  - name: tm
+    module: %s
+    inputs:
+      - name: feed
+        type: stdin
+        key_field: k
+        value_field: v
+    output:
+      type: file
+      path: %s
+`, filepath.Join(dir, "data"), adminPort, metricsPort, module, filepath.Join(dir, "out.ndjson"))
+	cfgPath := filepath.Join(dir, "wasmstream.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "-c", cfgPath, "--log-level", "warn")
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr lockedBuffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	waited := make(chan struct{})
+	go func() { exited <- cmd.Wait(); close(waited) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-waited
+	})
+	w := bufio.NewWriter(stdin)
+	for i := range 30 {
+		at := int64(1) // long past: due at once
+		if i >= 10 {
+			at = 1 << 50 // far in the future
+		}
+		fmt.Fprintf(w, `{"k":"k%d","v":"set t p %d"}`+"\n", i, at)
+	}
+	fmt.Fprintf(w, `{"k":"k29","v":"del t"}`+"\n")
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
+	want := map[string]float64{
+		`wasmstream_timers_fired_total{task="tm"}`:                                      10,
+		`wasmstream_timers_pending{task="tm"}`:                                          19,
+		`wasmstream_input_timers_pending{input="feed",partition="",task="tm",topic=""}`: 19,
+	}
+	deadline := time.Now().Add(60 * time.Second) // a guard against hanging, not a measurement
+	for {
+		_, text := scrape(t, url, "")
+		done := true
+		for series, v := range want {
+			if got, ok := sample(text, series); !ok || got != v {
+				done = false
+			}
+		}
+		if done {
+			break
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("the binary exited (%v); stderr:\n%s", err, stderr.String())
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("want %v; last scrape:\n%s\nstderr:\n%s", want, grepLines(text, "timers"), stderr.String())
+		}
+	}
+	// The admin API's status says the same.
+	code, body := scrape(t, fmt.Sprintf("http://127.0.0.1:%d/v1/status", adminPort), "tok")
+	if code != 200 || !strings.Contains(body, `"timers_pending": 19,`) {
+		t.Errorf("/v1/status: %d %s, want timers_pending 19", code, body)
+	}
 }

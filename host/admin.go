@@ -177,7 +177,7 @@ func (b adminBackend) Status() []admin.TaskStatus {
 			Processed: s.Processed, Pending: s.Pending, InFlight: s.InFlight, Outputs: s.Outputs,
 			Skipped: s.Skipped, DeadLetters: s.DeadLetters, Retries: s.Retries, Failures: s.Failures,
 			Checkpoints: s.Checkpoints, Inputs: []admin.InputStatus{},
-			Late: s.Late, TimersSet: s.TimersSet, TimersFired: s.TimersFired, Ticks: s.Ticks,
+			Late: s.Late, TimersSet: s.TimersSet, TimersFired: s.TimersFired, Ticks: s.Ticks, TimersPending: s.PendingTimers,
 			Restores: s.Restores, RestoredRecords: s.RestoredRecords, RestoredBytes: s.RestoredBytes,
 			ChangelogRecords: s.ChangelogRecords, StandbyRecords: s.StandbyRecords,
 			TxnCommits: s.TxnCommits, TxnAborts: s.TxnAborts, GuestLogDropped: s.LogDropped}

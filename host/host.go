@@ -448,6 +448,10 @@ type TaskStats struct {
 	TimersDeleted int64 // timers deleted, fired ones included
 	TimersFired   int64 // timer firings completed
 	Ticks         int64 // partition callbacks started
+	// PendingTimers is the number of timers set and neither deleted nor fired, over all the
+	// task's inputs, as of the last checkpoint: the store counts them as it commits, so reading
+	// it costs nothing.
+	PendingTimers int64
 
 	Version int64 // the module version running (see Versions); up to date
 	Deploys int64 // versions switched to this run: deploys, activations, rollbacks; up to date
@@ -474,8 +478,8 @@ type TaskStats struct {
 	// BatchSize counts the records and timer firings of each batch; CallSeconds the duration
 	// of each guest call; CheckpointSeconds the duration of each checkpoint.
 	BatchSize, CallSeconds, CheckpointSeconds Histogram
-	// GuestMetrics are the counters and gauges the running module version declared with
-	// metric_declare (ABI 0.3), in declaration order; up to date. They start at zero when a
+	// GuestMetrics are the counters, gauges and histograms the running module version declared
+	// with metric_declare and metric_declare_histogram (ABI 0.3), in declaration order; up to date. They start at zero when a
 	// version becomes current (a deploy, activation or rollback) and when the host starts.
 	GuestMetrics []GuestMetric
 	// Recent are the task's last errors (at most 20), oldest first; up to date.
@@ -500,6 +504,9 @@ type GuestMetric struct {
 	Name    string
 	Labels  []GuestLabel
 	Value   int64
+	// Histogram is set for a histogram (metric_declare_histogram): its buckets, count and sum
+	// (Value is then 0).
+	Histogram *Histogram
 }
 
 // GuestLabel is one label of a GuestMetric.
@@ -518,6 +525,9 @@ type InputStats struct {
 	Lag       int64
 	Watermark int64 // the event-time watermark in Unix milliseconds; -1 before there is one
 	InFlight  int   // records in batches being processed
+	// PendingTimers is the input's timers set and neither deleted nor fired, as of the last
+	// checkpoint (see TaskStats.PendingTimers).
+	PendingTimers int64
 }
 
 // Histogram is a copy of a histogram: Counts[i] observations were at most Bounds[i] and above
@@ -547,7 +557,7 @@ func (h *Host) Stats() []TaskStats {
 			Skipped: s.Skipped, DeadLetters: s.DeadLetters, Retries: s.Retries, Failures: s.Failures,
 			Checkpoints: s.Checkpoints, PeakQueued: s.PeakQueued, Pauses: s.Pauses,
 			Late: s.Late, Skips: s.Skips, TimersSet: s.TimersSet, TimersDeleted: s.TimersDeleted,
-			TimersFired: s.TimersFired, Ticks: s.Ticks,
+			TimersFired: s.TimersFired, Ticks: s.Ticks, PendingTimers: s.PendingTimers,
 			Restores: s.Restores, RestoredRecords: s.RestoredRecords, RestoredBytes: s.RestoredBytes,
 			ChangelogRecords: s.ChangelogRecords, StandbyRecords: s.StandbyRecords,
 			FullRestores: s.FullRestores, Dropped: s.Dropped, TxnCommits: s.TxnCommits, TxnAborts: s.TxnAborts,
@@ -560,6 +570,9 @@ func (h *Host) Stats() []TaskStats {
 		}
 		for _, g := range s.GuestMetrics {
 			m := GuestMetric{Counter: g.Counter, Name: g.Name, Value: g.Value}
+			if g.Bounds != nil {
+				m.Histogram = &Histogram{Bounds: g.Bounds, Counts: g.Counts, Count: g.Count, Sum: g.Sum}
+			}
 			for _, l := range g.Labels {
 				m.Labels = append(m.Labels, GuestLabel{Name: l.Name, Value: l.Value})
 			}
@@ -567,7 +580,7 @@ func (h *Host) Stats() []TaskStats {
 		}
 		for _, in := range s.Inputs {
 			out[i].Inputs = append(out[i].Inputs, InputStats{Name: in.Name, Topic: in.Topic, Partition: in.Partition,
-				Records: in.Records, Committed: in.Committed, Lag: in.Lag, Watermark: in.Watermark, InFlight: in.InFlight})
+				Records: in.Records, Committed: in.Committed, Lag: in.Lag, Watermark: in.Watermark, InFlight: in.InFlight, PendingTimers: in.PendingTimers})
 		}
 		if err := h.halted[h.names[i]]; err != nil {
 			var te *TaskError

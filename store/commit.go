@@ -361,6 +361,11 @@ type txnWriter struct {
 	// committed by reserve to make room, that is before a key transaction of
 	// a write that turned out to need several (Restore raises horizons there).
 	beforeSplit func() error
+	// timerDelta is how many timers each stream of the current transaction gains (or loses,
+	// if negative); flush applies it to the counts of PendingTimers once the transaction is
+	// committed.
+	timerDelta map[uint32]int64
+	timerTask  string
 	// atSplit, if set, is called before each transaction reserve commits to
 	// make room, with the transaction and the number of key groups written so
 	// far (the first keys of the write); it may add up to resEntries entries
@@ -406,6 +411,10 @@ func (w *txnWriter) flush() error {
 	}
 	if err := w.db.commitTxn(w.txn); err != nil {
 		return fmt.Errorf("store: commit transaction %d: %w", w.index, err)
+	}
+	if len(w.timerDelta) > 0 {
+		w.db.timerCounts.add(w.timerTask, w.timerDelta)
+		clear(w.timerDelta)
 	}
 	w.index++
 	w.entries, w.size = 0, 0
@@ -454,6 +463,16 @@ func (w *txnWriter) writeKey(task string, kw *KeyWrites) error {
 	return nil
 }
 
+// countTimer records that the current transaction adds (d = 1) or deletes (d = -1) a timer
+// of stream.
+func (w *txnWriter) countTimer(task string, stream uint32, d int64) {
+	if w.timerDelta == nil {
+		w.timerDelta = map[uint32]int64{}
+	}
+	w.timerTask = task
+	w.timerDelta[stream] += d
+}
+
 // writeTimer adds one timer operation to the current transaction. It reads
 // the timer's current value in the transaction (which sees the operations
 // before it in the same transaction) to delete the timer's old due-index
@@ -487,7 +506,14 @@ func (w *txnWriter) writeTimer(task string, kw *KeyWrites, op *TimerOp) error {
 		if err := w.txn.Delete(oldDue); err != nil {
 			return err
 		}
-		return w.txn.Delete(tk)
+		if err := w.txn.Delete(tk); err != nil {
+			return err
+		}
+		w.countTimer(task, kw.Stream, -1)
+		return nil
+	}
+	if oldDue == nil {
+		w.countTimer(task, kw.Stream, 1)
 	}
 	newDue := appendDueKey(w.alloc(dueKeyLen(task, kw.Key, op.Name)), task, kw.Stream, op.Domain, op.Due, kw.Key, op.Name)
 	if oldDue != nil && string(oldDue) != string(newDue) {

@@ -50,6 +50,7 @@ func (db *DB) Restore(task string, stream uint32, snaps []KeySnapshot, pos *Posi
 	defer db.commitMu.Unlock()
 	db.floors.lowerSnapshots(task, stream, snaps)
 	defer db.floors.changed()
+	defer db.timerCounts.forget(task, stream) // counted again when next asked for
 
 	superseded := supersededSnapshots(snaps)
 
@@ -307,6 +308,7 @@ func (db *DB) DropStream(task string, stream uint32) error {
 	db.commitMu.Lock()
 	defer db.commitMu.Unlock()
 	defer db.floors.changed()
+	defer db.timerCounts.forget(task, stream)
 
 	// As in Restore, read from one read transaction: nothing else writes the
 	// stream while commitMu is held.

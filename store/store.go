@@ -33,6 +33,8 @@ type DB struct {
 
 	floors dueFloors // where DueTimers may start its seeks; see dueFloors
 
+	timerCounts timerCounts // the counts of PendingTimers
+
 	registryMu sync.Mutex // serialises writes to the module registry
 
 	allocMu   sync.Mutex      // guards allocated

@@ -272,6 +272,74 @@ func (db *DB) Timer(task string, stream uint32, key, name []byte) (Timer, bool, 
 	return t, ok, wrapErr("timer", err)
 }
 
+// timerCounts holds the number of timers of the streams PendingTimers was asked about, kept up
+// to date by Commit and forgotten by Restore and DropStream (the next PendingTimers counts
+// again), so that reading it costs a map lookup.
+type timerCounts struct {
+	mu sync.Mutex
+	n  map[taskStream]int64
+}
+
+type taskStream struct {
+	task   string
+	stream uint32
+}
+
+// add applies the changes of one committed transaction of task.
+func (c *timerCounts) add(task string, delta map[uint32]int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for stream, d := range delta {
+		k := taskStream{task, stream}
+		if n, ok := c.n[k]; ok {
+			c.n[k] = max(n+d, 0)
+		}
+	}
+}
+
+// forget drops the count of (task, stream).
+func (c *timerCounts) forget(task string, stream uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.n, taskStream{task, stream})
+}
+
+// PendingTimers returns the number of committed timers of (task, stream), in every domain: set
+// and neither deleted nor fired as of the last Commit. The first call for a stream reads every
+// timer key of it; later ones cost a map lookup, Commit keeping the count up to date.
+func (db *DB) PendingTimers(task string, stream uint32) (int64, error) {
+	k := taskStream{task, stream}
+	c := &db.timerCounts
+	c.mu.Lock()
+	n, ok := c.n[k]
+	c.mu.Unlock()
+	if ok {
+		return n, nil
+	}
+	if err := validTask(task); err != nil {
+		return 0, err
+	}
+	// Count with commits held off (in Commit's lock order), so that none is missed between the
+	// count and its caching.
+	if err := db.enter(); err != nil {
+		return 0, err
+	}
+	defer db.leave()
+	db.commitMu.Lock()
+	defer db.commitMu.Unlock()
+	cnt, err := db.countTimers(task, stream)
+	if err != nil {
+		return 0, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[taskStream]int64{}
+	}
+	c.n[k] = cnt
+	return cnt, nil
+}
+
 // TimerCount returns the number of timers of (task, stream), in every domain.
 // It reads every timer key of the stream: for tests and status reports, not
 // for a hot path.
@@ -284,6 +352,21 @@ func (db *DB) TimerCount(task string, stream uint32) (int, error) {
 	err := db.iterate(prefix, nil, func([]byte, *badger.Item) (bool, error) {
 		n++
 		return true, nil
+	})
+	return n, wrapErr("timer count", err)
+}
+
+// countTimers counts the timer keys of (task, stream); the caller has entered the DB.
+func (db *DB) countTimers(task string, stream uint32) (n int64, err error) {
+	defer db.recoverRead(&err)
+	prefix := appendStreamPrefix(nil, tableTimer, task, stream)
+	err = db.bdb.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix})
+		defer it.Close()
+		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+			n++
+		}
+		return nil
 	})
 	return n, wrapErr("timer count", err)
 }

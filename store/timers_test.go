@@ -427,3 +427,56 @@ func TestDueTimersConcurrent(t *testing.T) {
 		t.Errorf("after %d concurrent reads: DueTimers = %d timers, first %q; want %d, first k%d", reads, len(got), got[0], n, n-1)
 	}
 }
+
+// PendingTimers counts once and then follows every commit (sets, replaces, deletes, in one
+// transaction or several) without reading the timers again; DropStream makes it count again.
+func TestPendingTimersFollowsCommits(t *testing.T) {
+	db := openTestDB(t, Options{MaxTxnEntries: 20})
+	s := mustStreamID(t, db, "t", "s")
+	s2 := mustStreamID(t, db, "t", "s2")
+	check := func(when string) {
+		t.Helper()
+		for _, st := range []uint32{s, s2} {
+			want, err := db.TimerCount("t", st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, err := db.PendingTimers("t", st); err != nil || got != int64(want) {
+				t.Errorf("%s: stream %d: PendingTimers = %d, %v; want %d", when, st, got, err, want)
+			}
+		}
+	}
+	mustCommit(t, db, &Checkpoint{Task: "t", Keys: []KeyWrites{
+		{Stream: s, Key: []byte("a"), Mark: 1, Timers: []TimerOp{setTimer("x", 0, 10, "")}},
+	}})
+	check("before the first count")
+	mustCommit(t, db, &Checkpoint{Task: "t", Keys: []KeyWrites{
+		{Stream: s, Key: []byte("a"), Mark: 2, Timers: []TimerOp{
+			setTimer("x", 0, 40, "replaced"), setTimer("y", 1, 20, ""), delTimer("never"),
+			setTimer("w", 0, 7, "gone"), delTimer("w")}},
+		{Stream: s2, Key: []byte("b"), Mark: 1, Timers: []TimerOp{setTimer("x", 0, 5, "")}},
+	}})
+	check("after sets, a replace and deletes")
+	// Many keys: the commit takes several transactions.
+	var many []KeyWrites
+	for k := range 30 {
+		many = append(many, KeyWrites{Stream: s2, Key: fmt.Appendf(nil, "k%02d", k), Mark: 1,
+			Timers: []TimerOp{setTimer("t", 0, int64(k), "")}})
+	}
+	mustCommit(t, db, &Checkpoint{Task: "t", Keys: many})
+	check("after a commit of several transactions")
+	if n, _ := db.PendingTimers("t", s2); n != 31 {
+		t.Errorf("stream s2: PendingTimers = %d, want 31", n)
+	}
+	mustCommit(t, db, &Checkpoint{Task: "t", Keys: []KeyWrites{
+		{Stream: s, Key: []byte("a"), Mark: 3, Timers: []TimerOp{delTimer("x"), delTimer("y")}},
+	}})
+	check("after deleting every timer of a key")
+	if err := db.DropStream("t", s2); err != nil {
+		t.Fatal(err)
+	}
+	check("after DropStream")
+	if n, _ := db.PendingTimers("t", s2); n != 0 {
+		t.Errorf("after DropStream: PendingTimers = %d, want 0", n)
+	}
+}

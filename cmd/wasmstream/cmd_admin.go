@@ -78,6 +78,7 @@ type wireStatus struct {
 		Late             int64  `json:"late"`
 		TimersSet        int64  `json:"timers_set"`
 		TimersFired      int64  `json:"timers_fired"`
+		TimersPending    int64  `json:"timers_pending"`
 		Ticks            int64  `json:"ticks"`
 		Restores         int64  `json:"restores"`
 		RestoredRecords  int64  `json:"restored_records"`
@@ -516,9 +517,9 @@ or rollback a version that works to restart it.
 				for _, in := range t.Inputs {
 					fmt.Fprintf(stdout, "  input %s: read %d, committed line %d\n", in.Name, in.Records, in.Committed)
 				}
-				if t.TimersSet+t.TimersFired+t.Late+t.Ticks > 0 {
-					fmt.Fprintf(stdout, "  time: timers set %d, fired %d; late records %d; ticks %d\n",
-						t.TimersSet, t.TimersFired, t.Late, t.Ticks)
+				if t.TimersSet+t.TimersFired+t.TimersPending+t.Late+t.Ticks > 0 {
+					fmt.Fprintf(stdout, "  time: timers set %d, fired %d, pending %d; late records %d; ticks %d\n",
+						t.TimersSet, t.TimersFired, t.TimersPending, t.Late, t.Ticks)
 				}
 				if t.Restores+t.ChangelogRecords+t.StandbyRecords > 0 {
 					fmt.Fprintf(stdout, "  changelog: %d key snapshots written; %d partitions restored (%d records, %d bytes); standby applied %d records\n",

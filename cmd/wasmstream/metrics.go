@@ -86,6 +86,7 @@ var taskMetrics = []metricDesc{
 	counter("transactions_aborted_total", "Exactly-once transactions aborted (their records are processed again).", func(s *host.TaskStats) int64 { return s.TxnAborts }),
 	counter("deploys_total", "Module versions switched to this run: deploys, activations and rollbacks.", func(s *host.TaskStats) int64 { return s.Deploys }),
 	gauge("module_version", "The module version running.", func(s *host.TaskStats) float64 { return float64(s.Version) }),
+	gauge("timers_pending", "Timers set and neither deleted nor fired, as of the last checkpoint.", func(s *host.TaskStats) float64 { return float64(s.PendingTimers) }),
 	gauge("paused", "1 while the task is paused (wasmstream pause), else 0.", func(s *host.TaskStats) float64 { return boolFloat(s.Paused) }),
 	gauge("records_pending", "Records read and not yet complete (queued or in flight).", func(s *host.TaskStats) float64 { return float64(s.Pending) }),
 	gauge("records_in_flight", "Records in batches being processed.", func(s *host.TaskStats) float64 { return float64(s.InFlight) }),
@@ -108,7 +109,8 @@ var (
 	inLag         = prometheus.NewDesc(ns+"_consumer_lag_records", "Kafka: records of the partition beyond the committed position, as of its last fetch.", inputLabels, nil)
 	inWatermark   = prometheus.NewDesc(ns+"_watermark_timestamp_seconds", "The event-time watermark (absent before there is one).", inputLabels, nil)
 	inInFlight    = prometheus.NewDesc(ns+"_input_records_in_flight", "Records of the input in batches being processed.", inputLabels, nil)
-	inputMetrics  = []*prometheus.Desc{inRecords, inCommitted, inLag, inWatermark, inInFlight}
+	inTimers      = prometheus.NewDesc(ns+"_input_timers_pending", "Timers of the input (Kafka: partition) set and neither deleted nor fired, as of the last checkpoint.", inputLabels, nil)
+	inputMetrics  = []*prometheus.Desc{inRecords, inCommitted, inLag, inWatermark, inInFlight, inTimers}
 	guestMemory   = prometheus.NewDesc(ns+"_guest_memory_bytes", "Linear memory of the guest instances of every task (mapped; only touched pages are resident).", nil, nil)
 	histogramDesc = []*prometheus.Desc{histBatch, histCall, histCkpt}
 )
@@ -155,6 +157,7 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(inRecords, prometheus.CounterValue, float64(in.Records), l...)
 			ch <- prometheus.MustNewConstMetric(inCommitted, prometheus.GaugeValue, float64(max(in.Committed, 0)), l...)
 			ch <- prometheus.MustNewConstMetric(inInFlight, prometheus.GaugeValue, float64(in.InFlight), l...)
+			ch <- prometheus.MustNewConstMetric(inTimers, prometheus.GaugeValue, float64(in.PendingTimers), l...)
 			if in.Lag >= 0 {
 				ch <- prometheus.MustNewConstMetric(inLag, prometheus.GaugeValue, float64(in.Lag), l...)
 			}
@@ -248,8 +251,9 @@ func serveMetrics(addr string, metrics http.Handler, ready func() bool, log *slo
 	}, nil
 }
 
-// guestCollector exports the counters and gauges guests declare (ABI 0.3 metric_declare) as
-// wasmstream_guest_<name> (counters get a _total suffix unless the name has one) with a task
+// guestCollector exports the counters, gauges and histograms guests declare (ABI 0.3
+// metric_declare, metric_declare_histogram) as wasmstream_guest_<name> (counters get a _total
+// suffix unless the name has one) with a task
 // label beside the guest's own fixed labels. Their names are known only at run time, so it is an
 // unchecked collector (Describe sends nothing). The host bounds them: 64 series per task.
 type guestCollector struct {
@@ -276,6 +280,42 @@ func (c guestCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, s := range c.stats() {
 		for _, g := range s.GuestMetrics {
+			if g.Histogram != nil {
+				labels, values := []string{"task"}, []string{s.Task}
+				for _, l := range g.Labels {
+					labels, values = append(labels, l.Name), append(values, l.Value)
+				}
+				// A histogram is also its _bucket, _sum and _count series: none may be another
+				// family's name.
+				name := ns + "_guest_" + g.Name
+				f := family{kind: prometheus.UntypedValue, labels: "histogram\x00" + strings.Join(labels, ",")}
+				clash := false
+				for _, n := range []string{name, name + "_bucket", name + "_sum", name + "_count"} {
+					if prev, ok := seen[n]; ok && prev != f {
+						clash = true
+					}
+				}
+				if clash {
+					continue
+				}
+				for _, n := range []string{name, name + "_bucket", name + "_sum", name + "_count"} {
+					seen[n] = f
+				}
+				h := g.Histogram
+				buckets := make(map[float64]uint64, len(h.Bounds))
+				var cum uint64
+				for k, b := range h.Bounds {
+					cum += h.Counts[k]
+					buckets[b] = cum
+				}
+				d := prometheus.NewDesc(name, "Declared by the guest of the task (metric_declare_histogram).", labels, nil)
+				m, err := prometheus.NewConstHistogram(d, h.Count, h.Sum, buckets, values...)
+				if err != nil {
+					continue // the host validated names, labels and bounds: cannot happen
+				}
+				ch <- m
+				continue
+			}
 			name, kind := ns+"_guest_"+g.Name, prometheus.GaugeValue
 			if g.Counter {
 				kind = prometheus.CounterValue

@@ -16,9 +16,9 @@ import (
 func TestMetricsLint(t *testing.T) {
 	h := host.Histogram{Bounds: []float64{1, 10}, Counts: []uint64{2, 1, 1}, Count: 4, Sum: 115}
 	stats := []host.TaskStats{{Task: "wc", Records: 10, Processed: 9, Outputs: 4, BatchSize: h, CallSeconds: h,
-		CheckpointSeconds: h, Inputs: []host.InputStats{
-			{Name: "file", Partition: -1, Records: 3, Committed: 2, Lag: -1, Watermark: -1},
-			{Name: "kin", Topic: "words", Partition: 0, Records: 7, Committed: 5, Lag: 2, Watermark: 1700000000000},
+		CheckpointSeconds: h, PendingTimers: 7, Inputs: []host.InputStats{
+			{Name: "file", Partition: -1, Records: 3, Committed: 2, Lag: -1, Watermark: -1, PendingTimers: 4},
+			{Name: "kin", Topic: "words", Partition: 0, Records: 7, Committed: 5, Lag: 2, Watermark: 1700000000000, PendingTimers: 3},
 		}}}
 	c := statsCollector{stats: func() []host.TaskStats { return stats }, guestMemory: func() int64 { return 1 << 20 }}
 	problems, err := testutil.CollectAndLint(c)
@@ -39,18 +39,26 @@ wasmstream_batch_records_count{task="wc"} 4
 # HELP wasmstream_consumer_lag_records Kafka: records of the partition beyond the committed position, as of its last fetch.
 # TYPE wasmstream_consumer_lag_records gauge
 wasmstream_consumer_lag_records{input="kin",partition="0",task="wc",topic="words"} 2
+# HELP wasmstream_input_timers_pending Timers of the input (Kafka: partition) set and neither deleted nor fired, as of the last checkpoint.
+# TYPE wasmstream_input_timers_pending gauge
+wasmstream_input_timers_pending{input="file",partition="",task="wc",topic=""} 4
+wasmstream_input_timers_pending{input="kin",partition="0",task="wc",topic="words"} 3
 # HELP wasmstream_records_in_total Records read this run.
 # TYPE wasmstream_records_in_total counter
 wasmstream_records_in_total{task="wc"} 10
+# HELP wasmstream_timers_pending Timers set and neither deleted nor fired, as of the last checkpoint.
+# TYPE wasmstream_timers_pending gauge
+wasmstream_timers_pending{task="wc"} 7
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "wasmstream_batch_records",
-		"wasmstream_consumer_lag_records", "wasmstream_records_in_total"); err != nil {
+		"wasmstream_consumer_lag_records", "wasmstream_records_in_total", "wasmstream_timers_pending",
+		"wasmstream_input_timers_pending"); err != nil {
 		t.Error(err)
 	}
 }
 
 // TestGuestMetricsExport: guest metrics get the wasmstream_guest_ prefix, counters a _total
-// suffix, and the task label beside the guest's; a name another task declared differently is
+// suffix, histograms cumulative buckets, and the task label beside the guest's; a name another task declared differently is
 // left out instead of failing the whole scrape.
 func TestGuestMetricsExport(t *testing.T) {
 	stats := []host.TaskStats{
@@ -59,11 +67,15 @@ func TestGuestMetricsExport(t *testing.T) {
 			{Name: "depth", Value: -2},
 			{Name: "memory_bytes", Value: 1},                 // the host's wasmstream_guest_memory_bytes
 			{Counter: true, Name: "call_failures", Value: 1}, // the host's wasmstream_guest_call_failures_total
+			{Name: "latency_seconds", Labels: []host.GuestLabel{{Name: "kind", Value: "x"}},
+				Histogram: &host.Histogram{Bounds: []float64{0.1, 1}, Counts: []uint64{1, 2, 3}, Count: 6, Sum: 12.5}},
+			{Name: "call_duration_seconds", Histogram: &host.Histogram{Bounds: []float64{1}, Counts: []uint64{0, 0}}}, // the host's
 		}},
 		{Task: "b", GuestMetrics: []host.GuestMetric{
 			{Name: "hits_total", Value: 9}, // a gauge here: conflicts with task a's counter
 			{Name: "depth", Value: 4},
 			{Counter: true, Name: "sent_total", Value: 1},
+			{Name: "latency_seconds_count", Value: 1}, // task a's histogram has that series
 		}},
 	}
 	h := newMetricsHandler(statsCollector{stats: func() []host.TaskStats { return stats }}, slog.New(slog.DiscardHandler))
@@ -80,7 +92,13 @@ func TestGuestMetricsExport(t *testing.T) {
 	}
 	want := []string{`wasmstream_guest_call_failures_total{task="a"} 0`, `wasmstream_guest_call_failures_total{task="b"} 0`,
 		`wasmstream_guest_depth{task="a"} -2`, `wasmstream_guest_depth{task="b"} 4`,
-		`wasmstream_guest_hits_total{kind="x",task="a"} 3`, `wasmstream_guest_sent_total{task="b"} 1`}
+		`wasmstream_guest_hits_total{kind="x",task="a"} 3`,
+		`wasmstream_guest_latency_seconds_bucket{kind="x",task="a",le="0.1"} 1`,
+		`wasmstream_guest_latency_seconds_bucket{kind="x",task="a",le="1"} 3`,
+		`wasmstream_guest_latency_seconds_bucket{kind="x",task="a",le="+Inf"} 6`,
+		`wasmstream_guest_latency_seconds_sum{kind="x",task="a"} 12.5`,
+		`wasmstream_guest_latency_seconds_count{kind="x",task="a"} 6`,
+		`wasmstream_guest_sent_total{task="b"} 1`}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("exported\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}

@@ -117,6 +117,14 @@ func (h *scriptHost) MetricSet(id int32, v int64) int32 {
 	h.metricOps = append(h.metricOps, "set "+strconv.Itoa(int(id))+" "+strconv.FormatInt(v, 10))
 	return 0
 }
+func (h *scriptHost) MetricDeclareHistogram(name, labels, bounds []byte) int32 {
+	h.metricOps = append(h.metricOps, "histogram "+string(name)+" "+strconv.Quote(string(labels))+" "+strconv.Quote(string(bounds)))
+	return int32(len(h.metricOps) - 1)
+}
+func (h *scriptHost) MetricObserve(id int32, v float64) int32 {
+	h.metricOps = append(h.metricOps, "observe "+strconv.Itoa(int(id))+" "+strconv.FormatFloat(v, 'g', -1, 64))
+	return 0
+}
 func (h *scriptHost) StateKeys(after []byte, fromFirst bool, buf []byte) int32 {
 	if fromFirst {
 		h.keysCalls = append(h.keysCalls, "-")

@@ -3,6 +3,10 @@
 package wasmstreamtest
 
 import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -10,7 +14,7 @@ import (
 	"github.com/wasmstream/wasmstream/guest-sdk/go/internal/host"
 )
 
-// The ABI 0.3 side of the harness: guest metrics. Like the host, the Host keeps one value per
+// The ABI 0.3 side of the harness: guest metrics (counters, gauges, histograms). Like the host, the Host keeps one value per
 // declared series for the whole test (every Init of the Host declares into the same set) and
 // applies the host's rules to declarations.
 
@@ -19,6 +23,29 @@ type metricSeries struct {
 	name   string
 	labels []string // name, value pairs
 	value  int64
+	hist   *Histogram
+}
+
+// Histogram is the value of a guest histogram: its bucket upper bounds, the observations in
+// each bucket (not cumulative; the last is above every bound), their number and their sum.
+type Histogram struct {
+	Bounds []float64
+	Counts []uint64
+	Count  uint64
+	Sum    float64
+}
+
+// Histogram returns the histogram name with exactly the labels given as name, value pairs, and
+// whether the guest declared it.
+func (h *Host) Histogram(name string, labels ...string) (Histogram, bool) {
+	for _, s := range h.metrics.series {
+		if s.hist != nil && s.name == name && strings.Join(s.labels, "\x00") == strings.Join(labels, "\x00") {
+			c := *s.hist
+			c.Counts = append([]uint64(nil), c.Counts...)
+			return c, true
+		}
+	}
+	return Histogram{}, false
 }
 
 type metricSet struct {
@@ -52,12 +79,43 @@ func validMetricName(s []byte) bool {
 
 // MetricDeclare implements metric_declare (ABI.md §4.17).
 func (h *Host) MetricDeclare(kind int32, name, labels []byte) int32 {
+	if kind == abi.MetricHistogram {
+		kind = -1 // a histogram needs its bounds: metric_declare_histogram
+	}
+	return h.declare(kind, name, labels, nil)
+}
+
+// MetricDeclareHistogram implements metric_declare_histogram (ABI.md §4.20).
+func (h *Host) MetricDeclareHistogram(name, labels, bounds []byte) int32 {
+	if bounds == nil {
+		bounds = []byte{}
+	}
+	return h.declare(abi.MetricHistogram, name, labels, bounds)
+}
+
+func (h *Host) declare(kind int32, name, labels, bb []byte) int32 {
 	if h.phase != phaseInit {
 		return int32(abi.ErrNotAllowed)
 	}
 	hs, err := abi.DecodeHeaders(labels)
-	if err != nil || (kind != abi.MetricCounter && kind != abi.MetricGauge) {
+	if err != nil || (kind != abi.MetricCounter && kind != abi.MetricGauge && kind != abi.MetricHistogram) {
 		return int32(abi.ErrInvalid)
+	}
+	var bounds []float64
+	if kind == abi.MetricHistogram {
+		switch {
+		case len(bb) == 0 || len(bb)%8 != 0:
+			return int32(abi.ErrInvalid)
+		case len(bb)/8 > abi.MaxMetricBuckets:
+			return int32(abi.ErrLimit)
+		}
+		for k := 0; k < len(bb); k += 8 {
+			b := math.Float64frombits(binary.LittleEndian.Uint64(bb[k:]))
+			if math.IsNaN(b) || math.IsInf(b, 0) || len(bounds) > 0 && b <= bounds[len(bounds)-1] {
+				return int32(abi.ErrInvalid)
+			}
+			bounds = append(bounds, b)
+		}
 	}
 	if len(name) > abi.MaxMetricNameBytes {
 		return int32(abi.ErrTooLarge)
@@ -85,6 +143,9 @@ func (h *Host) MetricDeclare(kind int32, name, labels []byte) int32 {
 		fam = append(fam, string(l.Name))
 		lv = append(lv, string(l.Name), string(l.Value))
 	}
+	if bounds != nil {
+		fam = append(fam, "\x01"+fmt.Sprint(bounds))
+	}
 	m := &h.metrics
 	if m.family == nil {
 		m.family = map[string]string{}
@@ -103,6 +164,9 @@ func (h *Host) MetricDeclare(kind int32, name, labels []byte) int32 {
 			return int32(abi.ErrLimit)
 		}
 		s = &metricSeries{kind: kind, name: string(name), labels: lv}
+		if bounds != nil {
+			s.hist = &Histogram{Bounds: bounds, Counts: make([]uint64, len(bounds)+1)}
+		}
 		m.series = append(m.series, s)
 		m.family[string(name)] = strings.Join(fam, "\x00")
 	}
@@ -121,6 +185,8 @@ func (h *Host) metricUpdate(id int32, v int64, set bool) int32 {
 	}
 	s := h.metrics.ids[id]
 	switch {
+	case s.kind == abi.MetricHistogram:
+		return int32(abi.ErrInvalid)
 	case s.kind == abi.MetricCounter && (set || v < 0):
 		return int32(abi.ErrInvalid)
 	case set:
@@ -136,5 +202,18 @@ func (h *Host) MetricAdd(id int32, v int64) int32 { return h.metricUpdate(id, v,
 
 // MetricSet implements metric_set (ABI.md §4.19).
 func (h *Host) MetricSet(id int32, v int64) int32 { return h.metricUpdate(id, v, true) }
+
+// MetricObserve implements metric_observe (ABI.md §4.21).
+func (h *Host) MetricObserve(id int32, v float64) int32 {
+	if id < 0 || int(id) >= len(h.metrics.ids) || math.IsNaN(v) || h.metrics.ids[id].hist == nil {
+		return int32(abi.ErrInvalid)
+	}
+	hs := h.metrics.ids[id].hist
+	k, _ := slices.BinarySearch(hs.Bounds, v)
+	hs.Counts[k]++
+	hs.Count++
+	hs.Sum += v
+	return 0
+}
 
 var _ host.Host = (*Host)(nil)

@@ -4,6 +4,8 @@ package wasmstreamtest_test
 
 import (
 	"errors"
+	"fmt"
+	"math"
 	"strings"
 	"testing"
 
@@ -15,6 +17,7 @@ import (
 var (
 	wordsSeen = wasmstream.NewMetricCounter("words_seen", "lang", "en")
 	lastLen   = wasmstream.NewMetricGauge("last_len")
+	wordLen   = wasmstream.NewMetricHistogram("word_len", []float64{1, 3}, "lang", "en")
 )
 
 // TestMetricsThroughHarness: a handler's counter and gauge are recorded by the harness, which a
@@ -22,9 +25,15 @@ var (
 // keeps them across instance replacement); a counter refuses a negative delta.
 func TestMetricsThroughHarness(t *testing.T) {
 	wasmstream.Handle(func(r *wasmstream.Record) error {
-		n := int64(len(strings.Fields(string(r.Value()))))
+		words := strings.Fields(string(r.Value()))
+		n := int64(len(words))
 		if err := wordsSeen.Add(n); err != nil {
 			return err
+		}
+		for _, w := range words {
+			if err := wordLen.Observe(float64(len(w))); err != nil {
+				return err
+			}
 		}
 		lastLen.Set(n)
 		return nil
@@ -40,7 +49,7 @@ func TestMetricsThroughHarness(t *testing.T) {
 	if err := h.Init(); err != nil { // a replacement instance
 		t.Fatal(err)
 	}
-	if _, err := h.Process(wasmstreamtest.Input{Key: []byte("a"), Value: []byte("w")}); err != nil {
+	if _, err := h.Process(wasmstreamtest.Input{Key: []byte("a"), Value: []byte("wwwww")}); err != nil {
 		t.Fatal(err)
 	}
 	if v, ok := h.Metric("words_seen", "lang", "en"); !ok || v != 6 {
@@ -48,6 +57,13 @@ func TestMetricsThroughHarness(t *testing.T) {
 	}
 	if v, ok := h.Metric("last_len"); !ok || v != 1 {
 		t.Errorf("last_len = %d (declared %v), want 1", v, ok)
+	}
+	hs, ok := h.Histogram("word_len", "lang", "en")
+	if want := "{[1 3] [5 0 1] 6 10}"; !ok || fmt.Sprint(hs) != want {
+		t.Errorf("word_len = %v (declared %v), want %s", hs, ok, want)
+	}
+	if err := wordLen.Observe(math.NaN()); !errors.Is(err, wasmstream.ErrInvalid) {
+		t.Errorf("Observe(NaN) = %v, want ErrInvalid", err)
 	}
 	if err := wordsSeen.Add(-1); !errors.Is(err, wasmstream.ErrInvalid) {
 		t.Errorf("Add(-1) = %v, want ErrInvalid", err)

@@ -91,7 +91,7 @@ pub use abi::{Firing, Headers, HeadersBuilder, Migration, Record, Tick};
 pub use context::{config, format_u64, log, now_ms, parse_u64, Context, Level, Scan, TickContext};
 pub use error::{Errno, Error};
 pub use http::{http_request, HttpRequest, HttpResponse};
-pub use metric::{MetricCounter, MetricGauge};
+pub use metric::{MetricCounter, MetricGauge, MetricHistogram};
 pub use timer::{delete_timer, set_timer, watermark, Domain};
 
 /// A stream task: built once per instance from its configuration, then called for each record.

@@ -1,4 +1,4 @@
-//! Guest metrics (ABI 0.3): counters and gauges declared by name with fixed label values, kept by
+//! Guest metrics (ABI 0.3): counters, gauges and histograms declared by name with fixed label values, kept by
 //! the host per task and exported beside its own metrics as `wasmstream_guest_<name>` (counters
 //! with a `_total` suffix) with a `task` label.
 
@@ -83,5 +83,41 @@ impl MetricGauge {
     /// Adds `d`, which may be negative.
     pub fn add(&self, d: i64) {
         let _ = sys::host_metric_add(self.id, d);
+    }
+}
+
+/// A histogram: observations counted into buckets by value, with their count and sum, exported
+/// as a Prometheus histogram. Declare it in [`Task::init`](crate::Task::init).
+#[derive(Debug, Clone, Copy)]
+pub struct MetricHistogram {
+    id: i32,
+}
+
+impl MetricHistogram {
+    /// Declares the histogram `name` whose buckets have the upper `bounds` given (1 to 32, finite,
+    /// strictly increasing; the host adds +Inf) with fixed `(name, value)` labels; the rules of
+    /// [`MetricCounter::new`], and every series of one name has the same bounds.
+    pub fn new(
+        name: &str,
+        bounds: &[f64],
+        labels: &[(&str, &str)],
+    ) -> Result<MetricHistogram, Error> {
+        let mut b = Vec::with_capacity(8 * bounds.len());
+        for x in bounds {
+            b.extend_from_slice(&x.to_le_bytes());
+        }
+        Ok(MetricHistogram {
+            id: check(sys::host_metric_declare_histogram(
+                name.as_bytes(),
+                &labels_layout(labels),
+                &b,
+            ))?,
+        })
+    }
+
+    /// Records one observation of `v`: the first bucket whose bound is >= `v` counts it, and the
+    /// sum grows by `v`. NaN is `ERR_INVALID`. One host call, nothing allocated.
+    pub fn observe(&self, v: f64) -> Result<(), Error> {
+        check(sys::host_metric_observe(self.id, v)).map(|_| ())
     }
 }

@@ -79,6 +79,15 @@ mod imp {
         ) -> i32;
         fn metric_add(id: i32, v: i64) -> i32;
         fn metric_set(id: i32, v: i64) -> i32;
+        fn metric_declare_histogram(
+            name_ptr: i32,
+            name_len: i32,
+            labels_ptr: i32,
+            labels_len: i32,
+            bounds_ptr: i32,
+            bounds_len: i32,
+        ) -> i32;
+        fn metric_observe(id: i32, v: f64) -> i32;
     }
 
     // Pointers are offsets into the 32-bit linear memory; lengths of slices fit in an i32
@@ -192,6 +201,14 @@ mod imp {
     pub fn host_metric_set(id: i32, v: i64) -> i32 {
         unsafe { metric_set(id, v) }
     }
+    pub fn host_metric_declare_histogram(name: &[u8], labels: &[u8], bounds: &[u8]) -> i32 {
+        unsafe {
+            metric_declare_histogram(p(name), l(name), p(labels), l(labels), p(bounds), l(bounds))
+        }
+    }
+    pub fn host_metric_observe(id: i32, v: f64) -> i32 {
+        unsafe { metric_observe(id, v) }
+    }
 }
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -252,6 +269,12 @@ mod imp {
     }
     pub fn host_metric_set(id: i32, v: i64) -> i32 {
         with_host(|h| h.metric_update(id, v, true))
+    }
+    pub fn host_metric_declare_histogram(name: &[u8], labels: &[u8], bounds: &[u8]) -> i32 {
+        with_host(|h| h.metric_declare_histogram(name, labels, bounds))
+    }
+    pub fn host_metric_observe(id: i32, v: f64) -> i32 {
+        with_host(|h| h.metric_observe(id, v))
     }
 }
 

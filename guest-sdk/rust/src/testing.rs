@@ -447,6 +447,23 @@ pub(crate) struct FakeHost {
     // ABI 0.3
     /// Declared metrics: kind, name, labels layout, value; an id indexes it.
     metrics: Vec<(i32, Vec<u8>, Vec<u8>, i64)>,
+    /// A histogram's buckets, parallel to `metrics` (None for a counter or gauge).
+    hists: Vec<Option<Histogram>>,
+}
+
+/// The value of a guest histogram (ABI 0.3) as the harness recorded it: the bucket upper bounds,
+/// the observations in each bucket (not cumulative; the last is above every bound), their
+/// number and their sum.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Histogram {
+    /// The buckets' upper bounds, as declared.
+    pub bounds: Vec<f64>,
+    /// The observations in each bucket; the last counts those above every bound.
+    pub counts: Vec<u64>,
+    /// The number of observations.
+    pub count: u64,
+    /// Their sum.
+    pub sum: f64,
 }
 
 impl FakeHost {
@@ -475,6 +492,7 @@ impl FakeHost {
             http: None,
             http_kept: None,
             metrics: Vec::new(),
+            hists: Vec::new(),
         }
     }
 
@@ -806,6 +824,46 @@ impl FakeHost {
     }
 
     pub(crate) fn metric_declare(&mut self, kind: i32, name: &[u8], labels: &[u8]) -> i32 {
+        if kind == 2 {
+            // A histogram needs its bounds: metric_declare_histogram.
+            return if self.phase != Phase::Init {
+                Errno::NOT_ALLOWED.raw()
+            } else {
+                Errno::INVALID.raw()
+            };
+        }
+        self.declare(kind, name, labels, None)
+    }
+
+    pub(crate) fn metric_declare_histogram(
+        &mut self,
+        name: &[u8],
+        labels: &[u8],
+        bounds: &[u8],
+    ) -> i32 {
+        if self.phase != Phase::Init {
+            return Errno::NOT_ALLOWED.raw();
+        }
+        if bounds.is_empty() || bounds.len() % 8 != 0 {
+            return Errno::INVALID.raw();
+        }
+        if bounds.len() / 8 > 32 {
+            return Errno::LIMIT.raw();
+        }
+        let mut bs: Vec<f64> = Vec::new();
+        for c in bounds.chunks(8) {
+            let mut a = [0u8; 8];
+            a.copy_from_slice(c);
+            let b = f64::from_le_bytes(a);
+            if !b.is_finite() || bs.last().map_or(false, |p| b <= *p) {
+                return Errno::INVALID.raw();
+            }
+            bs.push(b);
+        }
+        self.declare(2, name, labels, Some(bs))
+    }
+
+    fn declare(&mut self, kind: i32, name: &[u8], labels: &[u8], bounds: Option<Vec<f64>>) -> i32 {
         if self.phase != Phase::Init {
             return Errno::NOT_ALLOWED.raw();
         }
@@ -817,7 +875,7 @@ impl FakeHost {
                     *c == b'_' || c.is_ascii_alphabetic() || (k > 0 && c.is_ascii_digit())
                 })
         };
-        if (kind != 0 && kind != 1) || !valid(name) {
+        if !(0..=2).contains(&kind) || !valid(name) {
             return Errno::INVALID.raw();
         }
         let hs = match crate::abi::decode_headers(labels) {
@@ -832,18 +890,29 @@ impl FakeHost {
             .iter()
             .position(|m| m.1 == name && m.2 == labels)
         {
-            if self.metrics[i].0 != kind {
+            if self.metrics[i].0 != kind
+                || self.hists[i].as_ref().map(|h| &h.bounds) != bounds.as_ref()
+            {
                 return Errno::INVALID.raw();
             }
             return i as i32;
         }
-        if self.metrics.iter().any(|m| m.1 == name && m.0 != kind) {
+        let same_bounds = |i: usize| self.hists[i].as_ref().map(|h| &h.bounds) == bounds.as_ref();
+        if (0..self.metrics.len())
+            .any(|i| self.metrics[i].1 == name && (self.metrics[i].0 != kind || !same_bounds(i)))
+        {
             return Errno::INVALID.raw();
         }
         if self.metrics.len() >= 64 {
             return Errno::LIMIT.raw();
         }
         self.metrics.push((kind, name.to_vec(), labels.to_vec(), 0));
+        self.hists.push(bounds.map(|b| Histogram {
+            counts: vec![0; b.len() + 1],
+            bounds: b,
+            count: 0,
+            sum: 0.0,
+        }));
         (self.metrics.len() - 1) as i32
     }
 
@@ -852,7 +921,7 @@ impl FakeHost {
             Some(m) if id >= 0 => m,
             _ => return Errno::INVALID.raw(),
         };
-        if m.0 == 0 && (set || v < 0) {
+        if m.0 == 2 || (m.0 == 0 && (set || v < 0)) {
             return Errno::INVALID.raw();
         }
         if set {
@@ -860,6 +929,22 @@ impl FakeHost {
         } else {
             m.3 = m.3.wrapping_add(v);
         }
+        0
+    }
+
+    pub(crate) fn metric_observe(&mut self, id: i32, v: f64) -> i32 {
+        let h = match self.hists.get_mut(id as usize) {
+            Some(Some(h)) if id >= 0 && !v.is_nan() => h,
+            _ => return Errno::INVALID.raw(),
+        };
+        let k = h
+            .bounds
+            .iter()
+            .position(|b| v <= *b)
+            .unwrap_or(h.bounds.len());
+        h.counts[k] += 1;
+        h.count += 1;
+        h.sum += v;
         0
     }
 
@@ -1475,6 +1560,18 @@ impl<T: Task> Harness<T> {
                 .iter()
                 .find(|m| m.1 == name.as_bytes() && m.2 == layout)
                 .map(|m| m.3)
+        })
+    }
+
+    /// The histogram (ABI 0.3) `name` with exactly these labels, if the task declared it.
+    pub fn histogram(&self, name: &str, labels: &[(&str, &str)]) -> Option<Histogram> {
+        let layout = crate::metric::labels_layout(labels);
+        with_host(|h| {
+            let i = h
+                .metrics
+                .iter()
+                .position(|m| m.1 == name.as_bytes() && m.2 == layout)?;
+            h.hists[i].clone()
         })
     }
 

@@ -1,12 +1,16 @@
-//! ABI 0.3 in the SDK and the native harness: guest metrics.
+//! ABI 0.3 in the SDK and the native harness: guest metrics (counters, gauges, histograms).
 
+use wasmstream::testing::Histogram;
 use wasmstream::testing::{Harness, TestRecord};
-use wasmstream::{Context, Errno, Error, MetricCounter, MetricGauge, Record, Task};
+use wasmstream::{
+    Context, Errno, Error, MetricCounter, MetricGauge, MetricHistogram, Record, Task,
+};
 
 /// Counts records and remembers the last value's length.
 struct Metered {
     seen: MetricCounter,
     last: MetricGauge,
+    sizes: MetricHistogram,
 }
 
 impl Task for Metered {
@@ -22,7 +26,21 @@ impl Task for Metered {
             MetricGauge::new("9x", &[]).unwrap_err().code(),
             Errno::INVALID
         );
+        let bads: [&[f64]; 4] = [&[], &[2.0, 1.0], &[1.0, f64::NAN], &[f64::INFINITY]];
+        for bad in bads.iter() {
+            assert_eq!(
+                MetricHistogram::new("h", bad, &[]).unwrap_err().code(),
+                Errno::INVALID
+            );
+        }
+        assert_eq!(
+            MetricHistogram::new("h", &[0.5; 33], &[])
+                .unwrap_err()
+                .code(),
+            Errno::LIMIT
+        );
         Ok(Metered {
+            sizes: MetricHistogram::new("value_bytes", &[1.0, 2.0], &[("stage", "demo")])?,
             seen: MetricCounter::new("records_seen", &[("stage", "demo")])?,
             last: MetricGauge::new("last_value_bytes", &[])?,
         })
@@ -31,6 +49,11 @@ impl Task for Metered {
     fn process(&mut self, rec: &Record, _: &mut Context) -> Result<(), Error> {
         self.seen.inc();
         self.last.set(rec.value().len() as i64);
+        self.sizes.observe(rec.value().len() as f64)?;
+        assert_eq!(
+            self.sizes.observe(f64::NAN).unwrap_err().code(),
+            Errno::INVALID
+        );
         assert_eq!(self.seen.add(-1).unwrap_err().code(), Errno::INVALID);
         // Declarations belong in init.
         assert_eq!(
@@ -49,4 +72,13 @@ fn metrics_recorded_by_the_harness() {
     assert_eq!(h.metric("records_seen", &[("stage", "demo")]), Some(2));
     assert_eq!(h.metric("last_value_bytes", &[]), Some(2));
     assert_eq!(h.metric("records_seen", &[]), None);
+    assert_eq!(
+        h.histogram("value_bytes", &[("stage", "demo")]),
+        Some(Histogram {
+            bounds: vec![1.0, 2.0],
+            counts: vec![0, 1, 1],
+            count: 2,
+            sum: 5.0
+        })
+    );
 }

@@ -107,7 +107,9 @@ type TaskStatus struct {
 	Late        int64 `json:"late"`         // records read behind their partition's watermark
 	TimersSet   int64 `json:"timers_set"`   // timers set
 	TimersFired int64 `json:"timers_fired"` // timer firings completed
-	Ticks       int64 `json:"ticks"`        // partition callbacks started
+	// TimersPending are the timers set and neither deleted nor fired, as of the last checkpoint.
+	TimersPending int64 `json:"timers_pending"`
+	Ticks         int64 `json:"ticks"` // partition callbacks started
 
 	Restores         int64 `json:"restores"`          // partitions restored from the changelog
 	RestoredRecords  int64 `json:"restored_records"`  // changelog records the restores read

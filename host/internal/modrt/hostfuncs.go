@@ -47,6 +47,8 @@ const (
 	hfMetricDeclare
 	hfMetricAdd
 	hfMetricSet
+	hfMetricDeclareHistogram
+	hfMetricObserve
 	hfCount
 )
 
@@ -117,6 +119,12 @@ var hostFuncs = [hfCount]hostFunc{
 	}},
 	hfMetricSet: {abi.FuncMetricSet, []byte{valI32, valI64}, i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
 		return i.metricUpdate(u32(s[0]), int64(s[1]), true)
+	}},
+	hfMetricDeclareHistogram: {abi.FuncMetricDeclareHistogram, i32s(6), i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
+		return i.metricDeclareHistogram(u32(s[0]), u32(s[1]), u32(s[2]), u32(s[3]), u32(s[4]), u32(s[5]))
+	}},
+	hfMetricObserve: {abi.FuncMetricObserve, []byte{valI32, valF64}, i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
+		return i.metricObserve(u32(s[0]), math.Float64frombits(s[1]))
 	}},
 }
 

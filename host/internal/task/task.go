@@ -197,6 +197,9 @@ type Stats struct {
 	TimersQueued  int64 // firings queued
 	TimersFired   int64 // firings that ran and completed
 	TimersDropped int64 // firings dropped because the module has no timer callback
+	// PendingTimers is the number of timers set and neither deleted nor fired, as of the last
+	// checkpoint (the store's count, which follows each commit: cheap to read).
+	PendingTimers int64
 	Ticks         int64 // partition ticks started
 	Skips         int64 // records and firings skipped after failing on every attempt
 
@@ -249,6 +252,9 @@ type InputStats struct {
 	Lag       int64
 	Watermark int64 // the event-time watermark in Unix milliseconds (-1: none yet)
 	InFlight  int   // records in batches being processed
+	// PendingTimers is the number of the input's timers, as of the last checkpoint (see
+	// Stats.PendingTimers).
+	PendingTimers int64
 }
 
 // Histogram bounds. Latencies in seconds, sizes in items.
@@ -1324,9 +1330,16 @@ func (t *Task) publish() {
 	t.stats.StateBytes = t.cache.Size()
 	t.stats.CacheHits, t.stats.CacheMisses = t.cache.Lookups()
 	t.stats.Inputs = t.stats.Inputs[:0:0]
+	t.stats.PendingTimers = 0
 	for _, st := range t.order {
 		in := InputStats{Name: st.in.Name, Partition: -1, Records: st.records, Committed: st.durable.Next,
 			Lag: -1, Watermark: st.tm.wm, InFlight: st.inflight}
+		// An error here (a closed or damaged store) is the checkpoint's to report: the figure
+		// stays 0.
+		if n, err := t.cfg.Store.PendingTimers(t.cfg.Name, st.id); err == nil {
+			in.PendingTimers = n
+			t.stats.PendingTimers += n
+		}
 		if st.kafka {
 			in.Topic, in.Partition = st.tp.Topic, st.tp.Partition
 			if st.highWater >= 0 {

@@ -716,3 +716,45 @@ func TestSessionsExampleThreeLines(t *testing.T) {
 	t.Run("read together", func(t *testing.T) { run(t, true) })
 	t.Run("late event read after the firing", func(t *testing.T) { run(t, false) })
 }
+
+// waitPending waits until the published stats count want pending timers, in the task and in
+// its one input.
+func (r *rig) waitPending(want int64) {
+	r.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s := r.tk.Stats()
+		if s.PendingTimers == want && len(s.Inputs) == 1 && s.Inputs[0].PendingTimers == want {
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("pending timers: task %d, inputs %+v; want %d", s.PendingTimers, s.Inputs, want)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// The pending-timers gauge follows sets, replacements, deletes and firings, and starts from the
+// store's count after a restart.
+func TestPendingTimersStats(t *testing.T) {
+	dir := t.TempDir()
+	r := startRig(t, rigOpts{dir: dir, start: 0})
+	for i := range 10 {
+		r.send(r0(fmt.Sprintf("k%d", i), fmt.Sprintf("set t p %d", 1000+i)))
+	}
+	r.send(r0("k0", "set t p 1000"), r0("k9", "set u p 5000"), r0("k9", "del u"), r0("k8", "del never"))
+	r.waitLines("log rec", 14)
+	r.waitPending(10)
+	r.advance(1004) // k0..k4 fire
+	r.waitLines("log fired", 5)
+	r.waitPending(5)
+	r.stop()
+
+	r2 := startRig(t, rigOpts{dir: dir, start: 1004})
+	r2.send(r0("k5", "count"))
+	r2.waitLines("log rec", 1)
+	r2.waitPending(5)
+	r2.advance(2000)
+	r2.waitLines("log fired", 5)
+	r2.waitPending(0)
+}

@@ -31,7 +31,7 @@
 
 use wasmstream::json::{Object, Value, Writer};
 use wasmstream::state::{Counter, List, Map};
-use wasmstream::{Context, Error, HeadersBuilder, MetricCounter, Record, Task};
+use wasmstream::{Context, Error, HeadersBuilder, MetricCounter, MetricHistogram, Record, Task};
 
 /// The output every command's result goes to.
 pub const OUTPUT: &str = "result";
@@ -47,12 +47,19 @@ const MAX_ADD: u64 = 999_999_999;
 pub struct Conform {
     /// The counter the metric command adds to (ABI 0.3).
     metric: MetricCounter,
+    /// The histogram the observe command observes into (ABI 0.3).
+    observed: MetricHistogram,
 }
 
 impl Task for Conform {
     fn init(_config: &[u8]) -> Result<Self, Error> {
         Ok(Conform {
             metric: MetricCounter::new("conform_metric", &[("contract", "conform")])?,
+            observed: MetricHistogram::new(
+                "conform_observed",
+                &[10.0, 100.0, 1000.0],
+                &[("contract", "conform")],
+            )?,
         })
     }
 
@@ -183,6 +190,11 @@ impl Task for Conform {
             b"metric" => {
                 let d = number(args, MAX_ADD)?;
                 self.metric.add(d as i64)?;
+                result(ctx, rec, "ok")
+            }
+            b"observe" => {
+                let d = number(args, MAX_ADD)?;
+                self.observed.observe(d as f64)?;
                 result(ctx, rec, "ok")
             }
             b"append" => {

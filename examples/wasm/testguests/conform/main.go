@@ -56,6 +56,9 @@ var errBadNumber = errors.New("bad number")
 // metric is the counter the metric command adds to (ABI 0.3).
 var metric = wasmstream.NewMetricCounter("conform_metric", "contract", "conform")
 
+// observed is the histogram the observe command observes into (ABI 0.3).
+var observed = wasmstream.NewMetricHistogram("conform_observed", []float64{10, 100, 1000}, "contract", "conform")
+
 func handle(r *wasmstream.Record) error {
 	cmd, args := cut(string(r.Value()))
 	st := r.State()
@@ -187,6 +190,15 @@ func handle(r *wasmstream.Record) error {
 			return errBadNumber
 		}
 		if err := metric.Add(int64(d)); err != nil {
+			return hostErr(err)
+		}
+		return result(r, "ok")
+	case "observe":
+		d, ok := number(args, maxAdd)
+		if !ok {
+			return errBadNumber
+		}
+		if err := observed.Observe(float64(d)); err != nil {
 			return hostErr(err)
 		}
 		return result(r, "ok")

@@ -28,6 +28,8 @@ type Host interface {
 	MetricDeclare(kind int32, name, labels []byte) int32
 	MetricAdd(id int32, v int64) int32
 	MetricSet(id int32, v int64) int32
+	MetricDeclareHistogram(name, labels, bounds []byte) int32
+	MetricObserve(id int32, v float64) int32
 }
 
 // Current serves every host function of a native build. It is nil until a harness installs one.
@@ -121,3 +123,11 @@ func MetricAdd(id int32, v int64) int32 { return current().MetricAdd(id, v) }
 
 // MetricSet calls Current.MetricSet.
 func MetricSet(id int32, v int64) int32 { return current().MetricSet(id, v) }
+
+// MetricDeclareHistogram calls Current.MetricDeclareHistogram.
+func MetricDeclareHistogram(name, labels, bounds []byte) int32 {
+	return current().MetricDeclareHistogram(name, labels, bounds)
+}
+
+// MetricObserve calls Current.MetricObserve.
+func MetricObserve(id int32, v float64) int32 { return current().MetricObserve(id, v) }

@@ -58,6 +58,12 @@ func metricAdd(id int32, v int64) int32
 //go:wasmimport wasmstream_v0 metric_set
 func metricSet(id int32, v int64) int32
 
+//go:wasmimport wasmstream_v0 metric_declare_histogram
+func metricDeclareHistogram(namePtr unsafe.Pointer, nameLen int32, labelsPtr unsafe.Pointer, labelsLen int32, boundsPtr unsafe.Pointer, boundsLen int32) int32
+
+//go:wasmimport wasmstream_v0 metric_observe
+func metricObserve(id int32, v float64) int32
+
 // ptr is the address of b's first element, or nil for a nil slice.
 func ptr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
 
@@ -144,3 +150,12 @@ func MetricAdd(id int32, v int64) int32 { return metricAdd(id, v) }
 
 // MetricSet calls metric_set (ABI.md §4.19).
 func MetricSet(id int32, v int64) int32 { return metricSet(id, v) }
+
+// MetricDeclareHistogram calls metric_declare_histogram (ABI.md §4.20); labels is a Headers
+// layout, bounds little-endian f64s.
+func MetricDeclareHistogram(name, labels, bounds []byte) int32 {
+	return metricDeclareHistogram(ptr(name), int32(len(name)), ptr(labels), int32(len(labels)), ptr(bounds), int32(len(bounds)))
+}
+
+// MetricObserve calls metric_observe (ABI.md §4.21).
+func MetricObserve(id int32, v float64) int32 { return metricObserve(id, v) }
