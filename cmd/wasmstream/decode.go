@@ -442,14 +442,8 @@ func describe(raw any) string {
 		return fmt.Sprintf("number %d", v)
 	case float64:
 		return "number " + strconv.FormatFloat(v, 'g', -1, 64)
-	case []any:
-		return "a list"
-	case map[string]any, map[any]any:
-		return "a mapping"
-	case nil:
-		return "null"
 	}
-	return fmt.Sprintf("%T", raw)
+	return kind(raw)
 }
 
 // suggest returns " (did you mean X?)" for the known key closest to an unknown one, if it is
