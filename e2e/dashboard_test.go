@@ -64,48 +64,14 @@ tasks:
       type: file
       path: %s
 `, filepath.Join(dir, "data"), adminPort, module, filepath.Join(dir, "out.ndjson"))
-	cfgPath := filepath.Join(dir, "wasmstream.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "run", "-c", cfgPath, "--log-level", "warn")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	waited := make(chan struct{})
-	go func() { exited <- cmd.Wait(); close(waited) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-waited
-	})
+	run := startLive(t, bin, dir, cfg)
 	adminURL := fmt.Sprintf("http://127.0.0.1:%d", adminPort)
-	await := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second) // a guard against hanging, not a measurement
-		for !cond() {
-			select {
-			case err := <-exited:
-				t.Fatalf("the binary exited (%v) while waiting for %s; stderr:\n%s", err, what, stderr.String())
-			case <-time.After(20 * time.Millisecond):
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s; stderr:\n%s", what, stderr.String())
-			}
-		}
-	}
-	await("readiness", func() bool { code, _ := scrape(t, adminURL+"/readyz", ""); return code == 200 })
+	run.await("readiness", func() bool { code, _ := scrape(t, adminURL+"/readyz", ""); return code == 200 })
 
 	// Three lines that are not JSON go to the dead letters, among the recent errors; one
 	// holds a terminal escape code that top must not print as is.
 	const records, malformed = 1234, 3
-	w := bufio.NewWriter(stdin)
+	w := bufio.NewWriter(run.stdin)
 	for i := range records {
 		fmt.Fprintf(w, `{"user":"u%d","text":"alpha beta %d"}`+"\n", i%7, i%3)
 		if i%500 == 100 {
@@ -127,7 +93,7 @@ tasks:
 		} `json:"tasks"`
 	}
 	var st status
-	await("every record processed", func() bool {
+	run.await("every record processed", func() bool {
 		code, body := scrape(t, adminURL+"/v1/status", "s3cret")
 		return code == 200 && json.Unmarshal([]byte(body), &st) == nil && len(st.Tasks) == 1 &&
 			st.Tasks[0].Processed == records && len(st.Tasks[0].Recent) == malformed
@@ -206,13 +172,5 @@ tasks:
 		t.Errorf("top with a wrong token: %v\n%s", err, out)
 	}
 
-	stdin.Close()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("exit: %v; stderr:\n%s", err, stderr.String())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the binary did not exit after its input ended; stderr:\n%s", stderr.String())
-	}
+	run.closeAndWait()
 }

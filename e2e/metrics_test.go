@@ -10,12 +10,10 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 
@@ -83,48 +81,14 @@ tasks:
       type: file
       path: %s
 `, filepath.Join(dir, "data"), adminPort, metricsPort, module, output)
-	cfgPath := filepath.Join(dir, "wasmstream.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "run", "-c", cfgPath, "--log-level", "warn")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	waited := make(chan struct{})
-	go func() { exited <- cmd.Wait(); close(waited) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-waited
-	})
+	run := startLive(t, bin, dir, cfg)
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d", metricsPort)
 	adminURL := fmt.Sprintf("http://127.0.0.1:%d", adminPort)
 
-	await := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(60 * time.Second) // a guard against hanging, not a measurement
-		for !cond() {
-			select {
-			case err := <-exited:
-				t.Fatalf("the binary exited (%v) while waiting for %s; stderr:\n%s", err, what, stderr.String())
-			case <-time.After(20 * time.Millisecond):
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("no %s; stderr:\n%s", what, stderr.String())
-			}
-		}
-	}
-	await("readiness", func() bool { code, _ := scrape(t, metricsURL+"/readyz", ""); return code == 200 })
+	run.await("readiness", func() bool { code, _ := scrape(t, metricsURL+"/readyz", ""); return code == 200 })
 
 	const records, malformed = 20000, 7
-	w := bufio.NewWriter(stdin)
+	w := bufio.NewWriter(run.stdin)
 	for i := range records {
 		fmt.Fprintf(w, `{"user":"u%d","text":"alpha beta gamma %d"}`+"\n", i%97, i%13)
 		if i%(records/malformed) == 0 && i/(records/malformed) < malformed {
@@ -137,7 +101,7 @@ tasks:
 	const total = records + malformed
 
 	var text string
-	await("every record processed in /metrics", func() bool {
+	run.await("every record processed in /metrics", func() bool {
 		code, body := scrape(t, metricsURL+"/metrics", "")
 		text = body
 		// Malformed lines go to the dead letters as they are read: they are never processed.
@@ -212,15 +176,7 @@ tasks:
 		t.Errorf("metrics.addr serves /v1/status: %d, want 404", code)
 	}
 
-	stdin.Close()
-	select {
-	case err := <-exited:
-		if err != nil {
-			t.Fatalf("exit: %v; stderr:\n%s", err, stderr.String())
-		}
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the binary did not exit after its input ended; stderr:\n%s", stderr.String())
-	}
+	run.closeAndWait()
 }
 
 // TestBinaryGuestMetrics runs the binary on a task whose guest declares a counter, a gauge and a
@@ -249,30 +205,10 @@ tasks:
       type: file
       path: %s
 `, filepath.Join(dir, "data"), metricsPort, module, filepath.Join(dir, "out.ndjson"))
-	cfgPath := filepath.Join(dir, "wasmstream.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "run", "-c", cfgPath, "--log-level", "warn")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	waited := make(chan struct{})
-	go func() { exited <- cmd.Wait(); close(waited) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-waited
-	})
+	run := startLive(t, bin, dir, cfg)
 	url := fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
 	const records = 500
-	w := bufio.NewWriter(stdin)
+	w := bufio.NewWriter(run.stdin)
 	for i := range records {
 		fmt.Fprintf(w, `{"k":"k%d","v":"value"}`+"\n", i%17)
 	}
@@ -280,22 +216,12 @@ tasks:
 		t.Fatal(err)
 	}
 	var text string
-	deadline := time.Now().Add(60 * time.Second) // a guard against hanging, not a measurement
-	for {
+	run.awaitShowing("every record processed", func() bool {
 		code, body := scrape(t, url, "")
 		text = body
-		if v, _ := sample(body, `wasmstream_records_processed_total{task="gm"}`); code == 200 && v == records {
-			break
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("the binary exited (%v); stderr:\n%s", err, stderr.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not every record processed; last scrape:\n%s\nstderr:\n%s", text, stderr.String())
-		}
-	}
+		v, _ := sample(body, `wasmstream_records_processed_total{task="gm"}`)
+		return code == 200 && v == records
+	}, func() string { return text })
 	for series, want := range map[string]float64{
 		`wasmstream_guest_records_seen_total{stage="demo",task="gm"}`: records,
 		`wasmstream_guest_last_value_bytes{task="gm"}`:                float64(len("value")),
@@ -360,28 +286,8 @@ tasks:
       type: file
       path: %s
 `, filepath.Join(dir, "data"), adminPort, metricsPort, module, filepath.Join(dir, "out.ndjson"))
-	cfgPath := filepath.Join(dir, "wasmstream.yaml")
-	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "run", "-c", cfgPath, "--log-level", "warn")
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr lockedBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	waited := make(chan struct{})
-	go func() { exited <- cmd.Wait(); close(waited) }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-waited
-	})
-	w := bufio.NewWriter(stdin)
+	run := startLive(t, bin, dir, cfg)
+	w := bufio.NewWriter(run.stdin)
 	for i := range 30 {
 		at := int64(1) // long past: due at once
 		if i >= 10 {
@@ -399,27 +305,16 @@ tasks:
 		`wasmstream_timers_pending{task="tm"}`:                                          19,
 		`wasmstream_input_timers_pending{input="feed",partition="",task="tm",topic=""}`: 19,
 	}
-	deadline := time.Now().Add(60 * time.Second) // a guard against hanging, not a measurement
-	for {
-		_, text := scrape(t, url, "")
-		done := true
+	var text string
+	run.awaitShowing(fmt.Sprintf("timers at %v", want), func() bool {
+		_, text = scrape(t, url, "")
 		for series, v := range want {
 			if got, ok := sample(text, series); !ok || got != v {
-				done = false
+				return false
 			}
 		}
-		if done {
-			break
-		}
-		select {
-		case err := <-exited:
-			t.Fatalf("the binary exited (%v); stderr:\n%s", err, stderr.String())
-		case <-time.After(20 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("want %v; last scrape:\n%s\nstderr:\n%s", want, grepLines(text, "timers"), stderr.String())
-		}
-	}
+		return true
+	}, func() string { return grepLines(text, "timers") })
 	// The admin API's status says the same.
 	code, body := scrape(t, fmt.Sprintf("http://127.0.0.1:%d/v1/status", adminPort), "tok")
 	if code != 200 || !strings.Contains(body, `"timers_pending": 19,`) {

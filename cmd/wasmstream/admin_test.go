@@ -46,6 +46,15 @@ func adminHost(t *testing.T, token string) (h *host.Host, base []byte, modulePat
 	if err != nil {
 		t.Fatal(err)
 	}
+	run := runUntilReady(t, h)
+	t.Cleanup(func() { pw.Close(); h.Close() })
+	return h, b, modulePath, pw, func() error { pw.Close(); return run() }
+}
+
+// runUntilReady runs h in the background until it is ready, failing the test if Run returns
+// first, and returns a wait for Run's result.
+func runUntilReady(t *testing.T, h *host.Host) (wait func() error) {
+	t.Helper()
 	errc := make(chan error, 1)
 	go func() { errc <- h.Run(context.Background()) }()
 	select {
@@ -53,8 +62,7 @@ func adminHost(t *testing.T, token string) (h *host.Host, base []byte, modulePat
 	case err := <-errc:
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pw.Close(); h.Close() })
-	return h, b, modulePath, pw, func() error { pw.Close(); return <-errc }
+	return func() error { return <-errc }
 }
 
 func TestAdminCommands(t *testing.T) {

@@ -5,7 +5,6 @@ package main
 // registry of a stopped host is read and rolled back offline.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -32,9 +31,7 @@ func twoTaskConfig(t *testing.T, badModule, extra string) (cfg, out string) {
 	t.Helper()
 	input, _, _ := wordcountFiles(t)
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "wordcount.wasm"), must(os.ReadFile(guestbuild.Go(t, "wordcount"))), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	copyWordcount(t, dir)
 	in := fmt.Sprintf("    inputs:\n      - path: %s\n        key_field: user\n        value_field: text\n        timestamp_field: ts\n", input)
 	yaml := "checkpoint_interval: 50ms\n" + extra + `
 tasks:
@@ -130,13 +127,7 @@ func TestStatusShowsHaltedTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	errc := make(chan error, 1)
-	go func() { errc <- h.Run(context.Background()) }()
-	select {
-	case <-h.Ready():
-	case err := <-errc:
-		t.Fatal(err)
-	}
+	wait := runUntilReady(t, h)
 	addr := h.AdminAddr()
 	code, stdout, stderr := runCLI(t, "status", "--admin-addr", addr)
 	if code != 0 || !strings.Contains(stdout, "task bad: HALTED (") || !strings.Contains(stdout, "exit") ||
@@ -156,7 +147,7 @@ func TestStatusShowsHaltedTask(t *testing.T) {
 		t.Fatalf("deploy to a halted task: exit %d\n%s%s", code, stdout, stderr)
 	}
 	pw.Close()
-	if err := <-errc; err != nil {
+	if err := wait(); err != nil {
 		t.Errorf("Run = %v, want nil: the halted task was restarted and finished", err)
 	}
 	if got := strings.Count(string(must(os.ReadFile(badOut))), "\n"); got != 3 {
@@ -170,9 +161,7 @@ func TestStatusShowsHaltedTask(t *testing.T) {
 func TestAutoRollbackAtStart(t *testing.T) {
 	input, wantOut, _ := wordcountFiles(t)
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "wordcount.wasm"), must(os.ReadFile(guestbuild.Go(t, "wordcount"))), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	copyWordcount(t, dir)
 	in := filepath.Join(dir, "in.ndjson")
 	if err := os.WriteFile(in, nil, 0o644); err != nil {
 		t.Fatal(err)

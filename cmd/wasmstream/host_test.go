@@ -34,6 +34,15 @@ func wordcountFiles(t *testing.T) (input string, outputs, state []byte) {
 	return filepath.Join(dir, "input.ndjson"), outputs, state
 }
 
+// copyWordcount copies the wordcount example's module to dir/wordcount.wasm, for a
+// configuration that names it by a path relative to dir.
+func copyWordcount(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, "wordcount.wasm"), must(os.ReadFile(guestbuild.Go(t, "wordcount"))), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // sortOutputs sorts output lines by key, bytewise, keeping the emit order within a key: the
 // order of the example's expected.ndjson.
 func sortOutputs(t *testing.T, out []byte) string {
@@ -81,14 +90,11 @@ func sortOutputsFully(t *testing.T, out []byte) string {
 // TestWordcountConfigFile runs check, run and state on the wordcount example through a
 // configuration file, as a user would.
 func TestWordcountConfigFile(t *testing.T) {
-	module := guestbuild.Go(t, "wordcount")
 	input, wantOut, wantState := wordcountFiles(t)
 	// The module and the output are relative paths: resolved against the configuration
 	// file's directory, as is the default data directory.
 	cfgDir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(cfgDir, "wordcount.wasm"), must(os.ReadFile(module)), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	copyWordcount(t, cfgDir)
 	cfg := filepath.Join(cfgDir, "ws.yaml")
 	yaml := `
 checkpoint_interval: 50ms
