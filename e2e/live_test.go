@@ -64,9 +64,9 @@ func (r *liveRun) awaitShowing(what string, cond func() bool, last func() string
 		}
 		if time.Now().After(deadline) {
 			if last != nil {
-				r.t.Fatalf("no %s; last scrape:\n%s\nstderr:\n%s", what, last(), r.stderr.String())
+				r.t.Fatalf("still waiting for %s after 60 s; last scrape:\n%s\nstderr:\n%s", what, last(), r.stderr.String())
 			}
-			r.t.Fatalf("no %s; stderr:\n%s", what, r.stderr.String())
+			r.t.Fatalf("still waiting for %s after 60 s; stderr:\n%s", what, r.stderr.String())
 		}
 	}
 }
