@@ -21,7 +21,7 @@ import (
 )
 
 // chromium returns the headless browser's path. It skips the test when there is none, except
-// in CI (CI=true), where .ci/run installs it and its absence is a failure.
+// in CI (CI=true), where make test installs it (.ci/install-deps.sh) and its absence is a failure.
 func chromium(t *testing.T) string {
 	t.Helper()
 	for _, name := range []string{"chromium", "chromium-browser"} {
@@ -30,9 +30,9 @@ func chromium(t *testing.T) string {
 		}
 	}
 	if os.Getenv("CI") == "true" {
-		t.Fatal("no chromium on PATH: CI must install it (see .ci/run)")
+		t.Fatal("no chromium on PATH: make test installs it (.ci/install-deps.sh)")
 	}
-	t.Skip("no chromium on PATH: install Debian's chromium to run the dashboard's browser test")
+	t.Skip("no chromium on PATH: make test installs it (.ci/install-deps.sh), or install Debian's chromium")
 	return ""
 }
 
