@@ -99,8 +99,9 @@ func TinyGo(tb testing.TB, pkg string) string {
 	return out
 }
 
-// Rust builds the Rust guest crate examples/wasm/<crate> for wasm32-unknown-unknown with the
-// system's rustc and returns the .wasm path. It fails the test when the toolchain is missing:
+// Rust builds the Rust guest crate examples/wasm/<crate> (e.g. "wordcount-rust" or
+// "testguests/counter-rust") for wasm32-unknown-unknown with the system's rustc and returns the
+// .wasm path. It fails the test when the toolchain is missing:
 // the README's set-up installs it.
 func Rust(tb testing.TB, crate string) string {
 	tb.Helper()
@@ -110,7 +111,7 @@ func Rust(tb testing.TB, crate string) string {
 	name := libName(tb, src)
 	// Named after the crate directory: a library called "wordcount" must not overwrite the Go
 	// wordcount's module.
-	out := filepath.Join(outDir(tb), crate+".wasm")
+	out := filepath.Join(outDir(tb), strings.ReplaceAll(crate, "/", "_")+".wasm")
 	if fresh(out, src, filepath.Join(Root(), "guest-sdk", "rust")) {
 		return out
 	}
