@@ -1,0 +1,289 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+)
+
+// BenchmarkCompare runs, on one in-process kfake cluster and over the same 4-partition topic of
+// ~100-byte records keyed by 10k users: the raw franz-go consume → produce loop (the ceiling),
+// then for each task — no-op, the stateful counter (1 state get, 1 put and 1 output per record)
+// and wordcount (per word: 1 get, 1 put, 1 output) — the goka peer, wasmstream with the Go
+// guest and wasmstream with the Rust guest. Then the wasmstream binary's peak RSS holding 1M
+// keys and 1M pending timers. It prints one table. Run with -benchtime 1x.
+func BenchmarkCompare(b *testing.B) {
+	records := envInt("BENCH_RECORDS", 200_000)
+	rssKeys := envInt("BENCH_RSS_KEYS", 1_000_000)
+	tasks := []struct{ name, goGuest, rustGuest string }{
+		{"noop", "testguests/noop", "testguests/noop-rust"},
+		{"counter", "testguests/counter", "testguests/counter-rust"},
+		{"wordcount", "wordcount", "wordcount-rust"},
+	}
+	// Build every module before measuring anything.
+	modules := map[string]string{}
+	for _, t := range tasks {
+		modules[t.name+"/go"] = guestbuild.Go(b, t.goGuest)
+		modules[t.name+"/rust"] = guestbuild.Rust(b, t.rustGuest)
+	}
+	var bin string
+	if rssKeys > 0 {
+		bin = guestbuild.Binary(b)
+	}
+
+	topics := []string{"in", "raw-out"}
+	for _, t := range tasks {
+		topics = append(topics, "goka-"+t.name+"-out", "go-"+t.name+"-out", "rust-"+t.name+"-out")
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, topics...), kfake.AllowAutoTopicCreation())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	produceInput(b, c, records)
+
+	for i := 0; i < b.N; i++ {
+		var rows []row
+		raw := rawPassthrough(b, c, records)
+		rows = append(rows, row{task: "any", system: "raw franz-go consume→produce (ceiling)", run: raw})
+		for _, t := range tasks {
+			peer := gokaRun(b, c, t.name, records)
+			rows = append(rows, row{task: t.name, system: "goka (peer)", run: peer})
+			for _, lang := range []string{"go", "rust"} {
+				r := hostRun(b, c, modules[t.name+"/"+lang], lang+"-"+t.name, records)
+				rows = append(rows, row{task: t.name, system: "wasmstream, " + map[string]string{"go": "Go", "rust": "Rust"}[lang] + " guest", run: r, peer: &peer, wasm: true})
+			}
+		}
+		var mem []memRow
+		if rssKeys > 0 {
+			mem = append(mem, distinctKeysRSS(b, bin, modules["wordcount/go"], rssKeys))
+			mem = append(mem, pendingTimersRSS(b, bin, guestbuild.Go(b, "testguests/timers"), rssKeys))
+		}
+		printTable(os.Stdout, records, raw, rows, mem)
+	}
+}
+
+// row is one line of the throughput table.
+type row struct {
+	task, system string
+	run          pipelineRun
+	peer         *pipelineRun // the goka run of the same task; nil for the peer and the ceiling
+	wasm         bool
+}
+
+// pipelineRun is one run's figures. They are steady figures: from the first record seen
+// processed (polled every 10 ms) to the last, which leaves out start-up (compiling the module,
+// joining the group, creating goka's table topic); start reports that part.
+type pipelineRun struct {
+	rate  float64 // records/s
+	cpu   float64 // CPU µs per record, the whole process (the in-process broker included)
+	start time.Duration
+}
+
+// printTable writes the results as a Markdown table. Ratios are "higher is better" for the
+// row: rate ÷ the other's rate, and the other's CPU per record ÷ the row's.
+func printTable(w io.Writer, records int, raw pipelineRun, rows []row, mem []memRow) {
+	fmt.Fprintf(w, "\nwasmstream vs goka vs raw franz-go: %d records × ~100 B, 4 partitions, 10k keys, one in-process kfake broker, GOMAXPROCS=%d\n\n", records, runtime.GOMAXPROCS(0))
+	fmt.Fprintln(w, "| task | system | rec/s | CPU µs/rec | rate ÷ ceiling | ceiling CPU ÷ CPU | rate ÷ peer | peer CPU ÷ CPU | start s |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range rows {
+		ceilRate, ceilCPU, peerRate, peerCPU := "", "", "", ""
+		if r.task != "any" {
+			ceilRate = fmt.Sprintf("%.2f", r.run.rate/raw.rate)
+			ceilCPU = fmt.Sprintf("%.2f", raw.cpu/r.run.cpu)
+		}
+		if r.peer != nil {
+			peerRate = fmt.Sprintf("%.2f", r.run.rate/r.peer.rate)
+			peerCPU = fmt.Sprintf("%.2f", r.peer.cpu/r.run.cpu)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %.2f | %s | %s | %s | %s | %.1f |\n", r.task, r.system, thousands(r.run.rate), r.run.cpu,
+			ceilRate, ceilCPU, peerRate, peerCPU, r.run.start.Seconds())
+	}
+	if len(mem) > 0 {
+		fmt.Fprintln(w, "\n| memory (wasmstream binary, file source) | peak RSS MiB | rec/s | CPU µs/rec |")
+		fmt.Fprintln(w, "|---|---:|---:|---:|")
+		for _, m := range mem {
+			fmt.Fprintf(w, "| %s | %.0f | %s | %.2f |\n", m.name, m.rssMiB, thousands(m.rate), m.cpu)
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+func thousands(f float64) string {
+	s := strconv.FormatInt(int64(f+0.5), 10)
+	var out []byte
+	for i := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			out = append(out, ',')
+		}
+		out = append(out, s[i])
+	}
+	return string(out)
+}
+
+// produceInput writes records to "in": ~100-byte texts of the 18 words below, keyed by 10k
+// users, as the host package's BenchmarkKafkaPipeline does.
+func produceInput(b *testing.B, c *kfake.Cluster, records int) {
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ProducerLinger(5*time.Millisecond))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer prod.Close()
+	words := strings.Fields("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma")
+	for i := 0; i < records; i++ {
+		var sb strings.Builder
+		for sb.Len() < 90 {
+			sb.WriteString(words[(i*7+sb.Len())%len(words)])
+			sb.WriteByte(' ')
+		}
+		prod.Produce(context.Background(), &kgo.Record{Topic: "in", Key: []byte(fmt.Sprintf("user%05d", i%10000)), Value: []byte(sb.String())}, nil)
+	}
+	if err := prod.Flush(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// meter measures a run: call seen with the records processed so far each time they are
+// polled; the first call with a non-zero count starts the steady part.
+type meter struct {
+	records    int
+	t0, t1     time.Time
+	cpu0, cpu1 time.Duration
+	n1         int
+}
+
+func newMeter(records int) *meter {
+	runtime.GC() // the previous run's garbage is not this run's
+	return &meter{records: records, t0: time.Now(), cpu0: cpuNow()}
+}
+
+func (m *meter) seen(n int) {
+	if m.t1.IsZero() && n > 0 {
+		m.t1, m.cpu1, m.n1 = time.Now(), cpuNow(), n
+	}
+}
+
+// done ends the run and returns its figures.
+func (m *meter) done() pipelineRun {
+	t2, cpu2 := time.Now(), cpuNow()
+	if m.t1.IsZero() || m.n1 >= m.records { // everything came out at the first look
+		m.t1, m.cpu1, m.n1 = m.t0, m.cpu0, 0
+	}
+	left := float64(m.records - m.n1)
+	return pipelineRun{
+		rate:  left / t2.Sub(m.t1).Seconds(),
+		cpu:   float64((cpu2 - m.cpu1).Microseconds()) / left,
+		start: m.t1.Sub(m.t0),
+	}
+}
+
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// rawPassthrough consumes "in" in a fresh group and produces each record to raw-out with the
+// producer settings of wasmstream's Kafka output (linger 5 ms, acks from all in-sync replicas),
+// committing after each poll's records are acknowledged.
+func rawPassthrough(b *testing.B, c *kfake.Cluster, records int) pipelineRun {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumerGroup("raw"), kgo.ConsumeTopics("in"),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
+		kgo.ProducerLinger(5*time.Millisecond), kgo.RequiredAcks(kgo.AllISRAcks()))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	ctx := context.Background()
+	m := newMeter(records)
+	n := 0
+	for n < records {
+		fs := cl.PollRecords(ctx, 10000)
+		if err := fs.Err0(); err != nil {
+			b.Fatal(err)
+		}
+		m.seen(n)
+		fs.EachRecord(func(r *kgo.Record) {
+			cl.Produce(ctx, &kgo.Record{Topic: "raw-out", Key: r.Key, Value: r.Value}, nil)
+			n++
+		})
+		if err := cl.Flush(ctx); err != nil {
+			b.Fatal(err)
+		}
+		if err := cl.CommitUncommittedOffsets(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return m.done()
+}
+
+// hostRun runs a wasmstream host with module over "in" (its own group, named after the task)
+// until it has processed every record, with the checkpoint interval of the host package's
+// Kafka benchmark.
+func hostRun(b *testing.B, c *kfake.Cluster, module, name string, records int) pipelineRun {
+	h, err := host.New(host.Config{
+		DataDir: filepath.Join(b.TempDir(), "data"), CheckpointInterval: 200 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
+		Tasks: []host.TaskConfig{{
+			Name: name, Module: module,
+			Inputs: []host.InputConfig{{Name: "in", Type: "kafka", Topics: []string{"in"}}},
+			Output: host.OutputConfig{Type: "kafka", Topic: name + "-out"},
+		}},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	m := newMeter(records)
+	go func() { stopped <- h.Run(ctx) }()
+	for {
+		time.Sleep(10 * time.Millisecond)
+		s := h.Stats()
+		if len(s) != 1 {
+			continue
+		}
+		if s[0].Processed >= int64(records) {
+			break
+		}
+		m.seen(int(s[0].Processed))
+		select {
+		case err := <-stopped:
+			b.Fatalf("%s: host stopped: %v", name, err)
+		default:
+		}
+	}
+	r := m.done()
+	cancel()
+	if err := <-stopped; err != nil {
+		b.Fatal(err)
+	}
+	return r
+}
+
+// envInt returns the environment variable k as a non-negative integer, or def when it is unset.
+func envInt(k string, def int) int {
+	s := strings.TrimSpace(os.Getenv(k))
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		panic(fmt.Sprintf("%s=%q: want a non-negative integer", k, s))
+	}
+	return n
+}
