@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -27,7 +28,7 @@ import (
 // guest and wasmstream with the Rust guest. Then the wasmstream binary's peak RSS holding 1M
 // keys and 1M pending timers. It prints one table. Run with -benchtime 1x.
 func BenchmarkCompare(b *testing.B) {
-	records := envInt("BENCH_RECORDS", 200_000)
+	records := envInt("BENCH_RECORDS", 300_000)
 	rssKeys := envInt("BENCH_RSS_KEYS", 1_000_000)
 	tasks := []struct{ name, goGuest, rustGuest string }{
 		{"noop", "testguests/noop", "testguests/noop-rust"},
@@ -49,6 +50,7 @@ func BenchmarkCompare(b *testing.B) {
 	for _, t := range tasks {
 		topics = append(topics, "goka-"+t.name+"-out", "go-"+t.name+"-out", "rust-"+t.name+"-out")
 	}
+	topics = append(topics, "go-counter-cl-out")
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, topics...), kfake.AllowAutoTopicCreation())
 	if err != nil {
 		b.Fatal(err)
@@ -59,13 +61,23 @@ func BenchmarkCompare(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		var rows []row
 		raw := rawPassthrough(b, c, records)
+		raw.outputs = outputsPerRecord(b, c, "raw-out", records)
 		rows = append(rows, row{task: "any", system: "raw franz-go consume→produce (ceiling)", run: raw})
 		for _, t := range tasks {
 			peer := gokaRun(b, c, t.name, records)
+			peer.outputs = outputsPerRecord(b, c, "goka-"+t.name+"-out", records)
 			rows = append(rows, row{task: t.name, system: "goka (peer)", run: peer})
 			for _, lang := range []string{"go", "rust"} {
-				r := hostRun(b, c, modules[t.name+"/"+lang], lang+"-"+t.name, records)
-				rows = append(rows, row{task: t.name, system: "wasmstream, " + map[string]string{"go": "Go", "rust": "Rust"}[lang] + " guest", run: r, peer: &peer, wasm: true})
+				name := lang + "-" + t.name
+				r := hostRun(b, c, modules[t.name+"/"+lang], name, records, false)
+				r.outputs = outputsPerRecord(b, c, name+"-out", records)
+				rows = append(rows, row{task: t.name, system: "wasmstream, " + map[string]string{"go": "Go", "rust": "Rust"}[lang] + " guest", run: r, peer: &peer})
+			}
+			if t.name == "counter" {
+				// goka's table is a Kafka topic too: the same with wasmstream's changelog.
+				r := hostRun(b, c, modules["counter/go"], "go-counter-cl", records, true)
+				r.outputs = outputsPerRecord(b, c, "go-counter-cl-out", records)
+				rows = append(rows, row{task: t.name, system: "wasmstream, Go guest, changelog on", run: r, peer: &peer})
 			}
 		}
 		var mem []memRow
@@ -82,24 +94,24 @@ type row struct {
 	task, system string
 	run          pipelineRun
 	peer         *pipelineRun // the goka run of the same task; nil for the peer and the ceiling
-	wasm         bool
 }
 
-// pipelineRun is one run's figures. They are steady figures: from the first record seen
-// processed (polled every 10 ms) to the last, which leaves out start-up (compiling the module,
-// joining the group, creating goka's table topic); start reports that part.
+// pipelineRun is one run's figures. Rate and CPU are steady figures (see meter), which leave
+// out start-up (compiling the module, joining the group, creating goka's table topic); start
+// reports that part.
 type pipelineRun struct {
-	rate  float64 // records/s
-	cpu   float64 // CPU µs per record, the whole process (the in-process broker included)
-	start time.Duration
+	rate    float64 // records/s
+	cpu     float64 // CPU µs per record, the whole process (the in-process broker included)
+	start   time.Duration
+	outputs float64 // records in the output topic after the run, per input record
 }
 
 // printTable writes the results as a Markdown table. Ratios are "higher is better" for the
 // row: rate ÷ the other's rate, and the other's CPU per record ÷ the row's.
 func printTable(w io.Writer, records int, raw pipelineRun, rows []row, mem []memRow) {
 	fmt.Fprintf(w, "\nwasmstream vs goka vs raw franz-go: %d records × ~100 B, 4 partitions, 10k keys, one in-process kfake broker, GOMAXPROCS=%d\n\n", records, runtime.GOMAXPROCS(0))
-	fmt.Fprintln(w, "| task | system | rec/s | CPU µs/rec | rate ÷ ceiling | ceiling CPU ÷ CPU | rate ÷ peer | peer CPU ÷ CPU | start s |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| task | system | rec/s | CPU µs/rec | rate ÷ ceiling | ceiling CPU ÷ CPU | rate ÷ peer | peer CPU ÷ CPU | start s | outputs/rec |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
 		ceilRate, ceilCPU, peerRate, peerCPU := "", "", "", ""
 		if r.task != "any" {
@@ -110,8 +122,8 @@ func printTable(w io.Writer, records int, raw pipelineRun, rows []row, mem []mem
 			peerRate = fmt.Sprintf("%.2f", r.run.rate/r.peer.rate)
 			peerCPU = fmt.Sprintf("%.2f", r.peer.cpu/r.run.cpu)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %.2f | %s | %s | %s | %s | %.1f |\n", r.task, r.system, thousands(r.run.rate), r.run.cpu,
-			ceilRate, ceilCPU, peerRate, peerCPU, r.run.start.Seconds())
+		fmt.Fprintf(w, "| %s | %s | %s | %.2f | %s | %s | %s | %s | %.1f | %.2f |\n", r.task, r.system, thousands(r.run.rate), r.run.cpu,
+			ceilRate, ceilCPU, peerRate, peerCPU, r.run.start.Seconds(), r.run.outputs)
 	}
 	if len(mem) > 0 {
 		fmt.Fprintln(w, "\n| memory (wasmstream binary, file source) | peak RSS MiB | rec/s | CPU µs/rec |")
@@ -157,13 +169,24 @@ func produceInput(b *testing.B, c *kfake.Cluster, records int) {
 	}
 }
 
-// meter measures a run: call seen with the records processed so far each time they are
-// polled; the first call with a non-zero count starts the steady part.
+// meter measures a run from samples of the records processed so far, taken every 10 ms.
+// wasmstream publishes its figures at each checkpoint, so its count moves in steps; the steady
+// part runs from the first sample of a new count to the last new count below the total, both
+// moments when the pipeline was busy: the idle tail between the last record and the checkpoint
+// that reports it is left out. A run too short to have such a span counts from its start to
+// its end.
 type meter struct {
-	records    int
-	t0, t1     time.Time
-	cpu0, cpu1 time.Duration
-	n1         int
+	records int
+	t0      time.Time
+	cpu0    time.Duration
+	first   sample // the first sample with a count above 0
+	last    sample // the last sample with a new count below records
+}
+
+type sample struct {
+	t   time.Time
+	cpu time.Duration
+	n   int
 }
 
 func newMeter(records int) *meter {
@@ -172,22 +195,28 @@ func newMeter(records int) *meter {
 }
 
 func (m *meter) seen(n int) {
-	if m.t1.IsZero() && n > 0 {
-		m.t1, m.cpu1, m.n1 = time.Now(), cpuNow(), n
+	if n == 0 || n >= m.records || n == m.last.n {
+		return
 	}
+	s := sample{time.Now(), cpuNow(), n}
+	if m.first.n == 0 {
+		m.first = s
+	}
+	m.last = s
 }
 
 // done ends the run and returns its figures.
 func (m *meter) done() pipelineRun {
-	t2, cpu2 := time.Now(), cpuNow()
-	if m.t1.IsZero() || m.n1 >= m.records { // everything came out at the first look
-		m.t1, m.cpu1, m.n1 = m.t0, m.cpu0, 0
+	from, to := m.first, m.last
+	if from.n == 0 || to.n <= from.n {
+		from = sample{m.t0, m.cpu0, 0}
+		to = sample{time.Now(), cpuNow(), m.records}
 	}
-	left := float64(m.records - m.n1)
+	n := float64(to.n - from.n)
 	return pipelineRun{
-		rate:  left / t2.Sub(m.t1).Seconds(),
-		cpu:   float64((cpu2 - m.cpu1).Microseconds()) / left,
-		start: m.t1.Sub(m.t0),
+		rate:  n / to.t.Sub(from.t).Seconds(),
+		cpu:   float64((to.cpu - from.cpu).Microseconds()) / n,
+		start: from.t.Sub(m.t0),
 	}
 }
 
@@ -216,7 +245,6 @@ func rawPassthrough(b *testing.B, c *kfake.Cluster, records int) pipelineRun {
 		if err := fs.Err0(); err != nil {
 			b.Fatal(err)
 		}
-		m.seen(n)
 		fs.EachRecord(func(r *kgo.Record) {
 			cl.Produce(ctx, &kgo.Record{Topic: "raw-out", Key: r.Key, Value: r.Value}, nil)
 			n++
@@ -227,21 +255,23 @@ func rawPassthrough(b *testing.B, c *kfake.Cluster, records int) pipelineRun {
 		if err := cl.CommitUncommittedOffsets(ctx); err != nil {
 			b.Fatal(err)
 		}
+		m.seen(n)
 	}
 	return m.done()
 }
 
 // hostRun runs a wasmstream host with module over "in" (its own group, named after the task)
 // until it has processed every record, with the checkpoint interval of the host package's
-// Kafka benchmark.
-func hostRun(b *testing.B, c *kfake.Cluster, module, name string, records int) pipelineRun {
+// Kafka benchmark; changelog turns the task's changelog on.
+func hostRun(b *testing.B, c *kfake.Cluster, module, name string, records int, changelog bool) pipelineRun {
 	h, err := host.New(host.Config{
 		DataDir: filepath.Join(b.TempDir(), "data"), CheckpointInterval: 200 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{{
 			Name: name, Module: module,
-			Inputs: []host.InputConfig{{Name: "in", Type: "kafka", Topics: []string{"in"}}},
-			Output: host.OutputConfig{Type: "kafka", Topic: name + "-out"},
+			Inputs:    []host.InputConfig{{Name: "in", Type: "kafka", Topics: []string{"in"}}},
+			Output:    host.OutputConfig{Type: "kafka", Topic: name + "-out"},
+			Changelog: host.ChangelogConfig{Enabled: changelog},
 		}},
 	})
 	if err != nil {
@@ -273,6 +303,26 @@ func hostRun(b *testing.B, c *kfake.Cluster, module, name string, records int) p
 		b.Fatal(err)
 	}
 	return r
+}
+
+// outputsPerRecord returns the records in topic (the sum of its partitions' end offsets) per
+// input record: a check that every system did the same work.
+func outputsPerRecord(b *testing.B, c *kfake.Cluster, topic string, records int) float64 {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cl.Close()
+	ends, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		b.Fatalf("end offsets of %s: %v", topic, err)
+	}
+	var n int64
+	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+	return float64(n) / float64(records)
 }
 
 // envInt returns the environment variable k as a non-negative integer, or def when it is unset.

@@ -11,6 +11,7 @@ require (
 	github.com/IBM/sarama v1.41.3
 	github.com/lovoo/goka v1.1.13
 	github.com/twmb/franz-go v1.22.2
+	github.com/twmb/franz-go/pkg/kadm v1.19.0
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	github.com/wasmstream/wasmstream v0.0.0
 )
@@ -42,7 +43,6 @@ require (
 	github.com/rcrowley/go-metrics v0.0.0-20201227073835-cf1acfcdf475 // indirect
 	github.com/syndtr/goleveldb v1.0.0 // indirect
 	github.com/tetratelabs/wazero v1.12.0 // indirect
-	github.com/twmb/franz-go/pkg/kadm v1.19.0 // indirect
 	github.com/twmb/franz-go/pkg/kmsg v1.15.0 // indirect
 	github.com/wasmstream/wasmstream/abi v0.0.0 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
