@@ -7,7 +7,7 @@ RUSTDOC ?= $(shell test -x /usr/bin/rustdoc && echo /usr/bin/rustdoc || echo rus
 BUILD := .build
 FUZZTIME ?= 5s
 
-.PHONY: help demo sessions dedupe build examples deps test test-go test-rust test-tinygo tinygo fuzz fuzz-short race bench check lint clean
+.PHONY: help demo sessions dedupe build examples deps test test-go test-rust test-tinygo tinygo fuzz fuzz-short race bench bench-compare check lint clean
 
 help:
 	@echo "make demo      build the wordcount example and run it on the embedded file source"
@@ -17,6 +17,7 @@ help:
 	@echo "make tinygo    install TinyGo (once, outside the source tree; needs root for apt-get) and print its path"
 	@echo "make test-tinygo  build the Go examples and the conformance guest with TinyGo and test them through the host"
 	@echo "make bench     benchmarks (wasm vs native vs no-op; compile, instantiate, 1M keys RSS)"
+	@echo "make bench-compare  one table: wasmstream (Go and Rust guests) vs goka vs raw franz-go on one kfake, and 1M keys / 1M timers peak RSS"
 	@echo "make fuzz      fuzz every decoder for FUZZTIME each (default 5s)"
 	@echo "make race      the concurrency tests under the race detector"
 	@echo "make build     build bin/wasmstream"
@@ -131,6 +132,12 @@ race:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./host/ ./host/internal/modrt/ ./host/internal/task/ ./store/ ./e2e/
+
+# bench/ is a module of its own (goka stays out of go.mod); -mod=mod lets its go.mod follow
+# dependencies added to the main module since. BENCH_RECORDS (default 300000) sets the Kafka
+# records per run, BENCH_RSS_KEYS (default 1000000; 0 leaves them out) the memory rows.
+bench-compare:
+	cd bench && $(GO) test -mod=mod -count=1 -run '^$$' -bench '^BenchmarkCompare$$' -benchtime 1x -timeout 60m .
 
 clean:
 	rm -rf $(BUILD) bin
