@@ -18,7 +18,8 @@ import (
 // memRow is one line of the memory table: a run of the wasmstream binary in a child process,
 // whose peak RSS is the kernel's maximum resident set size of that process (wait4's rusage).
 type memRow struct {
-	name      string
+	task      string
+	system    string
 	rssMiB    float64
 	rate, cpu float64
 }
@@ -31,7 +32,8 @@ func distinctKeysRSS(b *testing.B, bin, module string, keys int) memRow {
 		fmt.Fprintf(w, `{"user":"user%07d","ts":%d,"text":"alpha beta"}`+"\n", i, 1700000000000+i)
 	})
 	m := runBinary(b, bin, dir, module, keys)
-	m.name = fmt.Sprintf("%d keys (wordcount, 2 words per key)", keys)
+	m.task = fmt.Sprintf("%s keys", count(keys))
+	m.system = "wasmstream binary, Go wordcount (2 words per key), file source"
 	return m
 }
 
@@ -45,7 +47,8 @@ func pendingTimersRSS(b *testing.B, bin, module string, keys int) memRow {
 		fmt.Fprintf(w, `{"user":"k%07d","ts":%d,"text":"set t p %d"}`+"\n", i, 1700000000000+i, at)
 	})
 	m := runBinary(b, bin, dir, module, keys)
-	m.name = fmt.Sprintf("%d pending timers (1 per key)", keys)
+	m.task = fmt.Sprintf("%s timers", count(keys))
+	m.system = "wasmstream binary, Go timers guest (1 pending timer per key), file source"
 	db, err := store.Open(filepath.Join(dir, "data", "state"), store.Options{ReadOnly: true})
 	if err != nil {
 		b.Fatal(err)
@@ -135,4 +138,15 @@ func peakRSSKiB(b *testing.B) int64 {
 	}
 	b.Fatal("no VmHWM in /proc/self/status")
 	return 0
+}
+
+// count writes n as "1M" or "10k" when it is a round number of those, in digits otherwise.
+func count(n int) string {
+	switch {
+	case n >= 1_000_000 && n%1_000_000 == 0:
+		return fmt.Sprintf("%dM", n/1_000_000)
+	case n >= 1000 && n%1000 == 0:
+		return fmt.Sprintf("%dk", n/1000)
+	}
+	return strconv.Itoa(n)
 }
