@@ -110,12 +110,12 @@ type pipelineRun struct {
 }
 
 // printTable writes the results as one Markdown table. Ratios are "higher is better" for the
-// row: rate ÷ the other's rate, and the other's CPU per record ÷ the row's. The memory rows
-// come last, with their peak RSS.
+// row: rate ÷ the other's rate, and the other's CPU per record ÷ the row's. Cores is rate ×
+// CPU per record: the cores the run kept busy. The memory rows come last, with their peak RSS.
 func printTable(w io.Writer, records int, raw pipelineRun, rows []row, mem []memRow) {
 	fmt.Fprintf(w, "\nwasmstream vs goka vs raw franz-go: %d records × ~100 B, 4 partitions, 10k keys, one in-process kfake broker, GOMAXPROCS=%d\n\n", records, runtime.GOMAXPROCS(0))
-	fmt.Fprintln(w, "| task | system | rec/s | CPU µs/rec | rate ÷ ceiling | ceiling CPU ÷ CPU | rate ÷ peer | peer CPU ÷ CPU | start s | outputs/rec | peak RSS MiB |")
-	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| task | system | rec/s | CPU µs/rec | cores | rate ÷ ceiling | ceiling CPU ÷ CPU | rate ÷ peer | peer CPU ÷ CPU | start s | outputs/rec | peak RSS MiB |")
+	fmt.Fprintln(w, "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
 		ceilRate, ceilCPU, peerRate, peerCPU := "", "", "", ""
 		if r.task != "any" {
@@ -126,11 +126,11 @@ func printTable(w io.Writer, records int, raw pipelineRun, rows []row, mem []mem
 			peerRate = fmt.Sprintf("%.2f", r.run.rate/r.peer.rate)
 			peerCPU = fmt.Sprintf("%.2f", r.peer.cpu/r.run.cpu)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %.2f | %s | %s | %s | %s | %.1f | %.2f | |\n", r.task, r.system, thousands(r.run.rate), r.run.cpu,
-			ceilRate, ceilCPU, peerRate, peerCPU, r.run.start.Seconds(), r.run.outputs)
+		fmt.Fprintf(w, "| %s | %s | %s | %.2f | %.2f | %s | %s | %s | %s | %.1f | %.2f | |\n", r.task, r.system, thousands(r.run.rate), r.run.cpu,
+			r.run.rate*r.run.cpu/1e6, ceilRate, ceilCPU, peerRate, peerCPU, r.run.start.Seconds(), r.run.outputs)
 	}
 	for _, m := range mem {
-		fmt.Fprintf(w, "| %s | %s | %s | %.2f | | | | | | | %.0f |\n", m.task, m.system, thousands(m.rate), m.cpu, m.rssMiB)
+		fmt.Fprintf(w, "| %s | %s | %s | %.2f | %.2f | | | | | | | %.0f |\n", m.task, m.system, thousands(m.rate), m.cpu, m.rate*m.cpu/1e6, m.rssMiB)
 	}
 	fmt.Fprintln(w)
 }
