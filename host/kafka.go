@@ -25,6 +25,10 @@ type KafkaConfig struct {
 	TLS KafkaTLSConfig
 	// SASL authenticates the host.
 	SASL KafkaSASLConfig
+	// ConnectTimeout is how long a task waits at start for the cluster to answer before it
+	// fails with an error naming the brokers and the last failure (a wrong address, password
+	// or certificate looks like this: most brokers just close the connection). Default 30s.
+	ConnectTimeout time.Duration
 	// SessionTimeout and RebalanceTimeout of the consumer groups. Default: the client's (45s,
 	// 60s).
 	SessionTimeout   time.Duration
@@ -74,6 +78,9 @@ func (k KafkaConfig) withDefaults(dataDir string) KafkaConfig {
 	if k.ClientID == "" {
 		k.ClientID = "wasmstream"
 	}
+	if k.ConnectTimeout == 0 {
+		k.ConnectTimeout = kafka.DefaultConnectTimeout
+	}
 	if k.DrainTimeout == 0 {
 		k.DrainTimeout = 30 * time.Second
 	}
@@ -98,7 +105,8 @@ func (k KafkaConfig) client() kafka.Config {
 		ClientID: k.ClientID,
 		TLS: kafka.TLSConfig{Enable: k.TLS.Enable, CAFile: k.TLS.CAFile, CertFile: k.TLS.CertFile,
 			KeyFile: k.TLS.KeyFile, InsecureSkipVerify: k.TLS.InsecureSkipVerify},
-		SASL: kafka.SASLConfig{Mechanism: k.SASL.Mechanism, User: k.SASL.User, Password: k.SASL.Password},
+		SASL:           kafka.SASLConfig{Mechanism: k.SASL.Mechanism, User: k.SASL.User, Password: k.SASL.Password},
+		ConnectTimeout: k.ConnectTimeout,
 	}
 }
 

@@ -401,10 +401,11 @@ func TestKafkaSASL(t *testing.T) {
 			if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "in", Key: []byte("k"), Value: []byte("hello")}).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
-			cfg := func(pass string) host.Config {
+			cfg := func(pass string, connect time.Duration) host.Config {
 				return host.Config{
 					DataDir: filepath.Join(t.TempDir(), "data"), Logger: testLogger(t),
-					Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), SASL: host.KafkaSASLConfig{Mechanism: mech, User: "ws", Password: pass}},
+					Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), ConnectTimeout: connect,
+						SASL: host.KafkaSASLConfig{Mechanism: mech, User: "ws", Password: pass}},
 					Tasks: []host.TaskConfig{{
 						Name: "echo", Module: module,
 						Inputs: []host.InputConfig{{Name: "in", Type: "kafka", Topics: []string{"in"}}},
@@ -412,7 +413,7 @@ func TestKafkaSASL(t *testing.T) {
 					}},
 				}
 			}
-			h, err := host.New(cfg("secret"))
+			h, err := host.New(cfg("secret", 0))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -435,11 +436,12 @@ func TestKafkaSASL(t *testing.T) {
 			}
 
 			// Wrong credentials: the host fails with a clear error instead of waiting forever
-			// (once: each try waits out the connect timeout).
+			// (once: each try waits out the connect timeout, kafka.connect_timeout, made short
+			// here).
 			if mech != "scram-sha-256" {
 				return
 			}
-			bad, err := host.New(cfg("wrong"))
+			bad, err := host.New(cfg("wrong", 2*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}
