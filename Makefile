@@ -67,10 +67,12 @@ test-go:
 	cd guest-sdk/go && $(GO) vet ./... && $(GO) test ./...
 	cd examples/wasm && $(GO) vet ./... && $(GO) test ./...
 	$(GO) vet ./...
+	export WASMSTREAM_TINYGO=$${WASMSTREAM_TINYGO:-$$(.ci/install-tinygo.sh 2>/dev/null | tail -n1)}; \
 	$(GO) test -timeout 20m $$($(GO) list ./... | grep -v /e2e$$)
 	$(GO) test -race -timeout 20m $$($(GO) list ./host/internal/... | grep -v /task$$) ./store/...
 	$(GO) test -race -timeout 20m -run 'TestTickExclusive|TestTimersProcessingTimeOrder|TestHTTPSlowKeyDoesNotStallOthers' ./host/internal/task/
 	$(GO) test -race -timeout 20m -run 'TestPerKeyOrderUnderConcurrency|TestTrapRetriedThenDeadLettered|TestBackpressureBoundsQueues|TestKafkaEndToEnd|TestKafkaRebalanceUnderLoad|TestExactlyOncePause' ./host/
+	export WASMSTREAM_TINYGO=$${WASMSTREAM_TINYGO:-$$(.ci/install-tinygo.sh 2>/dev/null | tail -n1)}; \
 	$(GO) test -v -timeout 20m ./e2e
 
 test-rust:
@@ -81,7 +83,8 @@ test-rust:
 
 # TinyGo guests. .ci/install-tinygo.sh installs TinyGo once (Debian's LLVM 19 and TinyGo's source
 # from the Go module proxy, cached in ~/.cache/wasmstream-tinygo) and prints the command.
-# The modules go where internal/guestbuild.TinyGo looks for them, so the Go tests reuse them.
+# The modules go where internal/guestbuild.TinyGo looks for them (outside the source tree), so
+# the Go tests reuse them.
 TINYGO_FLAGS := -target=wasip1 -buildmode=c-shared -scheduler=none -no-debug
 TINYGO_GUESTS := wordcount sessions dedupe testguests/conform testguests/trapper
 
@@ -89,7 +92,7 @@ tinygo:
 	@.ci/install-tinygo.sh
 
 test-tinygo:
-	set -eo pipefail; tg=$$(.ci/install-tinygo.sh | tail -n1); out=$(CURDIR)/$(BUILD)/test/tinygo; \
+	set -eo pipefail; tg=$$(.ci/install-tinygo.sh | tail -n1); out=$$($(GO) run ./internal/guestbuild/cachedir)/tinygo; \
 	mkdir -p $$out; \
 	for g in $(TINYGO_GUESTS); do \
 	  (cd examples/wasm && $$tg build $(TINYGO_FLAGS) -o $$out/$${g//\//_}.wasm ./$$g 2>&1 | \

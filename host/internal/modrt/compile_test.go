@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
 )
 
 func TestCompileRefuses(t *testing.T) {
@@ -244,10 +245,7 @@ func TestClosed(t *testing.T) {
 // TestFixturesUpToDate checks the committed .wasm files against their .wat sources when wabt is
 // installed.
 func TestFixturesUpToDate(t *testing.T) {
-	wat2wasm, err := exec.LookPath("wat2wasm")
-	if err != nil {
-		t.Skip("wat2wasm not installed")
-	}
+	wat2wasm := guestbuild.Tool(t, "wat2wasm")
 	wats, _ := filepath.Glob(filepath.Join("testdata", "*.wat"))
 	if len(wats) == 0 {
 		t.Fatal("no fixtures")
