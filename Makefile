@@ -112,6 +112,7 @@ fuzz-short:
 	  $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime 300000x . || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzHostFunctions$$' -fuzztime 50000x ./host/internal/modrt
 	$(GO) test -run '^$$' -fuzz '^FuzzTimerHostFunctions$$' -fuzztime 50000x ./host/internal/modrt
+	$(GO) test -run '^$$' -fuzz '^FuzzFuelSound$$' -fuzztime 3000x ./host/internal/modrt
 	$(GO) test -run '^$$' -fuzz '^FuzzLoadConfig$$' -fuzztime 10000x ./cmd/wasmstream
 
 fuzz:
@@ -128,6 +129,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzDecode$$' -fuzztime $(FUZZTIME) ./host/internal/source
 	$(GO) test -run '^$$' -fuzz '^FuzzAppendString$$' -fuzztime $(FUZZTIME) ./host/internal/sink
 	$(GO) test -run '^$$' -fuzz '^FuzzInstrument$$' -fuzztime $(FUZZTIME) ./host/internal/fuel
+	$(GO) test -run '^$$' -fuzz '^FuzzFuelSound$$' -fuzztime $(FUZZTIME) ./host/internal/modrt
 
 race:
 	$(GO) test -race ./host/... ./store/...
