@@ -18,6 +18,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // runUntil runs a host with a changelog over data dir until want outputs were produced in
@@ -26,23 +27,16 @@ func runChangelogHost(t *testing.T, c *kfake.Cluster, module, dir string, output
 	t.Helper()
 	tc := wordcountKafkaTask(module)
 	tc.Changelog = host.ChangelogConfig{Enabled: true}
-	h, err := host.New(host.Config{
+	h := hosttest.Start(t, host.Config{
 		DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{tc},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
 	consumeOutputs(t, c, "counts", outputs, 60*time.Second)
 	// Wait for a checkpoint after the last output, so the figures include it.
 	time.Sleep(300 * time.Millisecond)
 	st := h.Stats()[0]
-	cancel()
-	if err := <-done; err != nil {
+	if err := h.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	return st
@@ -451,7 +445,7 @@ func TestChangelogKeyStateTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	h, err := host.New(host.Config{
+	h := hosttest.Start(t, host.Config{
 		DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{{
@@ -462,12 +456,6 @@ func TestChangelogKeyStateTooLarge(t *testing.T) {
 			Retry:     host.RetryConfig{MaxAttempts: 1},
 		}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
 	got := consumeOutputs(t, c, "echoes", 1, 60*time.Second) // "after" comes last, on one partition
 	for len(got["j"]) == 0 {
 		more := consumeOutputs(t, c, "echoes", 1, 60*time.Second)
@@ -476,8 +464,7 @@ func TestChangelogKeyStateTooLarge(t *testing.T) {
 		}
 	}
 	time.Sleep(300 * time.Millisecond) // a checkpoint after the last record
-	cancel()
-	if err := <-done; err != nil {
+	if err := h.Stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if n := len(got["k"]); n == 0 || n == 8 {
@@ -499,7 +486,7 @@ func TestChangelogTickStateTooLarge(t *testing.T) {
 	if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "src", Partition: 0, Key: []byte("j"), Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	h, err := host.New(host.Config{
+	h := hosttest.Start(t, host.Config{
 		DataDir: t.TempDir(), Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{{
@@ -510,19 +497,12 @@ func TestChangelogTickStateTooLarge(t *testing.T) {
 			Time:      host.TimeConfig{TickInterval: 50 * time.Millisecond},
 		}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
 	consumeOutputs(t, c, "echoes", 1, 60*time.Second) // the record's echo
 	deadline := time.Now().Add(30 * time.Second)
 	for h.Stats()[0].Failures < 3 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond) // ticks every 50 ms: a few have run
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := h.Stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if f := h.Stats()[0].Failures; f < 3 {
