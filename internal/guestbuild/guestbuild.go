@@ -131,7 +131,7 @@ var TinyGoFlags = []string{"-target=wasip1", "-buildmode=c-shared", "-scheduler=
 
 // TinyGoTool returns the tinygo command: the one WASMSTREAM_TINYGO names, else tinygo on the
 // PATH. TinyGo is not a plain Go dependency: `make deps` installs it (.ci/install-tinygo.sh)
-// and the Makefile's test targets set the variable. Without it the test is skipped, or fails
+// and `make test-tinygo` sets the variable. Without it the test is skipped, or fails
 // if the environment variable CI is set.
 func TinyGoTool(tb testing.TB) string {
 	tb.Helper()
