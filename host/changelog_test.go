@@ -101,22 +101,15 @@ func TestChangelogStandby(t *testing.T) {
 	c := newCluster(t, "words", "counts")
 	tc := wordcountKafkaTask(module)
 	tc.Changelog = host.ChangelogConfig{Enabled: true, Standby: true}
-	start := func(dir string) (*host.Host, context.CancelFunc, chan error) {
-		h, err := host.New(host.Config{
+	start := func(dir string) *hosttest.Running {
+		return hosttest.Start(t, host.Config{
 			DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- h.Run(ctx) }()
-		return h, cancel, done
 	}
 	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
-	_, stopA, doneA := start(dirA)
-	hb, stopB, doneB := start(dirB)
+	ha := start(dirA)
+	hb := start(dirB)
 
 	want := produceWords(t, newClient(t, c), "words", 4000, 50, 7)
 	total := wordTotal(want)
@@ -142,8 +135,7 @@ func TestChangelogStandby(t *testing.T) {
 	if g := groups["wasmstream-wc"]; g.Protocol != "wasmstream-standby-sticky" || len(g.Members) != 2 {
 		t.Fatalf("group protocol %q with %d members; want wasmstream-standby-sticky with 2", g.Protocol, len(g.Members))
 	}
-	stopA()
-	if err := <-doneA; err != nil {
+	if err := ha.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	// b takes a's partitions over.
@@ -170,8 +162,7 @@ func TestChangelogStandby(t *testing.T) {
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
 	time.Sleep(300 * time.Millisecond)
 	after = hb.Stats()[0]
-	stopB()
-	if err := <-doneB; err != nil {
+	if err := hb.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	sameCounts(t, want, stateOf(t, dirB, "wc"))
@@ -267,18 +258,11 @@ func partitionComesBack(t *testing.T, drop bool) {
 			}
 		}
 	}
-	start := func(dir string) (*host.Host, context.CancelFunc, chan error) {
-		h, err := host.New(host.Config{
+	start := func(dir string) *hosttest.Running {
+		return hosttest.Start(t, host.Config{
 			DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- h.Run(ctx) }()
-		return h, cancel, done
 	}
 	owned := func(h *host.Host) int {
 		if s := h.Stats(); len(s) > 0 {
@@ -295,21 +279,20 @@ func partitionComesBack(t *testing.T, drop bool) {
 		}
 	}
 	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
-	ha, stopA, doneA := start(dirA)
+	ha := start(dirA)
 	add(produceWords(t, newClient(t, c), "words", 2000, 40, 11))
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
-	waitOwned(ha, 4)
+	waitOwned(ha.Host, 4)
 
-	_, stopB, doneB := start(dirB)
-	waitOwned(ha, 2) // cooperative-sticky: two partitions move to b
+	hb := start(dirB)
+	waitOwned(ha.Host, 2) // cooperative-sticky: two partitions move to b
 	add(produceWords(t, newClient(t, c), "words", 2000, 40, 12))
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
 	time.Sleep(300 * time.Millisecond)
-	stopB()
-	if err := <-doneB; err != nil {
+	if err := hb.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	waitOwned(ha, 4) // they come back to a
+	waitOwned(ha.Host, 4) // they come back to a
 	add(produceWords(t, newClient(t, c), "words", 1000, 40, 13))
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
 	time.Sleep(300 * time.Millisecond)
@@ -323,8 +306,7 @@ func partitionComesBack(t *testing.T, drop bool) {
 	if st.Restores != 6 || st.FullRestores != wantFull || st.Dropped != wantDropped {
 		t.Errorf("a: %d restores, %d full, %d partitions dropped; want 6, %d, %d", st.Restores, st.FullRestores, st.Dropped, wantFull, wantDropped)
 	}
-	stopA()
-	if err := <-doneA; err != nil {
+	if err := ha.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	sameCounts(t, want, stateOf(t, dirA, "wc"))
