@@ -73,9 +73,11 @@ test-go:
 	$(GO) test -race -timeout 20m -run 'TestPerKeyOrderUnderConcurrency|TestTrapRetriedThenDeadLettered|TestBackpressureBoundsQueues|TestKafkaEndToEnd|TestKafkaRebalanceUnderLoad|TestExactlyOncePause' ./host/
 	$(GO) test -v -timeout 20m -skip '$(TINYGO_TESTS)' ./e2e
 
+# The crates' tests build into a target directory outside the source tree, beside the Go tests'.
 test-rust:
-	cd guest-sdk/rust && RUSTC=$(RUSTC) RUSTDOC=$(RUSTDOC) $(CARGO) test -q --offline
-	@for c in wordcount-rust logparse-rust conform-rust sessions-rust; do \
+	export CARGO_TARGET_DIR=$$($(GO) run ./internal/guestbuild/cachedir)/cargo-test; \
+	(cd guest-sdk/rust && RUSTC=$(RUSTC) RUSTDOC=$(RUSTDOC) $(CARGO) test -q --offline) || exit 1; \
+	for c in wordcount-rust logparse-rust conform-rust sessions-rust; do \
 	  (cd examples/wasm/$$c && RUSTC=$(RUSTC) RUSTDOC=$(RUSTDOC) $(CARGO) test -q --offline) || exit 1; \
 	done
 
