@@ -195,14 +195,8 @@ func TestChangelogBrokerFaults(t *testing.T) {
 
 	tc := wordcountKafkaTask(module)
 	tc.Changelog = host.ChangelogConfig{Enabled: true}
-	h, err := host.New(host.Config{DataDir: dirB, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+	h := hosttest.Start(t, host.Config{DataDir: dirB, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
 	restored := func() int64 {
 		if s := h.Stats(); len(s) > 0 {
 			return s[0].Restores
@@ -211,16 +205,15 @@ func TestChangelogBrokerFaults(t *testing.T) {
 	}
 	for deadline := time.Now().Add(60 * time.Second); restored() < 4; time.Sleep(50 * time.Millisecond) {
 		select {
-		case err := <-done:
-			t.Fatalf("host b stopped: %v", err)
+		case <-h.Done():
+			t.Fatalf("host b stopped: %v", h.Wait())
 		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("host b restored %d of 4 partitions", restored())
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := h.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	sameCounts(t, want, stateOf(t, dirB, "wc"))
