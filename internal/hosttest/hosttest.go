@@ -11,15 +11,34 @@ package hosttest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
 )
 
+// CompileCache returns the compilation cache the hosts of tests share: a directory beside the
+// guest builds (guestbuild.Dir), outside the source tree. wazero writes each entry to a temporary
+// file and renames it into place, so test processes running at once may share it; its keys
+// cover the module's bytes and wazero's version, so a stale entry is never used.
+func CompileCache(tb testing.TB) string {
+	dir := filepath.Join(guestbuild.Dir(), "compile-cache")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
+}
+
 // New creates a host from cfg, failing the test if cfg is refused; it is closed when the test
-// ends.
+// ends. Unless cfg names a CacheDir, the host keeps its compiled modules in CompileCache, so a
+// module compiles once for all the tests, not once per host.
 func New(tb testing.TB, cfg host.Config) *host.Host {
 	tb.Helper()
+	if cfg.CacheDir == "" {
+		cfg.CacheDir = CompileCache(tb)
+	}
 	h, err := host.New(cfg)
 	if err != nil {
 		tb.Fatal(err)
