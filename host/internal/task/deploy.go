@@ -160,7 +160,7 @@ func (t *Task) serve(ctx context.Context, r request) {
 		out = Switched{Previous: old.id, At: t.cfg.Now(), v: r.ver}
 		t.cur = r.ver
 		t.meters.guest.Store(r.ver.metrics)
-		t.stats.Switches++
+		t.stats.Deploys++
 		old.retired = true
 		old.release(ctx)
 		t.log.Info("module version switched", "version", r.ver.id, "previous", old.id,
@@ -187,7 +187,7 @@ func (t *Task) serve(ctx context.Context, r request) {
 	t.statsMu.Lock()
 	t.published.Version = t.cur.id
 	t.published.Paused = t.paused
-	t.published.Switches = t.stats.Switches
+	t.published.Deploys = t.stats.Deploys
 	t.statsMu.Unlock()
 	r.reply <- out
 }
