@@ -278,28 +278,6 @@ func startEmbedded(cfg *Config) (stop func(), err error) {
 	return b.Close, nil
 }
 
-// DevBroker is a running development broker (see StartDevBroker).
-type DevBroker struct{ b *kafka.DevBroker }
-
-// StartDevBroker starts the embedded development broker on its own, for `wasmstream dev
-// --broker-only`: an in-process Kafka-protocol broker on a loopback port with its data in dir.
-func StartDevBroker(dir string, port, partitions int, topics []string) (*DevBroker, error) {
-	if partitions == 0 {
-		partitions = 4
-	}
-	b, err := kafka.StartDevBroker(kafka.DevBrokerConfig{Dir: dir, Port: port, Partitions: int32(partitions), Topics: topics})
-	if err != nil {
-		return nil, err
-	}
-	return &DevBroker{b: b}, nil
-}
-
-// Addrs are the broker's addresses.
-func (d *DevBroker) Addrs() []string { return d.b.Addrs() }
-
-// Close stops the broker.
-func (d *DevBroker) Close() { d.b.Close() }
-
 // pingKafka checks that the cluster the task produces to accepts the host, so that a wrong
 // password or certificate is an error at start rather than a silent wait.
 func pingKafka(ctx context.Context, out task.OutputSink, dlq task.DeadLetterSink) error {

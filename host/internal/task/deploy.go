@@ -21,7 +21,7 @@ import (
 
 // ErrStopped is returned by Switch, Pause and Resume when the task's loop is not running
 // (Run returned, or has not been called).
-var ErrStopped = errors.New("task: not running")
+var ErrStopped = errors.New("the task is not running")
 
 // version is one module version the task can run. id, mod and newProc are immutable; the
 // rest is owned by the loop.
@@ -87,7 +87,7 @@ func (s Switched) FirstBatch(ctx context.Context) (time.Time, error) {
 	}
 	// first is closed by the loop after it set firstAt.
 	if s.v.firstAt.IsZero() {
-		return time.Time{}, fmt.Errorf("task: no batch ran on version %d", s.v.id)
+		return time.Time{}, fmt.Errorf("no batch ran on version %d", s.v.id)
 	}
 	return s.v.firstAt, nil
 }
