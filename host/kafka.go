@@ -18,56 +18,56 @@ import (
 type KafkaConfig struct {
 	// Brokers are the seed brokers ("host:port"). Required for any kafka input, output or dead
 	// letter topic, unless Embedded is enabled.
-	Brokers []string
+	Brokers []string `yaml:"brokers"`
 	// ClientID names the host's clients in the brokers' logs. Default "wasmstream".
-	ClientID string
+	ClientID string `yaml:"client_id"`
 	// TLS encrypts the connections.
-	TLS KafkaTLSConfig
+	TLS KafkaTLSConfig `yaml:"tls"`
 	// SASL authenticates the host.
-	SASL KafkaSASLConfig
+	SASL KafkaSASLConfig `yaml:"sasl"`
 	// SessionTimeout and RebalanceTimeout of the consumer groups. Default: the client's (45s,
 	// 60s).
-	SessionTimeout   time.Duration
-	RebalanceTimeout time.Duration
+	SessionTimeout   time.Duration `yaml:"session_timeout"`
+	RebalanceTimeout time.Duration `yaml:"rebalance_timeout"`
 	// DrainTimeout bounds how long a revoked partition waits for its batches in flight before
 	// its position is committed without them. Default 30s.
-	DrainTimeout time.Duration
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
 	// TransactionTimeout is the transaction timeout of exactly-once tasks: a transaction left
 	// open (by a killed host that does not come back) is aborted by the broker after it, and
 	// until then read_committed readers of what it wrote wait. It must exceed the checkpoint
 	// interval plus the time to process a full queue. Default 15s.
-	TransactionTimeout time.Duration
+	TransactionTimeout time.Duration `yaml:"transaction_timeout"`
 	// Embedded runs an in-process development broker and points the host at it.
-	Embedded EmbeddedBrokerConfig
+	Embedded EmbeddedBrokerConfig `yaml:"embedded"`
 }
 
 // KafkaTLSConfig enables TLS.
 type KafkaTLSConfig struct {
-	Enable             bool
-	CAFile             string // PEM bundle of the CAs to trust. Default: the system's.
-	CertFile           string // client certificate for mutual TLS
-	KeyFile            string
-	InsecureSkipVerify bool
+	Enable             bool   `yaml:"enable"`
+	CAFile             string `yaml:"ca_file"`   // PEM bundle of the CAs to trust. Default: the system's.
+	CertFile           string `yaml:"cert_file"` // client certificate for mutual TLS
+	KeyFile            string `yaml:"key_file"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
 }
 
 // KafkaSASLConfig enables SASL authentication.
 type KafkaSASLConfig struct {
 	// Mechanism is "plain", "scram-sha-256" or "scram-sha-512". Empty: no SASL.
-	Mechanism string
-	User      string
-	Password  string
+	Mechanism string `yaml:"mechanism"`
+	User      string `yaml:"user"`
+	Password  string `yaml:"password"`
 }
 
 // EmbeddedBrokerConfig configures the development broker (`wasmstream dev`).
 type EmbeddedBrokerConfig struct {
 	// Enable starts the broker inside the host.
-	Enable bool
+	Enable bool `yaml:"enable"`
 	// Port is its loopback port. Default 9092.
-	Port int
+	Port int `yaml:"port"`
 	// Dir keeps its records and group offsets across restarts. Default DataDir/kafka.
-	Dir string
+	Dir string `yaml:"dir"`
 	// Partitions of the topics it creates (every topic the configuration names). Default 4.
-	Partitions int
+	Partitions int `yaml:"partitions"`
 }
 
 func (k KafkaConfig) withDefaults(dataDir string) KafkaConfig {

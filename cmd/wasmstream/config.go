@@ -28,21 +28,20 @@ const defaultConfigFile = "wasmstream.yaml"
 // the state of a stopped host, and to anchor it to the configuration file's directory.
 const defaultDataDir = "data"
 
-// fileConfig is the shape of a configuration file: host.Config's fields, spelled in
-// snake_case, plus the CLI's own log section. Fields of function, pointer or interface type
-// (Logger, Now, Stdin, Stdout) are not configuration keys.
+// fileConfig is the shape of a configuration file: host.Config's keys (their yaml tags), plus
+// the CLI's own log and metrics sections.
 type fileConfig struct {
-	host.Config
-	Log     logConfig
-	Metrics metricsConfig
+	host.Config `yaml:",inline"`
+	Log         logConfig     `yaml:"log"`
+	Metrics     metricsConfig `yaml:"metrics"`
 }
 
 // logConfig configures the CLI's logger (the "log" section).
 type logConfig struct {
 	// Format is "text" (default) or "json".
-	Format string
+	Format string `yaml:"format"`
 	// Level is "debug", "info" (default), "warn" or "error".
-	Level string
+	Level string `yaml:"level"`
 }
 
 // settings is a loaded configuration.

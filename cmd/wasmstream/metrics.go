@@ -23,7 +23,7 @@ type metricsConfig struct {
 	// Addr, if set, is a "host:port" that serves GET /metrics, /healthz and /readyz without
 	// authentication, and nothing else. A port alone (":9090") listens on the loopback
 	// interface only. Default: none (/metrics is on the admin listener, behind its token).
-	Addr string
+	Addr string `yaml:"addr"`
 }
 
 // statsCollector turns the host's figures into Prometheus metrics when scraped: it reads
