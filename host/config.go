@@ -60,7 +60,7 @@ type Config struct {
 	// fail to start) or that fails while running takes down: HaltTask (the default) halts that
 	// task only — the others go on, the admin API stays up, and Run returns the failures once
 	// the others finished — and HaltHost stops every task and Run returns at once.
-	OnTaskFailure string `yaml:"on_task_failure"`
+	OnTaskFailure TaskFailure `yaml:"on_task_failure"`
 	// HostID names this host in the transactional ids of exactly-once tasks, which must be
 	// stable across its restarts and differ from every other host's: a restarted host then
 	// fences what its previous run left open. Default: the machine's host name and a hash of
@@ -68,12 +68,6 @@ type Config struct {
 	// directories).
 	HostID string `yaml:"host_id"`
 }
-
-// Values of Config.OnTaskFailure.
-const (
-	HaltTask = "halt_task"
-	HaltHost = "halt_host"
-)
 
 // AdminConfig configures the admin HTTP API, which runs while Run runs.
 type AdminConfig struct {
@@ -168,12 +162,12 @@ type TaskConfig struct {
 	// its migrate callback for that key: "lazy" (default), as each key is next used; or
 	// "activation", for every key with state as soon as the version is activated (lazily too
 	// for keys the activation pass has not reached yet).
-	StateMigration string `yaml:"state_migration"`
+	StateMigration StateMigration `yaml:"state_migration"`
 	// Delivery is "at_least_once" (default) or "exactly_once". Exactly once commits the
 	// outputs, dead letters, changelog and input offsets of each checkpoint interval in one
 	// Kafka transaction: a read_committed reader of the outputs sees each result once. It needs
 	// kafka inputs only, a kafka output (or none), and changelog.enabled; see the README.
-	Delivery string `yaml:"delivery"`
+	Delivery Delivery `yaml:"delivery"`
 }
 
 // ChangelogConfig configures a task's changelog: every checkpoint of a Kafka partition also goes
@@ -275,7 +269,7 @@ type InputConfig struct {
 	Name string `yaml:"name"`
 	// Type is "file", "stdin" or "kafka". Default "file". A task has at most one kafka input
 	// (with any number of topics).
-	Type string `yaml:"type"`
+	Type InputType `yaml:"type"`
 	// Topics are the topics a kafka input consumes.
 	Topics []string `yaml:"topics"`
 	// Group is the consumer group of a kafka input. Default "wasmstream-<task>".
@@ -286,7 +280,7 @@ type InputConfig struct {
 	// Path is the file to read (Type "file").
 	Path string `yaml:"path"`
 	// Format is "json" (one JSON object per line) or "text" (one record per line). Default "json".
-	Format string `yaml:"format"`
+	Format Format `yaml:"format"`
 	// KeyField is the JSON field holding the record key (json). Empty: no key.
 	KeyField string `yaml:"key_field"`
 	// ValueField is the JSON field holding the record value (json). Empty: the whole line.
@@ -298,7 +292,7 @@ type InputConfig struct {
 	KeySeparator string `yaml:"key_separator"`
 	// OnMalformed is "deadletter" (default: the line goes to the dead-letter file with the
 	// reason and the run goes on) or "halt" (the task stops with an error naming the line).
-	OnMalformed string `yaml:"on_malformed"`
+	OnMalformed OnMalformed `yaml:"on_malformed"`
 	// MaxLineBytes is the longest line a file or stdin input accepts, without its line ending;
 	// a longer line is malformed (see OnMalformed) and goes to the dead letters whole (up to
 	// 64 MiB). Default 4 MiB; at most 64 MiB.
@@ -314,7 +308,7 @@ type InputConfig struct {
 // OutputConfig says where emitted records go.
 type OutputConfig struct {
 	// Type is "file", "stdout" or "kafka". Default "stdout".
-	Type string `yaml:"type"`
+	Type OutputType `yaml:"type"`
 	// Topic is the topic a kafka output writes every output name to that Topics does not map.
 	Topic string `yaml:"topic"`
 	// Topics maps output names to topics (kafka).
@@ -338,7 +332,7 @@ type DeadLetterConfig struct {
 type SequencingConfig struct {
 	// Policy is "key" (default: per record key), "partition" (strict partition order), "none"
 	// (full concurrency; the task may not use state), "field" (a JSON field) or "header".
-	Policy string `yaml:"policy"`
+	Policy SequencingPolicy `yaml:"policy"`
 	// Field is the JSON field for Policy "field".
 	Field string `yaml:"field"`
 	// Header is the header name for Policy "header".
@@ -354,20 +348,11 @@ type RetryConfig struct {
 	// MaxBackoff caps the doubling delay. Default 60s.
 	MaxBackoff time.Duration `yaml:"max_backoff"`
 	// OnExhausted is "deadletter" (default), "halt" or "skip".
-	OnExhausted string `yaml:"on_exhausted"`
+	OnExhausted OnExhausted `yaml:"on_exhausted"`
 }
 
 // Limits of the sequencing and batching options, used by Validate.
 const maxWorkers = 1024
-
-var (
-	inputTypes  = []string{"file", "stdin", "kafka"}
-	formats     = []string{"json", "text"}
-	onMalformed = []string{"deadletter", "halt"}
-	outputTypes = []string{"file", "stdout", "kafka"}
-	policies    = []string{"key", "partition", "none", "field", "header"}
-	onExhausted = []string{"deadletter", "halt", "skip"}
-)
 
 // withDefaults returns a copy of c with every zero field set to its default.
 func (c Config) withDefaults() Config {
@@ -511,10 +496,9 @@ func (c Config) Validate() error {
 	if c.KeepModuleVersions < 0 {
 		bad("keep_module_versions", "must be positive, got %d", c.KeepModuleVersions)
 	}
-	switch c.OnTaskFailure {
-	case "", HaltTask, HaltHost:
-	default:
-		bad("on_task_failure", "must be %s or %s, got %q", HaltTask, HaltHost, c.OnTaskFailure)
+	oneOf(bad, "on_task_failure", c.OnTaskFailure, taskFailures)
+	if c.Kafka.SASL.Mechanism != "" {
+		oneOf(bad, "kafka.sasl.mechanism", c.Kafka.SASL.Mechanism, saslMechanisms)
 	}
 	if c.MinFreeDiskBytes < -1 {
 		bad("min_free_disk_bytes", "must be positive, or -1 to turn the check off, got %d", c.MinFreeDiskBytes)
@@ -622,8 +606,8 @@ func (c Config) Validate() error {
 			bad(p+"retry", "need 0 < backoff <= max_backoff, got %s and %s", t.Retry.Backoff, t.Retry.MaxBackoff)
 		}
 		oneOf(bad, p+"retry.on_exhausted", t.Retry.OnExhausted, onExhausted)
-		oneOf(bad, p+"state_migration", t.StateMigration, []string{"lazy", "activation"})
-		oneOf(bad, p+"delivery", t.Delivery, []string{"at_least_once", "exactly_once"})
+		oneOf(bad, p+"state_migration", t.StateMigration, stateMigrations)
+		oneOf(bad, p+"delivery", t.Delivery, deliveries)
 		if t.Delivery == "exactly_once" {
 			for j, in := range t.Inputs {
 				if in.Type != "kafka" {
@@ -705,15 +689,6 @@ func realPath(p string) string {
 		rest = append([]string{filepath.Base(p)}, rest...)
 		p = parent
 	}
-}
-
-func oneOf(bad func(string, string, ...any), key, v string, allowed []string) {
-	for _, a := range allowed {
-		if v == a {
-			return
-		}
-	}
-	bad(key, "%q is not one of %s", v, strings.Join(allowed, ", "))
 }
 
 func validName(s string) bool {

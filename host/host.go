@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
-	"github.com/wasmstream/wasmstream/host/internal/stats"
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
 	"github.com/wasmstream/wasmstream/host/internal/sched"
 	"github.com/wasmstream/wasmstream/host/internal/source"
+	"github.com/wasmstream/wasmstream/host/internal/stats"
 	"github.com/wasmstream/wasmstream/host/internal/task"
 	"github.com/wasmstream/wasmstream/store"
 )
@@ -353,7 +353,7 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 		Output:      out,
 		DeadLetter:  dlq,
 		Store:       db,
-		Policy:      tc.Sequencing.Policy,
+		Policy:      string(tc.Sequencing.Policy),
 		Field:       tc.Sequencing.Field,
 		Header:      tc.Sequencing.Header,
 		Sched: sched.Config{
@@ -370,7 +370,7 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 		MaxAttempts:         tc.Retry.MaxAttempts,
 		Backoff:             tc.Retry.Backoff,
 		MaxBackoff:          tc.Retry.MaxBackoff,
-		OnExhausted:         tc.Retry.OnExhausted,
+		OnExhausted:         string(tc.Retry.OnExhausted),
 		Checkpoint:          cfg.CheckpointInterval,
 		Lateness:            tc.Time.AllowedLateness,
 		IdleTimeout:         tc.Time.IdleTimeout,

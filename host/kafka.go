@@ -53,9 +53,9 @@ type KafkaTLSConfig struct {
 // KafkaSASLConfig enables SASL authentication.
 type KafkaSASLConfig struct {
 	// Mechanism is "plain", "scram-sha-256" or "scram-sha-512". Empty: no SASL.
-	Mechanism string `yaml:"mechanism"`
-	User      string `yaml:"user"`
-	Password  string `yaml:"password"`
+	Mechanism SASLMechanism `yaml:"mechanism"`
+	User      string        `yaml:"user"`
+	Password  string        `yaml:"password"`
 }
 
 // EmbeddedBrokerConfig configures the development broker (`wasmstream dev`).
@@ -98,7 +98,7 @@ func (k KafkaConfig) client() kafka.Config {
 		ClientID: k.ClientID,
 		TLS: kafka.TLSConfig{Enable: k.TLS.Enable, CAFile: k.TLS.CAFile, CertFile: k.TLS.CertFile,
 			KeyFile: k.TLS.KeyFile, InsecureSkipVerify: k.TLS.InsecureSkipVerify},
-		SASL: kafka.SASLConfig{Mechanism: k.SASL.Mechanism, User: k.SASL.User, Password: k.SASL.Password},
+		SASL: kafka.SASLConfig{Mechanism: string(k.SASL.Mechanism), User: k.SASL.User, Password: k.SASL.Password},
 	}
 }
 
@@ -166,11 +166,6 @@ func validateKafkaTask(c Config, t TaskConfig, p string, bad func(string, string
 	}
 	if t.usesKafka() && len(c.Kafka.Brokers) == 0 && !c.Kafka.Embedded.Enable {
 		bad("kafka.brokers", "task %s uses Kafka: name the brokers (or enable kafka.embedded)", t.Name)
-	}
-	switch c.Kafka.SASL.Mechanism {
-	case "", "plain", "scram-sha-256", "scram-sha-512":
-	default:
-		bad("kafka.sasl.mechanism", "%q is not one of plain, scram-sha-256, scram-sha-512", c.Kafka.SASL.Mechanism)
 	}
 }
 

@@ -404,7 +404,7 @@ func TestKafkaSASL(t *testing.T) {
 			cfg := func(pass string) host.Config {
 				return host.Config{
 					DataDir: filepath.Join(t.TempDir(), "data"), Logger: testLogger(t),
-					Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), SASL: host.KafkaSASLConfig{Mechanism: mech, User: "ws", Password: pass}},
+					Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), SASL: host.KafkaSASLConfig{Mechanism: host.SASLMechanism(mech), User: "ws", Password: pass}},
 					Tasks: []host.TaskConfig{{
 						Name: "echo", Module: module,
 						Inputs: []host.InputConfig{{Name: "in", Type: "kafka", Topics: []string{"in"}}},

@@ -448,7 +448,7 @@ func (q *quickTask) task() (host.TaskConfig, error) {
 	for _, path := range q.inputs {
 		in := host.InputConfig{
 			Path:           path,
-			Format:         q.format,
+			Format:         host.Format(q.format),
 			KeyField:       q.keyField,
 			ValueField:     q.valueField,
 			TimestampField: q.timestampField,
