@@ -12,7 +12,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
@@ -20,8 +19,9 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/source"
 )
 
-// Config configures a Host. The zero value of every field means its documented default; New
-// copies the Config, so later changes by the caller have no effect.
+// Config configures a Host. The zero value of every field means its documented default (set by
+// WithDefaults, in defaults.go); New copies the Config, so later changes by the caller have no
+// effect. Each field's yaml tag is its key in the CLI's configuration file.
 type Config struct {
 	// DataDir holds the state store and the compilation cache. Default "data".
 	DataDir string `yaml:"data_dir"`
@@ -354,135 +354,10 @@ type RetryConfig struct {
 // Limits of the sequencing and batching options, used by Validate.
 const maxWorkers = 1024
 
-// withDefaults returns a copy of c with every zero field set to its default.
-func (c Config) withDefaults() Config {
-	if c.DataDir == "" {
-		c.DataDir = "data"
-	}
-	if c.CacheDir == "" {
-		c.CacheDir = c.DataDir + "/cache"
-	}
-	if c.CheckpointInterval == 0 {
-		c.CheckpointInterval = time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Stdin == nil {
-		c.Stdin = os.Stdin
-	}
-	if c.Stdout == nil {
-		c.Stdout = os.Stdout
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.KeepModuleVersions == 0 {
-		c.KeepModuleVersions = 10
-	}
-	if c.OnTaskFailure == "" {
-		c.OnTaskFailure = HaltTask
-	}
-	if c.Admin.MaxModuleBytes == 0 {
-		c.Admin.MaxModuleBytes = 64 << 20
-	}
-	c.Kafka = c.Kafka.withDefaults(c.DataDir)
-	if c.HostID == "" {
-		c.HostID = defaultHostID(c.DataDir)
-	}
-	tasks := make([]TaskConfig, len(c.Tasks))
-	for i, t := range c.Tasks {
-		tasks[i] = t.withDefaults(c.DataDir)
-	}
-	c.Tasks = tasks
-	return c
-}
-
-func (t TaskConfig) withDefaults(dataDir string) TaskConfig {
-	inputs := make([]InputConfig, len(t.Inputs))
-	for i, in := range t.Inputs {
-		if in.Name == "" {
-			in.Name = fmt.Sprintf("input%d", i)
-		}
-		if in.Type == "" {
-			in.Type = "file"
-		}
-		if in.Format == "" {
-			in.Format = "json"
-		}
-		if in.OnMalformed == "" {
-			in.OnMalformed = "deadletter"
-		}
-		inputs[i] = in
-	}
-	t.Inputs = inputs
-	if t.Output.Type == "" {
-		t.Output.Type = "stdout"
-	}
-	if t.DeadLetter.Path == "" {
-		t.DeadLetter.Path = dataDir + "/" + t.Name + ".deadletter.ndjson"
-	}
-	if t.Sequencing.Policy == "" {
-		t.Sequencing.Policy = "key"
-	}
-	if t.Workers == 0 {
-		t.Workers = runtime.GOMAXPROCS(0)
-	}
-	if t.MaxBatchRecords == 0 {
-		t.MaxBatchRecords = 256
-	}
-	if t.MaxKeyRecords == 0 {
-		t.MaxKeyRecords = 64
-	}
-	if t.MaxInFlight == 0 {
-		t.MaxInFlight = 1024
-	}
-	if t.MaxQueued == 0 {
-		t.MaxQueued = 8192
-	}
-	if t.MaxQueuedBytes == 0 {
-		t.MaxQueuedBytes = 32 << 20
-	}
-	if t.MaxMemoryPages == 0 {
-		t.MaxMemoryPages = 1024
-	}
-	if t.MaxValueBytes == 0 {
-		t.MaxValueBytes = 1 << 20
-	}
-	if t.StateCacheBytes == 0 {
-		t.StateCacheBytes = 64 << 20
-	}
-	if t.Retry.MaxAttempts == 0 {
-		t.Retry.MaxAttempts = 5
-	}
-	if t.Retry.Backoff == 0 {
-		t.Retry.Backoff = time.Second
-	}
-	if t.Retry.MaxBackoff == 0 {
-		t.Retry.MaxBackoff = 60 * time.Second
-	}
-	if t.Retry.OnExhausted == "" {
-		t.Retry.OnExhausted = "deadletter"
-	}
-	if t.StateMigration == "" {
-		t.StateMigration = "lazy"
-	}
-	if t.Delivery == "" {
-		t.Delivery = "at_least_once"
-	}
-	if t.Changelog.Topic == "" && t.Changelog.Enabled {
-		t.Changelog.Topic = t.Name + "-changelog"
-	}
-	if t.Time.MaxFiringsPerTurn == 0 {
-		t.Time.MaxFiringsPerTurn = 1000
-	}
-	return t
-}
-
 // Validate reports every problem of the configuration at once, each naming the offending key
 // as it is spelled in the configuration file (e.g. "tasks[0].inputs[1].path").
 func (c Config) Validate() error {
-	c = c.withDefaults()
+	c = c.WithDefaults()
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, &ConfigError{Key: key, Problem: fmt.Sprintf(format, args...)})

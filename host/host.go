@@ -49,7 +49,7 @@ func New(cfg Config) (*Host, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Host{cfg: cfg.withDefaults(), ready: make(chan struct{})}, nil
+	return &Host{cfg: cfg.WithDefaults(), ready: make(chan struct{})}, nil
 }
 
 // Run runs every task until all their inputs are exhausted and fully processed (then it

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"sort"
 	"time"
@@ -68,28 +67,6 @@ type EmbeddedBrokerConfig struct {
 	Dir string `yaml:"dir"`
 	// Partitions of the topics it creates (every topic the configuration names). Default 4.
 	Partitions int `yaml:"partitions"`
-}
-
-func (k KafkaConfig) withDefaults(dataDir string) KafkaConfig {
-	if k.ClientID == "" {
-		k.ClientID = "wasmstream"
-	}
-	if k.DrainTimeout == 0 {
-		k.DrainTimeout = 30 * time.Second
-	}
-	if k.TransactionTimeout == 0 {
-		k.TransactionTimeout = 15 * time.Second
-	}
-	if k.Embedded.Port == 0 {
-		k.Embedded.Port = 9092
-	}
-	if k.Embedded.Dir == "" {
-		k.Embedded.Dir = filepath.Join(dataDir, "kafka")
-	}
-	if k.Embedded.Partitions == 0 {
-		k.Embedded.Partitions = 4
-	}
-	return k
 }
 
 func (k KafkaConfig) client() kafka.Config {
