@@ -43,10 +43,19 @@ type fileConfig struct {
 	Metrics     metricsConfig `yaml:"metrics"`
 }
 
+// logFormat is the CLI's log format (log.format).
+type logFormat string
+
+// Values of log.format.
+const (
+	logText logFormat = "text" // the default
+	logJSON logFormat = "json"
+)
+
 // logConfig configures the CLI's logger (the "log" section).
 type logConfig struct {
 	// Format is "text" (default) or "json".
-	Format string `yaml:"format"`
+	Format logFormat `yaml:"format"`
 	// Level is "debug", "info" (default), "warn" or "error".
 	Level string `yaml:"level"`
 }
@@ -179,7 +188,7 @@ func loadConfig(data []byte, dir string, flags *pflag.FlagSet) (settings, error)
 	}
 
 	switch fc.Log.Format {
-	case "", "text", "json":
+	case "", logText, logJSON:
 	default:
 		d.bad("log.format", "%q is not one of text, json", fc.Log.Format)
 	}
@@ -531,7 +540,7 @@ func newLogger(w io.Writer, lc logConfig) *slog.Logger {
 		_ = level.UnmarshalText([]byte(lc.Level)) // loadConfig checked it
 	}
 	opts := &slog.HandlerOptions{Level: level}
-	if lc.Format == "json" {
+	if lc.Format == logJSON {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
