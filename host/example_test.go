@@ -25,7 +25,7 @@ func wordcountTask(module, dir string) host.TaskConfig {
 			Name: "words", Path: filepath.Join(guestbuild.Root(), "examples", "wasm", "wordcount", "input.ndjson"),
 			KeyField: "user", ValueField: "text", TimestampField: "ts",
 		}},
-		Output: host.OutputConfig{Type: "file", Path: filepath.Join(dir, "out.ndjson")},
+		Output: host.OutputConfig{Type: host.OutputFile, Path: filepath.Join(dir, "out.ndjson")},
 	}
 }
 
@@ -127,7 +127,7 @@ func exampleCase(t *testing.T, module, exampleDir string, config map[string]any,
 		Name: "example", Module: module, Config: config, Workers: 2, MaxBatchRecords: 4,
 		Inputs: []host.InputConfig{{Name: "in", Path: filepath.Join(src, "input.ndjson"),
 			KeyField: keyField, ValueField: valueField, TimestampField: tsField}},
-		Output: host.OutputConfig{Type: "file", Path: filepath.Join(dir, "out.ndjson")},
+		Output: host.OutputConfig{Type: host.OutputFile, Path: filepath.Join(dir, "out.ndjson")},
 	}
 	hosttest.RunToEnd(t, host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
 	got, err := os.ReadFile(filepath.Join(dir, "out.ndjson"))

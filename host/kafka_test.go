@@ -372,7 +372,7 @@ func TestKafkaSASL(t *testing.T) {
 				return host.Config{
 					DataDir: filepath.Join(t.TempDir(), "data"), Logger: testLogger(t),
 					Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), ConnectTimeout: connect,
-						SASL: host.KafkaSASLConfig{Mechanism: mech, User: "ws", Password: pass}},
+						SASL: host.KafkaSASLConfig{Mechanism: host.SASLMechanism(mech), User: "ws", Password: pass}},
 					Tasks: []host.TaskConfig{{
 						Name: "echo", Module: module,
 						Inputs: []host.InputConfig{{Name: "in", Type: "kafka", Topics: []string{"in"}}},

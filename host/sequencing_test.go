@@ -61,7 +61,7 @@ func TestSequencingPolicies(t *testing.T) {
 		{host.SequencingConfig{Policy: "field", Field: "team"}, byTeam},
 		{host.SequencingConfig{Policy: "header", Header: "h"}, all},
 	} {
-		t.Run(c.seq.Policy, func(t *testing.T) {
+		t.Run(string(c.seq.Policy), func(t *testing.T) {
 			dir := t.TempDir()
 			out := filepath.Join(dir, "out.ndjson")
 			tc := host.TaskConfig{

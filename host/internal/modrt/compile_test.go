@@ -85,7 +85,7 @@ func TestCompileRefuses(t *testing.T) {
 			if (me.Err != nil) != tc.hasCause {
 				t.Errorf("cause %v, want one: %v", me.Err, tc.hasCause)
 			}
-			if want := "modrt: module refused: " + me.Reason(); err.Error() != want {
+			if want := "module refused: " + me.Reason(); err.Error() != want {
 				t.Errorf("message %q, want %q", err.Error(), want)
 			}
 		})
@@ -163,9 +163,9 @@ func TestLimitsValidate(t *testing.T) {
 		t.Fatal("compiled with invalid limits")
 	}
 	for _, want := range []string{
-		"modrt: limits: MaxMemoryPages 70000 is over 65536 (4 GiB)",
-		"modrt: limits: MaxValueBytes is negative (-1)",
-		"modrt: limits: MaxLogBytes is negative (-2)",
+		"limits: MaxMemoryPages 70000 is over 65536 (4 GiB)",
+		"limits: MaxValueBytes is negative (-1)",
+		"limits: MaxLogBytes is negative (-2)",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
