@@ -3,7 +3,7 @@ package e2e
 // `wasmstream init` through the real binary: for each language the scaffolded project, outside
 // the repository, passes its own test with `make test` and prints the expected counts with
 // `make run`, offline (GOPROXY=off, CARGO_NET_OFFLINE). TinyGo runs in TestTinyGoInit, with the
-// other TinyGo tests (`make test-tinygo` sets WASMSTREAM_TINYGO).
+// other TinyGo tests (guestbuild.TinyGoTool).
 
 import (
 	"os"
@@ -32,10 +32,7 @@ func TestInit(t *testing.T) {
 }
 
 func TestTinyGoInit(t *testing.T) {
-	tinygo := os.Getenv(guestbuild.TinyGoEnv)
-	if tinygo == "" {
-		t.Skipf("%s is not set: `make test-tinygo` installs TinyGo and runs this test with it", guestbuild.TinyGoEnv)
-	}
+	tinygo := guestbuild.TinyGoTool(t)
 	testInit(t, guestbuild.Binary(t), "tinygo", []string{"TINYGO=" + tinygo})
 }
 
@@ -48,12 +45,15 @@ func testInit(t *testing.T, bin, lang string, vars []string) {
 		t.Fatalf("init: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	cargo, rustc := guestbuild.RustToolchain()
+	cargo, rustc := "cargo", "rustc"
+	if lang == "rust" {
+		cargo, rustc = guestbuild.RustTools(t)
+	}
 	vars = append(vars, "WASMSTREAM="+bin, "GO="+goBin, "CARGO="+cargo)
 	env := append(os.Environ(), "GOPROXY=off", "GOTOOLCHAIN=local", "GOWORK=off", "GOFLAGS=",
 		"RUSTC="+rustc, "CARGO_NET_OFFLINE=true",
 		// Reuse the compiled SDK between runs (the tests' shared cargo target directory).
-		"CARGO_TARGET_DIR="+filepath.Join(guestbuild.Root(), ".build", "test", "cargo-target"))
+		"CARGO_TARGET_DIR="+guestbuild.CargoTargetDir(t))
 	make := func(target string) string {
 		t.Helper()
 		cmd := exec.Command("make", append([]string{"--no-print-directory", target}, vars...)...)

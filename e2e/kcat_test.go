@@ -26,10 +26,7 @@ func TestKcatInterop(t *testing.T) {
 }
 
 func kcatInterop(t *testing.T, delivery string) {
-	kcat, err := exec.LookPath("kcat")
-	if err != nil {
-		t.Fatal("kcat is not installed (apt-get install -y kcat; .ci/run does it)")
-	}
+	kcat := guestbuild.Tool(t, "kcat")
 	bin := guestbuild.Binary(t)
 	module := guestbuild.Go(t, "wordcount")
 	dir := t.TempDir()

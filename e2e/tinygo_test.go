@@ -2,8 +2,9 @@ package e2e
 
 // TinyGo guests through the real binary: the Go examples built with TinyGo produce the example's
 // expected outputs and state, and a TinyGo guest's panic, which TinyGo prints to stdout, reaches
-// the dead letter. They need TinyGo: `make test-tinygo` installs it and runs them; without it
-// (WASMSTREAM_TINYGO unset) they are skipped.
+// the dead letter. They need TinyGo (guestbuild.TinyGoTool): `make deps` installs it and
+// `make test-tinygo` runs them with WASMSTREAM_TINYGO set; without it they are skipped, or fail
+// if CI is set.
 
 import (
 	"cmp"

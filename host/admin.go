@@ -170,32 +170,7 @@ func (b adminBackend) Resume(ctx context.Context, task string) error {
 
 func (b adminBackend) Ready() bool { return b.h.Processing() }
 
-func (b adminBackend) Status() []admin.TaskStatus {
-	var out []admin.TaskStatus
-	for _, s := range b.h.Stats() {
-		ts := admin.TaskStatus{Task: s.Task, Version: s.Version, Paused: s.Paused, Halted: s.Halted, Error: s.Error, Records: s.Records,
-			Processed: s.Processed, Pending: s.Pending, InFlight: s.InFlight, Outputs: s.Outputs,
-			Skipped: s.Skipped, DeadLetters: s.DeadLetters, Retries: s.Retries, Failures: s.Failures,
-			Checkpoints: s.Checkpoints, Inputs: []admin.InputStatus{},
-			Late: s.Late, TimersSet: s.TimersSet, TimersFired: s.TimersFired, Ticks: s.Ticks, TimersPending: s.PendingTimers,
-			Restores: s.Restores, RestoredRecords: s.RestoredRecords, RestoredBytes: s.RestoredBytes,
-			ChangelogRecords: s.ChangelogRecords, StandbyRecords: s.StandbyRecords,
-			TxnCommits: s.TxnCommits, TxnAborts: s.TxnAborts, GuestLogDropped: s.LogDropped}
-		for _, in := range s.Inputs {
-			ts.Inputs = append(ts.Inputs, admin.InputStatus{Name: in.Name, Records: in.Records, Committed: in.Committed,
-				Topic: in.Topic, Partition: in.Partition, Lag: in.Lag, Watermark: in.Watermark, InFlight: in.InFlight})
-		}
-		ts.RecentErrors = []admin.RecentError{}
-		for _, e := range s.Recent {
-			ts.RecentErrors = append(ts.RecentErrors, admin.RecentError{Time: e.Time, Kind: e.Kind, Where: e.Where, Key: e.Key, Error: e.Err})
-		}
-		out = append(out, ts)
-	}
-	if out == nil {
-		out = []admin.TaskStatus{}
-	}
-	return out
-}
+func (b adminBackend) Status() []TaskStats { return b.h.Stats() }
 
 func wireVersion(v ModuleVersion) admin.Version {
 	return admin.Version{Version: v.Version, SHA256: v.SHA256, Size: v.Size, Created: v.Created,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 type apiClient struct {
@@ -58,7 +59,7 @@ func TestAdminAPI(t *testing.T) {
 	tc := versionedTask(t, dir, guestbuild.Retag(t, base, 0))
 	feed, stdin := newFeedLines()
 	const limit = 3 << 20
-	h, wait := startHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin, Logger: testLogger(t),
+	h := hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin, Logger: testLogger(t),
 		Admin: host.AdminConfig{Addr: "127.0.0.1:0", Token: "s3cret", MaxModuleBytes: limit}, Tasks: []host.TaskConfig{tc}})
 	api := apiClient{t: t, base: "http://" + h.AdminAddr(), token: "s3cret"}
 
@@ -199,7 +200,7 @@ func TestAdminAPI(t *testing.T) {
 	})
 
 	feed.pw.Close()
-	if err := wait(); err != nil {
+	if err := h.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	if addr := h.AdminAddr(); addr != "" {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // Deploying a module built with TinyGo's default scheduler (asyncify) works and logs a warning
@@ -19,7 +20,7 @@ func TestDeployWarnsAboutAsyncify(t *testing.T) {
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	feed, stdin := newFeedLines()
-	h, wait := startHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin, Logger: log, Tasks: []host.TaskConfig{tc}})
+	h := hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin, Logger: log, Tasks: []host.TaskConfig{tc}})
 	if d, err := h.Deploy(context.Background(), "versioned", guestbuild.Retag(t, versionedModule(t), 1)); err != nil || d.Version.Version != 2 {
 		t.Fatalf("deploy of a plain module: %+v, %v", d, err)
 	}
@@ -33,7 +34,7 @@ func TestDeployWarnsAboutAsyncify(t *testing.T) {
 		t.Errorf("deploying an asyncify module logged no warning naming the task and -scheduler=none:\n%s", l)
 	}
 	feed.pw.Close()
-	if err := wait(); err != nil {
+	if err := h.Wait(); err != nil {
 		t.Fatal(err)
 	}
 }

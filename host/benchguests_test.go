@@ -10,6 +10,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // TestBenchGuestsRustMatchGo checks that the Rust ports of the benchmarks' guests
@@ -32,7 +33,7 @@ func TestBenchGuestsRustMatchGo(t *testing.T) {
 
 	run := func(t *testing.T, module string) (outputs []string, state string) {
 		d := t.TempDir()
-		runHost(t, host.Config{DataDir: filepath.Join(d, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{{
+		hosttest.RunToEnd(t, host.Config{DataDir: filepath.Join(d, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{{
 			Name: "bench", Module: module, MaxBatchRecords: 4,
 			Inputs: []host.InputConfig{{Name: "in", Path: input, KeyField: "user", ValueField: "text", TimestampField: "ts"}},
 			Output: host.OutputConfig{Type: "file", Path: filepath.Join(d, "out.ndjson")},

@@ -18,6 +18,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // runUntil runs a host with a changelog over data dir until want outputs were produced in
@@ -26,23 +27,16 @@ func runChangelogHost(t *testing.T, c *kfake.Cluster, module, dir string, output
 	t.Helper()
 	tc := wordcountKafkaTask(module)
 	tc.Changelog = host.ChangelogConfig{Enabled: true}
-	h, err := host.New(host.Config{
+	h := hosttest.Start(t, host.Config{
 		DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{tc},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
 	consumeOutputs(t, c, "counts", outputs, 60*time.Second)
 	// Wait for a checkpoint after the last output, so the figures include it.
 	time.Sleep(300 * time.Millisecond)
 	st := h.Stats()[0]
-	cancel()
-	if err := <-done; err != nil {
+	if err := h.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	return st
@@ -107,22 +101,15 @@ func TestChangelogStandby(t *testing.T) {
 	c := newCluster(t, "words", "counts")
 	tc := wordcountKafkaTask(module)
 	tc.Changelog = host.ChangelogConfig{Enabled: true, Standby: true}
-	start := func(dir string) (*host.Host, context.CancelFunc, chan error) {
-		h, err := host.New(host.Config{
+	start := func(dir string) *hosttest.Running {
+		return hosttest.Start(t, host.Config{
 			DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- h.Run(ctx) }()
-		return h, cancel, done
 	}
 	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
-	_, stopA, doneA := start(dirA)
-	hb, stopB, doneB := start(dirB)
+	ha := start(dirA)
+	hb := start(dirB)
 
 	want := produceWords(t, newClient(t, c), "words", 4000, 50, 7)
 	total := wordTotal(want)
@@ -148,8 +135,7 @@ func TestChangelogStandby(t *testing.T) {
 	if g := groups["wasmstream-wc"]; g.Protocol != "wasmstream-standby-sticky" || len(g.Members) != 2 {
 		t.Fatalf("group protocol %q with %d members; want wasmstream-standby-sticky with 2", g.Protocol, len(g.Members))
 	}
-	stopA()
-	if err := <-doneA; err != nil {
+	if err := ha.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	// b takes a's partitions over.
@@ -176,8 +162,7 @@ func TestChangelogStandby(t *testing.T) {
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
 	time.Sleep(300 * time.Millisecond)
 	after = hb.Stats()[0]
-	stopB()
-	if err := <-doneB; err != nil {
+	if err := hb.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	sameCounts(t, want, stateOf(t, dirB, "wc"))
@@ -210,14 +195,8 @@ func TestChangelogBrokerFaults(t *testing.T) {
 
 	tc := wordcountKafkaTask(module)
 	tc.Changelog = host.ChangelogConfig{Enabled: true}
-	h, err := host.New(host.Config{DataDir: dirB, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+	h := hosttest.Start(t, host.Config{DataDir: dirB, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
 	restored := func() int64 {
 		if s := h.Stats(); len(s) > 0 {
 			return s[0].Restores
@@ -226,16 +205,15 @@ func TestChangelogBrokerFaults(t *testing.T) {
 	}
 	for deadline := time.Now().Add(60 * time.Second); restored() < 4; time.Sleep(50 * time.Millisecond) {
 		select {
-		case err := <-done:
-			t.Fatalf("host b stopped: %v", err)
+		case <-h.Done():
+			t.Fatalf("host b stopped: %v", h.Wait())
 		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("host b restored %d of 4 partitions", restored())
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := h.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	sameCounts(t, want, stateOf(t, dirB, "wc"))
@@ -273,18 +251,11 @@ func partitionComesBack(t *testing.T, drop bool) {
 			}
 		}
 	}
-	start := func(dir string) (*host.Host, context.CancelFunc, chan error) {
-		h, err := host.New(host.Config{
+	start := func(dir string) *hosttest.Running {
+		return hosttest.Start(t, host.Config{
 			DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc},
 		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- h.Run(ctx) }()
-		return h, cancel, done
 	}
 	owned := func(h *host.Host) int {
 		if s := h.Stats(); len(s) > 0 {
@@ -301,21 +272,20 @@ func partitionComesBack(t *testing.T, drop bool) {
 		}
 	}
 	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
-	ha, stopA, doneA := start(dirA)
+	ha := start(dirA)
 	add(produceWords(t, newClient(t, c), "words", 2000, 40, 11))
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
-	waitOwned(ha, 4)
+	waitOwned(ha.Host, 4)
 
-	_, stopB, doneB := start(dirB)
-	waitOwned(ha, 2) // cooperative-sticky: two partitions move to b
+	hb := start(dirB)
+	waitOwned(ha.Host, 2) // cooperative-sticky: two partitions move to b
 	add(produceWords(t, newClient(t, c), "words", 2000, 40, 12))
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
 	time.Sleep(300 * time.Millisecond)
-	stopB()
-	if err := <-doneB; err != nil {
+	if err := hb.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	waitOwned(ha, 4) // they come back to a
+	waitOwned(ha.Host, 4) // they come back to a
 	add(produceWords(t, newClient(t, c), "words", 1000, 40, 13))
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
 	time.Sleep(300 * time.Millisecond)
@@ -329,8 +299,7 @@ func partitionComesBack(t *testing.T, drop bool) {
 	if st.Restores != 6 || st.FullRestores != wantFull || st.Dropped != wantDropped {
 		t.Errorf("a: %d restores, %d full, %d partitions dropped; want 6, %d, %d", st.Restores, st.FullRestores, st.Dropped, wantFull, wantDropped)
 	}
-	stopA()
-	if err := <-doneA; err != nil {
+	if err := ha.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	sameCounts(t, want, stateOf(t, dirA, "wc"))
@@ -451,7 +420,7 @@ func TestChangelogKeyStateTooLarge(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	h, err := host.New(host.Config{
+	h := hosttest.Start(t, host.Config{
 		DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{{
@@ -462,12 +431,6 @@ func TestChangelogKeyStateTooLarge(t *testing.T) {
 			Retry:     host.RetryConfig{MaxAttempts: 1},
 		}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
 	got := consumeOutputs(t, c, "echoes", 1, 60*time.Second) // "after" comes last, on one partition
 	for len(got["j"]) == 0 {
 		more := consumeOutputs(t, c, "echoes", 1, 60*time.Second)
@@ -476,8 +439,7 @@ func TestChangelogKeyStateTooLarge(t *testing.T) {
 		}
 	}
 	time.Sleep(300 * time.Millisecond) // a checkpoint after the last record
-	cancel()
-	if err := <-done; err != nil {
+	if err := h.Stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if n := len(got["k"]); n == 0 || n == 8 {
@@ -499,7 +461,7 @@ func TestChangelogTickStateTooLarge(t *testing.T) {
 	if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "src", Partition: 0, Key: []byte("j"), Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	h, err := host.New(host.Config{
+	h := hosttest.Start(t, host.Config{
 		DataDir: t.TempDir(), Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{{
@@ -510,19 +472,12 @@ func TestChangelogTickStateTooLarge(t *testing.T) {
 			Time:      host.TimeConfig{TickInterval: 50 * time.Millisecond},
 		}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
 	consumeOutputs(t, c, "echoes", 1, 60*time.Second) // the record's echo
 	deadline := time.Now().Add(30 * time.Second)
 	for h.Stats()[0].Failures < 3 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond) // ticks every 50 ms: a few have run
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := h.Stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
 	if f := h.Stats()[0].Failures; f < 3 {

@@ -12,7 +12,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"time"
 
@@ -20,160 +19,155 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/source"
 )
 
-// Config configures a Host. The zero value of every field means its documented default; New
-// copies the Config, so later changes by the caller have no effect.
+// Config configures a Host. The zero value of every field means its documented default (set by
+// WithDefaults, in defaults.go); New copies the Config, so later changes by the caller have no
+// effect. Each field's yaml tag is its key in the CLI's configuration file.
 type Config struct {
 	// DataDir holds the state store and the compilation cache. Default "data".
-	DataDir string
+	DataDir string `yaml:"data_dir"`
 	// CacheDir holds compiled modules between runs. Default DataDir/cache. "-" disables it.
-	CacheDir string
+	CacheDir string `yaml:"cache_dir"`
 	// CheckpointInterval is how often state, marks and positions are committed. Default 1s.
-	CheckpointInterval time.Duration
+	CheckpointInterval time.Duration `yaml:"checkpoint_interval"`
 	// SyncWrites makes every checkpoint fsync the store and the file sinks. Without it a
 	// checkpoint survives a killed process but not a power loss. Default false.
-	SyncWrites bool
+	SyncWrites bool `yaml:"sync_writes"`
 	// MinFreeDiskBytes is the free space the data directory's file system must keep for the
 	// state store: below it Run does not start, and a running host stops at its next checkpoint
 	// with an error wrapping ErrDiskFull (the store writes through memory-mapped files, and a
 	// full disk would otherwise kill the process with SIGBUS). Default (0): 64 MiB. -1 turns
 	// the check off.
-	MinFreeDiskBytes int64
+	MinFreeDiskBytes int64 `yaml:"min_free_disk_bytes"`
 	// Logger receives the host's structured logs. Default: discard.
-	Logger *slog.Logger
+	Logger *slog.Logger `yaml:"-"`
 	// Now is the processing-time clock. Default time.Now. Tests inject their own.
-	Now func() time.Time
+	Now func() time.Time `yaml:"-"`
 	// Stdin is what inputs of type "stdin" read. Default os.Stdin.
-	Stdin io.Reader
+	Stdin io.Reader `yaml:"-"`
 	// Stdout is where outputs of type "stdout" go. Default os.Stdout.
-	Stdout io.Writer
+	Stdout io.Writer `yaml:"-"`
 	// Kafka says how to reach the Kafka cluster that "kafka" inputs, outputs and dead letters
 	// use.
-	Kafka KafkaConfig
+	Kafka KafkaConfig `yaml:"kafka"`
 	// Tasks are the tasks the host runs. At least one.
-	Tasks []TaskConfig
+	Tasks []TaskConfig `yaml:"tasks"`
 	// KeepModuleVersions is how many versions of each task's module the data directory keeps
 	// for rollback, the active one always among them. Default 10.
-	KeepModuleVersions int
+	KeepModuleVersions int `yaml:"keep_module_versions"`
 	// Admin configures the admin HTTP API (deploy, rollback, pause, status).
-	Admin AdminConfig
+	Admin AdminConfig `yaml:"admin"`
 	// OnTaskFailure is what a task that cannot start (its module and every fallback version
 	// fail to start) or that fails while running takes down: HaltTask (the default) halts that
 	// task only — the others go on, the admin API stays up, and Run returns the failures once
 	// the others finished — and HaltHost stops every task and Run returns at once.
-	OnTaskFailure string
+	OnTaskFailure TaskFailure `yaml:"on_task_failure"`
 	// HostID names this host in the transactional ids of exactly-once tasks, which must be
 	// stable across its restarts and differ from every other host's: a restarted host then
 	// fences what its previous run left open. Default: the machine's host name and a hash of
 	// the data directory's absolute path (several hosts on one machine have their own
 	// directories).
-	HostID string
+	HostID string `yaml:"host_id"`
 }
-
-// Values of Config.OnTaskFailure.
-const (
-	HaltTask = "halt_task"
-	HaltHost = "halt_host"
-)
 
 // AdminConfig configures the admin HTTP API, which runs while Run runs.
 type AdminConfig struct {
 	// Addr is the "host:port" the API listens on. Empty (the default): no API. A port alone
 	// (":7070") listens on the loopback interface only (127.0.0.1:7070).
-	Addr string
+	Addr string `yaml:"addr"`
 	// Token is the bearer token every request must carry ("Authorization: Bearer <token>").
 	// Required when Addr is not a loopback address. Default: none.
-	Token string
+	Token string `yaml:"token"`
 	// MaxModuleBytes bounds the size of an uploaded module. Default 64 MiB.
-	MaxModuleBytes int64
+	MaxModuleBytes int64 `yaml:"max_module_bytes"`
 	// Metrics, if set, is served at GET /metrics on the admin listener, with the token
 	// required like every admin endpoint (the CLI sets its Prometheus handler). Not a
 	// configuration key. GET /healthz and /readyz are always served, without the token.
-	Metrics http.Handler
+	Metrics http.Handler `yaml:"-"`
 }
 
 // TaskConfig describes one task: a module, its inputs, its outputs and its limits.
 type TaskConfig struct {
 	// Name identifies the task in state, logs and the CLI. Required; letters, digits, '-', '_', '.'.
-	Name string
+	Name string `yaml:"name"`
 	// Module is the path of the task's .wasm file. Required.
-	Module string
+	Module string `yaml:"module"`
 	// Config is the task's own configuration, handed to the guest as JSON. Default {}.
-	Config map[string]any
+	Config map[string]any `yaml:"config"`
 	// Inputs are the task's sources. At least one.
-	Inputs []InputConfig
+	Inputs []InputConfig `yaml:"inputs"`
 	// Output is where the task's emitted records go.
-	Output OutputConfig
+	Output OutputConfig `yaml:"output"`
 	// DeadLetter is where records that cannot be decoded or keep failing go.
-	DeadLetter DeadLetterConfig
+	DeadLetter DeadLetterConfig `yaml:"dead_letter"`
 	// Sequencing chooses which records must run in order (S7).
-	Sequencing SequencingConfig
+	Sequencing SequencingConfig `yaml:"sequencing"`
 	// Workers is the number of wasm instances running batches at once. Default GOMAXPROCS.
-	Workers int
+	Workers int `yaml:"workers"`
 	// MaxBatchRecords bounds the records of one guest call. Default 256.
-	MaxBatchRecords int
+	MaxBatchRecords int `yaml:"max_batch_records"`
 	// MaxKeyRecords bounds the records one key contributes to one call. Default 64.
-	MaxKeyRecords int
+	MaxKeyRecords int `yaml:"max_key_records"`
 	// MaxInFlight bounds the records of one partition being processed at once. 1 means strictly
 	// in partition order. Default 1024.
-	MaxInFlight int
+	MaxInFlight int `yaml:"max_in_flight"`
 	// MaxQueued bounds the records read ahead per partition; reading pauses above it and resumes
 	// at half. Default 8192.
-	MaxQueued int
+	MaxQueued int `yaml:"max_queued"`
 	// MaxQueuedBytes bounds the bytes read ahead per partition, like MaxQueued. Default 32 MiB.
-	MaxQueuedBytes int
+	MaxQueuedBytes int `yaml:"max_queued_bytes"`
 	// MaxMemoryPages caps each instance's linear memory in 64 KiB pages. Default 1024 (64 MiB).
-	MaxMemoryPages uint32
+	MaxMemoryPages uint32 `yaml:"max_memory_pages"`
 	// MaxValueBytes caps one state value or emitted value. Default 1 MiB.
-	MaxValueBytes int
+	MaxValueBytes int `yaml:"max_value_bytes"`
 	// MaxOutputsPerCall caps the records one guest call may emit; the emit after the last
 	// one fails with ERR_LIMIT. Default 65536.
-	MaxOutputsPerCall int
+	MaxOutputsPerCall int `yaml:"max_outputs_per_call"`
 	// MaxEmitBytesPerCall bounds the bytes one guest call may emit (keys, values and headers
 	// together): the emit that would pass it gets ERR_LIMIT and the call fails with an error
 	// naming the budget, then is retried and dead-lettered like any failed call. Default 64 MiB.
-	MaxEmitBytesPerCall int
+	MaxEmitBytesPerCall int `yaml:"max_emit_bytes_per_call"`
 	// MaxStateBytesPerCall bounds the state one guest call may write (names and values of its
 	// state_put and state_delete, names and payloads of its timer_set and timer_delete), like
 	// MaxEmitBytesPerCall. Default 64 MiB.
-	MaxStateBytesPerCall int
+	MaxStateBytesPerCall int `yaml:"max_state_bytes_per_call"`
 	// MaxLogLinesPerSecond rate-limits the task's guest log lines (log calls and stdout/stderr
 	// lines, all instances together), with bursts of LogBurstLines: lines beyond it are dropped,
 	// counted and summarised in a warning at most once a second. Default 1000.
-	MaxLogLinesPerSecond int
+	MaxLogLinesPerSecond int `yaml:"max_log_lines_per_second"`
 	// LogBurstLines is how many guest log lines may come at once before MaxLogLinesPerSecond
 	// applies. Default 10000.
-	LogBurstLines int
+	LogBurstLines int `yaml:"log_burst_lines"`
 	// StateCacheBytes bounds the clean state kept in memory. Default 64 MiB.
-	StateCacheBytes int64
+	StateCacheBytes int64 `yaml:"state_cache_bytes"`
 	// FuelPerRecord bounds the CPU time of each guest call: a call over n records may spend
 	// n × FuelPerRecord fuel units (about one wasm instruction each, counted as an upper bound;
 	// deterministic). A call that spends it is stopped with an error naming the limit and goes
 	// through Retry like a trap. Default 100000000 (tens to hundreds of milliseconds of CPU).
 	// -1 disables the bound: a guest that loops forever then holds its worker forever.
-	FuelPerRecord int64
+	FuelPerRecord int64 `yaml:"fuel_per_record"`
 	// InitFuel bounds each start-up call of an instance (start function, _initialize, init) in
 	// fuel units. Default 1000000000; a standard Go guest's start-up spends about 10^6.
-	InitFuel int64
+	InitFuel int64 `yaml:"init_fuel"`
 	// Retry says how a failing record is retried.
-	Retry RetryConfig
+	Retry RetryConfig `yaml:"retry"`
 	// Grants are the capabilities the task's module gets beyond the default of none: no file
 	// system, no environment variables, no arguments, a fake clock and deterministic random.
-	Grants GrantsConfig
+	Grants GrantsConfig `yaml:"grants"`
 	// Time configures the task's event time, timers and partition callback (ABI 0.2).
-	Time TimeConfig
+	Time TimeConfig `yaml:"time"`
 	// Changelog makes the state of a Kafka input's partitions follow them from host to host
 	// (several hosts in one group): see ChangelogConfig.
-	Changelog ChangelogConfig
+	Changelog ChangelogConfig `yaml:"changelog"`
 	// StateMigration says when a module version whose state version differs from a key's runs
 	// its migrate callback for that key: "lazy" (default), as each key is next used; or
 	// "activation", for every key with state as soon as the version is activated (lazily too
 	// for keys the activation pass has not reached yet).
-	StateMigration string
+	StateMigration StateMigration `yaml:"state_migration"`
 	// Delivery is "at_least_once" (default) or "exactly_once". Exactly once commits the
 	// outputs, dead letters, changelog and input offsets of each checkpoint interval in one
 	// Kafka transaction: a read_committed reader of the outputs sees each result once. It needs
 	// kafka inputs only, a kafka output (or none), and changelog.enabled; see the README.
-	Delivery string
+	Delivery Delivery `yaml:"delivery"`
 }
 
 // ChangelogConfig configures a task's changelog: every checkpoint of a Kafka partition also goes
@@ -182,53 +176,53 @@ type TaskConfig struct {
 type ChangelogConfig struct {
 	// Enabled turns the changelog on. It needs a Kafka input whose topics all have the same
 	// number of partitions. Default false.
-	Enabled bool
+	Enabled bool `yaml:"enabled"`
 	// Topic is the changelog topic, created (compacted, one partition per input partition)
 	// when missing and checked when present. Default "<task>-changelog".
-	Topic string
+	Topic string `yaml:"topic"`
 	// ReplicationFactor of the topic when the host creates it; 0: the broker's default.
-	ReplicationFactor int
+	ReplicationFactor int `yaml:"replication_factor"`
 	// Standby keeps a warm copy of the partitions this host does not own: it tails their
 	// changelog into its store (about once a second), so that taking one over after a crash
 	// replays only the last moments. It costs the reading and the disk. Default false.
-	Standby bool
+	Standby bool `yaml:"standby"`
 	// DropRevoked deletes a partition's local state when the host loses the partition (not
 	// with Standby, which keeps it warm). Kept by default: a later assignment then replays only
 	// the tail. Default false.
-	DropRevoked bool
+	DropRevoked bool `yaml:"drop_revoked"`
 }
 
 // TimeConfig configures a task's event time and timers (S14–S16).
 type TimeConfig struct {
 	// AllowedLateness is subtracted from the highest record timestamp of a partition to give its
 	// watermark: records up to that much out of order are not late. Default 0.
-	AllowedLateness time.Duration
+	AllowedLateness time.Duration `yaml:"allowed_lateness"`
 	// IdleTimeout, when set, advances the watermark of a partition that had no record for that
 	// long with processing time, so that its event-time timers still fire. Default 0 (never).
-	IdleTimeout time.Duration
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// TickInterval, when set, calls the module's wasmstream_on_tick for every partition that
 	// often, while none of the partition's records is being processed. Default 0 (never).
-	TickInterval time.Duration
+	TickInterval time.Duration `yaml:"tick_interval"`
 	// MaxFiringsPerTurn bounds the timer firings queued at once, so that due timers cannot
 	// starve records. Default 1000.
-	MaxFiringsPerTurn int
+	MaxFiringsPerTurn int `yaml:"max_firings_per_turn"`
 }
 
 // GrantsConfig grants a task's module capabilities, each explicitly (see TaskConfig.Grants).
 // Sockets are never granted.
 type GrantsConfig struct {
 	// Dirs are host directories the module sees at a guest path, read-only unless writable.
-	Dirs []DirGrantConfig
+	Dirs []DirGrantConfig `yaml:"dirs"`
 	// Env lists environment variables whose host values the module may read; it sees no other.
-	Env []string
+	Env []string `yaml:"env"`
 	// RealClock gives the module the host's wall and monotonic clocks instead of a fake clock
 	// (the record's processing time always comes through the ABI).
-	RealClock bool
+	RealClock bool `yaml:"real_clock"`
 	// Random gives the module a cryptographic random source instead of a deterministic one.
-	Random bool
+	Random bool `yaml:"random"`
 	// HTTP lets the module make outbound HTTP requests (the http_request host function) to the
 	// hosts it allows. Default: none; every request fails with ERR_NOT_ALLOWED.
-	HTTP HTTPGrantConfig
+	HTTP HTTPGrantConfig `yaml:"http"`
 }
 
 // HTTPGrantConfig grants a task's module outbound HTTP (see GrantsConfig.HTTP); the grant is on
@@ -239,21 +233,21 @@ type HTTPGrantConfig struct {
 	// host name or IP address ("api.example.com", "10.0.0.7", "[::1]"), optionally with a port
 	// ("api.example.com:8443"; without one, any port), or "*.example.com" for every name under
 	// example.com (not example.com itself). Matched exactly, ignoring case. Default: none.
-	Allow []string
+	Allow []string `yaml:"allow"`
 	// Timeout bounds a request whose module gives no timeout of its own, from the call to the
 	// end of the response, waiting for a slot (MaxConcurrent) included. Default 10s.
-	Timeout time.Duration
+	Timeout time.Duration `yaml:"timeout"`
 	// MaxTimeout caps the timeout a module gives a request. Default 60s; at least Timeout.
-	MaxTimeout time.Duration
+	MaxTimeout time.Duration `yaml:"max_timeout"`
 	// MaxConcurrent bounds the task's requests in flight at once, over all its instances;
 	// a request waits for a slot within its timeout. Default 4.
-	MaxConcurrent int
+	MaxConcurrent int `yaml:"max_concurrent"`
 	// MaxRequestBytes caps a request's body; a larger one fails with ERR_TOO_LARGE. Default
 	// 1 MiB.
-	MaxRequestBytes int
+	MaxRequestBytes int `yaml:"max_request_bytes"`
 	// MaxResponseBytes caps a response's body; a larger one fails with ERR_TOO_LARGE. Default
 	// 4 MiB.
-	MaxResponseBytes int
+	MaxResponseBytes int `yaml:"max_response_bytes"`
 }
 
 // DirGrantConfig mounts a host directory into a task's module. Every path the module names
@@ -261,243 +255,109 @@ type HTTPGrantConfig struct {
 // "Security").
 type DirGrantConfig struct {
 	// Host is the directory on the host. Required; it must exist.
-	Host string
+	Host string `yaml:"host"`
 	// Guest is the absolute path the module sees it at. Required.
-	Guest string
+	Guest string `yaml:"guest"`
 	// Writable lets the module create, change and delete files under it. Default false:
 	// read-only.
-	Writable bool
+	Writable bool `yaml:"writable"`
 }
 
 // InputConfig describes one source of records.
 type InputConfig struct {
 	// Name identifies the input in positions and in records' source field. Default "input<i>".
-	Name string
+	Name string `yaml:"name"`
 	// Type is "file", "stdin" or "kafka". Default "file". A task has at most one kafka input
 	// (with any number of topics).
-	Type string
+	Type InputType `yaml:"type"`
 	// Topics are the topics a kafka input consumes.
-	Topics []string
+	Topics []string `yaml:"topics"`
 	// Group is the consumer group of a kafka input. Default "wasmstream-<task>".
-	Group string
+	Group string `yaml:"group"`
 	// StartAt is where a kafka input starts in a partition the group has no committed offset
 	// for: "earliest" (default), "latest", or an RFC 3339 time.
-	StartAt string
+	StartAt string `yaml:"start_at"`
 	// Path is the file to read (Type "file").
-	Path string
+	Path string `yaml:"path"`
 	// Format is "json" (one JSON object per line) or "text" (one record per line). Default "json".
-	Format string
+	Format Format `yaml:"format"`
 	// KeyField is the JSON field holding the record key (json). Empty: no key.
-	KeyField string
+	KeyField string `yaml:"key_field"`
 	// ValueField is the JSON field holding the record value (json). Empty: the whole line.
-	ValueField string
+	ValueField string `yaml:"value_field"`
 	// TimestampField is the JSON field holding the event time in ms since the epoch (json).
-	TimestampField string
+	TimestampField string `yaml:"timestamp_field"`
 	// KeySeparator splits a text line into key and value at its first occurrence (text).
 	// Empty: the key is empty and the value is the whole line.
-	KeySeparator string
+	KeySeparator string `yaml:"key_separator"`
 	// OnMalformed is "deadletter" (default: the line goes to the dead-letter file with the
 	// reason and the run goes on) or "halt" (the task stops with an error naming the line).
-	OnMalformed string
+	OnMalformed OnMalformed `yaml:"on_malformed"`
 	// MaxLineBytes is the longest line a file or stdin input accepts, without its line ending;
 	// a longer line is malformed (see OnMalformed) and goes to the dead letters whole (up to
 	// 64 MiB). Default 4 MiB; at most 64 MiB.
-	MaxLineBytes int
+	MaxLineBytes int `yaml:"max_line_bytes"`
 	// Continue lets a stdin input run again on a data directory where an earlier run already
 	// read stdin. Standard input cannot be rewound: a new run's lines are new records numbered
 	// after the earlier run's, so feeding the same data again would process it twice. Default
 	// false: Run refuses with a *ConfigError naming this key. Set it for a live feed that a
 	// restart continues.
-	Continue bool
+	Continue bool `yaml:"continue"`
 }
 
 // OutputConfig says where emitted records go.
 type OutputConfig struct {
 	// Type is "file", "stdout" or "kafka". Default "stdout".
-	Type string
+	Type OutputType `yaml:"type"`
 	// Topic is the topic a kafka output writes every output name to that Topics does not map.
-	Topic string
+	Topic string `yaml:"topic"`
 	// Topics maps output names to topics (kafka).
-	Topics map[string]string
+	Topics map[string]string `yaml:"topics"`
 	// Path is the file to append to (Type "file").
-	Path string
+	Path string `yaml:"path"`
 	// Names, if set, are the only output names the task may emit to.
-	Names []string
+	Names []string `yaml:"names"`
 }
 
 // DeadLetterConfig says where dead letters go.
 type DeadLetterConfig struct {
 	// Path is the file dead letters are appended to. Default DataDir/<task>.deadletter.ndjson.
-	Path string
+	Path string `yaml:"path"`
 	// Topic, if set, sends dead letters to this Kafka topic instead of the file, with headers
 	// naming the error, the task, the source topic, partition, offset and attempts.
-	Topic string
+	Topic string `yaml:"topic"`
 }
 
 // SequencingConfig chooses the sequencing key of a record (S7).
 type SequencingConfig struct {
 	// Policy is "key" (default: per record key), "partition" (strict partition order), "none"
 	// (full concurrency; the task may not use state), "field" (a JSON field) or "header".
-	Policy string
+	Policy SequencingPolicy `yaml:"policy"`
 	// Field is the JSON field for Policy "field".
-	Field string
+	Field string `yaml:"field"`
 	// Header is the header name for Policy "header".
-	Header string
+	Header string `yaml:"header"`
 }
 
 // RetryConfig says how a failing record is retried (S17).
 type RetryConfig struct {
 	// MaxAttempts is how many times a record is tried before OnExhausted applies. Default 5.
-	MaxAttempts int
+	MaxAttempts int `yaml:"max_attempts"`
 	// Backoff is the first retry delay. Default 1s.
-	Backoff time.Duration
+	Backoff time.Duration `yaml:"backoff"`
 	// MaxBackoff caps the doubling delay. Default 60s.
-	MaxBackoff time.Duration
+	MaxBackoff time.Duration `yaml:"max_backoff"`
 	// OnExhausted is "deadletter" (default), "halt" or "skip".
-	OnExhausted string
+	OnExhausted OnExhausted `yaml:"on_exhausted"`
 }
 
 // Limits of the sequencing and batching options, used by Validate.
 const maxWorkers = 1024
 
-var (
-	inputTypes  = []string{"file", "stdin", "kafka"}
-	formats     = []string{"json", "text"}
-	onMalformed = []string{"deadletter", "halt"}
-	outputTypes = []string{"file", "stdout", "kafka"}
-	policies    = []string{"key", "partition", "none", "field", "header"}
-	onExhausted = []string{"deadletter", "halt", "skip"}
-)
-
-// withDefaults returns a copy of c with every zero field set to its default.
-func (c Config) withDefaults() Config {
-	if c.DataDir == "" {
-		c.DataDir = "data"
-	}
-	if c.CacheDir == "" {
-		c.CacheDir = c.DataDir + "/cache"
-	}
-	if c.CheckpointInterval == 0 {
-		c.CheckpointInterval = time.Second
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	if c.Stdin == nil {
-		c.Stdin = os.Stdin
-	}
-	if c.Stdout == nil {
-		c.Stdout = os.Stdout
-	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	if c.KeepModuleVersions == 0 {
-		c.KeepModuleVersions = 10
-	}
-	if c.OnTaskFailure == "" {
-		c.OnTaskFailure = HaltTask
-	}
-	if c.Admin.MaxModuleBytes == 0 {
-		c.Admin.MaxModuleBytes = 64 << 20
-	}
-	c.Kafka = c.Kafka.withDefaults(c.DataDir)
-	if c.HostID == "" {
-		c.HostID = defaultHostID(c.DataDir)
-	}
-	tasks := make([]TaskConfig, len(c.Tasks))
-	for i, t := range c.Tasks {
-		tasks[i] = t.withDefaults(c.DataDir)
-	}
-	c.Tasks = tasks
-	return c
-}
-
-func (t TaskConfig) withDefaults(dataDir string) TaskConfig {
-	inputs := make([]InputConfig, len(t.Inputs))
-	for i, in := range t.Inputs {
-		if in.Name == "" {
-			in.Name = fmt.Sprintf("input%d", i)
-		}
-		if in.Type == "" {
-			in.Type = "file"
-		}
-		if in.Format == "" {
-			in.Format = "json"
-		}
-		if in.OnMalformed == "" {
-			in.OnMalformed = "deadletter"
-		}
-		inputs[i] = in
-	}
-	t.Inputs = inputs
-	if t.Output.Type == "" {
-		t.Output.Type = "stdout"
-	}
-	if t.DeadLetter.Path == "" {
-		t.DeadLetter.Path = dataDir + "/" + t.Name + ".deadletter.ndjson"
-	}
-	if t.Sequencing.Policy == "" {
-		t.Sequencing.Policy = "key"
-	}
-	if t.Workers == 0 {
-		t.Workers = runtime.GOMAXPROCS(0)
-	}
-	if t.MaxBatchRecords == 0 {
-		t.MaxBatchRecords = 256
-	}
-	if t.MaxKeyRecords == 0 {
-		t.MaxKeyRecords = 64
-	}
-	if t.MaxInFlight == 0 {
-		t.MaxInFlight = 1024
-	}
-	if t.MaxQueued == 0 {
-		t.MaxQueued = 8192
-	}
-	if t.MaxQueuedBytes == 0 {
-		t.MaxQueuedBytes = 32 << 20
-	}
-	if t.MaxMemoryPages == 0 {
-		t.MaxMemoryPages = 1024
-	}
-	if t.MaxValueBytes == 0 {
-		t.MaxValueBytes = 1 << 20
-	}
-	if t.StateCacheBytes == 0 {
-		t.StateCacheBytes = 64 << 20
-	}
-	if t.Retry.MaxAttempts == 0 {
-		t.Retry.MaxAttempts = 5
-	}
-	if t.Retry.Backoff == 0 {
-		t.Retry.Backoff = time.Second
-	}
-	if t.Retry.MaxBackoff == 0 {
-		t.Retry.MaxBackoff = 60 * time.Second
-	}
-	if t.Retry.OnExhausted == "" {
-		t.Retry.OnExhausted = "deadletter"
-	}
-	if t.StateMigration == "" {
-		t.StateMigration = "lazy"
-	}
-	if t.Delivery == "" {
-		t.Delivery = "at_least_once"
-	}
-	if t.Changelog.Topic == "" && t.Changelog.Enabled {
-		t.Changelog.Topic = t.Name + "-changelog"
-	}
-	if t.Time.MaxFiringsPerTurn == 0 {
-		t.Time.MaxFiringsPerTurn = 1000
-	}
-	return t
-}
-
 // Validate reports every problem of the configuration at once, each naming the offending key
 // as it is spelled in the configuration file (e.g. "tasks[0].inputs[1].path").
 func (c Config) Validate() error {
-	c = c.withDefaults()
+	c = c.WithDefaults()
 	var errs []error
 	bad := func(key, format string, args ...any) {
 		errs = append(errs, &ConfigError{Key: key, Problem: fmt.Sprintf(format, args...)})
@@ -511,10 +371,9 @@ func (c Config) Validate() error {
 	if c.KeepModuleVersions < 0 {
 		bad("keep_module_versions", "must be positive, got %d", c.KeepModuleVersions)
 	}
-	switch c.OnTaskFailure {
-	case "", HaltTask, HaltHost:
-	default:
-		bad("on_task_failure", "must be %s or %s, got %q", HaltTask, HaltHost, c.OnTaskFailure)
+	oneOf(bad, "on_task_failure", c.OnTaskFailure, taskFailures)
+	if c.Kafka.SASL.Mechanism != "" {
+		oneOf(bad, "kafka.sasl.mechanism", c.Kafka.SASL.Mechanism, saslMechanisms)
 	}
 	if c.MinFreeDiskBytes < -1 {
 		bad("min_free_disk_bytes", "must be positive, or -1 to turn the check off, got %d", c.MinFreeDiskBytes)
@@ -622,8 +481,8 @@ func (c Config) Validate() error {
 			bad(p+"retry", "need 0 < backoff <= max_backoff, got %s and %s", t.Retry.Backoff, t.Retry.MaxBackoff)
 		}
 		oneOf(bad, p+"retry.on_exhausted", t.Retry.OnExhausted, onExhausted)
-		oneOf(bad, p+"state_migration", t.StateMigration, []string{"lazy", "activation"})
-		oneOf(bad, p+"delivery", t.Delivery, []string{"at_least_once", "exactly_once"})
+		oneOf(bad, p+"state_migration", t.StateMigration, stateMigrations)
+		oneOf(bad, p+"delivery", t.Delivery, deliveries)
 		if t.Delivery == "exactly_once" {
 			for j, in := range t.Inputs {
 				if in.Type != "kafka" {
@@ -705,15 +564,6 @@ func realPath(p string) string {
 		rest = append([]string{filepath.Base(p)}, rest...)
 		p = parent
 	}
-}
-
-func oneOf(bad func(string, string, ...any), key, v string, allowed []string) {
-	for _, a := range allowed {
-		if v == a {
-			return
-		}
-	}
-	bad(key, "%q is not one of %s", v, strings.Join(allowed, ", "))
 }
 
 func validName(s string) bool {

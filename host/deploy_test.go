@@ -18,6 +18,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // versionedModule builds testguests/versioned and returns its bytes.
@@ -132,24 +133,6 @@ func percentile(ds []time.Duration, p float64) time.Duration {
 	return s[min(len(s)-1, int(float64(len(s))*p))]
 }
 
-// startHost runs h in a goroutine until Ready; the returned wait returns Run's error.
-func startHost(t *testing.T, cfg host.Config) (*host.Host, func() error) {
-	t.Helper()
-	h, err := host.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
-	errc := make(chan error, 1)
-	go func() { errc <- h.Run(context.Background()) }()
-	select {
-	case <-h.Ready():
-	case err := <-errc:
-		t.Fatalf("Run returned before it was ready: %v", err)
-	}
-	return h, func() error { return <-errc }
-}
-
 func versionedTask(t *testing.T, dir string, module []byte) host.TaskConfig {
 	t.Helper()
 	path := filepath.Join(dir, "versioned.wasm")
@@ -173,7 +156,7 @@ func TestHotDeployUnderLoad(t *testing.T) {
 	const keys, minRecords = 1000, 1_000_000
 	tc := versionedTask(t, dir, guestbuild.Retag(t, base, 0))
 	feed, stdin := newFeeder(keys, minRecords)
-	h, wait := startHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin,
+	h := hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin,
 		CheckpointInterval: 100 * time.Millisecond, Logger: quietLogger(t), Tasks: []host.TaskConfig{tc}})
 
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
@@ -225,7 +208,7 @@ func TestHotDeployUnderLoad(t *testing.T) {
 	elapsed := time.Since(start)
 	endStats := h.Stats()[0]
 	feed.finish()
-	if err := wait(); err != nil {
+	if err := h.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	outs := readOutputs(t, tc.Output.Path)
@@ -344,7 +327,7 @@ func TestDeployRefusesBadModules(t *testing.T) {
 	// The config the running guest ignores and the wordcount guest refuses in its init.
 	tc.Config = map[string]any{"min_len": "not a number"}
 	feed, stdin := newFeedLines()
-	h, wait := startHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin, Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
+	h := hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin, Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
 	ctx := context.Background()
 	<-feed.write(t, "a")
 
@@ -386,7 +369,7 @@ func TestDeployRefusesBadModules(t *testing.T) {
 	// The running version still processes records.
 	<-feed.write(t, "a", "b")
 	feed.pw.Close()
-	if err := wait(); err != nil {
+	if err := h.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	outs := readOutputs(t, tc.Output.Path)
@@ -407,14 +390,14 @@ func TestDeployedVersionSurvivesRestart(t *testing.T) {
 		t.Helper()
 		feed, stdin := newFeedLines()
 		feed.perKey = perKey
-		h, wait := startHost(t, host.Config{DataDir: dataDir, Stdin: stdin, Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
+		h := hosttest.Start(t, host.Config{DataDir: dataDir, Stdin: stdin, Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
 		if v := h.Stats()[0].Version; v != wantVersion {
 			t.Fatalf("the host started version %d, want %d", v, wantVersion)
 		}
 		<-feed.write(t, "a", "b")
-		during(h, feed)
+		during(h.Host, feed)
 		feed.pw.Close()
-		if err := wait(); err != nil {
+		if err := h.Wait(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -482,7 +465,7 @@ func TestPauseResume(t *testing.T) {
 	dir := t.TempDir()
 	tc := versionedTask(t, dir, guestbuild.Retag(t, versionedModule(t), 0))
 	feed, stdin := newFeedLines()
-	h, wait := startHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin,
+	h := hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin,
 		CheckpointInterval: 10 * time.Millisecond, Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
 	ctx := context.Background()
 	if err := h.Pause(ctx, "versioned"); err != nil {
@@ -505,7 +488,7 @@ func TestPauseResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	feed.pw.Close()
-	if err := wait(); err != nil {
+	if err := h.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	if err := h.Pause(ctx, "versioned"); !errors.Is(err, host.ErrNotRunning) {
@@ -535,7 +518,7 @@ func TestHotDeploySmallModule(t *testing.T) {
 		Inputs: []host.InputConfig{{Type: "stdin", KeyField: "k", ValueField: "v"}},
 		Output: host.OutputConfig{Type: "file", Path: filepath.Join(dir, "out.ndjson")}}
 	feed, stdin := newFeeder(100, 200_000)
-	h, wait := startHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin, Logger: quietLogger(t), Tasks: []host.TaskConfig{tc}})
+	h := hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin, Logger: quietLogger(t), Tasks: []host.TaskConfig{tc}})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	var latencies, validations []time.Duration
@@ -558,7 +541,7 @@ func TestHotDeploySmallModule(t *testing.T) {
 		}
 	}
 	feed.finish()
-	if err := wait(); err != nil {
+	if err := h.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	seen := map[string]bool{}

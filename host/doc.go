@@ -8,7 +8,7 @@
 //		Name:   "wordcount",
 //		Module: "wordcount.wasm",
 //		Inputs: []host.InputConfig{{Path: "input.ndjson", KeyField: "user", ValueField: "text"}},
-//		Output: host.OutputConfig{Type: "file", Path: "out.ndjson"},
+//		Output: host.OutputConfig{Type: host.OutputFile, Path: "out.ndjson"},
 //	}}})
 //	if err != nil { ... }          // every configuration problem, each naming its key
 //	defer h.Close()
@@ -27,6 +27,9 @@
 // active version survives restarts.
 //
 // Check validates a configuration and its modules without running anything; OpenState reads the
-// state of a stopped host. Nothing in this package's API exposes the wasm runtime, the store or
+// state of a stopped host; Stats returns every task's figures (TaskStats, the same record the
+// admin API serves as JSON). Config.WithDefaults shows every default; the configuration's
+// enumerations are typed (Delivery, InputType, …). The development Kafka broker, on its own,
+// is package devkafka. Nothing in this package's API exposes the wasm runtime, the store or
 // any other dependency. See INTERNALS.md for the goroutines, ownership rules and invariants.
 package host

@@ -25,7 +25,7 @@ func BenchmarkExactlyOnce(b *testing.B) {
 	records := benchRecords(300_000)
 	modes := []struct {
 		name     string
-		delivery string
+		delivery host.Delivery
 		interval time.Duration
 	}{
 		{"alos-100ms", "at_least_once", 100 * time.Millisecond},
@@ -71,7 +71,7 @@ func BenchmarkExactlyOnce(b *testing.B) {
 
 // wordcountCommitted runs the wordcount with a changelog over "in" in its own group until every
 // record's input offset is committed, and returns the rate, the CPU per record and the figures.
-func wordcountCommitted(b *testing.B, c *kfake.Cluster, module, name, delivery string, interval time.Duration, records int) (rate, cpuPerRec float64, st host.TaskStats) {
+func wordcountCommitted(b *testing.B, c *kfake.Cluster, module, name string, delivery host.Delivery, interval time.Duration, records int) (rate, cpuPerRec float64, st host.TaskStats) {
 	return timeHost(b, host.Config{
 		DataDir: filepath.Join(b.TempDir(), "data"), CheckpointInterval: interval,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},

@@ -13,6 +13,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 func eosTask(module string) host.TaskConfig {
@@ -26,29 +27,22 @@ func eosTask(module string) host.TaskConfig {
 // cleanly and returns its figures.
 func runEOSHost(t *testing.T, c *kfake.Cluster, module, dir string, stop func(h *host.Host) bool) host.TaskStats {
 	t.Helper()
-	h, err := host.New(host.Config{
+	h := hosttest.Start(t, host.Config{
 		DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{eosTask(module)},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
-	for deadline := time.Now().Add(90 * time.Second); !stop(h); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(90 * time.Second); !stop(h.Host); time.Sleep(50 * time.Millisecond) {
 		select {
-		case err := <-done:
-			t.Fatalf("host stopped: %v", err)
+		case <-h.Done():
+			t.Fatalf("host stopped: %v", h.Wait())
 		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("host did not get there in time: %+v", h.Stats())
 		}
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := h.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	return h.Stats()[0]

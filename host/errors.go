@@ -72,20 +72,3 @@ type TaskError struct {
 
 func (e *TaskError) Error() string { return fmt.Sprintf("task %s: %v", e.Task, e.Err) }
 func (e *TaskError) Unwrap() error { return e.Err }
-
-// RecordError names the record a failure is about.
-type RecordError struct {
-	Task      string
-	Input     string
-	Partition int32
-	Offset    int64
-	Key       []byte
-	Attempts  int
-	Err       error
-}
-
-func (e *RecordError) Error() string {
-	return fmt.Sprintf("task %s: input %s partition %d offset %d key %q: attempt %d: %v",
-		e.Task, e.Input, e.Partition, e.Offset, e.Key, e.Attempts, e.Err)
-}
-func (e *RecordError) Unwrap() error { return e.Err }

@@ -2,7 +2,6 @@ package host_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // wordcountTask is the example's task over its sample input.
@@ -25,7 +25,7 @@ func wordcountTask(module, dir string) host.TaskConfig {
 			Name: "words", Path: filepath.Join(guestbuild.Root(), "examples", "wasm", "wordcount", "input.ndjson"),
 			KeyField: "user", ValueField: "text", TimestampField: "ts",
 		}},
-		Output: host.OutputConfig{Type: "file", Path: filepath.Join(dir, "out.ndjson")},
+		Output: host.OutputConfig{Type: host.OutputFile, Path: filepath.Join(dir, "out.ndjson")},
 	}
 }
 
@@ -39,18 +39,6 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
-}
-
-func runHost(t *testing.T, cfg host.Config) {
-	t.Helper()
-	h, err := host.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	if err := h.Run(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 }
 
 // sortByKey orders output lines by their key, keeping the order within a key: the order across
@@ -99,7 +87,7 @@ func TestWordcountExample(t *testing.T) {
 			tc := wordcountTask(module, dir)
 			tc.Workers = workers
 			tc.MaxBatchRecords = 3
-			runHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
+			hosttest.RunToEnd(t, host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
 
 			got, err := os.ReadFile(filepath.Join(dir, "out.ndjson"))
 			if err != nil {
@@ -121,7 +109,7 @@ func TestWordcountExample(t *testing.T) {
 			}
 
 			// A second run over the same input resumes after the last line: nothing new.
-			runHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
+			hosttest.RunToEnd(t, host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
 			again, _ := os.ReadFile(filepath.Join(dir, "out.ndjson"))
 			if !bytes.Equal(again, got) {
 				t.Errorf("a second run over a finished input emitted %d more bytes", len(again)-len(got))
@@ -139,9 +127,9 @@ func exampleCase(t *testing.T, module, exampleDir string, config map[string]any,
 		Name: "example", Module: module, Config: config, Workers: 2, MaxBatchRecords: 4,
 		Inputs: []host.InputConfig{{Name: "in", Path: filepath.Join(src, "input.ndjson"),
 			KeyField: keyField, ValueField: valueField, TimestampField: tsField}},
-		Output: host.OutputConfig{Type: "file", Path: filepath.Join(dir, "out.ndjson")},
+		Output: host.OutputConfig{Type: host.OutputFile, Path: filepath.Join(dir, "out.ndjson")},
 	}
-	runHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
+	hosttest.RunToEnd(t, host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
 	got, err := os.ReadFile(filepath.Join(dir, "out.ndjson"))
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // fakeEpoch is where wazero's fake wall clock starts (2022-01-01T00:00:00Z); it moves 1 ms per
@@ -27,7 +28,7 @@ func probeTask(t *testing.T, grants host.GrantsConfig, file string) map[string]s
 		filepath.Join(dir, "out.ndjson"))
 	tc.Workers = 1
 	tc.Grants = grants
-	runHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
+	hosttest.RunToEnd(t, host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
 	got := map[string]string{}
 	for _, o := range readOutputs(t, tc.Output.Path) {
 		if o.Output != "probe" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // TestGuestMetricsAcrossDeploy: a guest's counter (ABI 0.3) sums the records of both workers in
@@ -30,7 +31,7 @@ func TestGuestMetricsAcrossDeploy(t *testing.T) {
 		Inputs: []host.InputConfig{{Type: "stdin", KeyField: "k", ValueField: "v"}},
 		Output: host.OutputConfig{Type: "file", Path: filepath.Join(dir, "out.ndjson")}}
 	feed, stdin := newFeedLines()
-	h, wait := startHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin, Logger: quietLogger(t), Tasks: []host.TaskConfig{tc}})
+	h := hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin, Logger: quietLogger(t), Tasks: []host.TaskConfig{tc}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
@@ -76,7 +77,7 @@ func TestGuestMetricsAcrossDeploy(t *testing.T) {
 	}
 	await(7)
 	feed.pw.Close()
-	if err := wait(); err != nil {
+	if err := h.Wait(); err != nil {
 		t.Fatal(err)
 	}
 }

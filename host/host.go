@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
-	"github.com/wasmstream/wasmstream/host/internal/hist"
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
 	"github.com/wasmstream/wasmstream/host/internal/sched"
 	"github.com/wasmstream/wasmstream/host/internal/source"
+	"github.com/wasmstream/wasmstream/host/internal/stats"
 	"github.com/wasmstream/wasmstream/host/internal/task"
 	"github.com/wasmstream/wasmstream/store"
 )
@@ -49,7 +49,7 @@ func New(cfg Config) (*Host, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Host{cfg: cfg.withDefaults(), ready: make(chan struct{})}, nil
+	return &Host{cfg: cfg.WithDefaults(), ready: make(chan struct{})}, nil
 }
 
 // Run runs every task until all their inputs are exhausted and fully processed (then it
@@ -353,7 +353,7 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 		Output:      out,
 		DeadLetter:  dlq,
 		Store:       db,
-		Policy:      tc.Sequencing.Policy,
+		Policy:      string(tc.Sequencing.Policy),
 		Field:       tc.Sequencing.Field,
 		Header:      tc.Sequencing.Header,
 		Sched: sched.Config{
@@ -370,7 +370,7 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 		MaxAttempts:         tc.Retry.MaxAttempts,
 		Backoff:             tc.Retry.Backoff,
 		MaxBackoff:          tc.Retry.MaxBackoff,
-		OnExhausted:         tc.Retry.OnExhausted,
+		OnExhausted:         string(tc.Retry.OnExhausted),
 		Checkpoint:          cfg.CheckpointInterval,
 		Lateness:            tc.Time.AllowedLateness,
 		IdleTimeout:         tc.Time.IdleTimeout,
@@ -418,130 +418,30 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 	return tcfg, nil
 }
 
-// TaskStats are the running figures of one task, as of its last checkpoint.
-type TaskStats struct {
-	Task        string
-	Records     int64 // records read this run
-	Processed   int64 // records whose processing completed
-	Outputs     int64
-	Skipped     int64 // records replayed after a restart and skipped as already applied
-	DeadLetters int64
-	Retries     int64
-	Failures    int64
-	Checkpoints int64
-	PeakQueued  int   // most records read ahead and queued at once
-	Pauses      int64 // times an input was paused because its queues were full
-	Late        int64 // records read with a timestamp below their partition's watermark
-	Skips       int64 // records and timer firings skipped after failing on every attempt
-
-	Restores         int64 // partitions restored from the changelog
-	RestoredRecords  int64 // changelog records those restores read
-	RestoredBytes    int64
-	ChangelogRecords int64 // key snapshots produced to the changelog
-	StandbyRecords   int64 // changelog records the standby applied for partitions not owned
-	FullRestores     int64 // restores that replayed a partition's whole changelog
-	TxnCommits       int64 // delivery exactly_once: transactions committed
-	TxnAborts        int64 // delivery exactly_once: transactions aborted (their records are processed again)
-	Dropped          int64 // lost partitions whose local state was deleted (drop_revoked)
-
-	TimersSet     int64 // timers set (timer_set calls that took effect)
-	TimersDeleted int64 // timers deleted, fired ones included
-	TimersFired   int64 // timer firings completed
-	Ticks         int64 // partition callbacks started
-	// PendingTimers is the number of timers set and neither deleted nor fired, over all the
-	// task's inputs, as of the last checkpoint: the store counts them as it commits, so reading
-	// it costs nothing.
-	PendingTimers int64
-
-	Version int64 // the module version running (see Versions); up to date
-	Deploys int64 // versions switched to this run: deploys, activations, rollbacks; up to date
-	// Halted is set when the task halted (Config.OnTaskFailure "halt_task"): it could not
-	// start or failed while running; Error says why. The other figures are as of its end.
-	Halted     bool
-	Error      string
-	Paused     bool  // paused with Pause; up to date
-	Pending    int   // records read and not yet complete (queued or in flight)
-	InFlight   int   // records in batches being processed
-	Queued     int   // records and timer firings read ahead, waiting in their keys' queues
-	LogDropped int64 // guest log lines the running module version dropped (max_log_lines_per_second)
-	Inputs     []InputStats
-
-	StateKeys   int   // keys whose state the task's cache holds
-	StateBytes  int64 // the cache's estimate of their size in bytes
-	CacheHits   int64 // keys a batch found in the cache
-	CacheMisses int64 // keys a batch did not find in the cache: their state was read from the store
-
-	// The following are up to date.
-	FuelUsed  int64 // fuel the guest calls spent (0 unless the module is metered)
-	Traps     int64 // guest instances discarded after a trap; each is replaced at the next batch
-	Restoring int   // Kafka partitions assigned and being restored from the changelog, not yet read
-	// BatchSize counts the records and timer firings of each batch; CallSeconds the duration
-	// of each guest call; CheckpointSeconds the duration of each checkpoint.
-	BatchSize, CallSeconds, CheckpointSeconds Histogram
-	// GuestMetrics are the counters, gauges and histograms the running module version declared
-	// with metric_declare and metric_declare_histogram (ABI 0.3), in declaration order; up to date. They start at zero when a
-	// version becomes current (a deploy, activation or rollback) and when the host starts.
-	GuestMetrics []GuestMetric
-	// Recent are the task's last errors (at most 20), oldest first; up to date.
-	Recent []RecentError
-}
-
-// RecentError is one of a task's last errors: a record or timer firing that failed and was
-// retried, sent to the dead letters or skipped, or a partition tick that failed. It holds what
-// the task's log says of it; its key is cut to 64 bytes and its error to 512.
-type RecentError struct {
-	Time  time.Time
-	Kind  string // "retry", "dead letter", "skipped", "tick failed"
-	Where string // e.g. "input x line 42", "topic t partition 3 offset 41"
-	Key   string
-	Err   string
-}
-
-// GuestMetric is the value of one metric a guest declared: a counter or a gauge, its name (without
-// the "wasmstream_guest_" prefix the Prometheus export adds) and its fixed labels.
-type GuestMetric struct {
-	Counter bool
-	Name    string
-	Labels  []GuestLabel
-	Value   int64
-	// Histogram is set for a histogram (metric_declare_histogram): its buckets, count and sum
-	// (Value is then 0).
-	Histogram *Histogram
-}
-
-// GuestLabel is one label of a GuestMetric.
-type GuestLabel struct{ Name, Value string }
+// TaskStats are the running figures of one task: most as of its last checkpoint, those whose
+// comment says so up to date. The admin API serves them as JSON (GET /v1/status) with the
+// names of their json tags. TaskStats and the types below are defined once, in the host's
+// internal stats package, and shared by every layer: the task that fills them, the admin API,
+// the CLI's status, top and Prometheus export.
+type TaskStats = stats.Task
 
 // InputStats are the figures of one input of a task, as of the task's last checkpoint: a file
 // or stdin input, or one Kafka partition of a Kafka input.
-type InputStats struct {
-	Name      string
-	Topic     string // Kafka: the partition's topic; "" for other inputs
-	Partition int32  // Kafka: the partition; -1 for other inputs
-	Records   int64  // records read this run
-	Committed int64  // lines (Kafka: offsets) behind the committed position: a restart resumes at the next one
-	// Lag is a Kafka partition's records beyond the committed position as of its last fetch;
-	// -1 when unknown or not Kafka.
-	Lag       int64
-	Watermark int64 // the event-time watermark in Unix milliseconds; -1 before there is one
-	InFlight  int   // records in batches being processed
-	// PendingTimers is the input's timers set and neither deleted nor fired, as of the last
-	// checkpoint (see TaskStats.PendingTimers).
-	PendingTimers int64
-}
+type InputStats = stats.Input
+
+// RecentError is one of a task's last errors: a record or timer firing that failed and was
+// retried, sent to the dead letters or skipped, or a partition tick that failed.
+type RecentError = stats.RecentError
+
+// GuestMetric is the value of one metric a guest declared.
+type GuestMetric = stats.GuestMetric
+
+// GuestLabel is one label of a GuestMetric.
+type GuestLabel = stats.GuestLabel
 
 // Histogram is a copy of a histogram: Counts[i] observations were at most Bounds[i] and above
 // Bounds[i-1]; Counts[len(Bounds)] were above every bound. Counts are not cumulative.
-type Histogram struct {
-	Bounds []float64
-	Counts []uint64
-	Count  uint64
-	Sum    float64
-}
-
-func histogram(s hist.Snapshot) Histogram {
-	return Histogram{Bounds: s.Bounds, Counts: s.Counts, Count: s.Count, Sum: s.Sum}
-}
+type Histogram = stats.Histogram
 
 // Stats returns every task's figures. Safe from any goroutine while Run runs.
 func (h *Host) Stats() []TaskStats {
@@ -549,39 +449,12 @@ func (h *Host) Stats() []TaskStats {
 	defer h.mu.Unlock()
 	out := make([]TaskStats, len(h.tasks))
 	for i, t := range h.tasks {
-		var s task.Stats
+		var s TaskStats
 		if t != nil {
 			s = t.Stats()
 		}
-		out[i] = TaskStats{Task: h.names[i], Records: s.Records, Processed: s.Processed, Outputs: s.Outputs,
-			Skipped: s.Skipped, DeadLetters: s.DeadLetters, Retries: s.Retries, Failures: s.Failures,
-			Checkpoints: s.Checkpoints, PeakQueued: s.PeakQueued, Pauses: s.Pauses,
-			Late: s.Late, Skips: s.Skips, TimersSet: s.TimersSet, TimersDeleted: s.TimersDeleted,
-			TimersFired: s.TimersFired, Ticks: s.Ticks, PendingTimers: s.PendingTimers,
-			Restores: s.Restores, RestoredRecords: s.RestoredRecords, RestoredBytes: s.RestoredBytes,
-			ChangelogRecords: s.ChangelogRecords, StandbyRecords: s.StandbyRecords,
-			FullRestores: s.FullRestores, Dropped: s.Dropped, TxnCommits: s.TxnCommits, TxnAborts: s.TxnAborts,
-			LogDropped: s.LogDropped, Version: s.Version, Deploys: s.Switches, Paused: s.Paused, Pending: s.Pending, InFlight: s.InFlight,
-			Queued: s.Queued, StateKeys: s.StateKeys, StateBytes: s.StateBytes, CacheHits: s.CacheHits, CacheMisses: s.CacheMisses, FuelUsed: s.FuelUsed, Traps: s.Traps,
-			Restoring: s.Restoring, BatchSize: histogram(s.BatchSize), CallSeconds: histogram(s.CallSeconds),
-			CheckpointSeconds: histogram(s.CheckpointSeconds)}
-		for _, e := range s.Recent {
-			out[i].Recent = append(out[i].Recent, RecentError{Time: e.Time, Kind: e.Kind, Where: e.Where, Key: e.Key, Err: e.Err})
-		}
-		for _, g := range s.GuestMetrics {
-			m := GuestMetric{Counter: g.Counter, Name: g.Name, Value: g.Value}
-			if g.Bounds != nil {
-				m.Histogram = &Histogram{Bounds: g.Bounds, Counts: g.Counts, Count: g.Count, Sum: g.Sum}
-			}
-			for _, l := range g.Labels {
-				m.Labels = append(m.Labels, GuestLabel{Name: l.Name, Value: l.Value})
-			}
-			out[i].GuestMetrics = append(out[i].GuestMetrics, m)
-		}
-		for _, in := range s.Inputs {
-			out[i].Inputs = append(out[i].Inputs, InputStats{Name: in.Name, Topic: in.Topic, Partition: in.Partition,
-				Records: in.Records, Committed: in.Committed, Lag: in.Lag, Watermark: in.Watermark, InFlight: in.InFlight, PendingTimers: in.PendingTimers})
-		}
+		out[i] = s
+		out[i].Task = h.names[i]
 		if err := h.halted[h.names[i]]; err != nil {
 			var te *TaskError
 			if errors.As(err, &te) {

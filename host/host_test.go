@@ -17,6 +17,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 type output struct {
@@ -119,7 +120,7 @@ func TestPerKeyOrderUnderConcurrency(t *testing.T) {
 	tc.Workers = 4
 	tc.MaxBatchRecords = 64
 	tc.MaxKeyRecords = 4
-	runHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
+	hosttest.RunToEnd(t, host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
 	outs := readOutputs(t, filepath.Join(dir, "out.ndjson"))
 	checkOrder(t, outs, perKey)
 	// Keys did run concurrently: the output order is not the input order.
@@ -143,7 +144,7 @@ func TestStrictPartitionOrder(t *testing.T) {
 	tc := kvTask("strict", module, writeLines(t, dir, recs), filepath.Join(dir, "out.ndjson"))
 	tc.Workers = 4
 	tc.MaxInFlight = 1
-	runHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
+	hosttest.RunToEnd(t, host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
 	outs := readOutputs(t, filepath.Join(dir, "out.ndjson"))
 	checkOrder(t, outs, perKey)
 	for i, o := range outs {
@@ -299,7 +300,7 @@ func TestStateOutsideBatchRefused(t *testing.T) {
 	dir := t.TempDir()
 	recs := [][2]string{{"a", "x"}, {"b", "y"}, {"a", "z"}}
 	tc := kvTask("snoop", module, writeLines(t, dir, recs), filepath.Join(dir, "out.ndjson"))
-	runHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
+	hosttest.RunToEnd(t, host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
 	outs := readOutputs(t, filepath.Join(dir, "out.ndjson"))
 	if len(outs) != 12 {
 		t.Fatalf("%d outputs, want 4 per record", len(outs))
@@ -332,7 +333,7 @@ not json at all
 	}
 	tc := kvTask("bad", module, input, filepath.Join(dir, "out.ndjson"))
 	tc.DeadLetter.Path = filepath.Join(dir, "dead.ndjson")
-	runHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
+	hosttest.RunToEnd(t, host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
 	var vals []string
 	for _, o := range readOutputs(t, filepath.Join(dir, "out.ndjson")) {
 		vals = append(vals, o.Value)
@@ -374,7 +375,7 @@ func TestStdinInput(t *testing.T) {
 	cfg := func(text string) host.Config {
 		return host.Config{DataDir: filepath.Join(dir, "data"), Stdin: strings.NewReader(text), Tasks: []host.TaskConfig{tc}}
 	}
-	runHost(t, cfg("a\t1 0\nb\t1 0\n"))
+	hosttest.RunToEnd(t, cfg("a\t1 0\nb\t1 0\n"))
 
 	h, err := host.New(cfg("a\t9 0\n"))
 	if err != nil {
@@ -388,7 +389,7 @@ func TestStdinInput(t *testing.T) {
 	}
 
 	tc.Inputs[0].Continue = true
-	runHost(t, cfg("a\t2 0\nb\t2 0\na\t3 0\n"))
+	hosttest.RunToEnd(t, cfg("a\t2 0\nb\t2 0\na\t3 0\n"))
 	checkOrder(t, readOutputs(t, filepath.Join(dir, "out.ndjson")), map[string]int{"a": 3, "b": 2})
 }
 

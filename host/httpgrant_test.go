@@ -10,6 +10,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // The HTTP grant's keys are validated, each problem naming its key.
@@ -103,7 +104,7 @@ func TestDeployWarnsAboutUngrantedCapabilities(t *testing.T) {
 	var logs syncBuffer
 	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	feed, stdin := newFeedLines()
-	h, wait := startHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin, Logger: log, Tasks: []host.TaskConfig{tc}})
+	h := hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin, Logger: log, Tasks: []host.TaskConfig{tc}})
 	if l := logs.String(); l != "" {
 		t.Errorf("starting on a plain Go module warned:\n%s", l)
 	}
@@ -127,16 +128,16 @@ func TestDeployWarnsAboutUngrantedCapabilities(t *testing.T) {
 		}
 	}
 	feed.pw.Close()
-	if err := wait(); err != nil {
+	if err := h.Wait(); err != nil {
 		t.Fatal(err)
 	}
 
 	// The next start runs the active version, the path_open one: it warns again.
 	logs = syncBuffer{}
 	feed, stdin = newFeedLines()
-	_, wait = startHost(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin, Logger: log, Tasks: []host.TaskConfig{tc}})
+	h = hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin, Logger: log, Tasks: []host.TaskConfig{tc}})
 	feed.pw.Close()
-	if err := wait(); err != nil {
+	if err := h.Wait(); err != nil {
 		t.Fatal(err)
 	}
 	if l := logs.String(); !strings.Contains(l, "grants.dirs is empty") || !strings.Contains(l, "task=versioned") {

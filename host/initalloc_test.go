@@ -8,6 +8,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // Issue 6 §6: a module that allocates 1 GiB in its init (over its 64 MiB memory limit) is refused
@@ -34,7 +35,7 @@ func TestHugeAllocationInInit(t *testing.T) {
 
 	tc.Config = nil
 	tc.DeadLetter.Path = filepath.Join(dir, "dead.ndjson")
-	runHost(t, host.Config{DataDir: filepath.Join(dir, "data2"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
+	hosttest.RunToEnd(t, host.Config{DataDir: filepath.Join(dir, "data2"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
 	if outs := readOutputs(t, tc.Output.Path); len(outs) != 1 || outs[0].Value != "v" {
 		t.Errorf("after the refused module, a sane one output %+v, want the record echoed", outs)
 	}

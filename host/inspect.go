@@ -51,7 +51,7 @@ func Check(ctx context.Context, cfg Config) ([]ModuleReport, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	rt, err := modrt.NewRuntime(ctx, modrt.RuntimeConfig{CacheDir: cacheDir(cfg), Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("wasmstream: %w", err)

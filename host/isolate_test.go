@@ -103,8 +103,8 @@ func TestBadModuleFileFallsBack(t *testing.T) {
 // got is a race, so it is not checked).
 func TestRuntimeFailureHaltsAlone(t *testing.T) {
 	const records = 2000
-	for _, policy := range []string{"", host.HaltHost} {
-		t.Run("on_task_failure="+policy, func(t *testing.T) {
+	for _, policy := range []host.TaskFailure{"", host.HaltHost} {
+		t.Run("on_task_failure="+string(policy), func(t *testing.T) {
 			dir := t.TempDir()
 			var lines strings.Builder
 			for i := 1; i <= records; i++ {

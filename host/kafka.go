@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"sort"
 	"time"
@@ -18,78 +17,60 @@ import (
 type KafkaConfig struct {
 	// Brokers are the seed brokers ("host:port"). Required for any kafka input, output or dead
 	// letter topic, unless Embedded is enabled.
-	Brokers []string
+	Brokers []string `yaml:"brokers"`
 	// ClientID names the host's clients in the brokers' logs. Default "wasmstream".
-	ClientID string
+	ClientID string `yaml:"client_id"`
 	// TLS encrypts the connections.
-	TLS KafkaTLSConfig
+	TLS KafkaTLSConfig `yaml:"tls"`
 	// SASL authenticates the host.
-	SASL KafkaSASLConfig
+	SASL KafkaSASLConfig `yaml:"sasl"`
+	// ConnectTimeout is how long a task waits at start for the cluster to answer before it
+	// fails with an error naming the brokers and the last failure (a wrong address, password
+	// or certificate looks like this: most brokers just close the connection). Default 30s.
+	ConnectTimeout time.Duration `yaml:"connect_timeout"`
 	// SessionTimeout and RebalanceTimeout of the consumer groups. Default: the client's (45s,
 	// 60s).
-	SessionTimeout   time.Duration
-	RebalanceTimeout time.Duration
+	SessionTimeout   time.Duration `yaml:"session_timeout"`
+	RebalanceTimeout time.Duration `yaml:"rebalance_timeout"`
 	// DrainTimeout bounds how long a revoked partition waits for its batches in flight before
 	// its position is committed without them. Default 30s.
-	DrainTimeout time.Duration
+	DrainTimeout time.Duration `yaml:"drain_timeout"`
 	// TransactionTimeout is the transaction timeout of exactly-once tasks: a transaction left
 	// open (by a killed host that does not come back) is aborted by the broker after it, and
 	// until then read_committed readers of what it wrote wait. It must exceed the checkpoint
 	// interval plus the time to process a full queue. Default 15s.
-	TransactionTimeout time.Duration
+	TransactionTimeout time.Duration `yaml:"transaction_timeout"`
 	// Embedded runs an in-process development broker and points the host at it.
-	Embedded EmbeddedBrokerConfig
+	Embedded EmbeddedBrokerConfig `yaml:"embedded"`
 }
 
 // KafkaTLSConfig enables TLS.
 type KafkaTLSConfig struct {
-	Enable             bool
-	CAFile             string // PEM bundle of the CAs to trust. Default: the system's.
-	CertFile           string // client certificate for mutual TLS
-	KeyFile            string
-	InsecureSkipVerify bool
+	Enable             bool   `yaml:"enable"`
+	CAFile             string `yaml:"ca_file"`   // PEM bundle of the CAs to trust. Default: the system's.
+	CertFile           string `yaml:"cert_file"` // client certificate for mutual TLS
+	KeyFile            string `yaml:"key_file"`
+	InsecureSkipVerify bool   `yaml:"insecure_skip_verify"`
 }
 
 // KafkaSASLConfig enables SASL authentication.
 type KafkaSASLConfig struct {
 	// Mechanism is "plain", "scram-sha-256" or "scram-sha-512". Empty: no SASL.
-	Mechanism string
-	User      string
-	Password  string
+	Mechanism SASLMechanism `yaml:"mechanism"`
+	User      string        `yaml:"user"`
+	Password  string        `yaml:"password"`
 }
 
 // EmbeddedBrokerConfig configures the development broker (`wasmstream dev`).
 type EmbeddedBrokerConfig struct {
 	// Enable starts the broker inside the host.
-	Enable bool
+	Enable bool `yaml:"enable"`
 	// Port is its loopback port. Default 9092.
-	Port int
+	Port int `yaml:"port"`
 	// Dir keeps its records and group offsets across restarts. Default DataDir/kafka.
-	Dir string
+	Dir string `yaml:"dir"`
 	// Partitions of the topics it creates (every topic the configuration names). Default 4.
-	Partitions int
-}
-
-func (k KafkaConfig) withDefaults(dataDir string) KafkaConfig {
-	if k.ClientID == "" {
-		k.ClientID = "wasmstream"
-	}
-	if k.DrainTimeout == 0 {
-		k.DrainTimeout = 30 * time.Second
-	}
-	if k.TransactionTimeout == 0 {
-		k.TransactionTimeout = 15 * time.Second
-	}
-	if k.Embedded.Port == 0 {
-		k.Embedded.Port = 9092
-	}
-	if k.Embedded.Dir == "" {
-		k.Embedded.Dir = filepath.Join(dataDir, "kafka")
-	}
-	if k.Embedded.Partitions == 0 {
-		k.Embedded.Partitions = 4
-	}
-	return k
+	Partitions int `yaml:"partitions"`
 }
 
 func (k KafkaConfig) client() kafka.Config {
@@ -98,7 +79,8 @@ func (k KafkaConfig) client() kafka.Config {
 		ClientID: k.ClientID,
 		TLS: kafka.TLSConfig{Enable: k.TLS.Enable, CAFile: k.TLS.CAFile, CertFile: k.TLS.CertFile,
 			KeyFile: k.TLS.KeyFile, InsecureSkipVerify: k.TLS.InsecureSkipVerify},
-		SASL: kafka.SASLConfig{Mechanism: k.SASL.Mechanism, User: k.SASL.User, Password: k.SASL.Password},
+		SASL:           kafka.SASLConfig{Mechanism: string(k.SASL.Mechanism), User: k.SASL.User, Password: k.SASL.Password},
+		ConnectTimeout: k.ConnectTimeout,
 	}
 }
 
@@ -166,11 +148,6 @@ func validateKafkaTask(c Config, t TaskConfig, p string, bad func(string, string
 	}
 	if t.usesKafka() && len(c.Kafka.Brokers) == 0 && !c.Kafka.Embedded.Enable {
 		bad("kafka.brokers", "task %s uses Kafka: name the brokers (or enable kafka.embedded)", t.Name)
-	}
-	switch c.Kafka.SASL.Mechanism {
-	case "", "plain", "scram-sha-256", "scram-sha-512":
-	default:
-		bad("kafka.sasl.mechanism", "%q is not one of plain, scram-sha-256, scram-sha-512", c.Kafka.SASL.Mechanism)
 	}
 }
 
@@ -277,28 +254,6 @@ func startEmbedded(cfg *Config) (stop func(), err error) {
 	cfg.Logger.Info("embedded Kafka broker listening", "addrs", b.Addrs(), "dir", e.Dir, "topics", cfg.kafkaTopics())
 	return b.Close, nil
 }
-
-// DevBroker is a running development broker (see StartDevBroker).
-type DevBroker struct{ b *kafka.DevBroker }
-
-// StartDevBroker starts the embedded development broker on its own, for `wasmstream dev
-// --broker-only`: an in-process Kafka-protocol broker on a loopback port with its data in dir.
-func StartDevBroker(dir string, port, partitions int, topics []string) (*DevBroker, error) {
-	if partitions == 0 {
-		partitions = 4
-	}
-	b, err := kafka.StartDevBroker(kafka.DevBrokerConfig{Dir: dir, Port: port, Partitions: int32(partitions), Topics: topics})
-	if err != nil {
-		return nil, err
-	}
-	return &DevBroker{b: b}, nil
-}
-
-// Addrs are the broker's addresses.
-func (d *DevBroker) Addrs() []string { return d.b.Addrs() }
-
-// Close stops the broker.
-func (d *DevBroker) Close() { d.b.Close() }
 
 // pingKafka checks that the cluster the task produces to accepts the host, so that a wrong
 // password or certificate is an error at start rather than a silent wait.

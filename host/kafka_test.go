@@ -21,6 +21,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // newCluster starts an in-process Kafka cluster with the given topics of 4 partitions.
@@ -175,20 +176,13 @@ func TestKafkaEndToEnd(t *testing.T) {
 	want := produceWords(t, newClient(t, c), "words", 3000, 50, 1)
 	total := wordTotal(want)
 	dir := t.TempDir()
-	h, err := host.New(host.Config{
+	h := hosttest.Start(t, host.Config{
 		DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{wordcountKafkaTask(module)},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
 	got := consumeOutputs(t, c, "counts", total, 60*time.Second)
-	cancel()
-	if err := <-done; err != nil {
+	if err := h.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	checkCountsOutputs(t, got, want)
@@ -206,19 +200,13 @@ func TestKafkaEndToEnd(t *testing.T) {
 			total += n
 		}
 	}
-	h2, err := host.New(host.Config{
+	h2 := hosttest.Start(t, host.Config{
 		DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{wordcountKafkaTask(module)},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel = context.WithCancel(context.Background())
-	go func() { done <- h2.Run(ctx) }()
 	got = consumeOutputs(t, c, "counts", total, 60*time.Second)
-	cancel()
-	if err := <-done; err != nil {
+	if err := h2.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	checkCountsOutputs(t, got, want)
@@ -243,20 +231,13 @@ func TestKafkaBrokerFaults(t *testing.T) {
 	commitFaults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit},
 		Err: kerr.CoordinatorLoadInProgress, Count: 3})
 	dir := t.TempDir()
-	h, err := host.New(host.Config{
+	h := hosttest.Start(t, host.Config{
 		DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{wordcountKafkaTask(module)},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
 	got := consumeOutputs(t, c, "counts", total, 60*time.Second)
-	cancel()
-	if err := <-done; err != nil {
+	if err := h.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	if produceFaults.Hits() == 0 || commitFaults.Hits() == 0 {
@@ -281,7 +262,7 @@ func TestKafkaPerKeyOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	h, err := host.New(host.Config{
+	h := hosttest.Start(t, host.Config{
 		DataDir: filepath.Join(dir, "data"), Logger: testLogger(t),
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{{
@@ -290,15 +271,8 @@ func TestKafkaPerKeyOrder(t *testing.T) {
 			Output: host.OutputConfig{Type: "kafka", Topic: "seen"},
 		}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
 	got := consumeOutputs(t, c, "seen", len(recs), 60*time.Second)
-	cancel()
-	if err := <-done; err != nil {
+	if err := h.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	for k, n := range perKey {
@@ -332,7 +306,7 @@ func TestKafkaDeadLetterTopic(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	h, err := host.New(host.Config{
+	h := hosttest.Start(t, host.Config{
 		DataDir: filepath.Join(dir, "data"), Logger: testLogger(t),
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{{
@@ -343,12 +317,6 @@ func TestKafkaDeadLetterTopic(t *testing.T) {
 			Retry:      host.RetryConfig{MaxAttempts: 2, Backoff: time.Millisecond, MaxBackoff: time.Millisecond},
 		}},
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- h.Run(ctx) }()
 	echoes := consumeOutputs(t, c, "echoes", 49, 60*time.Second)
 	dcl := newClient(t, c, kgo.ConsumeTopics("dlq"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	pctx, pcancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -357,8 +325,7 @@ func TestKafkaDeadLetterTopic(t *testing.T) {
 	for len(dead) == 0 && pctx.Err() == nil {
 		dead = append(dead, dcl.PollFetches(pctx).Records()...)
 	}
-	cancel()
-	if err := <-done; err != nil {
+	if err := h.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	n := 0
@@ -401,10 +368,11 @@ func TestKafkaSASL(t *testing.T) {
 			if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "in", Key: []byte("k"), Value: []byte("hello")}).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
-			cfg := func(pass string) host.Config {
+			cfg := func(pass string, connect time.Duration) host.Config {
 				return host.Config{
 					DataDir: filepath.Join(t.TempDir(), "data"), Logger: testLogger(t),
-					Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), SASL: host.KafkaSASLConfig{Mechanism: mech, User: "ws", Password: pass}},
+					Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), ConnectTimeout: connect,
+						SASL: host.KafkaSASLConfig{Mechanism: host.SASLMechanism(mech), User: "ws", Password: pass}},
 					Tasks: []host.TaskConfig{{
 						Name: "echo", Module: module,
 						Inputs: []host.InputConfig{{Name: "in", Type: "kafka", Topics: []string{"in"}}},
@@ -412,13 +380,7 @@ func TestKafkaSASL(t *testing.T) {
 					}},
 				}
 			}
-			h, err := host.New(cfg("secret"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- h.Run(ctx) }()
+			h := hosttest.Start(t, cfg("secret", 0))
 			out := newClient(t, c, adminAuth, kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 			pctx, pcancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer pcancel()
@@ -426,8 +388,7 @@ func TestKafkaSASL(t *testing.T) {
 			for len(got) == 0 && pctx.Err() == nil {
 				got = append(got, out.PollFetches(pctx).Records()...)
 			}
-			cancel()
-			if err := <-done; err != nil {
+			if err := h.Stop(); err != nil {
 				t.Fatal(err)
 			}
 			if len(got) != 1 || string(got[0].Value) != "hello" {
@@ -435,11 +396,12 @@ func TestKafkaSASL(t *testing.T) {
 			}
 
 			// Wrong credentials: the host fails with a clear error instead of waiting forever
-			// (once: each try waits out the connect timeout).
+			// (once: each try waits out the connect timeout, kafka.connect_timeout, made short
+			// here).
 			if mech != "scram-sha-256" {
 				return
 			}
-			bad, err := host.New(cfg("wrong"))
+			bad, err := host.New(cfg("wrong", 2*time.Second))
 			if err != nil {
 				t.Fatal(err)
 			}

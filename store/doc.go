@@ -3,6 +3,36 @@
 // It knows nothing of wasm, Kafka or configuration files: it stores opaque bytes
 // under names that the host chooses. Badger never appears in its exported API.
 //
+// # Who it is for
+//
+// The host (package host and its internal packages) is the only writer. What is
+// meant for users is offline inspection of a store no host is writing, for
+// tools, tests and post-mortems (the host's own host.OpenState and the
+// `wasmstream state` command are built on it):
+//
+//   - [Open] with [Options].ReadOnly, which shares the directory with other
+//     readers, refuses every write with [ErrReadOnly], and refuses a store
+//     newer than this binary ([ErrFormatTooNew]) or damaged ([ErrCorrupt]);
+//   - the read methods of [DB]: [DB.Tasks], [DB.Streams], [DB.Position],
+//     [DB.Get], [DB.Scan], [DB.Keys], [DB.ScanKeys], [DB.Mark], [DB.MarkInfo],
+//     [DB.Marks], [DB.Timer], [DB.TimerCount], [DB.PendingTimers],
+//     [DB.DueTimers], [DB.Snapshot], [DB.ModuleVersions], [DB.ModuleVersion],
+//     [DB.ModuleBytes], [DB.ActiveModule];
+//   - [DecodeSnapshot], which reads a record of a task's Kafka changelog topic;
+//   - the sentinel errors of errors.go and [FormatVersion].
+//
+// The rest is the host's write path, exported only because the host lives in
+// other packages: [DB.Commit] and its [Checkpoint], [DB.Restore],
+// [DB.DropStream], [DB.StreamID] (which assigns IDs), the module registry's
+// writers ([DB.AddModule], [DB.SetActiveModule], [DB.SetModuleStatus]), the
+// cost and room functions ([StateWriteCost], [MarkCost], [TimerOpCost],
+// [StateKeyRoom], [TimerKeyRoom], [DB.KeyLimits]), [EncodeSnapshot],
+// [OuterMarker] and [CheckUnlocked]. Writing a host's store with them while
+// the host is stopped bypasses its invariants (positions, marks and the
+// changelog must agree): it is not supported. Their signatures follow the
+// host's needs and may change in any release; the on-disk layout changes
+// only with [FormatVersion].
+//
 // # Concepts
 //
 // A host runs one or more tasks, each named by a non-empty string (for example

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // adminHost runs a real host with the testguests/versioned module (tag 0) on a stdin feed and
@@ -46,23 +47,9 @@ func adminHost(t *testing.T, token string) (h *host.Host, base []byte, modulePat
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := runUntilReady(t, h)
+	run := hosttest.Go(t, h).Wait
 	t.Cleanup(func() { pw.Close(); h.Close() })
 	return h, b, modulePath, pw, func() error { pw.Close(); return run() }
-}
-
-// runUntilReady runs h in the background until it is ready, failing the test if Run returns
-// first, and returns a wait for Run's result.
-func runUntilReady(t *testing.T, h *host.Host) (wait func() error) {
-	t.Helper()
-	errc := make(chan error, 1)
-	go func() { errc <- h.Run(context.Background()) }()
-	select {
-	case <-h.Ready():
-	case err := <-errc:
-		t.Fatal(err)
-	}
-	return func() error { return <-errc }
 }
 
 func TestAdminCommands(t *testing.T) {

@@ -60,50 +60,9 @@ type wireDeployment struct {
 	Warnings     []string    `json:"warnings"`
 }
 
+// wireStatus is GET /v1/status: the host's own figures, decoded into the type it sends.
 type wireStatus struct {
-	Tasks []struct {
-		Task             string `json:"task"`
-		Version          int64  `json:"version"`
-		Paused           bool   `json:"paused"`
-		Halted           bool   `json:"halted"`
-		Error            string `json:"error"`
-		Records          int64  `json:"records"`
-		Processed        int64  `json:"processed"`
-		Pending          int    `json:"pending"`
-		InFlight         int    `json:"in_flight"`
-		Outputs          int64  `json:"outputs"`
-		DeadLetters      int64  `json:"dead_letters"`
-		Retries          int64  `json:"retries"`
-		Failures         int64  `json:"failures"`
-		Late             int64  `json:"late"`
-		TimersSet        int64  `json:"timers_set"`
-		TimersFired      int64  `json:"timers_fired"`
-		TimersPending    int64  `json:"timers_pending"`
-		Ticks            int64  `json:"ticks"`
-		Restores         int64  `json:"restores"`
-		RestoredRecords  int64  `json:"restored_records"`
-		RestoredBytes    int64  `json:"restored_bytes"`
-		ChangelogRecords int64  `json:"changelog_records"`
-		StandbyRecords   int64  `json:"standby_records"`
-		TxnCommits       int64  `json:"txn_commits"`
-		TxnAborts        int64  `json:"txn_aborts"`
-		GuestLogDropped  int64  `json:"guest_log_dropped"`
-		Inputs           []struct {
-			Name      string `json:"name"`
-			Records   int64  `json:"records"`
-			Committed int64  `json:"committed"`
-			Topic     string `json:"topic"`
-			Partition int32  `json:"partition"`
-			Lag       int64  `json:"lag"`
-		} `json:"inputs"`
-		RecentErrors []struct {
-			Time  time.Time `json:"time"`
-			Kind  string    `json:"kind"`
-			Where string    `json:"where"`
-			Key   string    `json:"key"`
-			Error string    `json:"error"`
-		} `json:"recent_errors"`
-	} `json:"tasks"`
+	Tasks []host.TaskStats `json:"tasks"`
 }
 
 // adminFlags are the flags of the client commands.
@@ -517,9 +476,9 @@ or rollback a version that works to restart it.
 				for _, in := range t.Inputs {
 					fmt.Fprintf(stdout, "  input %s: read %d, committed line %d\n", in.Name, in.Records, in.Committed)
 				}
-				if t.TimersSet+t.TimersFired+t.TimersPending+t.Late+t.Ticks > 0 {
+				if t.TimersSet+t.TimersFired+t.PendingTimers+t.Late+t.Ticks > 0 {
 					fmt.Fprintf(stdout, "  time: timers set %d, fired %d, pending %d; late records %d; ticks %d\n",
-						t.TimersSet, t.TimersFired, t.TimersPending, t.Late, t.Ticks)
+						t.TimersSet, t.TimersFired, t.PendingTimers, t.Late, t.Ticks)
 				}
 				if t.Restores+t.ChangelogRecords+t.StandbyRecords > 0 {
 					fmt.Fprintf(stdout, "  changelog: %d key snapshots written; %d partitions restored (%d records, %d bytes); standby applied %d records\n",
@@ -528,8 +487,8 @@ or rollback a version that works to restart it.
 				if t.TxnCommits+t.TxnAborts > 0 {
 					fmt.Fprintf(stdout, "  exactly once: %d transactions committed, %d aborted\n", t.TxnCommits, t.TxnAborts)
 				}
-				if t.GuestLogDropped > 0 {
-					fmt.Fprintf(stdout, "  guest log: %d lines dropped by the rate limit (max_log_lines_per_second)\n", t.GuestLogDropped)
+				if t.LogDropped > 0 {
+					fmt.Fprintf(stdout, "  guest log: %d lines dropped by the rate limit (max_log_lines_per_second)\n", t.LogDropped)
 				}
 			}
 			return nil

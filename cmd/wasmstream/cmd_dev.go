@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/host/devkafka"
 )
 
 // newDevCommand builds `wasmstream dev`: the tasks against an embedded development broker, or
@@ -36,7 +36,7 @@ until SIGINT or SIGTERM.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if brokerOnly {
-				b, err := host.StartDevBroker(dir, port, partitions, topics)
+				b, err := devkafka.Start(devkafka.Config{Dir: dir, Port: port, Partitions: partitions, Topics: topics})
 				if err != nil {
 					return failure(err)
 				}

@@ -178,7 +178,7 @@ func writeTopFrame(w io.Writer, addr string, prev, cur topSnapshot, note string)
 	// could hold terminal escape codes.
 	first := true
 	for _, t := range cur.st.Tasks {
-		errs := t.RecentErrors
+		errs := t.Recent
 		for i := len(errs) - 1; i >= 0 && i >= len(errs)-topRecentErrors; i-- {
 			e := errs[i]
 			if first {
@@ -190,7 +190,7 @@ func writeTopFrame(w io.Writer, addr string, prev, cur topSnapshot, note string)
 				key = " key " + escape([]byte(e.Key))
 			}
 			fmt.Fprintf(w, "%s %s %s: %s%s: %s\n", e.Time.Local().Format("15:04:05"), t.Task, e.Kind,
-				escape([]byte(e.Where)), key, escape([]byte(e.Error)))
+				escape([]byte(e.Where)), key, escape([]byte(e.Err)))
 		}
 	}
 }

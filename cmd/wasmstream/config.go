@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/pflag"
@@ -24,25 +25,39 @@ import (
 // current directory.
 const defaultConfigFile = "wasmstream.yaml"
 
-// defaultDataDir is host.Config's documented default for DataDir. The CLI needs it to find
-// the state of a stopped host, and to anchor it to the configuration file's directory.
-const defaultDataDir = "data"
+// defaultDataDir is host.Config's default DataDir. The CLI needs it to find the state of a
+// stopped host, and to anchor it to the configuration file's directory.
+const defaultDataDir = host.DefaultDataDir
 
-// fileConfig is the shape of a configuration file: host.Config's fields, spelled in
-// snake_case, plus the CLI's own log section. Fields of function, pointer or interface type
-// (Logger, Now, Stdin, Stdout) are not configuration keys.
-type fileConfig struct {
-	host.Config
-	Log     logConfig
-	Metrics metricsConfig
+// hostDefaults is a one-task, one-input host configuration with every default filled in by
+// the host: where the flags' help finds the defaults it shows.
+func hostDefaults() host.Config {
+	return host.Config{Tasks: []host.TaskConfig{{Inputs: []host.InputConfig{{}}}}}.WithDefaults()
 }
+
+// fileConfig is the shape of a configuration file: host.Config's keys (their yaml tags), plus
+// the CLI's own log and metrics sections.
+type fileConfig struct {
+	host.Config `yaml:",inline"`
+	Log         logConfig     `yaml:"log"`
+	Metrics     metricsConfig `yaml:"metrics"`
+}
+
+// logFormat is the CLI's log format (log.format).
+type logFormat string
+
+// Values of log.format.
+const (
+	logText logFormat = "text" // the default
+	logJSON logFormat = "json"
+)
 
 // logConfig configures the CLI's logger (the "log" section).
 type logConfig struct {
 	// Format is "text" (default) or "json".
-	Format string
+	Format logFormat `yaml:"format"`
 	// Level is "debug", "info" (default), "warn" or "error".
-	Level string
+	Level string `yaml:"level"`
 }
 
 // settings is a loaded configuration.
@@ -173,7 +188,7 @@ func loadConfig(data []byte, dir string, flags *pflag.FlagSet) (settings, error)
 	}
 
 	switch fc.Log.Format {
-	case "", "text", "json":
+	case "", logText, logJSON:
 	default:
 		d.bad("log.format", "%q is not one of text, json", fc.Log.Format)
 	}
@@ -326,10 +341,11 @@ type quickTask struct {
 
 // addConfigFlags defines the flags of run and check on fs.
 func addConfigFlags(fs *pflag.FlagSet, cf *configFlags) {
+	d := hostDefaults()
 	fs.StringVarP(&cf.file, "config", "c", "", "configuration file (default "+defaultConfigFile+" if it exists)")
 	fs.String("data-dir", "", "directory of the state store (default \""+defaultDataDir+"\"; env WASMSTREAM_DATA_DIR)")
 	fs.String("cache-dir", "", "compilation cache directory, \"-\" to disable (default <data-dir>/cache; env WASMSTREAM_CACHE_DIR)")
-	fs.Duration("checkpoint-interval", 0, "time between checkpoints (default 1s; env WASMSTREAM_CHECKPOINT_INTERVAL)")
+	fs.Duration("checkpoint-interval", 0, "time between checkpoints (default "+d.CheckpointInterval.String()+"; env WASMSTREAM_CHECKPOINT_INTERVAL)")
 	fs.Bool("sync-writes", false, "fsync at every checkpoint (env WASMSTREAM_SYNC_WRITES)")
 	fs.String("log-format", "", "log format: text or json (default text; env WASMSTREAM_LOG_FORMAT)")
 	fs.String("log-level", "", "log level: debug, info, warn or error (default info; env WASMSTREAM_LOG_LEVEL)")
@@ -347,7 +363,7 @@ func addConfigFlags(fs *pflag.FlagSet, cf *configFlags) {
 	fs.StringVar(&q.valueField, "value-field", "", "with --module: the JSON field holding the value (default the whole line)")
 	fs.StringVar(&q.timestampField, "timestamp-field", "", "with --module: the JSON field holding the event time in ms")
 	fs.StringVar(&q.keySeparator, "key-separator", "", "with --module and --format text: splits a line into key and value")
-	fs.IntVar(&q.maxLineBytes, "max-line-bytes", 0, "with --module: the longest input line accepted; longer ones go to the dead letters (default 4194304)")
+	fs.IntVar(&q.maxLineBytes, "max-line-bytes", 0, "with --module: the longest input line accepted; longer ones go to the dead letters (default "+strconv.Itoa(d.Tasks[0].Inputs[0].MaxLineBytes)+")")
 	fs.BoolVar(&q.continueStdin, "continue-stdin", false, "with --module and --input -: feed stdin to a data directory where an earlier run already read stdin, its lines counting after those")
 	fs.StringVar(&q.config, "task-config", "", "with --module: the module's own settings, a JSON object (default {})")
 }
@@ -449,7 +465,7 @@ func (q *quickTask) task() (host.TaskConfig, error) {
 	for _, path := range q.inputs {
 		in := host.InputConfig{
 			Path:           path,
-			Format:         q.format,
+			Format:         host.Format(q.format),
 			KeyField:       q.keyField,
 			ValueField:     q.valueField,
 			TimestampField: q.timestampField,
@@ -524,7 +540,7 @@ func newLogger(w io.Writer, lc logConfig) *slog.Logger {
 		_ = level.UnmarshalText([]byte(lc.Level)) // loadConfig checked it
 	}
 	opts := &slog.HandlerOptions{Level: level}
-	if lc.Format == "json" {
+	if lc.Format == logJSON {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))

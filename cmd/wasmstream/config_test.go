@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -225,20 +226,59 @@ func TestTaskName(t *testing.T) {
 	}
 }
 
-func TestSnakeCase(t *testing.T) {
-	for in, want := range map[string]string{
-		"DataDir":            "data_dir",
-		"CheckpointInterval": "checkpoint_interval",
-		"MaxInFlight":        "max_in_flight",
-		"MaxQueuedBytes":     "max_queued_bytes",
-		"ABIVersion":         "abi_version",
-		"SHA256":             "sha256",
-		"Name":               "name",
-		"DeadLetter":         "dead_letter",
-	} {
-		if got := snakeCase(in); got != want {
-			t.Errorf("snakeCase(%q) = %q, want %q", in, got, want)
+// TestConfigKeysTagged walks fileConfig: every exported field names its key with a yaml tag
+// (lower-case snake_case, unique in its struct), or is "-" — which fields of function, pointer
+// and interface type must be, since they cannot come from a file. Keys never derive from Go
+// names, so renaming a field cannot rename a key.
+func TestConfigKeysTagged(t *testing.T) {
+	keyRE := regexp.MustCompile(`^[a-z][a-z0-9]*(_[a-z0-9]+)*$`)
+	seen := map[reflect.Type]bool{}
+	var walk func(typ reflect.Type)
+	walk = func(typ reflect.Type) {
+		for typ.Kind() == reflect.Slice || typ.Kind() == reflect.Map || typ.Kind() == reflect.Pointer {
+			typ = typ.Elem()
 		}
+		if typ.Kind() != reflect.Struct || typ == reflect.TypeFor[time.Time]() || seen[typ] {
+			return
+		}
+		seen[typ] = true
+		keys := map[string]string{}
+		for i := range typ.NumField() {
+			f := typ.Field(i)
+			if !f.IsExported() {
+				continue
+			}
+			tag, ok := f.Tag.Lookup("yaml")
+			if !ok {
+				t.Errorf("%s.%s has no yaml tag", typ, f.Name)
+				continue
+			}
+			name, opts, _ := strings.Cut(tag, ",")
+			switch f.Type.Kind() {
+			case reflect.Func, reflect.Pointer, reflect.Interface, reflect.Chan:
+				if name != "-" {
+					t.Errorf("%s.%s (%s) cannot be configured: want yaml:\"-\", got %q", typ, f.Name, f.Type, tag)
+				}
+				continue
+			}
+			switch {
+			case name == "-":
+				continue
+			case f.Anonymous && opts == "inline":
+				walk(f.Type)
+				continue
+			case !keyRE.MatchString(name):
+				t.Errorf("%s.%s: key %q is not lower-case snake_case", typ, f.Name, name)
+			case keys[name] != "":
+				t.Errorf("%s: fields %s and %s share the key %q", typ, keys[name], f.Name, name)
+			}
+			keys[name] = f.Name
+			walk(f.Type)
+		}
+	}
+	walk(reflect.TypeFor[fileConfig]())
+	if len(seen) < 10 {
+		t.Fatalf("walked only %d struct types", len(seen))
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/wasmstream/wasmstream/host"
 )
@@ -18,9 +17,9 @@ import (
 // The decoder turns a YAML document, as go.yaml.in/yaml/v3 decodes it into an any (maps,
 // lists, strings, numbers, booleans, nil), into fileConfig. Its rules:
 //
-//   - A struct field's key is its Go name in snake_case (DataDir: data_dir, MaxInFlight:
-//     max_in_flight). Keys are case-sensitive. Embedded structs are flattened. Fields of
-//     function, pointer, interface or channel type are not keys.
+//   - A struct field's key is its yaml tag (`yaml:"data_dir"`); every exported field has one,
+//     `yaml:"-"` for a field that is not a key (host.Config.Logger) and `yaml:",inline"` for
+//     an embedded struct whose keys are flattened into the parent's. Keys are case-sensitive.
 //   - A key that names no field is an error: "tasks[0].inputs[0].kye_field: unknown key (did
 //     you mean key_field?)". Every problem is reported, each naming its key; the walk goes on.
 //   - A field of type map[string]any is free-form (tasks[].config: the guest's own settings):
@@ -67,46 +66,34 @@ type field struct {
 	index []int
 }
 
-// fieldsOf lists the configuration keys of struct type t, in field order.
+// fieldsOf lists the configuration keys of struct type t, in field order. An exported field
+// without a yaml tag is a programming error (TestConfigKeysTagged finds it first): it panics.
 func fieldsOf(t reflect.Type) []field {
 	var out []field
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if f.Anonymous && f.Type.Kind() == reflect.Struct {
+		if !f.IsExported() {
+			continue
+		}
+		tag, ok := f.Tag.Lookup("yaml")
+		if !ok {
+			panic("wasmstream: configuration field " + t.String() + "." + f.Name + " has no yaml tag")
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		switch {
+		case name == "-":
+			continue
+		case opts == "inline" && f.Anonymous && f.Type.Kind() == reflect.Struct:
 			for _, sub := range fieldsOf(f.Type) {
 				out = append(out, field{key: sub.key, index: append([]int{i}, sub.index...)})
 			}
 			continue
+		case name == "":
+			panic("wasmstream: configuration field " + t.String() + "." + f.Name + " has an empty yaml key")
 		}
-		if !f.IsExported() {
-			continue
-		}
-		switch f.Type.Kind() {
-		case reflect.Func, reflect.Pointer, reflect.Interface, reflect.Chan, reflect.UnsafePointer:
-			continue
-		}
-		out = append(out, field{key: snakeCase(f.Name), index: []int{i}})
+		out = append(out, field{key: name, index: []int{i}})
 	}
 	return out
-}
-
-// snakeCase spells a Go identifier in snake_case: DataDir → data_dir, ABIVersion →
-// abi_version, SHA256 → sha256.
-func snakeCase(name string) string {
-	rs := []rune(name)
-	var b strings.Builder
-	for i, r := range rs {
-		if unicode.IsUpper(r) {
-			prevLower := i > 0 && (unicode.IsLower(rs[i-1]) || unicode.IsDigit(rs[i-1]))
-			acronymEnd := i > 0 && unicode.IsUpper(rs[i-1]) && i+1 < len(rs) && unicode.IsLower(rs[i+1])
-			if prevLower || acronymEnd {
-				b.WriteByte('_')
-			}
-			r = unicode.ToLower(r)
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // fieldByKey finds the field of struct value v a dotted key names.

@@ -16,6 +16,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 	"github.com/wasmstream/wasmstream/store"
 )
 
@@ -127,7 +128,7 @@ func TestStatusShowsHaltedTask(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wait := runUntilReady(t, h)
+	wait := hosttest.Go(t, h).Wait
 	addr := h.AdminAddr()
 	code, stdout, stderr := runCLI(t, "status", "--admin-addr", addr)
 	if code != 0 || !strings.Contains(stdout, "task bad: HALTED (") || !strings.Contains(stdout, "exit") ||

@@ -23,7 +23,7 @@ type metricsConfig struct {
 	// Addr, if set, is a "host:port" that serves GET /metrics, /healthz and /readyz without
 	// authentication, and nothing else. A port alone (":9090") listens on the loopback
 	// interface only. Default: none (/metrics is on the admin listener, behind its token).
-	Addr string
+	Addr string `yaml:"addr"`
 }
 
 // statsCollector turns the host's figures into Prometheus metrics when scraped: it reads
@@ -81,6 +81,10 @@ var taskMetrics = []metricDesc{
 	counter("restore_bytes_total", "Bytes of the changelog records the restores read.", func(s *host.TaskStats) int64 { return s.RestoredBytes }),
 	counter("changelog_records_total", "Key snapshots produced to the changelog.", func(s *host.TaskStats) int64 { return s.ChangelogRecords }),
 	counter("standby_records_total", "Changelog records the standby applied for partitions not owned.", func(s *host.TaskStats) int64 { return s.StandbyRecords }),
+	counter("standby_bytes_total", "Bytes of the changelog records the standby applied.", func(s *host.TaskStats) int64 { return s.StandbyBytes }),
+	counter("timers_dropped_total", "Timer firings dropped because the module has no timer callback.", func(s *host.TaskStats) int64 { return s.TimersDropped }),
+	counter("log_lines_dropped_total", "Guest log lines the running module version dropped (max_log_lines_per_second).", func(s *host.TaskStats) int64 { return s.LogDropped }),
+	gauge("task_halted", "1 once the task halted (on_task_failure: halt_task), else 0.", func(s *host.TaskStats) float64 { return boolFloat(s.Halted) }),
 	counter("partitions_dropped_total", "Lost partitions whose local state was deleted (drop_revoked).", func(s *host.TaskStats) int64 { return s.Dropped }),
 	counter("transactions_committed_total", "Exactly-once transactions committed.", func(s *host.TaskStats) int64 { return s.TxnCommits }),
 	counter("transactions_aborted_total", "Exactly-once transactions aborted (their records are processed again).", func(s *host.TaskStats) int64 { return s.TxnAborts }),

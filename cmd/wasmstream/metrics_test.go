@@ -16,7 +16,7 @@ import (
 func TestMetricsLint(t *testing.T) {
 	h := host.Histogram{Bounds: []float64{1, 10}, Counts: []uint64{2, 1, 1}, Count: 4, Sum: 115}
 	stats := []host.TaskStats{{Task: "wc", Records: 10, Processed: 9, Outputs: 4, BatchSize: h, CallSeconds: h,
-		CheckpointSeconds: h, PendingTimers: 7, Inputs: []host.InputStats{
+		CheckpointSeconds: h, PendingTimers: 7, Halted: true, LogDropped: 12, Inputs: []host.InputStats{
 			{Name: "file", Partition: -1, Records: 3, Committed: 2, Lag: -1, Watermark: -1, PendingTimers: 4},
 			{Name: "kin", Topic: "words", Partition: 0, Records: 7, Committed: 5, Lag: 2, Watermark: 1700000000000, PendingTimers: 3},
 		}}}
@@ -46,13 +46,19 @@ wasmstream_input_timers_pending{input="kin",partition="0",task="wc",topic="words
 # HELP wasmstream_records_in_total Records read this run.
 # TYPE wasmstream_records_in_total counter
 wasmstream_records_in_total{task="wc"} 10
+# HELP wasmstream_log_lines_dropped_total Guest log lines the running module version dropped (max_log_lines_per_second).
+# TYPE wasmstream_log_lines_dropped_total counter
+wasmstream_log_lines_dropped_total{task="wc"} 12
+# HELP wasmstream_task_halted 1 once the task halted (on_task_failure: halt_task), else 0.
+# TYPE wasmstream_task_halted gauge
+wasmstream_task_halted{task="wc"} 1
 # HELP wasmstream_timers_pending Timers set and neither deleted nor fired, as of the last checkpoint.
 # TYPE wasmstream_timers_pending gauge
 wasmstream_timers_pending{task="wc"} 7
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "wasmstream_batch_records",
 		"wasmstream_consumer_lag_records", "wasmstream_records_in_total", "wasmstream_timers_pending",
-		"wasmstream_input_timers_pending"); err != nil {
+		"wasmstream_input_timers_pending", "wasmstream_log_lines_dropped_total", "wasmstream_task_halted"); err != nil {
 		t.Error(err)
 	}
 }

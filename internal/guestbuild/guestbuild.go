@@ -1,12 +1,19 @@
 // Package guestbuild builds the repository's guest modules from source for tests and
 // benchmarks, so that every test runs real wasm compiled from the code in the repository.
 //
-// Builds go to a directory shared by the packages of one `go test` run (the repository's
-// .build/test directory) and are reused when the output is newer than every source file, so a
-// module is compiled once per change, not once per test.
+// Builds go to a directory outside the source tree shared by the packages of every `go test`
+// run of one checkout (Dir) and are reused when the output is newer than every source file, so a
+// module is compiled once per change, not once per test. No test writes into the source tree.
+//
+// A test that needs a program beyond Go (rustc and cargo, wat2wasm, tinygo, kcat, chromium)
+// asks for it with Tool, RustTools or TinyGoTool: when the program is missing the test is
+// skipped with a message naming it and `make deps`, which installs it; when the environment
+// variable CI is set it fails instead, so that CI never skips silently.
 package guestbuild
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"os"
 	"os/exec"
@@ -26,12 +33,68 @@ func Root() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
+// Dir returns the directory the builds go to: <user cache dir>/wasmstream-test/<hash>, where
+// hash is the first 12 hex digits of the SHA-256 of Root, so that two checkouts never share
+// (and never mistake for fresh) each other's builds. It falls back to the system's temporary
+// directory when there is no user cache directory. `go run ./internal/guestbuild/cachedir`
+// prints it.
+func Dir() string {
+	base, err := os.UserCacheDir()
+	if err != nil {
+		base = os.TempDir()
+	}
+	sum := sha256.Sum256([]byte(Root()))
+	return filepath.Join(base, "wasmstream-test", hex.EncodeToString(sum[:6]))
+}
+
 func outDir(tb testing.TB) string {
-	dir := filepath.Join(Root(), ".build", "test")
+	dir := Dir()
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		tb.Fatal(err)
 	}
 	return dir
+}
+
+// tools are the programs beyond Go that tests use, with the Debian packages that hold them.
+var tools = map[string]struct {
+	names []string // the commands to look for, in order
+	pkg   string
+}{
+	"rustc":    {[]string{"rustc"}, "rustc libstd-rust-dev-wasm32"},
+	"cargo":    {[]string{"cargo"}, "cargo"},
+	"wat2wasm": {[]string{"wat2wasm"}, "wabt"},
+	"kcat":     {[]string{"kcat"}, "kcat"},
+	"chromium": {[]string{"chromium", "chromium-browser"}, "chromium"},
+}
+
+// Tool returns the path of the named program (a key of the table above: rustc, cargo,
+// wat2wasm, kcat, chromium). When it is missing the test is skipped, or fails if the
+// environment variable CI is set.
+func Tool(tb testing.TB, name string) string {
+	tb.Helper()
+	tl, ok := tools[name]
+	if !ok {
+		tb.Fatalf("guestbuild.Tool: unknown tool %q", name)
+	}
+	for _, n := range tl.names {
+		if p, err := exec.LookPath(n); err == nil {
+			return p
+		}
+	}
+	missing(tb, fmt.Sprintf("%s is not installed (Debian package %s)", name, tl.pkg))
+	return ""
+}
+
+// missing skips the test with why and the way to install what is missing, or fails it when
+// the environment variable CI is set.
+func missing(tb testing.TB, why string) {
+	tb.Helper()
+	msg := why + ": `make deps` installs it"
+	if os.Getenv("CI") != "" {
+		tb.Fatal(msg + " (CI is set, so this test fails instead of skipping)")
+		return
+	}
+	tb.Skip(msg + "; skipping (set CI=true to make this a failure)")
 }
 
 // Go builds the Go guest in examples/wasm/<pkg> (e.g. "wordcount" or "testguests/trapper")
@@ -66,16 +129,28 @@ const TinyGoEnv = "WASMSTREAM_TINYGO"
 // TinyGoFlags are the flags every TinyGo guest is built with (the README's build command).
 var TinyGoFlags = []string{"-target=wasip1", "-buildmode=c-shared", "-scheduler=none", "-no-debug"}
 
-// TinyGo builds the Go guest in examples/wasm/<pkg> with TinyGo (TinyGoFlags) and returns the
-// .wasm path, .build/test/tinygo/<pkg with / as _>.wasm, where `make test-tinygo` also builds
-// them. It skips the test when WASMSTREAM_TINYGO is unset: TinyGo is not a plain Go
-// dependency, and `make test-tinygo` (part of `make test`) installs it and sets the variable.
+// TinyGoTool returns the tinygo command: the one WASMSTREAM_TINYGO names, else tinygo on the
+// PATH. TinyGo is not a plain Go dependency: `make deps` installs it (.ci/install-tinygo.sh)
+// and `make test-tinygo` sets the variable. Without it the test is skipped, or fails
+// if the environment variable CI is set.
+func TinyGoTool(tb testing.TB) string {
+	tb.Helper()
+	if tg := os.Getenv(TinyGoEnv); tg != "" {
+		return tg
+	}
+	if p, err := exec.LookPath("tinygo"); err == nil {
+		return p
+	}
+	missing(tb, fmt.Sprintf("tinygo is not on the PATH and %s is not set (`make tinygo` prints the command to set it to)", TinyGoEnv))
+	return ""
+}
+
+// TinyGo builds the Go guest in examples/wasm/<pkg> with TinyGo (TinyGoFlags, the command of
+// TinyGoTool) and returns the .wasm path, <Dir>/tinygo/<pkg with / as _>.wasm, where
+// `make test-tinygo` also builds them.
 func TinyGo(tb testing.TB, pkg string) string {
 	tb.Helper()
-	tinygo := os.Getenv(TinyGoEnv)
-	if tinygo == "" {
-		tb.Skipf("%s is not set: `make test-tinygo` installs TinyGo and runs this test with it", TinyGoEnv)
-	}
+	tinygo := TinyGoTool(tb)
 	mu.Lock()
 	defer mu.Unlock()
 	src := filepath.Join(Root(), "examples", "wasm")
@@ -100,11 +175,11 @@ func TinyGo(tb testing.TB, pkg string) string {
 }
 
 // Rust builds the Rust guest crate examples/wasm/<crate> (e.g. "wordcount-rust" or
-// "testguests/counter-rust") for wasm32-unknown-unknown with the system's rustc and returns the
-// .wasm path. It fails the test when the toolchain is missing:
-// the README's set-up installs it.
+// "testguests/counter-rust") for wasm32-unknown-unknown with the toolchain of RustTools and
+// returns the .wasm path.
 func Rust(tb testing.TB, crate string) string {
 	tb.Helper()
+	cargo, rustc := RustTools(tb)
 	mu.Lock()
 	defer mu.Unlock()
 	src := filepath.Join(Root(), "examples", "wasm", crate)
@@ -115,8 +190,7 @@ func Rust(tb testing.TB, crate string) string {
 	if fresh(out, src, filepath.Join(Root(), "guest-sdk", "rust")) {
 		return out
 	}
-	target := filepath.Join(outDir(tb), "cargo-target")
-	cargo, rustc := RustToolchain()
+	target := CargoTargetDir(tb)
 	cmd := exec.Command(cargo, "build", "--release", "--target", "wasm32-unknown-unknown", "--target-dir", target)
 	cmd.Dir = src
 	cmd.Env = append(os.Environ(), "RUSTC="+rustc, "CARGO_NET_OFFLINE=true")
@@ -170,18 +244,23 @@ func libName(tb testing.TB, dir string) string {
 	return strings.ReplaceAll(lib, "-", "_")
 }
 
-// RustToolchain returns the cargo and rustc to build wasm guests with: the system's
-// (/usr/bin), whose standard library has the wasm target, when present; otherwise whatever is
-// on PATH.
-func RustToolchain() (cargo, rustc string) {
-	cargo, rustc = "cargo", "rustc"
-	if _, err := os.Stat("/usr/bin/cargo"); err == nil {
-		cargo = "/usr/bin/cargo"
+// RustTools returns the cargo and rustc to build wasm guests with: the system's (/usr/bin),
+// whose standard library has the wasm target, when present; otherwise those on the PATH. When
+// either is missing the test is skipped, or fails if the environment variable CI is set.
+func RustTools(tb testing.TB) (cargo, rustc string) {
+	tb.Helper()
+	find := func(name string) string {
+		if _, err := os.Stat("/usr/bin/" + name); err == nil {
+			return "/usr/bin/" + name
+		}
+		return Tool(tb, name)
 	}
-	if _, err := os.Stat("/usr/bin/rustc"); err == nil {
-		rustc = "/usr/bin/rustc"
-	}
-	return cargo, rustc
+	return find("cargo"), find("rustc")
+}
+
+// CargoTargetDir is the cargo target directory Rust builds share, under Dir.
+func CargoTargetDir(tb testing.TB) string {
+	return filepath.Join(outDir(tb), "cargo-target")
 }
 
 // fresh reports whether out exists and is newer than every file under the source dirs.

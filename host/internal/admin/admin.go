@@ -17,7 +17,7 @@
 // to memory, and at most Limits.MaxUploads are received and deployed at once; the others
 // wait, unread.
 //
-//	GET  /v1/status                                  {"tasks": [TaskStatus…]}
+//	GET  /v1/status                                  {"tasks": [stats.Task…]}
 //	GET  /v1/tasks/{task}/versions                   {"task": …, "versions": [Version…]}
 //	POST /v1/tasks/{task}/versions                   body: the .wasm bytes → 201 Deployment
 //	                                                 (200 when the bytes are the active version)
@@ -52,6 +52,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/wasmstream/wasmstream/host/internal/stats"
 )
 
 // Version is one module version on the wire.
@@ -85,73 +87,6 @@ type Deployment struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
-// TaskStatus is one task's figures.
-type TaskStatus struct {
-	Task        string        `json:"task"`
-	Version     int64         `json:"version"`
-	Paused      bool          `json:"paused"`
-	Halted      bool          `json:"halted,omitempty"` // the task halted: it could not start, or failed
-	Error       string        `json:"error,omitempty"`  // why it halted
-	Records     int64         `json:"records"`
-	Processed   int64         `json:"processed"`
-	Pending     int           `json:"pending"`
-	InFlight    int           `json:"in_flight"`
-	Outputs     int64         `json:"outputs"`
-	Skipped     int64         `json:"skipped"`
-	DeadLetters int64         `json:"dead_letters"`
-	Retries     int64         `json:"retries"`
-	Failures    int64         `json:"failures"`
-	Checkpoints int64         `json:"checkpoints"`
-	Inputs      []InputStatus `json:"inputs"`
-
-	Late        int64 `json:"late"`         // records read behind their partition's watermark
-	TimersSet   int64 `json:"timers_set"`   // timers set
-	TimersFired int64 `json:"timers_fired"` // timer firings completed
-	// TimersPending are the timers set and neither deleted nor fired, as of the last checkpoint.
-	TimersPending int64 `json:"timers_pending"`
-	Ticks         int64 `json:"ticks"` // partition callbacks started
-
-	Restores         int64 `json:"restores"`          // partitions restored from the changelog
-	RestoredRecords  int64 `json:"restored_records"`  // changelog records the restores read
-	RestoredBytes    int64 `json:"restored_bytes"`    // and their bytes
-	ChangelogRecords int64 `json:"changelog_records"` // key snapshots produced to the changelog
-	StandbyRecords   int64 `json:"standby_records"`   // changelog records a standby applied
-	TxnCommits       int64 `json:"txn_commits"`       // delivery exactly_once: transactions committed
-	TxnAborts        int64 `json:"txn_aborts"`        // delivery exactly_once: transactions aborted
-
-	GuestLogDropped int64 `json:"guest_log_dropped"` // guest log lines the running version dropped (max_log_lines_per_second)
-
-	RecentErrors []RecentError `json:"recent_errors"` // the task's last errors (at most 20), oldest first
-}
-
-// RecentError is one of a task's last errors: a record or timer firing that failed and was
-// retried ("retry"), sent to the dead letters ("dead letter") or skipped ("skipped"), or a
-// partition tick that failed ("tick failed"). Key is cut to 64 bytes, Error to 512.
-type RecentError struct {
-	Time  time.Time `json:"time"`
-	Kind  string    `json:"kind"`
-	Where string    `json:"where"`
-	Key   string    `json:"key,omitempty"`
-	Error string    `json:"error"`
-}
-
-// InputStatus is one input of a task.
-type InputStatus struct {
-	Name string `json:"name"`
-	// Records is how many were read this run; Committed how many lines are behind the
-	// committed position (a restart resumes at line Committed+1).
-	Records   int64 `json:"records"`
-	Committed int64 `json:"committed"`
-	// Topic and Partition name a Kafka partition ("" and -1 for other inputs); Lag is its
-	// records beyond the committed position as of its last fetch, -1 when unknown or not
-	// Kafka; Watermark the event-time watermark in Unix milliseconds, -1 before there is one.
-	Topic     string `json:"topic,omitempty"`
-	Partition int32  `json:"partition"`
-	Lag       int64  `json:"lag"`
-	Watermark int64  `json:"watermark"`
-	InFlight  int    `json:"in_flight"`
-}
-
 // Backend is what the API drives: the host.
 type Backend interface {
 	Deploy(ctx context.Context, task string, wasm []byte) (Deployment, error)
@@ -161,7 +96,8 @@ type Backend interface {
 	Versions(task string) ([]Version, error)
 	Pause(ctx context.Context, task string) error
 	Resume(ctx context.Context, task string) error
-	Status() []TaskStatus
+	// Status returns every task's figures, served as they are (their json tags name the fields).
+	Status() []stats.Task
 	// Ready reports whether every task processes everything assigned to it (/readyz).
 	Ready() bool
 }
@@ -355,7 +291,24 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"tasks": s.cfg.Backend.Status()})
+	tasks := s.cfg.Backend.Status()
+	// The lists are [] rather than null when empty: clients iterate them without a check.
+	if tasks == nil {
+		tasks = []stats.Task{}
+	}
+	for i := range tasks {
+		t := &tasks[i]
+		if t.Inputs == nil {
+			t.Inputs = []stats.Input{}
+		}
+		if t.Recent == nil {
+			t.Recent = []stats.RecentError{}
+		}
+		if t.GuestMetrics == nil {
+			t.GuestMetrics = []stats.GuestMetric{}
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"tasks": tasks})
 }
 
 func (s *Server) versions(w http.ResponseWriter, r *http.Request) {

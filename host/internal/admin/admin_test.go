@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/wasmstream/wasmstream/host/internal/stats"
 )
 
 // guard bounds how long a test waits for something that should happen at once; reaching it
@@ -53,7 +55,7 @@ func (b *fakeBackend) Rollback(context.Context, string, int64) (Deployment, erro
 func (b *fakeBackend) Versions(string) ([]Version, error)   { return nil, nil }
 func (b *fakeBackend) Pause(context.Context, string) error  { return nil }
 func (b *fakeBackend) Resume(context.Context, string) error { return nil }
-func (b *fakeBackend) Status() []TaskStatus                 { return []TaskStatus{} }
+func (b *fakeBackend) Status() []stats.Task                 { return []stats.Task{} }
 func (b *fakeBackend) Ready() bool                          { return b.ready.Load() }
 
 const token = "t0ken"

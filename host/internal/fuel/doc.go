@@ -15,6 +15,8 @@
 //     that loop's own header. The charge is therefore an upper bound of the instructions executed,
 //     computed statically: the same call with the same inputs always consumes the same fuel.
 //     Every charge is at least one unit, so no guest can loop or recurse without paying.
+//     modrt's FuzzFuelSound checks this bound on generated programs by running them: charges
+//     are never behind an independent count of the instructions executed.
 //   - Standard Go compiles each function into one "dispatch loop" whose every jump goes back
 //     through the loop header. In such a loop only backward jumps of the Go code (and leaving one
 //     of its loops) are charged, for the longest run of code that can follow them (see costs in

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -22,6 +23,10 @@ type Config struct {
 	TLS      TLSConfig
 	SASL     SASLConfig
 	Logger   *slog.Logger
+	// ConnectTimeout is how long a client waits at start for the cluster to answer before the
+	// task fails with an error naming the brokers and the last failure. Default
+	// DefaultConnectTimeout.
+	ConnectTimeout time.Duration
 }
 
 // TLSConfig enables TLS when Enable is set.

@@ -99,12 +99,13 @@ type ConsumerConfig struct {
 
 // Consumer is a consumer-group member reading the task's topics.
 type Consumer struct {
-	cl      *kgo.Client
-	max     int
-	start   kgo.Offset // where a partition without a committed offset starts
-	handler Handler
-	log     *slog.Logger
-	ready   chan struct{} // closed once cl is set: the group may call back before NewClient returns
+	cl             *kgo.Client
+	max            int
+	start          kgo.Offset // where a partition without a committed offset starts
+	handler        Handler
+	log            *slog.Logger
+	connectTimeout time.Duration // Config.ConnectTimeout
+	ready          chan struct{} // closed once cl is set: the group may call back before NewClient returns
 
 	mu     sync.Mutex
 	paused map[TopicPartition]bool
@@ -144,7 +145,7 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 	if cc.MaxPollRecords <= 0 {
 		cc.MaxPollRecords = 2000
 	}
-	c := &Consumer{ready: make(chan struct{}), log: cfg.Logger, max: cc.MaxPollRecords, handler: cc.Handler, paused: map[TopicPartition]bool{}, start: start}
+	c := &Consumer{ready: make(chan struct{}), log: cfg.Logger, connectTimeout: cfg.ConnectTimeout, max: cc.MaxPollRecords, handler: cc.Handler, paused: map[TopicPartition]bool{}, start: start}
 	opts = append(opts,
 		kgo.ConsumerGroup(cc.Group),
 		kgo.ConsumeTopics(cc.Topics...),
@@ -317,7 +318,7 @@ func (c *Consumer) forget(parts []TopicPartition) {
 // Run polls until ctx is done or the client fails, handing each poll's records to out one
 // partition at a time before letting a rebalance proceed.
 func (c *Consumer) Run(ctx context.Context, out chan<- Fetch) error {
-	if err := ping(ctx, c.cl, c.log); err != nil {
+	if err := ping(ctx, c.cl, c.connectTimeout, c.log); err != nil {
 		return err
 	}
 	if c.txn != nil {
@@ -531,18 +532,22 @@ func (c *Consumer) Close() {
 	c.cl.CloseAllowingRebalance()
 }
 
-// ConnectTimeout is how long a client waits for the cluster to answer at start before the task
-// fails with an error naming the brokers and the last failure (a wrong address, password or
-// certificate looks like this from a client: most brokers simply close the connection).
-const ConnectTimeout = 30 * time.Second
+// DefaultConnectTimeout is Config.ConnectTimeout's default: how long a client waits for the
+// cluster to answer at start before the task fails with an error naming the brokers and the last
+// failure (a wrong address, password or certificate looks like this from a client: most brokers
+// simply close the connection).
+const DefaultConnectTimeout = 30 * time.Second
 
 // ping waits until the cluster answers. A definitive refusal (e.g. authentication refused with
 // an error code) is returned at once; anything else is retried every half second, logged, and
-// returned after ConnectTimeout.
-func ping(ctx context.Context, cl *kgo.Client, log *slog.Logger) error {
-	deadline := time.Now().Add(ConnectTimeout)
+// returned after timeout (DefaultConnectTimeout if zero).
+func ping(ctx context.Context, cl *kgo.Client, timeout time.Duration, log *slog.Logger) error {
+	if timeout <= 0 {
+		timeout = DefaultConnectTimeout
+	}
+	deadline := time.Now().Add(timeout)
 	for attempt := 0; ; attempt++ {
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		pctx, cancel := context.WithTimeout(ctx, min(10*time.Second, timeout))
 		err := cl.Ping(pctx)
 		cancel()
 		if err == nil || ctx.Err() != nil {
@@ -554,7 +559,7 @@ func ping(ctx context.Context, cl *kgo.Client, log *slog.Logger) error {
 		}
 		if time.Now().After(deadline) {
 			return fmt.Errorf("kafka: no answer from the cluster (%v) for %s; check the brokers, TLS and SASL settings: last error: %w",
-				cl.OptValue(kgo.SeedBrokers), ConnectTimeout, err)
+				cl.OptValue(kgo.SeedBrokers), timeout, err)
 		}
 		if log != nil && attempt%10 == 0 {
 			log.Warn("kafka: the cluster does not answer yet; retrying", "err", err)

@@ -13,9 +13,10 @@ import (
 // Producer produces outputs and dead letters. Safe for one goroutine (the task loop) plus the
 // client's own.
 type Producer struct {
-	cl     *kgo.Client
-	log    *slog.Logger
-	shared bool // the client is a transactional consumer's (NewTxnProducer): it closes it
+	cl             *kgo.Client
+	log            *slog.Logger
+	connectTimeout time.Duration // Config.ConnectTimeout
+	shared         bool          // the client is a transactional consumer's (NewTxnProducer): it closes it
 
 	mu   sync.Mutex
 	err  error // first delivery failure since the last Flush
@@ -66,7 +67,7 @@ func NewProducer(cfg Config, pc ProducerConfig) (*Producer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
-	return &Producer{cl: cl, log: cfg.Logger}, nil
+	return &Producer{cl: cl, log: cfg.Logger, connectTimeout: cfg.ConnectTimeout}, nil
 }
 
 func producerOpts(pc ProducerConfig) []kgo.Opt {
@@ -96,7 +97,7 @@ func (p *Producer) Ping(ctx context.Context) error {
 	if p.shared {
 		return nil
 	}
-	return ping(ctx, p.cl, p.log)
+	return ping(ctx, p.cl, p.connectTimeout, p.log)
 }
 
 // Produce sends a record asynchronously; ts is ms since the epoch. The byte slices must stay

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
 )
 
 func TestCompileRefuses(t *testing.T) {
@@ -84,7 +85,7 @@ func TestCompileRefuses(t *testing.T) {
 			if (me.Err != nil) != tc.hasCause {
 				t.Errorf("cause %v, want one: %v", me.Err, tc.hasCause)
 			}
-			if want := "modrt: module refused: " + me.Reason(); err.Error() != want {
+			if want := "module refused: " + me.Reason(); err.Error() != want {
 				t.Errorf("message %q, want %q", err.Error(), want)
 			}
 		})
@@ -162,9 +163,9 @@ func TestLimitsValidate(t *testing.T) {
 		t.Fatal("compiled with invalid limits")
 	}
 	for _, want := range []string{
-		"modrt: limits: MaxMemoryPages 70000 is over 65536 (4 GiB)",
-		"modrt: limits: MaxValueBytes is negative (-1)",
-		"modrt: limits: MaxLogBytes is negative (-2)",
+		"limits: MaxMemoryPages 70000 is over 65536 (4 GiB)",
+		"limits: MaxValueBytes is negative (-1)",
+		"limits: MaxLogBytes is negative (-2)",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
@@ -244,10 +245,7 @@ func TestClosed(t *testing.T) {
 // TestFixturesUpToDate checks the committed .wasm files against their .wat sources when wabt is
 // installed.
 func TestFixturesUpToDate(t *testing.T) {
-	wat2wasm, err := exec.LookPath("wat2wasm")
-	if err != nil {
-		t.Skip("wat2wasm not installed")
-	}
+	wat2wasm := guestbuild.Tool(t, "wat2wasm")
 	wats, _ := filepath.Glob(filepath.Join("testdata", "*.wat"))
 	if len(wats) == 0 {
 		t.Fatal("no fixtures")

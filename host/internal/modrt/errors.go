@@ -8,12 +8,12 @@ import (
 )
 
 // ErrClosed is returned when a Runtime, Module or Instance is used after Close.
-var ErrClosed = errors.New("modrt: closed")
+var ErrClosed = errors.New("module runtime closed")
 
 // ErrBroken is returned by Instance.Process when an earlier call trapped, exited or could not
 // allocate: the guest's memory may be inconsistent (wazero does not poison an instance after a
 // trap), so the instance must be closed and replaced (DESIGN S18).
-var ErrBroken = errors.New("modrt: instance broken by an earlier failed call; close and replace it")
+var ErrBroken = errors.New("instance broken by an earlier failed call; close and replace it")
 
 // ErrGuestFailed is the CallError.Err of a call whose export returned a non-zero status
 // (the guest failed the call on purpose, usually after calling fail).
@@ -26,7 +26,7 @@ var ErrAllocFailed = errors.New("wasmstream_alloc failed")
 
 // ErrBatchTooLarge is returned by Instance.Process, without calling the guest, when the
 // encoded Batch cannot fit in the instance's memory limit (or in 2 GiB). Split the batch.
-var ErrBatchTooLarge = errors.New("modrt: batch too large for the instance's memory limit")
+var ErrBatchTooLarge = errors.New("batch too large for the instance's memory limit")
 
 // ErrOverLimit matches (errors.Is) the CallError.Err of a call that went over a per-call budget
 // (Limits.MaxEmitBytesPerCall, MaxStateBytesPerCall, KeyTxnEntries, KeyTxnBytes) or tried to
@@ -36,7 +36,7 @@ var ErrOverLimit = errors.New("over a limit")
 
 // ErrFuelExhausted matches (errors.Is) every *FuelError: a call stopped because it spent its CPU
 // budget.
-var ErrFuelExhausted = errors.New("modrt: CPU budget exhausted")
+var ErrFuelExhausted = errors.New("CPU budget exhausted")
 
 // FuelError is the CallError.Err of a call that exceeded its CPU budget (Limits.FuelPerRecord,
 // Limits.InitFuel). The call trapped on purpose: CallError.Trap is set and the instance is broken.
@@ -76,7 +76,7 @@ type ModuleError struct {
 // Reason is all Problems joined with "; ".
 func (e *ModuleError) Reason() string { return strings.Join(e.Problems, "; ") }
 
-func (e *ModuleError) Error() string { return "modrt: module refused: " + e.Reason() }
+func (e *ModuleError) Error() string { return "module refused: " + e.Reason() }
 
 func (e *ModuleError) Unwrap() error { return e.Err }
 
@@ -118,7 +118,7 @@ type CallError struct {
 
 func (e *CallError) Error() string {
 	var b strings.Builder
-	b.WriteString("modrt: task ")
+	b.WriteString("task ")
 	b.WriteString(strconv.Quote(e.Task))
 	b.WriteString(": ")
 	b.WriteString(e.Func)

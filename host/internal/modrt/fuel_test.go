@@ -39,7 +39,7 @@ func TestFuelStopsInfiniteLoop(t *testing.T) {
 	if *fe != (FuelError{Budget: 3_000_000, PerRecord: 1_000_000, Records: 3}) {
 		t.Errorf("fuel error %+v; want the budget of 3 records", fe)
 	}
-	want := `modrt: task "spin": wasmstream_process stopped: call exceeded its CPU budget of 3000000 fuel units (fuel_per_record=1000000 × 3 records)`
+	want := `task "spin": wasmstream_process stopped: call exceeded its CPU budget of 3000000 fuel units (fuel_per_record=1000000 × 3 records)`
 	if err.Error() != want {
 		t.Errorf("message\n got %s\nwant %s", err, want)
 	}

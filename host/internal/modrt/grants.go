@@ -102,11 +102,11 @@ func (g HTTPGrant) withDefaults() HTTPGrant {
 	return g
 }
 
-// validate reports every invalid field of g, each prefixed with "modrt: grants: HTTP.".
+// validate reports every invalid field of g, each prefixed with "grants: HTTP.".
 func (g HTTPGrant) validate() []error {
 	var errs []error
 	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("modrt: grants: HTTP."+format, args...))
+		errs = append(errs, fmt.Errorf("grants: HTTP."+format, args...))
 	}
 	if len(g.Allow) == 0 {
 		bad("Allow is empty: name at least one host")
@@ -252,19 +252,19 @@ func (g Grants) validate() []error {
 	var errs []error
 	for j, d := range g.Dirs {
 		if d.Host == "" {
-			errs = append(errs, fmt.Errorf("modrt: grants: Dirs[%d].Host is empty", j))
+			errs = append(errs, fmt.Errorf("grants: Dirs[%d].Host is empty", j))
 		} else if fi, err := os.Stat(d.Host); err != nil {
-			errs = append(errs, fmt.Errorf("modrt: grants: Dirs[%d].Host: %w", j, err))
+			errs = append(errs, fmt.Errorf("grants: Dirs[%d].Host: %w", j, err))
 		} else if !fi.IsDir() {
-			errs = append(errs, fmt.Errorf("modrt: grants: Dirs[%d].Host %s is not a directory", j, d.Host))
+			errs = append(errs, fmt.Errorf("grants: Dirs[%d].Host %s is not a directory", j, d.Host))
 		}
 		if !path.IsAbs(d.Guest) {
-			errs = append(errs, fmt.Errorf("modrt: grants: Dirs[%d].Guest %q is not an absolute path", j, d.Guest))
+			errs = append(errs, fmt.Errorf("grants: Dirs[%d].Guest %q is not an absolute path", j, d.Guest))
 		}
 	}
 	for j, name := range g.Env {
 		if name == "" || strings.ContainsAny(name, "=\x00") {
-			errs = append(errs, fmt.Errorf("modrt: grants: Env[%d] %q is not a variable name", j, name))
+			errs = append(errs, fmt.Errorf("grants: Env[%d] %q is not a variable name", j, name))
 		}
 	}
 	if g.HTTP != nil {

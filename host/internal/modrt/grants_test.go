@@ -21,10 +21,10 @@ func TestGrantsValidate(t *testing.T) {
 		t.Fatal("compiled with invalid grants")
 	}
 	for _, want := range []string{
-		"modrt: grants: Dirs[1].Host: stat ",
-		`modrt: grants: Dirs[1].Guest "rel" is not an absolute path`,
-		"modrt: grants: Dirs[2].Host is empty",
-		`modrt: grants: Env[1] "A=B" is not a variable name`,
+		"grants: Dirs[1].Host: stat ",
+		`grants: Dirs[1].Guest "rel" is not an absolute path`,
+		"grants: Dirs[2].Host is empty",
+		`grants: Env[1] "A=B" is not a variable name`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)

@@ -462,7 +462,7 @@ func TestHTTPGrantValidate(t *testing.T) {
 				t.Fatalf("errors %v, want %d", errs, len(tc.want))
 			}
 			for k, w := range tc.want {
-				if !strings.Contains(errs[k].Error(), w) || !strings.HasPrefix(errs[k].Error(), "modrt: grants: HTTP.") {
+				if !strings.Contains(errs[k].Error(), w) || !strings.HasPrefix(errs[k].Error(), "grants: HTTP.") {
 					t.Errorf("error %d %q lacks %q", k, errs[k], w)
 				}
 				if strings.Contains(errs[k].Error(), "hunter2") {

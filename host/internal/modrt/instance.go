@@ -202,7 +202,7 @@ func (m *Module) Instantiate(ctx context.Context, cfg InstanceConfig) (*Instance
 	if err == nil {
 		b := abi.AppendInit(buf[:0], abi.Init{Version: abi.Version, Task: []byte(i.task), Config: i.config})
 		if len(b) != n || &b[0] != &buf[0] {
-			err = fmt.Errorf("modrt: internal error: Init payload size %d, expected %d", len(b), n)
+			err = fmt.Errorf("internal error: Init payload size %d, expected %d", len(b), n)
 		} else {
 			err = i.callPayload(ctx, phaseInit, abi.ExportInit, i.fnInit, ptr, n, i.initBudget())
 		}
@@ -279,7 +279,7 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 	i.phase, i.cctx.Context = phaseIdle, context.Background()
 	if err != nil {
 		i.closeFS()
-		return nil, fmt.Errorf("modrt: task %q: instantiate: %w", cfg.Task, err)
+		return nil, fmt.Errorf("task %q: instantiate: %w", cfg.Task, err)
 	}
 	i.mod = mod
 	i.mem = mod.Memory()
@@ -287,7 +287,7 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 		g, ok := mod.ExportedGlobal(fuel.GlobalExport).(api.MutableGlobal)
 		if !ok {
 			_ = i.Close(ctx)
-			return nil, fmt.Errorf("modrt: task %q: internal error: the fuel counter is missing after metering", cfg.Task)
+			return nil, fmt.Errorf("task %q: internal error: the fuel counter is missing after metering", cfg.Task)
 		}
 		i.fuel = g
 	}
@@ -297,14 +297,14 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 	fnVersion := mod.ExportedFunction(abi.ExportABIVersion)
 	if i.mem == nil || i.fnAlloc == nil || i.fnInit == nil || i.fnProcess == nil || fnVersion == nil {
 		_ = i.Close(ctx) // Compile checked the exports: unreachable.
-		return nil, fmt.Errorf("modrt: task %q: internal error: exports missing after validation", cfg.Task)
+		return nil, fmt.Errorf("task %q: internal error: exports missing after validation", cfg.Task)
 	}
 	if m.start {
 		// The start section was moved here by metering, so that it runs within a budget.
 		fn := mod.ExportedFunction(fuel.StartExport)
 		if fn == nil {
 			_ = i.Close(ctx)
-			return nil, fmt.Errorf("modrt: task %q: internal error: the start function is missing after metering", cfg.Task)
+			return nil, fmt.Errorf("task %q: internal error: the start function is missing after metering", cfg.Task)
 		}
 		if err := i.call(ctx, phaseStart, "start function", fn, nil, i.initBudget()); err != nil {
 			_ = i.Close(ctx)
@@ -527,7 +527,7 @@ func (i *Instance) Close(ctx context.Context) error {
 		runtime.GC()
 	}
 	if err != nil {
-		return fmt.Errorf("modrt: task %q: close: %w", i.task, err)
+		return fmt.Errorf("task %q: close: %w", i.task, err)
 	}
 	return nil
 }

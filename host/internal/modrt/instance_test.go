@@ -320,7 +320,7 @@ func TestFailedCallHasNoEffects(t *testing.T) {
 	if ce.Trap || ce.Code != 3 || ce.GuestMessage != "nope" || !errors.Is(err, ErrGuestFailed) || ce.Task != "orders" {
 		t.Errorf("call error %+v", ce)
 	}
-	if want := `modrt: task "orders": wasmstream_process returned 3; guest says "nope"`; err.Error() != want {
+	if want := `task "orders": wasmstream_process returned 3; guest says "nope"`; err.Error() != want {
 		t.Errorf("message %q, want %q", err, want)
 	}
 	if len(eff.Writes) != 0 || len(eff.Outputs) != 0 {
@@ -348,7 +348,7 @@ func TestTrapBreaksInstance(t *testing.T) {
 		if !ce.Trap || ce.Func != abi.ExportProcess || !strings.Contains(ce.Err.Error(), "wasm error: unreachable") {
 			t.Errorf("call error %+v", ce)
 		}
-		if !strings.HasPrefix(err.Error(), `modrt: task "tt": wasmstream_process trapped: wasm error: unreachable`) {
+		if !strings.HasPrefix(err.Error(), `task "tt": wasmstream_process trapped: wasm error: unreachable`) {
 			t.Errorf("message %q", err)
 		}
 		if !i.Broken() {
@@ -393,13 +393,13 @@ func TestInitFailure(t *testing.T) {
 	if ce.Func != abi.ExportInit || ce.Code != 7 || ce.GuestMessage != "bad config" || ce.Trap {
 		t.Errorf("call error %+v", ce)
 	}
-	if want := `modrt: task "t1": wasmstream_init returned 7; guest says "bad config"`; err.Error() != want {
+	if want := `task "t1": wasmstream_init returned 7; guest says "bad config"`; err.Error() != want {
 		t.Errorf("message %q, want %q", err, want)
 	}
 	_, err = m.Instantiate(ctx, InstanceConfig{Task: "t2", Config: new(prog).fail("boom").op(opTrap).bytes()})
 	ce = asCallError(t, err)
 	if !ce.Trap || ce.Func != abi.ExportInit || ce.GuestMessage != "boom" ||
-		!strings.HasPrefix(err.Error(), `modrt: task "t2": wasmstream_init trapped: wasm error: unreachable`) {
+		!strings.HasPrefix(err.Error(), `task "t2": wasmstream_init trapped: wasm error: unreachable`) {
 		t.Errorf("call error %v", err)
 	}
 }
@@ -507,7 +507,7 @@ func TestEnvError(t *testing.T) {
 	if got := results(*rs, hfStateGet); !slices.Equal(got, []int64{int64(abi.ErrInternal)}) {
 		t.Errorf("state_get %v", got)
 	}
-	if want := `modrt: task "t": wasmstream_process failed: disk on fire`; err.Error() != want {
+	if want := `task "t": wasmstream_process failed: disk on fire`; err.Error() != want {
 		t.Errorf("message %q, want %q", err, want)
 	}
 }
@@ -584,7 +584,7 @@ func TestBatchTooLarge(t *testing.T) {
 	if !errors.Is(err, ErrAllocFailed) || ce.Trap || !i.Broken() {
 		t.Errorf("got %v, broken %v", err, i.Broken())
 	}
-	if want := `modrt: task "t": wasmstream_process failed: wasmstream_alloc failed: returned 0 for 131123 bytes (memory is 131072 bytes)`; err.Error() != want {
+	if want := `task "t": wasmstream_process failed: wasmstream_alloc failed: returned 0 for 131123 bytes (memory is 131072 bytes)`; err.Error() != want {
 		t.Errorf("message %q, want %q", err, want)
 	}
 }

@@ -116,7 +116,7 @@ func (l Limits) metered() bool { return l.FuelPerRecord != NoFuel }
 func (l Limits) Validate() error {
 	var errs []error
 	if l.MaxMemoryPages > maxPages {
-		errs = append(errs, fmt.Errorf("modrt: limits: MaxMemoryPages %d is over %d (4 GiB)", l.MaxMemoryPages, maxPages))
+		errs = append(errs, fmt.Errorf("limits: MaxMemoryPages %d is over %d (4 GiB)", l.MaxMemoryPages, maxPages))
 	}
 	for _, f := range []struct {
 		name string
@@ -137,14 +137,14 @@ func (l Limits) Validate() error {
 		{"LogBurstLines", l.LogBurstLines},
 	} {
 		if f.v < 0 {
-			errs = append(errs, fmt.Errorf("modrt: limits: %s is negative (%d)", f.name, f.v))
+			errs = append(errs, fmt.Errorf("limits: %s is negative (%d)", f.name, f.v))
 		}
 	}
 	if l.FuelPerRecord < NoFuel {
-		errs = append(errs, fmt.Errorf("modrt: limits: FuelPerRecord is %d; want > 0, 0 for the default or %d to disable metering", l.FuelPerRecord, NoFuel))
+		errs = append(errs, fmt.Errorf("limits: FuelPerRecord is %d; want > 0, 0 for the default or %d to disable metering", l.FuelPerRecord, NoFuel))
 	}
 	if l.InitFuel < 0 {
-		errs = append(errs, fmt.Errorf("modrt: limits: InitFuel is negative (%d)", l.InitFuel))
+		errs = append(errs, fmt.Errorf("limits: InitFuel is negative (%d)", l.InitFuel))
 	}
 	errs = append(errs, l.Grants.validate()...)
 	return errors.Join(errs...)

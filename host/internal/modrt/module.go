@@ -278,7 +278,7 @@ func (m *Module) Close(ctx context.Context) error {
 	m.mu.Unlock()
 	m.http.close()
 	if err := m.compiled.Close(ctx); err != nil {
-		return fmt.Errorf("modrt: close module: %w", err)
+		return fmt.Errorf("close module: %w", err)
 	}
 	return nil
 }

@@ -72,7 +72,7 @@ func NewRuntime(ctx context.Context, cfg RuntimeConfig) (*Runtime, error) {
 	)
 	if cfg.CacheDir != "" {
 		if cache, err = wazero.NewCompilationCacheWithDir(cfg.CacheDir); err != nil {
-			return nil, fmt.Errorf("modrt: compilation cache: %w", err)
+			return nil, fmt.Errorf("compilation cache: %w", err)
 		}
 	} else {
 		// In memory only: lets the per-limit wazero runtimes share compiled code.
@@ -109,11 +109,11 @@ func (r *Runtime) engine(ctx context.Context, pages uint32) (*engine, error) {
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
 		_ = rt.Close(ctx)
-		return nil, fmt.Errorf("modrt: instantiate WASI: %w", err)
+		return nil, fmt.Errorf("instantiate WASI: %w", err)
 	}
 	if err := instantiateHostModule(ctx, rt); err != nil {
 		_ = rt.Close(ctx)
-		return nil, fmt.Errorf("modrt: instantiate %s: %w", abi.ModuleName, err)
+		return nil, fmt.Errorf("instantiate %s: %w", abi.ModuleName, err)
 	}
 	e := &engine{rt: rt, memory: &r.memory, maxPages: pages, wasi: map[string]funcType{}}
 	for name, def := range rt.Module(wasiModuleName).ExportedFunctionDefinitions() {
@@ -141,7 +141,7 @@ func (r *Runtime) Close(ctx context.Context) error {
 	}
 	errs = append(errs, r.cache.Close(ctx))
 	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("modrt: close runtime: %w", err)
+		return fmt.Errorf("close runtime: %w", err)
 	}
 	return nil
 }

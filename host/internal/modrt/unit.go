@@ -14,7 +14,7 @@ import (
 )
 
 // ErrNoExport is returned by Run for a step whose optional export (ABI 0.2) the module lacks.
-var ErrNoExport = errors.New("modrt: the module does not export the callback")
+var ErrNoExport = errors.New("the module does not export the callback")
 
 // StepKind is what one guest call of a Unit carries.
 type StepKind uint8
@@ -182,7 +182,7 @@ func (i *Instance) runStep(ctx context.Context, st *Step) error {
 		b = abi.AppendMigrate(b, &st.Migrate)
 	}
 	if len(b) != size || &b[0] != &buf[0] {
-		return fmt.Errorf("modrt: internal error: %s payload size %d, expected %d", export, len(b), size)
+		return fmt.Errorf("internal error: %s payload size %d, expected %d", export, len(b), size)
 	}
 	bud.left -= i.spent - before // the alloc and the call share the budget
 	i.logAttrs = stepAttrs(i.logAttrs[:0], st, fs)

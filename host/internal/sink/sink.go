@@ -31,11 +31,11 @@ type Writer struct {
 func OpenFile(path string, sync bool) (*Writer, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
-		return nil, fmt.Errorf("sink: %w", err)
+		return nil, err // an *os.PathError: it names the file
 	}
 	if err := cutTornTail(f); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("sink: %s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &Writer{f: f, out: f, sync: sync}, nil
 }
@@ -131,7 +131,7 @@ func (w *Writer) write() error {
 		return w.err
 	}
 	if _, err := w.out.Write(w.buf); err != nil {
-		w.err = fmt.Errorf("sink: %w", err)
+		w.err = err // an *os.PathError: it names the file
 		return w.err
 	}
 	if cap(w.buf) > 16<<20 {
@@ -152,7 +152,7 @@ func (w *Writer) Flush() error {
 	}
 	if w.f != nil && w.sync {
 		if err := w.f.Sync(); err != nil {
-			return fmt.Errorf("sink: %w", err)
+			return err // an *os.PathError: it names the file
 		}
 	}
 	return nil

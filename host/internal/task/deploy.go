@@ -21,7 +21,7 @@ import (
 
 // ErrStopped is returned by Switch, Pause and Resume when the task's loop is not running
 // (Run returned, or has not been called).
-var ErrStopped = errors.New("task: not running")
+var ErrStopped = errors.New("the task is not running")
 
 // version is one module version the task can run. id, mod and newProc are immutable; the
 // rest is owned by the loop.
@@ -87,7 +87,7 @@ func (s Switched) FirstBatch(ctx context.Context) (time.Time, error) {
 	}
 	// first is closed by the loop after it set firstAt.
 	if s.v.firstAt.IsZero() {
-		return time.Time{}, fmt.Errorf("task: no batch ran on version %d", s.v.id)
+		return time.Time{}, fmt.Errorf("no batch ran on version %d", s.v.id)
 	}
 	return s.v.firstAt, nil
 }
@@ -160,7 +160,7 @@ func (t *Task) serve(ctx context.Context, r request) {
 		out = Switched{Previous: old.id, At: t.cfg.Now(), v: r.ver}
 		t.cur = r.ver
 		t.meters.guest.Store(r.ver.metrics)
-		t.stats.Switches++
+		t.stats.Deploys++
 		old.retired = true
 		old.release(ctx)
 		t.log.Info("module version switched", "version", r.ver.id, "previous", old.id,
@@ -187,7 +187,7 @@ func (t *Task) serve(ctx context.Context, r request) {
 	t.statsMu.Lock()
 	t.published.Version = t.cur.id
 	t.published.Paused = t.paused
-	t.published.Switches = t.stats.Switches
+	t.published.Deploys = t.stats.Deploys
 	t.statsMu.Unlock()
 	r.reply <- out
 }

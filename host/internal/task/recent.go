@@ -2,8 +2,9 @@ package task
 
 import (
 	"sync"
-	"time"
 	"unicode/utf8"
+
+	"github.com/wasmstream/wasmstream/host/internal/stats"
 )
 
 // RecentErrors is how many of a task's last errors Stats keeps (Stats.Recent).
@@ -15,16 +16,8 @@ const (
 	recentErrBytes = 512
 )
 
-// RecentError is one of a task's last errors: a record or timer firing that failed and is
-// retried, sent to the dead letters or skipped, or a partition tick that failed. It holds what
-// the task's log says of it, cut to a bounded size.
-type RecentError struct {
-	Time  time.Time
-	Kind  string // "retry", "dead letter", "skipped", "tick failed"
-	Where string // e.g. "input x line 42", "topic t partition 3 offset 41"
-	Key   string // the record's key, cut to 64 bytes; "" for none
-	Err   string // cut to 512 bytes
-}
+// RecentError is one of a task's last errors (see stats.RecentError), cut to a bounded size.
+type RecentError = stats.RecentError
 
 // recentRing is a task's last RecentErrors errors, oldest first once full.
 type recentRing struct {

@@ -24,6 +24,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/sink"
 	"github.com/wasmstream/wasmstream/host/internal/source"
 	"github.com/wasmstream/wasmstream/host/internal/statecache"
+	"github.com/wasmstream/wasmstream/host/internal/stats"
 	"github.com/wasmstream/wasmstream/store"
 )
 
@@ -175,87 +176,12 @@ func (st *stream) where(offset int64) string {
 
 type endMark struct{ offset, end int64 }
 
-// Stats are a task's running figures.
-type Stats struct {
-	// GuestMetrics are the metrics the current module version's guests declared (ABI 0.3); up
-	// to date.
-	GuestMetrics []modrt.MetricValue
-	Records      int64 // records read this run
-	Processed    int64 // records whose processing completed
-	Outputs      int64
-	Skipped      int64 // records replayed after a restart and skipped as already applied
-	DeadLetters  int64
-	Retries      int64
-	Failures     int64 // failed guest calls
-	Checkpoints  int64
-	PeakQueued   int   // most records queued in the scheduler at once (read ahead, not in flight)
-	Pauses       int64 // times an input was paused because its queues were full (S4)
-	Late         int64 // records read with a timestamp below their stream's watermark
-
-	TimersSet     int64 // timer_set calls applied (including by firings)
-	TimersDeleted int64 // timer deletions applied, fired timers included
-	TimersQueued  int64 // firings queued
-	TimersFired   int64 // firings that ran and completed
-	TimersDropped int64 // firings dropped because the module has no timer callback
-	// PendingTimers is the number of timers set and neither deleted nor fired, as of the last
-	// checkpoint (the store's count, which follows each commit: cheap to read).
-	PendingTimers int64
-	Ticks         int64 // partition ticks started
-	Skips         int64 // records and firings skipped after failing on every attempt
-
-	ChangelogRecords int64 // key snapshots produced to the changelog
-	Restores         int64 // partitions restored from the changelog
-	RestoredRecords  int64 // changelog records read by restores
-	RestoredBytes    int64
-	Dropped          int64 // revoked or lost partitions whose local state was deleted (DropRevoked)
-	FullRestores     int64 // restores that replayed a partition's whole changelog
-	TxnCommits       int64 // exactly-once mode: transactions committed
-	TxnAborts        int64 // exactly-once mode: transactions aborted (their work is redone)
-	StandbyRecords   int64 // changelog records a standby applied to partitions not owned
-	StandbyBytes     int64
-
-	LogDropped int64 // guest log lines the current module version dropped by its rate limit
-
-	Version  int64 // the current module version (Config.Version, then Switch's); up to date
-	Switches int64 // module versions switched to (deploys, activations, rollbacks); up to date
-	Paused   bool  // Pause was called and Resume not since; up to date
-	Pending  int   // records read and not yet complete (queued or in flight)
-	InFlight int   // records in batches being processed
-	Queued   int   // items waiting in the scheduler's key queues (read ahead, not in flight)
-	Inputs   []InputStats
-
-	StateKeys   int   // keys whose state the cache holds
-	StateBytes  int64 // the cache's estimate of their size
-	CacheHits   int64 // keys a batch found in the cache
-	CacheMisses int64 // keys a batch did not find in the cache (read from the store)
-
-	// Up to date (atomic counters the workers and the loop keep; Stats reads them).
-	FuelUsed  int64 // fuel the guest calls spent (metered modules only)
-	Traps     int64 // instances discarded after a trap (each is replaced at the next job)
-	Restoring int   // partitions being restored from the changelog: not processing yet
-	// BatchSize is the records and firings per batch, CallSeconds the duration of each guest
-	// call (a unit of records or firings; a tick), CheckpointSeconds each checkpoint's.
-	BatchSize, CallSeconds, CheckpointSeconds hist.Snapshot
-	// Recent are the task's last RecentErrors errors, oldest first; up to date.
-	Recent []RecentError
-}
+// Stats are a task's running figures: the one definition all layers share (package stats).
+// The task leaves Task, Halted and Error to the host.
+type Stats = stats.Task
 
 // InputStats are the figures of one input: a file or stdin input, or one Kafka partition.
-type InputStats struct {
-	Name      string
-	Topic     string // Kafka: the partition's topic ("" otherwise)
-	Partition int32  // Kafka: the partition (-1 otherwise)
-	Records   int64  // records read this run
-	Committed int64  // records (lines) before the committed position: a restart resumes there
-	// Lag is how many records of a Kafka partition are beyond the committed position, as of
-	// the partition's last fetch (-1: unknown, or not a Kafka partition).
-	Lag       int64
-	Watermark int64 // the event-time watermark in Unix milliseconds (-1: none yet)
-	InFlight  int   // records in batches being processed
-	// PendingTimers is the number of the input's timers, as of the last checkpoint (see
-	// Stats.PendingTimers).
-	PendingTimers int64
-}
+type InputStats = stats.Input
 
 // Histogram bounds. Latencies in seconds, sizes in items.
 var (
@@ -400,12 +326,28 @@ func (t *Task) Stats() Stats {
 	s.FuelUsed = t.meters.fuel.Load()
 	s.Traps = t.meters.traps.Load()
 	s.Restoring = int(t.meters.restoring.Load())
-	s.BatchSize = t.meters.batchSize.Snapshot()
-	s.CallSeconds = t.meters.callSeconds.Snapshot()
-	s.CheckpointSeconds = t.meters.checkpointSeconds.Snapshot()
+	s.BatchSize = stats.Histogram(t.meters.batchSize.Snapshot())
+	s.CallSeconds = stats.Histogram(t.meters.callSeconds.Snapshot())
+	s.CheckpointSeconds = stats.Histogram(t.meters.checkpointSeconds.Snapshot())
 	s.Recent = t.recent.list()
-	s.GuestMetrics = t.meters.guest.Load().Snapshot()
+	s.GuestMetrics = guestMetrics(t.meters.guest.Load().Snapshot())
 	return s
+}
+
+// guestMetrics converts the guest metrics' values to their Stats form.
+func guestMetrics(vs []modrt.MetricValue) []stats.GuestMetric {
+	var out []stats.GuestMetric
+	for _, v := range vs {
+		m := stats.GuestMetric{Counter: v.Counter, Name: v.Name, Value: v.Value}
+		if v.Bounds != nil {
+			m.Histogram = &stats.Histogram{Bounds: v.Bounds, Counts: v.Counts, Count: v.Count, Sum: v.Sum}
+		}
+		for _, l := range v.Labels {
+			m.Labels = append(m.Labels, stats.GuestLabel{Name: l.Name, Value: l.Value})
+		}
+		out = append(out, m)
+	}
+	return out
 }
 
 // Ready reports whether the task is processing every input it has: false while a partition it

@@ -1,0 +1,220 @@
+package host
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"github.com/wasmstream/wasmstream/host/internal/kafka"
+	"github.com/wasmstream/wasmstream/host/internal/modrt"
+	"github.com/wasmstream/wasmstream/host/internal/source"
+)
+
+// The defaults of the configuration: this file is the one place they are set. A zero field
+// means its default (each field's comment says which); WithDefaults fills them in, New and
+// Validate start from it, and the CLI reads its defaults from it too.
+
+// DefaultDataDir is Config.DataDir's default, relative to the current directory (the CLI
+// anchors it to the configuration file's directory).
+const DefaultDataDir = "data"
+
+// Defaults of the host (Config).
+const (
+	defaultCheckpointInterval = time.Second
+	defaultKeepModuleVersions = 10
+	defaultMaxModuleBytes     = 64 << 20 // admin.max_module_bytes
+)
+
+// Defaults of Config.Kafka.
+const (
+	defaultKafkaClientID      = "wasmstream"
+	defaultConnectTimeout     = kafka.DefaultConnectTimeout
+	defaultDrainTimeout       = 30 * time.Second
+	defaultTransactionTimeout = 15 * time.Second
+	defaultEmbeddedPort       = 9092
+	defaultEmbeddedPartitions = 4
+)
+
+// Defaults of a task (TaskConfig). The limits a module runs under are modrt's, so that a module
+// checked or run without a host gets the same ones.
+const (
+	defaultMaxBatchRecords      = 256
+	defaultMaxKeyRecords        = 64
+	defaultMaxInFlight          = 1024
+	defaultMaxQueued            = 8192
+	defaultMaxQueuedBytes       = 32 << 20
+	defaultStateCacheBytes      = 64 << 20
+	defaultMaxMemoryPages       = modrt.DefaultMaxMemoryPages
+	defaultMaxValueBytes        = modrt.DefaultMaxValueBytes
+	defaultMaxOutputsPerCall    = modrt.DefaultMaxOutputsPerCall
+	defaultMaxEmitBytesPerCall  = modrt.DefaultMaxEmitBytes
+	defaultMaxStateBytesPerCall = modrt.DefaultMaxStateBytes
+	defaultMaxLogLinesPerSecond = modrt.DefaultMaxLogLinesPerSec
+	defaultLogBurstLines        = modrt.DefaultLogBurstLines
+	defaultFuelPerRecord        = modrt.DefaultFuelPerRecord
+	defaultInitFuel             = modrt.DefaultInitFuel
+	defaultMaxLineBytes         = source.DefaultMaxLineBytes // file and stdin inputs
+	defaultMaxAttempts          = 5
+	defaultBackoff              = time.Second
+	defaultMaxBackoff           = 60 * time.Second
+	defaultMaxFiringsPerTurn    = 1000
+)
+
+// WithDefaults returns a copy of c with every zero field set to its default, for the host and
+// each of its tasks. The tasks' Workers default to GOMAXPROCS, HostID to one derived from the
+// machine and the data directory; Logger, Now, Stdin and Stdout to discarding, time.Now,
+// os.Stdin and os.Stdout. It does not validate.
+func (c Config) WithDefaults() Config {
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	if c.CacheDir == "" {
+		c.CacheDir = c.DataDir + "/cache"
+	}
+	if c.CheckpointInterval == 0 {
+		c.CheckpointInterval = defaultCheckpointInterval
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.Stdin == nil {
+		c.Stdin = os.Stdin
+	}
+	if c.Stdout == nil {
+		c.Stdout = os.Stdout
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.KeepModuleVersions == 0 {
+		c.KeepModuleVersions = defaultKeepModuleVersions
+	}
+	if c.OnTaskFailure == "" {
+		c.OnTaskFailure = HaltTask
+	}
+	if c.Admin.MaxModuleBytes == 0 {
+		c.Admin.MaxModuleBytes = defaultMaxModuleBytes
+	}
+	c.Kafka = c.Kafka.withDefaults(c.DataDir)
+	if c.HostID == "" {
+		c.HostID = defaultHostID(c.DataDir)
+	}
+	tasks := make([]TaskConfig, len(c.Tasks))
+	for i, t := range c.Tasks {
+		tasks[i] = t.withDefaults(c.DataDir)
+	}
+	c.Tasks = tasks
+	return c
+}
+
+func (k KafkaConfig) withDefaults(dataDir string) KafkaConfig {
+	if k.ClientID == "" {
+		k.ClientID = defaultKafkaClientID
+	}
+	if k.ConnectTimeout == 0 {
+		k.ConnectTimeout = defaultConnectTimeout
+	}
+	if k.DrainTimeout == 0 {
+		k.DrainTimeout = defaultDrainTimeout
+	}
+	if k.TransactionTimeout == 0 {
+		k.TransactionTimeout = defaultTransactionTimeout
+	}
+	if k.Embedded.Port == 0 {
+		k.Embedded.Port = defaultEmbeddedPort
+	}
+	if k.Embedded.Dir == "" {
+		k.Embedded.Dir = filepath.Join(dataDir, "kafka")
+	}
+	if k.Embedded.Partitions == 0 {
+		k.Embedded.Partitions = defaultEmbeddedPartitions
+	}
+	return k
+}
+
+func (t TaskConfig) withDefaults(dataDir string) TaskConfig {
+	inputs := make([]InputConfig, len(t.Inputs))
+	for i, in := range t.Inputs {
+		if in.Name == "" {
+			in.Name = fmt.Sprintf("input%d", i)
+		}
+		if in.Type == "" {
+			in.Type = InputFile
+		}
+		if in.Format == "" {
+			in.Format = FormatJSON
+		}
+		if in.OnMalformed == "" {
+			in.OnMalformed = MalformedDeadLetter
+		}
+		if in.MaxLineBytes == 0 && (in.Type == InputFile || in.Type == InputStdin) {
+			in.MaxLineBytes = defaultMaxLineBytes
+		}
+		inputs[i] = in
+	}
+	t.Inputs = inputs
+	if t.Output.Type == "" {
+		t.Output.Type = OutputStdout
+	}
+	if t.DeadLetter.Path == "" {
+		t.DeadLetter.Path = dataDir + "/" + t.Name + ".deadletter.ndjson"
+	}
+	if t.Sequencing.Policy == "" {
+		t.Sequencing.Policy = SequenceByKey
+	}
+	if t.Workers == 0 {
+		t.Workers = runtime.GOMAXPROCS(0)
+	}
+	set := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	set(&t.MaxBatchRecords, defaultMaxBatchRecords)
+	set(&t.MaxKeyRecords, defaultMaxKeyRecords)
+	set(&t.MaxInFlight, defaultMaxInFlight)
+	set(&t.MaxQueued, defaultMaxQueued)
+	set(&t.MaxQueuedBytes, defaultMaxQueuedBytes)
+	set(&t.MaxValueBytes, defaultMaxValueBytes)
+	set(&t.MaxOutputsPerCall, defaultMaxOutputsPerCall)
+	set(&t.MaxEmitBytesPerCall, defaultMaxEmitBytesPerCall)
+	set(&t.MaxStateBytesPerCall, defaultMaxStateBytesPerCall)
+	set(&t.MaxLogLinesPerSecond, defaultMaxLogLinesPerSecond)
+	set(&t.LogBurstLines, defaultLogBurstLines)
+	set(&t.Retry.MaxAttempts, defaultMaxAttempts)
+	set(&t.Time.MaxFiringsPerTurn, defaultMaxFiringsPerTurn)
+	if t.MaxMemoryPages == 0 {
+		t.MaxMemoryPages = defaultMaxMemoryPages
+	}
+	if t.StateCacheBytes == 0 {
+		t.StateCacheBytes = defaultStateCacheBytes
+	}
+	if t.FuelPerRecord == 0 {
+		t.FuelPerRecord = defaultFuelPerRecord
+	}
+	if t.InitFuel == 0 {
+		t.InitFuel = defaultInitFuel
+	}
+	if t.Retry.Backoff == 0 {
+		t.Retry.Backoff = defaultBackoff
+	}
+	if t.Retry.MaxBackoff == 0 {
+		t.Retry.MaxBackoff = defaultMaxBackoff
+	}
+	if t.Retry.OnExhausted == "" {
+		t.Retry.OnExhausted = ExhaustedDeadLetter
+	}
+	if t.StateMigration == "" {
+		t.StateMigration = MigrateLazy
+	}
+	if t.Delivery == "" {
+		t.Delivery = AtLeastOnce
+	}
+	if t.Changelog.Topic == "" && t.Changelog.Enabled {
+		t.Changelog.Topic = t.Name + "-changelog"
+	}
+	return t
+}

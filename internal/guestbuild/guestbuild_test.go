@@ -1,0 +1,80 @@
+package guestbuild
+
+import (
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// recorder is a testing.TB that records Skip and Fatal instead of stopping the goroutine.
+type recorder struct {
+	testing.TB
+	skipped, failed string
+}
+
+func (r *recorder) Helper()               {}
+func (r *recorder) Skip(args ...any)      { r.skipped = strings.TrimSpace(sprint(args)) }
+func (r *recorder) Fatal(args ...any)     { r.failed = strings.TrimSpace(sprint(args)) }
+func (r *recorder) Fatalf(string, ...any) { r.failed = "fatalf" }
+
+func sprint(args []any) string {
+	var b strings.Builder
+	for _, a := range args {
+		b.WriteString(a.(string))
+	}
+	return b.String()
+}
+
+// A missing tool skips the test naming the tool and `make deps`, unless CI is set: then the
+// test fails.
+func TestMissingTool(t *testing.T) {
+	tools["nonexistent"] = struct {
+		names []string
+		pkg   string
+	}{[]string{"wasmstream-no-such-program"}, "no-such-package"}
+	defer delete(tools, "nonexistent")
+
+	for _, ci := range []string{"", "true"} {
+		t.Setenv("CI", ci)
+		r := &recorder{TB: t}
+		if p := Tool(r, "nonexistent"); p != "" {
+			t.Fatalf("CI=%q: Tool returned %q for a missing program", ci, p)
+		}
+		msg := r.skipped
+		if ci != "" {
+			msg = r.failed
+			if r.skipped != "" {
+				t.Errorf("CI=%q: skipped (%q); want a failure", ci, r.skipped)
+			}
+		} else if r.failed != "" {
+			t.Errorf("CI unset: failed (%q); want a skip", r.failed)
+		}
+		for _, want := range []string{"nonexistent is not installed", "no-such-package", "make deps"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("CI=%q: message %q lacks %q", ci, msg, want)
+			}
+		}
+	}
+
+	t.Setenv(TinyGoEnv, "")
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("CI", "")
+	r := &recorder{TB: t}
+	TinyGoTool(r)
+	if !strings.Contains(r.skipped, "tinygo") || !strings.Contains(r.skipped, TinyGoEnv) || r.failed != "" {
+		t.Errorf("TinyGoTool without tinygo: skipped %q, failed %q", r.skipped, r.failed)
+	}
+}
+
+// Builds go outside the source tree, to a directory of this checkout's own.
+func TestDirOutsideTree(t *testing.T) {
+	d := Dir()
+	if rel, err := filepath.Rel(Root(), d); err == nil && !strings.HasPrefix(rel, "..") {
+		t.Errorf("Dir() = %s is inside the source tree %s", d, Root())
+	}
+	_, file, _, _ := runtime.Caller(0)
+	if !strings.HasPrefix(file, Root()) {
+		t.Errorf("Root() = %s does not hold this file %s", Root(), file)
+	}
+}
