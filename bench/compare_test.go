@@ -110,12 +110,14 @@ type pipelineRun struct {
 	rate    float64 // records/s
 	cpu     float64 // CPU µs per record, the whole process (the in-process broker included)
 	start   time.Duration
+	whole   bool    // too short for a steady span: rate and CPU are the whole run's, start-up included
 	outputs float64 // records in the output topic after the run, per input record
 }
 
 // printTable writes the results as one Markdown table. Ratios are "higher is better" for the
 // row: rate ÷ the other's rate, and the other's CPU per record ÷ the row's. Cores is rate ×
-// CPU per record: the cores the run kept busy. The memory rows come last, with their peak RSS.
+// CPU per record: the cores the run kept busy. A start of "included" marks a run too short for
+// a steady span (raise BENCH_RECORDS). The memory rows come last, with their peak RSS.
 func printTable(w io.Writer, records int, raw pipelineRun, rows []row, mem []memRow) {
 	fmt.Fprintf(w, "\nwasmstream vs goka vs raw franz-go: %d records × ~100 B, 4 partitions, 10k keys, one in-process kfake broker, GOMAXPROCS=%d\n\n", records, runtime.GOMAXPROCS(0))
 	fmt.Fprintln(w, "| task | system | rec/s | CPU µs/rec | cores | rate ÷ ceiling | ceiling CPU ÷ CPU | rate ÷ peer | peer CPU ÷ CPU | start s | outputs/rec | peak RSS MiB |")
@@ -130,8 +132,12 @@ func printTable(w io.Writer, records int, raw pipelineRun, rows []row, mem []mem
 			peerRate = fmt.Sprintf("%.2f", r.run.rate/r.peer.rate)
 			peerCPU = fmt.Sprintf("%.2f", r.peer.cpu/r.run.cpu)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s | %.2f | %.2f | %s | %s | %s | %s | %.1f | %.2f | |\n", r.task, r.system, thousands(r.run.rate), r.run.cpu,
-			r.run.rate*r.run.cpu/1e6, ceilRate, ceilCPU, peerRate, peerCPU, r.run.start.Seconds(), r.run.outputs)
+		start := fmt.Sprintf("%.1f", r.run.start.Seconds())
+		if r.run.whole {
+			start = "included"
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %.2f | %.2f | %s | %s | %s | %s | %s | %.2f | |\n", r.task, r.system, thousands(r.run.rate), r.run.cpu,
+			r.run.rate*r.run.cpu/1e6, ceilRate, ceilCPU, peerRate, peerCPU, start, r.run.outputs)
 	}
 	for _, m := range mem {
 		fmt.Fprintf(w, "| %s | %s | %s | %.2f | %.2f | | | | | | | %.0f |\n", m.task, m.system, thousands(m.rate), m.cpu, m.rate*m.cpu/1e6, m.rssMiB)
@@ -212,7 +218,8 @@ func (m *meter) seen(n int) {
 // done ends the run and returns its figures.
 func (m *meter) done() pipelineRun {
 	from, to := m.first, m.last
-	if from.n == 0 || to.n <= from.n {
+	whole := from.n == 0 || to.n <= from.n
+	if whole {
 		from = sample{m.t0, m.cpu0, 0}
 		to = sample{time.Now(), cpuNow(), m.records}
 	}
@@ -221,6 +228,7 @@ func (m *meter) done() pipelineRun {
 		rate:  n / to.t.Sub(from.t).Seconds(),
 		cpu:   float64((to.cpu - from.cpu).Microseconds()) / n,
 		start: from.t.Sub(m.t0),
+		whole: whole,
 	}
 }
 
