@@ -26,8 +26,8 @@ import (
 // then for each task — no-op, the stateful counter (1 state get, 1 put and 1 output per record)
 // and wordcount (per word: 1 get, 1 put, 1 output) — the goka peer, the same task hand-written
 // on franz-go and Badger (handRun), wasmstream with the Go guest and wasmstream with the Rust
-// guest; and, first, the wasmstream binary's peak RSS
-// holding 1M keys and 1M pending timers. It prints the tables. Run with -benchtime 1x.
+// guest; and, first, the wasmstream binary's peak RSS holding 1M keys and 1M pending timers.
+// It prints one table. Run with -benchtime 1x.
 func BenchmarkCompare(b *testing.B) {
 	records := envInt("BENCH_RECORDS", 300_000)
 	rssKeys := envInt("BENCH_RSS_KEYS", 1_000_000)
