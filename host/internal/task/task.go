@@ -559,44 +559,17 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 		st.tracker.Complete(r.Offset)
 		return nil
 	}
-	key := r.Key
-	seq := string(key)
-	switch t.cfg.Policy {
-	case PolicyPartition:
-		seq = ""
-	case PolicyNone:
-		seq = strconv.FormatInt(r.Offset, 10)
-	case PolicyField:
-		var err error
-		if r.Fields == nil && st.kafka {
-			if jerr := json.Unmarshal(r.Value, &r.Fields); jerr != nil || r.Fields == nil {
-				err = fmt.Errorf("%w: sequencing by field %q: the value is not a JSON object", source.ErrMalformed, t.cfg.Field)
-			}
+	key, seq, err := t.sequence(st, r)
+	if err != nil {
+		if st.in.HaltOnError {
+			return fmt.Errorf("%s: %w", st.where(r.Offset), err)
 		}
-		var v []byte
-		if err == nil {
-			v, err = r.Field(t.cfg.Field)
+		st.malform++
+		if err := t.deadLetter(st, r.Offset, nil, r.Raw, err, 0); err != nil {
+			return err
 		}
-		if err != nil {
-			if st.in.HaltOnError {
-				return fmt.Errorf("%s: %w", st.where(r.Offset), err)
-			}
-			st.malform++
-			if err := t.deadLetter(st, r.Offset, nil, r.Raw, err, 0); err != nil {
-				return err
-			}
-			st.tracker.Complete(r.Offset)
-			return nil
-		}
-		key, seq = v, string(v)
-	case PolicyHeader:
-		key, seq = []byte{}, "" // no such header: the empty key
-		for _, h := range r.Headers {
-			if string(h.Name) == t.cfg.Header {
-				key, seq = h.Value, string(h.Value)
-				break
-			}
-		}
+		st.tracker.Complete(r.Offset)
+		return nil
 	}
 	if room := store.StateKeyRoom(t.cfg.Name); len(key) > room {
 		// The key could not even hold its mark in the store: refused here, not at a checkpoint.
@@ -660,6 +633,37 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 	// is queued when its set is applied: ABI.md §4.12.)
 	budget := t.cfg.MaxFiringsPerTurn
 	return t.collectDue(st, int(abi.DomainEvent), st.tm.watermark(), &budget)
+}
+
+// sequence returns a record's key and its sequencing key in the scheduler (S7); an error (the
+// record has no field to sequence by) makes it malformed.
+func (t *Task) sequence(st *stream, r *source.Record) (key []byte, seq string, err error) {
+	key = r.Key
+	switch t.cfg.Policy {
+	case PolicyPartition:
+		return key, "", nil
+	case PolicyNone:
+		return key, strconv.FormatInt(r.Offset, 10), nil
+	case PolicyField:
+		if r.Fields == nil && st.kafka {
+			if jerr := json.Unmarshal(r.Value, &r.Fields); jerr != nil || r.Fields == nil {
+				return nil, "", fmt.Errorf("%w: sequencing by field %q: the value is not a JSON object", source.ErrMalformed, t.cfg.Field)
+			}
+		}
+		v, err := r.Field(t.cfg.Field)
+		if err != nil {
+			return nil, "", err
+		}
+		return v, string(v), nil
+	case PolicyHeader:
+		for _, h := range r.Headers {
+			if string(h.Name) == t.cfg.Header {
+				return h.Value, string(h.Value), nil
+			}
+		}
+		return []byte{}, "", nil // no such header: the empty key
+	}
+	return key, string(key), nil
 }
 
 func (t *Task) applyFlow() {
@@ -732,19 +736,7 @@ func (t *Task) finish(j *job) error {
 	}
 	j.ver.release(context.Background())
 	if j.err == nil {
-		if t.outgrowsTxn(j) {
-			// Commit what the job's keys already hold first: a key's writes are committed in
-			// one store transaction, which the job's would otherwise overflow.
-			if err := t.checkpoint(); err != nil {
-				return err
-			}
-		}
-		t.apply(j)
-		if err := t.sched.Complete(j.id); err != nil {
-			return err
-		}
-		t.applyFlow()
-		return nil
+		return t.succeeded(j)
 	}
 	t.stats.Failures++
 	if len(j.items) > 1 || gone > 0 {
@@ -754,6 +746,29 @@ func (t *Task) finish(j *job) error {
 		t.pending -= gone
 		return t.sched.Retry(j.id, true)
 	}
+	return t.itemFailed(j)
+}
+
+// succeeded applies a job that succeeded and completes its batch.
+func (t *Task) succeeded(j *job) error {
+	if t.outgrowsTxn(j) {
+		// Commit what the job's keys already hold first: a key's writes are committed in
+		// one store transaction, which the job's would otherwise overflow.
+		if err := t.checkpoint(); err != nil {
+			return err
+		}
+	}
+	t.apply(j)
+	if err := t.sched.Complete(j.id); err != nil {
+		return err
+	}
+	t.applyFlow()
+	return nil
+}
+
+// itemFailed handles a job of one item that failed: the item is retried after a backoff or,
+// after its last attempt, dead-lettered, skipped or halts the task (OnExhausted).
+func (t *Task) itemFailed(j *job) error {
 	it := j.items[0]
 	st := t.streams[it.Stream]
 	v := it.Value
@@ -782,9 +797,18 @@ func (t *Task) finish(j *job) error {
 		return t.sched.Delay(it.Stream, it.Key, t.cfg.Now().Add(delay))
 	}
 	delete(t.attempts, ak)
+	return t.exhausted(j, st, what, recErr)
+}
+
+// exhausted ends a job of one item (what: a record, a timer firing or a state migration of
+// stream st) that failed on its last attempt, as OnExhausted says.
+func (t *Task) exhausted(j *job, st *stream, what string, re *RecordError) error {
+	it := j.items[0]
+	v := it.Value
+	key, where, n := re.Key, re.Where, re.Attempts
 	switch t.cfg.OnExhausted {
 	case "halt":
-		return recErr
+		return re
 	case "skip":
 		t.stats.Skips++
 		t.noteError("skipped", where, key, j.err)
