@@ -15,6 +15,7 @@ import (
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
+	"github.com/wasmstream/wasmstream/host/internal/sched"
 	"github.com/wasmstream/wasmstream/host/internal/source"
 	"github.com/wasmstream/wasmstream/internal/scripttest"
 	"github.com/wasmstream/wasmstream/store"
@@ -538,4 +539,18 @@ func sortedOffsets(m map[kafka.TopicPartition]int64) string {
 	}
 	slices.Sort(parts)
 	return "[" + strings.Join(parts, " ") + "]"
+}
+
+// TestQueueFiringUnknownStream checks that a firing pushed for a stream the scheduler does not
+// have fails the loop instead of being lost.
+func TestQueueFiringUnknownStream(t *testing.T) {
+	tk, err := New(Config{Name: "core", Now: func() time.Time { return time.UnixMilli(1000) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &stream{id: 7, in: &Input{Name: "gone"}, tm: newStreamTime(time.UnixMilli(1000), 0)}
+	err = tk.queueFiring(st, timerID{"k", "t"}, abi.DomainProcessing, 500, nil)
+	if !errors.Is(err, sched.ErrUnknownStream) {
+		t.Errorf("queueFiring on a stream the scheduler lacks = %v, want ErrUnknownStream", err)
+	}
 }

@@ -278,8 +278,9 @@ func (t *Task) collectDue(st *stream, d int, upTo int64, budget *int) error {
 	return nil
 }
 
-// queueFiring puts a firing in its key's queue. It fails only if st is not a stream of the
-// scheduler (sched.ErrUnknownStream): callers pass live streams, so that is a bug.
+// queueFiring puts a firing in its key's queue. Push fails only for a stream the scheduler does
+// not have (sched.ErrUnknownStream; the size is never negative): callers pass live streams, so
+// an error is a bug, and it stops the task.
 func (t *Task) queueFiring(st *stream, id timerID, domain int32, due int64, payload []byte) error {
 	f := &abi.Firing{Time: due, Key: []byte(id.key), Name: []byte(id.name), Payload: payload}
 	if domain == abi.DomainEvent {
