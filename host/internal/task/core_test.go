@@ -127,7 +127,7 @@ type coreHarness struct {
 	dl      *memDL
 	printed int // outputs printed so far
 	dlSeen  int
-	next    map[uint32]int64 // next offset per stream
+	next    map[uint32]int64        // next offset per stream
 	replies []func() (string, bool) // reads of the reply channels of requests not yet answered
 }
 
