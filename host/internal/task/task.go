@@ -600,6 +600,12 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 			return nil
 		}
 	}
+	return t.enqueue(st, r, key, seq, late)
+}
+
+// enqueue pushes an admitted record to its key's queue, then queues the event-time timers the
+// record's timestamp made due.
+func (t *Task) enqueue(st *stream, r *source.Record, key []byte, seq string, late bool) error {
 	it := &item{
 		rec: abi.Record{
 			Offset:    r.Offset,
