@@ -189,7 +189,7 @@ func (t *Task) serve(ctx context.Context, r request) {
 	t.published.Paused = t.paused
 	t.published.Deploys = t.stats.Deploys
 	t.statsMu.Unlock()
-	r.reply <- out
+	t.reply(func() { r.reply <- out })
 }
 
 // closeVersions runs when Run returns: nobody waits for a first batch any more, and the
@@ -241,6 +241,7 @@ func (t *Task) feedMigrations() error {
 			continue // the partition went away; its new owner migrates lazily
 		}
 		n := 0
+		var perr error
 		err := t.cfg.Store.Keys(t.cfg.Name, p.st.id, p.after, !p.started, func(key []byte) bool {
 			k := append([]byte(nil), key...)
 			p.after, p.started = k, true
@@ -250,11 +251,15 @@ func (t *Task) feedMigrations() error {
 				seq = ""
 			}
 			t.pending++
-			_ = t.sched.Push(sched.Item[*item]{Stream: p.st.id, Key: seq, Offset: t.fireSeq, Size: len(k) + 64,
+			// The stream is live (checked above), so Push cannot fail; were it a bug, the task stops.
+			perr = t.sched.Push(sched.Item[*item]{Stream: p.st.id, Key: seq, Offset: t.fireSeq, Size: len(k) + 64,
 				Value: &item{migrate: true, rec: abi.Record{Key: k}}})
 			n++
-			return n < migrationChunk
+			return perr == nil && n < migrationChunk
 		})
+		if err == nil {
+			err = perr
+		}
 		if err != nil {
 			return err
 		}

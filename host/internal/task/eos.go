@@ -66,7 +66,8 @@ func (t *Task) serveBarrier() error {
 		return nil
 	}
 	err := t.commitTxn(true)
-	t.barrier.reply <- err
+	reply := t.barrier.reply
+	t.reply(func() { reply <- err })
 	t.barrier = nil
 	return err
 }
@@ -188,14 +189,15 @@ func (t *Task) rollback(rewound map[kafka.TopicPartition]int64) {
 func (t *Task) finalTxn() error {
 	for t.pending > 0 || len(t.inflight) > 0 {
 		if !t.paused {
-			if err := t.dispatch(); err != nil {
-				return err
-			}
+			t.dispatch()
+			t.carryOut()
 		}
 		if len(t.inflight) == 0 {
 			break
 		}
-		if err := t.finish(<-t.results); err != nil {
+		err := t.finish(<-t.results)
+		t.carryOut()
+		if err != nil {
 			return err
 		}
 	}
@@ -215,10 +217,6 @@ func (t *Task) pauseFetching(pause bool) {
 		return
 	}
 	for tp := range t.kafka.streams {
-		if pause {
-			t.kafka.consumer.Pause(tp)
-		} else {
-			t.kafka.consumer.Resume(tp)
-		}
+		t.pausePartition(tp, pause)
 	}
 }

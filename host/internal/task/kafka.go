@@ -189,27 +189,38 @@ func (t *Task) startKafka() error {
 	return nil
 }
 
-// onAssign opens the newly assigned partitions' streams and says where each starts: at the
-// local checkpoint, unless the group's committed offset is further along (the partition was
-// processed elsewhere meanwhile; its local state is then stale, and the changelog that would
-// bring it up to date is not there yet), or where the group starts when neither exists.
+// onAssign opens the newly assigned partitions' streams and replies with where each starts.
 func (t *Task) onAssign(req assignReq) {
-	start := map[kafka.TopicPartition]int64{}
+	n := int32(0)
 	if t.changelog != nil {
 		// None of the partitions is read before the reply, which waits for every restore: the
 		// task is not Ready until then.
-		n := int32(len(req.committed))
+		n = int32(len(req.committed))
 		t.meters.restoring.Add(n)
-		defer t.meters.restoring.Add(-n)
 	}
-	for tp, committed := range req.committed {
+	start, err := t.assign(req.committed)
+	if err != nil {
+		start = nil
+	}
+	t.reply(func() {
+		req.reply <- assignReply{start: start, err: err}
+		t.meters.restoring.Add(-n)
+	})
+}
+
+// assign opens the streams of newly assigned partitions and says where each starts: at the
+// local checkpoint, unless the group's committed offset is further along (the partition was
+// processed elsewhere meanwhile; its local state is then stale, and the changelog that would
+// bring it up to date is not there yet), or where the group starts when neither exists.
+func (t *Task) assign(committed map[kafka.TopicPartition]int64) (map[kafka.TopicPartition]int64, error) {
+	start := map[kafka.TopicPartition]int64{}
+	for tp, committed := range committed {
 		if old := t.kafka.streams[tp]; old != nil {
 			t.dropStream(old)
 		}
 		id, err := t.cfg.Store.StreamID(t.cfg.Name, kafkaStreamName(tp))
 		if err != nil {
-			req.reply <- assignReply{err: err}
-			return
+			return nil, err
 		}
 		// What the cache still holds of this partition is from an earlier ownership: another host
 		// may have processed it since.
@@ -217,14 +228,12 @@ func (t *Task) onAssign(req assignReq) {
 		if t.changelog != nil {
 			// The partition stays unread until its state is restored: the loop replies only after.
 			if err := t.restorePartition(tp, id); err != nil {
-				req.reply <- assignReply{err: err}
-				return
+				return nil, err
 			}
 		}
 		pos, ok, err := t.cfg.Store.Position(t.cfg.Name, id)
 		if err != nil {
-			req.reply <- assignReply{err: err}
-			return
+			return nil, err
 		}
 		st := &stream{id: id, in: &Input{Name: t.cfg.Kafka.Name}, kafka: true, tp: tp, horizon: -1, replay: -1,
 			source: []byte(tp.Topic), lastAdded: -1, highWater: -1, tm: newStreamTime(t.cfg.Now(), t.cfg.TickEvery)}
@@ -256,11 +265,11 @@ func (t *Task) onAssign(req assignReq) {
 		t.kafka.streams[tp] = st
 		t.sched.AddStream(id)
 		if t.eos() && t.paused {
-			t.kafka.consumer.Pause(tp)
+			t.pausePartition(tp, true)
 		}
 		t.log.Info("partition assigned", "topic", tp.Topic, "partition", tp.Partition, "start", at, "replay_through", st.replay)
 	}
-	req.reply <- assignReply{start: start}
+	return start, nil
 }
 
 // ingestKafka admits a fetch's records, dropping those of partitions no longer assigned.
@@ -353,7 +362,7 @@ func (t *Task) finishRevokes() error {
 			t.dropStream(st)
 			t.log.Info("partition revoked", "topic", st.tp.Topic, "partition", st.tp.Partition, "committed", offs[st.tp])
 		}
-		pr.reply <- offs
+		t.reply(func() { pr.reply <- offs })
 	}
 	return err
 }
@@ -367,7 +376,7 @@ func (t *Task) onLost(req lostReq) {
 			t.log.Warn("partition lost", "topic", tp.Topic, "partition", tp.Partition)
 		}
 	}
-	req.reply <- struct{}{}
+	t.reply(func() { req.reply <- struct{}{} })
 }
 
 // dropStream forgets a stream. Results of its batches still in flight are discarded when they
@@ -390,7 +399,8 @@ func (t *Task) dropStream(st *stream) {
 	}
 }
 
-// commitKafka commits the group offsets of the positions a checkpoint just made durable.
+// commitKafka has the driver commit the group offsets of the positions a checkpoint just made
+// durable.
 func (t *Task) commitKafka(positions []store.StreamPosition) {
 	if t.kafka == nil {
 		return
@@ -404,11 +414,7 @@ func (t *Task) commitKafka(positions []store.StreamPosition) {
 	if len(offs) == 0 {
 		return
 	}
-	t.kafka.consumer.Commit(offs, func(err error) {
-		if err != nil {
-			t.log.Warn("committing group offsets failed; the next checkpoint commits again", "err", err)
-		}
-	})
+	t.out.commits = append(t.out.commits, offs)
 }
 
 // kafkaFinal records the final positions for revokes that come after the loop ended.

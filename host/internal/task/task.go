@@ -221,6 +221,7 @@ type Task struct {
 	cur          *version      // the version new batches run on
 	paused       bool          // no new batches (Pause)
 	ctl          chan request  // calls from other goroutines (Switch, Pause, Resume)
+	out          actions       // what the core asks the driver to do (core.go)
 	stopped      chan struct{} // closed when the loop returned
 	attempts     map[attemptKey]int
 	pending      int    // records and firings pushed to the scheduler and not completed
@@ -354,137 +355,6 @@ func guestMetrics(vs []modrt.MetricValue) []stats.GuestMetric {
 // was assigned is being restored from the changelog. Safe from any goroutine.
 func (t *Task) Ready() bool { return t.meters.restoring.Load() == 0 }
 
-// Run processes the task's inputs until they are exhausted (nil), ctx is done (nil, after a
-// last checkpoint of everything finished), or the task fails (the error). Every goroutine it
-// starts has stopped when it returns.
-func (t *Task) Run(ctx context.Context) (err error) {
-	loopDone := sync.OnceFunc(func() { close(t.stopped) })
-	defer loopDone()
-	readCtx, stopReading := context.WithCancel(ctx)
-	defer stopReading()
-	// Unbuffered: a paused reader overshoots its queue bound by at most the chunk that crossed
-	// the mark and the one it was reading then (S4).
-	chunks := make(chan source.Chunk)
-	var readers sync.WaitGroup
-	defer readers.Wait()
-	defer stopReading()
-	defer func() {
-		for _, st := range t.order {
-			if st.closer != nil {
-				st.closer.Close()
-			}
-		}
-	}()
-	for i := range t.cfg.Inputs {
-		st, err := t.openStream(&t.cfg.Inputs[i])
-		if err != nil {
-			return err
-		}
-		if st.in.Stdin != nil {
-			// A read from standard input cannot be interrupted: this reader is not waited for.
-			// It ends at the next line or end of input, seeing readCtx done; nothing it reads
-			// after Run returned is used.
-			go st.reader.Run(readCtx, chunks)
-			continue
-		}
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			st.reader.Run(readCtx, chunks)
-		}()
-	}
-	var poller sync.WaitGroup // the Kafka poll loop
-	if t.cfg.Kafka != nil {
-		if err := t.startKafka(); err != nil {
-			return err
-		}
-		if t.cfg.Changelog != nil {
-			if err := t.startChangelog(ctx); err != nil {
-				t.kafka.consumer.Close()
-				return err
-			}
-			defer t.changelog.w.Close()
-			if sb := t.changelog.standby; sb != nil {
-				sbCtx, stopStandby := context.WithCancel(readCtx)
-				var standbys sync.WaitGroup
-				standbys.Add(1)
-				go func() {
-					defer standbys.Done()
-					t.runStandby(sbCtx, sb)
-				}()
-				defer func() {
-					stopStandby()
-					standbys.Wait()
-				}()
-			}
-		}
-		t.kafkaErr = make(chan error, 1)
-		poller.Add(1)
-		go func() {
-			defer poller.Done()
-			if err := t.kafka.consumer.Run(readCtx, t.kafka.fetches); err != nil {
-				t.kafkaErr <- err
-			}
-		}()
-		// Runs after the last checkpoint: rebalance callbacks from now on (leaving the group
-		// included) commit the positions it made durable.
-		defer func() {
-			t.kafkaFinal()
-			stopReading()
-			poller.Wait()
-			t.kafka.consumer.Close()
-		}()
-	}
-
-	// Workers run guest calls on their own context: a batch in flight always finishes, so
-	// that stopping never leaves half-applied work behind.
-	workCtx := context.WithoutCancel(ctx)
-	var workers sync.WaitGroup
-	instErr := make(chan error, t.cfg.Workers)
-	defer t.closeVersions(workCtx)
-	for i := 0; i < t.cfg.Workers; i++ {
-		ver := t.cur
-		inst, err := t.instantiate(workCtx, ver)
-		if err != nil {
-			close(t.jobs)
-			workers.Wait()
-			return err
-		}
-		workers.Add(1)
-		go func() {
-			defer workers.Done()
-			t.work(workCtx, inst, ver, instErr)
-		}()
-	}
-	defer func() {
-		close(t.jobs)
-		workers.Wait()
-	}()
-
-	err = t.loop(ctx, chunks, instErr)
-	loopDone()
-	stopReading()
-	// Finish what is in flight, so the last checkpoint covers as much as possible.
-	for len(t.inflight) > 0 {
-		j := <-t.results
-		if ferr := t.finish(j); ferr != nil && err == nil {
-			err = ferr
-		}
-	}
-	if t.eos() {
-		// The last transaction ends here, on the loop's goroutine, once the poller is gone.
-		poller.Wait()
-		if err == nil {
-			err = t.finalTxn()
-		}
-		t.publish()
-	} else if cerr := t.checkpoint(); cerr != nil && err == nil {
-		err = cerr
-	}
-	t.logProgress("stopped")
-	return err
-}
-
 // StdinStream is the store's name of the stream of a stdin input.
 func StdinStream(input string) string { return "stdin:" + input + "/0" }
 
@@ -586,102 +456,6 @@ func TrialInit(ctx context.Context, cfg Config, mod *modrt.Module) error {
 	return inst.Close(ctx)
 }
 
-// loop is the task's event loop: the only goroutine that touches the scheduler, the trackers,
-// the cache's map and the sinks.
-func (t *Task) loop(ctx context.Context, chunks <-chan source.Chunk, instErr <-chan error) error {
-	tick := time.NewTicker(t.cfg.Checkpoint)
-	defer tick.Stop()
-	progress := time.NewTicker(t.cfg.ProgressEach)
-	defer progress.Stop()
-	wake := time.NewTimer(time.Hour)
-	defer wake.Stop()
-	for {
-		if err := t.finishRevokes(); err != nil {
-			return err
-		}
-		if t.barrier == nil {
-			// During a barrier nothing new starts: the queues run dry.
-			if err := t.fireDue(); err != nil {
-				return err
-			}
-			if err := t.tickDue(); err != nil {
-				return err
-			}
-			if err := t.feedMigrations(); err != nil {
-				return err
-			}
-		}
-		if err := t.dispatch(); err != nil {
-			return err
-		}
-		if err := t.serveBarrier(); err != nil {
-			return err
-		}
-		if t.finished() {
-			return nil
-		}
-		if w, ok := t.nextWake(); ok {
-			wake.Reset(max(w.Sub(t.cfg.Now()), time.Millisecond))
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case c := <-chunks:
-			if err := t.ingest(c); err != nil {
-				return err
-			}
-		case j := <-t.results:
-			if err := t.finish(j); err != nil {
-				return err
-			}
-		case err := <-instErr:
-			return err
-		case f := <-t.kafkaFetches():
-			if err := t.ingestKafka(f); err != nil {
-				return err
-			}
-		case req := <-t.kafkaAssigns():
-			t.onAssign(req)
-		case req := <-t.kafkaRevokes():
-			t.onRevoke(req)
-		case req := <-t.kafkaLosses():
-			t.onLost(req)
-		case req := <-t.kafkaBarriers():
-			t.barrier = &req
-		case err := <-t.kafkaErr:
-			return err
-		case <-tick.C:
-			if err := t.checkpoint(); err != nil {
-				return err
-			}
-		case r := <-t.ctl:
-			t.serve(context.WithoutCancel(ctx), r)
-		case <-progress.C:
-			t.logProgress("progress")
-		case <-wake.C:
-		case <-t.wakeup:
-		}
-		if !t.eos() && t.sinksFull() {
-			if err := t.checkpoint(); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-// finished reports whether every input is exhausted and all work is done.
-func (t *Task) finished() bool {
-	if t.kafka != nil || t.pending > 0 || len(t.inflight) > 0 || !t.timersIdle() || len(t.passes) > 0 {
-		return false
-	}
-	for _, st := range t.order {
-		if !st.done {
-			return false
-		}
-	}
-	return true
-}
-
 func (t *Task) ingest(c source.Chunk) error {
 	st := t.streams[c.Stream]
 	if c.Err != nil {
@@ -727,44 +501,17 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 		st.tracker.Complete(r.Offset)
 		return nil
 	}
-	key := r.Key
-	seq := string(key)
-	switch t.cfg.Policy {
-	case PolicyPartition:
-		seq = ""
-	case PolicyNone:
-		seq = strconv.FormatInt(r.Offset, 10)
-	case PolicyField:
-		var err error
-		if r.Fields == nil && st.kafka {
-			if jerr := json.Unmarshal(r.Value, &r.Fields); jerr != nil || r.Fields == nil {
-				err = fmt.Errorf("%w: sequencing by field %q: the value is not a JSON object", source.ErrMalformed, t.cfg.Field)
-			}
+	key, seq, err := t.sequence(st, r)
+	if err != nil {
+		if st.in.HaltOnError {
+			return fmt.Errorf("%s: %w", st.where(r.Offset), err)
 		}
-		var v []byte
-		if err == nil {
-			v, err = r.Field(t.cfg.Field)
+		st.malform++
+		if err := t.deadLetter(st, r.Offset, nil, r.Raw, err, 0); err != nil {
+			return err
 		}
-		if err != nil {
-			if st.in.HaltOnError {
-				return fmt.Errorf("%s: %w", st.where(r.Offset), err)
-			}
-			st.malform++
-			if err := t.deadLetter(st, r.Offset, nil, r.Raw, err, 0); err != nil {
-				return err
-			}
-			st.tracker.Complete(r.Offset)
-			return nil
-		}
-		key, seq = v, string(v)
-	case PolicyHeader:
-		key, seq = []byte{}, "" // no such header: the empty key
-		for _, h := range r.Headers {
-			if string(h.Name) == t.cfg.Header {
-				key, seq = h.Value, string(h.Value)
-				break
-			}
-		}
+		st.tracker.Complete(r.Offset)
+		return nil
 	}
 	if room := store.StateKeyRoom(t.cfg.Name); len(key) > room {
 		// The key could not even hold its mark in the store: refused here, not at a checkpoint.
@@ -795,6 +542,12 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 			return nil
 		}
 	}
+	return t.enqueue(st, r, key, seq, late)
+}
+
+// enqueue pushes an admitted record to its key's queue, then queues the event-time timers the
+// record's timestamp made due.
+func (t *Task) enqueue(st *stream, r *source.Record, key []byte, seq string, late bool) error {
 	it := &item{
 		rec: abi.Record{
 			Offset:    r.Offset,
@@ -830,6 +583,37 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 	return t.collectDue(st, int(abi.DomainEvent), st.tm.watermark(), &budget)
 }
 
+// sequence returns a record's key and its sequencing key in the scheduler (S7); an error (the
+// record has no field to sequence by) makes it malformed.
+func (t *Task) sequence(st *stream, r *source.Record) (key []byte, seq string, err error) {
+	key = r.Key
+	switch t.cfg.Policy {
+	case PolicyPartition:
+		return key, "", nil
+	case PolicyNone:
+		return key, strconv.FormatInt(r.Offset, 10), nil
+	case PolicyField:
+		if r.Fields == nil && st.kafka {
+			if jerr := json.Unmarshal(r.Value, &r.Fields); jerr != nil || r.Fields == nil {
+				return nil, "", fmt.Errorf("%w: sequencing by field %q: the value is not a JSON object", source.ErrMalformed, t.cfg.Field)
+			}
+		}
+		v, err := r.Field(t.cfg.Field)
+		if err != nil {
+			return nil, "", err
+		}
+		return v, string(v), nil
+	case PolicyHeader:
+		for _, h := range r.Headers {
+			if string(h.Name) == t.cfg.Header {
+				return h.Value, string(h.Value), nil
+			}
+		}
+		return []byte{}, "", nil // no such header: the empty key
+	}
+	return key, string(key), nil
+}
+
 func (t *Task) applyFlow() {
 	for _, fc := range t.sched.Flow() {
 		st := t.streams[fc.Stream]
@@ -839,11 +623,11 @@ func (t *Task) applyFlow() {
 		switch {
 		case st.kafka && fc.Paused:
 			t.stats.Pauses++
-			t.kafka.consumer.Pause(st.tp)
+			t.pausePartition(st.tp, true)
 		case st.kafka && t.eos() && t.paused:
 			// Stays paused: a paused exactly-once task reads nothing (pauseFetching).
 		case st.kafka:
-			t.kafka.consumer.Resume(st.tp)
+			t.pausePartition(st.tp, false)
 		case fc.Paused:
 			t.stats.Pauses++
 			st.reader.Pause()
@@ -853,22 +637,18 @@ func (t *Task) applyFlow() {
 	}
 }
 
-// dispatch hands ready batches to idle workers.
-func (t *Task) dispatch() error {
+// dispatch forms batches for the idle workers (t.out.jobs).
+func (t *Task) dispatch() {
 	// A barrier runs the queues dry even when paused: the transaction cannot end before.
 	for (!t.paused || t.barrier != nil) && len(t.inflight) < t.cfg.Workers {
 		b, ok := t.sched.Next(t.cfg.Now())
 		if !ok {
-			return nil
+			return
 		}
 		j := t.newJob(b)
-		j.ver = t.cur
 		t.meters.batchSize.Observe(float64(len(j.items)))
-		t.cur.jobs++
-		t.inflight[b.ID] = j
-		t.jobs <- j
+		t.startJob(j)
 	}
-	return nil
 }
 
 // finish applies a finished job: effects on success; retry, dead letter, skip or halt on
@@ -904,19 +684,7 @@ func (t *Task) finish(j *job) error {
 	}
 	j.ver.release(context.Background())
 	if j.err == nil {
-		if t.outgrowsTxn(j) {
-			// Commit what the job's keys already hold first: a key's writes are committed in
-			// one store transaction, which the job's would otherwise overflow.
-			if err := t.checkpoint(); err != nil {
-				return err
-			}
-		}
-		t.apply(j)
-		if err := t.sched.Complete(j.id); err != nil {
-			return err
-		}
-		t.applyFlow()
-		return nil
+		return t.succeeded(j)
 	}
 	t.stats.Failures++
 	if len(j.items) > 1 || gone > 0 {
@@ -926,6 +694,29 @@ func (t *Task) finish(j *job) error {
 		t.pending -= gone
 		return t.sched.Retry(j.id, true)
 	}
+	return t.itemFailed(j)
+}
+
+// succeeded applies a job that succeeded and completes its batch.
+func (t *Task) succeeded(j *job) error {
+	if t.outgrowsTxn(j) {
+		// Commit what the job's keys already hold first: a key's writes are committed in
+		// one store transaction, which the job's would otherwise overflow.
+		if err := t.checkpoint(); err != nil {
+			return err
+		}
+	}
+	t.apply(j)
+	if err := t.sched.Complete(j.id); err != nil {
+		return err
+	}
+	t.applyFlow()
+	return nil
+}
+
+// itemFailed handles a job of one item that failed: the item is retried after a backoff or,
+// after its last attempt, dead-lettered, skipped or halts the task (OnExhausted).
+func (t *Task) itemFailed(j *job) error {
 	it := j.items[0]
 	st := t.streams[it.Stream]
 	v := it.Value
@@ -954,9 +745,18 @@ func (t *Task) finish(j *job) error {
 		return t.sched.Delay(it.Stream, it.Key, t.cfg.Now().Add(delay))
 	}
 	delete(t.attempts, ak)
+	return t.exhausted(j, st, what, recErr)
+}
+
+// exhausted ends a job of one item (what: a record, a timer firing or a state migration of
+// stream st) that failed on its last attempt, as OnExhausted says.
+func (t *Task) exhausted(j *job, st *stream, what string, re *RecordError) error {
+	it := j.items[0]
+	v := it.Value
+	key, where, n := re.Key, re.Where, re.Attempts
 	switch t.cfg.OnExhausted {
 	case "halt":
-		return recErr
+		return re
 	case "skip":
 		t.stats.Skips++
 		t.noteError("skipped", where, key, j.err)

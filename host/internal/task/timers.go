@@ -270,14 +270,18 @@ func (t *Task) collectDue(st *stream, d int, upTo int64, budget *int) error {
 		})
 	}
 	for _, c := range cands {
-		t.queueFiring(st, c.id, int32(d), c.due, c.payload)
+		if err := t.queueFiring(st, c.id, int32(d), c.due, c.payload); err != nil {
+			return err
+		}
 	}
 	*budget -= len(cands)
 	return nil
 }
 
-// queueFiring puts a firing in its key's queue.
-func (t *Task) queueFiring(st *stream, id timerID, domain int32, due int64, payload []byte) {
+// queueFiring puts a firing in its key's queue. Push fails only for a stream the scheduler does
+// not have (sched.ErrUnknownStream; the size is never negative): callers pass live streams, so
+// an error is a bug, and it stops the task.
+func (t *Task) queueFiring(st *stream, id timerID, domain int32, due int64, payload []byte) error {
 	f := &abi.Firing{Time: due, Key: []byte(id.key), Name: []byte(id.name), Payload: payload}
 	if domain == abi.DomainEvent {
 		f.Flags = abi.FiringEventTime
@@ -295,7 +299,7 @@ func (t *Task) queueFiring(st *stream, id timerID, domain int32, due int64, payl
 	t.pending++
 	t.stats.TimersQueued++
 	// A firing's offset is a unique negative number: it never reaches the stream's tracker.
-	_ = t.sched.Push(sched.Item[*item]{Stream: st.id, Key: seq, Offset: t.fireSeq, Size: len(id.key) + len(id.name) + len(payload) + 64, Value: it})
+	return t.sched.Push(sched.Item[*item]{Stream: st.id, Key: seq, Offset: t.fireSeq, Size: len(id.key) + len(id.name) + len(payload) + 64, Value: it})
 }
 
 // timersIdle reports whether no timer of an ended stream is left to fire and no firing is queued:
@@ -353,11 +357,8 @@ func (t *Task) tickDue() error {
 		j := &job{id: tickJobID(t.tickSeq), tick: &abi.Tick{
 			Partition: uint32(st.tp.Partition), Now: now.UnixMilli(), Watermark: tm.watermark(), Source: st.sourceName(),
 		}, groups: []group{{stream: st.id, st: st, entries: map[string]*statecache.Entry{}}}}
-		j.ver = t.cur
-		t.cur.jobs++
-		t.inflight[j.id] = j
 		t.stats.Ticks++
-		t.jobs <- j
+		t.startJob(j)
 	}
 	return nil
 }

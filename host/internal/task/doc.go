@@ -1,0 +1,71 @@
+// Package task runs one task: it reads the task's inputs, hands batches of records to workers
+// that run the module's guest calls, applies their effects (state, timers, outputs) and
+// checkpoints state and positions to the store (DESIGN S1–S22).
+//
+// # Core and driver
+//
+// The task loop is split in two, in the manner of etcd raft's RawNode and its node goroutine:
+//
+//   - The core (core.go, and the methods it calls in task.go, job.go, timers.go, deploy.go,
+//     kafka.go, changelog.go and eos.go) is synchronous: one event in (a chunk of records, a
+//     Kafka fetch, a finished job, a checkpoint due, a deploy switch, a pause, a rebalance), its
+//     state updated, and actions out in Task.out: jobs for the workers, consumer pauses, resumes
+//     and offset commits, and replies to the goroutines waiting on the loop. Task.step does the
+//     work of a turn that no event triggers (due timers and ticks, migrations, dispatch, drained
+//     revokes and barriers) and says when to wake. The core calls the store (a checkpoint commits
+//     synchronously), the sinks and, in exactly-once mode, the consumer's EndTxn directly; it
+//     starts no goroutine and never waits on a channel. TestCore drives it step by step with the
+//     golden scripts of testdata.
+//   - The driver (driver.go) owns the goroutines and channels. Run calls start functions —
+//     startInputs, startKafkaInput, startWorkers — each returning the function that stops what it
+//     started, runs the loop (drive: one select over every event source, then carryOut to do
+//     what the core asked), finishes the jobs in flight, takes the last checkpoint and calls the
+//     stop functions in reverse order.
+//
+// # Files
+//
+//	task.go       Config, Task, New, Stats; admit/ingest (records in), dispatch, finish and apply
+//	              (jobs back), checkpoint (state, marks and positions to the store), publish
+//	core.go       the core's events and actions, step
+//	driver.go     Run and its start/stop functions, drive, carryOut
+//	job.go        jobs and groups; the worker (work, runUnit, runTick) and its state environment
+//	timers.go     watermarks, timers (fireDue, collectDue, applyTimer) and partition ticks
+//	deploy.go     versions, Switch/Pause/Resume (serve), activation migration passes
+//	kafka.go      the Kafka input: rebalance requests (onAssign, onRevoke, onLost), fetches
+//	changelog.go  changelog writes per checkpoint, restores on assignment, standbys
+//	eos.go        exactly-once mode: barriers and one Kafka transaction per interval
+//	sinks.go      output and dead-letter sinks
+//	recent.go     the ring of recent errors (Stats.Recent)
+//
+// # The life of a record
+//
+// A reader goroutine sends a chunk (driver) → ingest/admit: malformed records and keys too large
+// go to the dead letters, replays of applied records are skipped, the rest are pushed to the
+// scheduler under their sequencing key (S7), and event-time timers the watermark passed are
+// queued → step/dispatch: while a worker is free, sched.Next forms a batch (a key is in at most
+// one batch at a time), newJob pins its keys' cache entries → carryOut sends the job → a worker
+// runs each stream's unit (runUnit) and returns the job → finish: on success apply writes state
+// and timers to the cache, sets the keys' marks, writes the outputs to the sink and completes
+// the offsets in the stream's tracker; on failure a batch is split, an item retried after a
+// backoff, then dead-lettered, skipped or the task halted → checkpoint commits it.
+//
+// # Checkpoints
+//
+// checkpoint (task.go) flushes the sinks, then commits the dirty cache entries with their marks
+// and each stream's committable position in one store.Checkpoint, writes the changelog and has
+// the driver commit the Kafka offsets. It runs every Config.Checkpoint (the driver's ticker), when
+// the sinks hold too much (afterEvent), before a job whose writes would overflow a key's store
+// transaction (finish), before a tick and before an activation migration pass (both read the
+// store), when a revoke has drained, and once more when Run ends. In exactly-once mode state
+// commits with each Kafka transaction instead (commitTxn, at a barrier).
+//
+// # Goroutines and locks
+//
+// The loop goroutine (drive) alone calls the core, so the core's state — streams, scheduler,
+// trackers, the cache's map, the sinks, t.stats — has no lock. Workers own a job between its
+// send and its return on t.results; the cache entries it pins are theirs meanwhile. Other
+// goroutines reach the loop only through channels: readers (chunks), the Kafka poller (fetches),
+// the group's rebalance callbacks and the exactly-once barrier (requests answered by a reply in
+// Task.out), Switch/Pause/Resume (t.ctl). Stats reads t.published under statsMu and the atomic
+// meters; the standby goroutine shares standby.owned under standby.mu.
+package task
