@@ -210,7 +210,7 @@ func TestHotDeployUnderLoad(t *testing.T) {
 		active = d.Version.Version
 		live(d)
 		if gen%4 == 0 {
-			d, err := h.Rollback(ctx, "versioned")
+			d, err := h.Rollback(ctx, "versioned", 0)
 			if err != nil {
 				t.Fatalf("rollback after deploy %d: %v", gen, err)
 			}
@@ -430,11 +430,11 @@ func TestDeployedVersionSurvivesRestart(t *testing.T) {
 	// Run 2: version 2 runs, not the file; roll back to 1.
 	run(2, func(h *host.Host, f *feedLines) {
 		activations = append(activations, guestbuild.VersionTag(0))
-		d := liveOn(t, f)(h.Rollback(ctx, "versioned"))
+		d := liveOn(t, f)(h.Rollback(ctx, "versioned", 0))
 		if d.Version.Version != 1 || d.Version.ActiveOrigin != host.OriginRollback {
 			t.Fatalf("rollback: %+v", d)
 		}
-		if _, err := h.Rollback(ctx, "versioned"); !errors.Is(err, host.ErrNoEarlierVersion) {
+		if _, err := h.Rollback(ctx, "versioned", 0); !errors.Is(err, host.ErrNoEarlierVersion) {
 			t.Errorf("rollback from version 1: %v, want ErrNoEarlierVersion", err)
 		}
 	})
@@ -554,7 +554,7 @@ func TestHotDeploySmallModule(t *testing.T) {
 	for gen := 1; gen <= 20; gen++ {
 		live(h.Deploy(ctx, "wc", version(gen)))
 		if gen%4 == 0 {
-			live(h.Rollback(ctx, "wc"))
+			live(h.Rollback(ctx, "wc", 0))
 		}
 	}
 	feed.finish()
