@@ -145,10 +145,13 @@ type Instance struct {
 	allKeys bool  // a tick: every key of the partition is in scope
 	failMsg string
 	envErr  error
-	overErr error    // a budget or store limit the call went over: the call fails (budget.go)
-	emitN   int      // bytes emitted by the call, against Limits.MaxEmitBytesPerCall
-	stateN  int      // state bytes written by the call, against Limits.MaxStateBytesPerCall
-	scanTmp []string // scratch for state_scan's overlay names
+	overErr error   // a budget or store limit the call went over: the call fails (budget.go)
+	emitN   int     // bytes emitted by the call, against Limits.MaxEmitBytesPerCall
+	stateN  int     // state bytes written by the call, against Limits.MaxStateBytesPerCall
+	scanTmp []int32 // scratch for state_scan's overlay: indexes in writes
+	// prevWrite[j] is 1 + the index in writes of the write before writes[j] to the same key (0:
+	// none); see scopeKey.last. Reused between calls.
+	prevWrite []int32
 
 	writesHint, outsHint int               // the previous call's counts, for sizeHint
 	interned             map[string]string // output names seen, when Outputs is empty
@@ -371,6 +374,7 @@ func (i *Instance) beginCall(env Env) {
 	i.env = env
 	i.scope.reset()
 	i.writes, i.outs, i.timers = nil, nil, nil
+	i.prevWrite = i.prevWrite[:0]
 	i.wm, i.allKeys = -1, false
 	i.failMsg, i.envErr, i.overErr = "", nil, nil
 	i.emitN, i.stateN = 0, 0
@@ -382,6 +386,7 @@ func (i *Instance) endCall() {
 	i.env = nil
 	i.scope.reset()
 	i.writes, i.outs, i.timers = nil, nil, nil
+	i.prevWrite = i.prevWrite[:0]
 	i.wm, i.allKeys = -1, false
 	i.envErr, i.overErr = nil, nil
 }
