@@ -296,6 +296,8 @@ func (i *Instance) statePut(keyPtr, keyLen, namePtr, nameLen, valPtr, valLen uin
 	if sk.owned == nil {
 		n += len(sk.key)
 	}
+	// Not carved from a shared block like outputs: the state cache keeps name and value for as
+	// long as the key is cached, which would keep a whole block alive for each.
 	b := make([]byte, n)
 	if sk.owned == nil {
 		k := copy(b, sk.key)
@@ -529,7 +531,7 @@ func (i *Instance) emit(outPtr, outLen, keyPtr, keyLen, valPtr, valLen, hdrPtr, 
 	for _, h := range hs {
 		size += len(h.Name) + len(h.Value)
 	}
-	b := make([]byte, 0, size)
+	b := i.carve(size)[:0]
 	take := func(p []byte) []byte {
 		s := len(b)
 		b = append(b, p...)
@@ -548,6 +550,27 @@ func (i *Instance) emit(outPtr, outLen, keyPtr, keyLen, valPtr, valLen, hdrPtr, 
 	}
 	i.outs = append(i.outs, o)
 	return int64(abi.OK)
+}
+
+// Output copies of at most slabMax bytes are carved from blocks of slabSize (Instance.slab).
+const (
+	slabSize = 16 << 10
+	slabMax  = 1 << 10
+)
+
+// carve returns n bytes the caller owns: for a small n a piece of the instance's current block,
+// which later copies never overlap, so that a batch's many small outputs share a few allocations
+// instead of one each. Only for copies that are dropped soon (outputs, once produced).
+func (i *Instance) carve(n int) []byte {
+	if n > slabMax {
+		return make([]byte, n)
+	}
+	if i.slab == nil || cap(i.slab)-len(i.slab) < n { // never nil, even for n == 0: an empty value is not a missing one
+		i.slab = make([]byte, 0, slabSize)
+	}
+	l := len(i.slab)
+	i.slab = i.slab[:l+n]
+	return i.slab[l : l+n : l+n]
 }
 
 // maxInterned and maxInternedLen bound the output names an Instance remembers, so a guest emitting

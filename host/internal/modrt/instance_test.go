@@ -768,3 +768,31 @@ func TestOverlayManyWrites(t *testing.T) {
 		}
 	}
 }
+
+// TestEffectsOutliveCalls: the copies a call's effects hold share blocks with later calls'
+// copies (Instance.carve) but are never overwritten by them, and an empty value stays an empty
+// value, not a missing one.
+func TestEffectsOutliveCalls(t *testing.T) {
+	r := newRuntime(t, RuntimeConfig{})
+	i := instantiate(t, compile(t, r, "driver", Limits{}), InstanceConfig{})
+	var kept []Effects
+	for n := range 50 {
+		v := strings.Repeat(string(rune('a'+n%26)), n)
+		p := new(prog).put("k", "name", v).emit("out", "k", v, nil, -1)
+		eff, err := i.Process(ctx, []abi.Record{rec("k", p.bytes())}, newEnv(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, eff)
+	}
+	for n, eff := range kept {
+		v := strings.Repeat(string(rune('a'+n%26)), n)
+		if len(eff.Writes) != 1 || string(eff.Writes[0].Value) != v || string(eff.Writes[0].Key) != "k" ||
+			len(eff.Outputs) != 1 || string(eff.Outputs[0].Value) != v || string(eff.Outputs[0].Key) != "k" {
+			t.Fatalf("call %d: writes %v, outputs %s after later calls", n, eff.Writes, fmtOutputs(eff.Outputs))
+		}
+		if n == 0 && (eff.Writes[0].Value == nil || eff.Outputs[0].Value == nil) {
+			t.Fatal("an empty value came back nil")
+		}
+	}
+}
