@@ -1,15 +1,10 @@
 package sched
 
-// minDeque is the smallest ring a deque allocates.
+// minDeque is the smallest ring a deque allocates and the size below which it never shrinks.
 const minDeque = 4
 
-// shrinkFloor is the size below which a deque never shrinks: a key's queue that fills and drains
-// by a few items at a time keeps its small ring instead of reallocating it on every cycle.
-const shrinkFloor = 16
-
 // deque is a double-ended queue on a ring buffer whose size is a power of two. It grows by
-// doubling and, above shrinkFloor, shrinks by half when a quarter full, so its memory follows
-// its length. The zero
+// doubling and shrinks by half when a quarter full, so its memory follows its length. The zero
 // value is empty and ready to use.
 type deque[E any] struct {
 	buf  []E
@@ -48,7 +43,7 @@ func (d *deque[E]) popFront() E {
 	d.buf[d.head] = zero // drop the reference for the garbage collector
 	d.head = (d.head + 1) & (len(d.buf) - 1)
 	d.n--
-	if len(d.buf) > shrinkFloor && d.n < len(d.buf)/4 {
+	if len(d.buf) > minDeque && d.n < len(d.buf)/4 {
 		d.resize(len(d.buf) / 2)
 	}
 	return e

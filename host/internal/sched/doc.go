@@ -69,6 +69,6 @@
 // Push, Complete and Retry are O(1) amortised per item; Next is O(1) amortised per item it
 // dispatches, with no scan over keys or streams (keys wait in per-stream ready lists, streams in a
 // ring, delayed keys in a heap at O(log n) per Delay). A key with nothing queued or in flight is
-// freed (up to 8192 freed keys are kept for reuse), and every structure shrinks as it drains,
-// down to a ring of 16, so memory follows the items held. Stats costs O(streams).
+// freed, and every structure shrinks as it drains, so memory follows the items held. Stats costs
+// O(streams).
 package sched

@@ -28,10 +28,8 @@ type Batch[T any] struct {
 	Items []Item[T]
 }
 
-// keyPoolSize bounds the number of freed keys kept for reuse (each with a ring of at most
-// shrinkFloor items: ~1 KiB). Thousands of keys are freed and made again every second when
-// read-ahead holds one or two records for each of many keys; 1024 let most of them go.
-const keyPoolSize = 8192
+// keyPoolSize bounds the number of freed keys kept for reuse.
+const keyPoolSize = 1024
 
 // entry is a queued item; iso marks the items of a failed batch that must run alone.
 type entry[T any] struct {
@@ -530,7 +528,7 @@ func (s *Scheduler[T]) freeKey(k *key[T]) {
 		// The key is referenced nowhere else now (not busy, not listed, not delayed); keep
 		// it, and a small queue buffer, for the next new key.
 		q := k.q
-		if len(q.buf) > shrinkFloor {
+		if len(q.buf) > minDeque*4 {
 			q = deque[entry[T]]{}
 		}
 		*k = key[T]{q: q, heapIdx: -1}

@@ -533,7 +533,7 @@ func TestMemoryFreed(t *testing.T) {
 	}
 	mustCheck(t, s)
 	st := s.streams[0]
-	if len(st.keys) != 0 || st.keysPeak > 1024 || len(st.ready.buf) > shrinkFloor || s.keys != 0 {
+	if len(st.keys) != 0 || st.keysPeak > 1024 || len(st.ready.buf) > minDeque || s.keys != 0 {
 		t.Fatalf("after drain: %d keys, peak %d, ready buffer %d", len(st.keys), st.keysPeak, len(st.ready.buf))
 	}
 	if len(s.free) > s.cfg.MaxBatches {
@@ -564,7 +564,7 @@ func TestDeque(t *testing.T) {
 		if d.len() != len(model) || len(model) > 0 && (d.front() != model[0] || d.at(len(model)-1) != model[len(model)-1]) {
 			t.Fatal("deque differs from model")
 		}
-		if len(d.buf) > shrinkFloor && d.len() < len(d.buf)/8 {
+		if len(d.buf) > minDeque && d.len() < len(d.buf)/8 {
 			t.Fatalf("buffer of %d for %d elements", len(d.buf), d.len())
 		}
 	}
