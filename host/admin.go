@@ -138,13 +138,7 @@ func (b adminBackend) Activate(ctx context.Context, task string, v int64) (admin
 }
 
 func (b adminBackend) Rollback(ctx context.Context, task string, to int64) (admin.Deployment, error) {
-	var d *Deployment
-	var err error
-	if to == 0 {
-		d, err = b.h.Rollback(ctx, task)
-	} else {
-		d, err = b.h.RollbackTo(ctx, task, to)
-	}
+	d, err := b.h.Rollback(ctx, task, to)
 	return wireDeployment(d), wireError(err)
 }
 

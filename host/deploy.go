@@ -285,26 +285,25 @@ func (h *Host) deployBytes(ctx context.Context, name string, wasm []byte, origin
 }
 
 // Activate makes version v of task name's module the active one again, like Deploy does for
-// new bytes. The version is validated anew (the task's limits may have changed since it ran).
-// It fails with ErrUnknownVersion if the registry has no such version (never deployed, or
-// pruned: Config.KeepModuleVersions).
+// new bytes, whether it is older or newer than the active one. The version is validated anew
+// (the task's limits may have changed since it ran). It fails with ErrUnknownVersion if the
+// registry has no such version (never deployed, or pruned: Config.KeepModuleVersions).
 func (h *Host) Activate(ctx context.Context, name string, v int64) (*Deployment, error) {
-	return h.activate(ctx, name, v, OriginActivate)
-}
-
-// Rollback activates the version before the active one: the highest-numbered version below
-// it. Repeated rollbacks walk back through the history. It fails with ErrNoEarlierVersion when
-// there is none.
-func (h *Host) Rollback(ctx context.Context, name string) (*Deployment, error) {
-	return h.activate(ctx, name, 0, OriginRollback)
-}
-
-// RollbackTo activates version v, like Activate, recording it as a rollback.
-func (h *Host) RollbackTo(ctx context.Context, name string, v int64) (*Deployment, error) {
 	if v <= 0 {
 		return nil, fmt.Errorf("%w: version %d", ErrUnknownVersion, v)
 	}
-	return h.activate(ctx, name, v, OriginRollback)
+	return h.activate(ctx, name, v, OriginActivate)
+}
+
+// Rollback activates version to, like Activate, recording it as a rollback (OriginRollback).
+// With to 0 it activates the version before the active one: the highest-numbered version below
+// it, so repeated rollbacks walk back through the history; it fails with ErrNoEarlierVersion
+// when there is none.
+func (h *Host) Rollback(ctx context.Context, name string, to int64) (*Deployment, error) {
+	if to < 0 {
+		return nil, fmt.Errorf("%w: version %d", ErrUnknownVersion, to)
+	}
+	return h.activate(ctx, name, to, OriginRollback)
 }
 
 // activate activates version v (0: the one before the active one).

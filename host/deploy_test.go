@@ -41,12 +41,21 @@ type feeder struct {
 	done   chan struct{}
 	perKey map[string]int // the feeder's until done is closed
 	n      int
-	count  atomic.Int64 // n, for other goroutines
+	pause  time.Duration // after each 1000 records (newPacedFeeder)
+	count  atomic.Int64  // n, for other goroutines
 }
 
 func newFeeder(keys, min int) (*feeder, io.Reader) {
 	pr, pw := io.Pipe()
 	f := &feeder{pw: pw, keys: keys, min: min, stop: make(chan struct{}), done: make(chan struct{}), perKey: map[string]int{}}
+	go f.run()
+	return f, pr
+}
+
+// newPacedFeeder is newFeeder writing 1000 records every pause at most.
+func newPacedFeeder(keys, min int, pause time.Duration) (*feeder, io.Reader) {
+	pr, pw := io.Pipe()
+	f := &feeder{pw: pw, keys: keys, min: min, stop: make(chan struct{}), done: make(chan struct{}), perKey: map[string]int{}, pause: pause}
 	go f.run()
 	return f, pr
 }
@@ -76,6 +85,9 @@ func (f *feeder) run() {
 			return // the host stopped reading
 		}
 		f.count.Store(int64(f.n))
+		if f.pause > 0 {
+			time.Sleep(f.pause)
+		}
 	}
 	w.Flush()
 	f.pw.Close()
@@ -193,7 +205,7 @@ func TestHotDeployUnderLoad(t *testing.T) {
 		active = d.Version.Version
 		live(d)
 		if gen%4 == 0 {
-			d, err := h.Rollback(ctx, "versioned")
+			d, err := h.Rollback(ctx, "versioned", 0)
 			if err != nil {
 				t.Fatalf("rollback after deploy %d: %v", gen, err)
 			}
@@ -413,11 +425,11 @@ func TestDeployedVersionSurvivesRestart(t *testing.T) {
 	// Run 2: version 2 runs, not the file; roll back to 1.
 	run(2, func(h *host.Host, f *feedLines) {
 		activations = append(activations, guestbuild.VersionTag(0))
-		d := liveOn(t, f)(h.Rollback(ctx, "versioned"))
+		d := liveOn(t, f)(h.Rollback(ctx, "versioned", 0))
 		if d.Version.Version != 1 || d.Version.ActiveOrigin != host.OriginRollback {
 			t.Fatalf("rollback: %+v", d)
 		}
-		if _, err := h.Rollback(ctx, "versioned"); !errors.Is(err, host.ErrNoEarlierVersion) {
+		if _, err := h.Rollback(ctx, "versioned", 0); !errors.Is(err, host.ErrNoEarlierVersion) {
 			t.Errorf("rollback from version 1: %v, want ErrNoEarlierVersion", err)
 		}
 	})
@@ -537,7 +549,7 @@ func TestHotDeploySmallModule(t *testing.T) {
 	for gen := 1; gen <= 20; gen++ {
 		live(h.Deploy(ctx, "wc", version(gen)))
 		if gen%4 == 0 {
-			live(h.Rollback(ctx, "wc"))
+			live(h.Rollback(ctx, "wc", 0))
 		}
 	}
 	feed.finish()
@@ -618,5 +630,56 @@ func BenchmarkHotDeployThroughput(b *testing.B) {
 				b.ReportMetric(float64(deploys), "deploys")
 			}
 		})
+	}
+}
+
+// BenchmarkHotDeployLatency deploys 20 versions of the Go guest (~2 MB, each new bytes: nothing
+// comes from the compilation cache) one after the other on a task fed 10k records/s, and reports
+// the p50 and p99 of request → first batch on the new version. Unlike TestHotDeployUnderLoad,
+// whose feed keeps every core busy, this leaves the deploy the spare CPU a lightly loaded host
+// has.
+//
+//	go test ./host -run '^$' -bench HotDeployLatency -benchtime 1x
+func BenchmarkHotDeployLatency(b *testing.B) {
+	base, err := os.ReadFile(guestbuild.Go(b, "testguests/versioned"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		dir := b.TempDir()
+		path := filepath.Join(dir, "versioned.wasm")
+		if err := os.WriteFile(path, guestbuild.Retag(b, base, 0), 0o644); err != nil {
+			b.Fatal(err)
+		}
+		feed, stdin := newPacedFeeder(1000, 0, 100*time.Millisecond)
+		h, err := host.New(host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin, Tasks: []host.TaskConfig{{
+			Name: "versioned", Module: path,
+			Inputs: []host.InputConfig{{Type: "stdin", KeyField: "k", ValueField: "v"}},
+			Output: host.OutputConfig{Type: "file", Path: filepath.Join(dir, "out.ndjson")}}}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		errc := make(chan error, 1)
+		go func() { errc <- h.Run(context.Background()) }()
+		<-h.Ready()
+		ctx := context.Background()
+		var latencies []time.Duration
+		for gen := 1; gen <= 20; gen++ {
+			d, err := h.Deploy(ctx, "versioned", guestbuild.Retag(b, base, gen))
+			if err != nil {
+				b.Fatal(err)
+			}
+			first, err := d.FirstBatch(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			latencies = append(latencies, first.Sub(d.Requested))
+		}
+		feed.finish()
+		if err := <-errc; err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(percentile(latencies, .5).Seconds(), "p50-s")
+		b.ReportMetric(percentile(latencies, .99).Seconds(), "p99-s")
 	}
 }

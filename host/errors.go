@@ -33,11 +33,11 @@ var ErrUnknownTask = errors.New("wasmstream: no such task")
 // not started it yet, or it finished or stopped.
 var ErrNotRunning = errors.New("wasmstream: task not running")
 
-// ErrUnknownVersion is returned by Activate and RollbackTo for a version the task's registry
+// ErrUnknownVersion is returned by Activate and Rollback for a version the task's registry
 // does not hold (never added, or pruned).
 var ErrUnknownVersion = errors.New("wasmstream: no such module version")
 
-// ErrNoEarlierVersion is returned by Rollback when the registry holds no version older than
+// ErrNoEarlierVersion is returned by Rollback to 0 when the registry holds no version older than
 // the active one.
 var ErrNoEarlierVersion = errors.New("wasmstream: no earlier module version to roll back to")
 

@@ -1,11 +1,11 @@
 package store
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"sort"
+	"unsafe"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -271,11 +271,16 @@ func validateCheckpoint(cp *Checkpoint) error {
 	invalid := func(format string, args ...any) error {
 		return fmt.Errorf("%w: task %q: "+format, append([]any{ErrInvalidCheckpoint, cp.Task}, args...)...)
 	}
-	var seen map[string]struct{}
-	if len(cp.Keys) > 1 {
-		seen = make(map[string]struct{}, len(cp.Keys))
+	// seen shares the keys' bytes (no copy per key): cp is not modified during Commit, and the
+	// map does not outlive this call.
+	type streamKey struct {
+		stream uint32
+		key    string
 	}
-	var buf []byte
+	var seen map[streamKey]struct{}
+	if len(cp.Keys) > 1 {
+		seen = make(map[streamKey]struct{}, len(cp.Keys))
+	}
 	for i := range cp.Keys {
 		kw := &cp.Keys[i]
 		keyErr := func(err error) error {
@@ -304,12 +309,11 @@ func validateCheckpoint(cp *Checkpoint) error {
 			}
 		}
 		if seen != nil {
-			buf = binary.BigEndian.AppendUint32(buf[:0], kw.Stream)
-			buf = append(buf, kw.Key...)
-			if _, dup := seen[string(buf)]; dup {
+			sk := streamKey{kw.Stream, unsafe.String(unsafe.SliceData(kw.Key), len(kw.Key))}
+			if _, dup := seen[sk]; dup {
 				return keyErr(fmt.Errorf("%w: key appears twice", ErrInvalidCheckpoint))
 			}
-			seen[string(buf)] = struct{}{}
+			seen[sk] = struct{}{}
 		}
 	}
 	for i, sp := range cp.Positions {

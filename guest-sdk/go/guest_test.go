@@ -29,6 +29,30 @@ func TestGetRetriesWithBiggerBuffer(t *testing.T) {
 	}
 }
 
+func TestGetAppend(t *testing.T) {
+	h := install(t)
+	h.value = []byte("42")
+	buf := make([]byte, 2, 8)
+	copy(buf, "n=")
+	v, ok, err := StateOf(nil).GetAppend(buf, "n")
+	if err != nil || !ok || string(v) != "n=42" || &v[0] != &buf[0] || h.getCalls != 1 {
+		t.Fatalf("GetAppend with room = %q, %v, %v after %d calls (same array: %v)", v, ok, err, h.getCalls, &v[0] == &buf[0])
+	}
+	h.value, h.getCalls = []byte(strings.Repeat("v", 10)), 0
+	v, ok, err = StateOf(nil).GetAppend(buf, "n")
+	if err != nil || !ok || string(v) != "n="+string(h.value) || h.getCalls != 2 {
+		t.Fatalf("GetAppend without room = %q, %v, %v after %d calls", v, ok, err, h.getCalls)
+	}
+	h.value = nil
+	if v, ok, err := StateOf(nil).GetAppend(buf, "n"); string(v) != "n=" || ok || err != nil {
+		t.Fatalf("missing value: GetAppend = %q, %v, %v", v, ok, err)
+	}
+	h.value = []byte("x")
+	if v, ok, err := StateOf(nil).GetAppend(nil, "n"); string(v) != "x" || !ok || err != nil {
+		t.Fatalf("nil dst: GetAppend = %q, %v, %v", v, ok, err)
+	}
+}
+
 func TestProcessFailures(t *testing.T) {
 	cases := []struct {
 		name    string

@@ -68,6 +68,34 @@ func (s State) GetBytes(name []byte) ([]byte, bool, error) {
 	return v, true, nil
 }
 
+// GetAppend appends the value of name to dst and returns the extended slice and whether the
+// name exists (dst unchanged when it does not). The host writes the value straight into dst's
+// spare capacity, so a handler that passes the same buffer for every record (buf[:0]) allocates
+// nothing once the buffer is big enough; Get instead returns a copy of its own each time. A
+// missing name is not an error.
+func (s State) GetAppend(dst []byte, name string) ([]byte, bool, error) {
+	room := dst[len(dst):cap(dst)]
+	n := host.StateGet(s.key, strBytes(name), room)
+	if n > int32(len(room)) {
+		// Too small: the host wrote nothing and told us the length; retry once.
+		bigger := make([]byte, len(dst), len(dst)+int(n))
+		copy(bigger, dst)
+		dst = bigger
+		room = dst[len(dst):cap(dst)]
+		n = host.StateGet(s.key, strBytes(name), room)
+		if n > int32(len(room)) {
+			return dst, false, errors.New("wasmstream: state_get: value grew between two calls")
+		}
+	}
+	if n == int32(abi.ErrNotFound) {
+		return dst, false, nil
+	}
+	if err := check(abi.FuncStateGet, n); err != nil {
+		return dst, false, err
+	}
+	return dst[:len(dst)+int(n)], true, nil
+}
+
 // Put sets name to value. The host copies value before Put returns.
 func (s State) Put(name string, value []byte) error { return s.PutBytes(strBytes(name), value) }
 

@@ -3,6 +3,7 @@ package modrt
 import (
 	"context"
 	"encoding/binary"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -175,6 +176,32 @@ func BenchmarkGoGuestProcess(b *testing.B) {
 	recs := make([]abi.Record, 100)
 	for k := range recs {
 		recs[k] = rec(string(rune('a'+k%26)), []byte("0123456789abcdef"))
+	}
+	env := newEnv(nil)
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := i.Process(context.Background(), recs, env); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
+}
+
+// BenchmarkCounterProcess measures the benchmarks' stateful guest (testguests/counter: a
+// state_get, a state_put and an emit per record) on a batch of 256 records of 256 distinct keys,
+// the shape of BenchmarkKafkaPipeline's batches over 10k keys: the guest's work plus the host
+// functions' and the call's, per record.
+func BenchmarkCounterProcess(b *testing.B) {
+	r := newRuntime(b, RuntimeConfig{})
+	m, err := r.Compile(context.Background(), goGuest("testguests/counter")(b), Limits{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	i := instantiate(b, m, InstanceConfig{})
+	recs := make([]abi.Record, 256)
+	for k := range recs {
+		recs[k] = rec(fmt.Sprintf("user%05d", k), []byte("0123456789abcdef"))
 	}
 	env := newEnv(nil)
 	b.ReportAllocs()

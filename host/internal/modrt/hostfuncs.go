@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
@@ -241,7 +240,7 @@ func (i *Instance) stateGet(keyPtr, keyLen, namePtr, nameLen, bufPtr, bufCap uin
 	if len(key)+len(name) > store.StateKeyRoom(i.task) {
 		return int64(abi.ErrTooLarge) // no such entry can exist
 	}
-	if idx, ok := sk.names[string(name)]; ok {
+	if idx, ok := i.written(sk, name); ok {
 		w := &i.writes[idx]
 		if w.Delete {
 			return int64(abi.ErrNotFound)
@@ -283,33 +282,98 @@ func (i *Instance) statePut(keyPtr, keyLen, namePtr, nameLen, valPtr, valLen uin
 		return int64(abi.ErrLimit)
 	}
 	replaced := 0
-	if idx, ok := sk.names[string(name)]; ok {
+	if idx, ok := i.written(sk, name); ok {
 		_, replaced = store.StateWriteCost(i.task, key, name, len(i.writes[idx].Value))
 	}
 	if e := i.chargeState(sk, name, len(val), false, replaced); e != abi.OK {
 		return int64(e)
 	}
-	if sk.owned == nil {
-		sk.owned = append(make([]byte, 0, len(sk.key)), sk.key...)
-	}
-	w := Write{Key: sk.owned, Delete: del}
 	if del {
-		w.Name = append(make([]byte, 0, len(name)), name...)
-	} else {
-		b := make([]byte, len(name)+len(val))
-		copy(b, name)
-		copy(b[len(name):], val)
-		w.Name, w.Value = b[:len(name):len(name)], b[len(name):]
+		val = nil
 	}
-	if sk.names == nil {
-		sk.names = make(map[string]int32)
+	// One allocation holds the write's name and value, and the key's copy on its first write.
+	n := len(name) + len(val)
+	if sk.owned == nil {
+		n += len(sk.key)
 	}
-	sk.names[keyString(w.Name)] = int32(len(i.writes)) // keyed by the write's own copy: no allocation
+	// Not carved from a shared block like outputs: the state cache keeps name and value for as
+	// long as the key is cached, which would keep a whole block alive for each.
+	b := make([]byte, n)
+	if sk.owned == nil {
+		k := copy(b, sk.key)
+		sk.owned, b = b[:k:k], b[k:]
+	}
+	copy(b, name)
+	copy(b[len(name):], val)
+	w := Write{Key: sk.owned, Name: b[:len(name):len(name)], Delete: del}
+	if !del {
+		w.Value = b[len(name):]
+	}
+	i.addWrite(sk, w)
+	return int64(abi.OK)
+}
+
+// written returns the index in i.writes of the latest write of name to sk in this call.
+func (i *Instance) written(sk *scopeKey, name []byte) (int32, bool) {
+	if sk.names != nil {
+		idx, ok := sk.names[string(name)]
+		return idx, ok
+	}
+	for j := sk.last; j > 0; j = i.prevWrite[j-1] {
+		if bytes.Equal(i.writes[j-1].Name, name) {
+			return j - 1, true
+		}
+	}
+	return 0, false
+}
+
+// addWrite appends w, a write to sk, to the call's overlay. A key's first scopeLinear writes are
+// only chained (no map per key: most keys of a batch are written once or twice); past that the
+// key's names get an index.
+func (i *Instance) addWrite(sk *scopeKey, w Write) {
 	if i.writes == nil {
 		i.writes = make([]Write, 0, sizeHint(i.writesHint))
 	}
+	idx := int32(len(i.writes))
 	i.writes = append(i.writes, w)
-	return int64(abi.OK)
+	i.prevWrite = append(i.prevWrite, sk.last)
+	sk.last = idx + 1
+	sk.writes++
+	switch {
+	case sk.names != nil:
+		sk.names[keyString(w.Name)] = idx // keyed by the write's own copy: no allocation
+	case sk.writes > scopeLinear:
+		sk.names = make(map[string]int32, 2*scopeLinear)
+		for j := sk.last; j > 0; j = i.prevWrite[j-1] {
+			if n := keyString(i.writes[j-1].Name); !mapHas(sk.names, n) {
+				sk.names[n] = j - 1 // the latest write of the name comes first in the chain
+			}
+		}
+	}
+}
+
+func mapHas(m map[string]int32, k string) bool { _, ok := m[k]; return ok }
+
+// latestWrites appends to dst the index in i.writes of the latest write of each name sk wrote in
+// this call, in no particular order.
+func (i *Instance) latestWrites(sk *scopeKey, dst []int32) []int32 {
+	if sk.names != nil {
+		for _, idx := range sk.names {
+			dst = append(dst, idx)
+		}
+		return dst
+	}
+	start := len(dst)
+chain:
+	for j := sk.last; j > 0; j = i.prevWrite[j-1] {
+		for _, seen := range dst[start:] {
+			if bytes.Equal(i.writes[seen].Name, i.writes[j-1].Name) {
+				continue chain // a later write of the name is listed already
+			}
+		}
+		dst = append(dst, j-1)
+	}
+	return dst
 }
 
 // stateScan implements state_scan (ABI §4.4): a ScanPage of the names of state[key] with the prefix
@@ -336,20 +400,19 @@ func (i *Instance) stateScan(keyPtr, keyLen, prefixPtr, prefixLen, afterPtr, aft
 	}
 
 	// The overlay's names in range, sorted.
-	ov := i.scanTmp[:0]
-	for name := range sk.names {
-		if strings.HasPrefix(name, string(prefix)) && (fromStart || name > string(after)) {
-			ov = append(ov, name)
-		}
-	}
-	slices.Sort(ov)
+	ov := i.latestWrites(sk, i.scanTmp[:0])
+	ov = slices.DeleteFunc(ov, func(idx int32) bool {
+		name := i.writes[idx].Name
+		return !bytes.HasPrefix(name, prefix) || (!fromStart && string(name) <= string(after))
+	})
+	slices.SortFunc(ov, func(a, b int32) int { return bytes.Compare(i.writes[a].Name, i.writes[b].Name) })
 	i.scanTmp = ov[:0]
 
 	p := scanPage{buf: buf, off: 8}
 	oi := 0
 	// putOverlay adds the overlay entry ov[oi] (unless it is a deletion) and advances oi.
 	putOverlay := func() bool {
-		w := &i.writes[sk.names[ov[oi]]]
+		w := &i.writes[ov[oi]]
 		oi++
 		if w.Delete {
 			return true
@@ -358,12 +421,12 @@ func (i *Instance) stateScan(keyPtr, keyLen, prefixPtr, prefixLen, afterPtr, aft
 	}
 	if i.env != nil {
 		err := i.env.StateScan(sk.key, prefix, after, fromStart, func(name, val []byte) bool {
-			for oi < len(ov) && ov[oi] < string(name) {
+			for oi < len(ov) && string(i.writes[ov[oi]].Name) < string(name) {
 				if !putOverlay() {
 					return false
 				}
 			}
-			if oi < len(ov) && ov[oi] == string(name) {
+			if oi < len(ov) && string(i.writes[ov[oi]].Name) == string(name) {
 				return putOverlay() // the overlay replaces or hides the committed entry
 			}
 			return p.add(name, val)
@@ -468,7 +531,7 @@ func (i *Instance) emit(outPtr, outLen, keyPtr, keyLen, valPtr, valLen, hdrPtr, 
 	for _, h := range hs {
 		size += len(h.Name) + len(h.Value)
 	}
-	b := make([]byte, 0, size)
+	b := i.carve(size)[:0]
 	take := func(p []byte) []byte {
 		s := len(b)
 		b = append(b, p...)
@@ -487,6 +550,27 @@ func (i *Instance) emit(outPtr, outLen, keyPtr, keyLen, valPtr, valLen, hdrPtr, 
 	}
 	i.outs = append(i.outs, o)
 	return int64(abi.OK)
+}
+
+// Output copies of at most slabMax bytes are carved from blocks of slabSize (Instance.slab).
+const (
+	slabSize = 16 << 10
+	slabMax  = 1 << 10
+)
+
+// carve returns n bytes the caller owns: for a small n a piece of the instance's current block,
+// which later copies never overlap, so that a batch's many small outputs share a few allocations
+// instead of one each. Only for copies that are dropped soon (outputs, once produced).
+func (i *Instance) carve(n int) []byte {
+	if n > slabMax {
+		return make([]byte, n)
+	}
+	if i.slab == nil || cap(i.slab)-len(i.slab) < n { // never nil, even for n == 0: an empty value is not a missing one
+		i.slab = make([]byte, 0, slabSize)
+	}
+	l := len(i.slab)
+	i.slab = i.slab[:l+n]
+	return i.slab[l : l+n : l+n]
 }
 
 // maxInterned and maxInternedLen bound the output names an Instance remembers, so a guest emitting

@@ -59,8 +59,10 @@ type Env interface {
 }
 
 // Effects are the results of a successful Process call, in the order the guest issued them.
-// Every byte slice is owned by the caller (copied out of guest memory); Write.Key slices of the
-// same record key share one copy.
+// Every byte slice is owned by the caller (copied out of guest memory) and never written again;
+// Write.Key slices of the same record key share one copy, and small outputs share larger blocks
+// with other outputs of the same instance (a block is freed once none of its outputs is
+// referenced).
 type Effects struct {
 	Writes  []Write
 	Outputs []Output
@@ -145,10 +147,16 @@ type Instance struct {
 	allKeys bool  // a tick: every key of the partition is in scope
 	failMsg string
 	envErr  error
-	overErr error    // a budget or store limit the call went over: the call fails (budget.go)
-	emitN   int      // bytes emitted by the call, against Limits.MaxEmitBytesPerCall
-	stateN  int      // state bytes written by the call, against Limits.MaxStateBytesPerCall
-	scanTmp []string // scratch for state_scan's overlay names
+	overErr error   // a budget or store limit the call went over: the call fails (budget.go)
+	emitN   int     // bytes emitted by the call, against Limits.MaxEmitBytesPerCall
+	stateN  int     // state bytes written by the call, against Limits.MaxStateBytesPerCall
+	scanTmp []int32 // scratch for state_scan's overlay: indexes in writes
+	// prevWrite[j] is 1 + the index in writes of the write before writes[j] to the same key (0:
+	// none); see scopeKey.last. Reused between calls.
+	prevWrite []int32
+	// slab is the block the small copies of outputs are carved from (carve); it is only
+	// appended to, so carved copies are never written again.
+	slab []byte
 
 	writesHint, outsHint int               // the previous call's counts, for sizeHint
 	interned             map[string]string // output names seen, when Outputs is empty
@@ -371,6 +379,7 @@ func (i *Instance) beginCall(env Env) {
 	i.env = env
 	i.scope.reset()
 	i.writes, i.outs, i.timers = nil, nil, nil
+	i.prevWrite = i.prevWrite[:0]
 	i.wm, i.allKeys = -1, false
 	i.failMsg, i.envErr, i.overErr = "", nil, nil
 	i.emitN, i.stateN = 0, 0
@@ -382,6 +391,7 @@ func (i *Instance) endCall() {
 	i.env = nil
 	i.scope.reset()
 	i.writes, i.outs, i.timers = nil, nil, nil
+	i.prevWrite = i.prevWrite[:0]
 	i.wm, i.allKeys = -1, false
 	i.envErr, i.overErr = nil, nil
 }
@@ -519,6 +529,7 @@ func (i *Instance) Close(ctx context.Context) error {
 	i.mod, i.mem, i.fuel = nil, nil, nil
 	i.fnAlloc, i.fnInit, i.fnProcess, i.fnOnTimer, i.fnOnTick, i.fnMigrate, i.fnStateVersion = nil, nil, nil, nil, nil, nil, nil
 	i.env, i.writes, i.outs, i.timers, i.scanTmp = nil, nil, nil, nil, nil
+	i.prevWrite, i.slab = nil, nil
 	if i.broken {
 		// A trapped instance is typically one that recursed until the stack overflowed, and a
 		// replacement is about to be made: collect now, so that the replacement reuses the

@@ -726,3 +726,73 @@ func TestTrappedInstanceMemoryIsFreed(t *testing.T) {
 		}
 	}
 }
+
+// TestOverlayManyWrites crosses scopeLinear writes to one key, where the key's names get an
+// index: gets and scans see each name's latest write before and after.
+func TestOverlayManyWrites(t *testing.T) {
+	r := newRuntime(t, RuntimeConfig{})
+	i := instantiate(t, compile(t, r, "driver", Limits{}), InstanceConfig{})
+	rs := observe(i)
+	env := newEnv(map[string]map[string]string{"k": {"n0": "old", "z": "kept"}})
+	p := new(prog)
+	for n := range 6 {
+		p.put("k", fmt.Sprintf("n%d", n), "a")
+	}
+	// 8 writes: still chained.
+	p.put("k", "n0", "b").del("k", "n1")
+	p.get("k", "n0", scratch, 64).get("k", "n1", scratch, 64).scan("k", "n", nil, scratch+1024, 1024)
+	for n := 4; n < 12; n++ { // past scopeLinear: indexed
+		p.put("k", fmt.Sprintf("n%d", n), "c")
+	}
+	p.put("k", "n1", "d").get("k", "n0", scratch, 64).get("k", "n5", scratch+64, 64).
+		get("k", "n1", scratch+128, 64).scan("k", "", nil, scratch+2048, 1024)
+	if _, err := i.Process(ctx, []abi.Record{rec("k", p.bytes())}, env); err != nil {
+		t.Fatal(err)
+	}
+	if got := results(*rs, hfStateGet); !slices.Equal(got, []int64{1, int64(abi.ErrNotFound), 1, 1, 1}) {
+		t.Errorf("state_get results %v", got)
+	}
+	scans := results(*rs, hfStateScan)
+	got, _ := readPage(t, i, scratch+1024, scans[0])
+	if want := []string{"n0=b", "n2=a", "n3=a", "n4=a", "n5=a"}; !slices.Equal(got, want) {
+		t.Errorf("chained scan %q, want %q", got, want)
+	}
+	got, _ = readPage(t, i, scratch+2048, scans[1])
+	want := []string{"n0=b", "n1=d", "n10=c", "n11=c", "n2=a", "n3=a", "n4=c", "n5=c", "n6=c", "n7=c", "n8=c", "n9=c", "z=kept"}
+	if !slices.Equal(got, want) {
+		t.Errorf("indexed scan %q, want %q", got, want)
+	}
+	for at, v := range map[int32]string{scratch: "b", scratch + 64: "c", scratch + 128: "d"} {
+		if b, _ := i.mem.Read(uint32(at), 1); string(b) != v {
+			t.Errorf("value at %d = %q, want %q", at, b, v)
+		}
+	}
+}
+
+// TestEffectsOutliveCalls: the copies a call's effects hold share blocks with later calls'
+// copies (Instance.carve) but are never overwritten by them, and an empty value stays an empty
+// value, not a missing one.
+func TestEffectsOutliveCalls(t *testing.T) {
+	r := newRuntime(t, RuntimeConfig{})
+	i := instantiate(t, compile(t, r, "driver", Limits{}), InstanceConfig{})
+	var kept []Effects
+	for n := range 50 {
+		v := strings.Repeat(string(rune('a'+n%26)), n)
+		p := new(prog).put("k", "name", v).emit("out", "k", v, nil, -1)
+		eff, err := i.Process(ctx, []abi.Record{rec("k", p.bytes())}, newEnv(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept = append(kept, eff)
+	}
+	for n, eff := range kept {
+		v := strings.Repeat(string(rune('a'+n%26)), n)
+		if len(eff.Writes) != 1 || string(eff.Writes[0].Value) != v || string(eff.Writes[0].Key) != "k" ||
+			len(eff.Outputs) != 1 || string(eff.Outputs[0].Value) != v || string(eff.Outputs[0].Key) != "k" {
+			t.Fatalf("call %d: writes %v, outputs %s after later calls", n, eff.Writes, fmtOutputs(eff.Outputs))
+		}
+		if n == 0 && (eff.Writes[0].Value == nil || eff.Outputs[0].Value == nil) {
+			t.Fatal("an empty value came back nil")
+		}
+	}
+}

@@ -6,10 +6,12 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 
 	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/experimental"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/fuel"
@@ -127,7 +129,13 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte, lim Limits) (*Module
 		}
 		code = metered.Wasm
 	}
-	compiled, err := eng.rt.CompileModule(ctx, code)
+	// Functions are compiled on every available core: a Go guest's ~2 MB take ~0.5 s on one
+	// core, and a deploy waits for them (the code is the same whatever the order). wazero's
+	// workers stop when ctx ends, its single-threaded compile does not; a compile is not
+	// interrupted either way, so that a host stopped while starting reports its stop, not a
+	// module that failed to compile.
+	cctx := experimental.WithCompilationWorkers(context.WithoutCancel(ctx), runtime.GOMAXPROCS(0))
+	compiled, err := eng.rt.CompileModule(cctx, code)
 	if err != nil {
 		return nil, moduleErr(err, "invalid wasm binary: "+err.Error())
 	}

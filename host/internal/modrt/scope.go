@@ -11,8 +11,12 @@ type scopeKey struct {
 	key []byte
 	// owned is a copy of key shared by the Writes of this key, made on the first write.
 	owned []byte
-	// names maps a state name to the index in Instance.writes of its latest write in this call;
-	// nil until the first write.
+	// last is 1 + the index in Instance.writes of the key's latest write in this call, 0 before
+	// the first; Instance.prevWrite chains each write to the key's write before it, so a key's
+	// few writes are found without an index. writes counts them.
+	last, writes int32
+	// names maps a state name to the index in Instance.writes of its latest write in this call,
+	// once the key has more than scopeLinear writes; nil until then.
 	names map[string]int32
 	// txnEntries and txnBytes are the store cost of the key's writes and timer operations in
 	// this call, its mark included (budget.go); 0 until the first.

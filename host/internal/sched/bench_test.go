@@ -6,19 +6,22 @@ import (
 )
 
 // BenchmarkPushNextComplete measures the scheduler's cost per item (ns/op is per item): items
-// are pushed round robin over 10,000 keys of 4 streams, and every 1,024 pushes batches are
-// formed and completed until the queues are empty.
+// are pushed round robin over 10,000 keys of 4 streams (256 keys for "deep", so that keys queue
+// several items), and every 1,024 pushes batches are formed and completed until the queues are
+// empty.
 func BenchmarkPushNextComplete(b *testing.B) {
 	for _, bc := range []struct {
 		name string
+		keys int
 		cfg  Config
 	}{
-		{"defaults", Config{}},
-		{"batch=16", Config{MaxBatchItems: 16, MaxKeyItems: 4}},
-		{"strict", Config{MaxStreamInFlight: 1}},
+		{"defaults", 10_000, Config{}},
+		{"deep", 256, Config{}},
+		{"batch=16", 10_000, Config{MaxBatchItems: 16, MaxKeyItems: 4}},
+		{"strict", 10_000, Config{MaxStreamInFlight: 1}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			const keys, streams = 10_000, 4
+			keys, streams := bc.keys, 4
 			names := make([]string, keys)
 			for i := range names {
 				names[i] = fmt.Sprint("key-", i)

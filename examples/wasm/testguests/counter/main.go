@@ -17,17 +17,17 @@ func init() {
 	wasmstream.Handle(count)
 }
 
-var buf []byte // reused between records
+var val, buf []byte // reused between records
 
 func count(r *wasmstream.Record) error {
 	st := r.State()
-	v, _, err := st.Get("n")
-	if err != nil {
+	var err error
+	if val, _, err = st.GetAppend(val[:0], "n"); err != nil {
 		return err
 	}
 	var n uint64
-	if len(v) > 0 {
-		if n, err = strconv.ParseUint(string(v), 10, 64); err != nil {
+	if len(val) > 0 {
+		if n, err = strconv.ParseUint(string(val), 10, 64); err != nil {
 			return err
 		}
 	}
