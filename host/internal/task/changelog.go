@@ -301,40 +301,20 @@ func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id 
 	if err != nil {
 		return r, err
 	}
-	end, err := kafka.EndOffset(ctx, t.cfg.Kafka.Client, topic, tp.Partition)
-	if err != nil {
+	if r.end, err = kafka.EndOffset(ctx, t.cfg.Kafka.Client, topic, tp.Partition); err != nil {
 		return r, fmt.Errorf("changelog %s partition %d: %w", topic, tp.Partition, err)
 	}
-	r.end = end
-	from, full := int64(0), true
-	if ok && pos.Resume > 0 && pos.Resume <= end {
-		from, full = pos.Resume, false
-	} else if ok && pos.Resume > end {
-		t.log.Warn("the changelog is shorter than this store's copy (recreated?): restoring the partition from scratch",
-			"topic", tp.Topic, "partition", tp.Partition, "changelog", topic, "local_offset", pos.Resume, "end", end)
-	}
-	r.full = full
-	if !full && from == end {
+	from := t.replayFrom(tp, pos, ok, r.end)
+	r.full = from == 0
+	if !r.full && from == r.end {
 		return r, nil // nothing new
 	}
-	if full {
+	if r.full {
 		if err := db.DropStream(name, id); err != nil {
 			return r, err
 		}
 	}
 	began := time.Now()
-	var (
-		snaps []store.KeySnapshot
-		last  *store.Position
-	)
-	flush := func() error {
-		if len(snaps) == 0 {
-			return nil
-		}
-		err := db.Restore(name, id, snaps, nil)
-		snaps = snaps[:0]
-		return err
-	}
 	var progress func(records, bytes, total int64)
 	if loud {
 		progress = func(records, bytes, total int64) {
@@ -347,73 +327,119 @@ func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id 
 				"of", total, "bytes", bytes, "elapsed", el.Round(time.Millisecond), "remaining_estimate", eta.Round(time.Second))
 		}
 	}
-	_, records, bytes, err := kafka.ReadChangelog(ctx, t.cfg.Kafka.Client, topic, tp.Partition, from,
-		func(key, value []byte, offset int64) error {
-			kind, tpc, k, err := parseChangelogKey(key)
-			if err != nil {
-				return fmt.Errorf("offset %d: %w", offset, err)
-			}
-			if tpc != tp.Topic {
-				return nil // another input topic's record in the shared partition
-			}
-			switch kind {
-			case 'k':
-				s, err := store.DecodeSnapshot(value)
-				if err != nil {
-					return fmt.Errorf("offset %d: %w", offset, err)
-				}
-				s.Key = append([]byte(nil), k...)
-				snaps = append(snaps, s)
-				if len(snaps) >= 1000 {
-					return flush()
-				}
-			case 'p':
-				p, err := parseChangelogPosition(value)
-				if err != nil {
-					return fmt.Errorf("offset %d: %w", offset, err)
-				}
-				last = &p
-			default:
-				return fmt.Errorf("offset %d: unknown changelog record kind %q", offset, kind)
-			}
-			return nil
-		}, progress)
+	rs := &restoring{db: db, task: name, id: id, topic: tp.Topic}
+	_, r.records, r.bytes, err = kafka.ReadChangelog(ctx, t.cfg.Kafka.Client, topic, tp.Partition, from, rs.add, progress)
 	if err != nil {
 		return r, fmt.Errorf("changelog %s partition %d: restore: %w", topic, tp.Partition, err)
 	}
-	r.records, r.bytes = records, bytes
-	if err := flush(); err != nil {
+	if err := rs.flush(); err != nil {
 		return r, err
 	}
-	switch {
-	case last != nil:
-		if ok && !full {
-			last.Horizon = max(last.Horizon, pos.Horizon)
-		}
-	case ok && !full:
-		p := pos
-		last = &p
-	default:
-		last = &store.Position{Next: 0, Horizon: -1, Watermark: -1}
-		if records == 0 {
-			last = nil // nothing anywhere: the group's offsets decide where to start
-		}
-	}
-	if last != nil {
-		last.Resume = end
+	if last := restoredPosition(rs.last, pos, ok && !r.full, r.records); last != nil {
+		last.Resume = r.end
 		if err := db.Restore(name, id, nil, last); err != nil {
 			return r, err
 		}
 	}
 	if loud {
 		how := "tail"
-		if full {
+		if r.full {
 			how = "full"
 		}
 		t.log.Info("partition restored from the changelog", "topic", tp.Topic, "partition", tp.Partition, "restore", how,
-			"changelog_records", records, "bytes", bytes, "took", time.Since(began).Round(time.Millisecond))
+			"changelog_records", r.records, "bytes", r.bytes, "took", time.Since(began).Round(time.Millisecond))
 	}
 	return r, nil
+}
+
+// replayFrom is the changelog offset a replay starts at: where this store's copy of the
+// partition last caught up (pos, if ok), or 0 (a full restore) when there is no such offset or it
+// lies beyond the changelog's end (the topic was recreated).
+func (t *Task) replayFrom(tp kafka.TopicPartition, pos store.Position, ok bool, end int64) int64 {
+	switch {
+	case ok && pos.Resume > 0 && pos.Resume <= end:
+		return pos.Resume
+	case ok && pos.Resume > end:
+		t.log.Warn("the changelog is shorter than this store's copy (recreated?): restoring the partition from scratch",
+			"topic", tp.Topic, "partition", tp.Partition, "changelog", t.changelog.topic, "local_offset", pos.Resume, "end", end)
+	}
+	return 0
+}
+
+// restoring applies the records of one partition's changelog replay to the store: key snapshots
+// in batches of restoreBatch, and the last position record seen.
+type restoring struct {
+	db    *store.DB
+	task  string
+	id    uint32
+	topic string // the input topic: other topics' records in a shared changelog partition are skipped
+	snaps []store.KeySnapshot
+	last  *store.Position
+}
+
+// restoreBatch is the number of key snapshots restored in one store transaction.
+const restoreBatch = 1000
+
+// add takes one changelog record (kafka.ReadChangelog's callback).
+func (rs *restoring) add(key, value []byte, offset int64) error {
+	kind, topic, k, err := parseChangelogKey(key)
+	if err != nil {
+		return fmt.Errorf("offset %d: %w", offset, err)
+	}
+	if topic != rs.topic {
+		return nil
+	}
+	switch kind {
+	case 'k':
+		s, err := store.DecodeSnapshot(value)
+		if err != nil {
+			return fmt.Errorf("offset %d: %w", offset, err)
+		}
+		s.Key = append([]byte(nil), k...)
+		rs.snaps = append(rs.snaps, s)
+		if len(rs.snaps) >= restoreBatch {
+			return rs.flush()
+		}
+	case 'p':
+		p, err := parseChangelogPosition(value)
+		if err != nil {
+			return fmt.Errorf("offset %d: %w", offset, err)
+		}
+		rs.last = &p
+	default:
+		return fmt.Errorf("offset %d: unknown changelog record kind %q", offset, kind)
+	}
+	return nil
+}
+
+// flush restores the key snapshots gathered since the last flush.
+func (rs *restoring) flush() error {
+	if len(rs.snaps) == 0 {
+		return nil
+	}
+	err := rs.db.Restore(rs.task, rs.id, rs.snaps, nil)
+	rs.snaps = rs.snaps[:0]
+	return err
+}
+
+// restoredPosition is the position a replay leaves in the store, or nil to leave none (the
+// group's offsets then decide where to start): the changelog's last position record, with the
+// local horizon kept when higher on a tail replay (local keys may carry marks above the
+// changelog's horizon); on a tail replay with no position record, the local one; on a full
+// replay with none, the start of the partition if any key was restored.
+func restoredPosition(last *store.Position, local store.Position, tail bool, records int64) *store.Position {
+	switch {
+	case last != nil:
+		if tail {
+			last.Horizon = max(last.Horizon, local.Horizon)
+		}
+		return last
+	case tail:
+		return &local
+	case records == 0:
+		return nil // nothing anywhere
+	}
+	return &store.Position{Next: 0, Horizon: -1, Watermark: -1}
 }
 
 // standby keeps this host's store close to the changelog for the partitions it does not own
