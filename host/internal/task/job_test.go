@@ -5,7 +5,9 @@ import (
 	"testing"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/positions"
 	"github.com/wasmstream/wasmstream/host/internal/sched"
+	"github.com/wasmstream/wasmstream/host/internal/source"
 )
 
 // TestNewJobAllocs checks that forming a job costs a few allocations per batch, not several per
@@ -35,5 +37,43 @@ func TestNewJobAllocs(t *testing.T) {
 	run() // the keys' cache entries exist from now on, as in a steady state
 	if got := testing.AllocsPerRun(20, run); got > n/10 {
 		t.Errorf("forming and releasing a job of %d records: %.0f allocations, want at most %d", n, got, n/10)
+	}
+}
+
+// TestAdmitAllocs checks that admitting records costs well under one allocation each once the
+// keys' queues exist: a record's item and its sequencing key are carved from shared blocks
+// (alloc.go), not allocated one by one.
+func TestAdmitAllocs(t *testing.T) {
+	tk, err := New(Config{Name: "allocs", Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &stream{id: 0, kafka: true, source: []byte("in"), replay: -1, horizon: -1,
+		tracker: positions.NewTracker(0), tm: newStreamTime(tk.cfg.Now(), 0)}
+	tk.streams[0] = st
+	tk.sched.AddStream(0)
+	const n, keys = 256, 16
+	recs := make([]source.Record, n)
+	for i := range recs {
+		recs[i].Key = []byte(fmt.Sprintf("user%05d", i%keys))
+		recs[i].Value = []byte("v")
+		recs[i].Timestamp = -1
+	}
+	next := int64(0)
+	run := func() {
+		now := tk.cfg.Now()
+		for i := range recs {
+			recs[i].Offset = next
+			next++
+			if err := tk.admit(st, &recs[i], now); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	run() // the keys' queues exist from now on, as in a steady state with more keys queued
+	got := testing.AllocsPerRun(20, run)
+	t.Logf("admitting %d records: %.0f allocations", n, got)
+	if got > n/8 {
+		t.Errorf("admitting %d records: %.0f allocations, want at most %d", n, got, n/8)
 	}
 }

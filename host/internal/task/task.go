@@ -213,6 +213,7 @@ type Task struct {
 
 	inflight  map[uint64]*job
 	freeRecs  [][]abi.Record // record slices of released jobs, cleared, for the next jobs (loop only)
+	carve     carver         // admitted records' items and sequencing keys (loop only)
 	kafka     *kafkaSide     // the Kafka input, if any
 	changelog *changelogSide // the Kafka input's changelog, if any
 	// txnChangelog is the changelog writer of an exactly-once task, attached to its consumer.
@@ -548,17 +549,16 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 // enqueue pushes an admitted record to its key's queue, then queues the event-time timers the
 // record's timestamp made due.
 func (t *Task) enqueue(st *stream, r *source.Record, key []byte, seq string, late bool) error {
-	it := &item{
-		rec: abi.Record{
-			Offset:    r.Offset,
-			Timestamp: r.Timestamp,
-			Source:    st.source,
-			Key:       key,
-			Value:     r.Value,
-			Headers:   r.Headers,
-		},
-		end: r.End,
+	it := t.carve.item()
+	it.rec = abi.Record{
+		Offset:    r.Offset,
+		Timestamp: r.Timestamp,
+		Source:    st.source,
+		Key:       key,
+		Value:     r.Value,
+		Headers:   r.Headers,
 	}
+	it.end = r.End
 	if late {
 		it.rec.Flags |= abi.FlagLate
 	}
@@ -591,7 +591,8 @@ func (t *Task) sequence(st *stream, r *source.Record) (key []byte, seq string, e
 	case PolicyPartition:
 		return key, "", nil
 	case PolicyNone:
-		return key, strconv.FormatInt(r.Offset, 10), nil
+		var b [20]byte
+		return key, t.carve.string(strconv.AppendInt(b[:0], r.Offset, 10)), nil
 	case PolicyField:
 		if r.Fields == nil && st.kafka {
 			if jerr := json.Unmarshal(r.Value, &r.Fields); jerr != nil || r.Fields == nil {
@@ -602,16 +603,16 @@ func (t *Task) sequence(st *stream, r *source.Record) (key []byte, seq string, e
 		if err != nil {
 			return nil, "", err
 		}
-		return v, string(v), nil
+		return v, t.carve.string(v), nil
 	case PolicyHeader:
 		for _, h := range r.Headers {
 			if string(h.Name) == t.cfg.Header {
-				return h.Value, string(h.Value), nil
+				return h.Value, t.carve.string(h.Value), nil
 			}
 		}
 		return []byte{}, "", nil // no such header: the empty key
 	}
-	return key, string(key), nil
+	return key, t.carve.string(key), nil
 }
 
 func (t *Task) applyFlow() {
@@ -710,6 +711,7 @@ func (t *Task) succeeded(j *job) error {
 	if err := t.sched.Complete(j.id); err != nil {
 		return err
 	}
+	dropItems(j)
 	t.applyFlow()
 	return nil
 }
@@ -792,6 +794,7 @@ func (t *Task) exhausted(j *job, st *stream, what string, re *RecordError) error
 	if err := t.sched.Complete(j.id); err != nil {
 		return err
 	}
+	dropItems(j)
 	t.applyFlow()
 	return nil
 }
