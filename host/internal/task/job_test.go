@@ -5,9 +5,11 @@ import (
 	"testing"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/modrt"
 	"github.com/wasmstream/wasmstream/host/internal/positions"
 	"github.com/wasmstream/wasmstream/host/internal/sched"
 	"github.com/wasmstream/wasmstream/host/internal/source"
+	"github.com/wasmstream/wasmstream/store"
 )
 
 // TestNewJobAllocs checks that forming a job costs a few allocations per batch, not several per
@@ -75,5 +77,42 @@ func TestAdmitAllocs(t *testing.T) {
 	t.Logf("admitting %d records: %.0f allocations", n, got)
 	if got > n/8 {
 		t.Errorf("admitting %d records: %.0f allocations, want at most %d", n, got, n/8)
+	}
+}
+
+// TestOutgrowsTxnAllocs checks that the check of a job's writes against a key's store
+// transaction (outgrowsTxn, run for every job that succeeded) makes no allocation per write.
+func TestOutgrowsTxnAllocs(t *testing.T) {
+	db, err := store.Open("", store.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tk, err := New(Config{Name: "allocs", Workers: 2, Store: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &stream{}
+	tk.streams[0] = st
+	const n = 256
+	items := make([]sched.Item[*item], n)
+	for i := range items {
+		key := []byte(fmt.Sprintf("user%05d", i))
+		items[i] = sched.Item[*item]{Stream: 0, Key: string(key), Offset: int64(i),
+			Value: &item{rec: abi.Record{Offset: int64(i), Key: key, Value: []byte("v")}}}
+	}
+	j := tk.newJob(sched.Batch[*item]{ID: 1, Items: items})
+	g := &j.groups[0]
+	for _, it := range g.work {
+		g.effects.Writes = append(g.effects.Writes, modrt.Write{Key: it.rec.Key, Name: []byte("n"), Value: []byte("1")})
+	}
+	for _, e := range g.entries {
+		tk.cache.Charge(e, 1, 64) // every key has a write pending since the last checkpoint
+	}
+	if tk.outgrowsTxn(j) {
+		t.Fatal("a job of one small write per key outgrows a key's transaction")
+	}
+	if got := testing.AllocsPerRun(20, func() { tk.outgrowsTxn(j) }); got > 2 {
+		t.Errorf("outgrowsTxn over %d writes: %.0f allocations, want at most 2", n, got)
 	}
 }

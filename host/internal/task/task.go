@@ -212,10 +212,11 @@ type Task struct {
 	results chan *job
 
 	inflight  map[uint64]*job
-	freeRecs  [][]abi.Record // record slices of released jobs, cleared, for the next jobs (loop only)
-	carve     carver         // admitted records' items and sequencing keys (loop only)
-	kafka     *kafkaSide     // the Kafka input, if any
-	changelog *changelogSide // the Kafka input's changelog, if any
+	freeRecs  [][]abi.Record                // record slices of released jobs, cleared, for the next jobs (loop only)
+	carve     carver                        // admitted records' items and sequencing keys (loop only)
+	txnCosts  map[*statecache.Entry]txnCost // outgrowsTxn's per-key sums, reused (loop only)
+	kafka     *kafkaSide                    // the Kafka input, if any
+	changelog *changelogSide                // the Kafka input's changelog, if any
 	// txnChangelog is the changelog writer of an exactly-once task, attached to its consumer.
 	txnChangelog *kafka.ChangelogWriter
 	kafkaErr     chan error    // the Kafka poll loop's failure
@@ -281,6 +282,7 @@ func New(cfg Config) (*Task, error) {
 		jobs:     make(chan *job, cfg.Workers),
 		results:  make(chan *job, cfg.Workers),
 		inflight: map[uint64]*job{},
+		txnCosts: map[*statecache.Entry]txnCost{},
 		attempts: map[attemptKey]int{},
 		cur:      newVersion(cfg.Version, cfg.Module, cfg.NewProcessor),
 		ctl:      make(chan request),
@@ -888,53 +890,51 @@ func (t *Task) outgrowsTxn(j *job) bool {
 		return false
 	}
 	maxEntries, maxBytes := t.cfg.Store.KeyLimits()
-	type cost struct{ entries, bytes int }
+	costs := t.txnCosts
 	for gi := range j.groups {
 		g := &j.groups[gi]
 		if t.streams[g.stream] != g.st || (len(g.effects.Writes) == 0 && len(g.effects.Timers) == 0 && len(g.work) == 0) {
 			continue
 		}
-		costs := map[string]*cost{}
-		add := func(key string, e, b int) {
-			c := costs[key]
-			if c == nil {
-				c = &cost{}
-				costs[key] = c
+		clear(costs)
+		add := func(key []byte, n, b int) {
+			if e := g.entries[string(key)]; e != nil {
+				c := costs[e]
+				costs[e] = txnCost{c.entries + n, c.bytes + b}
 			}
-			c.entries += e
-			c.bytes += b
 		}
 		for _, w := range g.effects.Writes {
-			e, b := store.StateWriteCost(t.cfg.Name, w.Key, w.Name, len(w.Value))
-			add(string(w.Key), e, b)
+			n, b := store.StateWriteCost(t.cfg.Name, w.Key, w.Name, len(w.Value))
+			add(w.Key, n, b)
 		}
 		for _, op := range g.effects.Timers {
-			e, b := store.TimerOpCost(t.cfg.Name, op.Key, op.Name, len(op.Payload))
-			add(string(op.Key), e, b)
+			n, b := store.TimerOpCost(t.cfg.Name, op.Key, op.Name, len(op.Payload))
+			add(op.Key, n, b)
 		}
 		for _, it := range g.work {
 			if it.fire != nil && !it.cancelled {
-				e, b := store.TimerOpCost(t.cfg.Name, it.fire.Key, it.fire.Name, 0)
-				add(string(it.fire.Key), e, b)
+				n, b := store.TimerOpCost(t.cfg.Name, it.fire.Key, it.fire.Name, 0)
+				add(it.fire.Key, n, b)
 			}
 		}
-		for key, c := range costs {
-			en := g.entries[key]
-			if en == nil {
-				continue
-			}
-			pe, pb := en.Pending()
+		for e, c := range costs {
+			pe, pb := e.Pending()
 			if pe == 0 {
 				continue // nothing to commit first
 			}
-			me, mb := store.MarkCost(t.cfg.Name, []byte(key))
+			me, mb := store.MarkCost(t.cfg.Name, e.Key())
 			if pe+c.entries+me > maxEntries || pb+c.bytes+mb > maxBytes {
+				clear(costs)
 				return true
 			}
 		}
 	}
+	clear(costs) // drop the references to the entries
 	return false
 }
+
+// txnCost is what a job adds to a key's next store transaction (outgrowsTxn).
+type txnCost struct{ entries, bytes int }
 
 // writeOutputs hands a unit's outputs to the output sink, in order.
 func (t *Task) writeOutputs(outs []modrt.Output) {
