@@ -80,6 +80,7 @@ type pipelineRun struct {
 	steadyRate, steadyCPU float64 // the same from the first record out to the last
 	steadyAllocs          float64 // heap allocations per record in the steady part (the process's)
 	start                 time.Duration
+	batch                 float64 // wasmstream: the mean number of records and firings per guest call
 }
 
 func (r pipelineRun) report(b *testing.B, name string, raw pipelineRun) {
@@ -90,6 +91,7 @@ func (r pipelineRun) report(b *testing.B, name string, raw pipelineRun) {
 	b.ReportMetric(r.steadyAllocs, name+"-steady-allocs/rec")
 	b.ReportMetric(r.start.Seconds(), name+"-start-s")
 	if name != "raw" {
+		b.ReportMetric(r.batch, name+"-batch")
 		b.ReportMetric(r.rate/raw.rate, name+"/raw")
 		b.ReportMetric(r.steadyRate/raw.steadyRate, name+"-steady/raw")
 		// The rate a CPU-bound machine would give: on a shared machine the wall-clock ratios
@@ -171,7 +173,7 @@ func rawPassthrough(b *testing.B, c *kfake.Cluster, records int) (r pipelineRun)
 // hostOverKafka runs a wasmstream host with module over "in" (its own group) until it has
 // processed every record.
 func hostOverKafka(b *testing.B, c *kfake.Cluster, module, name string, records int) pipelineRun {
-	r, _ := timeHostRun(b, host.Config{
+	r, st := timeHostRun(b, host.Config{
 		DataDir: filepath.Join(b.TempDir(), "data"), CheckpointInterval: 200 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{{
@@ -180,6 +182,9 @@ func hostOverKafka(b *testing.B, c *kfake.Cluster, module, name string, records 
 			Output: host.OutputConfig{Type: "kafka", Topic: name + "-out"},
 		}},
 	}, records, func(s host.TaskStats) bool { return s.Processed >= int64(records) })
+	if st.BatchSize.Count > 0 {
+		r.batch = st.BatchSize.Sum / float64(st.BatchSize.Count)
+	}
 	return r
 }
 
