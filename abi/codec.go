@@ -180,7 +180,10 @@ func (r *BatchReader) Reset(b []byte) error {
 func (r *BatchReader) Len() int { return int(r.count) }
 
 // Next decodes the next record; it returns false at the end or on a decoding error.
-func (r *BatchReader) Next() bool {
+func (r *BatchReader) Next() bool { return r.next(true) }
+
+// next is Next; with common false it never takes the common case's path (a test compares both).
+func (r *BatchReader) next(common bool) bool {
 	if r.d.err != nil {
 		return false
 	}
@@ -189,6 +192,9 @@ func (r *BatchReader) Next() bool {
 		return false
 	}
 	r.left--
+	if common && r.nextCommon() {
+		return true
+	}
 	d := &r.d
 	r.rec.Flags = d.u32()
 	r.rec.Partition = d.u32()
@@ -199,6 +205,46 @@ func (r *BatchReader) Next() bool {
 	r.rec.Value = d.bytes()
 	r.rec.Headers = d.appendHeaders(r.rec.Headers[:0])
 	return d.err == nil
+}
+
+// nextCommon decodes the next record if it is whole and has no headers, the common case, in one
+// pass over a local copy of the buffer: in a guest, where every call and every pointer stored
+// to memory costs, this is several times cheaper than the general path through decoder. It
+// reports false, having changed nothing, for anything else; Next then takes the general path,
+// which also finds and reports what is malformed.
+func (r *BatchReader) nextCommon() bool {
+	b := r.d.b
+	const fixed = 24 // flags, partition, offset, timestamp
+	if len(b) < fixed+4 {
+		return false
+	}
+	p := fixed
+	var f [3][]byte // source, key, value
+	for i := range f {
+		if len(b)-p < 4 {
+			return false
+		}
+		n := U32(b[p:])
+		p += 4
+		if uint64(n) > uint64(len(b)-p) {
+			return false
+		}
+		e := p + int(n)
+		f[i] = b[p:e:e]
+		p = e
+	}
+	if len(b)-p < 4 || U32(b[p:]) != 0 {
+		return false // headers: the general path
+	}
+	p += 4
+	r.rec.Flags = U32(b)
+	r.rec.Partition = U32(b[4:])
+	r.rec.Offset = int64(U64(b[8:]))
+	r.rec.Timestamp = int64(U64(b[16:]))
+	r.rec.Source, r.rec.Key, r.rec.Value = f[0], f[1], f[2]
+	r.rec.Headers = r.rec.Headers[:0]
+	r.d.b = b[p:]
+	return true
 }
 
 // Record returns the record decoded by the last successful Next.

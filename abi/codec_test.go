@@ -71,6 +71,7 @@ func FuzzDecodeBatch(f *testing.F) {
 		f.Add(b)
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
+		sameOnBothPaths(t, b)
 		recs, err := DecodeBatch(b)
 		if err != nil {
 			return
@@ -83,6 +84,42 @@ func FuzzDecodeBatch(f *testing.F) {
 			t.Fatalf("accepted input does not re-encode to itself:\n%x\n%x", b, again)
 		}
 	})
+}
+
+// sameOnBothPaths checks that BatchReader decodes b to the same records, byte fields equally nil
+// or not, and ends with the same error, whether or not it takes the common case's path.
+func sameOnBothPaths(t *testing.T, b []byte) {
+	var fast, general BatchReader
+	errF, errG := fast.Reset(b), general.Reset(b)
+	if (errF == nil) != (errG == nil) {
+		t.Fatalf("Reset: %v and %v", errF, errG)
+	}
+	if errF != nil {
+		return
+	}
+	same := func(x, y []byte) bool { return bytes.Equal(x, y) && (x == nil) == (y == nil) && cap(x) == cap(y) }
+	for i := 0; ; i++ {
+		okF, okG := fast.next(true), general.next(false)
+		if okF != okG {
+			t.Fatalf("record %d: decoded %v on the common path, %v on the general one", i, okF, okG)
+		}
+		if !okF {
+			break
+		}
+		x, y := fast.Record(), general.Record()
+		if x.Flags != y.Flags || x.Partition != y.Partition || x.Offset != y.Offset || x.Timestamp != y.Timestamp ||
+			!same(x.Source, y.Source) || !same(x.Key, y.Key) || !same(x.Value, y.Value) || len(x.Headers) != len(y.Headers) {
+			t.Fatalf("record %d differs:\n%+v\n%+v", i, *x, *y)
+		}
+		for k := range x.Headers {
+			if !same(x.Headers[k].Name, y.Headers[k].Name) || !same(x.Headers[k].Value, y.Headers[k].Value) {
+				t.Fatalf("record %d header %d differs: %+v, %+v", i, k, x.Headers[k], y.Headers[k])
+			}
+		}
+	}
+	if errF, errG := fast.Err(), general.Err(); errF != errG {
+		t.Fatalf("errors differ: %v on the common path, %v on the general one", errF, errG)
+	}
 }
 
 func FuzzDecodeInit(f *testing.F) {
