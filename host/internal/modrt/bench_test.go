@@ -187,14 +187,19 @@ func BenchmarkGoGuestProcess(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
 }
 
-// BenchmarkNoopProcess measures the benchmarks' no-op guests (testguests/noop and noop-rust) on
-// a batch of 256 records of ~100 bytes, the shape of BenchmarkKafkaPipeline's batches: the call,
-// the batch's encoding into guest memory and the SDK's decoding of each record, per record.
-func BenchmarkNoopProcess(b *testing.B) {
+// BenchmarkBatchProcess measures the benchmarks' guests, in Go and in Rust, on a batch of 256
+// records of 256 distinct keys with ~100-byte values, the shape of BenchmarkKafkaPipeline's
+// batches over 10k keys: the call, the batch's encoding into guest memory, the SDK's decoding of
+// each record and, for the counter (testguests/counter: a state_get, a state_put and an emit per
+// record), the guest's work and the host functions', per record.
+func BenchmarkBatchProcess(b *testing.B) {
 	for _, g := range []struct {
 		name string
 		wasm func(testing.TB) []byte
-	}{{"go", goGuest("testguests/noop")}, {"rust", rustGuest("testguests/noop-rust")}} {
+	}{
+		{"noop-go", goGuest("testguests/noop")}, {"noop-rust", rustGuest("testguests/noop-rust")},
+		{"counter-go", goGuest("testguests/counter")}, {"counter-rust", rustGuest("testguests/counter-rust")},
+	} {
 		b.Run(g.name, func(b *testing.B) {
 			r := newRuntime(b, RuntimeConfig{})
 			m, err := r.Compile(context.Background(), g.wasm(b), Limits{})
@@ -217,32 +222,6 @@ func BenchmarkNoopProcess(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
 		})
 	}
-}
-
-// BenchmarkCounterProcess measures the benchmarks' stateful guest (testguests/counter: a
-// state_get, a state_put and an emit per record) on a batch of 256 records of 256 distinct keys,
-// the shape of BenchmarkKafkaPipeline's batches over 10k keys: the guest's work plus the host
-// functions' and the call's, per record.
-func BenchmarkCounterProcess(b *testing.B) {
-	r := newRuntime(b, RuntimeConfig{})
-	m, err := r.Compile(context.Background(), goGuest("testguests/counter")(b), Limits{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close(context.Background())
-	i := instantiate(b, m, InstanceConfig{})
-	recs := make([]abi.Record, 256)
-	for k := range recs {
-		recs[k] = rec(fmt.Sprintf("user%05d", k), []byte("0123456789abcdef"))
-	}
-	env := newEnv(nil)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := i.Process(context.Background(), recs, env); err != nil {
-			b.Fatal(err)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
 }
 
 // cpuGuest is a guest for BenchmarkCPUBound.
