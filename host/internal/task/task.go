@@ -212,7 +212,7 @@ type Task struct {
 	results chan *job
 
 	inflight  map[uint64]*job
-	freeRecs  [][]abi.Record                // record slices of released jobs, cleared, for the next jobs (loop only)
+	freeBufs  []groupBufs                   // released jobs' buffers, cleared, for the next jobs (loop only)
 	carve     carver                        // admitted records' items and sequencing keys (loop only)
 	txnCosts  map[*statecache.Entry]txnCost // outgrowsTxn's per-key sums, reused (loop only)
 	kafka     *kafkaSide                    // the Kafka input, if any
