@@ -511,7 +511,7 @@ func TestPauseResume(t *testing.T) {
 	checkVersions(t, outs, feed.perKey, []string{guestbuild.VersionTag(1)})
 }
 
-// Switch latency for a small module (the Rust wordcount, ~10 KB), measured like
+// Switch latency for a small module (the Rust wordcount, ~47 KB), measured like
 // TestHotDeployUnderLoad measures it for the Go guest: 20 deploys and 5 rollbacks under load.
 // Every record is processed exactly once: wordcount emits "<word> <count>", and every record's
 // value is a word of its own ("<seq>"), so each output is "<seq> 1", once per record.
