@@ -97,8 +97,9 @@ func (t *Task) newJob(b sched.Batch[*item]) *job {
 }
 
 // groupBufs are the slices and the map a group is built in. A released job's are cleared and
-// kept for the next jobs (at most one set per worker and one more): making them anew for every
-// batch was a fifth of the loop's work of forming it.
+// kept for the next jobs (at most four sets per worker and four more: a batch takes keys from
+// every partition in turn, so a job has a group per partition): making them anew for every batch
+// was a fifth of the loop's work of forming it.
 type groupBufs struct {
 	recs    []abi.Record
 	work    []*item
@@ -137,7 +138,7 @@ func (t *Task) release(j *job) {
 		for _, e := range g.entries {
 			t.cache.Unpin(e)
 		}
-		if g.entries != nil && len(t.freeBufs) <= t.cfg.Workers {
+		if g.entries != nil && len(t.freeBufs) < 4*(t.cfg.Workers+1) {
 			// Cleared: the buffers must not keep records, items or cache entries alive.
 			clear(g.recs)
 			clear(g.work)
