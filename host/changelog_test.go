@@ -97,6 +97,7 @@ func TestChangelogRestore(t *testing.T) {
 // the other owns. When one stops, the other takes its partitions over replaying only the tail
 // its standby had not applied yet, and the state stays exact.
 func TestChangelogStandby(t *testing.T) {
+	t.Parallel() // it mostly waits (client retries, timeouts): it runs beside the other tests that do
 	module := guestbuild.Go(t, "wordcount")
 	c := newCluster(t, "words", "counts")
 	tc := wordcountKafkaTask(module)
@@ -178,6 +179,7 @@ func TestChangelogStandby(t *testing.T) {
 // offset commits: they are retried, nothing is lost, and a host with an empty disk restores from
 // the changelog exactly the state the first host built.
 func TestChangelogBrokerFaults(t *testing.T) {
+	t.Parallel() // it mostly waits (client retries, timeouts): it runs beside the other tests that do
 	module := guestbuild.Go(t, "wordcount")
 	c := newCluster(t, "words", "counts")
 	want := produceWords(t, newClient(t, c), "words", 2000, 40, 9)
@@ -225,6 +227,7 @@ func TestChangelogBrokerFaults(t *testing.T) {
 // a gets them back. a must restore what b wrote (the tail) and forget what it held in memory for
 // those partitions: its state then equals an independent computation.
 func TestChangelogPartitionComesBack(t *testing.T) {
+	t.Parallel() // it mostly waits (client retries, timeouts): it runs beside the other tests that do
 	for _, drop := range []bool{false, true} {
 		t.Run(fmt.Sprintf("drop_revoked=%v", drop), func(t *testing.T) { partitionComesBack(t, drop) })
 	}

@@ -79,6 +79,7 @@ func wordTotal(want map[string]map[string]int) int {
 // and in order, the local state is exact, and a host with an empty disk restores it exactly
 // from the changelog.
 func TestExactlyOnceBrokerFaults(t *testing.T) {
+	t.Parallel() // it mostly waits (client retries, timeouts): it runs beside the other tests that do
 	module := guestbuild.Go(t, "wordcount")
 	c := newCluster(t, "words", "counts")
 	want := produceWords(t, newClient(t, c), "words", 3000, 40, 5)

@@ -457,6 +457,7 @@ func TestExactlyOnceTimers(t *testing.T) {
 // when everything read is processed and committed, its key count must be exactly that of the
 // records of its partition up to its watermark. The timers' outputs and the state stay exact.
 func TestExactlyOnceTicks(t *testing.T) {
+	t.Parallel() // it mostly waits (client retries, timeouts): it runs beside the other tests that do
 	module := guestbuild.Go(t, "testguests/timers")
 	c := newCluster(t, "cmds", "log", "ticks")
 	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))

@@ -222,6 +222,7 @@ func TestKafkaEndToEnd(t *testing.T) {
 
 // Broker faults on produce and on offset commit are retried: nothing is lost, state is exact.
 func TestKafkaBrokerFaults(t *testing.T) {
+	t.Parallel() // it mostly waits (client retries, timeouts): it runs beside the other tests that do
 	module := guestbuild.Go(t, "wordcount")
 	c := newCluster(t, "words", "counts")
 	want := produceWords(t, newClient(t, c), "words", 2000, 40, 7)
@@ -353,6 +354,7 @@ func TestKafkaDeadLetterTopic(t *testing.T) {
 // SASL (PLAIN and SCRAM) from the configuration reaches the cluster: the task consumes and
 // produces on a broker that requires it, and wrong credentials fail clearly.
 func TestKafkaSASL(t *testing.T) {
+	t.Parallel() // it mostly waits (client retries, timeouts): it runs beside the other tests that do
 	module := guestbuild.Go(t, "testguests/trapper")
 	for _, mech := range []string{"plain", "scram-sha-256", "scram-sha-512"} {
 		t.Run(mech, func(t *testing.T) {
