@@ -142,7 +142,7 @@ bench:
 	$(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./host/ ./host/internal/modrt/ ./host/internal/task/ ./store/ ./e2e/
 
 # bench/ is a module of its own (goka stays out of go.mod); -mod=mod lets its go.mod follow
-# dependencies added to the main module since. BENCH_RECORDS (default 300000) sets the Kafka
+# dependencies added to the main module since. BENCH_RECORDS (default 1000000) sets the Kafka
 # records per run, BENCH_RSS_KEYS (default 1000000; 0 leaves them out) the memory rows.
 bench-compare:
 	cd bench && $(GO) test -mod=mod -count=1 -run '^$$' -bench '^BenchmarkCompare$$' -benchtime 1x -timeout 60m .

@@ -29,7 +29,7 @@ import (
 // guest; and, first, the wasmstream binary's peak RSS holding 1M keys and 1M pending timers.
 // It prints one table. Run with -benchtime 1x.
 func BenchmarkCompare(b *testing.B) {
-	records := envInt("BENCH_RECORDS", 300_000)
+	records := envInt("BENCH_RECORDS", 1_000_000)
 	rssKeys := envInt("BENCH_RSS_KEYS", 1_000_000)
 	tasks := []struct{ name, goGuest, rustGuest string }{
 		{"noop", "testguests/noop", "testguests/noop-rust"},

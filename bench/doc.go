@@ -8,6 +8,6 @@
 //
 //	cd bench && go test -mod=mod -count=1 -run '^$' -bench '^BenchmarkCompare$' -benchtime 1x -timeout 30m .
 //
-// BENCH_RECORDS sets the Kafka records per run (default 300000) and BENCH_RSS_KEYS the keys and
+// BENCH_RECORDS sets the Kafka records per run (default 1000000) and BENCH_RSS_KEYS the keys and
 // timers of the two memory rows (default 1000000, 0 leaves the rows out).
 package bench
