@@ -36,6 +36,7 @@
 //	eos.go        exactly-once mode: barriers and one Kafka transaction per interval
 //	sinks.go      output and dead-letter sinks
 //	recent.go     the ring of recent errors (Stats.Recent)
+//	alloc.go      admitted records' items and sequencing keys, carved from shared blocks
 //
 // # The life of a record
 //
