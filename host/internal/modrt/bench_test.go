@@ -165,7 +165,15 @@ func BenchmarkInstantiate(b *testing.B) {
 // BenchmarkGoGuestProcess measures a standard Go guest processing 100 records (a state_get, a
 // state_put and an emit each).
 func BenchmarkGoGuestProcess(b *testing.B) {
-	wasm := goguestWasm(b)
+	recs := make([]abi.Record, 100)
+	for k := range recs {
+		recs[k] = rec(string(rune('a'+k%26)), []byte("0123456789abcdef"))
+	}
+	benchProcess(b, goguestWasm(b), recs)
+}
+
+// benchProcess measures Process of recs on an instance of wasm, and reports ns per record.
+func benchProcess(b *testing.B, wasm []byte, recs []abi.Record) {
 	r := newRuntime(b, RuntimeConfig{})
 	m, err := r.Compile(context.Background(), wasm, Limits{})
 	if err != nil {
@@ -173,10 +181,6 @@ func BenchmarkGoGuestProcess(b *testing.B) {
 	}
 	defer m.Close(context.Background())
 	i := instantiate(b, m, InstanceConfig{})
-	recs := make([]abi.Record, 100)
-	for k := range recs {
-		recs[k] = rec(string(rune('a'+k%26)), []byte("0123456789abcdef"))
-	}
 	env := newEnv(nil)
 	b.ReportAllocs()
 	for b.Loop() {
@@ -201,25 +205,11 @@ func BenchmarkBatchProcess(b *testing.B) {
 		{"counter-go", goGuest("testguests/counter")}, {"counter-rust", rustGuest("testguests/counter-rust")},
 	} {
 		b.Run(g.name, func(b *testing.B) {
-			r := newRuntime(b, RuntimeConfig{})
-			m, err := r.Compile(context.Background(), g.wasm(b), Limits{})
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer m.Close(context.Background())
-			i := instantiate(b, m, InstanceConfig{})
 			recs := make([]abi.Record, 256)
 			for k := range recs {
 				recs[k] = rec(fmt.Sprintf("user%05d", k), []byte(strings.Repeat("0123456789", 9)))
 			}
-			env := newEnv(nil)
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := i.Process(context.Background(), recs, env); err != nil {
-					b.Fatal(err)
-				}
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(recs)), "ns/record")
+			benchProcess(b, g.wasm(b), recs)
 		})
 	}
 }

@@ -12,6 +12,17 @@ import (
 	"github.com/wasmstream/wasmstream/store"
 )
 
+// keyedItems returns n record items of stream 0, each of its own key.
+func keyedItems(n int) []sched.Item[*item] {
+	items := make([]sched.Item[*item], n)
+	for i := range items {
+		key := []byte(fmt.Sprintf("user%05d", i))
+		items[i] = sched.Item[*item]{Stream: 0, Key: string(key), Offset: int64(i),
+			Value: &item{rec: abi.Record{Offset: int64(i), Key: key, Value: []byte("v")}}}
+	}
+	return items
+}
+
 // TestNewJobAllocs checks that forming a job costs a few allocations per batch, not several per
 // record: the loop forms one job per batch, and at a million records a second each allocation
 // per record is GC work the loop pays for.
@@ -22,12 +33,7 @@ func TestNewJobAllocs(t *testing.T) {
 	}
 	tk.streams[0] = &stream{}
 	const n = 256
-	items := make([]sched.Item[*item], n)
-	for i := range items {
-		key := []byte(fmt.Sprintf("user%05d", i))
-		items[i] = sched.Item[*item]{Stream: 0, Key: string(key), Offset: int64(i),
-			Value: &item{rec: abi.Record{Offset: int64(i), Key: key, Value: []byte("v")}}}
-	}
+	items := keyedItems(n)
 	b := sched.Batch[*item]{ID: 1, Items: items}
 	run := func() {
 		j := tk.newJob(b)
@@ -97,12 +103,7 @@ func TestOutgrowsTxnAllocs(t *testing.T) {
 	st := &stream{}
 	tk.streams[0] = st
 	const n = 256
-	items := make([]sched.Item[*item], n)
-	for i := range items {
-		key := []byte(fmt.Sprintf("user%05d", i))
-		items[i] = sched.Item[*item]{Stream: 0, Key: string(key), Offset: int64(i),
-			Value: &item{rec: abi.Record{Offset: int64(i), Key: key, Value: []byte("v")}}}
-	}
+	items := keyedItems(n)
 	j := tk.newJob(sched.Batch[*item]{ID: 1, Items: items})
 	g := &j.groups[0]
 	for _, it := range g.work {
