@@ -82,6 +82,41 @@ func (t *Task) commitTxn(startTicks bool) error {
 	// this transaction, which the revoke aborts anyway; they never reach the store.
 	cp.Keys = slices.DeleteFunc(cp.Keys, func(kw store.KeyWrites) bool { return t.streams[kw.Stream] == nil })
 	t.collectPositions(&cp)
+	if err := t.writeTxnChangelog(&cp); err != nil {
+		return err
+	}
+	next, ferr := t.flushTxn()
+	idle := len(cp.Keys) == 0 && len(cp.Positions) == 0 && t.stats.Outputs == t.txnMark.outputs && t.stats.DeadLetters == t.txnMark.deadLetters
+	t.txnMark.outputs, t.txnMark.deadLetters = t.stats.Outputs, t.stats.DeadLetters
+	out, err := t.kafka.consumer.EndTxn(context.Background(), ferr == nil, idle)
+	if err != nil {
+		return fmt.Errorf("exactly-once: %w", err)
+	}
+	if !out.Committed {
+		t.rollback(out.Rewound)
+		return nil
+	}
+	if err := t.committedTxn(&cp, next); err != nil {
+		return err
+	}
+	if !idle {
+		t.stats.TxnCommits++
+	}
+	t.publish()
+	if !startTicks {
+		return nil
+	}
+	// Ticks read the store: they start only now, when it holds everything (tickDue).
+	t.committedNow = true
+	err = t.tickDue()
+	t.committedNow = false
+	return err
+}
+
+// writeTxnChangelog writes the transaction's changelog records: each partition's position as
+// of its durable state (with the new horizon), then the whole state of every changed key, then
+// the positions the transaction commits.
+func (t *Task) writeTxnChangelog(cp *store.Checkpoint) error {
 	w := t.changelog.w
 	for _, sp := range cp.Positions {
 		st := t.streams[sp.Stream]
@@ -103,9 +138,15 @@ func (t *Task) commitTxn(startTicks bool) error {
 		st := t.streams[sp.Stream]
 		w.Write(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(sp.Position))
 	}
-	// Every record of the transaction acknowledged, or the transaction cannot commit.
+	return nil
+}
+
+// flushTxn waits until every record of the transaction (changelog, outputs, dead letters) is
+// acknowledged, and returns the changelog's next offsets and the first failure: with one, the
+// transaction cannot commit.
+func (t *Task) flushTxn() (next map[int32]int64, ferr error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	next, ferr := w.Flush(ctx)
+	next, ferr = t.changelog.w.Flush(ctx)
 	cancel()
 	if ferr == nil {
 		ferr = t.cfg.Output.Flush()
@@ -116,16 +157,12 @@ func (t *Task) commitTxn(startTicks bool) error {
 	if ferr != nil {
 		t.log.Warn("a record of the transaction could not be written; aborting it", "err", ferr)
 	}
-	idle := len(cp.Keys) == 0 && len(cp.Positions) == 0 && t.stats.Outputs == t.txnMark.outputs && t.stats.DeadLetters == t.txnMark.deadLetters
-	t.txnMark.outputs, t.txnMark.deadLetters = t.stats.Outputs, t.stats.DeadLetters
-	out, err := t.kafka.consumer.EndTxn(context.Background(), ferr == nil, idle)
-	if err != nil {
-		return fmt.Errorf("exactly-once: %w", err)
-	}
-	if !out.Committed {
-		t.rollback(out.Rewound)
-		return nil
-	}
+	return next, ferr
+}
+
+// committedTxn brings the store up to the transaction Kafka committed: its keys and positions
+// (each position's resume offset past the changelog records written), then the counts.
+func (t *Task) committedTxn(cp *store.Checkpoint, next map[int32]int64) error {
 	for p, n := range next {
 		t.changelog.next[p] = max(t.changelog.next[p], n)
 	}
@@ -133,30 +170,20 @@ func (t *Task) commitTxn(startTicks bool) error {
 		sp := &cp.Positions[i]
 		sp.Position.Resume = max(sp.Position.Resume, t.changelog.next[t.streams[sp.Stream].tp.Partition])
 	}
-	if len(cp.Keys) > 0 || len(cp.Positions) > 0 {
-		if err := t.cfg.Store.Commit(&cp); err != nil {
-			return fmt.Errorf("checkpoint (committed in Kafka; a restart restores it from the changelog): %w", err)
-		}
-		for _, sp := range cp.Positions {
-			t.streams[sp.Stream].durable = sp.Position
-		}
-		t.timersCommitted()
-		t.stats.Checkpoints++
-		t.stats.ChangelogRecords += int64(len(cp.Keys))
-		t.cache.Evict()
-	}
-	if !idle {
-		t.stats.TxnCommits++
-	}
-	t.publish()
-	if !startTicks {
+	if len(cp.Keys) == 0 && len(cp.Positions) == 0 {
 		return nil
 	}
-	// Ticks read the store: they start only now, when it holds everything (tickDue).
-	t.committedNow = true
-	err = t.tickDue()
-	t.committedNow = false
-	return err
+	if err := t.cfg.Store.Commit(cp); err != nil {
+		return fmt.Errorf("checkpoint (committed in Kafka; a restart restores it from the changelog): %w", err)
+	}
+	for _, sp := range cp.Positions {
+		t.streams[sp.Stream].durable = sp.Position
+	}
+	t.timersCommitted()
+	t.stats.Checkpoints++
+	t.stats.ChangelogRecords += int64(len(cp.Keys))
+	t.cache.Evict()
+	return nil
 }
 
 // rollback makes the loop's view of every partition that of the last committed transaction
