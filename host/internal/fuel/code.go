@@ -265,9 +265,22 @@ type frame struct {
 	acc      int64 // most costly branch to the end of a block or if so far
 	ifCost   int64 // cost at the if instruction (its false edge)
 	else_    bool
+	ifPoint  int           // an if's: the charge point of the segment its condition is in
+	from     int           // the charge point of the segment the edges to the end seen so far come from; -1 none
+	mixed    bool          // edges to the end come from more than one segment
 	dispatch bool          // a br_table targets the end: it is a charge point (or a dispatch segment)
 	disp     *dispatchLoop // a loop's: its dispatch, if it is a dispatch loop
 	owner    *dispatchLoop // a dispatch block's: its loop
+}
+
+// edgeFrom records an edge to the frame's end (or else) from the segment whose charge point is p.
+func (f *frame) edgeFrom(p int) {
+	switch {
+	case f.from < 0:
+		f.from = p
+	case f.from != p:
+		f.mixed = true
+	}
 }
 
 // dispatchLoop is the state of a dispatch loop being analysed.
@@ -519,12 +532,23 @@ func (a *analysis) costs(r *Reader, dispatch bool) error {
 			}
 			if live {
 				t.acc = maxCost(t.acc, a.regs[t.reg].cur)
+				t.edgeFrom(a.regs[t.reg].point)
 			}
 			return nil
 		}
+		// join starts a new segment at the current instruction, a point where paths from
+		// different segments meet (an else or the end of a block or if): the cost of each path so
+		// far was charged by the segment it came through, and what follows must be charged where
+		// every path passes. Adding one path's cost to the other's segment would let the first
+		// skip the charge.
+		join := func() {
+			close(top)
+			*top = region{point: len(a.points)}
+			a.points = append(a.points, point{at: ord, kind: chargeAfter})
+		}
 		switch in.op {
 		case opBlock, opIf:
-			a.frames = append(a.frames, frame{kind: in.op, reg: len(a.regs) - 1, acc: dead, ifCost: top.cur})
+			a.frames = append(a.frames, frame{kind: in.op, reg: len(a.regs) - 1, acc: dead, ifCost: top.cur, ifPoint: top.point, from: -1})
 		case opLoop:
 			var d *dispatchLoop
 			if dispatch {
@@ -550,7 +574,16 @@ func (a *analysis) costs(r *Reader, dispatch bool) error {
 				return fmt.Errorf("else without if")
 			}
 			f.acc = maxCost(f.acc, top.cur)
+			if top.cur != dead {
+				f.edgeFrom(top.point)
+			}
 			f.else_ = true
+			if top.point != f.ifPoint && f.ifCost != dead {
+				// The then-arm started a segment of its own: the else-arm is reached from the
+				// condition's segment, which that segment's charge does not cover.
+				join()
+				break
+			}
 			top.cur = f.ifCost
 		case opEnd:
 			f := a.frames[len(a.frames)-1]
@@ -572,8 +605,16 @@ func (a *analysis) costs(r *Reader, dispatch bool) error {
 					a.points = append(a.points, point{at: ord, kind: kind})
 					break
 				}
-				if f.kind == opIf && !f.else_ {
+				if f.kind == opIf && !f.else_ && f.ifCost != dead {
 					f.acc = maxCost(f.acc, f.ifCost)
+					f.edgeFrom(f.ifPoint)
+				}
+				if top.cur != dead {
+					f.edgeFrom(top.point)
+				}
+				if f.mixed || f.from >= 0 && f.from != top.point {
+					join()
+					break
 				}
 				top.cur = maxCost(top.cur, f.acc)
 				top.max = maxCost(top.max, top.cur)
