@@ -242,7 +242,9 @@ func nextFE(r *Reader, in *inst) error {
 // ---- analysis: where to charge, and how much ----
 
 // Charge points are the function entry, every loop header and, in functions with loops, the end
-// of every block that a br_table targets. Each charge point starts a segment; a segment ends where
+// of every block that a br_table targets — and then also every else, block end and if end that
+// paths from different segments reach, so that no path runs past a join without paying for what
+// follows it. Each charge point starts a segment; a segment ends where
 // the next charge point begins, at a branch to a loop header, or where the function returns. The
 // charge of a point is the cost of the longest path through its segment, one unit per instruction
 // that does work (block, loop, else, end and nop cost nothing), and at least 1. An inner loop is
