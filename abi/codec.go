@@ -180,10 +180,16 @@ func (r *BatchReader) Reset(b []byte) error {
 func (r *BatchReader) Len() int { return int(r.count) }
 
 // Next decodes the next record; it returns false at the end or on a decoding error.
-func (r *BatchReader) Next() bool { return r.next(true) }
+func (r *BatchReader) Next() bool {
+	if r.left > 0 && r.d.err == nil && r.nextCommon() {
+		r.left--
+		return true
+	}
+	return r.nextGeneral()
+}
 
-// next is Next; with common false it never takes the common case's path (a test compares both).
-func (r *BatchReader) next(common bool) bool {
+// nextGeneral is Next without the common case's path (a test compares both).
+func (r *BatchReader) nextGeneral() bool {
 	if r.d.err != nil {
 		return false
 	}
@@ -192,9 +198,6 @@ func (r *BatchReader) next(common bool) bool {
 		return false
 	}
 	r.left--
-	if common && r.nextCommon() {
-		return true
-	}
 	d := &r.d
 	r.rec.Flags = d.u32()
 	r.rec.Partition = d.u32()

@@ -99,7 +99,7 @@ func sameOnBothPaths(t *testing.T, b []byte) {
 	}
 	same := func(x, y []byte) bool { return bytes.Equal(x, y) && (x == nil) == (y == nil) && cap(x) == cap(y) }
 	for i := 0; ; i++ {
-		okF, okG := fast.next(true), general.next(false)
+		okF, okG := fast.Next(), general.nextGeneral()
 		if okF != okG {
 			t.Fatalf("record %d: decoded %v on the common path, %v on the general one", i, okF, okG)
 		}

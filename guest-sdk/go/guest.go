@@ -100,8 +100,8 @@ func callProcess(n int32) int32 {
 	if err := batch.Reset(inBuf[:n]); err != nil {
 		return fail("wasmstream: batch: " + err.Error())
 	}
+	record.r = batch.Record() // the same record every time, decoded anew by each Next
 	for batch.Next() {
-		record.r = batch.Record()
 		emitTs = record.r.Timestamp
 		err := processFn(&record)
 		emitTs = TimestampNow
