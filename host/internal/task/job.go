@@ -25,13 +25,10 @@ type job struct {
 
 // group is the part of a job from one stream.
 type group struct {
-	stream   uint32
-	st       *stream // the stream as it was at dispatch: a revoked one is replaced
-	recs     []abi.Record
-	work     []*item                      // records and firings in batch order
-	wm       int64                        // the stream's watermark at dispatch
-	entries  map[string]*statecache.Entry // by key: the unit's state scope
-	marks    []keyMark                    // per record key: its first and last record in the call
+	stream uint32
+	st     *stream // the stream as it was at dispatch: a revoked one is replaced
+	wm     int64   // the stream's watermark at dispatch
+	groupBufs
 	effects  modrt.Effects
 	stateVer uint32   // the state version of the instance that ran the unit
 	migrated []string // keys whose state the unit migrated to stateVer
@@ -60,15 +57,11 @@ func (t *Task) newJob(b sched.Batch[*item]) *job {
 			// rest of the batch, rather than grown record by record.
 			rest := len(b.Items) - n
 			st := t.streams[it.Stream]
-			bufs := t.takeBufs(rest)
 			j.groups = append(j.groups, group{
-				stream:  it.Stream,
-				st:      st,
-				wm:      st.tm.watermark(),
-				work:    bufs.work,
-				recs:    bufs.recs,
-				entries: bufs.entries,
-				marks:   bufs.marks,
+				stream:    it.Stream,
+				st:        st,
+				wm:        st.tm.watermark(),
+				groupBufs: t.takeBufs(rest),
 			})
 			g = &j.groups[len(j.groups)-1]
 		}
@@ -102,9 +95,9 @@ func (t *Task) newJob(b sched.Batch[*item]) *job {
 // was a fifth of the loop's work of forming it.
 type groupBufs struct {
 	recs    []abi.Record
-	work    []*item
-	marks   []keyMark
-	entries map[string]*statecache.Entry
+	work    []*item                      // records and firings in batch order
+	marks   []keyMark                    // per record key: its first and last record in the call
+	entries map[string]*statecache.Entry // by key: the unit's state scope
 }
 
 // takeBufs returns empty buffers with room for n records, a released job's if there is one.
@@ -146,7 +139,7 @@ func (t *Task) release(j *job) {
 			clear(g.entries)
 			t.freeBufs = append(t.freeBufs, groupBufs{g.recs[:0], g.work[:0], g.marks[:0], g.entries})
 		}
-		g.recs, g.work, g.marks, g.entries = nil, nil, nil, nil
+		g.groupBufs = groupBufs{}
 	}
 }
 

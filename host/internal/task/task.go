@@ -891,6 +891,7 @@ func (t *Task) outgrowsTxn(j *job) bool {
 	}
 	maxEntries, maxBytes := t.cfg.Store.KeyLimits()
 	costs := t.txnCosts
+	defer clear(costs) // drop the references to the entries
 	for gi := range j.groups {
 		g := &j.groups[gi]
 		if t.streams[g.stream] != g.st || (len(g.effects.Writes) == 0 && len(g.effects.Timers) == 0 && len(g.work) == 0) {
@@ -924,12 +925,10 @@ func (t *Task) outgrowsTxn(j *job) bool {
 			}
 			me, mb := store.MarkCost(t.cfg.Name, e.Key())
 			if pe+c.entries+me > maxEntries || pb+c.bytes+mb > maxBytes {
-				clear(costs)
 				return true
 			}
 		}
 	}
-	clear(costs) // drop the references to the entries
 	return false
 }
 

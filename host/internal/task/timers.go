@@ -356,7 +356,7 @@ func (t *Task) tickDue() error {
 		t.tickSeq++
 		j := &job{id: tickJobID(t.tickSeq), tick: &abi.Tick{
 			Partition: uint32(st.tp.Partition), Now: now.UnixMilli(), Watermark: tm.watermark(), Source: st.sourceName(),
-		}, groups: []group{{stream: st.id, st: st, entries: map[string]*statecache.Entry{}}}}
+		}, groups: []group{{stream: st.id, st: st, groupBufs: groupBufs{entries: map[string]*statecache.Entry{}}}}}
 		t.stats.Ticks++
 		t.startJob(j)
 	}
