@@ -180,6 +180,42 @@ func checkFiles(dir string, marked bool) (orphans []string, err error) {
 	return orphans, nil
 }
 
+// removeEmptyLogs removes the empty log files (a memtable's write-ahead log,
+// *.mem, or a value log, *.vlog) in dir and returns their names. Badger creates
+// a log file and then sizes it; a crash between the two leaves it empty, and
+// Badger then refuses to open the store (for writing it sizes the file and
+// fails with "Create a new file"; read-only it cannot size it). An empty file
+// never held a record, so removing it loses nothing.
+func removeEmptyLogs(dir string) (removed []string, err error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	for _, e := range entries {
+		if ext := filepath.Ext(e.Name()); ext != ".mem" && ext != ".vlog" {
+			continue
+		}
+		info, err := e.Info()
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return removed, fmt.Errorf("store: %w", err)
+		}
+		if !info.Mode().IsRegular() || info.Size() != 0 {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return removed, fmt.Errorf("store: remove an empty log file left by a crash: %w", err)
+		}
+		removed = append(removed, e.Name())
+	}
+	return removed, nil
+}
+
 // orphanDir is where Open moves table files the MANIFEST does not list.
 const orphanDir = "unlisted-tables"
 

@@ -3,6 +3,7 @@ package store
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -261,6 +262,36 @@ func TestOpenCorruptTableAnywhere(t *testing.T) {
 		}
 		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), sst) {
 			t.Errorf("4 bytes flipped at %d of %d: Open = %v, want ErrCorrupt naming the table", at, len(orig), err)
+		}
+	}
+}
+
+// A SIGKILL between Badger creating a log file (a memtable's write-ahead log or
+// a value log) and sizing it leaves the file empty. Badger then refuses to open
+// the store ("Create a new file") although nothing is lost: the file never held
+// a byte. Open removes such files, for both kinds of open.
+func TestOpenEmptyLogFileLeftByCrash(t *testing.T) {
+	// Badger's names: a memtable's log is %05d.mem, a value log %06d.vlog.
+	for _, ext := range []string{"00099.mem", "000099.vlog"} {
+		for _, ro := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/read-only=%v", ext, ro), func(t *testing.T) {
+				dir, stream := filledStore(t, 100)
+				empty := filepath.Join(dir, ext)
+				if err := os.WriteFile(empty, nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				db, err := Open(dir, Options{ReadOnly: ro})
+				if err != nil {
+					t.Fatalf("Open with an empty %s file: %v", ext, err)
+				}
+				defer db.Close()
+				if got := getString(t, db, "t", stream, "key00042", "count"); got != strings.Repeat("v", 40) {
+					t.Errorf("key00042 = %q after the reopen, want its value", got)
+				}
+				if _, err := os.Stat(empty); !errors.Is(err, fs.ErrNotExist) && !ro {
+					t.Errorf("the empty %s is still there (stat: %v)", empty, err)
+				}
+			})
 		}
 	}
 }

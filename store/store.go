@@ -111,13 +111,20 @@ func Open(dir string, opts Options) (db *DB, err error) {
 		}
 		innerMarked, err = hasMarker(dir)
 		marked = innerMarked || outerMarked
-		var orphans []string
+		var orphans, emptied []string
+		if err == nil {
+			emptied, err = removeEmptyLogs(dir)
+		}
 		if err == nil {
 			orphans, err = checkFiles(dir, marked)
 		}
 		unlock()
 		if err != nil {
 			return nil, err
+		}
+		if len(emptied) > 0 {
+			opts.logger().Warn("removed empty log files left by a crash while Badger created them (they never held a record)",
+				"dir", dir, "files", emptied)
 		}
 		if len(orphans) > 0 {
 			opts.logger().Warn("moved table files the MANIFEST does not list (left by a crash while Badger wrote a table, or the MANIFEST lost its end) aside instead of letting Badger delete them",
