@@ -1,0 +1,267 @@
+package e2e
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+)
+
+// withCustomSection returns wasm with a custom section appended: the same module, other bytes,
+// so that every deploy of it is a new version.
+func withCustomSection(wasm []byte, name string, payload []byte) []byte {
+	var body []byte
+	body = binary.AppendUvarint(body, uint64(len(name)))
+	body = append(body, name...)
+	body = append(body, payload...)
+	out := append(bytes.Clone(wasm), 0) // custom section id
+	out = binary.AppendUvarint(out, uint64(len(body)))
+	return append(out, body...)
+}
+
+// deployLog is what the deploys and rollbacks of one run were answered, shared between the
+// goroutine that sends them and the test.
+type deployLog struct {
+	mu         sync.Mutex
+	acked      map[int64]string // version → sha256 of every deploy answered 201
+	active     int64            // the version the last answered request made active (0: none yet)
+	inFlight   bool             // a request was sent and not answered
+	answered   int
+	notRunning int // deploys refused because the run had finished its input
+	problems   []string
+}
+
+// drive sends deploys of new variants of wasm, and now and then a rollback, to the admin API
+// at base until a request fails to connect (the process died). next numbers the variants.
+func (l *deployLog) drive(base string, wasm []byte, rng *rand.Rand, next *int) {
+	client := &http.Client{Timeout: 30 * time.Second}
+	for {
+		l.mu.Lock()
+		rollback := len(l.acked) >= 2 && rng.IntN(4) == 0
+		l.inFlight = true
+		l.mu.Unlock()
+		var req *http.Request
+		var sum string
+		if rollback {
+			req, _ = http.NewRequest("POST", base+"/v1/tasks/wc/rollback", nil)
+		} else {
+			*next++
+			variant := withCustomSection(wasm, "deploy-crash-test", fmt.Appendf(nil, "variant %d", *next))
+			s := sha256.Sum256(variant)
+			sum = hex.EncodeToString(s[:])
+			req, _ = http.NewRequest("POST", base+"/v1/tasks/wc/versions", bytes.NewReader(variant))
+		}
+		req.Header.Set("Authorization", "Bearer tok")
+		resp, err := client.Do(req)
+		if err != nil {
+			return // the process died: inFlight stays set
+		}
+		body, rerr := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var d struct {
+			Version struct {
+				Version int64  `json:"version"`
+				SHA256  string `json:"sha256"`
+			} `json:"version"`
+		}
+		l.mu.Lock()
+		switch {
+		case rerr != nil:
+			l.mu.Unlock()
+			return // the answer was cut off by the kill: still in flight
+		case resp.StatusCode == http.StatusConflict && bytes.Contains(body, []byte("task not running")):
+			// The run finished its input: the version is stored, not active.
+			l.notRunning++
+		case rollback && resp.StatusCode == http.StatusConflict && bytes.Contains(body, []byte("no earlier module version")):
+			// Rollbacks walked back to the oldest version kept: nothing changed.
+		case resp.StatusCode >= 300 || json.Unmarshal(body, &d) != nil:
+			l.problems = append(l.problems, fmt.Sprintf("%s %s: %d %s", req.Method, req.URL.Path, resp.StatusCode, body))
+		case !rollback && d.Version.SHA256 != sum:
+			l.problems = append(l.problems, fmt.Sprintf("deploy answered version %d with sha256 %s, sent %s", d.Version.Version, d.Version.SHA256, sum))
+		default:
+			if !rollback {
+				l.acked[d.Version.Version] = sum
+			}
+			l.active = d.Version.Version
+			l.answered++
+		}
+		l.inFlight = false
+		l.mu.Unlock()
+	}
+}
+
+// check compares the registry of the killed host's data directory with what the requests were
+// answered: every answered deploy is listed with its bytes' hash (unless keep newer versions
+// pruned it), no version is marked bad, and the active version is the one the last answered
+// request made active, or, with a request in flight at the kill, any listed one.
+func (l *deployLog) check(t *testing.T, dataDir string, keep int) {
+	t.Helper()
+	vs, err := host.OfflineVersions(dataDir, "wc")
+	if err != nil {
+		t.Fatalf("versions after the kill: %v", err)
+	}
+	listed := map[int64]host.ModuleVersion{}
+	var active int64
+	for _, v := range vs {
+		listed[v.Version] = v
+		if v.Active {
+			active = v.Version
+		}
+		if v.Status == "bad" {
+			t.Errorf("version %d is marked bad after a kill: %s", v.Version, v.Reason)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for v, sum := range l.acked {
+		got, ok := listed[v]
+		newer := 0
+		for w := range listed {
+			if w > v {
+				newer++
+			}
+		}
+		switch {
+		case !ok && newer < keep:
+			t.Errorf("deployed version %d (answered 201) is gone after a kill; %d newer versions listed", v, newer)
+		case ok && got.SHA256 != sum:
+			t.Errorf("version %d has sha256 %s after a kill, deployed %s", v, got.SHA256, sum)
+		}
+	}
+	switch {
+	case l.active != 0 && !l.inFlight && active != l.active:
+		t.Errorf("version %d is active after a kill; the last answered request made %d active, and none was in flight", active, l.active)
+	case listed[active].Version == 0:
+		t.Errorf("no listed version is active after a kill (active %d)", active)
+	}
+	l.active = active
+	l.inFlight = false
+}
+
+// TestCrashDuringDeploys kills the real binary with SIGKILL at random moments, at least 20
+// times, while deploys of new module versions and rollbacks arrive over the admin API. Every run
+// must start on the version the registry holds; after every kill, every deploy that was answered
+// must still be listed with its hash and the active version must be the one last made active
+// (S19, S20); and in the end the state must equal the expectation exactly and no output be
+// lost (S10, S11), whichever versions processed the records.
+func TestCrashDuringDeploys(t *testing.T) {
+	bin := guestbuild.Binary(t)
+	module := guestbuild.Go(t, "wordcount")
+	wasm, err := os.ReadFile(module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	input := filepath.Join(dir, "input.ndjson")
+	output := filepath.Join(dir, "out.ndjson")
+	records := 300_000
+	want := writeWordcountInput(t, input, records, 2000, 43)
+	port := freePort(t)
+	const keep = 6
+	cfg := writeConfig(t, dir, module, input, output, fmt.Sprintf("admin:\n  addr: 127.0.0.1:%d\n  token: tok\nkeep_module_versions: %d\n", port, keep))
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	dataDir := filepath.Join(dir, "data")
+
+	rng := rand.New(rand.NewPCG(17, 19))
+	log := &deployLog{acked: map[int64]string{}}
+	variants, kills, runs := 0, 0, 0
+	const minKills = 20
+	deadline := time.Now().Add(8 * time.Minute)
+	for {
+		if time.Now().After(deadline) {
+			t.Fatalf("not finished after %d runs and %d kills", runs, kills)
+		}
+		runs++
+		cmd := exec.Command(bin, "run", "-c", cfg, "--log-level", "warn")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		if kills >= minKills {
+			if err := <-done; err != nil {
+				t.Fatalf("final run failed: %v\n%s", err, stderr.String())
+			}
+			break
+		}
+		// Odd runs die at any moment from start-up on; even runs once the admin API answers,
+		// with deploys under way.
+		delay := time.Duration(rng.Int64N(int64(1500 * time.Millisecond)))
+		driving := make(chan struct{})
+		if runs%2 == 0 && awaitAdmin(base, done) {
+			drng := rand.New(rand.NewPCG(uint64(runs), 23)) // rng stays the loop's alone
+			go func() { defer close(driving); log.drive(base, wasm, drng, &variants) }()
+			delay = time.Duration(rng.Int64N(int64(3 * time.Second)))
+		} else {
+			close(driving)
+		}
+		select {
+		case err := <-done:
+			<-driving
+			if err != nil {
+				t.Fatalf("run %d failed: %v\n%s", runs, err, stderr.String())
+			}
+			t.Logf("run %d finished before its kill; appending input", runs)
+			records += writeMore(t, input, want, rng, 100_000)
+			continue
+		case <-time.After(delay):
+		}
+		cmd.Process.Signal(syscall.SIGKILL)
+		<-done
+		<-driving
+		kills++
+		log.check(t, dataDir, keep)
+	}
+	for _, p := range log.problems {
+		t.Errorf("unexpected answer: %s", p)
+	}
+	got := readState(t, dataDir, "wc")
+	if diffs := diffState(want, got); len(diffs) > 0 {
+		t.Fatalf("state differs from the expectation after %d kills (%d diffs), first: %s", kills, len(diffs), diffs[0])
+	}
+	lines, dups := checkOutputs(t, output, want)
+	if log.answered < 3 {
+		t.Errorf("only %d deploys and rollbacks were answered over %d runs: the kills did not land among deploys", log.answered, runs)
+	}
+	t.Logf("%d records, %d runs, %d SIGKILLs, %d deploys sent, %d requests answered (%d more refused: input finished): registry and state exact; %d output lines, %d duplicates",
+		records, runs, kills, variants, log.answered, log.notRunning, lines, dups)
+	fmt.Printf("deploy crash test: %d SIGKILLs, %d deploys sent, %d answered, registry and state exact\n", kills, variants, log.answered)
+}
+
+// awaitAdmin waits until the admin API at base answers, and reports whether it did before the
+// process exited (done is then refilled for the caller) or 30 s passed.
+func awaitAdmin(base string, done chan error) bool {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case err := <-done:
+			done <- err
+			return false
+		case <-time.After(20 * time.Millisecond):
+		}
+		resp, err := http.Get(base + "/healthz")
+		if err == nil {
+			resp.Body.Close()
+			return true
+		}
+	}
+	return false
+}
