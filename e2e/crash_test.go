@@ -217,11 +217,10 @@ func TestCrashExactState(t *testing.T) {
 	cfg := writeConfig(t, dir, module, input, output, "")
 
 	rng := rand.New(rand.NewPCG(7, 11))
-	// Odd runs die at any time from start-up on (compiling, opening the store, replaying); even
-	// runs first wait until the run has produced output, so that the kill lands mid-processing,
-	// between checkpoints.
-	kills, runs := killLoop(t, bin, cfg, output, rng, 8*time.Minute, 1500*time.Millisecond, 300*time.Millisecond, func() {
-		records += writeMore(t, input, want, rng, 20_000)
+	kills, runs := killLoop(t, bin, cfg, killPlan{
+		timeout: 8 * time.Minute,
+		live:    randomKills(rng, output, 1500*time.Millisecond, 300*time.Millisecond),
+		more:    func() { records += writeMore(t, input, want, rng, 20_000) },
 	})
 	got := readState(t, filepath.Join(dir, "data"), "wc")
 	if diffs := diffState(want, got); len(diffs) > 0 {
@@ -236,14 +235,46 @@ func TestCrashExactState(t *testing.T) {
 	fmt.Printf("crash test: %d SIGKILLs, %d runs, %d records, state exact, %d duplicate outputs (%d per kill)\n", kills, runs, records, dups, dups/kills)
 }
 
-// killLoop runs the binary with cfg again and again, killing each run with SIGKILL after a random
-// delay (below anyDelay; on even runs, below outDelay once output grew), until it has killed 20
-// runs; then it lets the last run finish. A run that finishes before its kill calls more (to make
-// more input) and the kills go on. It fails the test on a run's error or after timeout.
-func killLoop(t *testing.T, bin, cfg, output string, rng *rand.Rand, timeout, anyDelay, outDelay time.Duration, more func()) (kills, runs int) {
+// killPlan is how killLoop runs and kills the binary.
+type killPlan struct {
+	timeout time.Duration
+	// live is called once run n has started and returns how long the run lives before its
+	// kill. It may first wait for the run to reach some state; if the run exits meanwhile, it
+	// must put the exit back into done.
+	live func(n int, done chan error) time.Duration
+	// ended, if set, is called once run n has ended, killed or finished by itself.
+	ended func(n int, killed bool)
+	// more makes more input, when a run finished before its kill.
+	more func()
+}
+
+// randomKills is the usual killPlan.live: odd runs die at any moment below anyDelay from
+// start-up on (compiling, opening the store, replaying); even runs first wait until output
+// grew and die below outDelay after, so that the kill lands mid-processing, between
+// checkpoints.
+func randomKills(rng *rand.Rand, output string, anyDelay, outDelay time.Duration) func(int, chan error) time.Duration {
+	return func(n int, done chan error) time.Duration {
+		if n%2 == 0 {
+			waitGrowth(output, done)
+			return time.Duration(rng.Int64N(int64(outDelay)))
+		}
+		return time.Duration(rng.Int64N(int64(anyDelay)))
+	}
+}
+
+// killLoop runs the binary with cfg again and again, killing each run with SIGKILL when
+// p.live says, until it has killed 20 runs; then it lets the last run finish. A run that
+// finishes before its kill calls p.more and the kills go on. It fails the test on a run's
+// error or after p.timeout.
+func killLoop(t *testing.T, bin, cfg string, p killPlan) (kills, runs int) {
 	t.Helper()
 	const minKills = 20
-	deadline := time.Now().Add(timeout)
+	deadline := time.Now().Add(p.timeout)
+	ended := func(n int, killed bool) {
+		if p.ended != nil {
+			p.ended(n, killed)
+		}
+	}
 	for {
 		if time.Now().After(deadline) {
 			t.Fatalf("not finished after %d runs and %d kills", runs, kills)
@@ -263,24 +294,22 @@ func killLoop(t *testing.T, bin, cfg, output string, rng *rand.Rand, timeout, an
 			}
 			return kills, runs
 		}
-		delay := time.Duration(rng.Int64N(int64(anyDelay)))
-		if runs%2 == 0 {
-			waitGrowth(output, done)
-			delay = time.Duration(rng.Int64N(int64(outDelay)))
-		}
+		delay := p.live(runs, done)
 		select {
 		case err := <-done:
+			ended(runs, false)
 			if err != nil {
 				t.Fatalf("run %d failed: %v\n%s", runs, err, stderr.String())
 			}
 			t.Logf("run %d finished before its kill; appending input", runs)
-			more()
+			p.more()
 			continue
 		case <-time.After(delay):
 		}
 		cmd.Process.Signal(syscall.SIGKILL)
 		<-done
 		kills++
+		ended(runs, true)
 	}
 }
 

@@ -11,11 +11,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -158,7 +155,7 @@ func (l *deployLog) check(t *testing.T, dataDir string, keep int) {
 // times, while deploys of new module versions and rollbacks arrive over the admin API. Every run
 // must start on the version the registry holds; after every kill, every deploy that was answered
 // must still be listed with its hash and the active version must be the one last made active
-// (S19, S20); and in the end the state must equal the expectation exactly and no output be
+// (S19); and in the end the state must equal the expectation exactly and no output be
 // lost (S10, S11), whichever versions processed the records.
 func TestCrashDuringDeploys(t *testing.T) {
 	bin := guestbuild.Binary(t)
@@ -180,56 +177,30 @@ func TestCrashDuringDeploys(t *testing.T) {
 
 	rng := rand.New(rand.NewPCG(17, 19))
 	log := &deployLog{acked: map[int64]string{}}
-	variants, kills, runs := 0, 0, 0
-	const minKills = 20
-	deadline := time.Now().Add(8 * time.Minute)
-	for {
-		if time.Now().After(deadline) {
-			t.Fatalf("not finished after %d runs and %d kills", runs, kills)
-		}
-		runs++
-		cmd := exec.Command(bin, "run", "-c", cfg, "--log-level", "warn")
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		if kills >= minKills {
-			if err := <-done; err != nil {
-				t.Fatalf("final run failed: %v\n%s", err, stderr.String())
-			}
-			break
-		}
+	variants := 0
+	var driving chan struct{} // closed once the run's deploys stopped
+	kills, runs := killLoop(t, bin, cfg, killPlan{
+		timeout: 8 * time.Minute,
 		// Odd runs die at any moment from start-up on; even runs once the admin API answers,
 		// with deploys under way.
-		delay := time.Duration(rng.Int64N(int64(1500 * time.Millisecond)))
-		driving := make(chan struct{})
-		if runs%2 == 0 && awaitAdmin(base, done) {
-			drng := rand.New(rand.NewPCG(uint64(runs), 23)) // rng stays the loop's alone
-			go func() { defer close(driving); log.drive(base, wasm, drng, &variants) }()
-			delay = time.Duration(rng.Int64N(int64(3 * time.Second)))
-		} else {
-			close(driving)
-		}
-		select {
-		case err := <-done:
-			<-driving
-			if err != nil {
-				t.Fatalf("run %d failed: %v\n%s", runs, err, stderr.String())
+		live: func(n int, done chan error) time.Duration {
+			driving = make(chan struct{})
+			if n%2 == 0 && awaitAdmin(base, done) {
+				drng := rand.New(rand.NewPCG(uint64(n), 23)) // rng stays the loop's alone
+				go func() { defer close(driving); log.drive(base, wasm, drng, &variants) }()
+				return time.Duration(rng.Int64N(int64(3 * time.Second)))
 			}
-			t.Logf("run %d finished before its kill; appending input", runs)
-			records += writeMore(t, input, want, rng, 100_000)
-			continue
-		case <-time.After(delay):
-		}
-		cmd.Process.Signal(syscall.SIGKILL)
-		<-done
-		<-driving
-		kills++
-		log.check(t, dataDir, keep)
-	}
+			close(driving)
+			return time.Duration(rng.Int64N(int64(1500 * time.Millisecond)))
+		},
+		ended: func(_ int, killed bool) {
+			<-driving
+			if killed {
+				log.check(t, dataDir, keep)
+			}
+		},
+		more: func() { records += writeMore(t, input, want, rng, 100_000) },
+	})
 	for _, p := range log.problems {
 		t.Errorf("unexpected answer: %s", p)
 	}

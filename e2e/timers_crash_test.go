@@ -33,8 +33,10 @@ func TestCrashTimersFireOnce(t *testing.T) {
 
 	rng := rand.New(rand.NewPCG(3, 5))
 	// Even runs are killed once output grew: while timers fire and records flow.
-	kills, runs := killLoop(t, bin, cfg, output, rng, 6*time.Minute, time.Second, 200*time.Millisecond, func() {
-		gen.write(t, input, 10_000)
+	kills, runs := killLoop(t, bin, cfg, killPlan{
+		timeout: 6 * time.Minute,
+		live:    randomKills(rng, output, time.Second, 200*time.Millisecond),
+		more:    func() { gen.write(t, input, 10_000) },
 	})
 	got := readState(t, filepath.Join(dir, "data"), "wc")
 	var diffs []string
