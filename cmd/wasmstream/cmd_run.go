@@ -113,6 +113,7 @@ func resetState(s settings, stderr io.Writer) error {
 // runHost runs s until its tasks are done, ctx is cancelled or a task fails.
 func runHost(ctx context.Context, s settings, watch bool, stdin io.Reader, stdout, stderr io.Writer) (err error) {
 	logger := newLogger(stderr, s.Log)
+	logMemoryLimit(logger)
 	cfg := s.Host
 	cfg.Logger = logger
 	cfg.Stdin = stdin

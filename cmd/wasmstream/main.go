@@ -20,6 +20,7 @@ import (
 var version = "dev"
 
 func main() {
+	applyCgroupMemoryLimit()
 	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 }
 
