@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/table"
@@ -112,8 +114,8 @@ func writeMarkerAt(path string) error {
 // it lists exists, and the checksum of every block of every table. Every problem is an
 // ErrCorrupt naming the file. Its cost is one read of the whole store.
 //
-// Table files the MANIFEST does not list are moved into orphanDir, and their
-// names returned: Badger would delete them. A crash while Badger wrote a table
+// Table files the MANIFEST does not list are moved into a new directory under
+// orphanDir, and their names returned: Badger would delete them. A crash while Badger wrote a table
 // leaves one (its data is also elsewhere), but so does a MANIFEST that lost
 // its end, and then they hold the only copy.
 func checkFiles(dir string, marked bool) (orphans []string, err error) {
@@ -163,21 +165,59 @@ func checkFiles(dir string, marked bool) (orphans []string, err error) {
 			return nil, err
 		}
 	}
+	gen := filepath.Join(dir, orphanDir, time.Now().UTC().Format(orphanGenFormat))
 	for _, name := range data {
 		id, ok := table.ParseFileID(name)
 		if _, listed := m.Tables[id]; !ok || listed || !strings.HasSuffix(name, ".sst") {
 			continue
 		}
-		if err := os.MkdirAll(filepath.Join(dir, orphanDir), 0o755); err != nil {
+		if err := os.MkdirAll(gen, 0o755); err != nil {
 			return nil, fmt.Errorf("store: %w", err)
 		}
-		err := os.Rename(filepath.Join(dir, name), filepath.Join(dir, orphanDir, name))
+		err := os.Rename(filepath.Join(dir, name), filepath.Join(gen, name))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) { // another reader moved it
 			return nil, fmt.Errorf("store: move aside a table the MANIFEST does not list: %w", err)
 		}
-		orphans = append(orphans, name)
+		orphans = append(orphans, filepath.Join(filepath.Base(gen), name))
 	}
 	return orphans, nil
+}
+
+// orphanGenFormat names the directory, under orphanDir, of the tables one Open moved aside:
+// the time, so that names sort as the opens did.
+const orphanGenFormat = "20060102T150405.000000000Z"
+
+// keepOrphanGens is how many of the newest sets of moved tables pruneOrphans keeps.
+const keepOrphanGens = 8
+
+// pruneOrphans deletes all but the keepOrphanGens newest sets of tables Open moved aside, and
+// returns their names. After a kill the moved tables are redundant (Badger had not yet listed
+// the table it was writing, and the tables it replaces are still listed), and a host killed
+// again and again (an orchestrator restarting it after each out-of-memory kill) would
+// otherwise fill its disk with them; the newest sets stay for an operator who finds that the
+// MANIFEST lost its end.
+func pruneOrphans(dir string) (pruned []string, err error) {
+	entries, err := os.ReadDir(filepath.Join(dir, orphanDir))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("store: %w", err)
+	}
+	var gens []string
+	for _, e := range entries {
+		if _, terr := time.Parse(orphanGenFormat, e.Name()); e.IsDir() && terr == nil {
+			gens = append(gens, e.Name())
+		}
+	}
+	slices.Sort(gens)
+	for _, g := range gens[:max(0, len(gens)-keepOrphanGens)] {
+		if err := os.RemoveAll(filepath.Join(dir, orphanDir, g)); err != nil {
+			return pruned, fmt.Errorf("store: delete old tables moved aside: %w", err)
+		}
+		pruned = append(pruned, g)
+	}
+	return pruned, nil
 }
 
 // removeEmptyLogs removes the empty log files (a memtable's write-ahead log,

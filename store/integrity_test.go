@@ -211,8 +211,47 @@ func TestOpenManifestLostItsEnd(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCorrupt(t, dir, MarkerFile)
-	if _, err := os.Stat(filepath.Join(dir, orphanDir, filepath.Base(sst))); err != nil {
-		t.Errorf("the unlisted table was not kept: %v", err)
+	if kept, _ := filepath.Glob(filepath.Join(dir, orphanDir, "*", filepath.Base(sst))); len(kept) == 0 {
+		t.Errorf("the unlisted table %s was not kept", filepath.Base(sst))
+	}
+}
+
+// TestOpenKeepsNewestUnlistedTables: every Open that finds tables the MANIFEST does not list (a
+// kill while Badger wrote one) moves them into a set of their own, and only the newest
+// keepOrphanGens sets stay, so that a host killed again and again does not fill its disk.
+func TestOpenKeepsNewestUnlistedTables(t *testing.T) {
+	dir, stream := filledStore(t, 100)
+	table, err := os.ReadFile(tableFiles(t, dir)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	const opens = keepOrphanGens + 3
+	for i := 1; i <= opens; i++ {
+		// A whole table under a name the MANIFEST does not list, as a kill leaves one.
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%06d.sst", 9000+i)), table, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		db, err := Open(dir, Options{ReadOnly: i%2 == 0})
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		if got := getString(t, db, "t", stream, "key00042", "count"); got != strings.Repeat("v", 40) {
+			t.Errorf("open %d: key00042 = %q, want its value", i, got)
+		}
+		mustClose(t, db)
+	}
+	gens, err := os.ReadDir(filepath.Join(dir, orphanDir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(gens) != keepOrphanGens {
+		t.Fatalf("%d sets of moved tables after %d opens, want the newest %d", len(gens), opens, keepOrphanGens)
+	}
+	for j, g := range gens { // sorted by name, that is by time
+		want := fmt.Sprintf("%06d.sst", 9000+opens-keepOrphanGens+1+j)
+		if _, err := os.Stat(filepath.Join(dir, orphanDir, g.Name(), want)); err != nil {
+			t.Errorf("set %d (%s) does not hold %s: %v", j, g.Name(), want, err)
+		}
 	}
 }
 
