@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -19,18 +18,6 @@ import (
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
 )
-
-// withCustomSection returns wasm with a custom section appended: the same module, other bytes,
-// so that every deploy of it is a new version.
-func withCustomSection(wasm []byte, name string, payload []byte) []byte {
-	var body []byte
-	body = binary.AppendUvarint(body, uint64(len(name)))
-	body = append(body, name...)
-	body = append(body, payload...)
-	out := append(bytes.Clone(wasm), 0) // custom section id
-	out = binary.AppendUvarint(out, uint64(len(body)))
-	return append(out, body...)
-}
 
 // deployLog is what the deploys and rollbacks of one run were answered, shared between the
 // goroutine that sends them and the test.
@@ -59,7 +46,7 @@ func (l *deployLog) drive(base string, wasm []byte, rng *rand.Rand, next *int) {
 			req, _ = http.NewRequest("POST", base+"/v1/tasks/wc/rollback", nil)
 		} else {
 			*next++
-			variant := withCustomSection(wasm, "deploy-crash-test", fmt.Appendf(nil, "variant %d", *next))
+			variant := guestbuild.WithCustomSection(wasm, fmt.Sprintf("deploy-crash-test-%d", *next))
 			s := sha256.Sum256(variant)
 			sum = hex.EncodeToString(s[:])
 			req, _ = http.NewRequest("POST", base+"/v1/tasks/wc/versions", bytes.NewReader(variant))

@@ -266,7 +266,7 @@
 // every table must match its checksum, which reads the whole store once. An
 // empty log file, left by a crash between Badger creating it and sizing it,
 // makes Badger refuse the store; it never held a record, and Open removes it
-// (removeEmptyLogs).
+// (checkFiles).
 // Beside the database, [MarkerFile] records that the directory holds a store
 // that has had data; a directory with the marker whose database opens without
 // its version key is a lost MANIFEST or replaced files, not a new store; the

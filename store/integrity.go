@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -114,22 +115,36 @@ func writeMarkerAt(path string) error {
 // it lists exists, and the checksum of every block of every table. Every problem is an
 // ErrCorrupt naming the file. Its cost is one read of the whole store.
 //
-// Table files the MANIFEST does not list are moved into a new directory under
-// orphanDir, and their names returned: Badger would delete them. A crash while Badger wrote a table
-// leaves one (its data is also elsewhere), but so does a MANIFEST that lost
-// its end, and then they hold the only copy.
-func checkFiles(dir string, marked bool) (orphans []string, err error) {
+// It also mends what a kill leaves, and says what it did in fixes. An empty log file (a
+// memtable's write-ahead log, *.mem, or a value log, *.vlog) is removed: Badger creates a log
+// file and then sizes it, a kill between the two leaves it empty, and Badger then refuses the
+// store (for writing it sizes the file and fails with "Create a new file"; read-only it cannot
+// size it), although the file never held a record. Table files the MANIFEST does not list are
+// moved into a new directory under orphanDir: Badger would delete them. A crash while Badger
+// wrote a table leaves one (its data is also elsewhere), but so does a MANIFEST that lost its
+// end, and then they hold the only copy. Then pruneOrphans keeps the newest such directories.
+func checkFiles(dir string, marked bool) (fixes fileFixes, err error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil // a new store
+			return fixes, nil // a new store
 		}
-		return nil, fmt.Errorf("store: %w", err)
+		return fixes, fmt.Errorf("store: %w", err)
 	}
 	var data []string // Badger files that hold data
 	for _, e := range entries {
 		switch filepath.Ext(e.Name()) {
-		case ".sst", ".vlog", ".mem":
+		case ".vlog", ".mem":
+			empty, err := removeIfEmpty(dir, e)
+			if err != nil {
+				return fixes, err
+			}
+			if empty {
+				fixes.emptied = append(fixes.emptied, e.Name())
+				continue
+			}
+			data = append(data, e.Name())
+		case ".sst":
 			data = append(data, e.Name())
 		}
 	}
@@ -137,16 +152,16 @@ func checkFiles(dir string, marked bool) (orphans []string, err error) {
 	f, err := os.Open(manifest)
 	if errors.Is(err, fs.ErrNotExist) {
 		if marked || len(data) > 0 {
-			return nil, corrupt(manifest, "missing, so the store's index of its tables is lost (the directory holds %d data files)", len(data))
+			return fixes, corrupt(manifest, "missing, so the store's index of its tables is lost (the directory holds %d data files)", len(data))
 		}
-		return nil, nil // a new store
+		return fixes, nil // a new store
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: %w", err)
+		return fixes, fmt.Errorf("store: %w", err)
 	}
 	defer f.Close()
 	if st, err := f.Stat(); err == nil && st.Size() == 0 && !marked && len(data) == 0 {
-		return nil, nil // Badger was stopped while creating a new store
+		return fixes, nil // Badger was stopped while creating a new store
 	}
 	bo := badger.DefaultOptions(dir)
 	m, _, err := func() (m badger.Manifest, off int64, err error) {
@@ -155,14 +170,14 @@ func checkFiles(dir string, marked bool) (orphans []string, err error) {
 	}()
 	if err != nil {
 		if errors.Is(err, ErrCorrupt) {
-			return nil, err
+			return fixes, err
 		}
-		return nil, corrupt(manifest, "unreadable: %v", err)
+		return fixes, corrupt(manifest, "unreadable: %v", err)
 	}
 	for id, tm := range m.Tables {
 		path := table.NewFilename(id, dir)
 		if err := checkTable(path, tm, bo); err != nil {
-			return nil, err
+			return fixes, err
 		}
 	}
 	gen := filepath.Join(dir, orphanDir, time.Now().UTC().Format(orphanGenFormat))
@@ -172,15 +187,39 @@ func checkFiles(dir string, marked bool) (orphans []string, err error) {
 			continue
 		}
 		if err := os.MkdirAll(gen, 0o755); err != nil {
-			return nil, fmt.Errorf("store: %w", err)
+			return fixes, fmt.Errorf("store: %w", err)
 		}
 		err := os.Rename(filepath.Join(dir, name), filepath.Join(gen, name))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) { // another reader moved it
-			return nil, fmt.Errorf("store: move aside a table the MANIFEST does not list: %w", err)
+			return fixes, fmt.Errorf("store: move aside a table the MANIFEST does not list: %w", err)
 		}
-		orphans = append(orphans, filepath.Join(filepath.Base(gen), name))
+		fixes.moved = append(fixes.moved, filepath.Join(filepath.Base(gen), name))
 	}
-	return orphans, nil
+	fixes.pruned, err = pruneOrphans(dir)
+	return fixes, err
+}
+
+// fileFixes is what checkFiles changed in a store's directory.
+type fileFixes struct {
+	emptied []string // empty log files removed
+	moved   []string // unlisted tables moved aside, as set/name
+	pruned  []string // older sets of moved tables deleted
+}
+
+// log warns of each change, if any.
+func (f fileFixes) log(log *slog.Logger, dir string) {
+	if len(f.emptied) > 0 {
+		log.Warn("removed empty log files left by a crash while Badger created them (they never held a record)",
+			"dir", dir, "files", f.emptied)
+	}
+	if len(f.moved) > 0 {
+		log.Warn("moved table files the MANIFEST does not list (left by a crash while Badger wrote a table, or the MANIFEST lost its end) aside instead of letting Badger delete them",
+			"dir", dir, "moved_to", filepath.Join(dir, orphanDir), "files", f.moved)
+	}
+	if len(f.pruned) > 0 {
+		log.Warn(fmt.Sprintf("deleted older sets of table files moved aside after crashes (the newest %d are kept)", keepOrphanGens),
+			"dir", filepath.Join(dir, orphanDir), "deleted", f.pruned)
+	}
 }
 
 // orphanGenFormat names the directory, under orphanDir, of the tables one Open moved aside:
@@ -220,40 +259,23 @@ func pruneOrphans(dir string) (pruned []string, err error) {
 	return pruned, nil
 }
 
-// removeEmptyLogs removes the empty log files (a memtable's write-ahead log,
-// *.mem, or a value log, *.vlog) in dir and returns their names. Badger creates
-// a log file and then sizes it; a crash between the two leaves it empty, and
-// Badger then refuses to open the store (for writing it sizes the file and
-// fails with "Create a new file"; read-only it cannot size it). An empty file
-// never held a record, so removing it loses nothing.
-func removeEmptyLogs(dir string) (removed []string, err error) {
-	entries, err := os.ReadDir(dir)
+// removeIfEmpty removes the directory entry e of dir if it is an empty regular file, and
+// reports whether it did.
+func removeIfEmpty(dir string, e fs.DirEntry) (bool, error) {
+	info, err := e.Info()
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
 	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil, nil
-		}
-		return nil, fmt.Errorf("store: %w", err)
+		return false, fmt.Errorf("store: %w", err)
 	}
-	for _, e := range entries {
-		if ext := filepath.Ext(e.Name()); ext != ".mem" && ext != ".vlog" {
-			continue
-		}
-		info, err := e.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return removed, fmt.Errorf("store: %w", err)
-		}
-		if !info.Mode().IsRegular() || info.Size() != 0 {
-			continue
-		}
-		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return removed, fmt.Errorf("store: remove an empty log file left by a crash: %w", err)
-		}
-		removed = append(removed, e.Name())
+	if !info.Mode().IsRegular() || info.Size() != 0 {
+		return false, nil
 	}
-	return removed, nil
+	if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, fmt.Errorf("store: remove an empty log file left by a crash: %w", err)
+	}
+	return true, nil
 }
 
 // orphanDir is where Open moves table files the MANIFEST does not list.

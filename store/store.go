@@ -111,32 +111,15 @@ func Open(dir string, opts Options) (db *DB, err error) {
 		}
 		innerMarked, err = hasMarker(dir)
 		marked = innerMarked || outerMarked
-		var orphans, emptied, pruned []string
+		var fixes fileFixes
 		if err == nil {
-			emptied, err = removeEmptyLogs(dir)
-		}
-		if err == nil {
-			orphans, err = checkFiles(dir, marked)
-		}
-		if err == nil {
-			pruned, err = pruneOrphans(dir)
+			fixes, err = checkFiles(dir, marked)
 		}
 		unlock()
 		if err != nil {
 			return nil, err
 		}
-		if len(emptied) > 0 {
-			opts.logger().Warn("removed empty log files left by a crash while Badger created them (they never held a record)",
-				"dir", dir, "files", emptied)
-		}
-		if len(orphans) > 0 {
-			opts.logger().Warn("moved table files the MANIFEST does not list (left by a crash while Badger wrote a table, or the MANIFEST lost its end) aside instead of letting Badger delete them",
-				"dir", dir, "moved_to", filepath.Join(dir, orphanDir), "files", orphans)
-		}
-		if len(pruned) > 0 {
-			opts.logger().Warn(fmt.Sprintf("deleted older sets of table files moved aside after crashes (the newest %d are kept)", keepOrphanGens),
-				"dir", filepath.Join(dir, orphanDir), "deleted", pruned)
-		}
+		fixes.log(opts.logger(), dir)
 		if !opts.ReadOnly && opts.MinFreeBytes >= 0 {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, fmt.Errorf("store: open: %w", err)

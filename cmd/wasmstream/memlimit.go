@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -66,7 +67,7 @@ func cgroupMemoryLimit(root, self string) (int64, string) {
 			switch {
 			case parts[0] == "0" && parts[1] == "":
 				v2 = parts[2]
-			case hasController(parts[1], "memory"):
+			case slices.Contains(strings.Split(parts[1], ","), "memory"):
 				v1 = parts[2]
 			}
 		}
@@ -94,13 +95,4 @@ func cgroupMemoryLimit(root, self string) (int64, string) {
 		return n, path
 	}
 	return 0, ""
-}
-
-func hasController(list, name string) bool {
-	for _, c := range strings.Split(list, ",") {
-		if c == name {
-			return true
-		}
-	}
-	return false
 }
