@@ -20,7 +20,7 @@ func BenchmarkDistinctKeys1M(b *testing.B) { benchDistinctKeys(b, 1_000_000) }
 
 // BenchmarkDistinctKeys10M is the same over 10M records and keys: a store that grows by
 // 100k+ keys a second for over a minute, so that Badger flushes and compacts all along and
-// its write path's memory shows in the peak RSS (README "Resource limits"). Set GOMEMLIMIT
+// its write path's memory shows in the peak RSS (docs/security.md, "Resource limits"). Set GOMEMLIMIT
 // in the environment to see its effect: the binary inherits it.
 func BenchmarkDistinctKeys10M(b *testing.B) { benchDistinctKeys(b, 10_000_000) }
 

@@ -18,7 +18,7 @@ import (
 
 // TestKcatInterop drives `wasmstream dev` (the embedded broker with the wordcount task) with
 // kcat, a third-party Kafka client: kcat produces the input and consumes the outputs; in
-// exactly-once mode it reads them with isolation.level=read_committed, as the README says.
+// exactly-once mode it reads them with isolation.level=read_committed, as docs/kafka.md says.
 func TestKcatInterop(t *testing.T) {
 	for _, delivery := range []string{"at_least_once", "exactly_once"} {
 		t.Run(delivery, func(t *testing.T) { kcatInterop(t, delivery) })

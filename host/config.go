@@ -166,7 +166,7 @@ type TaskConfig struct {
 	// Delivery is "at_least_once" (default) or "exactly_once". Exactly once commits the
 	// outputs, dead letters, changelog and input offsets of each checkpoint interval in one
 	// Kafka transaction: a read_committed reader of the outputs sees each result once. It needs
-	// kafka inputs only, a kafka output (or none), and changelog.enabled; see the README.
+	// kafka inputs only, a kafka output (or none), and changelog.enabled; see docs/kafka.md.
 	Delivery Delivery `yaml:"delivery"`
 }
 
@@ -251,7 +251,7 @@ type HTTPGrantConfig struct {
 }
 
 // DirGrantConfig mounts a host directory into a task's module. Every path the module names
-// resolves beneath it: symlinks that lead out are not followed and cannot be made (README
+// resolves beneath it: symlinks that lead out are not followed and cannot be made (docs/security.md,
 // "Security").
 type DirGrantConfig struct {
 	// Host is the directory on the host. Required; it must exist.

@@ -67,7 +67,7 @@ store damaged and there is no backup to restore.
 
 The admin listener also serves Prometheus metrics at /metrics (with the token) and the probes
 /healthz and /readyz (without it); metrics.addr (--metrics-addr) serves the three without a
-token on a port of their own. README's "Operating it" lists the metrics.
+token on a port of their own. docs/operating.md lists the metrics.
 
 ` + configHelp,
 		Example: `  wasmstream run --config config.example.yaml

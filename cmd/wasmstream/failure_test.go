@@ -1,6 +1,6 @@
 package main
 
-// Tests of what a failing module takes down (README "When a task fails"): a task that cannot
+// Tests of what a failing module takes down (docs/deploy.md, "When a task fails"): a task that cannot
 // start halts alone, a start version whose init fails is rolled back automatically, and the
 // registry of a stopped host is read and rolled back offline.
 

@@ -93,7 +93,7 @@ func failure(err error) error {
 const damagedHint = `the state store is damaged and was not used. Keep a copy of the data directory, then restore
 it from a backup, or run 'wasmstream run --reset-state' to move the store aside (nothing is
 deleted) and start with empty state: file inputs are read again from the start, and tasks with
-a changelog restore their state from it (README, "Storage faults")`
+a changelog restore their state from it (docs/storage-and-crashes.md, "Storage faults")`
 
 // printError writes ee to w, one problem a line when it joins several.
 func printError(w io.Writer, ee *exitError) {

@@ -26,7 +26,7 @@ var memLimitApplied struct {
 // memory limit of the process's cgroup (a container's, or a systemd unit's MemoryMax), unless
 // GOMEMLIMIT is set, in which case the runtime already follows it. Without it the heap may grow
 // to twice its live size before a collection, and under a stream of new keys Badger's buffers
-// alone take hundreds of MiB (README "Resource limits"): the kernel would kill the process
+// alone take hundreds of MiB (docs/security.md, "Resource limits"): the kernel would kill the process
 // rather than the collector work harder. main calls it: it changes the whole process.
 func applyCgroupMemoryLimit() {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); set {

@@ -126,7 +126,7 @@ func Go(tb testing.TB, pkg string) string {
 // `make test-tinygo` sets it to what .ci/install-tinygo.sh installed.
 const TinyGoEnv = "WASMSTREAM_TINYGO"
 
-// TinyGoFlags are the flags every TinyGo guest is built with (the README's build command).
+// TinyGoFlags are the flags every TinyGo guest is built with (the build command of docs/writing-tasks.md).
 var TinyGoFlags = []string{"-target=wasip1", "-buildmode=c-shared", "-scheduler=none", "-no-debug"}
 
 // TinyGoTool returns the tinygo command: the one WASMSTREAM_TINYGO names, else tinygo on the

@@ -297,7 +297,7 @@ const maxSymlinkHops = 40
 //
 // This is checked when a link is made, renamed or hard-linked, so that a guest does not leave
 // links pointing out for other programs; the guest's own opens are confined by os.Root whatever
-// a link says (a directory holding links can still be moved, see README "Security").
+// a link says (a directory holding links can still be moved, see docs/security.md).
 func (r *rootFS) symlinkInside(target, link string) bool {
 	if target == "" || path.IsAbs(target) || strings.ContainsRune(target, 0) || dotDotAfterName(target) {
 		return false

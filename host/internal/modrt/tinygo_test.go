@@ -40,7 +40,7 @@ func wordcountRecords(t *testing.T) []abi.Record {
 // module size, compile and instantiate time, start-up fuel and the fuel of each record over many
 // calls, one record a call, on one instance (so that the garbage collector runs: TinyGo's
 // collects in the call that allocates, and that call pays for it). The figures behind the
-// README's TinyGo sizing advice; run with -v to see them (`make test-tinygo` does). It asserts
+// the TinyGo sizing advice of docs/writing-tasks.md; run with -v to see them (`make test-tinygo` does). It asserts
 // what the advice rests on: the default budget covers the most expensive record many times
 // over, and the same run spends the same fuel (fuel is deterministic, GC included).
 func TestTinyGoFigures(t *testing.T) {
@@ -126,10 +126,10 @@ func TestTinyGoFigures(t *testing.T) {
 	if tg.max*100 > DefaultFuelPerRecord {
 		t.Errorf("a TinyGo wordcount record spent up to %d fuel: more than a hundredth of the default budget %d", tg.max, DefaultFuelPerRecord)
 	}
-	// What the README's sizing advice warns about: TinyGo's collector runs inside the call that
+	// What the sizing advice of docs/writing-tasks.md warns about: TinyGo's collector runs inside the call that
 	// allocates, so a few records pay for a whole collection, far above the typical record.
 	if tg.max < 5*tg.median {
-		t.Errorf("TinyGo fuel per record: max %d, median %d; want the collections to show (max ≥ 5 × median), or the README's advice is out of date", tg.max, tg.median)
+		t.Errorf("TinyGo fuel per record: max %d, median %d; want the collections to show (max ≥ 5 × median), or the advice in docs/writing-tasks.md is out of date", tg.max, tg.median)
 	}
 	if again := measure(tiny); !slices.Equal(again.perRecord, tg.perRecord) {
 		t.Errorf("a second identical run spent other fuel per record: fuel must be deterministic")
