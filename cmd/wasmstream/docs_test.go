@@ -197,3 +197,45 @@ func hasChildren(keys []string, key string) bool {
 		return strings.HasPrefix(k, key+".") || strings.HasPrefix(k, key+"[].")
 	})
 }
+
+// TestReadmeTasksAreTheScaffolds checks that the Go and Rust tasks README.md shows are the ones
+// `wasmstream init go|rust mytask` writes, which TestInit builds, tests and runs: the README's
+// code cannot go stale.
+func TestReadmeTasksAreTheScaffolds(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	block := func(lang string) string {
+		_, rest, ok := strings.Cut(string(b), "\n```"+lang+"\n")
+		if !ok {
+			t.Fatalf("README.md has no ```%s block", lang)
+		}
+		code, _, _ := strings.Cut(rest, "\n```\n")
+		return code + "\n"
+	}
+	for _, c := range []struct{ lang, file, end string }{
+		{"go", "main.go", ""},
+		{"rust", "src/lib.rs", "wasmstream::export_task!(Counts);\n"},
+	} {
+		dir := t.TempDir()
+		if _, err := scaffold(dir, scaffoldData{Lang: c.lang, Name: "mytask", Crate: "mytask", Rust: c.lang == "rust"}); err != nil {
+			t.Fatal(err)
+		}
+		src, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(c.file)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := string(src)
+		if c.end != "" {
+			i := strings.Index(want, c.end)
+			if i < 0 {
+				t.Fatalf("init %s's %s has no %q", c.lang, c.file, c.end)
+			}
+			want = want[:i+len(c.end)]
+		}
+		if got := block(c.lang); got != want {
+			t.Errorf("README.md's %s task differs from the %s `wasmstream init %s mytask` writes:\n--- README\n%s--- init\n%s", c.lang, c.file, c.lang, got, want)
+		}
+	}
+}
