@@ -51,10 +51,13 @@ func TestCompileRefuses(t *testing.T) {
 			"import wasi_snapshot_preview1.fd_write has type (i32) -> i32; want (i32, i32, i32, i32) -> i32",
 		}},
 		{name: "inittrap", prefix: "_initialize trapped: wasm error: unreachable", hasCause: true},
+		{name: "command", problems: []string{notReactor}, prefix: "built as a command, not a reactor (it exports _start and no _initialize", hasCause: true},
 		{name: "empty", wasm: []byte{},
-			problems: []string{`invalid wasm binary: not a WebAssembly binary (no \0asm magic)`}, hasCause: true},
+			problems: []string{`invalid wasm binary: not a WebAssembly binary (no \0asm magic): ` + buildHint}, hasCause: true},
 		{name: "text", wasm: []byte("(module)"),
-			problems: []string{`invalid wasm binary: not a WebAssembly binary (no \0asm magic)`}, hasCause: true},
+			problems: []string{`invalid wasm binary: not a WebAssembly binary (no \0asm magic): ` + buildHint}, hasCause: true},
+		{name: "elf", wasm: []byte("\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00"),
+			problems: []string{`invalid wasm binary: not a WebAssembly binary (no \0asm magic, but an ELF executable or shared library: built for the machine, not for wasm): ` + buildHint}, hasCause: true},
 		{name: "version2", wasm: []byte("\x00asm\x02\x00\x00\x00"),
 			problems: []string{"invalid wasm binary: unsupported WebAssembly binary version 2"}, hasCause: true},
 		{name: "truncated", wasm: driver[:len(driver)/2],
@@ -259,6 +262,20 @@ func TestFixturesUpToDate(t *testing.T) {
 		committed, err := os.ReadFile(strings.TrimSuffix(wat, ".wat") + ".wasm")
 		if err != nil || !bytes.Equal(got, committed) {
 			t.Errorf("%s: the committed .wasm is stale; run go generate", wat)
+		}
+	}
+}
+
+// The refusals of a module built the wrong way say how to build it right, for each language.
+func TestBuildHints(t *testing.T) {
+	for _, want := range []string{"-buildmode=c-shared", "GOOS=wasip1 GOARCH=wasm go build", "tinygo build -target=wasip1", "Go:", "TinyGo:"} {
+		if !strings.Contains(notReactor, want) {
+			t.Errorf("the command-module problem %q does not say %q", notReactor, want)
+		}
+	}
+	for _, want := range []string{"GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared", "tinygo build -target=wasip1 -buildmode=c-shared", "cargo build --release --target wasm32-unknown-unknown"} {
+		if !strings.Contains(buildHint, want) {
+			t.Errorf("the build hint %q does not say %q", buildHint, want)
 		}
 	}
 }

@@ -166,6 +166,9 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte, lim Limits) (*Module
 			return nil, me
 		}
 		var ce *CallError
+		if errors.As(err, &ce) && ce.Trap && builtAsCommand(shape) {
+			return nil, moduleErr(err, notReactor)
+		}
 		if errors.As(err, &ce) {
 			verb := "trapped"
 			if errors.Is(ce.Err, ErrFuelExhausted) {
@@ -180,6 +183,24 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte, lim Limits) (*Module
 	m.info.StartupFuel = trial.spent
 	_ = trial.Close(ctx)
 	return m, nil
+}
+
+// notReactor is the problem of a module whose start-up trapped and that was built as a WASI
+// command: a Go module built without -buildmode=c-shared traps in runtime.notInitialized at its
+// first export call, since only _start would initialize its runtime.
+const notReactor = "built as a command, not a reactor (it exports _start and no _initialize, and trapped at start-up): " +
+	"build it with -buildmode=c-shared (Go: GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared; " +
+	"TinyGo: tinygo build -target=wasip1 -buildmode=c-shared -scheduler=none)"
+
+// builtAsCommand reports whether a module exports a WASI command's _start and no reactor's
+// _initialize.
+func builtAsCommand(s *wasmShape) bool {
+	var start, initialize bool
+	for _, ex := range s.exports {
+		start = start || ex.name == "_start" && ex.kind == kindFunc
+		initialize = initialize || ex.name == "_initialize"
+	}
+	return start && !initialize
 }
 
 // checkShape checks exports, imports and memory minimums against the ABI.

@@ -133,10 +133,29 @@ func located(err error) error {
 	return err
 }
 
+// buildHint says how each guest language builds a module the host accepts.
+const buildHint = "build Go with GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared, " +
+	"TinyGo with tinygo build -target=wasip1 -buildmode=c-shared -scheduler=none, " +
+	"Rust with cargo build --release --target wasm32-unknown-unknown (the .wasm under target/wasm32-unknown-unknown/release)"
+
+// nativeBinary names the kind of native executable bin is, as ", but …", or "" when it is none
+// of those this knows.
+func nativeBinary(bin []byte) string {
+	switch {
+	case len(bin) >= 4 && string(bin[:4]) == "\x7fELF":
+		return ", but an ELF executable or shared library: built for the machine, not for wasm"
+	case len(bin) >= 4 && (string(bin[:4]) == "\xcf\xfa\xed\xfe" || string(bin[:4]) == "\xce\xfa\xed\xfe"):
+		return ", but a Mach-O executable or library: built for the machine, not for wasm"
+	case len(bin) >= 2 && string(bin[:2]) == "MZ":
+		return ", but a Windows executable or DLL: built for the machine, not for wasm"
+	}
+	return ""
+}
+
 // scanWasm reads the sections of a wasm binary that the ABI checks need.
 func scanWasm(bin []byte) (*wasmShape, error) {
 	if len(bin) < 8 || string(bin[:4]) != "\x00asm" {
-		return nil, errors.New("not a WebAssembly binary (no \\0asm magic)")
+		return nil, errors.New("not a WebAssembly binary (no \\0asm magic" + nativeBinary(bin) + "): " + buildHint)
 	}
 	if v := uint32(bin[4]) | uint32(bin[5])<<8 | uint32(bin[6])<<16 | uint32(bin[7])<<24; v != 1 {
 		return nil, fmt.Errorf("unsupported WebAssembly binary version %d", v)
