@@ -456,8 +456,15 @@ func (c Config) Validate() error {
 		positive("max_batch_records", t.MaxBatchRecords)
 		positive("max_key_records", t.MaxKeyRecords)
 		positive("max_in_flight", t.MaxInFlight)
-		positive("max_queued", t.MaxQueued)
-		positive("max_queued_bytes", t.MaxQueuedBytes)
+		// Reading pauses at max_queued and resumes at half of it, which must be below it.
+		for _, q := range []struct {
+			key string
+			v   int
+		}{{"max_queued", t.MaxQueued}, {"max_queued_bytes", t.MaxQueuedBytes}} {
+			if q.v < 0 || q.v == 1 {
+				bad(p+q.key, "must be at least 2 (reading pauses at it and resumes at half of it), got %d", q.v)
+			}
+		}
 		positive("max_value_bytes", t.MaxValueBytes)
 		positive("max_outputs_per_call", t.MaxOutputsPerCall)
 		positive("max_emit_bytes_per_call", t.MaxEmitBytesPerCall)

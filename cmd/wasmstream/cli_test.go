@@ -198,6 +198,14 @@ tasks:
 			want: []string{"tasks[0].max_batch_records: must be positive"},
 		},
 		{
+			name: "a queue bound too small to resume at half of it",
+			yaml: validTask + "    max_queued: 1\n    max_queued_bytes: 1\n",
+			want: []string{
+				"tasks[0].max_queued: must be at least 2 (reading pauses at it and resumes at half of it), got 1",
+				"tasks[0].max_queued_bytes: must be at least 2 (reading pauses at it and resumes at half of it), got 1",
+			},
+		},
+		{
 			name: "out of range",
 			yaml: validTask + "    max_memory_pages: 99999999999\n",
 			want: []string{"tasks[0].max_memory_pages: 99999999999 is out of range"},
@@ -320,16 +328,18 @@ tasks:
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := writeConfig(t, tc.yaml)
-			code, _, stderr := runCLI(t, "run", "--config", path)
-			if code != exitUsage {
-				t.Errorf("exit %d, want %d; stderr:\n%s", code, exitUsage, stderr)
-			}
-			if !strings.Contains(stderr, "invalid configuration in "+path) {
-				t.Errorf("stderr does not name the file:\n%s", stderr)
-			}
-			for _, want := range tc.want {
-				if !strings.Contains(stderr, want) {
-					t.Errorf("stderr lacks %q:\n%s", want, stderr)
+			for _, cmd := range []string{"run", "check"} {
+				code, _, stderr := runCLI(t, cmd, "--config", path)
+				if code != exitUsage {
+					t.Errorf("%s: exit %d, want %d; stderr:\n%s", cmd, code, exitUsage, stderr)
+				}
+				if !strings.Contains(stderr, "invalid configuration in "+path) {
+					t.Errorf("%s: stderr does not name the file:\n%s", cmd, stderr)
+				}
+				for _, want := range tc.want {
+					if !strings.Contains(stderr, want) {
+						t.Errorf("%s: stderr lacks %q:\n%s", cmd, want, stderr)
+					}
 				}
 			}
 		})
