@@ -112,6 +112,9 @@ func resetState(s settings, stderr io.Writer) error {
 
 // runHost runs s until its tasks are done, ctx is cancelled or a task fails.
 func runHost(ctx context.Context, s settings, watch bool, stdin io.Reader, stdout, stderr io.Writer) (err error) {
+	if err := checkFiles(s, false); err != nil {
+		return err
+	}
 	logger := newLogger(stderr, s.Log)
 	logMemoryLimit(logger)
 	cfg := s.Host
@@ -265,6 +268,7 @@ func configProblems(err error) []error {
 
 func newCheckCommand(stdout, stderr io.Writer) *cobra.Command {
 	var cf configFlags
+	var dev bool
 	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Validate the configuration and the tasks' modules without running anything",
@@ -278,12 +282,17 @@ configuration error.
 
 ` + configHelp,
 		Example: `  wasmstream check --config config.example.yaml
-  wasmstream check --module wordcount.wasm --input in.ndjson`,
+  wasmstream check --module wordcount.wasm --input in.ndjson
+  wasmstream check --dev --config kafka.yaml   # as 'wasmstream dev' runs it`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			cf.embedded = dev
 			s, err := cf.load(cmd.Flags())
 			if err != nil {
-				return exitFor(err)
+				return brokersHint(exitFor(err), dev)
+			}
+			if err := checkFiles(s, true); err != nil {
+				return err
 			}
 			cfg := s.Host
 			cfg.Logger = newLogger(stderr, s.Log)
@@ -302,7 +311,19 @@ configuration error.
 		},
 	}
 	addConfigFlags(cmd.Flags(), &cf)
+	cmd.Flags().BoolVar(&dev, "dev", false, "check the configuration as 'wasmstream dev' runs it: Kafka from the embedded broker, no kafka.brokers needed")
 	return cmd
+}
+
+// brokersHint adds to a configuration error that asks for kafka.brokers how to check a
+// configuration meant for `wasmstream dev`, which needs none.
+func brokersHint(err error, dev bool) error {
+	var ee *exitError
+	if dev || !errors.As(err, &ee) || ee.hint != "" || !strings.Contains(err.Error(), "kafka.brokers: ") {
+		return err
+	}
+	ee.hint = "a configuration for 'wasmstream dev' needs no kafka.brokers (dev runs an embedded broker): check it with 'wasmstream check --dev'"
+	return ee
 }
 
 // printReport writes a module report as an indented block.

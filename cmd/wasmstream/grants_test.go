@@ -74,6 +74,9 @@ tasks:
 	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(filepath.Dir(cfg), "in.ndjson"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	code, stdout, stderr := runCLI(t, "check", "-c", cfg)
 	if code != 0 {
 		t.Fatalf("check: exit %d\n%s", code, stderr)
@@ -130,6 +133,9 @@ tasks:
     module: `+modrtFixture("fsescape.wasm")+`
     inputs: [{path: in.ndjson}]
 `)
+	if err := os.WriteFile(filepath.Join(filepath.Dir(cfg), "in.ndjson"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	code, stdout, stderr = runCLI(t, "check", "-c", cfg)
 	if want := "  note     imports wasi_snapshot_preview1.path_open but grants.dirs is empty: the module sees no files, every file it opens is missing\n"; code != 0 || !strings.Contains(stdout, want) {
 		t.Errorf("check: exit %d, stdout lacks\n%s\ngot:\n%s\n%s", code, want, stdout, stderr)

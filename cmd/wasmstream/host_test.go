@@ -209,7 +209,11 @@ func TestCheckRefusesBadModule(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not wasm"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, _, stderr := runCLI(t, "check", "--module", bad, "--input", "in.ndjson", "--task", "broken")
+	input := filepath.Join(dir, "in.ndjson")
+	if err := os.WriteFile(input, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := runCLI(t, "check", "--module", bad, "--input", input, "--task", "broken")
 	if code != exitFailure || !strings.Contains(stderr, "task broken") {
 		t.Errorf("exit %d, want %d; stderr:\n%s", code, exitFailure, stderr)
 	}
