@@ -95,8 +95,10 @@ func TestAdminCommands(t *testing.T) {
 			[]string{"task versioned: paused, version 2"}, nil},
 		{"resume", []string{"resume", "-c", cfg, "--task", "versioned"}, 0, []string{"task versioned: resumed"}, nil},
 		{"versions --json", []string{"versions", "-c", cfg, "--task", "versioned", "--json"}, 0, []string{`"sha256"`, `"active": true`}, nil},
-		{"wrong token", []string{"status", "--admin-addr", addr, "--admin-token", "nope"}, 1, nil, []string{"wrong bearer token (HTTP 401)"}},
-		{"unknown task", []string{"versions", "--admin-addr", addr, "--task", "nosuch"}, 1, nil, []string{"no such task", "(HTTP 404)"}},
+		{"wrong token", []string{"status", "--admin-addr", addr, "--admin-token", "nope"}, 1, nil, []string{"wrong bearer token (HTTP 401)",
+			"the token sent came from --admin-token: pass the host's admin token with --admin-token, WASMSTREAM_ADMIN_TOKEN, or admin.token in the configuration file (-c)"}},
+		{"unknown task", []string{"versions", "--admin-addr", addr, "--task", "nosuch"}, 1, nil, []string{"no such task", "(HTTP 404)", "the host's tasks: versioned"}},
+		{"deploy to an unknown task", []string{"deploy", "--admin-addr", addr, "--task", "nosuch", v1}, 1, nil, []string{"no such task", "(HTTP 404)", "the host's tasks: versioned"}},
 		{"no task", []string{"deploy", "--admin-addr", addr, v1}, 2, nil, []string{"--task is required"}},
 		{"no module file", []string{"deploy", "--admin-addr", addr, "--task", "versioned", filepath.Join(dir, "none.wasm")}, 2, nil, []string{"module:"}},
 	} {
@@ -116,6 +118,15 @@ func TestAdminCommands(t *testing.T) {
 				}
 			}
 		})
+	}
+	// A refused token: the client says where it took it from.
+	t.Setenv("WASMSTREAM_ADMIN_TOKEN", "stale")
+	if code, _, stderr := runCLI(t, "status", "--admin-addr", addr); code != 1 || !strings.Contains(stderr, "the token sent came from WASMSTREAM_ADMIN_TOKEN: ") {
+		t.Errorf("status with a wrong token from the environment: exit %d\n%s", code, stderr)
+	}
+	t.Setenv("WASMSTREAM_ADMIN_TOKEN", "")
+	if code, _, stderr := runCLI(t, "status", "--admin-addr", addr); code != 1 || !strings.Contains(stderr, "no token was given: pass the host's admin token") {
+		t.Errorf("status without a token: exit %d\n%s", code, stderr)
 	}
 	if err := wait(); err != nil {
 		t.Fatal(err)

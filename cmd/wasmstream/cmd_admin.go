@@ -85,7 +85,10 @@ func addAdminFlags(fs *pflag.FlagSet, af *adminFlags, needTask bool) {
 type adminClient struct {
 	base  string // http://host:port
 	token string
-	hc    *http.Client
+	// tokenFrom says where token came from ("--admin-token", …), for the error of a refused
+	// token; "" when none was given.
+	tokenFrom string
+	hc        *http.Client
 }
 
 // client resolves the address and token from flags, environment and configuration file.
@@ -113,11 +116,48 @@ func (af *adminFlags) client(fs *pflag.FlagSet, needTask bool) (*adminClient, er
 	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"
 	}
-	return &adminClient{
+	c := &adminClient{
 		base:  "http://" + net.JoinHostPort(host, port),
 		token: s.Host.Admin.Token,
 		hc:    &http.Client{},
-	}, nil
+	}
+	switch {
+	case c.token == "":
+	case fs.Changed("admin-token"):
+		c.tokenFrom = "--admin-token"
+	case os.Getenv(envName("admin.token")) != "":
+		c.tokenFrom = envName("admin.token")
+	default:
+		c.tokenFrom = "admin.token in " + path
+	}
+	return c, nil
+}
+
+// tokenHint says, for an answer 401, where this client took its token from and where it can
+// take the host's.
+func (c *adminClient) tokenHint() string {
+	const where = "pass the host's admin token with --admin-token, WASMSTREAM_ADMIN_TOKEN, or admin.token in the configuration file (-c)"
+	if c.tokenFrom == "" {
+		return "no token was given: " + where
+	}
+	return "the token sent came from " + c.tokenFrom + ": " + where
+}
+
+// unknownTaskHint lists the tasks the host runs, for an answer 404 about a task; "" when they
+// cannot be had.
+func (c *adminClient) unknownTaskHint(ctx context.Context) string {
+	var st wireStatus
+	if c.do(ctx, http.MethodGet, "/v1/status", nil, 0, &st) != nil {
+		return ""
+	}
+	names := make([]string, len(st.Tasks))
+	for i, t := range st.Tasks {
+		names[i] = t.Task
+	}
+	if len(names) == 0 {
+		return "the host runs no task"
+	}
+	return "the host's tasks: " + strings.Join(names, ", ")
 }
 
 // do sends a request and decodes a 2xx JSON answer into out; other answers become errors
@@ -160,7 +200,14 @@ func (c *adminClient) do(ctx context.Context, method, path string, body io.Reade
 			}
 			return failure(errors.Join(errs...))
 		}
-		return failure(fmt.Errorf("%s (HTTP %d)", e.Error, resp.StatusCode))
+		ee := &exitError{code: exitFailure, err: fmt.Errorf("%s (HTTP %d)", e.Error, resp.StatusCode)}
+		switch {
+		case resp.StatusCode == http.StatusUnauthorized:
+			ee.hint = c.tokenHint()
+		case resp.StatusCode == http.StatusNotFound && strings.Contains(e.Error, "no such task"):
+			ee.hint = c.unknownTaskHint(ctx)
+		}
+		return ee
 	}
 	if out == nil {
 		return nil
