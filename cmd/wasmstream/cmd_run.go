@@ -169,6 +169,36 @@ func runHost(ctx context.Context, s settings, watch bool, stdin io.Reader, stdou
 		return exitFor(err) // a *host.ConfigError (stdin already read) exits 2
 	}
 	logger.Info("stopped")
+	return failedRecords(h.Stats(), cfg.WithDefaults().Tasks, logger)
+}
+
+// failedRecords reports the records of a finished run that failed on every attempt, so that
+// they do not pass unnoticed in the log's retries: a warning per task that dead-lettered or
+// skipped some, and a failure (exit 1) when a task read records and every one of them failed.
+func failedRecords(stats []host.TaskStats, tasks []host.TaskConfig, logger *slog.Logger) error {
+	where := map[string]string{}
+	for _, t := range tasks {
+		where[t.Name] = t.DeadLetter.Path
+		if t.DeadLetter.Topic != "" {
+			where[t.Name] = "topic " + t.DeadLetter.Topic
+		}
+	}
+	var errs []error
+	for _, st := range stats {
+		failed := st.DeadLetters + st.Skips
+		if failed == 0 {
+			continue
+		}
+		logger.Warn("records failed on every attempt", "task", st.Task, "dead_letters", st.DeadLetters,
+			"skipped", st.Skips, "records", st.Records, "dead_letter", where[st.Task])
+		if failed >= st.Records {
+			errs = append(errs, fmt.Errorf("task %s: every record failed: %d of %d went to the dead letters (%s), %d were skipped; the first dead letter's error says why",
+				st.Task, st.DeadLetters, st.Records, where[st.Task], st.Skips))
+		}
+	}
+	if len(errs) > 0 {
+		return failure(errors.Join(errs...))
+	}
 	return nil
 }
 

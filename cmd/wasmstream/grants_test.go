@@ -32,6 +32,9 @@ tasks:
 		if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.WriteFile(filepath.Join(dir, "in.ndjson"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
 		return cfg
 	}
 	code, stdout, stderr := runCLI(t, "check", "-c", write("ref"))
