@@ -186,8 +186,8 @@ func TestTinyGoPanicReachesDeadLetter(t *testing.T) {
 	}
 	cfg := writeConfig(t, dir, module, input, filepath.Join(dir, "out.ndjson"), "    retry: {max_attempts: 1}\n")
 	code, _, stderr := runBinary(t, bin, nil, "run", "-c", cfg, "--log-level", "warn")
-	if code != 0 {
-		t.Fatalf("run: exit %d\n%s", code, stderr)
+	if code != 1 || !strings.Contains(stderr, "task wc: every record failed: 1 of 1 went to the dead letters") {
+		t.Fatalf("run: exit %d, want 1 saying every record failed\n%s", code, stderr) // its only record failed
 	}
 	const panicMsg = "panic: runtime error: index out of range [3] with length 2"
 	dead := readJSONLines(t, filepath.Join(dir, "data", "wc.deadletter.ndjson"))
