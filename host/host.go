@@ -403,6 +403,7 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 			Format: source.Format{
 				JSON:           in.Format == "json",
 				KeyField:       in.KeyField,
+				RequireKey:     in.RequireKey,
 				ValueField:     in.ValueField,
 				TimestampField: in.TimestampField,
 				KeySeparator:   in.KeySeparator,

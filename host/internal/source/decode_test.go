@@ -61,6 +61,21 @@ func TestDecodeJSONKey(t *testing.T) {
 	}
 }
 
+// With RequireKey, a line without the key field is malformed rather than a record of the
+// empty key; an empty string is still a key.
+func TestDecodeJSONRequireKey(t *testing.T) {
+	f := Format{JSON: true, KeyField: "k", RequireKey: true}
+	for _, line := range []string{`{"other":"x"}`, `{"k":null}`} {
+		_, err := f.Decode([]byte(line))
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), `key field "k" is missing (require_key)`) {
+			t.Errorf("Decode(%s) error = %v, want ErrMalformed naming the key field", line, err)
+		}
+	}
+	if d, err := f.Decode([]byte(`{"k":""}`)); err != nil || string(d.Key) != "" {
+		t.Errorf(`Decode({"k":""}) = %q, %v; want the empty key`, d.Key, err)
+	}
+}
+
 func TestDecodeJSONValue(t *testing.T) {
 	tests := []struct {
 		name    string
