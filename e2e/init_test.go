@@ -2,8 +2,10 @@ package e2e
 
 // `wasmstream init` through the real binary: for each language the scaffolded project, outside
 // the repository, passes its own test with `make test` and prints the expected counts with
-// `make run`, offline (GOPROXY=off, CARGO_NET_OFFLINE). TinyGo runs in TestTinyGoInit, with the
-// other TinyGo tests (guestbuild.TinyGoTool).
+// `make run`, offline (GOPROXY=off, CARGO_NET_OFFLINE). The projects find their toolchains
+// themselves, as the repository's Makefile does: no CARGO, RUSTC or TINYGO is given, and the
+// PATH has rustup's toolchain (which lacks the wasm target) first when the machine has one.
+// TinyGo runs in TestTinyGoInit, with the other TinyGo tests (guestbuild.TinyGoTool).
 
 import (
 	"os"
@@ -33,7 +35,14 @@ func TestInit(t *testing.T) {
 
 func TestTinyGoInit(t *testing.T) {
 	tinygo := guestbuild.TinyGoTool(t)
-	testInit(t, guestbuild.Binary(t), "tinygo", []string{"TINYGO=" + tinygo})
+	// The project looks for tinygo on the PATH, then where .ci/install-tinygo.sh installs it by
+	// default; a TinyGo installed elsewhere (TINYGO_DIR) is given to it.
+	var vars []string
+	if _, err := exec.LookPath("tinygo"); err != nil && guestbuild.DefaultTinyGo() == "" {
+		t.Logf("tinygo %s is not where the project looks: passing TINYGO", tinygo)
+		vars = []string{"TINYGO=" + tinygo}
+	}
+	testInit(t, guestbuild.Binary(t), "tinygo", vars)
 }
 
 // testInit scaffolds a lang project with bin, then runs its make test and make run with extra
@@ -45,13 +54,25 @@ func testInit(t *testing.T, bin, lang string, vars []string) {
 		t.Fatalf("init: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	goBin := filepath.Join(runtime.GOROOT(), "bin", "go")
-	cargo, rustc := "cargo", "rustc"
+	var cargo string
 	if lang == "rust" {
-		cargo, rustc = guestbuild.RustTools(t)
+		cargo, _ = guestbuild.RustTools(t) // the pair the project must find too
 	}
-	vars = append(vars, "WASMSTREAM="+bin, "GO="+goBin, "CARGO="+cargo)
-	env := append(os.Environ(), "GOPROXY=off", "GOTOOLCHAIN=local", "GOWORK=off", "GOFLAGS=",
-		"RUSTC="+rustc, "CARGO_NET_OFFLINE=true",
+	vars = append(vars, "WASMSTREAM="+bin, "GO="+goBin)
+	path := os.Getenv("PATH")
+	if home, err := os.UserHomeDir(); err == nil {
+		if _, err := os.Stat(filepath.Join(home, ".cargo", "bin", "cargo")); err == nil {
+			path = filepath.Join(home, ".cargo", "bin") + string(os.PathListSeparator) + path // rustup's first
+		}
+	}
+	var env []string
+	for _, e := range os.Environ() {
+		if name, _, _ := strings.Cut(e, "="); name != "CARGO" && name != "RUSTC" && name != "RUSTDOC" && name != "TINYGO" && name != "PATH" {
+			env = append(env, e)
+		}
+	}
+	env = append(env, "PATH="+path, "GOPROXY=off", "GOTOOLCHAIN=local", "GOWORK=off", "GOFLAGS=",
+		"CARGO_NET_OFFLINE=true",
 		// Reuse the compiled SDK between runs (the tests' shared cargo target directory).
 		"CARGO_TARGET_DIR="+guestbuild.CargoTargetDir(t))
 	make := func(target string) string {
@@ -71,6 +92,14 @@ func testInit(t *testing.T, bin, lang string, vars []string) {
 	}
 	make("test")
 	out := make("run")
+	// The build says which toolchain it used, and TinyGo's LLVM 19 warnings are filtered out.
+	used := map[string]string{"go": "go: " + goBin + " (go version", "rust": "rust: " + cargo + " (cargo ", "tinygo": "tinygo: "}[lang]
+	if !strings.Contains(out, used) {
+		t.Errorf("make run does not say which toolchain built: want %q in\n%s", used, out)
+	}
+	if strings.Contains(out, "' is not a recognized feature") {
+		t.Errorf("make run printed TinyGo's '+bulk-memory-opt' warning:\n%s", out)
+	}
 	var lines []string
 	for _, l := range strings.SplitAfter(out, "\n") {
 		if strings.HasPrefix(l, `{"output"`) {

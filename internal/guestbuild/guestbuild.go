@@ -130,9 +130,10 @@ const TinyGoEnv = "WASMSTREAM_TINYGO"
 var TinyGoFlags = []string{"-target=wasip1", "-buildmode=c-shared", "-scheduler=none", "-no-debug"}
 
 // TinyGoTool returns the tinygo command: the one WASMSTREAM_TINYGO names, else tinygo on the
-// PATH. TinyGo is not a plain Go dependency: `make deps` installs it (.ci/install-tinygo.sh)
-// and `make test-tinygo` sets the variable. Without it the test is skipped, or fails
-// if the environment variable CI is set.
+// PATH, else the one .ci/install-tinygo.sh installs by default (DefaultTinyGo), where the
+// projects of `wasmstream init tinygo` look too. TinyGo is not a plain Go dependency: `make
+// deps` installs it and `make test-tinygo` sets the variable. Without it the test is skipped,
+// or fails if the environment variable CI is set.
 func TinyGoTool(tb testing.TB) string {
 	tb.Helper()
 	if tg := os.Getenv(TinyGoEnv); tg != "" {
@@ -141,8 +142,26 @@ func TinyGoTool(tb testing.TB) string {
 	if p, err := exec.LookPath("tinygo"); err == nil {
 		return p
 	}
-	missing(tb, fmt.Sprintf("tinygo is not on the PATH and %s is not set (`make tinygo` prints the command to set it to)", TinyGoEnv))
+	if p := DefaultTinyGo(); p != "" {
+		return p
+	}
+	missing(tb, fmt.Sprintf("tinygo is not on the PATH, nor installed by `make tinygo` under the user's cache directory, and %s is not set (`make tinygo` prints the command to set it to)", TinyGoEnv))
 	return ""
+}
+
+// DefaultTinyGo returns the tinygo command .ci/install-tinygo.sh installs when TINYGO_DIR is
+// not set, ${XDG_CACHE_HOME:-~/.cache}/wasmstream-tinygo/v<version>/tinygo, or "" when there is
+// none.
+func DefaultTinyGo() string {
+	cache, err := os.UserCacheDir()
+	if err != nil {
+		return ""
+	}
+	found, _ := filepath.Glob(filepath.Join(cache, "wasmstream-tinygo", "v*", "tinygo"))
+	if len(found) == 0 {
+		return ""
+	}
+	return found[len(found)-1] // the highest version, as the glob sorts them
 }
 
 // TinyGo builds the Go guest in examples/wasm/<pkg> with TinyGo (TinyGoFlags, the command of

@@ -1,6 +1,7 @@
 package guestbuild
 
 import (
+	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -60,10 +61,25 @@ func TestMissingTool(t *testing.T) {
 	t.Setenv(TinyGoEnv, "")
 	t.Setenv("PATH", t.TempDir())
 	t.Setenv("CI", "")
+	cache := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", cache)
 	r := &recorder{TB: t}
 	TinyGoTool(r)
 	if !strings.Contains(r.skipped, "tinygo") || !strings.Contains(r.skipped, TinyGoEnv) || r.failed != "" {
 		t.Errorf("TinyGoTool without tinygo: skipped %q, failed %q", r.skipped, r.failed)
+	}
+
+	// Where .ci/install-tinygo.sh installs it by default, it is found.
+	want := filepath.Join(cache, "wasmstream-tinygo", "v0.41.0", "tinygo")
+	if err := os.MkdirAll(filepath.Dir(want), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(want, []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r = &recorder{TB: t}
+	if got := TinyGoTool(r); got != want || r.skipped != "" || r.failed != "" {
+		t.Errorf("TinyGoTool with an installed tinygo: %q (skipped %q, failed %q), want %q", got, r.skipped, r.failed, want)
 	}
 }
 
