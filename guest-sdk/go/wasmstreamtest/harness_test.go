@@ -210,3 +210,45 @@ func errString(err error) string {
 	}
 	return err.Error()
 }
+
+// TestInitRunsBeforeTheFirstCall: a test that never calls Init still gets the guest's init, once,
+// before its first call (as a host starts an instance), with the task config; an init that fails
+// fails that call, saying so.
+func TestInitRunsBeforeTheFirstCall(t *testing.T) {
+	var configs []string
+	fail := false
+	wasmstream.HandleInit(func(cfg []byte) error {
+		configs = append(configs, string(cfg))
+		if fail {
+			return errors.New("no config")
+		}
+		return nil
+	})
+	defer wasmstream.HandleInit(nil)
+	wasmstream.Handle(func(r *wasmstream.Record) error { return nil })
+
+	h := wasmstreamtest.New(wasmstreamtest.Options{Config: []byte(`{"n":1}`)})
+	for range 2 {
+		if _, err := h.Process(rec("a", "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(configs) != 1 || configs[0] != `{"n":1}` {
+		t.Errorf("init ran with %q, want once with the task config", configs)
+	}
+	// After an explicit Init, none is added.
+	configs = nil
+	h = wasmstreamtest.New(wasmstreamtest.Options{})
+	if err := h.Init(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.Process(rec("a", "")); err != nil || len(configs) != 1 {
+		t.Errorf("Process after Init: %v, init ran %d times; want once", err, len(configs))
+	}
+
+	fail = true
+	h = wasmstreamtest.New(wasmstreamtest.Options{})
+	if _, err := h.Process(rec("a", "")); err == nil || !strings.Contains(err.Error(), "init (run before the first call)") {
+		t.Errorf("Process with a failing init: %v, want the init's failure", err)
+	}
+}
