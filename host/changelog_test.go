@@ -34,8 +34,7 @@ func runChangelogHost(t *testing.T, c *kfake.Cluster, module, dir string, output
 	})
 	consumeOutputs(t, c, "counts", outputs, 60*time.Second)
 	// Wait for a checkpoint after the last output, so the figures include it.
-	time.Sleep(300 * time.Millisecond)
-	st := h.Stats()[0]
+	st := h.NextCheckpoint(t)
 	if err := h.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -161,8 +160,7 @@ func TestChangelogStandby(t *testing.T) {
 		}
 	}
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
-	time.Sleep(300 * time.Millisecond)
-	after = hb.Stats()[0]
+	after = hb.NextCheckpoint(t)
 	if err := hb.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -284,15 +282,14 @@ func partitionComesBack(t *testing.T, drop bool) {
 	waitOwned(ha.Host, 2) // cooperative-sticky: two partitions move to b
 	add(produceWords(t, newClient(t, c), "words", 2000, 40, 12))
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	hb.NextCheckpoint(t)
 	if err := hb.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	waitOwned(ha.Host, 4) // they come back to a
 	add(produceWords(t, newClient(t, c), "words", 1000, 40, 13))
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
-	time.Sleep(300 * time.Millisecond)
-	st := ha.Stats()[0]
+	st := ha.NextCheckpoint(t)
 	// a's first four restores were full (an empty disk); the two partitions that came back are
 	// restored in full only when a dropped them.
 	wantFull, wantDropped := int64(4), int64(0)
@@ -441,7 +438,8 @@ func TestChangelogKeyStateTooLarge(t *testing.T) {
 			got[k] = append(got[k], v...)
 		}
 	}
-	time.Sleep(300 * time.Millisecond) // a checkpoint after the last record
+	// A checkpoint after the last record: its dead letters are flushed, its figures count it.
+	h.WaitStats(t, "the 9 records processed", time.Minute, func(s host.TaskStats) bool { return s.Processed >= int64(len(recs)) })
 	if err := h.Stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
