@@ -24,7 +24,9 @@ func newTopCommand(stdout io.Writer) *cobra.Command {
 --interval: state, module version, records read and processed with their rates per second
 (from two successive status answers), pending, lag, outputs, dead letters, retries and
 failures, and why a halted task halted. Ctrl-C ends it. With --once it prints one frame
-without escape codes (rates over one --interval) and exits, for scripts and tests.
+without escape codes and exits, for scripts and tests: since the figures move at the tasks'
+checkpoints, its rates are over one --interval or more, until a checkpoint passed (at most
+10 intervals, or 3 s).
 
 ` + adminHelp,
 		Example: `  wasmstream top
@@ -50,6 +52,9 @@ without escape codes (rates over one --interval) and exits, for scripts and test
 			}
 			tick := time.NewTicker(interval)
 			defer tick.Stop()
+			// A task's figures move at its checkpoints: --once waits past its interval until
+			// one passed (or the bound), so that rates do not read 0 while records flow.
+			onceBound := prev.at.Add(max(10*interval, 3*time.Second))
 			for {
 				select {
 				case <-ctx.Done():
@@ -63,6 +68,9 @@ without escape codes (rates over one --interval) and exits, for scripts and test
 				if once {
 					if err != nil {
 						return err
+					}
+					if !checkpointed(prev, cur) && cur.at.Before(onceBound) {
+						continue
 					}
 					writeTopFrame(stdout, c.base, prev, cur, "")
 					return nil
@@ -91,6 +99,20 @@ without escape codes (rates over one --interval) and exits, for scripts and test
 type topSnapshot struct {
 	at time.Time
 	st wireStatus
+}
+
+// checkpointed reports whether a task of cur committed a checkpoint since prev (or is new).
+func checkpointed(prev, cur topSnapshot) bool {
+	before := map[string]int64{}
+	for _, t := range prev.st.Tasks {
+		before[t.Task] = t.Checkpoints
+	}
+	for _, t := range cur.st.Tasks {
+		if n, ok := before[t.Task]; !ok || t.Checkpoints > n {
+			return true
+		}
+	}
+	return false
 }
 
 // writeTopFrame writes one frame: the figures of cur, with rates from prev to cur.

@@ -52,6 +52,34 @@ func TestTopOnce(t *testing.T) {
 		t.Errorf("input row %q, want %d records\n%s", input, st.Inputs[0].Records, stdout)
 	}
 
+	// While records flow, --once shows them read, however its interval and the checkpoints fall.
+	stop := make(chan struct{})
+	fed := make(chan struct{})
+	go func() {
+		defer close(fed)
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			fmt.Fprintf(feed, `{"k":"k%d","v":"%d"}`+"\n", i%5, i)
+			time.Sleep(2 * time.Millisecond) // a steady feed, not a synchronisation
+		}
+	}()
+	code, stdout, stderr = runCLI(t, "top", "--once", "--interval", "50ms", "--admin-addr", addr, "--admin-token", "tok")
+	close(stop)
+	<-fed
+	row = nil
+	for _, line := range strings.Split(stdout, "\n") {
+		if f := strings.Fields(line); len(f) == 13 && f[0] == "versioned" {
+			row = f
+		}
+	}
+	if code != 0 || len(row) != 13 || row[4] == "0.0" {
+		t.Errorf("top --once while records flow: exit %d, task row %q, want a READ/S above 0\n%s%s", code, row, stdout, stderr)
+	}
+
 	code, _, stderr = runCLI(t, "top", "--once", "--admin-addr", addr, "--admin-token", "nope")
 	if code != 1 || !strings.Contains(stderr, "wrong bearer token (HTTP 401)") {
 		t.Errorf("wrong token: exit %d\n%s", code, stderr)
