@@ -521,7 +521,7 @@ or rollback a version that works to restart it.
 				fmt.Fprintf(stdout, "task %s: %s, version %d; records %d, processed %d, pending %d, in flight %d, outputs %d, dead letters %d, retries %d, failures %d\n",
 					t.Task, state, t.Version, t.Records, t.Processed, t.Pending, t.InFlight, t.Outputs, t.DeadLetters, t.Retries, t.Failures)
 				for _, in := range t.Inputs {
-					fmt.Fprintf(stdout, "  input %s: read %d, committed line %d\n", in.Name, in.Records, in.Committed)
+					fmt.Fprintln(stdout, statusInputLine(in))
 				}
 				if t.TimersSet+t.TimersFired+t.PendingTimers+t.Late+t.Ticks > 0 {
 					fmt.Fprintf(stdout, "  time: timers set %d, fired %d, pending %d; late records %d; ticks %d\n",
@@ -645,4 +645,13 @@ func (c *countingReader) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	c.n.Add(int64(n))
 	return n, err
+}
+
+// statusInputLine is an input's line in status: a file or stdin input's committed line, a
+// Kafka partition's topic, partition and committed offset.
+func statusInputLine(in host.InputStats) string {
+	if in.Partition < 0 {
+		return fmt.Sprintf("  input %s: read %d, committed line %d", in.Name, in.Records, in.Committed)
+	}
+	return fmt.Sprintf("  input %s: topic %s partition %d: read %d, committed offset %d", in.Name, in.Topic, in.Partition, in.Records, in.Committed)
 }

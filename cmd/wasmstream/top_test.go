@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wasmstream/wasmstream/host"
 )
 
 // top --once against a running host: the table holds the host's figures, and a wrong token or
@@ -90,5 +92,20 @@ func TestTopOnce(t *testing.T) {
 	code, _, stderr = runCLI(t, "top", "--once", "--admin-addr", addr)
 	if code != 1 || !strings.Contains(stderr, "is the host running") {
 		t.Errorf("host gone: exit %d\n%s", code, stderr)
+	}
+}
+
+// status names a Kafka input's topic and partition, and says offset rather than line.
+func TestStatusInputLine(t *testing.T) {
+	for _, c := range []struct {
+		in   host.InputStats
+		want string
+	}{
+		{host.InputStats{Name: "feed", Partition: -1, Records: 7, Committed: 5}, "  input feed: read 7, committed line 5"},
+		{host.InputStats{Name: "words", Topic: "words", Partition: 2, Records: 9, Committed: 41}, "  input words: topic words partition 2: read 9, committed offset 41"},
+	} {
+		if got := statusInputLine(c.in); got != c.want {
+			t.Errorf("statusInputLine(%+v) = %q, want %q", c.in, got, c.want)
+		}
 	}
 }
