@@ -100,6 +100,11 @@ func testInit(t *testing.T, bin, lang string, vars []string) {
 	if strings.Contains(out, "' is not a recognized feature") {
 		t.Errorf("make run printed TinyGo's '+bulk-memory-opt' warning:\n%s", out)
 	}
+	// The counter's state, in the SDKs' typed layout, reads as a number with --decode.
+	code, stdout, stderr = runBinary(t, bin, nil, "state", "--task", "my-task", "--key", "alice", "--decode", "seen=i64", "--data-dir", filepath.Join(dir, "data"))
+	if want := "alice\tseen\t3\n"; code != 0 || stdout != want {
+		t.Errorf("state --decode seen=i64: exit %d, %q, want %q\n%s", code, stdout, want, stderr)
+	}
 	var lines []string
 	for _, l := range strings.SplitAfter(out, "\n") {
 		if strings.HasPrefix(l, `{"output"`) {

@@ -19,6 +19,7 @@ import (
 func newStateCommand(stdout io.Writer) *cobra.Command {
 	var (
 		file, task, key, prefix, format string
+		decodes                         []string
 	)
 	cmd := &cobra.Command{
 		Use:   "state",
@@ -45,11 +46,18 @@ JSON output is one object per line:
   {"stream":"file:input0/0","key":"alice","name":"count","value":"3"}
 
 with key, name and value as JSON strings when they are valid UTF-8, and otherwise as
-key_base64, name_base64 or value_base64 in standard base64.`,
+key_base64, name_base64 or value_base64 in standard base64.
+
+--decode NAME=TYPE (repeatable) shows the values of the state names NAME matches (a
+path.Match pattern: seen, 'cards/*' for a Map's entries, 'items/*' for a List's items) as the
+SDKs' typed state writes them: i64, u64, f64 (8 bytes little-endian), bool (1 byte) or string.
+The text output shows the decoded value instead of the bytes, the JSON output adds it as
+"decoded"; a value without that type's layout is shown as bytes.`,
 		Example: `  wasmstream state
   wasmstream state --task wordcount
   wasmstream state --task wordcount --key alice --format json
-  wasmstream state --task wordcount --prefix 'user\x00' --data-dir state`,
+  wasmstream state --task wordcount --prefix 'user\x00' --data-dir state
+  wasmstream state --task mytask --key alice --decode seen=i64 --decode 'cards/*=i64'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if format != "text" && format != "json" {
@@ -64,6 +72,10 @@ key_base64, name_base64 or value_base64 in standard base64.`,
 			match, exact := prefix, false
 			if key != "" {
 				match, exact = key, true
+			}
+			dec, err := parseStateDecoder(decodes)
+			if err != nil {
+				return usageError("%v", err)
 			}
 			want, err := unescape(match)
 			if err != nil {
@@ -82,7 +94,7 @@ key_base64, name_base64 or value_base64 in standard base64.`,
 			if dataDir == "" {
 				dataDir = defaultDataDir
 			}
-			return printState(stdout, dataDir, task, want, exact, format)
+			return printState(stdout, dataDir, task, want, exact, format, dec)
 		},
 	}
 	fs := cmd.Flags()
@@ -92,10 +104,11 @@ key_base64, name_base64 or value_base64 in standard base64.`,
 	fs.StringVar(&key, "key", "", "print only this key")
 	fs.StringVar(&prefix, "prefix", "", "print only the keys starting with this prefix")
 	fs.StringVar(&format, "format", "text", "output format: text or json")
+	fs.StringArrayVar(&decodes, "decode", nil, "show the values of the state names matching NAME as TYPE (i64, u64, f64, bool, string), e.g. seen=i64 or 'cards/*=i64' (repeatable)")
 	return cmd
 }
 
-func printState(stdout io.Writer, dataDir, task string, match []byte, exact bool, format string) (err error) {
+func printState(stdout io.Writer, dataDir, task string, match []byte, exact bool, format string, dec stateDecoder) (err error) {
 	r, err := host.OpenState(dataDir)
 	if errors.Is(err, host.ErrNoState) {
 		return failure(fmt.Errorf("no state store in data directory %s (has a host run with it?)", dataDir))
@@ -130,10 +143,19 @@ func printState(stdout io.Writer, dataDir, task string, match []byte, exact bool
 	enc.SetEscapeHTML(false)
 	var writeErr error
 	err = r.Scan(task, match, exact, func(e host.StateEntry) bool {
+		decoded, ok := dec.decode(e.Name, e.Value)
 		if format == "json" {
-			writeErr = enc.Encode(jsonEntry(e))
+			j := jsonEntry(e)
+			if ok {
+				j.Decoded = decodedJSON(decoded)
+			}
+			writeErr = enc.Encode(j)
 		} else {
-			_, writeErr = fmt.Fprintf(w, "%s\t%s\t%s\n", escape(e.Key), escape(e.Name), escape(e.Value))
+			value := escape(e.Value)
+			if ok {
+				value = decodedText(decoded)
+			}
+			_, writeErr = fmt.Fprintf(w, "%s\t%s\t%s\n", escape(e.Key), escape(e.Name), value)
 		}
 		return writeErr == nil
 	})
@@ -163,6 +185,8 @@ type stateJSON struct {
 	NameBase64  *string `json:"name_base64,omitempty"`
 	Value       *string `json:"value,omitempty"`
 	ValueBase64 *string `json:"value_base64,omitempty"`
+	// Decoded is the value as --decode's type: a JSON number, boolean or string.
+	Decoded json.RawMessage `json:"decoded,omitempty"`
 }
 
 func jsonEntry(e host.StateEntry) stateJSON {

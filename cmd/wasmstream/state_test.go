@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 
@@ -82,5 +84,56 @@ func TestJSONEntry(t *testing.T) {
 `
 	if buf.String() != want {
 		t.Errorf("got\n%swant\n%s", buf.String(), want)
+	}
+}
+
+// --decode reads values in the SDKs' typed layout by name pattern; a value without the
+// type's layout, or a name no rule matches, stays bytes.
+func TestStateDecode(t *testing.T) {
+	d, err := parseStateDecoder([]string{"seen=i64", "cards/*=u64", "ratio=f64", "on=bool", "label=string"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	le := func(u uint64) []byte { return binary.LittleEndian.AppendUint64(nil, u) }
+	for _, c := range []struct {
+		name  string
+		value []byte
+		text  string // "" : not decoded
+		json  string
+	}{
+		{"seen", le(uint64(0xffff_ffff_ffff_fffe)), "-2", "-2"},
+		{"cards/c-17", le(12345), "12345", "12345"},
+		{"cards/a/b", le(1), "", ""}, // * does not cross /
+		{"ratio", le(math.Float64bits(0.5)), "0.5", "0.5"},
+		{"ratio", le(math.Float64bits(math.Inf(1))), "+Inf", `"+Inf"`},
+		{"on", []byte{1}, "true", "true"},
+		{"on", []byte{2}, "", ""},
+		{"label", []byte("a\tb"), `a\tb`, `"a\tb"`},
+		{"seen", []byte("3"), "", ""}, // not 8 bytes
+		{"other", le(1), "", ""},
+	} {
+		v, ok := d.decode([]byte(c.name), c.value)
+		if ok != (c.text != "") {
+			t.Errorf("%s %q: decoded %v (%v), want %q", c.name, c.value, ok, v, c.text)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if got := decodedText(v); got != c.text {
+			t.Errorf("%s: text %q, want %q", c.name, got, c.text)
+		}
+		if got := string(decodedJSON(v)); got != c.json {
+			t.Errorf("%s: JSON %s, want %s", c.name, got, c.json)
+		}
+	}
+	for _, bad := range []string{"seen", "=i64", "seen=int", "[=i64"} {
+		if _, err := parseStateDecoder([]string{bad}); err == nil {
+			t.Errorf("--decode %q accepted", bad)
+		}
+	}
+	code, _, stderr := runCLI(t, "state", "--task", "t", "--decode", "seen=int")
+	if code != exitUsage || !strings.Contains(stderr, `unknown type "int": use one of i64, u64, f64, bool, string`) {
+		t.Errorf("state --decode seen=int: exit %d\n%s", code, stderr)
 	}
 }
