@@ -282,11 +282,11 @@ type InputConfig struct {
 	// Format is "json" (one JSON object per line) or "text" (one record per line). Default "json".
 	Format Format `yaml:"format"`
 	// KeyField is the JSON field holding the record key (json). Empty: no key. A line without
-	// the field (or with null) is a record of the empty key, unless RequireKey.
+	// the field (or with null) is a record of the empty key, unless KeyRequired.
 	KeyField string `yaml:"key_field"`
-	// RequireKey makes a json line without KeyField malformed (see OnMalformed) instead of a
+	// KeyRequired makes a json line without KeyField malformed (see OnMalformed) instead of a
 	// record of the empty key. Default false.
-	RequireKey bool `yaml:"require_key"`
+	KeyRequired bool `yaml:"key_required"`
 	// ValueField is the JSON field holding the record value (json). Empty: the whole line.
 	ValueField string `yaml:"value_field"`
 	// TimestampField is the JSON field holding the event time in ms since the epoch (json).
@@ -429,8 +429,8 @@ func (c Config) Validate() error {
 			if in.Continue && in.Type != "stdin" {
 				bad(q+"continue", "applies to stdin inputs only (a file or kafka input always resumes where it stopped)")
 			}
-			if in.RequireKey && in.KeyField == "" {
-				bad(q+"require_key", "needs key_field (the field a line must have)")
+			if in.KeyRequired && in.KeyField == "" {
+				bad(q+"key_required", "needs key_field (the field a line must have)")
 			}
 			if in.Format == "text" && (in.KeyField != "" || in.ValueField != "" || in.TimestampField != "") {
 				bad(q+"format", "text inputs take key_separator, not key_field/value_field/timestamp_field")

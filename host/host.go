@@ -403,7 +403,7 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 			Format: source.Format{
 				JSON:           in.Format == "json",
 				KeyField:       in.KeyField,
-				RequireKey:     in.RequireKey,
+				KeyRequired:    in.KeyRequired,
 				ValueField:     in.ValueField,
 				TimestampField: in.TimestampField,
 				KeySeparator:   in.KeySeparator,

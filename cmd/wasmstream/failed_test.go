@@ -47,9 +47,9 @@ tasks:
 	}
 }
 
-// TestRequireKey: a json line without its key field is a record of the empty key, unless the
-// input sets require_key; then it is a dead letter naming the field.
-func TestRequireKey(t *testing.T) {
+// TestKeyRequired: a json line without its key field is a record of the empty key, unless the
+// input sets key_required; then it is a dead letter naming the field.
+func TestKeyRequired(t *testing.T) {
 	dir := t.TempDir()
 	input := filepath.Join(dir, "in.ndjson")
 	if err := os.WriteFile(input, []byte(`{"k":"a","v":"1"}`+"\n"+`{"v":"2"}`+"\n"), 0o644); err != nil {
@@ -62,19 +62,19 @@ data_dir: `+data+`
 tasks:
   - name: keyed
     module: `+modrtFixture("asyncify.wasm")+`
-    inputs: [{path: `+input+`, key_field: k, value_field: v, require_key: `+map[bool]string{false: "false", true: "true"}[require]+`}]
+    inputs: [{path: `+input+`, key_field: k, value_field: v, key_required: `+map[bool]string{false: "false", true: "true"}[require]+`}]
 `)
 		code, _, stderr := runCLI(t, "run", "-c", path)
 		if code != 0 {
-			t.Fatalf("require_key %v: exit %d\n%s", require, code, stderr)
+			t.Fatalf("key_required %v: exit %d\n%s", require, code, stderr)
 		}
 		dead, _ := os.ReadFile(filepath.Join(data, "keyed.deadletter.ndjson"))
 		want := ""
 		if require {
-			want = `key field \"k\" is missing (require_key)`
+			want = `key field \"k\" is missing (key_required)`
 		}
 		if got := string(dead); want == "" && got != "" || want != "" && (strings.Count(got, "\n") != 1 || !strings.Contains(got, want)) {
-			t.Errorf("require_key %v: dead letters %q, want %s", require, got, map[bool]string{false: "none", true: "one naming the key field"}[require])
+			t.Errorf("key_required %v: dead letters %q, want %s", require, got, map[bool]string{false: "none", true: "one naming the key field"}[require])
 		}
 	}
 }

@@ -16,9 +16,9 @@ type Format struct {
 	// JSON: each line is a JSON object. Otherwise each line is text.
 	JSON     bool
 	KeyField string // JSON field holding the key; "" = empty key
-	// RequireKey makes a JSON line without KeyField (missing or null) malformed instead of a
+	// KeyRequired makes a JSON line without KeyField (missing or null) malformed instead of a
 	// record of the empty key.
-	RequireKey     bool
+	KeyRequired    bool
 	ValueField     string // JSON field holding the value; "" = the whole line
 	TimestampField string // JSON field holding the event time (ms); "" = unknown (-1)
 	KeySeparator   string // text: the key is what precedes the first separator
@@ -69,8 +69,8 @@ func (f *Format) Decode(line []byte) (Decoded, error) {
 		if d.Key, err = scalar(d.Fields, f.KeyField); err != nil {
 			return d, err
 		}
-		if raw, ok := d.Fields[f.KeyField]; f.RequireKey && (!ok || string(raw) == "null") {
-			return d, fmt.Errorf("%w: key field %q is missing (require_key)", ErrMalformed, f.KeyField)
+		if raw, ok := d.Fields[f.KeyField]; f.KeyRequired && (!ok || string(raw) == "null") {
+			return d, fmt.Errorf("%w: key field %q is missing (key_required)", ErrMalformed, f.KeyField)
 		}
 	}
 	d.Value = line

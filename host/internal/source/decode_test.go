@@ -61,13 +61,13 @@ func TestDecodeJSONKey(t *testing.T) {
 	}
 }
 
-// With RequireKey, a line without the key field is malformed rather than a record of the
+// With KeyRequired, a line without the key field is malformed rather than a record of the
 // empty key; an empty string is still a key.
-func TestDecodeJSONRequireKey(t *testing.T) {
-	f := Format{JSON: true, KeyField: "k", RequireKey: true}
+func TestDecodeJSONKeyRequired(t *testing.T) {
+	f := Format{JSON: true, KeyField: "k", KeyRequired: true}
 	for _, line := range []string{`{"other":"x"}`, `{"k":null}`} {
 		_, err := f.Decode([]byte(line))
-		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), `key field "k" is missing (require_key)`) {
+		if !errors.Is(err, ErrMalformed) || !strings.Contains(err.Error(), `key field "k" is missing (key_required)`) {
 			t.Errorf("Decode(%s) error = %v, want ErrMalformed naming the key field", line, err)
 		}
 	}
