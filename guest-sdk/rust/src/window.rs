@@ -81,15 +81,7 @@ pub struct Window {
 /// A window aggregation of a key's records; call [`add`](Windows::add) from
 /// [`Task::process`](crate::Task::process) and [`fire`](Windows::fire) from
 /// [`Task::on_timer`](crate::Task::on_timer).
-///
-/// `fold` and `emit` are plain functions by default (`Windows<A>`, usable in a `static`), or any
-/// closures (`Windows<A, F, E>`, built in `init`), which may capture what the task's config
-/// and init give them: a threshold, a metric handle.
-pub struct Windows<
-    A: 'static,
-    F = fn(A, &Record<'_>) -> Result<A, Error>,
-    E = fn(&mut Context<'_>, Window, A) -> Result<(), Error>,
-> {
+pub struct Windows<A: 'static> {
     /// The state and timer name prefix; unique among the key's names.
     pub name: &'static str,
     /// Tumbling, sliding or session windows.
@@ -97,12 +89,12 @@ pub struct Windows<
     /// The output late records (and records without an event time) go to; `None` drops them.
     pub late: Option<&'static str>,
     /// Returns the accumulator with the record added.
-    pub fold: F,
+    pub fold: fn(A, &Record<'_>) -> Result<A, Error>,
     /// Combines the accumulators of two sessions a record joins (sessions only; required).
     pub merge: Option<fn(A, A) -> Result<A, Error>>,
     /// Called when a window closes, in its firing, with a context scoped to the key: emits the
     /// result ([`Context::emit`] stamps it with the window's end).
-    pub emit: E,
+    pub emit: fn(&mut Context<'_>, Window, A) -> Result<(), Error>,
 }
 
 fn name_of(prefix: &str, part: &str, start: i64) -> Vec<u8> {
@@ -118,11 +110,7 @@ fn floor_to(t: i64, m: i64) -> i64 {
     }
 }
 
-impl<A: Codec + Default, F, E> Windows<A, F, E>
-where
-    F: Fn(A, &Record<'_>) -> Result<A, Error>,
-    E: Fn(&mut Context<'_>, Window, A) -> Result<(), Error>,
-{
+impl<A: Codec + Default> Windows<A> {
     fn check(&self) -> Result<(), Error> {
         let bad = match self.kind {
             WindowKind::Tumbling(s) | WindowKind::Session(s) => s <= 0,
