@@ -144,7 +144,6 @@ type Host struct {
 	httpKept  []byte // the last http_request response that did not fit
 
 	metrics metricSet // guest metrics (harness03.go)
-	inited  bool      // Init ran, explicitly or before the first other guest call
 }
 
 type phase int
@@ -172,15 +171,11 @@ func New(opts Options) *Host {
 	return h
 }
 
-// Init calls the guest's init with the task name and config. The first Process, FireDue (and
-// the calls that fire timers), Tick or MigrateAll calls it when the test has not, as a host
-// starts an instance, so that a test needs to call it only to see init's error or to call it
-// again.
+// Init calls the guest's init with the task name and config.
 func (h *Host) Init() error {
 	if err := h.current("wasmstream_init"); err != nil {
 		return err
 	}
-	h.inited = true
 	h.beginUnit()
 	h.metrics.ids = nil // a new instance: its declarations number from 0
 	payload := abi.AppendInit(nil, abi.Init{Version: abi.Version, Task: []byte(h.opts.Task), Config: h.opts.Config})
@@ -224,16 +219,10 @@ func (h *Host) Process(records ...Input) (Result, error) {
 	return h.commitUnit(), nil
 }
 
-// current checks that h is the SDK's host, and runs init before the first other guest call
-// when the test did not.
+// current checks that h is the SDK's host.
 func (h *Host) current(export string) error {
 	if host.Current != h {
 		return fmt.Errorf("wasmstreamtest: %s: another Host was made after this one", export)
-	}
-	if export != "wasmstream_init" && !h.inited {
-		if err := h.Init(); err != nil {
-			return fmt.Errorf("wasmstreamtest: %s: init (run before the first call): %w", export, err)
-		}
 	}
 	return nil
 }
