@@ -11,11 +11,9 @@ package hosttest
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
-	"time"
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
@@ -106,37 +104,3 @@ func (r *Running) Wait() error {
 
 // Done is closed once Run returned.
 func (r *Running) Done() <-chan struct{} { return r.done }
-
-// WaitStats polls the figures of the host's first task until cond holds and returns them. It
-// fails the test, saying what it waited for, when they do not within timeout (a bound for a
-// stuck host, not a pause: it returns as soon as cond holds).
-func (r *Running) WaitStats(tb testing.TB, what string, timeout time.Duration, cond func(host.TaskStats) bool) host.TaskStats {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		if s := r.Stats(); len(s) > 0 && cond(s[0]) {
-			return s[0]
-		}
-		if time.Now().After(deadline) {
-			tb.Fatalf("host: waited %v for %s; figures %+v", timeout, what, r.Stats())
-		}
-		select {
-		case <-r.done:
-			tb.Fatalf("host: Run returned (%v) while waiting for %s", r.err, what)
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-}
-
-// NextCheckpoint waits until a checkpoint that began after the call has committed, and returns
-// the first task's figures then: they include every record completed before the call (most
-// figures are as of the last checkpoint).
-func (r *Running) NextCheckpoint(tb testing.TB) host.TaskStats {
-	tb.Helper()
-	var n int64
-	if s := r.Stats(); len(s) > 0 {
-		n = s[0].Checkpoints
-	}
-	// The checkpoint in progress may have begun before the call: wait for the one after it.
-	return r.WaitStats(tb, fmt.Sprintf("checkpoint %d", n+2), time.Minute, func(s host.TaskStats) bool { return s.Checkpoints >= n+2 })
-}
