@@ -22,9 +22,12 @@ func newStateCommand(stdout io.Writer) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "state",
-		Short: "Print the state of a stopped host",
+		Short: "Print the state of a stopped host, or of a running one through its admin API",
 		Long: `State reads the state store of a stopped host (a running host holds it locked) and prints
-the state of one task, or without --task the names of the tasks that have state. A store left
+the state of one task, or without --task the names of the tasks that have state. With
+--admin-addr it asks a running host instead, through its admin API (GET /v1/tasks/<task>/state,
+which admin.read_token, passed as --admin-token, may read): each key's state then includes every
+completed guest call, not only the last checkpoint, and is read between two calls on the key. A store left
 by a crash is read too (its log's torn tail is cut first, as the next run would); a damaged
 store is refused with exit status 1 and nothing printed.
 
@@ -49,7 +52,8 @@ key_base64, name_base64 or value_base64 in standard base64.`,
 		Example: `  wasmstream state
   wasmstream state --task wordcount
   wasmstream state --task wordcount --key alice --format json
-  wasmstream state --task wordcount --prefix 'user\x00' --data-dir state`,
+  wasmstream state --task wordcount --prefix 'user\x00' --data-dir state
+  wasmstream state --task wordcount --key alice --admin-addr :7070 --admin-token "$READ_TOKEN"`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if format != "text" && format != "json" {
@@ -70,6 +74,14 @@ key_base64, name_base64 or value_base64 in standard base64.`,
 				return usageError("--key/--prefix %q: %v", match, err)
 			}
 
+			if f := cmd.Flags().Lookup("admin-addr"); f.Changed {
+				af := adminFlags{config: file}
+				c, err := af.client(cmd.Flags(), false)
+				if err != nil {
+					return err
+				}
+				return printStateOnline(cmd.Context(), stdout, c, task, want, exact, format)
+			}
 			path, err := configPath(file, false)
 			if err != nil {
 				return err
@@ -92,6 +104,8 @@ key_base64, name_base64 or value_base64 in standard base64.`,
 	fs.StringVar(&key, "key", "", "print only this key")
 	fs.StringVar(&prefix, "prefix", "", "print only the keys starting with this prefix")
 	fs.StringVar(&format, "format", "text", "output format: text or json")
+	fs.String("admin-addr", "", "ask the running host at this admin API address instead of reading a stopped host's store")
+	fs.String("admin-token", "", "the admin API's bearer token, or its read-only token (env WASMSTREAM_ADMIN_TOKEN)")
 	return cmd
 }
 
