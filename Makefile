@@ -7,7 +7,7 @@ RUSTDOC ?= $(shell test -x /usr/bin/rustdoc && echo /usr/bin/rustdoc || echo rus
 BUILD := .build
 FUZZTIME ?= 5s
 
-.PHONY: help demo sessions dedupe build examples deps test test-go test-rust test-tinygo tinygo fuzz fuzz-short race bench bench-compare check lint clean
+.PHONY: help demo sessions dedupe build examples deps test test-go test-rust test-tinygo tinygo fuzz fuzz-short race bench bench-compare bench-bundle check lint clean
 
 help:
 	@echo "make demo      build the wordcount example and run it on the embedded file source"
@@ -18,6 +18,7 @@ help:
 	@echo "make test-tinygo  build the Go examples and the conformance guest with TinyGo and test them through the host"
 	@echo "make bench     benchmarks (wasm vs native vs no-op; compile, instantiate, 1M keys RSS)"
 	@echo "make bench-compare  one table: wasmstream (Go and Rust guests) vs goka vs raw franz-go on one kfake, and 1M keys / 1M timers peak RSS"
+	@echo "make bench-bundle  build the benchmarks into one folder (static test binaries, prebuilt guests, run.sh) for a machine without Go or Rust"
 	@echo "make fuzz      fuzz every decoder for FUZZTIME each (default 5s)"
 	@echo "make race      the concurrency tests under the race detector"
 	@echo "make build     build bin/wasmstream"
@@ -146,6 +147,25 @@ bench:
 # records per run, BENCH_RSS_KEYS (default 1000000; 0 leaves them out) the memory rows.
 bench-compare:
 	cd bench && $(GO) test -mod=mod -count=1 -run '^$$' -bench '^BenchmarkCompare$$' -benchtime 1x -timeout 60m .
+
+# The benchmarks as one self-contained folder for a Linux x86-64 machine with no Go, Rust or
+# network: static test binaries, every guest module and the wasmstream binary prebuilt
+# (guests/, which the binaries find through WASMSTREAM_GUEST_DIR) and run.sh, the GOMAXPROCS
+# sweep (bench/bundle-run.sh); and the folder as a .tar.gz beside it. BUNDLE sets the folder
+# (default .build/bench-bundle).
+BUNDLE ?= $(BUILD)/bench-bundle
+bench-bundle:
+	rm -rf $(BUNDLE) && mkdir -p $(BUNDLE)/guests
+	CGO_ENABLED=0 $(GO) build -ldflags='-s -w' -o $(BUNDLE)/guests/wasmstream ./cmd/wasmstream
+	CGO_ENABLED=0 WASMSTREAM_GUEST_DIR=$(abspath $(BUNDLE))/guests $(GO) run ./internal/guestbuild/prebuild >/dev/null
+	rm -rf $(BUNDLE)/guests/cargo-target
+	CGO_ENABLED=0 $(GO) test -c -ldflags='-s -w' -o $(BUNDLE)/host.test ./host
+	CGO_ENABLED=0 $(GO) test -c -ldflags='-s -w' -o $(BUNDLE)/modrt.test ./host/internal/modrt
+	cd bench && CGO_ENABLED=0 $(GO) test -mod=mod -c -ldflags='-s -w' -o $(abspath $(BUNDLE))/bench.test .
+	cp bench/bundle-run.sh $(BUNDLE)/run.sh
+	git describe --always --dirty > $(BUNDLE)/VERSION 2>/dev/null || true
+	tar -C $(dir $(BUNDLE)) -czf $(BUNDLE).tar.gz $(notdir $(BUNDLE))
+	@du -sh $(BUNDLE) $(BUNDLE).tar.gz
 
 clean:
 	rm -rf $(BUILD) bin

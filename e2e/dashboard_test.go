@@ -94,12 +94,13 @@ tasks:
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	shot := filepath.Join(t.TempDir(), "dashboard.png")
+	fragment := "#token=s3cret"
 	browse := func(extra ...string) []byte {
 		t.Helper()
 		args := append([]string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
 			"--no-first-run", "--user-data-dir=" + t.TempDir(), "--window-size=1280,900",
 			"--virtual-time-budget=3000"}, extra...)
-		args = append(args, adminURL+"/dashboard#token=s3cret")
+		args = append(args, adminURL+"/dashboard"+fragment)
 		c := exec.CommandContext(ctx, browser, args...)
 		var out, errOut bytes.Buffer
 		c.Stdout, c.Stderr = &out, &errOut
@@ -129,6 +130,26 @@ tasks:
 	if !strings.Contains(dom, `<div id="loginerr" class="err"></div>`) {
 		t.Errorf("the dashboard did not take the token from the fragment:\n%s", dom)
 	}
+	// A key looked up from the fragment: its state, read from the running task.
+	fragment = "#token=s3cret&task=wordcount&key=u3"
+	dom = string(browse("--dump-dom"))
+	counts := map[string]int{}
+	for i := range records {
+		if i%7 == 3 {
+			counts["alpha"]++
+			counts["beta"]++
+			counts[fmt.Sprint(i%3)]++
+		}
+	}
+	for w, n := range counts {
+		if want := fmt.Sprintf("<tr><td>stdin:feed/0</td><td>%s</td><td>%d</td></tr>", w, n); !strings.Contains(dom, want) {
+			t.Errorf("the key lookup lacks %s:\n%s", want, dom)
+		}
+	}
+	if !strings.Contains(dom, `data-lookup="u3"`) {
+		t.Errorf("the dashboard shows no lookup of u3:\n%s", dom)
+	}
+	fragment = "#token=s3cret"
 	browse("--screenshot=" + shot)
 	png, err := os.ReadFile(shot)
 	if err != nil || !bytes.HasPrefix(png, []byte("\x89PNG")) {

@@ -26,6 +26,12 @@ func validateAdmin(a AdminConfig, bad func(string, string, ...any)) {
 		bad("admin.addr", "%v", err)
 		return
 	}
+	if a.ReadToken != "" && a.Token == "" {
+		bad("admin.read_token", "needs admin.token: without a token every client may do everything")
+	}
+	if a.ReadToken != "" && a.ReadToken == a.Token {
+		bad("admin.read_token", "must differ from admin.token")
+	}
 	if a.Token == "" && !loopback(addr) {
 		bad("admin.token", "is required when admin.addr (%s) is not a loopback address: anyone who can reach it could deploy code", a.Addr)
 	}
@@ -84,7 +90,7 @@ func (h *Host) startAdmin(ctx context.Context) (stop func(), err error) {
 		ln.Close()
 		return nil, err
 	}
-	srv := admin.New(admin.Config{Token: ac.Token, MaxModuleBytes: ac.MaxModuleBytes, UploadDir: uploads,
+	srv := admin.New(admin.Config{Token: ac.Token, ReadToken: ac.ReadToken, MaxModuleBytes: ac.MaxModuleBytes, UploadDir: uploads,
 		Backend: adminBackend{h}, Logger: log, Metrics: ac.Metrics})
 	h.mu.Lock()
 	h.adminAddr = ln.Addr().String()
@@ -196,6 +202,8 @@ func wireError(err error) error {
 		return &admin.Error{Status: http.StatusNotFound, Err: err}
 	case errors.Is(err, ErrNotRunning), errors.Is(err, ErrNoEarlierVersion):
 		return &admin.Error{Status: http.StatusConflict, Err: err}
+	case errors.Is(err, ErrQueryTimeout):
+		return &admin.Error{Status: http.StatusServiceUnavailable, Err: err}
 	}
 	return err
 }

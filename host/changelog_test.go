@@ -34,12 +34,24 @@ func runChangelogHost(t *testing.T, c *kfake.Cluster, module, dir string, output
 	})
 	consumeOutputs(t, c, "counts", outputs, 60*time.Second)
 	// Wait for a checkpoint after the last output, so the figures include it.
-	time.Sleep(300 * time.Millisecond)
+	waitCheckpoints(t, h)
 	st := h.Stats()[0]
 	if err := h.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	return st
+}
+
+// waitCheckpoints waits until task 0 of h has committed two checkpoints more than when called:
+// the second began after the call, so it covers everything the task had done by then.
+func waitCheckpoints(t *testing.T, h interface{ Stats() []host.TaskStats }) {
+	t.Helper()
+	from := h.Stats()[0].Checkpoints
+	for deadline := time.Now().Add(60 * time.Second); h.Stats()[0].Checkpoints < from+2; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no checkpoint in 60 s (%d committed)", h.Stats()[0].Checkpoints)
+		}
+	}
 }
 
 // TestChangelogRestore moves a task's partitions between two hosts with separate disks through
@@ -161,7 +173,7 @@ func TestChangelogStandby(t *testing.T) {
 		}
 	}
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	waitCheckpoints(t, hb)
 	after = hb.Stats()[0]
 	if err := hb.Stop(); err != nil {
 		t.Fatal(err)
@@ -284,14 +296,14 @@ func partitionComesBack(t *testing.T, drop bool) {
 	waitOwned(ha.Host, 2) // cooperative-sticky: two partitions move to b
 	add(produceWords(t, newClient(t, c), "words", 2000, 40, 12))
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	waitCheckpoints(t, hb)
 	if err := hb.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	waitOwned(ha.Host, 4) // they come back to a
 	add(produceWords(t, newClient(t, c), "words", 1000, 40, 13))
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
-	time.Sleep(300 * time.Millisecond)
+	waitCheckpoints(t, ha)
 	st := ha.Stats()[0]
 	// a's first four restores were full (an empty disk); the two partitions that came back are
 	// restored in full only when a dropped them.
@@ -441,7 +453,7 @@ func TestChangelogKeyStateTooLarge(t *testing.T) {
 			got[k] = append(got[k], v...)
 		}
 	}
-	time.Sleep(300 * time.Millisecond) // a checkpoint after the last record
+	waitCheckpoints(t, h) // a checkpoint after the last record
 	if err := h.Stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}

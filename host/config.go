@@ -77,6 +77,10 @@ type AdminConfig struct {
 	// Token is the bearer token every request must carry ("Authorization: Bearer <token>").
 	// Required when Addr is not a loopback address. Default: none.
 	Token string `yaml:"token"`
+	// ReadToken is a second bearer token that can read status, versions, metrics and task
+	// state but cannot deploy, activate, roll back, pause or resume (403). Needs Token.
+	// Default: none.
+	ReadToken string `yaml:"read_token"`
 	// MaxModuleBytes bounds the size of an uploaded module. Default 64 MiB.
 	MaxModuleBytes int64 `yaml:"max_module_bytes"`
 	// Metrics, if set, is served at GET /metrics on the admin listener, with the token

@@ -1,10 +1,12 @@
 package store
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"sort"
+	"time"
 	"unsafe"
 
 	"github.com/dgraph-io/badger/v4"
@@ -190,7 +192,23 @@ func (db *DB) Commit(cp *Checkpoint) error {
 			}
 		}
 	}
-	return w.flush()
+	// The checkpoint's number, in its last transaction; then the journal (journal.go).
+	// Not reserved: one small entry within the headroom the limits keep below Badger's.
+	if err := w.txn.Set(commitSeqKey, binary.BigEndian.AppendUint64(w.alloc(8), db.seq+1)); err != nil {
+		return fmt.Errorf("store: commit: checkpoint number: %w", err)
+	}
+	if err := w.flush(); err != nil {
+		return err
+	}
+	db.seq++
+	if db.dir != "" {
+		if err := writeJournal(db.dir, db.seq, time.Now()); err != nil {
+			// The checkpoint is committed; a journal behind the store is what a kill
+			// leaves too, and the next commit or Open rewrites it.
+			db.opts.logger().Warn("store: write "+JournalFile, "err", err)
+		}
+	}
+	return nil
 }
 
 func positionKeyLen(task string) int { return taskPrefixOverhead + len(task) + streamPartLen }

@@ -174,6 +174,7 @@
 //	table    key bytes, in order                              value
 //	-----    -------------------------------------------      -------------------------------
 //	version  'v' (0x76)                                        u32 format version
+//	ckpt     'c' (0x63)                                        u64 number of the last checkpoint
 //	task     't' (0x74) | task                                 u32 next stream ID of the task
 //	stream   'i' (0x69) | u16 len(task) | task | stream name   u32 stream ID
 //	position 'p' (0x70) | u16 len(task) | task | u32 stream    i64 Next | i64 Horizon | i64 Resume
@@ -277,4 +278,12 @@
 // memory-mapped files, where a full disk raises SIGBUS instead of an error,
 // so a writer checks the free space ([Options.MinFreeBytes]) at Open and
 // before every transaction and returns [ErrDiskFull] below it.
+//
+// Damage inside Badger's write-ahead log is the one kind Badger's own replay
+// hides: it stops at the first entry whose checksum fails, as at the torn
+// tail of a crash, and every later checkpoint is gone. So Commit numbers its
+// checkpoints, in Badger (table 'c') and, once committed, in [JournalFile]
+// beside it; an Open that finds the journal ahead of Badger logs at error
+// level how many checkpoints were lost and where each stream resumes, and
+// [DB.Rollback] reports it (journal.go).
 package store

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"testing"
@@ -214,6 +215,13 @@ func checkDB(db *DB) error {
 					return err
 				}
 				active[task] = a.Version
+			case tableCommitSeq:
+				if !bytes.Equal(k, commitSeqKey) || len(v) != 8 {
+					return fmt.Errorf("bad checkpoint number %x = %x", k, v)
+				}
+				if n := binary.BigEndian.Uint64(v); n != db.seq {
+					return fmt.Errorf("checkpoint number %d in the store, %d in the DB", n, db.seq)
+				}
 			default:
 				return fmt.Errorf("key %x of unknown table", k)
 			}

@@ -48,6 +48,9 @@ const (
 	tableModule        byte = 'b'
 	tableVersionRecord byte = 'r'
 	tableActive        byte = 'a'
+
+	// The number of the last checkpoint (added without a format change: see journal.go).
+	tableCommitSeq byte = 'c'
 )
 
 const (

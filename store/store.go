@@ -39,6 +39,9 @@ type DB struct {
 
 	allocMu   sync.Mutex      // guards allocated
 	allocated map[string]bool // memtable logs allocateLogs allocated, by file name
+
+	seq      uint64    // the number of the last checkpoint committed; guarded by commitMu after Open
+	rollback *Rollback // checkpoints lost before Open (journal.go), nil if none
 }
 
 // Position is how far a task has got in one stream.
@@ -155,6 +158,10 @@ func Open(dir string, opts Options) (db *DB, err error) {
 	opts.MaxTxnEntries = int(min(int64(opts.MaxTxnEntries), bdb.MaxBatchCount()*9/10))
 	db = &DB{bdb: bdb, opts: opts, dir: dir}
 	if err := db.checkFormat(marked); err != nil {
+		_ = bdb.Close()
+		return nil, err
+	}
+	if err := db.checkJournal(); err != nil {
 		_ = bdb.Close()
 		return nil, err
 	}

@@ -423,7 +423,7 @@ func TestSecretKeys(t *testing.T) {
 			secret = append(secret, k)
 		}
 	}
-	want := []string{"admin.token", "kafka.sasl.password"}
+	want := []string{"admin.read_token", "admin.token", "kafka.sasl.password"}
 	if !slices.Equal(secret, want) {
 		t.Errorf("secret keys %q, want %q", secret, want)
 	}

@@ -29,6 +29,7 @@ each overriding the one before:
   log.level            WASMSTREAM_LOG_LEVEL            --log-level
   admin.addr           WASMSTREAM_ADMIN_ADDR           --admin-addr
   admin.token          WASMSTREAM_ADMIN_TOKEN          --admin-token
+  admin.read_token     WASMSTREAM_ADMIN_READ_TOKEN
   metrics.addr         WASMSTREAM_METRICS_ADDR         --metrics-addr
 
 Relative paths in the file are relative to the file's directory, and so is the default data

@@ -23,9 +23,12 @@ func newStateCommand(stdout io.Writer) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "state",
-		Short: "Print the state of a stopped host",
+		Short: "Print the state of a stopped host, or of a running one through its admin API",
 		Long: `State reads the state store of a stopped host (a running host holds it locked) and prints
-the state of one task, or without --task the names of the tasks that have state. A store left
+the state of one task, or without --task the names of the tasks that have state. With
+--admin-addr it asks a running host instead, through its admin API (GET /v1/tasks/<task>/state,
+which admin.read_token, passed as --admin-token, may read): each key's state then includes every
+completed guest call, not only the last checkpoint, and is read between two calls on the key. A store left
 by a crash is read too (its log's torn tail is cut first, as the next run would); a damaged
 store is refused with exit status 1 and nothing printed.
 
@@ -57,6 +60,7 @@ The text output shows the decoded value instead of the bytes, the JSON output ad
   wasmstream state --task wordcount
   wasmstream state --task wordcount --key alice --format json
   wasmstream state --task wordcount --prefix 'user\x00' --data-dir state
+  wasmstream state --task wordcount --key alice --admin-addr :7070 --admin-token "$READ_TOKEN"
   wasmstream state --task mytask --key alice --decode seen=i64 --decode 'cards/*=i64'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -82,6 +86,14 @@ The text output shows the decoded value instead of the bytes, the JSON output ad
 				return usageError("--key/--prefix %q: %v", match, err)
 			}
 
+			if f := cmd.Flags().Lookup("admin-addr"); f.Changed {
+				af := adminFlags{config: file}
+				c, err := af.client(cmd.Flags(), false)
+				if err != nil {
+					return err
+				}
+				return printStateOnline(cmd.Context(), stdout, c, task, want, exact, format, dec)
+			}
 			path, err := configPath(file, false)
 			if err != nil {
 				return err
@@ -105,6 +117,8 @@ The text output shows the decoded value instead of the bytes, the JSON output ad
 	fs.StringVar(&prefix, "prefix", "", "print only the keys starting with this prefix")
 	fs.StringVar(&format, "format", "text", "output format: text or json")
 	fs.StringArrayVar(&decodes, "decode", nil, "show the values of the state names matching NAME as TYPE (i64, u64, f64, bool, string), e.g. seen=i64 or 'cards/*=i64' (repeatable)")
+	fs.String("admin-addr", "", "ask the running host at this admin API address instead of reading a stopped host's store")
+	fs.String("admin-token", "", "the admin API's bearer token, or its read-only token (env WASMSTREAM_ADMIN_TOKEN)")
 	return cmd
 }
 
@@ -143,20 +157,7 @@ func printState(stdout io.Writer, dataDir, task string, match []byte, exact bool
 	enc.SetEscapeHTML(false)
 	var writeErr error
 	err = r.Scan(task, match, exact, func(e host.StateEntry) bool {
-		decoded, ok := dec.decode(e.Name, e.Value)
-		if format == "json" {
-			j := jsonEntry(e)
-			if ok {
-				j.Decoded = decodedJSON(decoded)
-			}
-			writeErr = enc.Encode(j)
-		} else {
-			value := escape(e.Value)
-			if ok {
-				value = decodedText(decoded)
-			}
-			_, writeErr = fmt.Fprintf(w, "%s\t%s\t%s\n", escape(e.Key), escape(e.Name), value)
-		}
+		writeErr = writeStateEntry(w, enc, e, format, dec)
 		return writeErr == nil
 	})
 	if err != nil {
@@ -166,6 +167,25 @@ func printState(stdout io.Writer, dataDir, task string, match []byte, exact bool
 		return failure(writeErr)
 	}
 	return flush(w)
+}
+
+// writeStateEntry writes one entry of state's output, as text to w or as JSON to enc, its value
+// decoded by dec where a rule matches.
+func writeStateEntry(w io.Writer, enc *json.Encoder, e host.StateEntry, format string, dec stateDecoder) error {
+	decoded, ok := dec.decode(e.Name, e.Value)
+	if format == "json" {
+		j := jsonEntry(e)
+		if ok {
+			j.Decoded = decodedJSON(decoded)
+		}
+		return enc.Encode(j)
+	}
+	value := escape(e.Value)
+	if ok {
+		value = decodedText(decoded)
+	}
+	_, err := fmt.Fprintf(w, "%s\t%s\t%s\n", escape(e.Key), escape(e.Name), value)
+	return err
 }
 
 func flush(w *bufio.Writer) error {

@@ -85,6 +85,7 @@ var overrides = []override{
 	{key: "log.level", flag: "log-level"},
 	{key: "admin.addr", flag: "admin-addr"},
 	{key: "admin.token", flag: "admin-token"},
+	{key: "admin.read_token"}, // no flag: a secret in a command line is visible to every user
 	{key: "metrics.addr", flag: "metrics-addr"},
 }
 

@@ -33,18 +33,41 @@ func Root() string {
 	return filepath.Clean(filepath.Join(filepath.Dir(file), "..", ".."))
 }
 
-// Dir returns the directory the builds go to: <user cache dir>/wasmstream-test/<hash>, where
-// hash is the first 12 hex digits of the SHA-256 of Root, so that two checkouts never share
-// (and never mistake for fresh) each other's builds. It falls back to the system's temporary
-// directory when there is no user cache directory. `go run ./internal/guestbuild/cachedir`
-// prints it.
+// DirEnv names the environment variable that, when set, replaces Dir, and makes every build
+// found there used as it is, however old: no freshness check, no toolchain. A bundle of prebuilt
+// benchmarks (`make bench-bundle`) sets it to the folder of its modules, for a machine with
+// neither the sources the binaries were compiled from nor Go, Rust or TinyGo. A build missing
+// from the folder is made as usual.
+const DirEnv = "WASMSTREAM_GUEST_DIR"
+
+// Dir returns the directory the builds go to: the one DirEnv names if set, else
+// <user cache dir>/wasmstream-test/<hash>, where hash is the first 12 hex digits of the SHA-256
+// of Root, so that two checkouts never share (and never mistake for fresh) each other's builds.
+// It falls back to the system's temporary directory when there is no user cache directory.
+// `go run ./internal/guestbuild/cachedir` prints it.
 func Dir() string {
+	if d := os.Getenv(DirEnv); d != "" {
+		return d
+	}
 	base, err := os.UserCacheDir()
 	if err != nil {
 		base = os.TempDir()
 	}
 	sum := sha256.Sum256([]byte(Root()))
 	return filepath.Join(base, "wasmstream-test", hex.EncodeToString(sum[:6]))
+}
+
+// prebuilt returns the path of a build under the folder DirEnv names if it is there, or "" to
+// build as usual.
+func prebuilt(name string) string {
+	if os.Getenv(DirEnv) == "" {
+		return ""
+	}
+	out := filepath.Join(Dir(), name)
+	if _, err := os.Stat(out); err != nil {
+		return ""
+	}
+	return out
 }
 
 func outDir(tb testing.TB) string {
@@ -101,6 +124,9 @@ func missing(tb testing.TB, why string) {
 // with standard Go for wasip1 and returns the .wasm path.
 func Go(tb testing.TB, pkg string) string {
 	tb.Helper()
+	if out := prebuilt(strings.ReplaceAll(pkg, "/", "_")+".wasm"); out != "" {
+		return out
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	src := filepath.Join(Root(), "examples", "wasm")
@@ -169,6 +195,9 @@ func DefaultTinyGo() string {
 // `make test-tinygo` also builds them.
 func TinyGo(tb testing.TB, pkg string) string {
 	tb.Helper()
+	if out := prebuilt(filepath.Join("tinygo", strings.ReplaceAll(pkg, "/", "_")+".wasm")); out != "" {
+		return out
+	}
 	tinygo := TinyGoTool(tb)
 	mu.Lock()
 	defer mu.Unlock()
@@ -198,6 +227,9 @@ func TinyGo(tb testing.TB, pkg string) string {
 // returns the .wasm path.
 func Rust(tb testing.TB, crate string) string {
 	tb.Helper()
+	if out := prebuilt(strings.ReplaceAll(crate, "/", "_")+".wasm"); out != "" {
+		return out
+	}
 	cargo, rustc := RustTools(tb)
 	mu.Lock()
 	defer mu.Unlock()
@@ -310,6 +342,9 @@ func fresh(out string, dirs ...string) bool {
 // Binary builds the wasmstream command into the test build directory and returns its path.
 func Binary(tb testing.TB) string {
 	tb.Helper()
+	if out := prebuilt("wasmstream"); out != "" {
+		return out
+	}
 	mu.Lock()
 	defer mu.Unlock()
 	out := filepath.Join(outDir(tb), "wasmstream")

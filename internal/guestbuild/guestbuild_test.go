@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // recorder is a testing.TB that records Skip and Fatal instead of stopping the goroutine.
@@ -92,5 +93,38 @@ func TestDirOutsideTree(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
 	if !strings.HasPrefix(file, Root()) {
 		t.Errorf("Root() = %s does not hold this file %s", Root(), file)
+	}
+}
+
+// With DirEnv set, builds found in its folder are used as they are, with no toolchain and no
+// freshness check (a benchmark bundle on a machine without either); what is not there is built.
+func TestPrebuiltDir(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv(DirEnv, dir)
+	if Dir() != dir {
+		t.Fatalf("Dir() = %s with %s=%s", Dir(), DirEnv, dir)
+	}
+	for name, build := range map[string]func(testing.TB) string{
+		"testguests_noop.wasm":      func(tb testing.TB) string { return Go(tb, "testguests/noop") },
+		"testguests_noop-rust.wasm": func(tb testing.TB) string { return Rust(tb, "testguests/noop-rust") },
+		"wasmstream":                Binary,
+	} {
+		want := filepath.Join(dir, name)
+		if err := os.WriteFile(want, []byte("prebuilt"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		// Older than every source file: without DirEnv it would be rebuilt.
+		old := time.Unix(1, 0)
+		if err := os.Chtimes(want, old, old); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("PATH", t.TempDir()) // no go, cargo or rustc to build with
+		r := &recorder{TB: t}
+		if got := build(r); got != want || r.failed != "" || r.skipped != "" {
+			t.Errorf("%s: got %q (failed %q, skipped %q), want the prebuilt %s", name, got, r.failed, r.skipped, want)
+		}
+		if b, _ := os.ReadFile(want); string(b) != "prebuilt" {
+			t.Errorf("%s was rebuilt", name)
+		}
 	}
 }

@@ -15,6 +15,9 @@
 //	}
 //
 // Run is one init and one batch; New gives a Host to run several batches against the same state.
+// A Host runs the guest's init before the first call that needs it (a batch, a firing, a tick, a
+// migration, a metric read), as the real host does; call Init yourself to check what init returns
+// or, a second time, to stand for a replacement instance.
 //
 // The Host also drives the ABI 0.2 callbacks. It keeps timers per partition, key and name (Timers,
 // SetTimer) and fires the due ones, in order of time, then key, then name, only when the test says

@@ -144,6 +144,7 @@ type Host struct {
 	httpKept  []byte // the last http_request response that did not fit
 
 	metrics metricSet // guest metrics (harness03.go)
+	inited  bool      // Init ran (explicitly, or before the first call that needed it)
 }
 
 type phase int
@@ -158,6 +159,10 @@ const (
 )
 
 // New makes a Host with empty state and installs it as the SDK's host, replacing any earlier one.
+// The guest's init runs before the first call that needs an initialised instance (Process,
+// FireTimers, Tick, Migrate, Metric), as the real host runs it, unless the test called Init
+// first (to check what init returns, or again to stand for a replacement instance); an error of
+// that implicit init is the call's error.
 func New(opts Options) *Host {
 	if opts.Task == "" {
 		opts.Task = "test"
@@ -176,6 +181,7 @@ func (h *Host) Init() error {
 	if err := h.current("wasmstream_init"); err != nil {
 		return err
 	}
+	h.inited = true
 	h.beginUnit()
 	h.metrics.ids = nil // a new instance: its declarations number from 0
 	payload := abi.AppendInit(nil, abi.Init{Version: abi.Version, Task: []byte(h.opts.Task), Config: h.opts.Config})
@@ -187,7 +193,7 @@ func (h *Host) Init() error {
 // Keys of the batch whose state has another recorded state version are migrated first, in the
 // same unit of work (see Host.SetStateVersion).
 func (h *Host) Process(records ...Input) (Result, error) {
-	if err := h.current("wasmstream_process"); err != nil {
+	if err := h.ready("wasmstream_process"); err != nil {
 		return Result{}, err
 	}
 	h.beginUnit()
@@ -223,6 +229,20 @@ func (h *Host) Process(records ...Input) (Result, error) {
 func (h *Host) current(export string) error {
 	if host.Current != h {
 		return fmt.Errorf("wasmstreamtest: %s: another Host was made after this one", export)
+	}
+	return nil
+}
+
+// ready is current for a call that needs an initialised instance: it runs init first if no
+// init ran yet.
+func (h *Host) ready(export string) error {
+	if err := h.current(export); err != nil {
+		return err
+	}
+	if !h.inited {
+		if err := h.Init(); err != nil {
+			return fmt.Errorf("wasmstreamtest: %s: init (run before the first call): %w", export, err)
+		}
 	}
 	return nil
 }

@@ -121,7 +121,7 @@ func (h *Host) AdvanceWatermark(partition uint32, ms int64) (Result, error) {
 // stops and returns the error with the result of the calls before it (which are committed); the
 // failed call's timers stay in place.
 func (h *Host) FireDue() (Result, error) {
-	if err := h.current("wasmstream_on_timer"); err != nil {
+	if err := h.ready("wasmstream_on_timer"); err != nil {
 		return Result{}, err
 	}
 	var total Result
@@ -212,7 +212,7 @@ func (h *Host) fire(partition uint32, ts []Timer) (Result, error) {
 // another recorded state version are migrated first, in the same unit of work. On failure
 // nothing changes.
 func (h *Host) Tick(partition uint32, source string) (Result, error) {
-	if err := h.current("wasmstream_on_tick"); err != nil {
+	if err := h.ready("wasmstream_on_tick"); err != nil {
 		return Result{}, err
 	}
 	h.beginUnit()
@@ -247,7 +247,7 @@ func (h *Host) StateVersion(key string) uint32 { return h.versions[key] }
 // Migrations run in partition 0. On a failed migration it stops and returns the error with the
 // result of the migrations before it (which are committed).
 func (h *Host) MigrateAll() (Result, error) {
-	if err := h.current("wasmstream_migrate"); err != nil {
+	if err := h.ready("wasmstream_migrate"); err != nil {
 		return Result{}, err
 	}
 	var total Result

@@ -38,6 +38,7 @@ type Histogram struct {
 // Histogram returns the histogram name with exactly the labels given as name, value pairs, and
 // whether the guest declared it.
 func (h *Host) Histogram(name string, labels ...string) (Histogram, bool) {
+	h.initForRead()
 	for _, s := range h.metrics.series {
 		if s.hist != nil && s.name == name && strings.Join(s.labels, "\x00") == strings.Join(labels, "\x00") {
 			c := *s.hist
@@ -57,12 +58,21 @@ type metricSet struct {
 // Metric returns the value of the metric name with exactly the labels given as name, value pairs,
 // and whether the guest declared it.
 func (h *Host) Metric(name string, labels ...string) (int64, bool) {
+	h.initForRead()
 	for _, s := range h.metrics.series {
 		if s.name == name && strings.Join(s.labels, "\x00") == strings.Join(labels, "\x00") {
 			return s.value, true
 		}
 	}
 	return 0, false
+}
+
+// initForRead runs init if no init ran yet, for a read of what init declares; a failed init
+// declared nothing, so its metrics read as absent.
+func (h *Host) initForRead() {
+	if !h.inited && h.current("wasmstream_init") == nil {
+		_ = h.Init()
+	}
 }
 
 func validMetricName(s []byte) bool {

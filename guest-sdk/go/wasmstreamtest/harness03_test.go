@@ -69,3 +69,40 @@ func TestMetricsThroughHarness(t *testing.T) {
 		t.Errorf("Add(-1) = %v, want ErrInvalid", err)
 	}
 }
+
+// New runs init before the first call that needs it, as the real host does: a test that never
+// calls Init sees what init did (its config read, its metrics declared); a failing init is the
+// first call's error.
+func TestInitRunsBeforeFirstCall(t *testing.T) {
+	var inits int
+	var cfg string
+	wasmstream.HandleInit(func(c []byte) error {
+		inits++
+		cfg = string(c)
+		if cfg == `{"fail":true}` {
+			return errors.New("bad config")
+		}
+		return nil
+	})
+	defer wasmstream.HandleInit(nil)
+	wasmstream.Handle(func(r *wasmstream.Record) error { return wordsSeen.Add(1) })
+
+	h := wasmstreamtest.New(wasmstreamtest.Options{Config: []byte(`{"n":1}`)})
+	if v, ok := h.Metric("words_seen", "lang", "en"); !ok || v != 0 {
+		t.Errorf("words_seen before any call = %d (declared %v), want 0, declared by init", v, ok)
+	}
+	if _, err := h.Process(wasmstreamtest.Input{Key: []byte("a"), Value: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if inits != 1 || cfg != `{"n":1}` {
+		t.Errorf("init ran %d times with %q, want once with the config", inits, cfg)
+	}
+	if v, ok := h.Metric("words_seen", "lang", "en"); !ok || v != 1 {
+		t.Errorf("words_seen = %d (declared %v), want 1", v, ok)
+	}
+
+	h = wasmstreamtest.New(wasmstreamtest.Options{Config: []byte(`{"fail":true}`)})
+	if _, err := h.Process(wasmstreamtest.Input{Key: []byte("a")}); err == nil || !strings.Contains(err.Error(), "bad config") {
+		t.Errorf("Process after a failing init: %v, want init's error", err)
+	}
+}

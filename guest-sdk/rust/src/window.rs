@@ -45,6 +45,11 @@
 //! // In Task::process: PER_MINUTE.add(rec, ctx); in Task::on_timer: PER_MINUTE.fire(f, ctx).
 //! # fn _f(r: &Record, c: &mut Context) -> Result<(), Error> { PER_MINUTE.add(r, c) }
 //! ```
+//!
+//! `fold` and `emit` are plain `fn`s, so that a `Windows` can be a `static`; they capture
+//! nothing. Where they need what the task holds (a threshold from its config, a metric handle),
+//! call [`add_with`](Windows::add_with) and [`fire_with`](Windows::fire_with) instead, with
+//! closures: `self.w.add_with(rec, ctx, |n, _| Ok(n + weight))`.
 
 use crate::abi::{Firing, HeadersBuilder, Record};
 use crate::context::Context;
@@ -88,12 +93,14 @@ pub struct Windows<A: 'static> {
     pub kind: WindowKind,
     /// The output late records (and records without an event time) go to; `None` drops them.
     pub late: Option<&'static str>,
-    /// Returns the accumulator with the record added.
+    /// Returns the accumulator with the record added ([`add`](Windows::add); `add_with` takes a
+    /// closure instead).
     pub fold: fn(A, &Record<'_>) -> Result<A, Error>,
     /// Combines the accumulators of two sessions a record joins (sessions only; required).
     pub merge: Option<fn(A, A) -> Result<A, Error>>,
     /// Called when a window closes, in its firing, with a context scoped to the key: emits the
-    /// result ([`Context::emit`] stamps it with the window's end).
+    /// result ([`Context::emit`] stamps it with the window's end) ([`fire`](Windows::fire);
+    /// `fire_with` takes a closure instead).
     pub emit: fn(&mut Context<'_>, Window, A) -> Result<(), Error>,
 }
 
@@ -180,6 +187,16 @@ impl<A: Codec + Default> Windows<A> {
     /// Puts `rec` in its windows, or sends it to the `late` output when it is late or has no
     /// event time.
     pub fn add(&self, rec: &Record<'_>, ctx: &mut Context<'_>) -> Result<(), Error> {
+        self.add_with(rec, ctx, self.fold)
+    }
+
+    /// [`add`](Windows::add) with `fold` in place of the struct's: a closure, which may capture
+    /// what the task holds (a threshold read from its config, a metric handle). The struct's
+    /// `fold` is then not used.
+    pub fn add_with<F>(&self, rec: &Record<'_>, ctx: &mut Context<'_>, mut fold: F) -> Result<(), Error>
+    where
+        F: FnMut(A, &Record<'_>) -> Result<A, Error>,
+    {
         self.check()?;
         let ts = rec.timestamp();
         if ts < 0 || rec.late() {
@@ -195,14 +212,14 @@ impl<A: Codec + Default> Windows<A> {
             return ctx.emit_with(out, rec.key(), rec.value(), hdr, ts);
         }
         let slide = match self.kind {
-            WindowKind::Session(_) => return self.add_session(rec, ctx, ts),
+            WindowKind::Session(_) => return self.add_session(rec, ctx, ts, &mut fold),
             WindowKind::Tumbling(s) => s,
             WindowKind::Sliding { slide, .. } => slide,
         };
         let lowest = ts - self.size();
         let mut s = floor_to(ts, slide);
         while s > lowest {
-            self.fold_into(rec, ctx, s)?;
+            self.fold_into(rec, ctx, s, &mut fold)?;
             s = match s.checked_sub(slide) {
                 Some(n) => n,
                 None => break,
@@ -211,11 +228,17 @@ impl<A: Codec + Default> Windows<A> {
         Ok(())
     }
 
-    fn fold_into(&self, rec: &Record<'_>, ctx: &mut Context<'_>, start: i64) -> Result<(), Error> {
+    fn fold_into(
+        &self,
+        rec: &Record<'_>,
+        ctx: &mut Context<'_>,
+        start: i64,
+        fold: &mut dyn FnMut(A, &Record<'_>) -> Result<A, Error>,
+    ) -> Result<(), Error> {
         let name = self.acc_name(start);
         let old: Option<A> = Self::get(ctx, &name)?;
         let open = old.is_some();
-        let acc = (self.fold)(old.unwrap_or_default(), rec)?;
+        let acc = fold(old.unwrap_or_default(), rec)?;
         Self::put(ctx, &name, &acc)?;
         if open {
             return Ok(());
@@ -228,7 +251,13 @@ impl<A: Codec + Default> Windows<A> {
         )
     }
 
-    fn add_session(&self, rec: &Record<'_>, ctx: &mut Context<'_>, ts: i64) -> Result<(), Error> {
+    fn add_session(
+        &self,
+        rec: &Record<'_>,
+        ctx: &mut Context<'_>,
+        ts: i64,
+        fold: &mut dyn FnMut(A, &Record<'_>) -> Result<A, Error>,
+    ) -> Result<(), Error> {
         let gap = self.size();
         let prefix = format!("{}/e/", self.name).into_bytes();
         let mut joined: Vec<(i64, i64)> = Vec::new();
@@ -280,7 +309,7 @@ impl<A: Codec + Default> Windows<A> {
             ctx.delete(self.last_name(s))?;
             ctx.delete_timer(self.timer_name(s))?;
         }
-        let acc = (self.fold)(acc.unwrap_or_default(), rec)?;
+        let acc = fold(acc.unwrap_or_default(), rec)?;
         Self::put(ctx, &self.acc_name(start), &acc)?;
         Self::put(ctx, &self.last_name(start), &last)?;
         ctx.set_timer(
@@ -294,6 +323,16 @@ impl<A: Codec + Default> Windows<A> {
     /// Closes the window whose timer fired and returns true, or returns false when `f` is not a
     /// timer of these windows (the task's own timer: handle it).
     pub fn fire(&self, f: &Firing<'_>, ctx: &mut Context<'_>) -> Result<bool, Error> {
+        self.fire_with(f, ctx, self.emit)
+    }
+
+    /// [`fire`](Windows::fire) with `emit` in place of the struct's: a closure, which may capture
+    /// what the task holds (a threshold read from its config, a metric handle). The struct's
+    /// `emit` is then not used.
+    pub fn fire_with<E>(&self, f: &Firing<'_>, ctx: &mut Context<'_>, mut emit: E) -> Result<bool, Error>
+    where
+        E: FnMut(&mut Context<'_>, Window, A) -> Result<(), Error>,
+    {
         let name = f.name();
         let prefix = self.name.as_bytes();
         if !f.event_time()
@@ -328,7 +367,7 @@ impl<A: Codec + Default> Windows<A> {
             }
             ctx.delete(&last_name)?;
         }
-        (self.emit)(ctx, Window { start, end }, acc)?;
+        emit(ctx, Window { start, end }, acc)?;
         ctx.delete(&acc_name)?;
         Ok(true)
     }

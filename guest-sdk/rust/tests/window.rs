@@ -175,3 +175,66 @@ fn windows_config_error() {
     let err = h.process(&[ev("a", 1, false)]).unwrap_err();
     assert!(err.contains("session windows need merge"), "{}", err);
 }
+
+/// A task whose window functions capture what it read from its config: `add_with` and
+/// `fire_with` take closures (the struct's `fold` and `emit` are fn pointers, which capture
+/// nothing).
+struct Weighted {
+    w: Windows<i64>,
+    weight: i64,
+    min: i64,
+    closed: i64,
+}
+
+impl Task for Weighted {
+    fn init(config: &[u8]) -> Result<Self, Error> {
+        let s = std::str::from_utf8(config).unwrap_or("");
+        let mut it = s.split(',').map(|n| n.parse::<i64>().unwrap_or(0));
+        let (weight, min) = (it.next().unwrap_or(1), it.next().unwrap_or(0));
+        Ok(Weighted {
+            w: Windows {
+                name: "w",
+                kind: WindowKind::Tumbling(1000),
+                late: None,
+                fold: |n, _| Ok(n),
+                merge: None,
+                emit: |_, _, _| Ok(()),
+            },
+            weight,
+            min,
+            closed: 0,
+        })
+    }
+
+    fn process(&mut self, rec: &Record, ctx: &mut Context) -> Result<(), Error> {
+        let weight = self.weight;
+        self.w.add_with(rec, ctx, |n, _| Ok(n + weight))
+    }
+
+    fn on_timer(&mut self, f: &Firing, ctx: &mut Context) -> Result<(), Error> {
+        let (min, closed) = (self.min, &mut self.closed);
+        self.w.fire_with(f, ctx, |ctx, w, n| {
+            *closed += 1;
+            if n < min {
+                return Ok(());
+            }
+            let key = ctx.key();
+            ctx.emit("sums", key, format!("{}:{} #{}", w.start, n, closed))
+        })?;
+        Ok(())
+    }
+}
+
+#[test]
+fn windows_with_closures() {
+    let mut h = Harness::<Weighted>::new("5,10").unwrap();
+    h.process(&[ev("a", 100, false), ev("a", 200, false), ev("b", 300, false)])
+        .unwrap();
+    let f = h.advance_watermark(0, 1000).unwrap();
+    // a: 2 records × 5 = 10 ≥ 10 is emitted; b: 5 < 10 is not, but counted as closed.
+    let mut got: Vec<String> = f.outputs.iter().map(|o| o.value_str()).collect();
+    got.sort();
+    assert_eq!(got.len(), 1, "{:?}", got);
+    assert!(got[0].starts_with("0:10 #"), "{:?}", got);
+    assert_eq!(h.task().closed, 2);
+}

@@ -4,9 +4,11 @@
 //
 // Every response is JSON. Errors are {"error": "...", "problems": [...]} with the status that
 // fits: 400 a malformed request, 401 a missing or wrong bearer token, 404 an unknown task,
-// version or path, 405 a wrong method, 409 a task that is not running or has no earlier
+// version, path or key, 403 the read-only token on an endpoint that changes something, 405 a
+// wrong method, 409 a task that is not running or has no earlier
 // version, 413 an upload over the size limit, 422 a refused module, 503 (with Retry-After)
-// a deploy that gave up waiting for one of the Limits.MaxUploads slots, 500 anything else.
+// a deploy that gave up waiting for one of the Limits.MaxUploads slots or a state query that
+// could not be answered yet (a partition being restored), 500 anything else.
 //
 // What an unauthenticated client can cost the server is bounded: the token is checked before
 // any of the body is read (the answer closes the connection), the request line and headers
@@ -24,7 +26,12 @@
 //	POST /v1/tasks/{task}/versions/{version}/activate                    → 200 Deployment
 //	POST /v1/tasks/{task}/rollback[?to=N]            the version before the active one, or N
 //	POST /v1/tasks/{task}/pause, /v1/tasks/{task}/resume                 → 200 {"task", "paused"}
+//	GET  /v1/tasks/{task}/state/{key}                a running task's state of a key (state.go)
+//	GET  /v1/tasks/{task}/state?prefix=&after=&limit= a page of keys and their state
 //	GET  /metrics                                    Config.Metrics, when set (Prometheus)
+//
+// Config.ReadToken, if set, is accepted beside Config.Token for GET requests only: it reads
+// status and state and changes nothing.
 //
 // The dashboard, GET / and GET /dashboard, is one page (HTML, CSS and JS inline, no external
 // assets) that asks for no token itself and holds no figures: its script reads the token from
@@ -117,6 +124,9 @@ func (e *Error) Unwrap() error { return e.Err }
 type Config struct {
 	// Token, if set, must be presented by every request as "Authorization: Bearer <token>".
 	Token string
+	// ReadToken, if set, is a second token that reads and changes nothing: it is accepted for
+	// GET requests (status, versions, state, metrics) and answered 403 on every other method.
+	ReadToken string
 	// MaxModuleBytes bounds an uploaded module (413 above). Required.
 	MaxModuleBytes int64
 	// UploadDir is where uploads are spooled while they arrive (removed once read). Default:
@@ -200,6 +210,8 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("POST /v1/tasks/{task}/rollback", s.rollback)
 	s.mux.HandleFunc("POST /v1/tasks/{task}/pause", s.pause)
 	s.mux.HandleFunc("POST /v1/tasks/{task}/resume", s.resume)
+	s.mux.HandleFunc("GET /v1/tasks/{task}/state/{key}", s.state)
+	s.mux.HandleFunc("GET /v1/tasks/{task}/state", s.scanState)
 	if cfg.Metrics != nil {
 		s.mux.Handle("GET /metrics", cfg.Metrics)
 	}
@@ -231,7 +243,9 @@ func (s *Server) Handler() http.Handler {
 		}
 		if s.cfg.Token != "" {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Token)) != 1 {
+			full := ok && s.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.Token)) == 1
+			read := ok && s.cfg.ReadToken != "" && subtle.ConstantTimeCompare([]byte(got), []byte(s.cfg.ReadToken)) == 1
+			if !full && !read {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="wasmstream"`)
 				msg := "missing bearer token (Authorization: Bearer <token>)"
 				if ok {
@@ -239,6 +253,11 @@ func (s *Server) Handler() http.Handler {
 				}
 				refuseBody(w)
 				writeError(w, http.StatusUnauthorized, errors.New(msg), nil)
+				return
+			}
+			if !full && r.Method != http.MethodGet && r.Method != http.MethodHead {
+				refuseBody(w)
+				writeError(w, http.StatusForbidden, errors.New("the read-only token (admin.read_token) can query state and status, not deploy, activate, roll back, pause or resume: use admin.token"), nil)
 				return
 			}
 		}
@@ -457,6 +476,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var ae *Error
 	if errors.As(err, &ae) {
 		status, problems = ae.Status, ae.Problems
+	}
+	if status == http.StatusServiceUnavailable {
+		w.Header().Set("Retry-After", "1")
 	}
 	if status == http.StatusInternalServerError {
 		s.cfg.Logger.Error("admin request failed", "method", r.Method, "path", r.URL.Path, "err", err)

@@ -213,6 +213,24 @@ func (c *Cache) Pin(stream uint32, key []byte) *Entry {
 	return e
 }
 
+// Peek returns the entry of (stream, key) if the cache holds one, without pinning it or
+// counting a lookup; nil if none. The loop reads a Peeked entry only while it is not Pinned.
+func (c *Cache) Peek(stream uint32, key []byte) *Entry {
+	return c.entries[string(c.skey(stream, key))]
+}
+
+// Entries calls fn for every entry the cache holds, in no order, until fn returns false.
+func (c *Cache) Entries(fn func(e *Entry) bool) {
+	for _, e := range c.entries {
+		if !fn(e) {
+			return
+		}
+	}
+}
+
+// Pinned reports whether a batch holds the entry: its worker may be loading or reading it.
+func (e *Entry) Pinned() bool { return e.pins > 0 }
+
 // Unpin releases a Pin. After the last one, it counts what a worker's Load added to the entry
 // and drops the tombstones a Collect left in place.
 func (c *Cache) Unpin(e *Entry) {

@@ -73,6 +73,7 @@ func (t *Task) step() (turn, error) {
 			return turn{}, err
 		}
 	}
+	t.answerQueries() // before dispatch pins their keys again
 	t.dispatch()
 	if err := t.serveBarrier(); err != nil {
 		return turn{}, err

@@ -98,12 +98,14 @@ const (
 	reqSwitch requestKind = iota
 	reqPause
 	reqResume
+	reqQuery // a state query (query.go)
 )
 
 // request is a call into the loop from another goroutine; the loop answers at once.
 type request struct {
 	kind  requestKind
 	ver   *version
+	query *queryReq // reqQuery, which answers through it
 	reply chan Switched
 }
 
@@ -155,6 +157,9 @@ func (t *Task) call(ctx context.Context, r request) (Switched, error) {
 func (t *Task) serve(ctx context.Context, r request) {
 	var out Switched
 	switch r.kind {
+	case reqQuery:
+		t.startQuery(r.query)
+		return
 	case reqSwitch:
 		old := t.cur
 		out = Switched{Previous: old.id, At: t.cfg.Now(), v: r.ver}

@@ -36,6 +36,7 @@
 //	eos.go        exactly-once mode: barriers and one Kafka transaction per interval
 //	sinks.go      output and dead-letter sinks
 //	recent.go     the ring of recent errors (Stats.Recent)
+//	query.go      state queries on a running task (Query, QueryScan), answered by the loop
 //	alloc.go      admitted records' items and sequencing keys, carved from shared blocks
 //
 // # The life of a record
@@ -67,6 +68,7 @@
 // send and its return on t.results; the cache entries it pins are theirs meanwhile. Other
 // goroutines reach the loop only through channels: readers (chunks), the Kafka poller (fetches),
 // the group's rebalance callbacks and the exactly-once barrier (requests answered by a reply in
-// Task.out), Switch/Pause/Resume (t.ctl). Stats reads t.published under statsMu and the atomic
+// Task.out), Switch/Pause/Resume and state queries (t.ctl; a query whose key a batch holds
+// waits in t.queries until step finds it released, before the next dispatch). Stats reads t.published under statsMu and the atomic
 // meters; the standby goroutine shares standby.owned under standby.mu.
 package task

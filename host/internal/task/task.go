@@ -222,7 +222,8 @@ type Task struct {
 	kafkaErr     chan error    // the Kafka poll loop's failure
 	cur          *version      // the version new batches run on
 	paused       bool          // no new batches (Pause)
-	ctl          chan request  // calls from other goroutines (Switch, Pause, Resume)
+	ctl          chan request  // calls from other goroutines (Switch, Pause, Resume, Query)
+	queries      []*queryReq   // state queries waiting for a batch to release one of their keys
 	out          actions       // what the core asks the driver to do (core.go)
 	stopped      chan struct{} // closed when the loop returned
 	attempts     map[attemptKey]int

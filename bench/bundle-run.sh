@@ -1,0 +1,23 @@
+#!/bin/sh
+# Runs wasmstream's benchmarks from a bundle that `make bench-bundle` made: static test binaries
+# and prebuilt guest modules, for a Linux x86-64 machine with no Go, Rust or network.
+#
+#   ./run.sh                       # the sweep below, GOMAXPROCS 1 2 4 8 16
+#   PROCS="1 16" ./run.sh          # other GOMAXPROCS values
+#   BENCH_RECORDS=300000 ./run.sh  # fewer Kafka records per run (default 1000000)
+#
+# Each GOMAXPROCS value runs the comparison table (wasmstream's Go and Rust guests, goka, the
+# hand-written franz-go + map + Badger loop, raw franz-go) and the Kafka pipeline benchmark
+# (no-op and counter guests against raw franz-go on the same in-process broker). Output goes to
+# standard output; keep it with `./run.sh | tee results.txt`.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+export WASMSTREAM_GUEST_DIR="$here/guests"
+export BENCH_RSS_KEYS="${BENCH_RSS_KEYS:-0}"
+cd "$here"
+echo "bundle: $(cat "$here/VERSION" 2>/dev/null || echo unknown); $(nproc) cores; $(uname -m)"
+for p in ${PROCS:-1 2 4 8 16}; do
+	echo "== GOMAXPROCS=$p"
+	GOMAXPROCS=$p ./bench.test -test.run '^$' -test.bench '^BenchmarkCompare$' -test.benchtime 1x -test.timeout 60m
+	GOMAXPROCS=$p ./host.test -test.run '^$' -test.bench '^BenchmarkKafkaPipeline$' -test.benchtime 1x -test.timeout 60m
+done

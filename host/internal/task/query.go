@@ -1,0 +1,199 @@
+package task
+
+import (
+	"bytes"
+	"context"
+	"slices"
+
+	"github.com/wasmstream/wasmstream/host/internal/statecache"
+)
+
+// Queries of state on a running task (the admin API's state endpoints).
+//
+// A query runs on the loop, which owns the cache: what it reads is every completed call's
+// effects (the cache, whose writes the loop applied when each batch finished), not only the last
+// checkpoint's. A key in a batch in flight is not read half-way through: its entry is pinned, and
+// the query waits (t.queries) until no batch holds any of its keys, which step checks before it
+// dispatches the next batches. Keys the cache does not hold are read from the store, which then
+// holds their latest state (the cache never evicts an entry with uncommitted writes).
+
+// NameValue is one state name of a key and its value.
+type NameValue struct {
+	Name, Value []byte
+}
+
+// KeyState is a key's state in one of the task's streams (a file input, a Kafka partition).
+type KeyState struct {
+	Stream string // the store's name of the stream: "file:<input>/0", "kafka:<topic>/<partition>"…
+	Key    []byte
+	Values []NameValue // in name order
+}
+
+// MaxQueryKeys bounds the keys one scan returns.
+const MaxQueryKeys = 1000
+
+// queryReq is a query waiting for the loop.
+type queryReq struct {
+	key    []byte // a single key; or, with scan:
+	scan   bool
+	prefix []byte // keys with this prefix
+	after  []byte // and above this key (nil: from the first)
+	limit  int
+	keys   [][]byte // a scan's keys, once listed
+	reply  chan []KeyState
+}
+
+// Query returns key's state in every stream of the task that has some, read between two calls on
+// the key. Safe from any goroutine while Run runs; ErrStopped once it returned.
+func (t *Task) Query(ctx context.Context, key []byte) ([]KeyState, error) {
+	return t.query(ctx, &queryReq{key: bytes.Clone(key)})
+}
+
+// QueryScan returns the state of up to limit keys (at most MaxQueryKeys) that start with prefix
+// and come after `after` (from the first when after is nil), in the store's key order (shorter
+// keys first, then bytewise); a key with state in several streams appears once per stream. The
+// next page starts after the last key returned. It walks every key of the task's streams up to
+// the page's end, whatever the prefix.
+func (t *Task) QueryScan(ctx context.Context, prefix, after []byte, limit int) ([]KeyState, error) {
+	if limit <= 0 || limit > MaxQueryKeys {
+		limit = MaxQueryKeys
+	}
+	return t.query(ctx, &queryReq{scan: true, prefix: bytes.Clone(prefix), after: bytes.Clone(after), limit: limit})
+}
+
+func (t *Task) query(ctx context.Context, q *queryReq) ([]KeyState, error) {
+	q.reply = make(chan []KeyState, 1)
+	select {
+	case t.ctl <- request{kind: reqQuery, query: q}:
+	case <-t.stopped:
+		return nil, ErrStopped
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	select {
+	case res := <-q.reply:
+		return res, nil
+	case <-t.stopped:
+		return nil, ErrStopped
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// startQuery handles a query in the loop: it answers at once unless a batch holds one of its
+// keys, and then waits in t.queries.
+func (t *Task) startQuery(q *queryReq) {
+	if q.scan {
+		if err := t.listKeys(q); err != nil {
+			t.log.Warn("state query: listing keys", "err", err)
+			t.reply(func() { q.reply <- nil })
+			return
+		}
+	}
+	if !t.answer(q) {
+		t.queries = append(t.queries, q)
+	}
+}
+
+// answerQueries answers the waiting queries none of whose keys a batch holds any more.
+func (t *Task) answerQueries() {
+	if len(t.queries) == 0 {
+		return
+	}
+	t.queries = slices.DeleteFunc(t.queries, t.answer)
+}
+
+// listKeys lists a scan's keys, from the store and from the cache (keys written since the last
+// checkpoint are only there), merged, in the store's key order (keyOrder), up to the limit. A
+// prefix does not narrow the store's walk: keys sort by length first.
+func (t *Task) listKeys(q *queryReq) error {
+	seen := map[string]bool{}
+	var keys [][]byte
+	add := func(k []byte) bool {
+		if !bytes.HasPrefix(k, q.prefix) || (q.after != nil && keyOrder(k, q.after) <= 0) || seen[string(k)] {
+			return false
+		}
+		seen[string(k)] = true
+		keys = append(keys, bytes.Clone(k))
+		return true
+	}
+	for _, st := range t.order {
+		n := 0
+		err := t.cfg.Store.Keys(t.cfg.Name, st.id, q.after, q.after == nil, func(k []byte) bool {
+			if add(k) {
+				n++
+			}
+			return n < q.limit
+		})
+		if err != nil {
+			return err
+		}
+	}
+	t.cache.Entries(func(e *statecache.Entry) bool {
+		if _, ok := t.streams[e.Stream()]; ok && e.Loaded() && e.HasState() {
+			add(e.Key())
+		}
+		return true
+	})
+	slices.SortFunc(keys, keyOrder)
+	if len(keys) > q.limit {
+		keys = keys[:q.limit]
+	}
+	q.keys = keys
+	return nil
+}
+
+// keyOrder is the store's order of keys: by length, then bytewise.
+func keyOrder(a, b []byte) int {
+	if len(a) != len(b) {
+		return len(a) - len(b)
+	}
+	return bytes.Compare(a, b)
+}
+
+// answer replies to q and reports true, or reports false when a batch holds one of its keys.
+func (t *Task) answer(q *queryReq) bool {
+	keys := q.keys
+	if !q.scan {
+		keys = [][]byte{q.key}
+	}
+	for _, k := range keys {
+		for _, st := range t.order {
+			if e := t.cache.Peek(st.id, k); e != nil && e.Pinned() {
+				return false
+			}
+		}
+	}
+	var res []KeyState
+	for _, k := range keys {
+		for _, st := range t.order {
+			ks := KeyState{Stream: st.storeName(), Key: k}
+			collect := func(name, val []byte) bool {
+				ks.Values = append(ks.Values, NameValue{Name: bytes.Clone(name), Value: bytes.Clone(val)})
+				return true
+			}
+			if e := t.cache.Peek(st.id, k); e != nil && e.Loaded() {
+				e.Scan(nil, nil, true, collect)
+			} else if err := t.cfg.Store.Scan(t.cfg.Name, st.id, k, nil, nil, collect); err != nil {
+				t.log.Warn("state query: reading the store", "key", k, "err", err)
+				continue
+			}
+			if len(ks.Values) > 0 {
+				res = append(res, ks)
+			}
+		}
+	}
+	t.reply(func() { q.reply <- res })
+	return true
+}
+
+// storeName is the name the store knows the stream by (the offline state reader's).
+func (st *stream) storeName() string {
+	switch {
+	case st.kafka:
+		return kafkaStreamName(st.tp)
+	case st.in.Stdin != nil:
+		return StdinStream(st.in.Name)
+	}
+	return "file:" + st.in.Name + "/0"
+}
