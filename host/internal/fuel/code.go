@@ -11,7 +11,7 @@ type inst struct {
 	sub    uint32   // opcode after a 0xFC, 0xFD or 0xFE prefix
 	label  uint32   // br, br_if: the label; br_table: the default label
 	labels []uint32 // br_table targets (reused between instructions)
-	fn     uint32   // call, return_call: the function index
+	fn     uint32   // call, return_call, ref.func: the function index
 	imm    int64    // block, loop, if: the block type; i32.const: the value; local.*: the index
 }
 
@@ -38,7 +38,9 @@ const (
 	opGlobalSet    = 0x24
 	opI32Const     = 0x41
 	opI64Const     = 0x42
+	opI64LtS       = 0x53
 	opI64GeS       = 0x59
+	opRefFunc      = 0xd2
 	opI64Sub       = 0x7d
 	blockEmpty     = 0x40
 )
@@ -125,7 +127,7 @@ func next(r *Reader, in *inst) error {
 		_, err = r.SLEB(33)
 		return err
 	case op == 0xd2: // ref.func
-		_, err = r.U32()
+		in.fn, err = r.U32()
 		return err
 	case op == 0xfc:
 		return nextFC(r, in)
@@ -732,6 +734,7 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 		return nil, &Error{Offset: off, Func: fn, Reason: "too many locals"}
 	}
 	local := uint32(nlocals)
+	sliceIdx := uint32(m.importedFuncs) // the slice import, after the module's own imports
 	declEnd := len(b) - len(r.b)
 	code := r.b
 	codeOff := r.Offset()
@@ -768,10 +771,21 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 		out = append(out, opLocalSet)
 		return appendU32(out, local)
 	}
-	// charge subtracts c from the counter; when it goes negative, the counter is stored (the
-	// host sees a negative value) and the function traps. The test is "if ≥ 0 then nothing else
-	// trap": the runtime lays the then-arm out first, so the common case falls through (the
-	// inverse form costs a taken branch per charge: +15 % instead of +5 % on a Go tokenizer).
+	// charge subtracts c from the counter. When it goes negative the function calls the slice
+	// import with the counter's value and goes on with the counter it returns: the host hands
+	// out the call's budget one slice at a time, and gets control back at the end of each
+	// (Meter). A negative counter back from the host is the end of the budget: it is stored
+	// (the host sees a negative value) and the function traps. The test is "if ≥ 0 then nothing
+	// else refill": the runtime lays the then-arm out first, so the common case falls through
+	// (the inverse form costs a taken branch per charge: +15 % instead of +5 % on a Go tokenizer).
+	slice := func(out []byte) []byte {
+		out = append(out, opLocalGet)
+		out = appendU32(out, local)
+		out = append(out, opCall)
+		out = appendU32(out, sliceIdx)
+		out = append(out, opLocalTee)
+		return appendU32(out, local)
+	}
 	charge := func(out []byte, c int64) []byte {
 		if !cached {
 			out = append(out, opGlobalGet)
@@ -784,7 +798,13 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 			out = appendU32(out, gidx)
 			out = append(out, opLocalGet)
 			out = appendU32(out, local)
-			return append(out, opI64Const, 0, opI64GeS, opIf, blockEmpty, opElse, opUnreachable, opEnd)
+			out = append(out, opI64Const, 0, opI64GeS, opIf, blockEmpty, opElse)
+			out = slice(out)
+			out = append(out, opGlobalSet)
+			out = appendU32(out, gidx)
+			out = append(out, opLocalGet)
+			out = appendU32(out, local)
+			return append(out, opI64Const, 0, opI64LtS, opIf, blockEmpty, opUnreachable, opEnd, opEnd)
 		}
 		out = append(out, opLocalGet)
 		out = appendU32(out, local)
@@ -793,8 +813,10 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 		out = append(out, opI64Sub, opLocalTee)
 		out = appendU32(out, local)
 		out = append(out, opI64Const, 0, opI64GeS, opIf, blockEmpty, opElse)
+		out = slice(out)
+		out = append(out, opI64Const, 0, opI64LtS, opIf, blockEmpty)
 		out = flush(out)
-		return append(out, opUnreachable, opEnd)
+		return append(out, opUnreachable, opEnd, opEnd)
 	}
 
 	res.Functions++
@@ -812,6 +834,7 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 
 	cr := &Reader{b: code, base: codeOff}
 	in := &a.in
+	var remapped []byte
 	depth := 0 // open blocks, loops and ifs
 	p := 1     // next charge point
 	for ord := 0; len(cr.b) > 0; ord++ {
@@ -820,6 +843,11 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 			return nil, fail(cr, err)
 		}
 		raw := start[:len(start)-len(cr.b)]
+		if (in.op == opCall || in.op == opReturnCall || in.op == opRefFunc) && int(in.fn) >= m.importedFuncs {
+			// A defined function: its index moved up by one (the slice import).
+			raw = appendU32(append(remapped[:0], in.op), m.fn(in.fn))
+			remapped = raw
+		}
 		var after []int64
 		for ; p < len(points) && points[p].at == ord; p++ {
 			switch points[p].kind {

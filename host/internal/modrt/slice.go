@@ -1,0 +1,59 @@
+package modrt
+
+import (
+	"context"
+	"runtime"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/wasmstream/wasmstream/host/internal/fuel"
+)
+
+// Time slices. Compiled guest code cannot be preempted by Go: while a goroutine runs it, the
+// collector cannot stop the world, and every other goroutine of the process waits once it asks
+// to. A metered guest therefore gets its call's budget sliceFuel units at a time (fuel.Meter):
+// at the end of each slice it calls back into the host (fuel.SliceModule), which yields the
+// processor, checks that the call may go on (its context, Runtime.Interrupt) and hands out the
+// next slice, or ends the call when the budget is spent. Fuel stays deterministic: slicing
+// changes neither what a call spends nor where it stops.
+
+// sliceFuel is the most fuel a guest spends between two returns to the host. A slice of a
+// plain loop (the fastest fuel there is) takes about 1 ms; a Go guest's coarser counts make its
+// slices shorter. Each return costs about a microsecond.
+const sliceFuel = 1 << 22
+
+// instantiateSliceModule registers the host side of the slice import.
+func instantiateSliceModule(ctx context.Context, rt wazero.Runtime) error {
+	_, err := rt.NewHostModuleBuilder(fuel.SliceModule).NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(sliceHost), []api.ValueType{api.ValueTypeI64}, []api.ValueType{api.ValueTypeI64}).
+		Export(fuel.SliceFunc).
+		Instantiate(ctx)
+	return err
+}
+
+// sliceHost is the slice import: stack[0] is the guest's counter, negative, and becomes the
+// counter to go on with (negative: the guest traps).
+func sliceHost(ctx context.Context, _ api.Module, stack []uint64) {
+	if i := instanceOf(ctx); i != nil {
+		stack[0] = uint64(i.slice(int64(stack[0])))
+	}
+}
+
+// slice ends a slice of the current call: see fuel.Meter.Refill. A call whose context is done or
+// whose runtime was interrupted stops here with ErrInterrupted.
+func (i *Instance) slice(v int64) int64 {
+	if err := i.cctx.Context.Err(); err != nil {
+		i.stopErr = err
+		return -1
+	}
+	if i.interrupted != nil && i.interrupted.Load() {
+		i.stopErr = ErrInterrupted
+		return -1
+	}
+	c := i.meter.Refill(v)
+	if c >= 0 {
+		runtime.Gosched()
+	}
+	return c
+}
