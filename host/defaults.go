@@ -26,6 +26,9 @@ const (
 	defaultCheckpointInterval = time.Second
 	defaultKeepModuleVersions = 10
 	defaultMaxModuleBytes     = 64 << 20 // admin.max_module_bytes
+	// stopGrace is how long a stopping host waits for the guest calls in flight before it
+	// interrupts them (Run); not configurable.
+	stopGrace = time.Second
 )
 
 // Defaults of Config.Kafka.

@@ -96,6 +96,29 @@ func (h *Host) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("wasmstream: %w", err)
 	}
 	defer rt.Close(context.WithoutCancel(ctx))
+	// A stop lets the batches in flight finish, but a guest call may run for its whole CPU
+	// budget (seconds at the default fuel_per_record): the calls still running stopGrace after
+	// the stop are interrupted at the end of their time slice and fail like any failed batch
+	// (not applied; the next run processes their records again).
+	runDone := make(chan struct{})
+	var interrupter sync.WaitGroup
+	interrupter.Go(func() {
+		select {
+		case <-ctx.Done():
+		case <-runDone:
+			return
+		}
+		t := time.NewTimer(stopGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			log.Warn("stopping: interrupting the guest calls still running", "after", stopGrace)
+			rt.Interrupt()
+		case <-runDone:
+		}
+	})
+	defer interrupter.Wait()
+	defer close(runDone)
 
 	stopBroker, err := startEmbedded(&cfg)
 	if err != nil {
