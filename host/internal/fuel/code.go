@@ -17,32 +17,34 @@ type inst struct {
 
 // Opcodes the rewriter treats specially or emits.
 const (
-	opUnreachable  = 0x00
-	opBlock        = 0x02
-	opLoop         = 0x03
-	opIf           = 0x04
-	opElse         = 0x05
-	opEnd          = 0x0b
-	opBr           = 0x0c
-	opBrIf         = 0x0d
-	opBrTable      = 0x0e
-	opReturn       = 0x0f
-	opCall         = 0x10
-	opCallIndirect = 0x11
-	opReturnCall   = 0x12
-	opReturnCallI  = 0x13
-	opLocalGet     = 0x20
-	opLocalSet     = 0x21
-	opLocalTee     = 0x22
-	opGlobalGet    = 0x23
-	opGlobalSet    = 0x24
-	opI32Const     = 0x41
-	opI64Const     = 0x42
-	opI64LtS       = 0x53
-	opI64GeS       = 0x59
-	opRefFunc      = 0xd2
-	opI64Sub       = 0x7d
-	blockEmpty     = 0x40
+	opUnreachable   = 0x00
+	opBlock         = 0x02
+	opLoop          = 0x03
+	opIf            = 0x04
+	opElse          = 0x05
+	opEnd           = 0x0b
+	opBr            = 0x0c
+	opBrIf          = 0x0d
+	opBrTable       = 0x0e
+	opReturn        = 0x0f
+	opCall          = 0x10
+	opCallIndirect  = 0x11
+	opReturnCall    = 0x12
+	opReturnCallI   = 0x13
+	opLocalGet      = 0x20
+	opLocalSet      = 0x21
+	opLocalTee      = 0x22
+	opGlobalGet     = 0x23
+	opGlobalSet     = 0x24
+	opI32Const      = 0x41
+	opI64Const      = 0x42
+	opI64LtS        = 0x53
+	opI64ShrU       = 0x88
+	opI64ExtendI32U = 0xad
+	opI64GeS        = 0x59
+	opRefFunc       = 0xd2
+	opI64Sub        = 0x7d
+	blockEmpty      = 0x40
 )
 
 // next decodes the instruction at the start of r, leaving r after it.
@@ -346,6 +348,7 @@ type analysis struct {
 	regs      []region
 	points    []point // in body order; points[0] is the entry
 	loops     int
+	bulk      bool // the body has a bulk memory or table instruction (sized charge)
 	dispatchs int
 	lead      int // the instructions before this ordinal are all block or loop
 	in, peek  inst
@@ -461,7 +464,7 @@ func (a *analysis) costs(r *Reader, dispatch bool) error {
 	a.frames = append(a.frames[:0], frame{kind: 0, acc: dead})
 	a.points = append(a.points[:0], point{at: -1})
 	a.regs = append(a.regs[:0], region{point: 0})
-	a.loops, a.dispatchs = 0, 0
+	a.loops, a.dispatchs, a.bulk = 0, 0, false
 	in := &a.in
 	close := func(g *region) {
 		a.points[g.point].charge = maxCost(1, g.max)
@@ -474,6 +477,9 @@ func (a *analysis) costs(r *Reader, dispatch bool) error {
 		prev1.labels = nil
 		if err := next(r, in); err != nil {
 			return err
+		}
+		if bulkShift(in) >= 0 {
+			a.bulk = true
 		}
 		if a.lead == ord && (in.op == opBlock || in.op == opLoop) {
 			a.lead++
@@ -730,7 +736,7 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 		}
 		nlocals += uint64(c)
 	}
-	if nlocals >= 1<<32-1 {
+	if nlocals >= 1<<32-2 {
 		return nil, &Error{Offset: off, Func: fn, Reason: "too many locals"}
 	}
 	local := uint32(nlocals)
@@ -753,11 +759,19 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 	// other functions on most paths, and their dispatch loops charge only backward jumps.
 	cached := a.loops > 0 && a.dispatchs == 0
 
-	out = appendU32(out, groups+1)
+	size := local + 1 // an i32: the size operand of a bulk instruction, when the body has one
+	if a.bulk {
+		out = appendU32(out, groups+2)
+	} else {
+		out = appendU32(out, groups+1)
+	}
 	gr := &Reader{b: b, base: off}
 	_, _ = gr.U32()
 	out = append(out, b[len(b)-len(gr.b):declEnd]...)
 	out = append(out, 1, 0x7e) // one i64
+	if a.bulk {
+		out = append(out, 1, 0x7f) // one i32
+	}
 
 	flush := func(out []byte) []byte {
 		out = append(out, opLocalGet)
@@ -786,12 +800,12 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 		out = append(out, opLocalTee)
 		return appendU32(out, local)
 	}
-	charge := func(out []byte, c int64) []byte {
+	// chargeBy subtracts what amount pushes (an i64) from the counter.
+	chargeBy := func(out []byte, amount func([]byte) []byte) []byte {
 		if !cached {
 			out = append(out, opGlobalGet)
 			out = appendU32(out, gidx)
-			out = append(out, opI64Const)
-			out = appendS64(out, c)
+			out = amount(out)
 			out = append(out, opI64Sub, opLocalTee)
 			out = appendU32(out, local)
 			out = append(out, opGlobalSet)
@@ -808,8 +822,7 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 		}
 		out = append(out, opLocalGet)
 		out = appendU32(out, local)
-		out = append(out, opI64Const)
-		out = appendS64(out, c)
+		out = amount(out)
 		out = append(out, opI64Sub, opLocalTee)
 		out = appendU32(out, local)
 		out = append(out, opI64Const, 0, opI64GeS, opIf, blockEmpty, opElse)
@@ -817,6 +830,27 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 		out = append(out, opI64Const, 0, opI64LtS, opIf, blockEmpty)
 		out = flush(out)
 		return append(out, opUnreachable, opEnd, opEnd)
+	}
+	charge := func(out []byte, c int64) []byte {
+		return chargeBy(out, func(out []byte) []byte {
+			out = append(out, opI64Const)
+			return appendS64(out, c)
+		})
+	}
+	// chargeSize charges a bulk instruction by its size operand, the i32 on top of the stack,
+	// shifted right by shift: the operand is kept in the size local and left on the stack.
+	chargeSize := func(out []byte, shift int) []byte {
+		out = append(out, opLocalTee)
+		out = appendU32(out, size)
+		return chargeBy(out, func(out []byte) []byte {
+			out = append(out, opLocalGet)
+			out = appendU32(out, size)
+			out = append(out, opI64ExtendI32U)
+			if shift > 0 {
+				out = append(out, opI64Const, byte(shift), opI64ShrU)
+			}
+			return out
+		})
 	}
 
 	res.Functions++
@@ -883,7 +917,9 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 			}
 			depth--
 		case opCall:
-			if cached && int(in.fn) >= m.importedFuncs {
+			// Around a host function too: it may charge the call for the bytes it copies,
+			// from the global (modrt).
+			if cached {
 				out = flush(out)
 				out = append(out, raw...)
 				out = reload(out)
@@ -915,7 +951,37 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 				}
 			}
 		}
+		if shift := bulkShift(in); shift >= 0 {
+			out = chargeSize(out, shift)
+			res.Sized++
+		}
 		out = append(out, raw...)
 	}
 	return out, nil
+}
+
+// Sized charges: a bulk instruction pays for its size operand as well as its one unit: a unit
+// per byte of memory and per table element. Measured (modrt's TestSizedChargesStopLoops on a
+// shared 2-core machine): a plain loop spends 10^8 units in 44 ms, 0.44 ns per unit; memory.fill
+// and memory.copy of 16-32 MiB take 0.5-0.6 ns per byte on memory touched for the first time
+// (0.05 once it is mapped, 0.01 within the cache); table.fill and table.copy 0.1-0.2 ns per
+// element. A byte is priced as a unit so that no shape is cheaper than a plain loop.
+const (
+	memoryShift = 0 // log2 of the bytes per unit
+	tableShift  = 0 // log2 of the elements per unit
+)
+
+// bulkShift returns the shift that turns the size operand of a bulk instruction into fuel
+// units, or -1 when in is not one.
+func bulkShift(in *inst) int {
+	if in.op != 0xfc {
+		return -1
+	}
+	switch in.sub {
+	case 8, 10, 11: // memory.init, memory.copy, memory.fill
+		return memoryShift
+	case 12, 14, 17: // table.init, table.copy, table.fill
+		return tableShift
+	}
+	return -1
 }

@@ -38,6 +38,8 @@ type Result struct {
 	// Functions counts the functions metered, Loops their loops, and Points the charges inserted
 	// besides function entries (loop headers, br_table targets, backward jumps of dispatch loops).
 	Functions, Loops, Points int
+	// Sized counts the bulk memory and table instructions charged by their size operand.
+	Sized int
 }
 
 // Error is returned by Instrument when a module cannot be metered: it is malformed, or uses an

@@ -136,7 +136,7 @@ func (i *Instance) scoped() bool {
 func (i *Instance) httpRequest(ctx context.Context, reqPtr, reqLen, bufPtr, bufCap uint32) int64 {
 	i.http.kept = nil
 	raw, ok1 := i.view(reqPtr, reqLen)
-	buf, ok2 := i.view(bufPtr, bufCap)
+	buf, ok2 := i.viewOut(bufPtr, bufCap)
 	if !ok1 || !ok2 {
 		return int64(abi.ErrOutOfBounds)
 	}
@@ -199,6 +199,7 @@ func (i *Instance) httpRequest(ctx context.Context, reqPtr, reqLen, bufPtr, bufC
 	}
 	if n <= len(buf) {
 		abi.AppendHTTPResponse(buf[:0:n], resp)
+		i.moved += n
 	} else {
 		i.http.kept = abi.AppendHTTPResponse(make([]byte, 0, n), resp)
 	}
@@ -260,7 +261,7 @@ func (i *Instance) logRefused(ctx context.Context, rawURL []byte, why string) {
 // httpResponse serves http_response (ABI.md §4.15): ERR_OUT_OF_BOUNDS, then ERR_NOT_ALLOWED
 // outside a scoped call (start-up, init), then ERR_NOT_FOUND when the call kept no response.
 func (i *Instance) httpResponse(bufPtr, bufCap uint32) int64 {
-	buf, ok := i.view(bufPtr, bufCap)
+	buf, ok := i.viewOut(bufPtr, bufCap)
 	if !ok {
 		return int64(abi.ErrOutOfBounds)
 	}
@@ -270,7 +271,7 @@ func (i *Instance) httpResponse(bufPtr, bufCap uint32) int64 {
 	if i.http.kept == nil {
 		return int64(abi.ErrNotFound)
 	}
-	return copyOut(buf, i.http.kept)
+	return i.copyOut(buf, i.http.kept)
 }
 
 // newRequest checks a decoded HttpRequest and makes it an *http.Request (without a context).

@@ -123,6 +123,7 @@ type Instance struct {
 	meter          fuel.Meter        // hands out the current call's budget a slice at a time (slice.go)
 	interrupted    *atomic.Bool      // Runtime.Interrupt was called
 	stopErr        error             // why the current call stopped at the end of a slice (slice.go)
+	moved          int               // bytes the current host function copied, charged after it (slice.go)
 
 	lim       Limits
 	task      string

@@ -2,6 +2,7 @@ package modrt
 
 import (
 	"context"
+	"errors"
 	"runtime"
 
 	"github.com/tetratelabs/wazero"
@@ -56,4 +57,34 @@ func (i *Instance) slice(v int64) int64 {
 		runtime.Gosched()
 	}
 	return c
+}
+
+// Host functions pay for the bytes they copy between guest memory and the host: what they read
+// (view) and what they write back (copyOut, pages, responses), one unit per hostBytesPerUnit
+// bytes, like the bulk memory instructions (package fuel). Without it a guest could loop on a
+// 1 MiB state_get at a few units per iteration, for hours of CPU within a default budget.
+const hostBytesPerUnit = 4
+
+// errFuelSpent is the panic of a host function whose charge spent the call's budget: wazero
+// turns it into the call's error, which Instance.call reports as a *FuelError.
+var errFuelSpent = errors.New("fuel exhausted in a host function")
+
+// chargeMoved charges the bytes the host function just run copied (i.moved) to the call, from
+// the counter as a guest charge would (the instrumented module keeps the counter in its global
+// across host calls). When that spends the budget the call stops at once, at the same point
+// every time; a call interrupted meanwhile stops too.
+func (i *Instance) chargeMoved() {
+	units := int64(i.moved / hostBytesPerUnit)
+	i.moved = 0
+	if i.fuel == nil || units == 0 {
+		return
+	}
+	v := int64(i.fuel.Get()) - units
+	if v < 0 {
+		v = i.slice(v)
+	}
+	i.fuel.Set(uint64(v))
+	if v < 0 {
+		panic(errFuelSpent)
+	}
 }
