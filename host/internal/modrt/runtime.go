@@ -68,10 +68,10 @@ func (r *Runtime) Memory() int64 { return r.memory.Load() }
 // engine is one wazero runtime with its host modules instantiated.
 type engine struct {
 	rt          wazero.Runtime
-	interrupted *atomic.Bool // Runtime.interrupted
-	memory   *atomic.Int64 // Runtime.memory
-	maxPages uint32
-	wasi     map[string]funcType // WASI functions the guest may import, with their signatures
+	interrupted *atomic.Bool  // Runtime.interrupted
+	memory      *atomic.Int64 // Runtime.memory
+	maxPages    uint32
+	wasi        map[string]funcType // WASI functions the guest may import, with their signatures
 }
 
 // NewRuntime creates a Runtime. It starts no goroutine.
