@@ -118,3 +118,21 @@ func TestSizedChargesStopLoops(t *testing.T) {
 			float64(took.Microseconds())/1000, float64(took)/float64(ref))
 	}
 }
+
+// The slice import shifts every defined function's index by one: calls, ref.func in code and
+// globals, element segments, the start function, exports and the name section still reach the
+// function they named (remap.wat checks its own sums), and a trap names the function it is in.
+func TestSliceImportRemapsIndices(t *testing.T) {
+	r := newRuntime(t, RuntimeConfig{})
+	for _, lim := range []Limits{{}, {FuelPerRecord: NoFuel}} {
+		m := compile(t, r, "remap", lim)
+		i := instantiate(t, m, InstanceConfig{})
+		if _, err := i.Process(ctx, []abi.Record{rec("k", []byte("ok"))}, nil); err != nil {
+			t.Errorf("metered %v: %v", m.Info().Metered, err)
+		}
+		_, err := i.Process(ctx, []abi.Record{rec("k", []byte("boom"))}, nil)
+		if ce := asCallError(t, err); !ce.Trap || !strings.Contains(err.Error(), "boom") {
+			t.Errorf("metered %v: the trap %v does not name the function $boom", m.Info().Metered, err)
+		}
+	}
+}
