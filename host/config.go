@@ -117,6 +117,9 @@ type TaskConfig struct {
 	MaxQueuedBytes int `yaml:"max_queued_bytes"`
 	// MaxMemoryPages caps each instance's linear memory in 64 KiB pages. Default 1024 (64 MiB).
 	MaxMemoryPages uint32 `yaml:"max_memory_pages"`
+	// MaxTableElements caps the elements of each instance's tables together: a module whose
+	// tables start larger is refused, table.grow past it returns -1. Default 100000.
+	MaxTableElements uint32 `yaml:"max_table_elements"`
 	// MaxValueBytes caps one state value or emitted value. Default 1 MiB.
 	MaxValueBytes int `yaml:"max_value_bytes"`
 	// MaxOutputsPerCall caps the records one guest call may emit; the emit after the last

@@ -51,6 +51,7 @@ const (
 	defaultMaxQueuedBytes       = 32 << 20
 	defaultStateCacheBytes      = 64 << 20
 	defaultMaxMemoryPages       = modrt.DefaultMaxMemoryPages
+	defaultMaxTableElements     = modrt.DefaultMaxTableElements
 	defaultMaxValueBytes        = modrt.DefaultMaxValueBytes
 	defaultMaxOutputsPerCall    = modrt.DefaultMaxOutputsPerCall
 	defaultMaxEmitBytesPerCall  = modrt.DefaultMaxEmitBytes
@@ -191,6 +192,9 @@ func (t TaskConfig) withDefaults(dataDir string) TaskConfig {
 	set(&t.Time.MaxFiringsPerTurn, defaultMaxFiringsPerTurn)
 	if t.MaxMemoryPages == 0 {
 		t.MaxMemoryPages = defaultMaxMemoryPages
+	}
+	if t.MaxTableElements == 0 {
+		t.MaxTableElements = defaultMaxTableElements
 	}
 	if t.StateCacheBytes == 0 {
 		t.StateCacheBytes = defaultStateCacheBytes

@@ -128,6 +128,7 @@ func rank(id byte) int {
 
 type section struct {
 	id   byte
+	hdr  int // offset of the section's id in the binary
 	off  int // offset of the body in the binary
 	body []byte
 }
@@ -306,6 +307,7 @@ func parse(wasm []byte) (*module, error) {
 	r := &Reader{b: wasm[8:], base: 8}
 	last := 0
 	for len(r.b) > 0 {
+		hdr := r.Offset()
 		id, _ := r.Byte()
 		size, err := r.U32()
 		if err != nil {
@@ -325,7 +327,7 @@ func parse(wasm []byte) (*module, error) {
 				last = rk
 			}
 		}
-		m.sections = append(m.sections, section{id: id, off: off, body: body})
+		m.sections = append(m.sections, section{id: id, hdr: hdr, off: off, body: body})
 		sr := &Reader{b: body, base: off}
 		switch id {
 		case secType:

@@ -10,6 +10,7 @@ import (
 // Defaults applied by Limits for zero fields.
 const (
 	DefaultMaxMemoryPages    = 1024 // 64 MiB
+	DefaultMaxTableElements  = 100_000
 	DefaultMaxKeyBytes       = 64 << 10
 	DefaultMaxNameBytes      = 64 << 10
 	DefaultMaxValueBytes     = 1 << 20
@@ -40,6 +41,12 @@ type Limits struct {
 	// at most 65536). A module whose declared minimum is larger is refused; memory.grow past it
 	// returns -1 to the guest.
 	MaxMemoryPages uint32
+	// MaxTableElements caps the elements of each instance's tables together (default 100,000:
+	// about 800 KB, a wazero table element being a pointer; a standard Go guest's one table
+	// starts at about 6,000, one per function). A module whose tables' minimums add up to more
+	// is refused; table.grow past it returns -1 to the guest (each table's maximum is lowered
+	// to its minimum plus an equal share of the room left: fuel.LimitTables).
+	MaxTableElements uint32
 	// MaxKeyBytes caps the key of an emitted record (default 64 KiB): ERR_TOO_LARGE.
 	MaxKeyBytes int
 	// MaxNameBytes caps a state name and an output name (default 64 KiB): ERR_TOO_LARGE.
@@ -154,6 +161,9 @@ func (l Limits) Validate() error {
 func (l Limits) withDefaults() Limits {
 	if l.MaxMemoryPages == 0 {
 		l.MaxMemoryPages = DefaultMaxMemoryPages
+	}
+	if l.MaxTableElements == 0 {
+		l.MaxTableElements = DefaultMaxTableElements
 	}
 	def := func(p *int, v int) {
 		if *p == 0 {
