@@ -124,13 +124,21 @@ func TestSizedChargesStopLoops(t *testing.T) {
 // function they named (remap.wat checks its own sums), and a trap names the function it is in.
 func TestSliceImportRemapsIndices(t *testing.T) {
 	r := newRuntime(t, RuntimeConfig{})
+	// A name section naming function 5, $boom (after the import, $start, $one, $two, $three).
+	names := []byte{1, 7, 1, 5, 4, 'b', 'o', 'o', 'm'} // subsection 1, size, 1 entry: 5 "boom"
+	custom := append([]byte{4, 'n', 'a', 'm', 'e'}, names...)
+	wasm := append(append(fixture(t, "remap"), 0, byte(len(custom))), custom...)
 	for _, lim := range []Limits{{}, {FuelPerRecord: NoFuel}} {
-		m := compile(t, r, "remap", lim)
+		m, err := r.Compile(ctx, wasm, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close(ctx)
 		i := instantiate(t, m, InstanceConfig{})
 		if _, err := i.Process(ctx, []abi.Record{rec("k", []byte("ok"))}, nil); err != nil {
 			t.Errorf("metered %v: %v", m.Info().Metered, err)
 		}
-		_, err := i.Process(ctx, []abi.Record{rec("k", []byte("boom"))}, nil)
+		_, err = i.Process(ctx, []abi.Record{rec("k", []byte("boom"))}, nil)
 		if ce := asCallError(t, err); !ce.Trap || !strings.Contains(err.Error(), "boom") {
 			t.Errorf("metered %v: the trap %v does not name the function $boom", m.Info().Metered, err)
 		}
