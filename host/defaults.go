@@ -52,6 +52,11 @@ const (
 	defaultStateCacheBytes      = 64 << 20
 	defaultMaxMemoryPages       = modrt.DefaultMaxMemoryPages
 	defaultMaxTableElements     = modrt.DefaultMaxTableElements
+	defaultMaxFunctions         = modrt.DefaultMaxFunctions
+	defaultMaxLocals            = modrt.DefaultMaxLocals
+	defaultMaxNestingDepth      = modrt.DefaultMaxNestingDepth
+	defaultMaxLoopDepth         = modrt.DefaultMaxLoopDepth
+	defaultMaxNestingWork       = modrt.DefaultMaxNestingWork
 	defaultMaxValueBytes        = modrt.DefaultMaxValueBytes
 	defaultMaxOutputsPerCall    = modrt.DefaultMaxOutputsPerCall
 	defaultMaxEmitBytesPerCall  = modrt.DefaultMaxEmitBytes
@@ -195,6 +200,13 @@ func (t TaskConfig) withDefaults(dataDir string) TaskConfig {
 	}
 	if t.MaxTableElements == 0 {
 		t.MaxTableElements = defaultMaxTableElements
+	}
+	set(&t.MaxFunctions, defaultMaxFunctions)
+	set(&t.MaxLocals, defaultMaxLocals)
+	set(&t.MaxNestingDepth, defaultMaxNestingDepth)
+	set(&t.MaxLoopDepth, defaultMaxLoopDepth)
+	if t.MaxNestingWork == 0 {
+		t.MaxNestingWork = defaultMaxNestingWork
 	}
 	if t.StateCacheBytes == 0 {
 		t.StateCacheBytes = defaultStateCacheBytes

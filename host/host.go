@@ -338,7 +338,9 @@ func limits(tc TaskConfig) modrt.Limits {
 	if tc.Output.Type == "kafka" {
 		maxRecord = kafka.MaxRecordBatchBytes // else the flush fails and halts the task
 	}
-	return modrt.Limits{MaxMemoryPages: tc.MaxMemoryPages, MaxTableElements: tc.MaxTableElements, MaxValueBytes: tc.MaxValueBytes, MaxRecordBytes: maxRecord,
+	return modrt.Limits{MaxMemoryPages: tc.MaxMemoryPages, MaxTableElements: tc.MaxTableElements,
+		MaxFunctions: tc.MaxFunctions, MaxLocals: tc.MaxLocals, MaxNestingDepth: tc.MaxNestingDepth,
+		MaxLoopDepth: tc.MaxLoopDepth, MaxNestingWork: tc.MaxNestingWork, MaxValueBytes: tc.MaxValueBytes, MaxRecordBytes: maxRecord,
 		MaxOutputsPerCall: tc.MaxOutputsPerCall, FuelPerRecord: tc.FuelPerRecord, InitFuel: tc.InitFuel,
 		MaxEmitBytesPerCall: tc.MaxEmitBytesPerCall, MaxStateBytesPerCall: tc.MaxStateBytesPerCall,
 		MaxLogLinesPerSecond: tc.MaxLogLinesPerSecond, LogBurstLines: tc.LogBurstLines,

@@ -113,6 +113,15 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte, lim Limits) (*Module
 		return nil, moduleErr(err, "invalid wasm binary: "+err.Error())
 	}
 	problems := checkShape(shape, eng, lim)
+	decl, err := fuel.Declarations(wasm)
+	if err != nil {
+		var fe *fuel.Error
+		if errors.As(err, &fe) {
+			return nil, moduleErr(err, "invalid wasm binary: "+fe.Detail())
+		}
+		return nil, moduleErr(err, "invalid wasm binary: "+err.Error())
+	}
+	problems = append(problems, checkDeclared(decl, lim)...)
 	code, err := fuel.LimitTables(wasm, lim.MaxTableElements)
 	var tme *fuel.TableMinimumError
 	switch {
@@ -264,6 +273,29 @@ func checkShape(s *wasmShape, eng *engine, lim Limits) []string {
 		if min > uint64(lim.MaxMemoryPages) {
 			problems = append(problems, fmt.Sprintf("memory minimum %d pages exceeds the limit of %d", min, lim.MaxMemoryPages))
 		}
+	}
+	return problems
+}
+
+// checkDeclared checks what the module declares against the limits on compile time and memory.
+func checkDeclared(d fuel.Declared, lim Limits) []string {
+	var problems []string
+	if d.Functions > lim.MaxFunctions {
+		problems = append(problems, fmt.Sprintf("defines %d functions, over the limit of %d (max_functions)", d.Functions, lim.MaxFunctions))
+	}
+	if d.Locals > uint64(lim.MaxLocals) {
+		problems = append(problems, fmt.Sprintf("declares %d locals (%d in one function), over the limit of %d (max_locals)",
+			d.Locals, d.MaxFuncLocals, lim.MaxLocals))
+	}
+	if d.MaxDepth > lim.MaxNestingDepth {
+		problems = append(problems, fmt.Sprintf("nests blocks %d deep, over the limit of %d (max_nesting_depth)", d.MaxDepth, lim.MaxNestingDepth))
+	}
+	if d.MaxLoopDepth > lim.MaxLoopDepth {
+		problems = append(problems, fmt.Sprintf("nests loops %d deep, over the limit of %d (max_loop_depth)", d.MaxLoopDepth, lim.MaxLoopDepth))
+	}
+	if d.DepthSum > uint64(lim.MaxNestingWork) {
+		problems = append(problems, fmt.Sprintf("has a nesting work (every instruction's nesting depth, summed) of %d, over the limit of %d (max_nesting_work)",
+			d.DepthSum, lim.MaxNestingWork))
 	}
 	return problems
 }
