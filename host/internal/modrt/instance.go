@@ -373,9 +373,10 @@ func abiMismatch(v uint32) string {
 // ErrBroken, ErrClosed and ctx's error are returned without calling the guest. After any error,
 // check Broken.
 //
-// ctx is checked before the call but does not interrupt a running guest: the call's CPU time is
-// bounded by fuel (Limits.FuelPerRecord × len(recs)); a call that spends it returns a *CallError
-// whose Err is a *FuelError, and breaks the instance.
+// The call's CPU time is bounded by fuel (Limits.FuelPerRecord × len(recs)); a call that spends
+// it returns a *CallError whose Err is a *FuelError, and breaks the instance. ctx is checked
+// before the call and, for a metered module, at the end of every time slice (slice.go): a call
+// whose ctx ends stops there with a *CallError whose Err is ctx's error, and breaks the instance.
 func (i *Instance) Process(ctx context.Context, recs []abi.Record, env Env) (Effects, error) {
 	steps := [1]Step{{Kind: StepRecords, Records: recs}}
 	return i.Run(ctx, &Unit{Watermark: -1, Steps: steps[:]}, env)
