@@ -273,6 +273,7 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 		i.metrics = NewMetrics()
 	}
 	i.stdout.attrs, i.stderr.attrs = &i.logAttrs, &i.logAttrs
+	i.stdout.charge, i.stderr.charge = i.chargeWrite, i.chargeWrite
 	i.cctx.inst = i
 	i.meter.Slice = sliceFuel
 	i.interrupted = m.eng.interrupted

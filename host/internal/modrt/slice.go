@@ -69,6 +69,16 @@ const hostBytesPerUnit = 4
 // turns it into the call's error, which Instance.call reports as a *FuelError.
 var errFuelSpent = errors.New("fuel exhausted in a host function")
 
+// chargeWrite charges n bytes the guest wrote to its stdout or stderr (WASI fd_write), like
+// the bytes a host function copies.
+func (i *Instance) chargeWrite(n int) {
+	if i.phase == phaseIdle {
+		return
+	}
+	i.moved = n
+	i.chargeMoved()
+}
+
 // chargeMoved charges the bytes the host function just run copied (i.moved) to the call, from
 // the counter as a guest charge would (the instrumented module keeps the counter in its global
 // across host calls). When that spends the budget the call stops at once, at the same point

@@ -99,7 +99,7 @@ func TestSizedChargesStopLoops(t *testing.T) {
 	for _, tc := range []struct{ mode, what string }{
 		{"l", "a plain loop"}, {"f", "memory.fill of 32 MiB"}, {"c", "memory.copy of 16 MiB"},
 		{"i", "memory.init of 4 KiB"}, {"t", "table.fill of 10,000"}, {"T", "table.copy of 10,000"},
-		{"s", "state_get of 1 MiB"}, {"g", "config_get of 120 KB"},
+		{"s", "state_get of 1 MiB"}, {"g", "config_get of 120 KB"}, {"w", "fd_write of 1 MiB"},
 	} {
 		i := instantiate(t, m, InstanceConfig{Config: []byte(config)})
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
