@@ -56,7 +56,7 @@ type Runtime struct {
 }
 
 // Interrupt makes every metered guest call in progress, and every later one, stop at the end
-// of its current time slice (within about a millisecond of guest work) with a *CallError whose
+// of its current time slice (within a few milliseconds of guest work) with a *CallError whose
 // Err is ErrInterrupted. The host calls it when it must stop without waiting for the calls in
 // flight to finish. It cannot be undone.
 func (r *Runtime) Interrupt() { r.interrupted.Store(true) }
