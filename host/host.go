@@ -54,7 +54,9 @@ func New(cfg Config) (*Host, error) {
 
 // Run runs every task until all their inputs are exhausted and fully processed (then it
 // commits a last checkpoint and returns nil), or until ctx is cancelled (then it stops reading,
-// finishes the batches in flight, commits a last checkpoint and returns nil).
+// finishes the batches in flight, commits a last checkpoint and returns nil). A guest call still
+// running 1 s after ctx ends is interrupted at the end of its time slice: its batch fails like
+// any failed batch and its records are processed again by the next run.
 //
 // A task that cannot start (its module does not compile or its init fails, with every
 // fallback version too: startModule; its sinks cannot open) or fails while running halts:
