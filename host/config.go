@@ -258,8 +258,8 @@ type HTTPGrantConfig struct {
 	// MaxRequestBytes caps a request's body; a larger one fails with ERR_TOO_LARGE. Default
 	// 1 MiB.
 	MaxRequestBytes int `yaml:"max_request_bytes"`
-	// MaxResponseBytes caps a response's body; a larger one fails with ERR_TOO_LARGE. Default
-	// 4 MiB.
+	// MaxResponseBytes caps a response's body and header names and values together; a larger
+	// one fails with ERR_TOO_LARGE. Default 4 MiB.
 	MaxResponseBytes int `yaml:"max_response_bytes"`
 }
 

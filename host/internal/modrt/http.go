@@ -56,6 +56,9 @@ func newHTTPClient(g *HTTPGrant) *httpClient {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = g.MaxConcurrent
+	// The transport's own bound on a response's header bytes (10 MB by default): the headers
+	// count toward MaxResponseBytes (do), this only keeps the transport from reading far more.
+	tr.MaxResponseHeaderBytes = int64(g.MaxResponseBytes) + 64<<10
 	c.client = &http.Client{
 		Transport: tr,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
@@ -320,7 +323,8 @@ func (c *httpClient) newRequest(r *abi.HTTPRequest) (*http.Request, abi.Errno) {
 	return req, abi.OK
 }
 
-// errResponseTooLarge is do's error for a response body over HTTPGrant.MaxResponseBytes.
+// errResponseTooLarge is do's error for a response over HTTPGrant.MaxResponseBytes, body and
+// header names and values together.
 var errResponseTooLarge = errors.New("response body over the limit")
 
 // do waits for a concurrency slot, sends req under ctx and reads the whole response.
@@ -345,6 +349,14 @@ func (c *httpClient) do(ctx context.Context, req *http.Request) (*abi.HTTPRespon
 	}
 	defer resp.Body.Close()
 	limit := c.grant.MaxResponseBytes
+	for name, vs := range resp.Header {
+		for _, v := range vs {
+			limit -= len(name) + len(v)
+		}
+	}
+	if limit < 0 {
+		return nil, fmt.Errorf("%w: headers of more than %d bytes", errResponseTooLarge, c.grant.MaxResponseBytes)
+	}
 	if resp.ContentLength > int64(limit) {
 		return nil, fmt.Errorf("%w: Content-Length %d, limit %d", errResponseTooLarge, resp.ContentLength, limit)
 	}
