@@ -121,6 +121,19 @@ type TaskConfig struct {
 	MaxQueuedBytes int `yaml:"max_queued_bytes"`
 	// MaxMemoryPages caps each instance's linear memory in 64 KiB pages. Default 1024 (64 MiB).
 	MaxMemoryPages uint32 `yaml:"max_memory_pages"`
+	// MaxTableElements caps the elements of each instance's tables together: a module whose
+	// tables start larger is refused, table.grow past it returns -1. Default 100000.
+	MaxTableElements uint32 `yaml:"max_table_elements"`
+	// What a module may declare, checked before it is compiled (a module over one is refused
+	// with a message naming the key): its functions (default 100000), the locals of all its
+	// functions together (default 1000000), the nesting of its blocks, loops and ifs (default
+	// 10000), of its loops alone (default 100), and its nesting work, the sum over every
+	// instruction of its nesting depth, which compile time follows (default 400000000).
+	MaxFunctions    int   `yaml:"max_functions"`
+	MaxLocals       int   `yaml:"max_locals"`
+	MaxNestingDepth int   `yaml:"max_nesting_depth"`
+	MaxLoopDepth    int   `yaml:"max_loop_depth"`
+	MaxNestingWork  int64 `yaml:"max_nesting_work"`
 	// MaxValueBytes caps one state value or emitted value. Default 1 MiB.
 	MaxValueBytes int `yaml:"max_value_bytes"`
 	// MaxOutputsPerCall caps the records one guest call may emit; the emit after the last
@@ -249,8 +262,8 @@ type HTTPGrantConfig struct {
 	// MaxRequestBytes caps a request's body; a larger one fails with ERR_TOO_LARGE. Default
 	// 1 MiB.
 	MaxRequestBytes int `yaml:"max_request_bytes"`
-	// MaxResponseBytes caps a response's body; a larger one fails with ERR_TOO_LARGE. Default
-	// 4 MiB.
+	// MaxResponseBytes caps a response's body and header names and values together; a larger
+	// one fails with ERR_TOO_LARGE. Default 4 MiB.
 	MaxResponseBytes int `yaml:"max_response_bytes"`
 }
 
@@ -483,6 +496,13 @@ func (c Config) Validate() error {
 		positive("max_log_lines_per_second", t.MaxLogLinesPerSecond)
 		positive("log_burst_lines", t.LogBurstLines)
 		positive("retry.max_attempts", t.Retry.MaxAttempts)
+		positive("max_functions", t.MaxFunctions)
+		positive("max_locals", t.MaxLocals)
+		positive("max_nesting_depth", t.MaxNestingDepth)
+		positive("max_loop_depth", t.MaxLoopDepth)
+		if t.MaxNestingWork < 0 {
+			bad(p+"max_nesting_work", "must be positive, got %d", t.MaxNestingWork)
+		}
 		if t.MaxMemoryPages > 65536 {
 			bad(p+"max_memory_pages", "must be at most 65536 (4 GiB), got %d", t.MaxMemoryPages)
 		}

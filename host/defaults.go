@@ -26,6 +26,9 @@ const (
 	defaultCheckpointInterval = time.Second
 	defaultKeepModuleVersions = 10
 	defaultMaxModuleBytes     = 64 << 20 // admin.max_module_bytes
+	// stopGrace is how long a stopping host waits for the guest calls in flight before it
+	// interrupts them (Run); not configurable.
+	stopGrace = time.Second
 )
 
 // Defaults of Config.Kafka.
@@ -48,6 +51,12 @@ const (
 	defaultMaxQueuedBytes       = 32 << 20
 	defaultStateCacheBytes      = 64 << 20
 	defaultMaxMemoryPages       = modrt.DefaultMaxMemoryPages
+	defaultMaxTableElements     = modrt.DefaultMaxTableElements
+	defaultMaxFunctions         = modrt.DefaultMaxFunctions
+	defaultMaxLocals            = modrt.DefaultMaxLocals
+	defaultMaxNestingDepth      = modrt.DefaultMaxNestingDepth
+	defaultMaxLoopDepth         = modrt.DefaultMaxLoopDepth
+	defaultMaxNestingWork       = modrt.DefaultMaxNestingWork
 	defaultMaxValueBytes        = modrt.DefaultMaxValueBytes
 	defaultMaxOutputsPerCall    = modrt.DefaultMaxOutputsPerCall
 	defaultMaxEmitBytesPerCall  = modrt.DefaultMaxEmitBytes
@@ -188,6 +197,16 @@ func (t TaskConfig) withDefaults(dataDir string) TaskConfig {
 	set(&t.Time.MaxFiringsPerTurn, defaultMaxFiringsPerTurn)
 	if t.MaxMemoryPages == 0 {
 		t.MaxMemoryPages = defaultMaxMemoryPages
+	}
+	if t.MaxTableElements == 0 {
+		t.MaxTableElements = defaultMaxTableElements
+	}
+	set(&t.MaxFunctions, defaultMaxFunctions)
+	set(&t.MaxLocals, defaultMaxLocals)
+	set(&t.MaxNestingDepth, defaultMaxNestingDepth)
+	set(&t.MaxLoopDepth, defaultMaxLoopDepth)
+	if t.MaxNestingWork == 0 {
+		t.MaxNestingWork = defaultMaxNestingWork
 	}
 	if t.StateCacheBytes == 0 {
 		t.StateCacheBytes = defaultStateCacheBytes

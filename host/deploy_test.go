@@ -321,6 +321,15 @@ func liveOn(t *testing.T, f *feedLines) func(*host.Deployment, error) *host.Depl
 	}
 }
 
+func e2eFixture(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "e2e", "testdata", name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func modrtFixture(t *testing.T, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(filepath.Join("internal", "modrt", "testdata", name))
@@ -359,6 +368,10 @@ func TestDeployRefusesBadModules(t *testing.T) {
 		{"corrupt bytes", "invalid wasm binary", base[:len(base)/2]},
 		{"not wasm at all", "invalid wasm binary", []byte("#!/bin/sh\necho hello\n")},
 		{"init fails with the task's config", "min_len", wordcount},
+		// Issue 22: an init looping on memory.fill is stopped by its budget (it never answered),
+		// tables and nesting are bounded.
+		{"init loops on memory.fill", "exceeded its CPU budget", modrtFixture(t, "initfill.wasm")},
+		{"over the table limit", "table minimum 50000000 elements exceeds the limit of 100000", e2eFixture(t, "tablebig.wasm")},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := h.Deploy(ctx, "versioned", c.wasm)

@@ -54,7 +54,9 @@ func New(cfg Config) (*Host, error) {
 
 // Run runs every task until all their inputs are exhausted and fully processed (then it
 // commits a last checkpoint and returns nil), or until ctx is cancelled (then it stops reading,
-// finishes the batches in flight, commits a last checkpoint and returns nil).
+// finishes the batches in flight, commits a last checkpoint and returns nil). A guest call still
+// running 1 s after ctx ends is interrupted at the end of its time slice: its batch fails like
+// any failed batch and its records are processed again by the next run.
 //
 // A task that cannot start (its module does not compile or its init fails, with every
 // fallback version too: startModule; its sinks cannot open) or fails while running halts:
@@ -96,6 +98,29 @@ func (h *Host) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("wasmstream: %w", err)
 	}
 	defer rt.Close(context.WithoutCancel(ctx))
+	// A stop lets the batches in flight finish, but a guest call may run for its whole CPU
+	// budget (seconds at the default fuel_per_record): the calls still running stopGrace after
+	// the stop are interrupted at the end of their time slice and fail like any failed batch
+	// (not applied; the next run processes their records again).
+	runDone := make(chan struct{})
+	var interrupter sync.WaitGroup
+	interrupter.Go(func() {
+		select {
+		case <-ctx.Done():
+		case <-runDone:
+			return
+		}
+		t := time.NewTimer(stopGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			log.Warn("stopping: interrupting the guest calls still running", "after", stopGrace)
+			rt.Interrupt()
+		case <-runDone:
+		}
+	})
+	defer interrupter.Wait()
+	defer close(runDone)
 
 	stopBroker, err := startEmbedded(&cfg)
 	if err != nil {
@@ -315,7 +340,9 @@ func limits(tc TaskConfig) modrt.Limits {
 	if tc.Output.Type == "kafka" {
 		maxRecord = kafka.MaxRecordBatchBytes // else the flush fails and halts the task
 	}
-	return modrt.Limits{MaxMemoryPages: tc.MaxMemoryPages, MaxValueBytes: tc.MaxValueBytes, MaxRecordBytes: maxRecord,
+	return modrt.Limits{MaxMemoryPages: tc.MaxMemoryPages, MaxTableElements: tc.MaxTableElements,
+		MaxFunctions: tc.MaxFunctions, MaxLocals: tc.MaxLocals, MaxNestingDepth: tc.MaxNestingDepth,
+		MaxLoopDepth: tc.MaxLoopDepth, MaxNestingWork: tc.MaxNestingWork, MaxValueBytes: tc.MaxValueBytes, MaxRecordBytes: maxRecord,
 		MaxOutputsPerCall: tc.MaxOutputsPerCall, FuelPerRecord: tc.FuelPerRecord, InitFuel: tc.InitFuel,
 		MaxEmitBytesPerCall: tc.MaxEmitBytesPerCall, MaxStateBytesPerCall: tc.MaxStateBytesPerCall,
 		MaxLogLinesPerSecond: tc.MaxLogLinesPerSecond, LogBurstLines: tc.LogBurstLines,

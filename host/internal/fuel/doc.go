@@ -22,23 +22,34 @@
 //     of its loops) are charged, for the longest run of code that can follow them (see costs in
 //     code.go): Go's counts are therefore coarser upper bounds than Rust's or C's, which are close
 //     to the instructions executed.
-//   - When a charge makes the counter negative, the negative value is stored in the global and the
-//     function executes unreachable. The host tells an exhausted budget from any other trap by the
-//     counter being negative after the call.
+//   - The counter holds one time slice of the call's budget at most (Meter). When a charge makes
+//     it negative, the function calls the import SliceModule.SliceFunc, (i64) -> i64, with the
+//     counter's value and goes on with the counter it returns: the host's Meter.Refill hands out
+//     the next slice less the overdraft, and gets control back from compiled code after every
+//     slice (Go cannot preempt compiled guest code). When the whole budget is spent it returns
+//     the negative fuel left: the function stores it in the global and executes unreachable. The
+//     host tells an exhausted budget from any other trap by the counter being negative after the
+//     call. Slicing changes neither what a call spends nor where it stops.
+//   - Bulk memory and table instructions (memory.fill, memory.copy, memory.init, table.fill,
+//     table.copy, table.init) are charged their size operand as well, dynamically, before they
+//     run: a unit per byte or element (the size is kept in a scratch i32 local).
 //   - A function with loops keeps the counter in a local of its own while it runs (a register,
-//     instead of a memory load and store per iteration). It stores it back to the global before it
-//     calls another function of the module and at every exit, and reloads it after the call.
-//     Calls to imported functions (host functions) do not touch the counter.
+//     instead of a memory load and store per iteration), unless its loops nest more than 16 deep.
+//     It stores it back to the global before every call (host functions may charge the call for
+//     what they copy, from the global) and at every exit, and reloads it after the call.
 //   - A start function, if the module has one, no longer runs on instantiation: the start section
 //     is removed and the function exported as StartExport, for the host to call (with a budget)
 //     before anything else. Instantiation itself then runs no guest code.
-//   - DWARF custom sections (".debug_*") are dropped: their code offsets no longer hold. The "name"
-//     section is kept (indices do not change: no import or function is added, and the new local
-//     is appended after the existing ones).
+//   - The slice import comes after the module's own imports, so every defined function's index
+//     moves up by one: call, return_call and ref.func, element segments, exports, the start
+//     function, ref.func in global initializers and the function, local and label names of the
+//     "name" section are remapped in the same pass (remap.go). DWARF custom sections (".debug_*")
+//     are dropped: their code offsets no longer hold. The new locals go after the existing ones.
 //
-// Host functions and bulk memory instructions (memory.copy, memory.fill) cost one unit each
-// whatever the size they work on; their work is bounded by the memory limit and by the host's own
-// limits.
+// The package also bounds tables (LimitTables: each table's maximum lowered so that the tables
+// together hold at most a limit) and reads what a module declares that costs compile time and
+// memory (Declarations: functions, locals, nesting depth, nesting work), for the runtime to
+// refuse compile bombs before compiling them. The rewriting itself is one linear pass.
 //
 // # Coverage
 //

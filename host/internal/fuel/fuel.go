@@ -13,6 +13,11 @@ const (
 	GlobalExport = "wasmstream.fuel"
 	// StartExport is the module's start function, when it has one: () -> ().
 	StartExport = "wasmstream.start"
+	// SliceModule and SliceFunc name the function Instrument imports, (i64) -> i64: the
+	// module calls it when a charge drives the counter negative, with the counter's value, and
+	// continues with the counter it returns, or traps if that is negative too (see Meter).
+	SliceModule = "wasmstream.fuel"
+	SliceFunc   = "slice"
 )
 
 // Options configure Instrument.
@@ -33,6 +38,8 @@ type Result struct {
 	// Functions counts the functions metered, Loops their loops, and Points the charges inserted
 	// besides function entries (loop headers, br_table targets, backward jumps of dispatch loops).
 	Functions, Loops, Points int
+	// Sized counts the bulk memory and table instructions charged by their size operand.
+	Sized int
 }
 
 // Error is returned by Instrument when a module cannot be metered: it is malformed, or uses an
@@ -121,6 +128,7 @@ func rank(id byte) int {
 
 type section struct {
 	id   byte
+	hdr  int // offset of the section's id in the binary
 	off  int // offset of the body in the binary
 	body []byte
 }
@@ -128,7 +136,7 @@ type section struct {
 // module is what Instrument needs to know about the input.
 type module struct {
 	sections      []section
-	typeParams    []int // number of params of each type
+	typeParams    []int // number of params of each type (len: the number of types)
 	funcTypes     []uint32
 	importedFuncs int
 	globals       int // imported and defined
@@ -154,82 +162,109 @@ func Instrument(wasm []byte, opt Options) (Result, error) {
 	res := Result{Start: m.start >= 0}
 	out := make([]byte, 0, len(wasm)+len(wasm)/8+64)
 	out = append(out, wasm[:8]...)
-	globalDone, exportDone := false, false
-	emitGlobal := func(old []byte) error {
+	// vec re-encodes a section that is a vector: its count plus extra, its entries (each
+	// rewritten by entries, or copied when nil), then more.
+	vec := func(id byte, old []byte, off int, extra uint32, entries func(r *Reader, n uint32, out []byte) ([]byte, error), more []byte) error {
 		var body []byte
 		if old == nil {
-			body = appendU32(body, 1)
+			body = appendU32(body, extra)
 		} else {
-			r := &Reader{b: old}
+			r := &Reader{b: old, base: off}
 			n, err := r.U32()
 			if err != nil {
 				return err
 			}
-			body = appendU32(body, n+1)
-			body = append(body, r.b...)
+			body = appendU32(make([]byte, 0, len(old)+len(more)+8), n+extra)
+			if entries == nil {
+				body = append(body, r.b...)
+			} else if body, err = entries(r, n, body); err != nil {
+				return err
+			} else if len(r.b) != 0 {
+				return fmt.Errorf("section %d has %d bytes after its entries", id, len(r.b))
+			}
 		}
-		body = append(body, 0x7e, 0x01, 0x42) // i64, mutable, i64.const
-		body = appendS64(body, opt.Initial)
-		body = append(body, 0x0b)
-		out = appendSection(out, secGlobal, body)
-		globalDone = true
+		out = appendSection(out, id, append(body, more...))
 		return nil
 	}
-	emitExport := func(old []byte) error {
-		var body []byte
+	// The slice function's type, (i64) -> i64, goes after the module's types; its import after
+	// the module's imports.
+	sliceType := appendU32(nil, uint32(len(m.typeParams)))
+	emitType := func(old []byte, off int) error {
+		return vec(secType, old, off, 1, nil, []byte{0x60, 1, 0x7e, 1, 0x7e})
+	}
+	emitImport := func(old []byte, off int) error {
+		imp := appendName(appendName(nil, SliceModule), SliceFunc)
+		imp = append(append(imp, KindFunc), sliceType...)
+		return vec(secImport, old, off, 1, nil, imp)
+	}
+	emitGlobal := func(old []byte, off int) error {
+		g := []byte{0x7e, 0x01, 0x42} // i64, mutable, i64.const
+		g = appendS64(g, opt.Initial)
+		g = append(g, 0x0b)
+		return vec(secGlobal, old, off, 1, m.remapGlobals, g)
+	}
+	emitExport := func(old []byte, off int) error {
 		extra := uint32(1)
 		if m.start >= 0 {
 			extra = 2
 		}
-		if old == nil {
-			body = appendU32(body, extra)
-		} else {
-			r := &Reader{b: old}
-			n, err := r.U32()
-			if err != nil {
-				return err
-			}
-			body = appendU32(body, n+extra)
-			body = append(body, r.b...)
-		}
-		body = appendName(body, GlobalExport)
-		body = append(body, 0x03)
-		body = appendU32(body, gidx)
+		ex := appendName(nil, GlobalExport)
+		ex = append(ex, 0x03)
+		ex = appendU32(ex, gidx)
 		if m.start >= 0 {
-			body = appendName(body, StartExport)
-			body = append(body, 0x00)
-			body = appendU32(body, uint32(m.start))
+			ex = appendName(ex, StartExport)
+			ex = append(ex, 0x00)
+			ex = appendU32(ex, m.fn(uint32(m.start)))
 		}
-		out = appendSection(out, secExport, body)
-		exportDone = true
-		return nil
+		return vec(secExport, old, off, extra, m.remapExports, ex)
 	}
+	type added struct {
+		id   byte
+		done bool
+		emit func(old []byte, off int) error
+	}
+	adds := []*added{{id: secType, emit: emitType}, {id: secImport, emit: emitImport},
+		{id: secGlobal, emit: emitGlobal}, {id: secExport, emit: emitExport}}
 	for _, s := range m.sections {
 		if s.id == secCustom {
-			if name, _ := (&Reader{b: s.body}).Name(); strings.HasPrefix(name, ".debug_") {
+			nr := &Reader{b: s.body}
+			name, _ := nr.Name()
+			switch {
+			case strings.HasPrefix(name, ".debug_"):
+				continue
+			case name == "name":
+				if names, ok := m.remapNames(nr.b); ok {
+					out = appendSection(out, secCustom, append(appendName(nil, name), names...))
+				}
 				continue
 			}
 			out = appendSection(out, s.id, s.body)
 			continue
 		}
-		if !globalDone && rank(s.id) > rank(secGlobal) {
-			if err := emitGlobal(nil); err != nil {
-				return Result{}, err
-			}
-		}
-		if !exportDone && rank(s.id) > rank(secExport) {
-			if err := emitExport(nil); err != nil {
-				return Result{}, err
+		for _, a := range adds {
+			if !a.done && rank(s.id) > rank(a.id) {
+				if err := a.emit(nil, 0); err != nil {
+					return Result{}, err
+				}
+				a.done = true
 			}
 		}
 		var err error
 		switch s.id {
-		case secGlobal:
-			err = emitGlobal(s.body)
-		case secExport:
-			err = emitExport(s.body)
+		case secType, secImport, secGlobal, secExport:
+			for _, a := range adds {
+				if a.id == s.id {
+					err = a.emit(s.body, s.off)
+					a.done = true
+				}
+			}
 		case secStart:
 			// Moved to StartExport.
+		case secElement:
+			var body []byte
+			if body, err = m.remapElements(s.body, s.off); err == nil {
+				out = appendSection(out, secElement, body)
+			}
 		case secCode:
 			var body []byte
 			body, err = instrumentCode(m, s, gidx, &res)
@@ -243,14 +278,11 @@ func Instrument(wasm []byte, opt Options) (Result, error) {
 			return Result{}, wrapErr(err, s.off, -1)
 		}
 	}
-	if !globalDone {
-		if err := emitGlobal(nil); err != nil {
-			return Result{}, err
-		}
-	}
-	if !exportDone {
-		if err := emitExport(nil); err != nil {
-			return Result{}, err
+	for _, a := range adds {
+		if !a.done {
+			if err := a.emit(nil, 0); err != nil {
+				return Result{}, err
+			}
 		}
 	}
 	res.Wasm = out
@@ -275,6 +307,7 @@ func parse(wasm []byte) (*module, error) {
 	r := &Reader{b: wasm[8:], base: 8}
 	last := 0
 	for len(r.b) > 0 {
+		hdr := r.Offset()
 		id, _ := r.Byte()
 		size, err := r.U32()
 		if err != nil {
@@ -294,7 +327,7 @@ func parse(wasm []byte) (*module, error) {
 				last = rk
 			}
 		}
-		m.sections = append(m.sections, section{id: id, off: off, body: body})
+		m.sections = append(m.sections, section{id: id, hdr: hdr, off: off, body: body})
 		sr := &Reader{b: body, base: off}
 		switch id {
 		case secType:

@@ -159,11 +159,35 @@ func TestInstrumentRefuses(t *testing.T) {
 
 // FuzzInstrument: any input is either rewritten or refused with an *Error, never a panic, and a
 // rewritten module can be rewritten again (the output is well-formed enough to decode).
+// LimitTables and Declarations, which read every module a host is given, never panic either.
 func FuzzInstrument(f *testing.F) {
 	f.Add(oneFunc())
 	f.Add(oneFunc(opLoop, blockEmpty, opBr, 0, opEnd))
 	f.Add(oneFunc(opBlock, blockEmpty, opI32Const, 1, opBrIf, 0, opEnd))
+	// A table, element segments, a global with ref.func, a name section.
+	withTable := oneFunc(opI32Const, 0, opI32Const, 0, opI32Const, 1, 0xfc, 17, 0)
+	withTable = appendSection(withTable[:8:8], secType, []byte{1, 0x60, 0, 0})
+	withTable = appendSection(withTable, secFunction, []byte{1, 0})
+	withTable = appendSection(withTable, secTable, []byte{1, 0x70, 0, 4})
+	withTable = appendSection(withTable, secGlobal, []byte{1, 0x70, 0, 0xd2, 0, opEnd})
+	withTable = appendSection(withTable, secElement, []byte{2, 0, opI32Const, 0, opEnd, 1, 0, 1, 0, 1, 0})
+	withTable = appendSection(withTable, secCode, []byte{1, 2, 0, opEnd})
+	withTable = appendSection(withTable, secCustom, append(appendName(nil, "name"), 1, 4, 1, 0, 1, 'f'))
+	f.Add(withTable)
 	f.Fuzz(func(t *testing.T, wasm []byte) {
+		if _, err := LimitTables(wasm, 10); err != nil {
+			var e *Error
+			var tm *TableMinimumError
+			if !errors.As(err, &e) && !errors.As(err, &tm) {
+				t.Fatalf("LimitTables error %v is neither an *Error nor a *TableMinimumError", err)
+			}
+		}
+		if _, err := Declarations(wasm); err != nil {
+			var e *Error
+			if !errors.As(err, &e) {
+				t.Fatalf("Declarations error %v is not an *Error", err)
+			}
+		}
 		res, err := Instrument(wasm, Options{Initial: 1})
 		if err != nil {
 			var e *Error

@@ -23,7 +23,9 @@
 // ABI §3 or has it with another signature, imports from wasmstream_v0 a name that is not a host
 // function of ABI §4 (or with another signature), imports from wasi_snapshot_preview1 something
 // WASI does not provide, imports from any other module, declares a memory whose minimum is above
-// Limits.MaxMemoryPages, traps or spends Limits.InitFuel in its start function or _initialize, or
+// Limits.MaxMemoryPages or tables whose minimums add up to more than Limits.MaxTableElements,
+// declares more functions, locals, nesting depth or nesting work than Limits allows (compile
+// bombs, refused before anything is compiled), traps or spends Limits.InitFuel in its start function or _initialize, or
 // declares an incompatible ABI version. The
 // *ModuleError lists every problem found, each naming the export, import or limit at fault.
 //
@@ -75,14 +77,22 @@
 //
 // Every call into the guest is bounded by fuel (Limits.FuelPerRecord, Limits.InitFuel): Compile
 // has package fuel rewrite the module so that it counts down an exported counter at function
-// entries and loop headers and traps when it runs out; Instance.call, the single place the host
-// enters the guest, sets the counter to the call's budget before the call and reads it after, and
-// turns a trap with a negative counter into a *FuelError (errors.Is ErrFuelExhausted). Fuel is
-// deterministic: the same call on the same instance history always spends the same fuel
-// (Effects.Fuel), and stops at the same point. A start function is moved out of instantiation and
-// run under InitFuel, so a module whose start function loops is refused by Compile.
+// entries and loop headers (and by size at bulk memory and table instructions) and traps when it
+// runs out; Instance.call, the single place the host enters the guest, starts the call's budget
+// before the call and reads what is left after, and turns a trap with a negative counter into a
+// *FuelError (errors.Is ErrFuelExhausted). Host functions charge the call for the bytes they copy
+// (slice.go). Fuel is deterministic: the same call on the same instance history always spends
+// the same fuel (Effects.Fuel), and stops at the same point. A start function is moved out of
+// instantiation and run under InitFuel, so a module whose start function loops is refused by
+// Compile.
+//
+// A call runs in time slices (slice.go): the counter holds at most sliceFuel units, and at the
+// end of each slice the guest calls back into the host, which yields the processor (compiled
+// guest code cannot be preempted: a long call would hold up the collector's stop-the-world and
+// with it every goroutine), checks ctx and Runtime.Interrupt (a call stops there with ctx's
+// error or ErrInterrupted) and hands out the next slice.
 //
 // wazero's context-done interruption is deliberately not used: it makes guest loops ~33× slower
-// (DESIGN S21); fuel costs a few percent (BenchmarkCPUBound). ctx is checked only before a call;
-// host functions that wait are bounded by their own deadlines.
+// (DESIGN S21); fuel costs a few percent (BenchmarkCPUBound). An unmetered module (NoFuel) is
+// neither bounded nor sliced. Host functions that wait are bounded by their own deadlines.
 package modrt

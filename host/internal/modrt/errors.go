@@ -34,6 +34,11 @@ var ErrBatchTooLarge = errors.New("batch too large for the instance's memory lim
 // ERR_TOO_LARGE; the call fails whatever it returned, and fails again when retried.
 var ErrOverLimit = errors.New("over a limit")
 
+// ErrInterrupted is the CallError.Err of a call stopped at the end of a time slice because its
+// Runtime was interrupted (Runtime.Interrupt: the host is stopping). The instance is broken; the
+// call's work is not lost but not done: run it again on a new instance.
+var ErrInterrupted = errors.New("guest call interrupted: the host is stopping")
+
 // ErrFuelExhausted matches (errors.Is) every *FuelError: a call stopped because it spent its CPU
 // budget.
 var ErrFuelExhausted = errors.New("CPU budget exhausted")

@@ -110,8 +110,26 @@ type soundResult struct {
 }
 
 var soundRT = sync.OnceValue(func() wazero.Runtime {
-	return wazero.NewRuntimeWithConfig(context.Background(), wazero.NewRuntimeConfigInterpreter())
+	ctx := context.Background()
+	rt := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfigInterpreter())
+	// The slice import, as modrt serves it but with tiny slices, so that every program crosses
+	// many slice boundaries: slicing must change neither what a run spends nor where it stops.
+	_, err := rt.NewHostModuleBuilder(fuel.SliceModule).NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(func(ctx context.Context, _ api.Module, s []uint64) {
+			m := ctx.Value(soundMeterKey{}).(*fuel.Meter)
+			s[0] = uint64(m.Refill(int64(s[0])))
+		}), []api.ValueType{api.ValueTypeI64}, []api.ValueType{api.ValueTypeI64}).
+		Export(fuel.SliceFunc).Instantiate(ctx)
+	if err != nil {
+		panic(err)
+	}
+	return rt
 })
+
+type soundMeterKey struct{}
+
+// soundSlice is the slice the sound tests meter with.
+const soundSlice = 13
 
 // soundRun runs wasm's "run" export once in a fresh instance. With budget ≥ 0 the module is
 // metered first and its counter set to budget; fuel is the counter afterwards.
@@ -136,14 +154,15 @@ func soundRun(t *testing.T, wasm []byte, budget int64) soundResult {
 		t.Fatal(err)
 	}
 	defer mod.Close(ctx)
+	meter := &fuel.Meter{Slice: soundSlice}
 	if budget >= 0 {
-		mod.ExportedGlobal(fuel.GlobalExport).(api.MutableGlobal).Set(uint64(budget))
+		mod.ExportedGlobal(fuel.GlobalExport).(api.MutableGlobal).Set(uint64(meter.Start(budget)))
 	}
-	_, err = mod.ExportedFunction("run").Call(ctx)
+	_, err = mod.ExportedFunction("run").Call(context.WithValue(ctx, soundMeterKey{}, meter))
 	r := soundResult{trapped: err != nil, err: err,
 		count: int64(mod.ExportedGlobal("count").Get()), bumps: int64(mod.ExportedGlobal("bumps").Get())}
 	if budget >= 0 {
-		r.fuel = int64(mod.ExportedGlobal(fuel.GlobalExport).Get())
+		r.fuel = meter.Left(int64(mod.ExportedGlobal(fuel.GlobalExport).Get()))
 	}
 	return r
 }

@@ -77,7 +77,8 @@ type HTTPGrant struct {
 	MaxConcurrent int
 	// MaxRequestBytes caps a request's body: ERR_TOO_LARGE. Default 1 MiB.
 	MaxRequestBytes int
-	// MaxResponseBytes caps a response's body: ERR_TOO_LARGE. Default 4 MiB.
+	// MaxResponseBytes caps a response's body and header names and values together:
+	// ERR_TOO_LARGE. Default 4 MiB.
 	MaxResponseBytes int
 }
 

@@ -148,7 +148,9 @@ func (h *hostFunc) goFunc(id int) api.GoModuleFunc {
 		if i := instanceOf(ctx); i == nil {
 			r = int64(abi.ErrNotAllowed) // not one of our calls: cannot happen
 		} else {
+			i.moved = 0
 			r = fn(i, ctx, stack)
+			i.chargeMoved()
 			if i.observer != nil {
 				i.observer(id, r)
 			}
@@ -174,8 +176,15 @@ func instantiateHostModule(ctx context.Context, rt wazero.Runtime) error {
 
 // view returns guest memory [ptr, ptr+n) as a view, or false when n is negative as an i32 or the
 // range is outside memory. n == 0 is an empty (nil) view whatever ptr is. The view is valid until
-// the guest runs again.
+// the guest runs again. Its bytes, which the host reads, are charged to the call (fuel.go).
 func (i *Instance) view(ptr, n uint32) ([]byte, bool) {
+	b, ok := i.viewOut(ptr, n)
+	i.moved += len(b)
+	return b, ok
+}
+
+// viewOut is view for a buffer the host writes into: the bytes are charged when written.
+func (i *Instance) viewOut(ptr, n uint32) ([]byte, bool) {
 	switch {
 	case int32(n) < 0:
 		return nil, false
@@ -215,12 +224,13 @@ func (i *Instance) envFailed(err error) int64 {
 }
 
 // copyOut implements the "length, copied when it fits" result of state_get and config_get.
-func copyOut(buf, val []byte) int64 {
+func (i *Instance) copyOut(buf, val []byte) int64 {
 	if len(val) > math.MaxInt32 {
 		return int64(abi.ErrInternal)
 	}
 	if len(val) <= len(buf) {
 		copy(buf, val)
+		i.moved += len(val)
 	}
 	return int64(len(val))
 }
@@ -229,7 +239,7 @@ func copyOut(buf, val []byte) int64 {
 func (i *Instance) stateGet(keyPtr, keyLen, namePtr, nameLen, bufPtr, bufCap uint32) int64 {
 	key, ok1 := i.view(keyPtr, keyLen)
 	name, ok2 := i.view(namePtr, nameLen)
-	buf, ok3 := i.view(bufPtr, bufCap)
+	buf, ok3 := i.viewOut(bufPtr, bufCap)
 	if !ok1 || !ok2 || !ok3 {
 		return int64(abi.ErrOutOfBounds)
 	}
@@ -245,7 +255,7 @@ func (i *Instance) stateGet(keyPtr, keyLen, namePtr, nameLen, bufPtr, bufCap uin
 		if w.Delete {
 			return int64(abi.ErrNotFound)
 		}
-		return copyOut(buf, w.Value)
+		return i.copyOut(buf, w.Value)
 	}
 	if i.env == nil {
 		return int64(abi.ErrNotFound)
@@ -257,7 +267,7 @@ func (i *Instance) stateGet(keyPtr, keyLen, namePtr, nameLen, bufPtr, bufCap uin
 	if !found {
 		return int64(abi.ErrNotFound)
 	}
-	return copyOut(buf, val)
+	return i.copyOut(buf, val)
 }
 
 // statePut implements state_put (ABI §4.2) and, with del, state_delete (§4.3).
@@ -387,7 +397,7 @@ func (i *Instance) stateScan(keyPtr, keyLen, prefixPtr, prefixLen, afterPtr, aft
 	if !fromStart {
 		after, ok3 = i.view(afterPtr, afterLen)
 	}
-	buf, ok4 := i.view(bufPtr, bufCap)
+	buf, ok4 := i.viewOut(bufPtr, bufCap)
 	if !ok1 || !ok2 || !ok3 || !ok4 {
 		return int64(abi.ErrOutOfBounds)
 	}
@@ -449,6 +459,7 @@ func (i *Instance) stateScan(keyPtr, keyLen, prefixPtr, prefixLen, afterPtr, aft
 		more = 1
 	}
 	putU32(buf[4:], more)
+	i.moved += p.off
 	return int64(p.off)
 }
 
@@ -626,11 +637,11 @@ func (i *Instance) logMsg(ctx context.Context, level, msgPtr, msgLen uint32) int
 
 // configGet implements config_get (ABI §4.8).
 func (i *Instance) configGet(bufPtr, bufCap uint32) int64 {
-	buf, ok := i.view(bufPtr, bufCap)
+	buf, ok := i.viewOut(bufPtr, bufCap)
 	if !ok {
 		return int64(abi.ErrOutOfBounds)
 	}
-	return copyOut(buf, i.config)
+	return i.copyOut(buf, i.config)
 }
 
 // fail implements fail (ABI §4.9): the last message of a call wins.

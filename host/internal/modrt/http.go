@@ -56,6 +56,9 @@ func newHTTPClient(g *HTTPGrant) *httpClient {
 	}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = g.MaxConcurrent
+	// The transport's own bound on a response's header bytes (10 MB by default): the headers
+	// count toward MaxResponseBytes (do), this only keeps the transport from reading far more.
+	tr.MaxResponseHeaderBytes = int64(g.MaxResponseBytes) + 64<<10
 	c.client = &http.Client{
 		Transport: tr,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
@@ -136,7 +139,7 @@ func (i *Instance) scoped() bool {
 func (i *Instance) httpRequest(ctx context.Context, reqPtr, reqLen, bufPtr, bufCap uint32) int64 {
 	i.http.kept = nil
 	raw, ok1 := i.view(reqPtr, reqLen)
-	buf, ok2 := i.view(bufPtr, bufCap)
+	buf, ok2 := i.viewOut(bufPtr, bufCap)
 	if !ok1 || !ok2 {
 		return int64(abi.ErrOutOfBounds)
 	}
@@ -199,6 +202,7 @@ func (i *Instance) httpRequest(ctx context.Context, reqPtr, reqLen, bufPtr, bufC
 	}
 	if n <= len(buf) {
 		abi.AppendHTTPResponse(buf[:0:n], resp)
+		i.moved += n
 	} else {
 		i.http.kept = abi.AppendHTTPResponse(make([]byte, 0, n), resp)
 	}
@@ -260,7 +264,7 @@ func (i *Instance) logRefused(ctx context.Context, rawURL []byte, why string) {
 // httpResponse serves http_response (ABI.md §4.15): ERR_OUT_OF_BOUNDS, then ERR_NOT_ALLOWED
 // outside a scoped call (start-up, init), then ERR_NOT_FOUND when the call kept no response.
 func (i *Instance) httpResponse(bufPtr, bufCap uint32) int64 {
-	buf, ok := i.view(bufPtr, bufCap)
+	buf, ok := i.viewOut(bufPtr, bufCap)
 	if !ok {
 		return int64(abi.ErrOutOfBounds)
 	}
@@ -270,7 +274,7 @@ func (i *Instance) httpResponse(bufPtr, bufCap uint32) int64 {
 	if i.http.kept == nil {
 		return int64(abi.ErrNotFound)
 	}
-	return copyOut(buf, i.http.kept)
+	return i.copyOut(buf, i.http.kept)
 }
 
 // newRequest checks a decoded HttpRequest and makes it an *http.Request (without a context).
@@ -319,7 +323,8 @@ func (c *httpClient) newRequest(r *abi.HTTPRequest) (*http.Request, abi.Errno) {
 	return req, abi.OK
 }
 
-// errResponseTooLarge is do's error for a response body over HTTPGrant.MaxResponseBytes.
+// errResponseTooLarge is do's error for a response over HTTPGrant.MaxResponseBytes, body and
+// header names and values together.
 var errResponseTooLarge = errors.New("response body over the limit")
 
 // do waits for a concurrency slot, sends req under ctx and reads the whole response.
@@ -344,6 +349,14 @@ func (c *httpClient) do(ctx context.Context, req *http.Request) (*abi.HTTPRespon
 	}
 	defer resp.Body.Close()
 	limit := c.grant.MaxResponseBytes
+	for name, vs := range resp.Header {
+		for _, v := range vs {
+			limit -= len(name) + len(v)
+		}
+	}
+	if limit < 0 {
+		return nil, fmt.Errorf("%w: headers of more than %d bytes", errResponseTooLarge, c.grant.MaxResponseBytes)
+	}
 	if resp.ContentLength > int64(limit) {
 		return nil, fmt.Errorf("%w: Content-Length %d, limit %d", errResponseTooLarge, resp.ContentLength, limit)
 	}

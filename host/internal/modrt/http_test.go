@@ -53,6 +53,9 @@ func newTestServer(t *testing.T) *testServer {
 	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) {
 		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
 		body := strings.Repeat("x", n)
+		if h, _ := strconv.Atoi(r.URL.Query().Get("hdr")); h > 0 {
+			w.Header().Set("X-Big", strings.Repeat("h", h))
+		}
 		if r.URL.Query().Get("chunked") == "" {
 			w.Header().Set("Content-Length", strconv.Itoa(n))
 			io.WriteString(w, body)
@@ -211,9 +214,11 @@ func TestHTTPRequest(t *testing.T) {
 		{name: "userinfo does not hide the host", val: request(get("http://127.0.0.1@localhost:"+portOf(srv.URL)+"/hello"), 4096), code: abi.ErrNotAllowed},
 		{name: "redirect to a host not allowed", val: request(get(srv.URL+"/redirect-out"), 4096), code: abi.ErrNotAllowed},
 		{name: "redirect loop", val: request(get(srv.URL+"/loop"), 4096), code: abi.ErrUnavailable},
-		{name: "response at the limit", val: request(get(srv.URL+"/big?n=1000"), 4096), status: 200, body: strings.Repeat("x", 1000)},
+		{name: "response within the limit, headers included", val: request(get(srv.URL+"/big?n=900"), 4096), status: 200, body: strings.Repeat("x", 900)},
 		{name: "response over the limit", val: request(get(srv.URL+"/big?n=1001"), 4096), code: abi.ErrTooLarge},
 		{name: "chunked response over the limit", val: request(get(srv.URL+"/big?n=3000&chunked=1"), 4096), code: abi.ErrTooLarge},
+		// Issue 22 item 5: headers count too (Go's transport alone would take 10 MB of them).
+		{name: "headers over the limit", val: request(get(srv.URL+"/big?n=10&hdr=1200"), 4096), code: abi.ErrTooLarge},
 		{name: "request body over the limit", val: request(tooBig, 4096), code: abi.ErrTooLarge},
 		{name: "connection refused", val: request(get("http://127.0.0.1:1/"), 4096), code: abi.ErrUnavailable},
 		{name: "malformed layout", val: hval{reqPtr: dflt, reqLen: dflt, bufPtr: dflt, bufCap: 4096, req: []byte("garbage")}, code: abi.ErrInvalid},

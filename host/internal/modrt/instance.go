@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"math"
 	"runtime"
+	"sync/atomic"
 	"time"
 
 	"github.com/tetratelabs/wazero"
@@ -119,6 +120,10 @@ type Instance struct {
 	cctx           callCtx           // the context handed to the guest during a call, reused
 	fuel           api.MutableGlobal // the fuel counter (fuel.GlobalExport); nil when not metered
 	spent          int64             // fuel spent by calls since the last reset
+	meter          fuel.Meter        // hands out the current call's budget a slice at a time (slice.go)
+	interrupted    *atomic.Bool      // Runtime.Interrupt was called
+	stopErr        error             // why the current call stopped at the end of a slice (slice.go)
+	moved          int               // bytes the current host function copied, charged after it (slice.go)
 
 	lim       Limits
 	task      string
@@ -268,7 +273,10 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 		i.metrics = NewMetrics()
 	}
 	i.stdout.attrs, i.stderr.attrs = &i.logAttrs, &i.logAttrs
+	i.stdout.charge, i.stderr.charge = i.chargeWrite, i.chargeWrite
 	i.cctx.inst = i
+	i.meter.Slice = sliceFuel
+	i.interrupted = m.eng.interrupted
 	i.observer = m.observer
 	i.http.client = m.http
 	mc := wazero.NewModuleConfig().
@@ -366,9 +374,10 @@ func abiMismatch(v uint32) string {
 // ErrBroken, ErrClosed and ctx's error are returned without calling the guest. After any error,
 // check Broken.
 //
-// ctx is checked before the call but does not interrupt a running guest: the call's CPU time is
-// bounded by fuel (Limits.FuelPerRecord × len(recs)); a call that spends it returns a *CallError
-// whose Err is a *FuelError, and breaks the instance.
+// The call's CPU time is bounded by fuel (Limits.FuelPerRecord × len(recs)); a call that spends
+// it returns a *CallError whose Err is a *FuelError, and breaks the instance. ctx is checked
+// before the call and, for a metered module, at the end of every time slice (slice.go): a call
+// whose ctx ends stops there with a *CallError whose Err is ctx's error, and breaks the instance.
 func (i *Instance) Process(ctx context.Context, recs []abi.Record, env Env) (Effects, error) {
 	steps := [1]Step{{Kind: StepRecords, Records: recs}}
 	return i.Run(ctx, &Unit{Watermark: -1, Steps: steps[:]}, env)
@@ -477,8 +486,9 @@ func (i *Instance) processBudget(n int) budget {
 // used (DESIGN S21).
 func (i *Instance) call(ctx context.Context, ph phase, export string, fn api.Function, stack []uint64, b budget) error {
 	if i.fuel != nil {
-		i.fuel.Set(uint64(b.left))
+		i.fuel.Set(uint64(i.meter.Start(b.left)))
 	}
+	i.stopErr = nil
 	i.phase, i.cctx.Context = ph, ctx
 	i.stderr.resetTail()
 	i.stdout.resetTail()
@@ -486,9 +496,12 @@ func (i *Instance) call(ctx context.Context, ph phase, export string, fn api.Fun
 	i.http.endCall() // a kept HTTP response lives for one guest call (ABI §4.15)
 	i.phase, i.cctx.Context = phaseIdle, context.Background()
 	if i.fuel != nil {
-		left := int64(i.fuel.Get())
+		left := i.meter.Left(int64(i.fuel.Get()))
 		i.spent += b.left - left
-		if err != nil && left < 0 {
+		switch {
+		case err != nil && i.stopErr != nil:
+			err = i.stopErr
+		case err != nil && left < 0:
 			i.spent = b.units
 			err = &FuelError{Budget: b.units, PerRecord: b.perRecord, Records: b.records}
 		}

@@ -10,6 +10,12 @@ import (
 // Defaults applied by Limits for zero fields.
 const (
 	DefaultMaxMemoryPages    = 1024 // 64 MiB
+	DefaultMaxTableElements  = 100_000
+	DefaultMaxFunctions      = 100_000
+	DefaultMaxLocals         = 1_000_000
+	DefaultMaxNestingDepth   = 10_000
+	DefaultMaxLoopDepth      = 100
+	DefaultMaxNestingWork    = 400_000_000
 	DefaultMaxKeyBytes       = 64 << 10
 	DefaultMaxNameBytes      = 64 << 10
 	DefaultMaxValueBytes     = 1 << 20
@@ -40,6 +46,26 @@ type Limits struct {
 	// at most 65536). A module whose declared minimum is larger is refused; memory.grow past it
 	// returns -1 to the guest.
 	MaxMemoryPages uint32
+	// MaxTableElements caps the elements of each instance's tables together (default 100,000:
+	// about 800 KB, a wazero table element being a pointer; a standard Go guest's one table
+	// starts at about 6,000, one per function). A module whose tables' minimums add up to more
+	// is refused; table.grow past it returns -1 to the guest (each table's maximum is lowered
+	// to its minimum plus an equal share of the room left: fuel.LimitTables).
+	MaxTableElements uint32
+	// What a module may declare, checked by Compile before anything is compiled (see
+	// fuel.Declared): MaxFunctions its defined functions (default 100,000; a standard Go guest
+	// defines about 1,500-2,200); MaxLocals the locals of all its functions together (default
+	// 1,000,000; a Go guest declares about 6,000-9,000, and each costs memory in the compiled
+	// code); MaxNestingDepth the nesting of blocks, loops and ifs (default 10,000; Go guests
+	// nest 549 deep), MaxLoopDepth that of loops alone (default 100; real code nests a few
+	// deep, and metered loops are the costliest to compile); MaxNestingWork the sum over every
+	// instruction of its nesting depth (default 4·10^8), which the compiler's time follows at
+	// about 15-25 ns a unit (a Go guest: 2-4·10^7, half a second).
+	MaxFunctions    int
+	MaxLocals       int
+	MaxNestingDepth int
+	MaxLoopDepth    int
+	MaxNestingWork  int64
 	// MaxKeyBytes caps the key of an emitted record (default 64 KiB): ERR_TOO_LARGE.
 	MaxKeyBytes int
 	// MaxNameBytes caps a state name and an output name (default 64 KiB): ERR_TOO_LARGE.
@@ -135,6 +161,10 @@ func (l Limits) Validate() error {
 		{"KeyTxnBytes", l.KeyTxnBytes},
 		{"MaxLogLinesPerSecond", l.MaxLogLinesPerSecond},
 		{"LogBurstLines", l.LogBurstLines},
+		{"MaxFunctions", l.MaxFunctions},
+		{"MaxLocals", l.MaxLocals},
+		{"MaxNestingDepth", l.MaxNestingDepth},
+		{"MaxLoopDepth", l.MaxLoopDepth},
 	} {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("limits: %s is negative (%d)", f.name, f.v))
@@ -142,6 +172,9 @@ func (l Limits) Validate() error {
 	}
 	if l.FuelPerRecord < NoFuel {
 		errs = append(errs, fmt.Errorf("limits: FuelPerRecord is %d; want > 0, 0 for the default or %d to disable metering", l.FuelPerRecord, NoFuel))
+	}
+	if l.MaxNestingWork < 0 {
+		errs = append(errs, fmt.Errorf("limits: MaxNestingWork is negative (%d)", l.MaxNestingWork))
 	}
 	if l.InitFuel < 0 {
 		errs = append(errs, fmt.Errorf("limits: InitFuel is negative (%d)", l.InitFuel))
@@ -154,6 +187,9 @@ func (l Limits) Validate() error {
 func (l Limits) withDefaults() Limits {
 	if l.MaxMemoryPages == 0 {
 		l.MaxMemoryPages = DefaultMaxMemoryPages
+	}
+	if l.MaxTableElements == 0 {
+		l.MaxTableElements = DefaultMaxTableElements
 	}
 	def := func(p *int, v int) {
 		if *p == 0 {
@@ -172,6 +208,13 @@ func (l Limits) withDefaults() Limits {
 	def(&l.KeyTxnBytes, store.DefaultMaxTxnBytes)
 	def(&l.MaxLogLinesPerSecond, DefaultMaxLogLinesPerSec)
 	def(&l.LogBurstLines, DefaultLogBurstLines)
+	def(&l.MaxFunctions, DefaultMaxFunctions)
+	def(&l.MaxLocals, DefaultMaxLocals)
+	def(&l.MaxNestingDepth, DefaultMaxNestingDepth)
+	def(&l.MaxLoopDepth, DefaultMaxLoopDepth)
+	if l.MaxNestingWork == 0 {
+		l.MaxNestingWork = DefaultMaxNestingWork
+	}
 	if l.FuelPerRecord == 0 {
 		l.FuelPerRecord = DefaultFuelPerRecord
 	}

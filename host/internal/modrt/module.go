@@ -89,7 +89,8 @@ var requiredExports = []struct {
 //     unknown host function wasmstream_v0.frobnicate"), every import from wasi_snapshot_preview1 is
 //     a WASI function, and nothing is imported from any other module;
 //   - each memory's declared minimum is within lim.MaxMemoryPages ("memory minimum 2000 pages
-//     exceeds the limit of 1024");
+//     exceeds the limit of 1024"), and the tables' minimums together within
+//     lim.MaxTableElements ("table minimum 50000000 elements exceeds the limit of 100000");
 //   - unless lim.FuelPerRecord is NoFuel, the module can be fuel-metered (package fuel rewrites
 //     it before it is compiled; "cannot be fuel-metered: … unsupported opcode 0x06");
 //   - a trial instance runs its start function and _initialize (if any) without trapping and
@@ -111,13 +112,32 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte, lim Limits) (*Module
 	if err != nil {
 		return nil, moduleErr(err, "invalid wasm binary: "+err.Error())
 	}
-	if problems := checkShape(shape, eng, lim); len(problems) > 0 {
+	problems := checkShape(shape, eng, lim)
+	decl, err := fuel.Declarations(wasm)
+	if err != nil {
+		var fe *fuel.Error
+		if errors.As(err, &fe) {
+			return nil, moduleErr(err, "invalid wasm binary: "+fe.Detail())
+		}
+		return nil, moduleErr(err, "invalid wasm binary: "+err.Error())
+	}
+	problems = append(problems, checkDeclared(decl, lim)...)
+	code, err := fuel.LimitTables(wasm, lim.MaxTableElements)
+	var tme *fuel.TableMinimumError
+	switch {
+	case errors.As(err, &tme):
+		problems = append(problems, tme.Error())
+	case errors.As(err, new(*fuel.Error)):
+		return nil, moduleErr(err, "invalid wasm binary: "+err.(*fuel.Error).Detail())
+	case err != nil:
+		return nil, moduleErr(err, "invalid wasm binary: "+err.Error())
+	}
+	if len(problems) > 0 {
 		return nil, moduleErr(nil, problems...)
 	}
-	code := wasm
 	var metered fuel.Result
 	if lim.metered() {
-		if metered, err = fuel.Instrument(wasm, fuel.Options{Initial: lim.InitFuel}); err != nil {
+		if metered, err = fuel.Instrument(code, fuel.Options{Initial: lim.InitFuel}); err != nil {
 			var fe *fuel.Error
 			switch {
 			case errors.As(err, &fe) && fe.Unsupported:
@@ -274,6 +294,29 @@ func checkShape(s *wasmShape, eng *engine, lim Limits) []string {
 		if min > uint64(lim.MaxMemoryPages) {
 			problems = append(problems, fmt.Sprintf("memory minimum %d pages exceeds the limit of %d", min, lim.MaxMemoryPages))
 		}
+	}
+	return problems
+}
+
+// checkDeclared checks what the module declares against the limits on compile time and memory.
+func checkDeclared(d fuel.Declared, lim Limits) []string {
+	var problems []string
+	if d.Functions > lim.MaxFunctions {
+		problems = append(problems, fmt.Sprintf("defines %d functions, over the limit of %d (max_functions)", d.Functions, lim.MaxFunctions))
+	}
+	if d.Locals > uint64(lim.MaxLocals) {
+		problems = append(problems, fmt.Sprintf("declares %d locals (%d in one function), over the limit of %d (max_locals)",
+			d.Locals, d.MaxFuncLocals, lim.MaxLocals))
+	}
+	if d.MaxDepth > lim.MaxNestingDepth {
+		problems = append(problems, fmt.Sprintf("nests blocks %d deep, over the limit of %d (max_nesting_depth)", d.MaxDepth, lim.MaxNestingDepth))
+	}
+	if d.MaxLoopDepth > lim.MaxLoopDepth {
+		problems = append(problems, fmt.Sprintf("nests loops %d deep, over the limit of %d (max_loop_depth)", d.MaxLoopDepth, lim.MaxLoopDepth))
+	}
+	if d.DepthSum > uint64(lim.MaxNestingWork) {
+		problems = append(problems, fmt.Sprintf("has a nesting work (every instruction's nesting depth, summed) of %d, over the limit of %d (max_nesting_work)",
+			d.DepthSum, lim.MaxNestingWork))
 	}
 	return problems
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/fuel"
 )
 
 // wasiModuleName is the WASI import module a guest may use (ABI §7).
@@ -50,7 +51,15 @@ type Runtime struct {
 
 	// memory is the size in bytes of the linear memories not freed yet (linmem.go).
 	memory atomic.Int64
+	// interrupted is set by Interrupt: metered calls stop at the end of their slice.
+	interrupted atomic.Bool
 }
+
+// Interrupt makes every metered guest call in progress, and every later one, stop at the end
+// of its current time slice (within a few milliseconds of guest work) with a *CallError whose
+// Err is ErrInterrupted. The host calls it when it must stop without waiting for the calls in
+// flight to finish. It cannot be undone.
+func (r *Runtime) Interrupt() { r.interrupted.Store(true) }
 
 // Memory returns the size in bytes of the instances' linear memories that are not freed yet:
 // those of the instances not closed (tests and diagnostics).
@@ -58,10 +67,11 @@ func (r *Runtime) Memory() int64 { return r.memory.Load() }
 
 // engine is one wazero runtime with its host modules instantiated.
 type engine struct {
-	rt       wazero.Runtime
-	memory   *atomic.Int64 // Runtime.memory
-	maxPages uint32
-	wasi     map[string]funcType // WASI functions the guest may import, with their signatures
+	rt          wazero.Runtime
+	interrupted *atomic.Bool  // Runtime.interrupted
+	memory      *atomic.Int64 // Runtime.memory
+	maxPages    uint32
+	wasi        map[string]funcType // WASI functions the guest may import, with their signatures
 }
 
 // NewRuntime creates a Runtime. It starts no goroutine.
@@ -115,7 +125,11 @@ func (r *Runtime) engine(ctx context.Context, pages uint32) (*engine, error) {
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("instantiate %s: %w", abi.ModuleName, err)
 	}
-	e := &engine{rt: rt, memory: &r.memory, maxPages: pages, wasi: map[string]funcType{}}
+	if err := instantiateSliceModule(ctx, rt); err != nil {
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("instantiate %s: %w", fuel.SliceModule, err)
+	}
+	e := &engine{rt: rt, interrupted: &r.interrupted, memory: &r.memory, maxPages: pages, wasi: map[string]funcType{}}
 	for name, def := range rt.Module(wasiModuleName).ExportedFunctionDefinitions() {
 		e.wasi[name] = sigOf(def.ParamTypes(), def.ResultTypes())
 	}

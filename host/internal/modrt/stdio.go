@@ -29,6 +29,8 @@ type lineWriter struct {
 	// keepLast: tail keeps the last tailLines non-empty lines instead (stdout): TinyGo's runtime
 	// prints "panic: …" to stdout just before it traps, after whatever the guest printed.
 	keepLast bool
+	// charge, if set, is called with the size of every write: the call pays for it (slice.go).
+	charge func(n int)
 }
 
 const (
@@ -62,6 +64,9 @@ func cut(b []byte) string {
 
 func (w *lineWriter) Write(p []byte) (int, error) {
 	n := len(p)
+	if w.charge != nil {
+		w.charge(n)
+	}
 	for len(p) > 0 {
 		nl := -1
 		for k, c := range p {

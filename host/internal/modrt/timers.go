@@ -112,7 +112,7 @@ func (i *Instance) stateKeys(afterPtr, afterLen, bufPtr, bufCap uint32) int64 {
 	if !fromStart {
 		after, ok1 = i.view(afterPtr, afterLen)
 	}
-	buf, ok2 := i.view(bufPtr, bufCap)
+	buf, ok2 := i.viewOut(bufPtr, bufCap)
 	if !ok1 || !ok2 {
 		return int64(abi.ErrOutOfBounds)
 	}
@@ -150,5 +150,6 @@ func (i *Instance) stateKeys(afterPtr, afterLen, bufPtr, bufCap uint32) int64 {
 		more = 1
 	}
 	putU32(buf[4:], more)
+	i.moved += off
 	return int64(off)
 }

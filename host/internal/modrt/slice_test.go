@@ -1,0 +1,146 @@
+package modrt
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+)
+
+// Issue 22 item 1: a call looping for its whole budget hands control back to Go at the end of
+// every slice, so the collector can stop the world while it runs: runtime.GC() from another
+// goroutine returns long before the call ends. Before time slices it waited for the call.
+func TestSliceLetsCollectorRun(t *testing.T) {
+	r := newRuntime(t, RuntimeConfig{})
+	m := compile(t, r, "spin", Limits{FuelPerRecord: 3_000_000_000})
+	i := instantiate(t, m, InstanceConfig{})
+	var gcs atomic.Int64
+	done := make(chan error, 1)
+	started := time.Now()
+	go func() {
+		_, err := i.Process(ctx, []abi.Record{spinRec(0xffffffff)}, nil)
+		done <- err
+	}()
+	var worst time.Duration
+	for {
+		select {
+		case err := <-done:
+			asFuelError(t, err)
+			call := time.Since(started)
+			t.Logf("the call ran %v; %d collections meanwhile, the slowest %v", call, gcs.Load(), worst)
+			if gcs.Load() < 3 {
+				t.Errorf("%d collections completed during a %v call; want several (each waited for the call)", gcs.Load(), call)
+			}
+			return
+		default:
+		}
+		start := time.Now()
+		runtime.GC()
+		worst = max(worst, time.Since(start))
+		gcs.Add(1)
+	}
+}
+
+// Runtime.Interrupt stops a call in progress at the end of its slice, with ErrInterrupted.
+func TestInterruptStopsCall(t *testing.T) {
+	r := newRuntime(t, RuntimeConfig{})
+	m := compile(t, r, "spin", Limits{FuelPerRecord: 1 << 50})
+	i := instantiate(t, m, InstanceConfig{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := i.Process(ctx, []abi.Record{spinRec(0xffffffff)}, nil)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		t.Fatalf("the endless call returned before the interrupt: %v", err)
+	case <-time.After(50 * time.Millisecond): // the call is running (a guard, not a synchronisation)
+	}
+	at := time.Now()
+	r.Interrupt()
+	err := <-done
+	t.Logf("stopped %v after the interrupt", time.Since(at))
+	if ce := asCallError(t, err); !errors.Is(err, ErrInterrupted) || !ce.Trap || !i.Broken() {
+		t.Errorf("error %v (trap %v, broken %v); want ErrInterrupted, a trap, a broken instance", err, ce.Trap, i.Broken())
+	}
+}
+
+// A call whose context ends stops at the end of its slice with the context's error.
+func TestContextStopsCall(t *testing.T) {
+	r := newRuntime(t, RuntimeConfig{})
+	m := compile(t, r, "spin", Limits{FuelPerRecord: 1 << 50})
+	i := instantiate(t, m, InstanceConfig{})
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	_, err := i.Process(cctx, []abi.Record{spinRec(0xffffffff)}, nil)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("error %v; want the context's deadline", err)
+	}
+}
+
+// Issue 22 item 2: loops whose every iteration does much work for few instructions — bulk
+// memory and table instructions, host functions that copy a lot — are charged by size and stop
+// within their budget, in about the time a plain loop takes to spend it. Before, a memory.fill
+// loop ran 664 s under a budget that stops a plain loop in 0.1 s (these wait up to a minute,
+// then fail: the context stops the call at its next slice).
+func TestSizedChargesStopLoops(t *testing.T) {
+	r := newRuntime(t, RuntimeConfig{})
+	const budget = 100_000_000
+	m := compile(t, r, "bulk", Limits{FuelPerRecord: budget})
+	big := strings.Repeat("x", 1<<20)
+	config := `{"pad":"` + strings.Repeat("y", 120_000) + `"}`
+	env := newEnv(map[string]map[string]string{"k": {"n": big}})
+	var ref time.Duration
+	for _, tc := range []struct{ mode, what string }{
+		{"l", "a plain loop"}, {"f", "memory.fill of 32 MiB"}, {"c", "memory.copy of 16 MiB"},
+		{"i", "memory.init of 4 KiB"}, {"t", "table.fill of 10,000"}, {"T", "table.copy of 10,000"},
+		{"s", "state_get of 1 MiB"}, {"g", "config_get of 120 KB"}, {"w", "fd_write of 1 MiB"},
+	} {
+		i := instantiate(t, m, InstanceConfig{Config: []byte(config)})
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
+		start := time.Now()
+		_, err := i.Process(cctx, []abi.Record{rec("k", []byte(tc.mode))}, env)
+		took := time.Since(start)
+		cancel()
+		if !errors.Is(err, ErrFuelExhausted) {
+			t.Errorf("%s in a loop: %v after %v; want the budget exhausted", tc.what, err, took)
+			continue
+		}
+		if tc.mode == "l" {
+			ref = took
+		}
+		t.Logf("%-22s stopped by its budget of %d after %7.1f ms (%.1f× a plain loop)", tc.what, budget,
+			float64(took.Microseconds())/1000, float64(took)/float64(ref))
+	}
+}
+
+// The slice import shifts every defined function's index by one: calls, ref.func in code and
+// globals, element segments, the start function, exports and the name section still reach the
+// function they named (remap.wat checks its own sums), and a trap names the function it is in.
+func TestSliceImportRemapsIndices(t *testing.T) {
+	r := newRuntime(t, RuntimeConfig{})
+	// A name section naming function 5, $boom (after the import, $start, $one, $two, $three).
+	names := []byte{1, 7, 1, 5, 4, 'b', 'o', 'o', 'm'} // subsection 1, size, 1 entry: 5 "boom"
+	custom := append([]byte{4, 'n', 'a', 'm', 'e'}, names...)
+	wasm := append(append(fixture(t, "remap"), 0, byte(len(custom))), custom...)
+	for _, lim := range []Limits{{}, {FuelPerRecord: NoFuel}} {
+		m, err := r.Compile(ctx, wasm, lim)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer m.Close(ctx)
+		i := instantiate(t, m, InstanceConfig{})
+		if _, err := i.Process(ctx, []abi.Record{rec("k", []byte("ok"))}, nil); err != nil {
+			t.Errorf("metered %v: %v", m.Info().Metered, err)
+		}
+		_, err = i.Process(ctx, []abi.Record{rec("k", []byte("boom"))}, nil)
+		if ce := asCallError(t, err); !ce.Trap || !strings.Contains(err.Error(), "boom") {
+			t.Errorf("metered %v: the trap %v does not name the function $boom", m.Info().Metered, err)
+		}
+	}
+}

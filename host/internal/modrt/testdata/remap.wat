@@ -1,0 +1,47 @@
+;; remap: a module that names its functions by index everywhere the fuel rewriter must shift
+;; them by one (the slice import it adds comes after the module's imports): call, ref.func in
+;; code and in a global, active element segments of both forms, a passive one, the start
+;; function, exports and the name section. wasmstream_process returns 0 when every path
+;; reached the function it should (1 + 2 + 3 + 2 + 1 + 2 + the config's length 2, with the
+;; start function's 1), 7 otherwise, and traps in $boom when the first value byte is 'b'.
+(module
+  (import "wasmstream_v0" "config_get" (func $config_get (param i32 i32) (result i32)))
+  (type $v2i (func (result i32)))
+  (memory (export "memory") 1)
+  (table $t 8 funcref)
+  (elem (i32.const 0) $one $two)
+  (elem (table $t) (i32.const 2) funcref (ref.func $three))
+  (elem $pass func $two $one)
+  (global $g funcref (ref.func $two))
+  (global $started (mut i32) (i32.const 0))
+  (start $start)
+  (func $start (global.set $started (i32.const 1)))
+  (func $one (type $v2i) (i32.const 1))
+  (func $two (type $v2i) (i32.const 2))
+  (func $three (type $v2i) (i32.const 3))
+  (func $boom (unreachable))
+  (func (export "wasmstream_abi_version") (result i32) (i32.const 1))
+  (func (export "wasmstream_alloc") (param i32) (result i32) (i32.const 1024))
+  (func (export "wasmstream_init") (param i32 i32) (result i32) (i32.const 0))
+  (func (export "wasmstream_process") (param $p i32) (param $len i32) (result i32)
+    (local $sum i32)
+    ;; first record: kind(4) count(4) flags(4) partition(4) offset(8) ts(8) source, key, value
+    (local.set $p (i32.add (local.get $p) (i32.const 32)))
+    (local.set $p (i32.add (i32.add (local.get $p) (i32.const 4)) (i32.load (local.get $p))))
+    (local.set $p (i32.add (i32.add (local.get $p) (i32.const 4)) (i32.load (local.get $p))))
+    (if (i32.eq (i32.load8_u (i32.add (local.get $p) (i32.const 4))) (i32.const 0x62))
+      (then (call $boom)))
+    (table.set $t (i32.const 3) (global.get $g))
+    (table.set $t (i32.const 4) (ref.func $one))
+    (table.init $t $pass (i32.const 5) (i32.const 0) (i32.const 1))
+    (local.set $sum (global.get $started))
+    (local.set $sum (i32.add (local.get $sum) (call_indirect (type $v2i) (i32.const 0))))
+    (local.set $sum (i32.add (local.get $sum) (call_indirect (type $v2i) (i32.const 1))))
+    (local.set $sum (i32.add (local.get $sum) (call_indirect (type $v2i) (i32.const 2))))
+    (local.set $sum (i32.add (local.get $sum) (call_indirect (type $v2i) (i32.const 3))))
+    (local.set $sum (i32.add (local.get $sum) (call_indirect (type $v2i) (i32.const 4))))
+    (local.set $sum (i32.add (local.get $sum) (call_indirect (type $v2i) (i32.const 5))))
+    (local.set $sum (i32.add (local.get $sum) (call $config_get (i32.const 0) (i32.const 0))))
+    (if (result i32) (i32.eq (local.get $sum) (i32.add (call $three) (i32.const 11)))
+      (then (i32.const 0)) (else (i32.const 7))))
+)
