@@ -219,6 +219,60 @@ func (s *Scheduler[T]) Push(it Item[T]) error {
 	return nil
 }
 
+// Insert puts the item into its key's queue before the items that must come after it, and
+// reports whether it did; it does nothing and returns false when no queued item of the key must
+// come after it (the caller then pushes it, or keeps it for later). order tells where a queued
+// item's value stands: > 0 after the item, < 0 before it, 0 either. The queue is read from its
+// tail while no item answers < 0, and the item goes in front of the earliest item that answered
+// > 0: its cost is the number of items read, none but the tail's in the common case where the
+// tail comes before the item. The item runs alone if the item it precedes does (Retry).
+func (s *Scheduler[T]) Insert(it Item[T], order func(T) int) (bool, error) {
+	st := s.streams[it.Stream]
+	if st == nil {
+		return false, fmt.Errorf("%w: insert into stream %d", ErrUnknownStream, it.Stream)
+	}
+	if it.Size < 0 {
+		return false, fmt.Errorf("%w: %d bytes at stream %d offset %d", ErrNegativeSize, it.Size, it.Stream, it.Offset)
+	}
+	k := st.keys[it.Key]
+	if k == nil {
+		return false, nil
+	}
+	pos := -1
+	for i := k.q.len() - 1; i >= 0; i-- {
+		c := order(k.q.at(i).it.Value)
+		if c < 0 {
+			break
+		}
+		if c > 0 {
+			pos = i
+		}
+	}
+	if pos < 0 {
+		return false, nil
+	}
+	k.q.insert(pos, entry[T]{it: it, iso: k.q.at(pos).iso})
+	if s.strict {
+		// The item takes the place in the stream's order of the key's item it precedes: the
+		// pos-th entry of the key there.
+		seen := 0
+		for i := range st.order.len() {
+			if st.order.at(i) != k {
+				continue
+			}
+			if seen == pos {
+				st.order.insert(i, k)
+				break
+			}
+			seen++
+		}
+	}
+	s.queuedDelta(st, 1, it.Size)
+	s.depthChanged(k)
+	s.settle(k)
+	return true, nil
+}
+
 // Next forms a batch if fewer than MaxBatches batches are in flight and some key is ready, and
 // reports whether it did. Keys whose Delay deadline is not after now become ready first.
 //

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -120,6 +121,11 @@ type Config struct {
 type item struct {
 	rec abi.Record
 	end int64 // byte position just after the record's line (resume token)
+
+	// stamp orders the item among its key's event-time firings (timers.go, placeFiring): for a
+	// record, its stream's watermark as it stood when the record was read, before the record
+	// moved it; for an event-time firing, its time.
+	stamp int64
 
 	fire      *abi.Firing // a timer firing instead of a record
 	cancelled bool        // the firing's timer was set or deleted after it was queued: skip it
@@ -529,6 +535,7 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 		st.tracker.Complete(r.Offset)
 		return nil
 	}
+	stamp := st.tm.wm
 	late := st.tm.observe(r.Offset, r.Timestamp, t.cfg.Lateness, now)
 	if late {
 		t.stats.Late++
@@ -545,13 +552,14 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 			return nil
 		}
 	}
-	return t.enqueue(st, r, key, seq, late)
+	return t.enqueue(st, r, key, seq, late, stamp)
 }
 
 // enqueue pushes an admitted record to its key's queue, then queues the event-time timers the
 // record's timestamp made due.
-func (t *Task) enqueue(st *stream, r *source.Record, key []byte, seq string, late bool) error {
+func (t *Task) enqueue(st *stream, r *source.Record, key []byte, seq string, late bool, stamp int64) error {
 	it := t.carve.item()
+	it.stamp = stamp
 	it.rec = abi.Record{
 		Offset:    r.Offset,
 		Timestamp: r.Timestamp,
@@ -579,9 +587,10 @@ func (t *Task) enqueue(st *stream, r *source.Record, key []byte, seq string, lat
 		return nil
 	}
 	// The record may have moved the watermark: event-time timers it passed are queued now,
-	// behind this record and before the next one. (A timer set later at a time already passed
-	// is queued when its set is applied: ABI.md §4.12.)
-	budget := t.cfg.MaxFiringsPerTurn
+	// behind this record and before the next one — all of them, whatever MaxFiringsPerTurn says:
+	// a firing left for a later turn would come after records of its key read meanwhile. (A
+	// timer set later is placed when its set is applied: placeFiring, ABI.md §4.12.)
+	budget := math.MaxInt
 	return t.collectDue(st, int(abi.DomainEvent), st.tm.watermark(), &budget)
 }
 
@@ -672,6 +681,14 @@ func (t *Task) finish(j *job) error {
 			gone += len(g.work)
 		}
 	}
+	if j.err == nil && gone == 0 && len(j.items) > 1 && dueWithinCall(j) {
+		// A timer the call set fell due before a later item of its key in the same call: the
+		// items run again one per call, so that its firing comes between them (placeFiring).
+		// The call had no effects yet; a deterministic guest does the same again.
+		t.stats.TimerSplits++
+		t.log.Debug("a timer set in a batch is due within it; its items run again one per call", "items", len(j.items))
+		return t.sched.Retry(j.id, true)
+	}
 	if j.err == nil && t.changelog != nil {
 		limit, err := t.changelogRoom(j)
 		if err != nil {
@@ -709,7 +726,9 @@ func (t *Task) succeeded(j *job) error {
 			return err
 		}
 	}
-	t.apply(j)
+	if err := t.apply(j); err != nil {
+		return err
+	}
 	if err := t.sched.Complete(j.id); err != nil {
 		return err
 	}
@@ -787,7 +806,9 @@ func (t *Task) exhausted(j *job, st *stream, what string, re *RecordError) error
 		}
 		id := timerID{string(key), string(v.fire.Name)}
 		delete(st.tm.queued, id)
-		t.applyTimer(st, e, v.fire.Name, dirtyTimer{del: true})
+		if err := t.applyTimer(st, e, v.fire.Name, dirtyTimer{del: true}); err != nil {
+			return err
+		}
 	} else {
 		st.tracker.Complete(it.Offset)
 		t.stats.Processed++
@@ -809,8 +830,9 @@ func (t *Task) backoff(attempt int) time.Duration {
 	return min(d, t.cfg.MaxBackoff)
 }
 
-// apply makes a succeeded job's effects part of the task's state and outputs.
-func (t *Task) apply(j *job) {
+// apply makes a succeeded job's effects part of the task's state and outputs. An error (the
+// scheduler refused a firing) is a bug and stops the task.
+func (t *Task) apply(j *job) error {
 	for gi := range j.groups {
 		g := &j.groups[gi]
 		st := t.streams[g.stream]
@@ -838,7 +860,9 @@ func (t *Task) apply(j *job) {
 			changed = true
 			id := timerID{string(it.fire.Key), string(it.fire.Name)}
 			delete(st.tm.queued, id)
-			t.applyTimer(st, g.entries[id.key], it.fire.Name, dirtyTimer{del: true})
+			if err := t.applyTimer(st, g.entries[id.key], it.fire.Name, dirtyTimer{del: true}); err != nil {
+				return err
+			}
 			if it.dropped {
 				t.stats.TimersDropped++
 				t.log.Warn("timer dropped: the module has no timer callback (wasmstream_on_timer)",
@@ -848,7 +872,9 @@ func (t *Task) apply(j *job) {
 			}
 		}
 		for _, op := range g.effects.Timers {
-			t.applyTimer(st, g.entries[string(op.Key)], op.Name, dirtyTimer{del: op.Delete, domain: op.Domain, due: op.Due, payload: op.Payload})
+			if err := t.applyTimer(st, g.entries[string(op.Key)], op.Name, dirtyTimer{del: op.Delete, domain: op.Domain, due: op.Due, payload: op.Payload}); err != nil {
+				return err
+			}
 		}
 		if changed {
 			for _, m := range g.marks {
@@ -867,6 +893,7 @@ func (t *Task) apply(j *job) {
 		t.pending -= len(g.work)
 		t.stats.Processed += int64(len(g.recs))
 	}
+	return nil
 }
 
 // applyWrite applies one write of a succeeded job to e and charges its cost in the key's next
