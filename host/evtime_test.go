@@ -5,16 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/evtimetest"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
 	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
@@ -24,136 +23,6 @@ import (
 // workers or input speed. The testguests/expire guest counts a key's records and re-arms an
 // event-time timer at the record's time plus a gap with every record; the firing emits the count.
 // evModel computes what it must give, independently of the host.
-
-// evRec is one input record: an "add" or "del" of key at ts.
-type evRec struct {
-	key string
-	ts  int64
-	cmd string
-}
-
-const evT0 = 1_800_000_000_000
-
-// evMinimal is the minimal case: key A at t0; key B every minute from t0+1 min to
-// t0+49 min; A at t0+50 min; B at t0+51 min. With a 30-minute gap and 30 s of allowed lateness,
-// A's timer fires when B's t0+31 min record moves the watermark past t0+30 min: A emits 1, and
-// 1 again at the end.
-func evMinimal() []evRec {
-	recs := []evRec{{"A", evT0, "add"}}
-	for m := int64(1); m <= 49; m++ {
-		recs = append(recs, evRec{"B", evT0 + m*60_000, "add"})
-	}
-	return append(recs, evRec{"A", evT0 + 50*60_000, "add"}, evRec{"B", evT0 + 51*60_000, "add"})
-}
-
-// evGenerate makes n records of sessions: 40 keys and a hot one, each active in bursts with
-// pauses shorter and longer than the gap, event time advancing by 0–20 s per record; 3 % of the
-// records are late (a few minutes behind the highest time so far), 2 % are deletes.
-func evGenerate(seed uint64, n int) []evRec {
-	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
-	ts := int64(evT0)
-	maxTs := ts
-	// Each key is asleep until wake: a burst ends with a pause of 5–60 minutes.
-	wake := map[string]int64{}
-	var recs []evRec
-	for len(recs) < n {
-		ts += rng.Int64N(20_000)
-		var key string
-		if rng.IntN(4) == 0 {
-			key = "hot"
-		} else {
-			key = fmt.Sprintf("k%02d", rng.IntN(40))
-		}
-		if wake[key] > ts {
-			continue
-		}
-		if rng.IntN(25) == 0 {
-			wake[key] = ts + int64(5+rng.IntN(56))*60_000
-		}
-		r := evRec{key, ts, "add"}
-		switch x := rng.IntN(100); {
-		case x < 3:
-			r.ts = maxTs - int64(1+rng.IntN(5))*60_000
-		case x < 5:
-			r.cmd = "del"
-		}
-		maxTs = max(maxTs, r.ts)
-		recs = append(recs, r)
-	}
-	return recs
-}
-
-// evModel is the reference: one partition read in order, a watermark that is the highest
-// timestamp read minus the lateness, never decreasing. A key's timer for T fires before the
-// key's first record read once the watermark reached T (at the end of the input otherwise); a
-// record is late when its timestamp is below the watermark as it was read.
-func evModel(recs []evRec, gap, lateness int64) (outs map[string][]string, state map[string]map[string]string) {
-	outs = map[string][]string{}
-	type keyState struct {
-		n, seq int64
-		hasN   bool
-		timer  int64 // -1: none
-	}
-	keys := map[string]*keyState{}
-	emit := func(key string, k *keyState, what string) {
-		k.seq++
-		outs[key] = append(outs[key], fmt.Sprintf("%d %s", k.seq, what))
-	}
-	fire := func(key string, k *keyState) {
-		emit(key, k, fmt.Sprintf("expire %d %d", k.n, k.timer))
-		k.n, k.hasN, k.timer = 0, false, -1
-	}
-	wm := int64(-1)
-	for off, r := range recs {
-		k := keys[r.key]
-		if k == nil {
-			k = &keyState{timer: -1}
-			keys[r.key] = k
-		}
-		if k.timer >= 0 && wm >= 0 && k.timer <= wm {
-			fire(r.key, k)
-		}
-		if wm >= 0 && r.ts < wm {
-			emit(r.key, k, fmt.Sprintf("late %d", off))
-		}
-		wm = max(wm, r.ts-lateness)
-		switch r.cmd {
-		case "add":
-			k.n++
-			k.hasN = true
-			k.timer = r.ts + gap
-		case "del":
-			emit(r.key, k, fmt.Sprintf("del %d", k.n))
-			k.n, k.hasN, k.timer = 0, false, -1
-		}
-	}
-	state = map[string]map[string]string{}
-	for key, k := range keys {
-		if k.timer >= 0 {
-			fire(key, k) // the end of the input: every timer fires
-		}
-		st := map[string]string{}
-		if k.hasN {
-			st["n"] = strconv.FormatInt(k.n, 10)
-		}
-		if k.seq > 0 {
-			st["seq"] = strconv.FormatInt(k.seq, 10)
-		}
-		if len(st) > 0 {
-			state[key] = st
-		}
-	}
-	return outs, state
-}
-
-func evLines(recs []evRec) []byte {
-	var b []byte
-	for _, r := range recs {
-		line, _ := json.Marshal(map[string]any{"k": r.key, "ts": r.ts, "v": r.cmd})
-		b = append(append(b, line...), '\n')
-	}
-	return b
-}
 
 // evOutputs reads the output file: each key's values in order.
 func evOutputs(t *testing.T, path string) map[string][]string {
@@ -193,59 +62,6 @@ func evState(t *testing.T, dataDir, task string) map[string]map[string]string {
 	return st
 }
 
-// evDiff describes how got differs from want, key by key (at most 10 keys).
-func evDiff(want, got map[string][]string) string {
-	var keys []string
-	for k := range want {
-		keys = append(keys, k)
-	}
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.Sort(keys)
-	var b strings.Builder
-	n := 0
-	for _, k := range keys {
-		if slices.Equal(want[k], got[k]) {
-			continue
-		}
-		if n++; n > 10 {
-			b.WriteString("...\n")
-			break
-		}
-		i := 0
-		for i < len(want[k]) && i < len(got[k]) && want[k][i] == got[k][i] {
-			i++
-		}
-		fmt.Fprintf(&b, "key %s: %d outputs, want %d; first difference at %d: got %q, want %q\n",
-			k, len(got[k]), len(want[k]), i, at(got[k], i), at(want[k], i))
-	}
-	return b.String()
-}
-
-func at(s []string, i int) string {
-	if i < len(s) {
-		return s[i]
-	}
-	return "(none)"
-}
-
-func evStateDiff(want, got map[string]map[string]string) string {
-	flat := func(m map[string]map[string]string) map[string][]string {
-		f := map[string][]string{}
-		for k, names := range m {
-			for n, v := range names {
-				f[k] = append(f[k], n+"="+v)
-			}
-			slices.Sort(f[k])
-		}
-		return f
-	}
-	return evDiff(flat(want), flat(got))
-}
-
 // evSetting is one way of running the same input.
 type evSetting struct {
 	name  string
@@ -274,7 +90,7 @@ var evSettings = []evSetting{
 }
 
 // evRun runs recs through the expire guest under setting s and returns its outputs and state.
-func evRun(t *testing.T, module string, recs []evRec, s evSetting) (map[string][]string, map[string]map[string]string) {
+func evRun(t *testing.T, module string, recs []evtimetest.Rec, s evSetting) (map[string][]string, map[string]map[string]string) {
 	t.Helper()
 	dir := t.TempDir()
 	in := host.InputConfig{Name: "in", KeyField: "k", ValueField: "v", TimestampField: "ts"}
@@ -285,7 +101,7 @@ func evRun(t *testing.T, module string, recs []evRec, s evSetting) (map[string][
 		stdin, feed = io.Pipe()
 	} else {
 		in.Path = filepath.Join(dir, "in.ndjson")
-		if err := os.WriteFile(in.Path, evLines(recs), 0o644); err != nil {
+		if err := os.WriteFile(in.Path, evtimetest.Lines(recs, "k", "v", "ts"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -306,7 +122,7 @@ func evRun(t *testing.T, module string, recs []evRec, s evSetting) (map[string][
 		cfg.Stdin = stdin
 		r := hosttest.Start(t, cfg)
 		w := bufio.NewWriter(feed)
-		for i, line := range strings.SplitAfter(string(evLines(recs)), "\n") {
+		for i, line := range strings.SplitAfter(string(evtimetest.Lines(recs, "k", "v", "ts")), "\n") {
 			if line == "" {
 				continue
 			}
@@ -336,16 +152,16 @@ func evProcessed(h *host.Host) int64 {
 	return 0
 }
 
-func evCheck(t *testing.T, recs []evRec, settings []evSetting) {
+func evCheck(t *testing.T, recs []evtimetest.Rec, settings []evSetting) {
 	module := guestbuild.Go(t, "testguests/expire")
-	wantOuts, wantState := evModel(recs, 30*60_000, 30_000)
+	wantOuts, wantState := evtimetest.Model(recs, evtimetest.Gap, evtimetest.Lateness)
 	for _, s := range settings {
 		t.Run(s.name, func(t *testing.T) {
 			outs, state := evRun(t, module, recs, s)
-			if d := evDiff(wantOuts, outs); d != "" {
+			if d := evtimetest.Diff(wantOuts, outs); d != "" {
 				t.Errorf("outputs differ from the reference model:\n%s", d)
 			}
-			if d := evStateDiff(wantState, state); d != "" {
+			if d := evtimetest.StateDiff(wantState, state); d != "" {
 				t.Errorf("final state differs from the reference model:\n%s", d)
 			}
 		})
@@ -354,9 +170,9 @@ func evCheck(t *testing.T, recs []evRec, settings []evSetting) {
 
 // TestEventTimeMinimal is the minimal case under every setting: A emits 1, then 1.
 func TestEventTimeMinimal(t *testing.T) {
-	recs := evMinimal()
-	wantOuts, _ := evModel(recs, 30*60_000, 30_000)
-	if got := strings.Join(wantOuts["A"], ", "); got != fmt.Sprintf("1 expire 1 %d, 2 expire 1 %d", evT0+30*60_000, evT0+80*60_000) {
+	recs := evtimetest.Minimal()
+	wantOuts, _ := evtimetest.Model(recs, evtimetest.Gap, evtimetest.Lateness)
+	if got := strings.Join(wantOuts["A"], ", "); got != fmt.Sprintf("1 expire 1 %d, 2 expire 1 %d", evtimetest.T0+30*60_000, evtimetest.T0+80*60_000) {
 		t.Fatalf("the reference model gives A %s", got)
 	}
 	evCheck(t, recs, evSettings)
@@ -366,7 +182,7 @@ func TestEventTimeMinimal(t *testing.T) {
 // late records under every setting: each run's outputs per key and final state must equal the
 // reference model's (and so each other's).
 func TestEventTimeDifferential(t *testing.T) {
-	recs := evGenerate(23, 4000)
+	recs := evtimetest.NewGenerator(23).Next(4000)
 	settings := evSettings
 	if testing.Short() {
 		settings = settings[:3]
