@@ -95,6 +95,13 @@ func (g *Generator) Next(n int) []Rec {
 // late when its timestamp is below the watermark as it was read. It returns each key's outputs in
 // order ("<seq> ...", as the guest emits them) and the final state (key → name → value).
 func Model(recs []Rec, gap, lateness int64) (outs map[string][]string, state map[string]map[string]string) {
+	return ModelSegments([][]Rec{recs}, gap, lateness)
+}
+
+// ModelSegments is Model for a file that was read to its end after each segment (a run finished)
+// before the next segment was appended: at each end every timer fires, and the watermark goes on
+// from the records' times.
+func ModelSegments(segs [][]Rec, gap, lateness int64) (outs map[string][]string, state map[string]map[string]string) {
 	outs = map[string][]string{}
 	type keyState struct {
 		n, seq int64
@@ -111,34 +118,42 @@ func Model(recs []Rec, gap, lateness int64) (outs map[string][]string, state map
 		k.n, k.hasN, k.timer = 0, false, -1
 	}
 	wm := int64(-1)
-	for off, r := range recs {
-		k := keys[r.Key]
-		if k == nil {
-			k = &keyState{timer: -1}
-			keys[r.Key] = k
+	var order []string // keys in order of their first record
+	off := -1
+	for _, recs := range segs {
+		for _, r := range recs {
+			off++
+			k := keys[r.Key]
+			if k == nil {
+				k = &keyState{timer: -1}
+				keys[r.Key] = k
+				order = append(order, r.Key)
+			}
+			if k.timer >= 0 && wm >= 0 && k.timer <= wm {
+				fire(r.Key, k)
+			}
+			if wm >= 0 && r.Ts < wm {
+				emit(r.Key, k, fmt.Sprintf("late %d", off))
+			}
+			wm = max(wm, r.Ts-lateness)
+			switch r.Cmd {
+			case "add":
+				k.n++
+				k.hasN = true
+				k.timer = r.Ts + gap
+			case "del":
+				emit(r.Key, k, fmt.Sprintf("del %d", k.n))
+				k.n, k.hasN, k.timer = 0, false, -1
+			}
 		}
-		if k.timer >= 0 && wm >= 0 && k.timer <= wm {
-			fire(r.Key, k)
-		}
-		if wm >= 0 && r.Ts < wm {
-			emit(r.Key, k, fmt.Sprintf("late %d", off))
-		}
-		wm = max(wm, r.Ts-lateness)
-		switch r.Cmd {
-		case "add":
-			k.n++
-			k.hasN = true
-			k.timer = r.Ts + gap
-		case "del":
-			emit(r.Key, k, fmt.Sprintf("del %d", k.n))
-			k.n, k.hasN, k.timer = 0, false, -1
+		for _, key := range order {
+			if k := keys[key]; k.timer >= 0 {
+				fire(key, k) // the end of the input: every timer fires
+			}
 		}
 	}
 	state = map[string]map[string]string{}
 	for key, k := range keys {
-		if k.timer >= 0 {
-			fire(key, k) // the end of the input: every timer fires
-		}
 		st := map[string]string{}
 		if k.hasN {
 			st["n"] = strconv.FormatInt(k.n, 10)

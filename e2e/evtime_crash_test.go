@@ -1,0 +1,122 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/wasmstream/wasmstream/internal/evtimetest"
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+)
+
+// TestCrashEventTimeDeterministic runs the expire test guest (a per-key session counter whose
+// event-time timer every record re-arms) through the binary over a generated input of sessions,
+// deletes and late records, and kills it with SIGKILL at random moments until it completes. After
+// every restart the host reads again from its last checkpoint: the outputs it repeats must be the
+// same as the first time (the same firings in the same places, the same late flags), and each
+// key's outputs, taken once, and the final state must equal the reference model's (issue 23).
+// When a run finishes before its kill, the file's end fired every timer; the test appends more
+// input and the model fires every timer at that point too.
+func TestCrashEventTimeDeterministic(t *testing.T) {
+	bin := guestbuild.Binary(t)
+	module := guestbuild.Go(t, "testguests/expire")
+	dir := t.TempDir()
+	input := filepath.Join(dir, "input.ndjson")
+	output := filepath.Join(dir, "out.ndjson")
+	gen := evtimetest.NewGenerator(2323)
+	var segs [][]evtimetest.Rec // a run read the file to its end after each
+	records := 0
+	write := func(n int) {
+		more := gen.Next(n)
+		segs = append(segs, more)
+		records += n
+		f, err := os.OpenFile(input, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.Write(evtimetest.Lines(more, "k", "v", "ts")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(30_000)
+	cfg := fmt.Sprintf(`data_dir: %s
+checkpoint_interval: 100ms
+tasks:
+  - name: ev
+    module: %s
+    workers: 2
+    max_queued: 512
+    inputs:
+      - name: in
+        path: %s
+        key_field: k
+        value_field: v
+        timestamp_field: ts
+    output:
+      type: file
+      path: %s
+    time:
+      allowed_lateness: 30s
+`, filepath.Join(dir, "data"), module, input, output)
+	cfgPath := filepath.Join(dir, "wasmstream.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(23, 5))
+	kills, runs := killLoop(t, bin, cfgPath, killPlan{
+		timeout: 6 * time.Minute,
+		live:    randomKills(rng, output, time.Second, 200*time.Millisecond),
+		more:    func() { write(10_000) },
+	})
+
+	got := map[string][]string{}
+	f, err := os.Open(output)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	lines := 0
+	for sc.Scan() {
+		lines++
+		var o struct{ Output, Key, Value string }
+		if err := json.Unmarshal(sc.Bytes(), &o); err != nil {
+			t.Fatalf("output line %d does not parse: %v: %q", lines, err, sc.Text())
+		}
+		got[o.Key] = append(got[o.Key], o.Value)
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	once, err := evtimetest.Dedupe(got)
+	if err != nil {
+		t.Fatalf("after %d kills: %v", kills, err)
+	}
+	wantOuts, wantState := evtimetest.ModelSegments(segs, evtimetest.Gap, evtimetest.Lateness)
+	if d := evtimetest.Diff(wantOuts, once); d != "" {
+		t.Errorf("outputs after %d kills differ from the reference model:\n%s", kills, d)
+	}
+	state := map[string]map[string]string{}
+	for key, names := range readState(t, filepath.Join(dir, "data"), "ev") {
+		state[key] = map[string]string{}
+		for n, v := range names {
+			state[key][n] = strconv.Itoa(v)
+		}
+	}
+	if d := evtimetest.StateDiff(wantState, state); d != "" {
+		t.Errorf("final state after %d kills differs from the reference model:\n%s", kills, d)
+	}
+	outputs := 0
+	for _, vs := range wantOuts {
+		outputs += len(vs)
+	}
+	t.Logf("%d records, %d runs, %d SIGKILLs: %d outputs as the model gives them (%d lines written)", records, runs, kills, outputs, lines)
+	fmt.Printf("event-time crash test: %d SIGKILLs, %d runs, %d records, %d outputs as the model's\n", kills, runs, records, outputs)
+}
