@@ -192,8 +192,9 @@ func (t *Task) applyTimer(st *stream, e *statecache.Entry, name []byte, op dirty
 	return nil
 }
 
-// fireDue queues the firings of due timers, at most MaxFiringsPerTurn per call over all streams,
-// and advances idle and ended streams' watermarks.
+// fireDue queues the firings of due timers, at most MaxFiringsPerTurn per call over all streams
+// (the record path queues every firing a record makes due: enqueue), marks ended streams, and
+// lets idle streams' event-time timers fire with the clock.
 func (t *Task) fireDue() error {
 	now := t.cfg.Now()
 	nowMs := now.UnixMilli()
@@ -206,12 +207,14 @@ func (t *Task) fireDue() error {
 		if !tm.ended && st.done && st.inflight == 0 && t.sched.Idle(st.id) && !st.kafka {
 			tm.ended = true // a finite input is over: every event-time timer of it falls due
 		}
-		if t.cfg.IdleTimeout > 0 && now.Sub(tm.lastRead) >= t.cfg.IdleTimeout {
-			if w := nowMs - t.cfg.Lateness.Milliseconds(); w > tm.wm {
-				tm.wm = w
-			}
+		eventUpTo := tm.watermark()
+		if t.cfg.IdleTimeout > 0 && !tm.ended && now.Sub(tm.lastRead) >= t.cfg.IdleTimeout {
+			// An idle stream's event-time timers fire as if its watermark followed the clock,
+			// but the watermark itself stays that of its records: records read later, a
+			// history replayed after a pause, are not late because of the pause (ABI.md §4.12).
+			eventUpTo = max(eventUpTo, nowMs-t.cfg.Lateness.Milliseconds())
 		}
-		for d, upTo := range [2]int64{nowMs, tm.watermark()} {
+		for d, upTo := range [2]int64{nowMs, eventUpTo} {
 			if upTo < 0 {
 				continue
 			}
