@@ -98,16 +98,18 @@ type Config struct {
 	// Lateness is the allowed lateness: a stream's watermark is its highest record timestamp
 	// minus Lateness (S15).
 	Lateness time.Duration
-	// IdleTimeout, when positive, advances the watermark of a stream that had no record for that
-	// long with processing time.
+	// IdleTimeout, when positive, lets the event-time timers of a stream that had no record for
+	// that long fire with processing time minus Lateness; the stream's watermark (late flags, the
+	// stamps firings are placed by) does not move.
 	IdleTimeout time.Duration
 	// TickEvery, when positive, calls the module's partition callback that often per stream (S16).
 	TickEvery time.Duration
 	// MigrateAtActivation makes Switch queue a migration check for every key with state, so that
 	// migrations run as soon as a version is activated instead of as each key is next used.
 	MigrateAtActivation bool
-	// MaxFiringsPerTurn bounds the timer firings queued per loop turn, so that timers cannot
-	// starve records; 0 = 1000.
+	// MaxFiringsPerTurn bounds the timer firings queued per loop turn for the clock, idle
+	// streams and ended inputs, so that timers cannot starve records; the firings a record makes
+	// due are all queued with it (their place is before the key's next record). 0 = 1000.
 	MaxFiringsPerTurn int
 	// ProvenGood, if set, is called by the loop once per module version and run, when the first
 	// batch on the version finished successfully: the host records the version as good.
