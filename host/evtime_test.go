@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -11,6 +12,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/evtimetest"
@@ -22,7 +26,7 @@ import (
 // final state are a function of the input alone, whatever the read-ahead, batch size, number of
 // workers or input speed. The testguests/expire guest counts a key's records and re-arms an
 // event-time timer at the record's time plus a gap with every record; the firing emits the count.
-// evModel computes what it must give, independently of the host.
+// evtimetest.Model computes what it must give, independently of the host.
 
 // evOutputs reads the output file: each key's values in order.
 func evOutputs(t *testing.T, path string) map[string][]string {
@@ -216,4 +220,103 @@ func parseJSONLines(t *testing.T, data []byte) []map[string]any {
 		out = append(out, m)
 	}
 	return out
+}
+
+// evKafkaRun produces recs to partition 0 of a topic of an in-process Kafka cluster before the
+// task starts (a backlog) and runs the expire guest over it as a bounded run: the task reads the
+// partition to its end offset, fires every event-time timer and ends.
+func evKafkaRun(t *testing.T, module string, recs []evtimetest.Rec, partitions int32, tune func(*host.TaskConfig)) (map[string][]string, map[string]map[string]string) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, "ev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	// Every record goes to partition 0; the others stay empty and must end the run too.
+	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var krecs []*kgo.Record
+	for _, r := range recs {
+		krecs = append(krecs, &kgo.Record{Topic: "ev", Key: []byte(r.Key), Value: []byte(r.Cmd), Timestamp: time.UnixMilli(r.Ts)})
+	}
+	if err := cl.ProduceSync(context.Background(), krecs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	tc := host.TaskConfig{
+		Name: "ev", Module: module, Workers: 2,
+		Inputs: []host.InputConfig{{Name: "in", Type: host.InputKafka, Topics: []string{"ev"}, Bounded: true}},
+		Output: host.OutputConfig{Type: host.OutputFile, Path: filepath.Join(dir, "out.ndjson")},
+		Time:   host.TimeConfig{AllowedLateness: 30 * time.Second},
+	}
+	if tune != nil {
+		tune(&tc)
+	}
+	cfg := host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc},
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}}
+	hosttest.RunToEnd(t, cfg)
+	return evOutputs(t, filepath.Join(dir, "out.ndjson")), evState(t, cfg.DataDir, "ev")
+}
+
+// TestEventTimeKafkaBacklog runs the minimal case and the generated input from a Kafka backlog,
+// as bounded runs (read to the end offset, then every timer fires and the task ends): the
+// outputs and the final state are the reference model's, as over a file.
+func TestEventTimeKafkaBacklog(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/expire")
+	for _, tc := range []struct {
+		name       string
+		recs       []evtimetest.Rec
+		partitions int32
+		tune       func(*host.TaskConfig)
+	}{
+		{"minimal", evtimetest.Minimal(), 1, nil},
+		{"minimal-3-empty-partitions", evtimetest.Minimal(), 4, nil},
+		{"generated", evtimetest.NewGenerator(23).Next(4000), 1, nil},
+		{"generated-queued16-batch8", evtimetest.NewGenerator(23).Next(4000), 1, func(tc *host.TaskConfig) {
+			tc.MaxQueued, tc.MaxBatchRecords, tc.Workers = 16, 8, 4
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantOuts, wantState := evtimetest.Model(tc.recs, evtimetest.Gap, evtimetest.Lateness)
+			outs, state := evKafkaRun(t, module, tc.recs, tc.partitions, tc.tune)
+			if d := evtimetest.Diff(wantOuts, outs); d != "" {
+				t.Errorf("outputs differ from the reference model:\n%s", d)
+			}
+			if d := evtimetest.StateDiff(wantState, state); d != "" {
+				t.Errorf("final state differs from the reference model:\n%s", d)
+			}
+		})
+	}
+}
+
+// TestBoundedInputRefused: bounded is for kafka inputs starting at earliest or latest, and not
+// with exactly-once delivery; each refusal names the setting.
+func TestBoundedInputRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		tune func(*host.TaskConfig)
+		want string
+	}{
+		{"file", func(tc *host.TaskConfig) {
+			tc.Inputs[0] = host.InputConfig{Name: "in", Path: "in.ndjson", Bounded: true}
+		}, "inputs[0].bounded: only a kafka input can be bounded"},
+		{"start at a time", func(tc *host.TaskConfig) {
+			tc.Inputs[0].StartAt = "2026-01-02T03:04:05Z"
+		}, "a bounded kafka input starts at earliest or latest"},
+		{"exactly once", func(tc *host.TaskConfig) {
+			tc.Delivery = "exactly_once"
+			tc.Changelog.Enabled = true
+		}, "a bounded kafka input does not run with delivery exactly_once"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			task := host.TaskConfig{Name: "ev", Module: "ev.wasm",
+				Inputs: []host.InputConfig{{Name: "in", Type: host.InputKafka, Topics: []string{"ev"}, Bounded: true}},
+				Output: host.OutputConfig{Type: host.OutputFile, Path: "out.ndjson"}}
+			tc.tune(&task)
+			_, err := host.New(host.Config{DataDir: t.TempDir(), Kafka: host.KafkaConfig{Brokers: []string{"127.0.0.1:1"}},
+				Tasks: []host.TaskConfig{task}})
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("New = %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
 }

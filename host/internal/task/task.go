@@ -158,6 +158,7 @@ type stream struct {
 	revoking  bool                 // Kafka: revoked, draining its batches in flight
 	source    []byte               // the input name, or for Kafka the topic, as records carry it (shared, read-only)
 	highWater int64                // Kafka: the partition's high watermark at its last fetch (-1: none yet)
+	boundEnd  int64                // Kafka, bounded run: the offset the partition is read up to (-1: unbounded)
 
 	tm streamTime // event time, timers and ticks
 }

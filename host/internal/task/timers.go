@@ -204,8 +204,8 @@ func (t *Task) fireDue() error {
 			continue
 		}
 		tm := &st.tm
-		if !tm.ended && st.done && st.inflight == 0 && t.sched.Idle(st.id) && !st.kafka {
-			tm.ended = true // a finite input is over: every event-time timer of it falls due
+		if !tm.ended && st.done && st.inflight == 0 && t.sched.Idle(st.id) && (!st.kafka || st.boundEnd >= 0) {
+			tm.ended = true // a finite input (a bounded Kafka run's partition too) is over: every event-time timer of it falls due
 		}
 		eventUpTo := tm.watermark()
 		if t.cfg.IdleTimeout > 0 && !tm.ended && now.Sub(tm.lastRead) >= t.cfg.IdleTimeout {
