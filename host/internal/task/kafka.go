@@ -268,7 +268,7 @@ func (t *Task) assign(committed map[kafka.TopicPartition]int64) (map[kafka.Topic
 			start[tp] = at
 		}
 		st.boundEnd = -1
-		if b, ok := t.kafka.consumer.Bound(tp); ok && t.cfg.Kafka.Bounded {
+		if b, ok := t.bound(tp); ok {
 			st.boundEnd = b.End
 			first := at
 			if first < 0 {
@@ -337,6 +337,14 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 	}
 	t.applyFlow()
 	return nil
+}
+
+// bound returns a partition's bounds in a bounded run.
+func (t *Task) bound(tp kafka.TopicPartition) (kafka.Bounds, bool) {
+	if !t.cfg.Kafka.Bounded || t.kafka.consumer == nil {
+		return kafka.Bounds{}, false
+	}
+	return t.kafka.consumer.Bound(tp)
 }
 
 // endBounded marks a partition of a bounded run read to its end: it is done like a file input
