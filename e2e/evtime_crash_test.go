@@ -26,6 +26,16 @@ import (
 func TestCrashEventTimeDeterministic(t *testing.T) {
 	bin := guestbuild.Binary(t)
 	module := guestbuild.Go(t, "testguests/expire")
+	for _, tc := range []struct{ name, settings string }{
+		{"queued512", "workers: 2\n    max_queued: 512"},
+		{"workers4-keyrecords256-queued100000", "workers: 4\n    max_batch_records: 1024\n    max_key_records: 256\n    max_queued: 100000"},
+	} {
+		t.Run(tc.name, func(t *testing.T) { crashEventTime(t, bin, module, tc.settings) })
+	}
+}
+
+// crashEventTime is TestCrashEventTimeDeterministic with the task's settings given as YAML.
+func crashEventTime(t *testing.T, bin, module, settings string) {
 	dir := t.TempDir()
 	input := filepath.Join(dir, "input.ndjson")
 	output := filepath.Join(dir, "out.ndjson")
@@ -51,8 +61,7 @@ checkpoint_interval: 100ms
 tasks:
   - name: ev
     module: %s
-    workers: 2
-    max_queued: 512
+    %s
     inputs:
       - name: in
         path: %s
@@ -64,7 +73,7 @@ tasks:
       path: %s
     time:
       allowed_lateness: 30s
-`, filepath.Join(dir, "data"), module, input, output)
+`, filepath.Join(dir, "data"), module, settings, input, output)
 	cfgPath := filepath.Join(dir, "wasmstream.yaml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
