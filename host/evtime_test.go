@@ -121,7 +121,14 @@ func evRun(t *testing.T, module string, recs []evtimetest.Rec, s evSetting) (map
 	cfg := host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc},
 		CheckpointInterval: 20 * time.Millisecond}
 	if !s.stdin {
-		hosttest.RunToEnd(t, cfg)
+		h := hosttest.New(t, cfg)
+		if err := h.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if st := h.Stats(); len(st) == 1 {
+			t.Logf("%d records, %d outputs, %d timer firings, %d batches run again one item per call (timer_splits)",
+				st[0].Records, st[0].Outputs, st[0].TimersFired, st[0].TimerSplits)
+		}
 	} else {
 		cfg.Stdin = stdin
 		r := hosttest.Start(t, cfg)
