@@ -115,3 +115,54 @@ func push(t *testing.T, s *Scheduler[int], it Item[int]) {
 		t.Fatal(err)
 	}
 }
+
+// TestRetryIsolating puts a failed batch's items back, isolating only the keys asked for: their
+// items then run one per batch, the other keys' items in batches as before.
+func TestRetryIsolating(t *testing.T) {
+	s, err := New[int](Config{MaxKeyItems: 100, MaxBatchItems: 100, MaxBatches: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.AddStream(1)
+	for i := range 3 {
+		push(t, s, Item[int]{Stream: 1, Key: "a", Offset: int64(i)})
+		push(t, s, Item[int]{Stream: 1, Key: "b", Offset: int64(10 + i)})
+	}
+	b, ok := s.Next(time.Time{})
+	if !ok || len(b.Items) != 6 {
+		t.Fatalf("first batch: %v %d items, want all 6", ok, len(b.Items))
+	}
+	if err := s.RetryIsolating(b.ID, func(key string) bool { return key == "a" }); err != nil {
+		t.Fatal(err)
+	}
+	var sizes []string
+	for {
+		b, ok := s.Next(time.Time{})
+		if !ok {
+			break
+		}
+		keys := ""
+		for _, it := range b.Items {
+			keys += it.Key
+		}
+		sizes = append(sizes, keys)
+		if err := s.Complete(b.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// a's items alone, one per batch; b's together.
+	a, bb := 0, 0
+	for _, keys := range sizes {
+		switch keys {
+		case "a":
+			a++
+		case "bbb":
+			bb++
+		default:
+			t.Errorf("batch of keys %q: want a alone or b's three together", keys)
+		}
+	}
+	if a != 3 || bb != 1 {
+		t.Errorf("batches %q, want a three times alone and bbb once", sizes)
+	}
+}

@@ -398,12 +398,21 @@ func (s *Scheduler[T]) Complete(batchID uint64) error {
 //
 // Retry does not delay the keys; call Delay for a back-off.
 func (s *Scheduler[T]) Retry(batchID uint64, isolate bool) error {
+	return s.retry(batchID, func(string) bool { return isolate })
+}
+
+// RetryIsolating is Retry isolating the items of the keys for which isolate returns true (and
+// those already isolated); the other keys' items go back to run in batches as usual.
+func (s *Scheduler[T]) RetryIsolating(batchID uint64, isolate func(key string) bool) error {
+	return s.retry(batchID, isolate)
+}
+
+func (s *Scheduler[T]) retry(batchID uint64, isolate func(key string) bool) error {
 	b := s.batches[batchID]
 	if b == nil {
 		return fmt.Errorf("%w: retry %d", ErrUnknownBatch, batchID)
 	}
 	delete(s.batches, batchID)
-	iso := isolate || b.iso
 	pos := 0
 	for _, sg := range b.segs {
 		items := b.items[pos : pos+sg.n]
@@ -412,6 +421,7 @@ func (s *Scheduler[T]) Retry(batchID uint64, isolate bool) error {
 			continue
 		}
 		k, st := sg.k, sg.k.st
+		iso := b.iso || isolate(k.name)
 		bytes := 0
 		for j := len(items) - 1; j >= 0; j-- {
 			k.q.pushFront(entry[T]{it: items[j], iso: iso})

@@ -29,7 +29,7 @@ type KafkaInput struct {
 	// ExactlyOnce commits outputs, dead letters, changelog and input offsets in one Kafka
 	// transaction per checkpoint interval (eos.go). It needs a changelog, and TxnProducers must
 	// be the producers of the task's Kafka sinks, made with kafka.NewTxnProducer.
-	ExactlyOnce  bool
+	ExactlyOnce bool
 	// Bounded reads each partition up to its end offset as listed when the consumer is first
 	// assigned partitions, then ends it like a file (its watermark goes to the end of time and
 	// every event-time timer fires); once every partition of the topics has ended here, the

@@ -684,13 +684,17 @@ func (t *Task) finish(j *job) error {
 			gone += len(g.work)
 		}
 	}
-	if j.err == nil && gone == 0 && len(j.items) > 1 && dueWithinCall(j) {
-		// A timer the call set fell due before a later item of its key in the same call: the
-		// items run again one per call, so that its firing comes between them (placeFiring).
-		// The call had no effects yet; a deterministic guest does the same again.
-		t.stats.TimerSplits++
-		t.log.Debug("a timer set in a batch is due within it; its items run again one per call", "items", len(j.items))
-		return t.sched.Retry(j.id, true)
+	if j.err == nil && gone == 0 && len(j.items) > 1 {
+		if keys := dueWithinCall(j); keys != nil {
+			// A timer the call set fell due before a later item of its key in the same call:
+			// that key's items run again one per call, so that the firing comes between them
+			// (placeFiring); the other keys' items run again in batches. The call had no effects
+			// yet; a deterministic guest does the same again.
+			t.stats.TimerSplits++
+			t.log.Debug("a timer set in a batch is due within it; its key's items run again one per call", "items", len(j.items), "keys", len(keys))
+			partition := t.cfg.Policy == PolicyPartition
+			return t.sched.RetryIsolating(j.id, func(seq string) bool { return partition || keys[seq] })
+		}
 	}
 	if j.err == nil && t.changelog != nil {
 		limit, err := t.changelogRoom(j)

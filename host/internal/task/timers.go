@@ -362,13 +362,15 @@ func (t *Task) placeFiring(st *stream, id timerID, op dirtyTimer) error {
 	return err
 }
 
-// dueWithinCall reports whether a unit of job j set an event-time timer that may fall due before
-// a later item of its key in the same unit: one whose time is at or below the stamp of an item of
-// its key other than the unit's first (the unit ran it after the set, whereas the timer's firing
-// belongs before it). The host cannot tell which item of a call set a timer, so this errs on the
-// side of a split. Its cost is a pass over the unit's items when it set an event-time timer, and
-// a pass over its timer ops per key only when one of them is due by the unit's highest stamp.
-func dueWithinCall(j *job) bool {
+// dueWithinCall returns the keys for which a unit of job j set an event-time timer that may fall
+// due before a later item of the key in the same unit: one whose time is at or below the stamp of
+// an item of its key other than the unit's first (the unit ran it after the set, whereas the
+// timer's firing belongs before it); nil when there is none. The host cannot tell which item of a
+// call set a timer, so this errs on the side of a split. Its cost is a pass over the unit's items
+// when it set an event-time timer, and a pass over its timer ops per key only when one of them is
+// due by the unit's highest stamp.
+func dueWithinCall(j *job) map[string]bool {
+	var keys map[string]bool
 	for gi := range j.groups {
 		g := &j.groups[gi]
 		if len(g.work) < 2 || len(g.effects.Timers) == 0 {
@@ -405,12 +407,16 @@ func dueWithinCall(j *job) bool {
 					key = it.fire.Key
 				}
 				if !it.migrate && it.stamp >= op.Due && bytes.Equal(key, op.Key) {
-					return true
+					if keys == nil {
+						keys = map[string]bool{}
+					}
+					keys[string(op.Key)] = true
+					break
 				}
 			}
 		}
 	}
-	return false
+	return keys
 }
 
 // timersIdle reports whether no timer of an ended stream is left to fire and no firing is queued:
