@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
@@ -10,6 +11,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/internal/evtimetest"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
@@ -85,6 +88,15 @@ tasks:
 		more:    func() { write(10_000) },
 	})
 
+	outputs, lines := checkEventTime(t, output, filepath.Join(dir, "data"), segs, kills)
+	t.Logf("%d records, %d runs, %d SIGKILLs: %d outputs as the model gives them (%d lines written)", records, runs, kills, outputs, lines)
+	fmt.Printf("event-time crash test: %d SIGKILLs, %d runs, %d records, %d outputs as the model's\n", kills, runs, records, outputs)
+}
+
+// checkEventTime compares the outputs (taken once: a restart repeats some) and the final state
+// of a run of the expire guest with the reference model's over segs.
+func checkEventTime(t *testing.T, output, dataDir string, segs [][]evtimetest.Rec, kills int) (outputs, lines int) {
+	t.Helper()
 	got := map[string][]string{}
 	f, err := os.Open(output)
 	if err != nil {
@@ -92,7 +104,6 @@ tasks:
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
-	lines := 0
 	for sc.Scan() {
 		lines++
 		var o struct{ Output, Key, Value string }
@@ -113,7 +124,7 @@ tasks:
 		t.Errorf("outputs after %d kills differ from the reference model:\n%s", kills, d)
 	}
 	state := map[string]map[string]string{}
-	for key, names := range readState(t, filepath.Join(dir, "data"), "ev") {
+	for key, names := range readState(t, dataDir, "ev") {
 		state[key] = map[string]string{}
 		for n, v := range names {
 			state[key][n] = strconv.Itoa(v)
@@ -122,10 +133,78 @@ tasks:
 	if d := evtimetest.StateDiff(wantState, state); d != "" {
 		t.Errorf("final state after %d kills differs from the reference model:\n%s", kills, d)
 	}
-	outputs := 0
 	for _, vs := range wantOuts {
 		outputs += len(vs)
 	}
+	return outputs, lines
+}
+
+// TestCrashEventTimeKafkaBacklog is TestCrashEventTimeDeterministic over a Kafka backlog in a
+// broker process, read by a bounded run (each partition up to its end offset, then every timer
+// fires and the run ends): 20 SIGKILLs, and the outputs per key and the final state are the
+// reference model's. All records go to partition 0; the other partitions stay empty.
+func TestCrashEventTimeKafkaBacklog(t *testing.T) {
+	bin := guestbuild.Binary(t)
+	module := guestbuild.Go(t, "testguests/expire")
+	dir := t.TempDir()
+	port := freePort(t)
+	startBroker(t, bin, filepath.Join(dir, "broker"), port, "ev")
+	brokers := "127.0.0.1:" + strconv.Itoa(port)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	gen := evtimetest.NewGenerator(4242)
+	var segs [][]evtimetest.Rec
+	records := 0
+	produce := func(n int) {
+		more := gen.Next(n)
+		segs = append(segs, more)
+		records += n
+		batch := make([]*kgo.Record, 0, n)
+		for _, r := range more {
+			batch = append(batch, &kgo.Record{Topic: "ev", Key: []byte(r.Key), Value: []byte(r.Cmd), Timestamp: time.UnixMilli(r.Ts)})
+		}
+		if err := cl.ProduceSync(context.Background(), batch...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(30_000)
+	output := filepath.Join(dir, "out.ndjson")
+	cfg := fmt.Sprintf(`data_dir: %s
+checkpoint_interval: 100ms
+kafka:
+  brokers: [%s]
+  session_timeout: 6s
+  rebalance_timeout: 10s
+tasks:
+  - name: ev
+    module: %s
+    workers: 2
+    max_queued: 512
+    inputs:
+      - name: in
+        type: kafka
+        topics: [ev]
+        bounded: true
+    output:
+      type: file
+      path: %s
+    time:
+      allowed_lateness: 30s
+`, filepath.Join(dir, "data"), brokers, module, output)
+	cfgPath := filepath.Join(dir, "wasmstream.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(42, 5))
+	kills, runs := killLoop(t, bin, cfgPath, killPlan{
+		timeout: 8 * time.Minute,
+		live:    randomKills(rng, output, 3*time.Second, 300*time.Millisecond),
+		more:    func() { produce(10_000) },
+	})
+	outputs, lines := checkEventTime(t, output, filepath.Join(dir, "data"), segs, kills)
 	t.Logf("%d records, %d runs, %d SIGKILLs: %d outputs as the model gives them (%d lines written)", records, runs, kills, outputs, lines)
-	fmt.Printf("event-time crash test: %d SIGKILLs, %d runs, %d records, %d outputs as the model's\n", kills, runs, records, outputs)
+	fmt.Printf("event-time kafka crash test: %d SIGKILLs, %d runs, %d records, %d outputs as the model's\n", kills, runs, records, outputs)
 }
