@@ -273,6 +273,20 @@ func (s *Scheduler[T]) Insert(it Item[T], order func(T) int) (bool, error) {
 	return true, nil
 }
 
+// Last returns the value of the key's last queued item; false when the key has none queued.
+func (s *Scheduler[T]) Last(stream uint32, key string) (T, bool) {
+	var zero T
+	st := s.streams[stream]
+	if st == nil {
+		return zero, false
+	}
+	k := st.keys[key]
+	if k == nil || k.q.len() == 0 {
+		return zero, false
+	}
+	return k.q.at(k.q.len() - 1).it.Value, true
+}
+
 // Next forms a batch if fewer than MaxBatches batches are in flight and some key is ready, and
 // reports whether it did. Keys whose Delay deadline is not after now become ready first.
 //

@@ -358,7 +358,19 @@ func firingOrder(f *abi.Firing) func(*item) int {
 // due for the key's queued items or the watermark (queueFiring); otherwise it waits in the index.
 func (t *Task) placeFiring(st *stream, id timerID, op dirtyTimer) error {
 	wm := st.tm.watermark()
-	_, err := t.queueFiring(st, id, op.domain, op.due, op.payload, wm >= 0 && op.due <= wm)
+	due := wm >= 0 && op.due <= wm
+	if !due {
+		// The common case, a timer ahead of the key's queue: nothing to place, nothing made.
+		seq := id.key
+		if t.cfg.Policy == PolicyPartition {
+			seq = ""
+		}
+		last, ok := t.sched.Last(st.id, seq)
+		if !ok || (last.fire == nil && !last.migrate && last.stamp < op.due) {
+			return nil
+		}
+	}
+	_, err := t.queueFiring(st, id, op.domain, op.due, op.payload, due)
 	return err
 }
 
