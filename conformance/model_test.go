@@ -52,11 +52,12 @@ type coverage struct {
 func model(c *testCase) (expectation, *coverage, error) {
 	cov := &coverage{commands: map[string]int{}}
 	var step func(state map[string]string, r inputRecord, emit func(output, value string, hs []header) error) error
-	var step0 any // the conform model, for its metric
+	var step0 any // the conform model, for its metric and timers
+	var cm *conformModel
 	switch c.Spec.Contract {
 	case contractConform:
 		m := &conformModel{cfg: string(c.configBytes()), keys: map[string]bool{}, cov: cov}
-		step0 = m
+		step0, cm = m, m
 		for _, r := range c.Input {
 			m.keys[r.Key] = true
 		}
@@ -74,7 +75,43 @@ func model(c *testCase) (expectation, *coverage, error) {
 	state := map[string]map[string]string{} // key → name → value
 	var exp expectation
 	last := map[string]int64{}
+	// Event time (ABI.md §4.12, the host's default allowed lateness of 0): the watermark is the
+	// highest timestamp read; a record read at a watermark above its timestamp is late, and a
+	// key's event-time timer for T fires before the key's first record read at a watermark of T
+	// or above (at the end of the input otherwise), timers due together in order of time and name.
+	wm := int64(-1)
+	timers := map[string]map[string]int64{} // key → name → time
+	fire := func(key string, upTo int64) {
+		type due struct {
+			name string
+			at   int64
+		}
+		var ds []due
+		for n, at := range timers[key] {
+			if at <= upTo {
+				ds = append(ds, due{n, at})
+			}
+		}
+		sort.Slice(ds, func(i, j int) bool {
+			if ds[i].at != ds[j].at {
+				return ds[i].at < ds[j].at
+			}
+			return ds[i].name < ds[j].name
+		})
+		for _, d := range ds {
+			delete(timers[key], d.name)
+			exp.Outputs += outputLine("result", key, "fired "+d.name+" "+strconv.FormatInt(d.at, 10), d.at, nil)
+		}
+	}
 	for i, r := range c.Input {
+		if wm >= 0 {
+			fire(r.Key, wm)
+		}
+		if cm != nil {
+			cm.late = wm >= 0 && r.Ts < wm
+			cm.sets = cm.sets[:0]
+		}
+		wm = max(wm, r.Ts)
 		if r.Key == "" {
 			cov.emptyKey = true
 		}
@@ -127,6 +164,22 @@ func model(c *testCase) (expectation, *coverage, error) {
 			state[r.Key] = work
 		}
 		exp.Outputs += strings.Join(outs, "")
+		if cm != nil {
+			for _, s := range cm.sets {
+				if timers[r.Key] == nil {
+					timers[r.Key] = map[string]int64{}
+				}
+				timers[r.Key][s.name] = s.at
+			}
+		}
+	}
+	keys := make([]string, 0, len(timers))
+	for k := range timers {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fire(k, math.MaxInt64) // the end of the input: every timer fires
 	}
 	var lines []string
 	for k, names := range state {
@@ -160,6 +213,15 @@ type conformModel struct {
 	observed   [4]uint64 // the observe commands' values per bucket: <= 10, 100, 1000, above
 	obsCount   uint64
 	obsSum     float64
+
+	late bool       // the current record carries the late flag
+	sets []timerSet // the current record's timer sets, applied if it succeeds
+}
+
+// timerSet is a timer command of a record: an event-time timer of the record key.
+type timerSet struct {
+	name string
+	at   int64
 }
 
 var errBadNumber = errors.New("bad number")
@@ -255,6 +317,19 @@ func (m *conformModel) record(st map[string]string, r inputRecord, emit func(str
 			hs = append(hs, header{n, v})
 		}
 		return emit(fields[0], value, hs)
+	case "timer":
+		name, num := cut(args)
+		at, ok := number(num, 999999999)
+		if !ok {
+			return errBadNumber
+		}
+		m.sets = append(m.sets, timerSet{name, int64(at)})
+		return result("ok")
+	case "late":
+		if m.late {
+			return result("late")
+		}
+		return result("on time")
 	case "config":
 		return result(m.cfg)
 	case "meta":
@@ -594,7 +669,7 @@ func TestCasesCoverContract(t *testing.T) {
 		total.interleaved = total.interleaved || cov.interleaved
 	}
 	for _, cmd := range []string{"put", "get", "del", "scan", "many", "big", "emit", "config", "meta", "fail", "foreign", "",
-		"emitdef", "count", "append", "mput", "json", "metric", "observe"} {
+		"emitdef", "count", "append", "mput", "json", "metric", "observe", "timer", "late"} {
 		if total.commands[cmd] == 0 {
 			t.Errorf("no case uses command %q", cmd)
 		}

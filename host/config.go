@@ -214,14 +214,16 @@ type TimeConfig struct {
 	// AllowedLateness is subtracted from the highest record timestamp of a partition to give its
 	// watermark: records up to that much out of order are not late. Default 0.
 	AllowedLateness time.Duration `yaml:"allowed_lateness"`
-	// IdleTimeout, when set, advances the watermark of a partition that had no record for that
-	// long with processing time, so that its event-time timers still fire. Default 0 (never).
+	// IdleTimeout, when set, lets the event-time timers of a partition that had no record for
+	// that long fire as if its watermark followed processing time (minus AllowedLateness); the
+	// watermark itself, which late flags come from, stays that of the records. Default 0 (never).
 	IdleTimeout time.Duration `yaml:"idle_timeout"`
 	// TickInterval, when set, calls the module's wasmstream_on_tick for every partition that
 	// often, while none of the partition's records is being processed. Default 0 (never).
 	TickInterval time.Duration `yaml:"tick_interval"`
-	// MaxFiringsPerTurn bounds the timer firings queued at once, so that due timers cannot
-	// starve records. Default 1000.
+	// MaxFiringsPerTurn bounds the timer firings the clock, idle partitions and ended inputs
+	// queue at once, so that due timers cannot starve records (a record queues every firing it
+	// makes due: their place is before its key's next record). Default 1000.
 	MaxFiringsPerTurn int `yaml:"max_firings_per_turn"`
 }
 
@@ -294,6 +296,12 @@ type InputConfig struct {
 	// StartAt is where a kafka input starts in a partition the group has no committed offset
 	// for: "earliest" (default), "latest", or an RFC 3339 time.
 	StartAt string `yaml:"start_at"`
+	// Bounded makes a kafka input a bounded run (a backfill): each partition is read up to its
+	// end offset as it stood when the task started, then ends like a file — its watermark goes
+	// to the end of time, so every event-time timer fires — and once every partition of the
+	// topics has ended the task takes its last checkpoint and ends. One host reads every
+	// partition; start_at must be earliest or latest; not with delivery exactly_once.
+	Bounded bool `yaml:"bounded"`
 	// Path is the file to read (Type "file").
 	Path string `yaml:"path"`
 	// Format is "json" (one JSON object per line) or "text" (one record per line). Default "json".

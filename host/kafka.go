@@ -142,6 +142,17 @@ func validateKafkaTask(c Config, t TaskConfig, p string, bad func(string, string
 		if _, err := kafka.StartOffset(in.StartAt); err != nil {
 			bad(q+"start_at", "%v", err)
 		}
+		if in.Bounded && in.StartAt != "" && in.StartAt != "earliest" && in.StartAt != "latest" {
+			bad(q+"bounded", "a bounded kafka input starts at earliest or latest, not at a time (start_at %q)", in.StartAt)
+		}
+		if in.Bounded && t.Delivery == "exactly_once" {
+			bad(q+"bounded", "a bounded kafka input does not run with delivery exactly_once yet")
+		}
+	}
+	for j, in := range t.Inputs {
+		if in.Bounded && in.Type != "kafka" {
+			bad(fmt.Sprintf("%sinputs[%d].bounded", p, j), "only a kafka input can be bounded (a file or stdin input ends by itself)")
+		}
 	}
 	if t.Output.Type == "kafka" && t.Output.Topic == "" && len(t.Output.Topics) == 0 {
 		bad(p+"output.topic", "a kafka output needs a topic (or topics per output name)")
@@ -160,7 +171,7 @@ func kafkaInput(cfg Config, tc TaskConfig, in InputConfig) *task.KafkaInput {
 	kc := cfg.Kafka.client()
 	kc.Logger = cfg.Logger.With("task", tc.Name)
 	ki := &task.KafkaInput{
-		Name: in.Name, Client: kc, Group: group, Topics: in.Topics, StartAt: in.StartAt,
+		Name: in.Name, Client: kc, Group: group, Topics: in.Topics, StartAt: in.StartAt, Bounded: in.Bounded,
 		DrainTimeout:   cfg.Kafka.DrainTimeout,
 		SessionTimeout: cfg.Kafka.SessionTimeout, RebalanceTimeout: cfg.Kafka.RebalanceTimeout,
 	}

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -95,7 +96,15 @@ type ConsumerConfig struct {
 	// Progress, if set, turns on the standby balancer (StandbyBalancer): it reports the
 	// changelog offset this host's copy of each partition covers.
 	Progress func() map[TopicPartition]int64
+	// Bounded makes the consumer list every partition's end offset when it is first assigned
+	// partitions (Bound): a bounded run reads each partition up to there and ends.
+	Bounded bool
 }
+
+// Bounds are a partition's offsets for a bounded run (ConsumerConfig.Bounded): its log start
+// offset when the partition was assigned, and its end offset when the consumer first listed the
+// topics' end offsets.
+type Bounds struct{ Start, End int64 }
 
 // Consumer is a consumer-group member reading the task's topics.
 type Consumer struct {
@@ -109,6 +118,11 @@ type Consumer struct {
 
 	mu     sync.Mutex
 	paused map[TopicPartition]bool
+
+	bounded bool
+	ends    map[TopicPartition]int64  // bounded: end offsets, listed once (under mu)
+	bounds  map[TopicPartition]Bounds // bounded: the assigned partitions' bounds (under mu)
+	topics  []string
 
 	// Transactional mode (ConsumerConfig.Txn).
 	sess     *kgo.GroupTransactSession
@@ -145,7 +159,8 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 	if cc.MaxPollRecords <= 0 {
 		cc.MaxPollRecords = 2000
 	}
-	c := &Consumer{ready: make(chan struct{}), log: cfg.Logger, connectTimeout: cfg.ConnectTimeout, max: cc.MaxPollRecords, handler: cc.Handler, paused: map[TopicPartition]bool{}, start: start}
+	c := &Consumer{ready: make(chan struct{}), log: cfg.Logger, connectTimeout: cfg.ConnectTimeout, max: cc.MaxPollRecords, handler: cc.Handler, paused: map[TopicPartition]bool{}, start: start,
+		bounded: cc.Bounded, topics: cc.Topics, bounds: map[TopicPartition]Bounds{}}
 	opts = append(opts,
 		kgo.ConsumerGroup(cc.Group),
 		kgo.ConsumeTopics(cc.Topics...),
@@ -211,6 +226,71 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 	return c, nil
 }
 
+// listBounds records the bounds of newly assigned partitions: their log start offsets now, and
+// their end offsets as listed the first time (a bounded run's end does not move with a
+// rebalance).
+func (c *Consumer) listBounds(ctx context.Context, parts []TopicPartition) error {
+	<-c.ready
+	adm := kadm.NewClient(c.cl)
+	c.mu.Lock()
+	ends := c.ends
+	c.mu.Unlock()
+	if ends == nil {
+		listed, err := adm.ListEndOffsets(ctx, c.topics...)
+		if err == nil {
+			err = listed.Error()
+		}
+		if err != nil {
+			return fmt.Errorf("kafka: listing the end offsets of a bounded run: %w", err)
+		}
+		ends = map[TopicPartition]int64{}
+		listed.Each(func(o kadm.ListedOffset) { ends[TopicPartition{o.Topic, o.Partition}] = o.Offset })
+		c.log.Info("bounded run: reading every partition up to its end offset now", "partitions", len(ends))
+	}
+	starts, err := adm.ListStartOffsets(ctx, c.topics...)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return fmt.Errorf("kafka: listing the start offsets of a bounded run: %w", err)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ends = ends
+	for _, tp := range parts {
+		b := Bounds{End: ends[tp]}
+		if o, ok := starts.Lookup(tp.Topic, tp.Partition); ok {
+			b.Start = o.Offset
+		}
+		c.bounds[tp] = b
+	}
+	return nil
+}
+
+// Bound returns a partition's bounds in a bounded run; false when the consumer is not bounded
+// or the partition was never assigned. Safe from any goroutine; a Handler's Assigned may call
+// it for the partitions it is told.
+func (c *Consumer) Bound(tp TopicPartition) (Bounds, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	b, ok := c.bounds[tp]
+	return b, ok
+}
+
+// EachBound calls fn for every partition of a bounded run's topics (those whose end offsets were
+// listed). Safe from any goroutine.
+func (c *Consumer) EachBound(fn func(TopicPartition)) {
+	c.mu.Lock()
+	tps := make([]TopicPartition, 0, len(c.ends))
+	for tp := range c.ends {
+		tps = append(tps, tp)
+	}
+	c.mu.Unlock()
+	for _, tp := range tps {
+		fn(tp)
+	}
+}
+
 // balancers are the group protocols the consumer offers, the preferred first.
 func balancers(progress func() map[TopicPartition]int64) []kgo.GroupBalancer {
 	if progress == nil {
@@ -246,6 +326,11 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 		fresh = append(fresh, tp)
 	}
 	c.forget(fresh)
+	if c.bounded {
+		if err := c.listBounds(ctx, fresh); err != nil {
+			return nil, err
+		}
+	}
 	start, err := c.handler.Assigned(ctx, committed)
 	if err != nil {
 		return nil, err

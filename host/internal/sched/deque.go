@@ -36,6 +36,16 @@ func (d *deque[E]) pushFront(e E) {
 	d.n++
 }
 
+// insert puts e at index i (0 <= i <= len), moving the elements from i on one place back.
+func (d *deque[E]) insert(i int, e E) {
+	d.pushBack(e)
+	mask := len(d.buf) - 1
+	for j := d.n - 1; j > i; j-- {
+		d.buf[(d.head+j)&mask] = d.buf[(d.head+j-1)&mask]
+	}
+	d.buf[(d.head+i)&mask] = e
+}
+
 // popFront removes and returns the front element; the deque must not be empty.
 func (d *deque[E]) popFront() E {
 	var zero E

@@ -40,7 +40,9 @@
 //
 // Retry puts a failed batch's items back at the front of their keys, in order. With isolate,
 // each of those items then runs alone in its own batch until all of them have completed, so the
-// failing item can be identified and its neighbours are not re-run with it. Delay holds a key
+// failing item can be identified and its neighbours are not re-run with it; RetryIsolating
+// isolates only the keys it is told. Insert places an item among its key's queued items by their
+// values rather than at the tail (the task places event-time firings so). Delay holds a key
 // until a deadline (the back-off of S17); NextWake tells the loop when to call Next again. The
 // retry policy (how often, how long, dead-lettering) is the caller's.
 //

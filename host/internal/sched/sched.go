@@ -219,6 +219,74 @@ func (s *Scheduler[T]) Push(it Item[T]) error {
 	return nil
 }
 
+// Insert puts the item into its key's queue before the items that must come after it, and
+// reports whether it did; it does nothing and returns false when no queued item of the key must
+// come after it (the caller then pushes it, or keeps it for later). order tells where a queued
+// item's value stands: > 0 after the item, < 0 before it, 0 either. The queue is read from its
+// tail while no item answers < 0, and the item goes in front of the earliest item that answered
+// > 0: its cost is the number of items read, none but the tail's in the common case where the
+// tail comes before the item. The item runs alone if the item it precedes does (Retry).
+func (s *Scheduler[T]) Insert(it Item[T], order func(T) int) (bool, error) {
+	st := s.streams[it.Stream]
+	if st == nil {
+		return false, fmt.Errorf("%w: insert into stream %d", ErrUnknownStream, it.Stream)
+	}
+	if it.Size < 0 {
+		return false, fmt.Errorf("%w: %d bytes at stream %d offset %d", ErrNegativeSize, it.Size, it.Stream, it.Offset)
+	}
+	k := st.keys[it.Key]
+	if k == nil {
+		return false, nil
+	}
+	pos := -1
+	for i := k.q.len() - 1; i >= 0; i-- {
+		c := order(k.q.at(i).it.Value)
+		if c < 0 {
+			break
+		}
+		if c > 0 {
+			pos = i
+		}
+	}
+	if pos < 0 {
+		return false, nil
+	}
+	k.q.insert(pos, entry[T]{it: it, iso: k.q.at(pos).iso})
+	if s.strict {
+		// The item takes the place in the stream's order of the key's item it precedes: the
+		// pos-th entry of the key there.
+		seen := 0
+		for i := range st.order.len() {
+			if st.order.at(i) != k {
+				continue
+			}
+			if seen == pos {
+				st.order.insert(i, k)
+				break
+			}
+			seen++
+		}
+	}
+	s.queuedDelta(st, 1, it.Size)
+	s.depthChanged(k)
+	s.settle(k)
+	return true, nil
+}
+
+// Last returns the value of the key's last queued item; false when the key has none queued.
+func (s *Scheduler[T]) Last(stream uint32, key string) (T, bool) {
+	var zero T
+	st := s.streams[stream]
+	if st == nil {
+		return zero, false
+	}
+	k := st.keys[key]
+	if k == nil || k.q.len() == 0 {
+		return zero, false
+	}
+	return k.q.at(k.q.len() - 1).it.Value, true
+}
+
 // Next forms a batch if fewer than MaxBatches batches are in flight and some key is ready, and
 // reports whether it did. Keys whose Delay deadline is not after now become ready first.
 //
@@ -344,12 +412,21 @@ func (s *Scheduler[T]) Complete(batchID uint64) error {
 //
 // Retry does not delay the keys; call Delay for a back-off.
 func (s *Scheduler[T]) Retry(batchID uint64, isolate bool) error {
+	return s.retry(batchID, func(string) bool { return isolate })
+}
+
+// RetryIsolating is Retry isolating the items of the keys for which isolate returns true (and
+// those already isolated); the other keys' items go back to run in batches as usual.
+func (s *Scheduler[T]) RetryIsolating(batchID uint64, isolate func(key string) bool) error {
+	return s.retry(batchID, isolate)
+}
+
+func (s *Scheduler[T]) retry(batchID uint64, isolate func(key string) bool) error {
 	b := s.batches[batchID]
 	if b == nil {
 		return fmt.Errorf("%w: retry %d", ErrUnknownBatch, batchID)
 	}
 	delete(s.batches, batchID)
-	iso := isolate || b.iso
 	pos := 0
 	for _, sg := range b.segs {
 		items := b.items[pos : pos+sg.n]
@@ -358,6 +435,7 @@ func (s *Scheduler[T]) Retry(batchID uint64, isolate bool) error {
 			continue
 		}
 		k, st := sg.k, sg.k.st
+		iso := b.iso || isolate(k.name)
 		bytes := 0
 		for j := len(items) - 1; j >= 0; j-- {
 			k.q.pushFront(entry[T]{it: items[j], iso: iso})

@@ -42,6 +42,9 @@ type Task struct {
 	TimersQueued  int64 `json:"timers_queued"`  // timer firings queued
 	TimersFired   int64 `json:"timers_fired"`   // timer firings completed
 	TimersDropped int64 `json:"timers_dropped"` // timer firings dropped: the module has no timer callback
+	// TimerSplits counts batches run again one item per call because a timer one of their calls
+	// set fell due before a later item of its key in the same call.
+	TimerSplits int64 `json:"timer_splits"`
 	// PendingTimers is the number of timers set and neither deleted nor fired, over all the
 	// task's inputs, as of the last checkpoint: the store counts them as it commits, so reading
 	// it costs nothing.

@@ -96,7 +96,10 @@ func (t *Task) afterEvent() error {
 
 // finished reports whether every input is exhausted and all work is done.
 func (t *Task) finished() bool {
-	if t.kafka != nil || t.pending > 0 || len(t.inflight) > 0 || !t.timersIdle() || len(t.passes) > 0 {
+	if t.pending > 0 || len(t.inflight) > 0 || !t.timersIdle() || len(t.passes) > 0 {
+		return false
+	}
+	if t.kafka != nil && !t.boundedDone() {
 		return false
 	}
 	for _, st := range t.order {

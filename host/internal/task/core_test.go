@@ -549,7 +549,7 @@ func TestQueueFiringUnknownStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	st := &stream{id: 7, in: &Input{Name: "gone"}, tm: newStreamTime(time.UnixMilli(1000), 0)}
-	err = tk.queueFiring(st, timerID{"k", "t"}, abi.DomainProcessing, 500, nil)
+	_, err = tk.queueFiring(st, timerID{"k", "t"}, abi.DomainProcessing, 500, nil, true)
 	if !errors.Is(err, sched.ErrUnknownStream) {
 		t.Errorf("queueFiring on a stream the scheduler lacks = %v, want ErrUnknownStream", err)
 	}

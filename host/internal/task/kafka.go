@@ -29,7 +29,12 @@ type KafkaInput struct {
 	// ExactlyOnce commits outputs, dead letters, changelog and input offsets in one Kafka
 	// transaction per checkpoint interval (eos.go). It needs a changelog, and TxnProducers must
 	// be the producers of the task's Kafka sinks, made with kafka.NewTxnProducer.
-	ExactlyOnce  bool
+	ExactlyOnce bool
+	// Bounded reads each partition up to its end offset as listed when the consumer is first
+	// assigned partitions, then ends it like a file (its watermark goes to the end of time and
+	// every event-time timer fires); once every partition of the topics has ended here, the
+	// task ends. StartAt must be "earliest" or "latest".
+	Bounded      bool
 	TxnID        string        // the transactional id: stable per host and task
 	TxnTimeout   time.Duration // the transaction timeout; zero: the client's default here (15s)
 	TxnProducers []*kafka.Producer
@@ -41,6 +46,7 @@ type kafkaSide struct {
 	log      *slog.Logger
 	consumer *kafka.Consumer
 	streams  map[kafka.TopicPartition]*stream
+	bounded  map[kafka.TopicPartition]bool // a bounded run: the partitions ever assigned here
 	fetches  chan kafka.Fetch
 	assign   chan assignReq
 	revoke   chan revokeReq
@@ -155,6 +161,7 @@ func (t *Task) startKafka() error {
 		in:      in,
 		log:     t.log,
 		streams: map[kafka.TopicPartition]*stream{},
+		bounded: map[kafka.TopicPartition]bool{},
 		fetches: make(chan kafka.Fetch),
 		assign:  make(chan assignReq),
 		revoke:  make(chan revokeReq),
@@ -165,7 +172,7 @@ func (t *Task) startKafka() error {
 	}
 	cc := kafka.ConsumerConfig{
 		Group: in.Group, Topics: in.Topics, StartAt: in.StartAt, Handler: kafkaHandler{k},
-		SessionTimeout: in.SessionTimeout, RebalanceTimeout: in.RebalanceTimeout,
+		SessionTimeout: in.SessionTimeout, RebalanceTimeout: in.RebalanceTimeout, Bounded: in.Bounded,
 	}
 	if t.cfg.Changelog != nil {
 		cc.Progress = t.changelogProgress
@@ -260,6 +267,21 @@ func (t *Task) assign(committed map[kafka.TopicPartition]int64) (map[kafka.Topic
 			st.tracker = positions.NewTracker(at)
 			start[tp] = at
 		}
+		st.boundEnd = -1
+		if b, ok := t.bound(tp); ok {
+			st.boundEnd = b.End
+			first := at
+			if first < 0 {
+				first = b.Start // start_at earliest
+				if t.cfg.Kafka.StartAt == "latest" {
+					first = b.End
+				}
+			}
+			if first >= b.End {
+				st.done = true // nothing to read in this run
+			}
+			t.kafka.bounded[tp] = true
+		}
 		t.streams[id] = st
 		t.order = append(t.order, st)
 		t.kafka.streams[tp] = st
@@ -285,6 +307,13 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 	now := t.cfg.Now()
 	for i := range f.Records {
 		r := &f.Records[i]
+		if st.boundEnd >= 0 && r.Offset >= st.boundEnd {
+			// A bounded run reads up to the end offset listed at its start; a record at or
+			// past it also says that everything below it was read (offsets may have gaps:
+			// transaction markers, compaction).
+			t.endBounded(st)
+			break
+		}
 		if st.tracker == nil {
 			st.tracker = positions.NewTracker(r.Offset)
 		} else if r.Offset < st.tracker.Committable() || r.Offset <= st.lastAdded {
@@ -300,11 +329,53 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 			return err
 		}
 	}
+	if st.boundEnd >= 0 && st.lastAdded+1 >= st.boundEnd {
+		t.endBounded(st)
+	}
 	if q := t.sched.Stats().QueuedItems; q > t.stats.PeakQueued {
 		t.stats.PeakQueued = q
 	}
 	t.applyFlow()
 	return nil
+}
+
+// bound returns a partition's bounds in a bounded run.
+func (t *Task) bound(tp kafka.TopicPartition) (kafka.Bounds, bool) {
+	if !t.cfg.Kafka.Bounded || t.kafka.consumer == nil {
+		return kafka.Bounds{}, false
+	}
+	return t.kafka.consumer.Bound(tp)
+}
+
+// endBounded marks a partition of a bounded run read to its end: it is done like a file input
+// (fireDue then ends its event time once its records are processed) and no longer fetched.
+func (t *Task) endBounded(st *stream) {
+	if st.done {
+		return
+	}
+	st.done = true
+	t.pausePartition(st.tp, true)
+	t.log.Info("bounded run: partition read to its end offset", "topic", st.tp.Topic, "partition", st.tp.Partition, "end", st.boundEnd)
+}
+
+// boundedDone reports whether a bounded run is over: every partition of its topics was assigned
+// here and read to its end, and nothing of them is left to do (Task.finished checks the rest).
+func (t *Task) boundedDone() bool {
+	k := t.kafka
+	if !k.in.Bounded || len(k.bounded) == 0 {
+		return false
+	}
+	total := 0
+	k.consumer.EachBound(func(kafka.TopicPartition) { total++ })
+	if len(k.bounded) < total {
+		return false
+	}
+	for _, st := range k.streams {
+		if !st.done || !st.tm.ended {
+			return false
+		}
+	}
+	return true
 }
 
 // onRevoke stops the partitions (their queued records are dropped, uncommitted) and waits —

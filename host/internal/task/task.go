@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -97,16 +98,18 @@ type Config struct {
 	// Lateness is the allowed lateness: a stream's watermark is its highest record timestamp
 	// minus Lateness (S15).
 	Lateness time.Duration
-	// IdleTimeout, when positive, advances the watermark of a stream that had no record for that
-	// long with processing time.
+	// IdleTimeout, when positive, lets the event-time timers of a stream that had no record for
+	// that long fire with processing time minus Lateness; the stream's watermark (late flags, the
+	// stamps firings are placed by) does not move.
 	IdleTimeout time.Duration
 	// TickEvery, when positive, calls the module's partition callback that often per stream (S16).
 	TickEvery time.Duration
 	// MigrateAtActivation makes Switch queue a migration check for every key with state, so that
 	// migrations run as soon as a version is activated instead of as each key is next used.
 	MigrateAtActivation bool
-	// MaxFiringsPerTurn bounds the timer firings queued per loop turn, so that timers cannot
-	// starve records; 0 = 1000.
+	// MaxFiringsPerTurn bounds the timer firings queued per loop turn for the clock, idle
+	// streams and ended inputs, so that timers cannot starve records; the firings a record makes
+	// due are all queued with it (their place is before the key's next record). 0 = 1000.
 	MaxFiringsPerTurn int
 	// ProvenGood, if set, is called by the loop once per module version and run, when the first
 	// batch on the version finished successfully: the host records the version as good.
@@ -120,6 +123,11 @@ type Config struct {
 type item struct {
 	rec abi.Record
 	end int64 // byte position just after the record's line (resume token)
+
+	// stamp orders the item among its key's event-time firings (timers.go, placeFiring): for a
+	// record, its stream's watermark as it stood when the record was read, before the record
+	// moved it; for an event-time firing, its time.
+	stamp int64
 
 	fire      *abi.Firing // a timer firing instead of a record
 	cancelled bool        // the firing's timer was set or deleted after it was queued: skip it
@@ -150,6 +158,7 @@ type stream struct {
 	revoking  bool                 // Kafka: revoked, draining its batches in flight
 	source    []byte               // the input name, or for Kafka the topic, as records carry it (shared, read-only)
 	highWater int64                // Kafka: the partition's high watermark at its last fetch (-1: none yet)
+	boundEnd  int64                // Kafka, bounded run: the offset the partition is read up to (-1: unbounded)
 
 	tm streamTime // event time, timers and ticks
 }
@@ -530,6 +539,7 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 		st.tracker.Complete(r.Offset)
 		return nil
 	}
+	stamp := st.tm.wm
 	late := st.tm.observe(r.Offset, r.Timestamp, t.cfg.Lateness, now)
 	if late {
 		t.stats.Late++
@@ -546,13 +556,14 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 			return nil
 		}
 	}
-	return t.enqueue(st, r, key, seq, late)
+	return t.enqueue(st, r, key, seq, late, stamp)
 }
 
 // enqueue pushes an admitted record to its key's queue, then queues the event-time timers the
 // record's timestamp made due.
-func (t *Task) enqueue(st *stream, r *source.Record, key []byte, seq string, late bool) error {
+func (t *Task) enqueue(st *stream, r *source.Record, key []byte, seq string, late bool, stamp int64) error {
 	it := t.carve.item()
+	it.stamp = stamp
 	it.rec = abi.Record{
 		Offset:    r.Offset,
 		Timestamp: r.Timestamp,
@@ -580,9 +591,10 @@ func (t *Task) enqueue(st *stream, r *source.Record, key []byte, seq string, lat
 		return nil
 	}
 	// The record may have moved the watermark: event-time timers it passed are queued now,
-	// behind this record and before the next one. (A timer set later at a time already passed
-	// is queued when its set is applied: ABI.md §4.12.)
-	budget := t.cfg.MaxFiringsPerTurn
+	// behind this record and before the next one — all of them, whatever MaxFiringsPerTurn says:
+	// a firing left for a later turn would come after records of its key read meanwhile. (A
+	// timer set later is placed when its set is applied: placeFiring, ABI.md §4.12.)
+	budget := math.MaxInt
 	return t.collectDue(st, int(abi.DomainEvent), st.tm.watermark(), &budget)
 }
 
@@ -673,6 +685,18 @@ func (t *Task) finish(j *job) error {
 			gone += len(g.work)
 		}
 	}
+	if j.err == nil && gone == 0 && len(j.items) > 1 {
+		if keys := dueWithinCall(j); keys != nil {
+			// A timer the call set fell due before a later item of its key in the same call:
+			// that key's items run again one per call, so that the firing comes between them
+			// (placeFiring); the other keys' items run again in batches. The call had no effects
+			// yet; a deterministic guest does the same again.
+			t.stats.TimerSplits++
+			t.log.Debug("a timer set in a batch is due within it; its key's items run again one per call", "items", len(j.items), "keys", len(keys))
+			partition := t.cfg.Policy == PolicyPartition
+			return t.sched.RetryIsolating(j.id, func(seq string) bool { return partition || keys[seq] })
+		}
+	}
 	if j.err == nil && t.changelog != nil {
 		limit, err := t.changelogRoom(j)
 		if err != nil {
@@ -710,7 +734,9 @@ func (t *Task) succeeded(j *job) error {
 			return err
 		}
 	}
-	t.apply(j)
+	if err := t.apply(j); err != nil {
+		return err
+	}
 	if err := t.sched.Complete(j.id); err != nil {
 		return err
 	}
@@ -788,7 +814,9 @@ func (t *Task) exhausted(j *job, st *stream, what string, re *RecordError) error
 		}
 		id := timerID{string(key), string(v.fire.Name)}
 		delete(st.tm.queued, id)
-		t.applyTimer(st, e, v.fire.Name, dirtyTimer{del: true})
+		if err := t.applyTimer(st, e, v.fire.Name, dirtyTimer{del: true}); err != nil {
+			return err
+		}
 	} else {
 		st.tracker.Complete(it.Offset)
 		t.stats.Processed++
@@ -810,8 +838,9 @@ func (t *Task) backoff(attempt int) time.Duration {
 	return min(d, t.cfg.MaxBackoff)
 }
 
-// apply makes a succeeded job's effects part of the task's state and outputs.
-func (t *Task) apply(j *job) {
+// apply makes a succeeded job's effects part of the task's state and outputs. An error (the
+// scheduler refused a firing) is a bug and stops the task.
+func (t *Task) apply(j *job) error {
 	for gi := range j.groups {
 		g := &j.groups[gi]
 		st := t.streams[g.stream]
@@ -839,7 +868,9 @@ func (t *Task) apply(j *job) {
 			changed = true
 			id := timerID{string(it.fire.Key), string(it.fire.Name)}
 			delete(st.tm.queued, id)
-			t.applyTimer(st, g.entries[id.key], it.fire.Name, dirtyTimer{del: true})
+			if err := t.applyTimer(st, g.entries[id.key], it.fire.Name, dirtyTimer{del: true}); err != nil {
+				return err
+			}
 			if it.dropped {
 				t.stats.TimersDropped++
 				t.log.Warn("timer dropped: the module has no timer callback (wasmstream_on_timer)",
@@ -849,7 +880,9 @@ func (t *Task) apply(j *job) {
 			}
 		}
 		for _, op := range g.effects.Timers {
-			t.applyTimer(st, g.entries[string(op.Key)], op.Name, dirtyTimer{del: op.Delete, domain: op.Domain, due: op.Due, payload: op.Payload})
+			if err := t.applyTimer(st, g.entries[string(op.Key)], op.Name, dirtyTimer{del: op.Delete, domain: op.Domain, due: op.Due, payload: op.Payload}); err != nil {
+				return err
+			}
 		}
 		if changed {
 			for _, m := range g.marks {
@@ -868,6 +901,7 @@ func (t *Task) apply(j *job) {
 		t.pending -= len(g.work)
 		t.stats.Processed += int64(len(g.recs))
 	}
+	return nil
 }
 
 // applyWrite applies one write of a succeeded job to e and charges its cost in the key's next

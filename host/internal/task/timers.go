@@ -1,6 +1,7 @@
 package task
 
 import (
+	"bytes"
 	"cmp"
 	"container/heap"
 	"math"
@@ -162,7 +163,7 @@ func (t *Task) timersCommitted() {
 }
 
 // applyTimer records a timer op of a succeeded unit (or the implicit delete of a fired timer).
-func (t *Task) applyTimer(st *stream, e *statecache.Entry, name []byte, op dirtyTimer) {
+func (t *Task) applyTimer(st *stream, e *statecache.Entry, name []byte, op dirtyTimer) error {
 	id := timerID{string(e.Key()), string(name)}
 	tm := &st.tm
 	tm.dirty[id] = op
@@ -174,6 +175,11 @@ func (t *Task) applyTimer(st *stream, e *statecache.Entry, name []byte, op dirty
 	if !op.del {
 		heap.Push(&tm.heaps[op.domain], dueEntry{due: op.due, id: id})
 	}
+	if !op.del && op.domain == abi.DomainEvent {
+		if err := t.placeFiring(st, id, op); err != nil {
+			return err
+		}
+	}
 	sop := store.TimerOp{Name: name, Delete: op.del, Domain: uint8(op.domain), Due: op.due, Payload: op.payload}
 	t.cache.AddTimer(e, sop)
 	n, b := store.TimerOpCost(t.cfg.Name, e.Key(), name, len(op.payload))
@@ -183,10 +189,12 @@ func (t *Task) applyTimer(st *stream, e *statecache.Entry, name []byte, op dirty
 	} else {
 		t.stats.TimersSet++
 	}
+	return nil
 }
 
-// fireDue queues the firings of due timers, at most MaxFiringsPerTurn per call over all streams,
-// and advances idle and ended streams' watermarks.
+// fireDue queues the firings of due timers, at most MaxFiringsPerTurn per call over all streams
+// (the record path queues every firing a record makes due: enqueue), marks ended streams, and
+// lets idle streams' event-time timers fire with the clock.
 func (t *Task) fireDue() error {
 	now := t.cfg.Now()
 	nowMs := now.UnixMilli()
@@ -196,15 +204,17 @@ func (t *Task) fireDue() error {
 			continue
 		}
 		tm := &st.tm
-		if !tm.ended && st.done && st.inflight == 0 && t.sched.Idle(st.id) && !st.kafka {
-			tm.ended = true // a finite input is over: every event-time timer of it falls due
+		if !tm.ended && st.done && st.inflight == 0 && t.sched.Idle(st.id) && (!st.kafka || st.boundEnd >= 0) {
+			tm.ended = true // a finite input (a bounded Kafka run's partition too) is over: every event-time timer of it falls due
 		}
-		if t.cfg.IdleTimeout > 0 && now.Sub(tm.lastRead) >= t.cfg.IdleTimeout {
-			if w := nowMs - t.cfg.Lateness.Milliseconds(); w > tm.wm {
-				tm.wm = w
-			}
+		eventUpTo := tm.watermark()
+		if t.cfg.IdleTimeout > 0 && !tm.ended && now.Sub(tm.lastRead) >= t.cfg.IdleTimeout {
+			// An idle stream's event-time timers fire as if its watermark followed the clock,
+			// but the watermark itself stays that of its records: records read later, a
+			// history replayed after a pause, are not late because of the pause (ABI.md §4.12).
+			eventUpTo = max(eventUpTo, nowMs-t.cfg.Lateness.Milliseconds())
 		}
-		for d, upTo := range [2]int64{nowMs, tm.watermark()} {
+		for d, upTo := range [2]int64{nowMs, eventUpTo} {
 			if upTo < 0 {
 				continue
 			}
@@ -270,7 +280,7 @@ func (t *Task) collectDue(st *stream, d int, upTo int64, budget *int) error {
 		})
 	}
 	for _, c := range cands {
-		if err := t.queueFiring(st, c.id, int32(d), c.due, c.payload); err != nil {
+		if _, err := t.queueFiring(st, c.id, int32(d), c.due, c.payload, true); err != nil {
 			return err
 		}
 	}
@@ -278,10 +288,14 @@ func (t *Task) collectDue(st *stream, d int, upTo int64, budget *int) error {
 	return nil
 }
 
-// queueFiring puts a firing in its key's queue. Push fails only for a stream the scheduler does
-// not have (sched.ErrUnknownStream; the size is never negative): callers pass live streams, so
-// an error is a bug, and it stops the task.
-func (t *Task) queueFiring(st *stream, id timerID, domain int32, due int64, payload []byte) error {
+// queueFiring puts a firing in its key's queue: at its tail, or for an event-time firing before
+// the key's queued items that must come after it (firingOrder), which makes its place depend on
+// the input alone, not on when its timer was set or found due. With tail false, an event-time
+// firing that no queued item must follow is not queued (its timer is not due yet: it waits in
+// the index). It reports whether the firing was queued. Push and Insert fail only for a stream
+// the scheduler does not have (sched.ErrUnknownStream; the size is never negative): callers pass
+// live streams, so an error is a bug, and it stops the task.
+func (t *Task) queueFiring(st *stream, id timerID, domain int32, due int64, payload []byte, tail bool) (bool, error) {
 	f := &abi.Firing{Time: due, Key: []byte(id.key), Name: []byte(id.name), Payload: payload}
 	if domain == abi.DomainEvent {
 		f.Flags = abi.FiringEventTime
@@ -289,17 +303,132 @@ func (t *Task) queueFiring(st *stream, id timerID, domain int32, due int64, payl
 	if st.kafka {
 		f.Partition = uint32(st.tp.Partition)
 	}
-	t.fireSeq--
-	it := &item{fire: f}
-	st.tm.queued[id] = it
+	it := &item{fire: f, stamp: due}
 	seq := id.key
 	if t.cfg.Policy == PolicyPartition {
 		seq = ""
 	}
+	// A firing's offset is a unique negative number: it never reaches the stream's tracker.
+	si := sched.Item[*item]{Stream: st.id, Key: seq, Offset: t.fireSeq - 1, Size: len(id.key) + len(id.name) + len(payload) + 64, Value: it}
+	queued := false
+	if domain == abi.DomainEvent {
+		var err error
+		if queued, err = t.sched.Insert(si, firingOrder(f)); err != nil {
+			return false, err
+		}
+	}
+	if !queued {
+		if !tail {
+			return false, nil
+		}
+		if err := t.sched.Push(si); err != nil {
+			return false, err
+		}
+	}
+	t.fireSeq--
+	st.tm.queued[id] = it
 	t.pending++
 	t.stats.TimersQueued++
-	// A firing's offset is a unique negative number: it never reaches the stream's tracker.
-	return t.sched.Push(sched.Item[*item]{Stream: st.id, Key: seq, Offset: t.fireSeq, Size: len(id.key) + len(id.name) + len(payload) + 64, Value: it})
+	return true, nil
+}
+
+// firingOrder places an event-time firing f among its key's queued items (sched.Insert): after
+// the records read before the watermark reached f's time, before those read from then on
+// (ABI.md §4.12); among event-time firings by time, then as the store's index orders timers.
+// Processing-time firings and migrations leave it free: their place is not the input's.
+func firingOrder(f *abi.Firing) func(*item) int {
+	return func(v *item) int {
+		switch {
+		case v.migrate:
+			return 0
+		case v.fire == nil:
+			if v.stamp >= f.Time {
+				return 1
+			}
+			return -1
+		case v.fire.Flags&abi.FiringEventTime == 0:
+			return 0
+		}
+		return cmp.Or(cmp.Compare(v.fire.Time, f.Time),
+			cmpID(timerID{string(v.fire.Key), string(v.fire.Name)}, timerID{string(f.Key), string(f.Name)}))
+	}
+}
+
+// placeFiring queues the firing of an event-time timer that a succeeded unit just set, if it is
+// due for the key's queued items or the watermark (queueFiring); otherwise it waits in the index.
+func (t *Task) placeFiring(st *stream, id timerID, op dirtyTimer) error {
+	wm := st.tm.watermark()
+	due := wm >= 0 && op.due <= wm
+	if !due {
+		// The common case, a timer ahead of the key's queue: nothing to place, nothing made.
+		seq := id.key
+		if t.cfg.Policy == PolicyPartition {
+			seq = ""
+		}
+		last, ok := t.sched.Last(st.id, seq)
+		if !ok || (last.fire == nil && !last.migrate && last.stamp < op.due) {
+			return nil
+		}
+	}
+	_, err := t.queueFiring(st, id, op.domain, op.due, op.payload, due)
+	return err
+}
+
+// dueWithinCall returns the keys for which a unit of job j set an event-time timer that may fall
+// due before a later item of the key in the same unit: one whose time is at or below the stamp of
+// an item of its key other than the unit's first (the unit ran it after the set, whereas the
+// timer's firing belongs before it); nil when there is none. The host cannot tell which item of a
+// call set a timer, so this errs on the side of a split. Its cost is a pass over the unit's items
+// when it set an event-time timer, and a pass over its timer ops per key only when one of them is
+// due by the unit's highest stamp.
+func dueWithinCall(j *job) map[string]bool {
+	var keys map[string]bool
+	for gi := range j.groups {
+		g := &j.groups[gi]
+		if len(g.work) < 2 || len(g.effects.Timers) == 0 {
+			continue
+		}
+		minDue := int64(noDue)
+		for _, op := range g.effects.Timers {
+			if !op.Delete && op.Domain == abi.DomainEvent {
+				minDue = min(minDue, op.Due)
+			}
+		}
+		if minDue == noDue {
+			continue
+		}
+		maxStamp := int64(math.MinInt64)
+		for _, it := range g.work[1:] {
+			if !it.migrate && (it.fire == nil || it.fire.Flags&abi.FiringEventTime != 0) {
+				maxStamp = max(maxStamp, it.stamp)
+			}
+		}
+		if minDue > maxStamp {
+			continue // the common case: every timer set is due after the unit's items
+		}
+		for _, op := range g.effects.Timers {
+			if op.Delete || op.Domain != abi.DomainEvent || op.Due > maxStamp {
+				continue
+			}
+			for _, it := range g.work[1:] {
+				key := it.rec.Key
+				if it.fire != nil {
+					if it.fire.Flags&abi.FiringEventTime == 0 {
+						continue
+					}
+					key = it.fire.Key
+				}
+				if !it.migrate && it.stamp >= op.Due && bytes.Equal(key, op.Key) {
+					if keys == nil {
+						keys = map[string]bool{}
+					}
+					keys[string(op.Key)] = true
+					break
+				}
+			}
+		}
+	}
+	return keys
 }
 
 // timersIdle reports whether no timer of an ended stream is left to fire and no firing is queued:
@@ -445,7 +574,9 @@ func (t *Task) finishTick(j *job) error {
 		if err != nil {
 			return err
 		}
-		t.applyTimer(st, e, op.Name, dirtyTimer{del: op.Delete, domain: op.Domain, due: op.Due, payload: op.Payload})
+		if err := t.applyTimer(st, e, op.Name, dirtyTimer{del: op.Delete, domain: op.Domain, due: op.Due, payload: op.Payload}); err != nil {
+			return err
+		}
 	}
 	t.writeOutputs(g.effects.Outputs)
 	return nil

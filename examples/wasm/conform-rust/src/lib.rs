@@ -21,6 +21,10 @@
 //! | `append <list> <item>` | appends to the typed `List<String>` `<list>`, emits its items joined with `;` |
 //! | `mput <map> <k> <v>` | puts k=v in the typed `Map<String>` `<map>`, emits `k=v;k=v…` in key order |
 //! | `json <object>` | parses a flat JSON object, emits it rewritten by the SDK's JSON writer (numbers as `f64`); a malformed object fails the record with `bad json` |
+//! | `timer <name> <at>` | sets the event-time timer `<name>` of the record key at `<at>`, emits `ok` |
+//! | `late` | emits `late` if the record carries the late flag, `on time` if not |
+//!
+//! A timer firing emits `fired <name> <time>` under its key, with the SDK's default timestamp.
 //!
 //! Anything else fails the record with `unknown command`; a host error from any other SDK call
 //! fails it with the error's ABI name (the SDK's `Error` for a host code displays exactly that).
@@ -31,7 +35,9 @@
 
 use wasmstream::json::{Object, Value, Writer};
 use wasmstream::state::{Counter, List, Map};
-use wasmstream::{Context, Error, HeadersBuilder, MetricCounter, MetricHistogram, Record, Task};
+use wasmstream::{
+    Context, Error, Firing, HeadersBuilder, MetricCounter, MetricHistogram, Record, Task,
+};
 
 /// The output every command's result goes to.
 pub const OUTPUT: &str = "result";
@@ -42,6 +48,8 @@ const MAX_MANY: u64 = 99_999;
 const MAX_BIG: u64 = 16 << 20;
 /// Largest number `count` adds.
 const MAX_ADD: u64 = 999_999_999;
+/// Latest time `timer` sets.
+const MAX_AT: u64 = 999_999_999;
 
 /// The task. It keeps nothing between records.
 pub struct Conform {
@@ -230,8 +238,23 @@ impl Task for Conform {
                 let out = w.finish().to_vec();
                 result(ctx, rec, out)
             }
+            b"timer" => {
+                let (name, num) = cut(args);
+                let at = number(num, MAX_AT)?;
+                ctx.set_timer(name, wasmstream::Domain::EventTime, at as i64, b"")?;
+                result(ctx, rec, "ok")
+            }
+            b"late" => result(ctx, rec, if rec.is_late() { "late" } else { "on time" }),
             _ => Err(Error::new("unknown command")),
         }
+    }
+
+    fn on_timer(&mut self, firing: &Firing<'_>, ctx: &mut Context<'_>) -> Result<(), Error> {
+        let mut out = b"fired ".to_vec();
+        out.extend_from_slice(firing.name());
+        out.push(b' ');
+        out.extend_from_slice(firing.time().to_string().as_bytes());
+        ctx.emit(OUTPUT, firing.key(), out)
     }
 }
 

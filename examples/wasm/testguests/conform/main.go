@@ -19,6 +19,10 @@
 //	mput <map> <k> <v>      puts k=v in the typed Map[string] <map>, emits "k=v;k=v..." in key order
 //	json <object>           parses a flat JSON object, emits it rewritten by the SDK's JSON writer
 //	                        (numbers as float64); a malformed object fails the record with "bad json"
+//	timer <name> <at>       sets the event-time timer <name> of the record key at <at>, emits "ok"
+//	late                    emits "late" if the record carries the late flag, "on time" if not
+//
+// A timer firing emits "fired <name> <time>" under its key, with the SDK's default timestamp.
 //
 // Anything else fails the record with "unknown command". A host error from any other SDK call
 // fails the record with the error's ABI name (e.g. "ERR_TOO_LARGE").
@@ -39,6 +43,9 @@ func main() {}
 
 func init() {
 	wasmstream.Handle(handle)
+	wasmstream.HandleTimer(func(f *wasmstream.Firing) error {
+		return hostErr(wasmstream.Emit(Output, f.Key(), []byte("fired "+f.Name()+" "+strconv.FormatInt(f.Time(), 10))))
+	})
 }
 
 // Output is the output every command's result goes to.
@@ -49,6 +56,7 @@ const (
 	maxMany = 99999
 	maxBig  = 16 << 20
 	maxAdd  = 999999999
+	maxAt   = 999999999
 )
 
 var errBadNumber = errors.New("bad number")
@@ -248,6 +256,21 @@ func handle(r *wasmstream.Record) error {
 			}
 		}
 		return result(r, string(w.Bytes()))
+	case "timer":
+		name, num := cut(args)
+		at, ok := number(num, maxAt)
+		if !ok {
+			return errBadNumber
+		}
+		if err := wasmstream.SetTimer(r.Key(), name, wasmstream.EventTime, int64(at), nil); err != nil {
+			return hostErr(err)
+		}
+		return result(r, "ok")
+	case "late":
+		if r.Late() {
+			return result(r, "late")
+		}
+		return result(r, "on time")
 	default:
 		return errors.New("unknown command")
 	}
