@@ -34,6 +34,7 @@ const (
 	defaultConnectTimeout     = kafka.DefaultConnectTimeout
 	defaultDrainTimeout       = 30 * time.Second
 	defaultTransactionTimeout = 15 * time.Second
+	defaultDeliveryTimeout    = kafka.DefaultDeliveryTimeout
 	defaultEmbeddedPort       = 9092
 	defaultEmbeddedPartitions = 4
 )
@@ -122,6 +123,9 @@ func (k KafkaConfig) withDefaults(dataDir string) KafkaConfig {
 	}
 	if k.TransactionTimeout == 0 {
 		k.TransactionTimeout = defaultTransactionTimeout
+	}
+	if k.DeliveryTimeout == 0 {
+		k.DeliveryTimeout = defaultDeliveryTimeout
 	}
 	if k.Embedded.Port == 0 {
 		k.Embedded.Port = defaultEmbeddedPort

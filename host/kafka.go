@@ -40,6 +40,14 @@ type KafkaConfig struct {
 	// until then read_committed readers of what it wrote wait. It must exceed the checkpoint
 	// interval plus the time to process a full queue. Default 15s.
 	TransactionTimeout time.Duration `yaml:"transaction_timeout"`
+	// DeliveryTimeout bounds how long an output or dead letter may go unacknowledged, counted
+	// from when the task produced it (never from its timestamp, which is event time): the
+	// client retries meanwhile (a broker restarting, a leader moving); after it the task halts
+	// with the cause, its state and offsets at the last checkpoint whose outputs were all
+	// acknowledged. A failure that cannot succeed by retrying (a missing topic, a record too
+	// large) halts the task at once. Exactly-once tasks abort the transaction instead and back
+	// off; they halt once transactions have aborted for this long. Default 2m.
+	DeliveryTimeout time.Duration `yaml:"delivery_timeout"`
 	// Embedded runs an in-process development broker and points the host at it.
 	Embedded EmbeddedBrokerConfig `yaml:"embedded"`
 }
@@ -168,6 +176,7 @@ func kafkaInput(cfg Config, tc TaskConfig, in InputConfig) *task.KafkaInput {
 		ki.ExactlyOnce = true
 		ki.TxnID = "wasmstream-" + tc.Name + "-" + cfg.HostID
 		ki.TxnTimeout = cfg.Kafka.TransactionTimeout
+		ki.DeliveryTimeout = cfg.Kafka.DeliveryTimeout
 	}
 	return ki
 }
@@ -180,11 +189,12 @@ func openSinks(cfg Config, tc TaskConfig) (task.OutputSink, task.DeadLetterSink,
 	if needProducer {
 		kc := cfg.Kafka.client()
 		kc.Logger = cfg.Logger.With("task", tc.Name)
+		pc := kafka.ProducerConfig{DeliveryTimeout: cfg.Kafka.DeliveryTimeout}
 		if tc.Delivery == "exactly_once" {
 			// Produces through the task's transactional consumer (KafkaInput.TxnProducers).
-			producer = kafka.NewTxnProducer(kc.Logger)
+			producer = kafka.NewTxnProducer(kc.Logger, pc)
 		} else {
-			p, err := kafka.NewProducer(kc, kafka.ProducerConfig{})
+			p, err := kafka.NewProducer(kc, pc)
 			if err != nil {
 				return nil, nil, nil, err
 			}

@@ -115,6 +115,7 @@ type Consumer struct {
 	txn      *TxnConfig
 	inTxn    bool
 	polledAt map[TopicPartition]int64 // per partition polled in the open transaction, its first offset
+	backoff  time.Duration            // how long Run waits before polling again after an abort; zero after a commit
 }
 
 // StartOffset parses a start position: "earliest", "latest" or an RFC 3339 time.
@@ -419,6 +420,15 @@ func (c *Consumer) runTxn(ctx context.Context, out chan<- Fetch) error {
 			return err
 		}
 		c.cl.AllowRebalance()
+		if c.backoff > 0 {
+			// The transaction aborted: the records are read again, and what failed would most
+			// likely fail again at once (a missing topic, a broker gone). The task says why.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(c.backoff):
+			}
+		}
 		next = time.Now().Add(c.txn.Interval)
 	}
 }
@@ -441,6 +451,12 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 	out := TxnOutcome{Committed: committed && err == nil}
 	if !out.Committed {
 		out.Rewound = c.rewind()
+		for _, p := range c.txn.Producers {
+			p.aborted() // none of their records remain
+		}
+		c.backoff = min(max(2*c.backoff, txnBackoffMin), txnBackoffMax)
+	} else {
+		c.backoff = 0
 	}
 	clear(c.polledAt)
 	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
@@ -455,6 +471,13 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 	c.inTxn = true
 	return out, nil
 }
+
+// The back-off of a transactional consumer after an abort: doubled from txnBackoffMin with each
+// abort in a row, up to txnBackoffMax.
+const (
+	txnBackoffMin = 500 * time.Millisecond
+	txnBackoffMax = 10 * time.Second
+)
 
 // rewind says where each partition polled in an aborted transaction reads again from. The
 // session has rewound those with a committed offset; one without any would go on from what was

@@ -33,6 +33,10 @@ type KafkaInput struct {
 	TxnID        string        // the transactional id: stable per host and task
 	TxnTimeout   time.Duration // the transaction timeout; zero: the client's default here (15s)
 	TxnProducers []*kafka.Producer
+	// DeliveryTimeout bounds how long exactly-once transactions may go on aborting (a produce
+	// failure aborts one) before the task halts with the cause; zero:
+	// kafka.DefaultDeliveryTimeout.
+	DeliveryTimeout time.Duration
 }
 
 // kafkaSide is the loop's state for a Kafka input.

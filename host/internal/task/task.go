@@ -242,6 +242,10 @@ type Task struct {
 	statsMu   sync.Mutex
 	published Stats
 	meters    meters
+
+	// txnFailingSince is when the first of the transactions that aborted in a row since the last
+	// commit aborted; zero when the last one committed (txnFailed).
+	txnFailingSince time.Time
 }
 
 type attemptKey struct {

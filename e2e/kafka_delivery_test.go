@@ -1,0 +1,322 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+)
+
+// The delivery tests: a produce that fails halts the task without any checkpoint, offset
+// commit or changelog write covering the outputs that were not acknowledged, so that once the
+// cause is gone a restarted host produces every output. Each runs the real binary against a
+// broker in its own process.
+
+// deliveryRig is a broker process, its client and a host configuration for one test.
+type deliveryRig struct {
+	t       *testing.T
+	bin     string
+	dir     string
+	brokers string
+	cl      *kgo.Client
+	cfg     string
+}
+
+func newDeliveryRig(t *testing.T, topics ...string) *deliveryRig {
+	t.Helper()
+	r := &deliveryRig{t: t, bin: guestbuild.Binary(t), dir: t.TempDir()}
+	port := freePort(t)
+	startBroker(t, r.bin, filepath.Join(r.dir, "broker"), port, topics...)
+	r.brokers = "127.0.0.1:" + strconv.Itoa(port)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	r.cl = cl
+	return r
+}
+
+// produceWords appends n wordcount records with timestamp ts (zero: now) to "words" and returns
+// the model of what they count.
+func (r *deliveryRig) produceWords(n int, ts time.Time, seed uint64) wordcountExpect {
+	r.t.Helper()
+	rng := rand.New(rand.NewPCG(seed, 1))
+	want := wordcountExpect{}
+	batch := make([]*kgo.Record, 0, n)
+	for range n {
+		user := fmt.Sprintf("user%02d", rng.IntN(30))
+		text := fmt.Sprintf("w%02d w%02d", rng.IntN(20), rng.IntN(20))
+		want.add(user, text)
+		batch = append(batch, &kgo.Record{Topic: "words", Key: []byte(user), Value: []byte(text), Timestamp: ts})
+	}
+	if err := r.cl.ProduceSync(context.Background(), batch...).FirstErr(); err != nil {
+		r.t.Fatal(err)
+	}
+	return want
+}
+
+func (r *deliveryRig) writeConfig(yaml string) {
+	r.t.Helper()
+	r.cfg = filepath.Join(r.dir, "wasmstream.yaml")
+	if err := os.WriteFile(r.cfg, []byte(yaml), 0o644); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func (r *deliveryRig) createTopic(name string) {
+	r.t.Helper()
+	resp, err := kadm.NewClient(r.cl).CreateTopics(context.Background(), 4, 1, nil, name)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		r.t.Fatalf("creating %s: %v", name, err)
+	}
+}
+
+// hostRun is a running wasmstream process.
+type hostRun struct {
+	cmd  *exec.Cmd
+	logs *lockedBuffer
+	done chan error
+}
+
+func (r *deliveryRig) start() *hostRun {
+	r.t.Helper()
+	h := &hostRun{cmd: exec.Command(r.bin, "run", "-c", r.cfg, "--log-level", "info"), logs: &lockedBuffer{}, done: make(chan error, 1)}
+	h.cmd.Stderr = h.logs
+	if err := h.cmd.Start(); err != nil {
+		r.t.Fatal(err)
+	}
+	go func() { h.done <- h.cmd.Wait() }()
+	r.t.Cleanup(func() {
+		h.cmd.Process.Signal(syscall.SIGKILL)
+		<-h.done
+		h.done <- nil
+	})
+	return h
+}
+
+// awaitHalt waits for the host to exit on its own, with a failure, and returns its log.
+func (h *hostRun) awaitHalt(t *testing.T, within time.Duration) string {
+	t.Helper()
+	select {
+	case err := <-h.done:
+		h.done <- err
+		if err == nil {
+			t.Fatalf("the host exited without an error; its log:\n%s", h.logs.String())
+		}
+	case <-time.After(within):
+		t.Fatalf("the host did not halt within %s; its log:\n%s", within, tail(h.logs.String(), 8000))
+	}
+	return h.logs.String()
+}
+
+// stop stops the host with SIGINT and waits for it.
+func (h *hostRun) stop(t *testing.T) {
+	t.Helper()
+	h.cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case err := <-h.done:
+		h.done <- err
+		if err != nil {
+			t.Fatalf("host: %v\n%s", err, tail(h.logs.String(), 8000))
+		}
+	case <-time.After(time.Minute):
+		t.Fatalf("the host did not stop; its log:\n%s", tail(h.logs.String(), 8000))
+	}
+}
+
+// wordcountYAML is a wordcount host over the rig's broker: input "words", output "counts".
+func (r *deliveryRig) wordcountYAML(module, delivery, extraKafka string) string {
+	return fmt.Sprintf(`data_dir: %s
+checkpoint_interval: 100ms
+kafka:
+  brokers: [%s]
+  session_timeout: 6s
+  rebalance_timeout: 10s
+%stasks:
+  - name: wc
+    module: %s
+    delivery: %s
+    inputs:
+      - name: words
+        type: kafka
+        topics: [words]
+    output:
+      type: kafka
+      topic: counts
+`, filepath.Join(r.dir, "data"), r.brokers, extraKafka, module, delivery)
+}
+
+// TestKafkaMissingOutputTopicLosesNothing: with the output topic missing the task halts on the
+// first produce failure with the cause; its state and offsets stay at the last checkpoint whose
+// outputs were acknowledged (none here), so that once the topic exists a restarted host produces
+// every output. Before the fix the exit path checkpointed anyway: state and offsets went to the
+// end and none of the outputs ever appeared.
+func TestKafkaMissingOutputTopicLosesNothing(t *testing.T) {
+	for _, delivery := range []string{"at_least_once", "exactly_once"} {
+		t.Run(delivery, func(t *testing.T) {
+			r := newDeliveryRig(t, "words")
+			want := r.produceWords(2000, time.Time{}, 1)
+			yaml := r.wordcountYAML(guestbuild.Go(t, "wordcount"), delivery, "  delivery_timeout: 5s\n")
+			if delivery == "exactly_once" {
+				yaml += "    changelog:\n      enabled: true\n"
+			}
+			r.writeConfig(yaml)
+			log := r.start().awaitHalt(t, 2*time.Minute)
+			if !strings.Contains(log, "UNKNOWN_TOPIC_OR_PARTITION") {
+				t.Fatalf("the halt does not name the cause; the log:\n%s", tail(log, 8000))
+			}
+			if delivery == "exactly_once" && !strings.Contains(log, "no transaction could commit") {
+				t.Fatalf("the exactly-once halt does not say why; the log:\n%s", tail(log, 8000))
+			}
+			r.createTopic("counts")
+			h := r.start()
+			outputs, _ := consumeCounts(t, r.brokers, want, 2*time.Minute, h.logs.String, delivery == "exactly_once")
+			h.stop(t)
+			t.Logf("%s: after the topic was created and the host restarted, %d outputs (every one of the %d expected)", delivery, outputs, wordTotalOf(want))
+		})
+	}
+}
+
+// wordTotalOf is the number of outputs the model expects: one per word.
+func wordTotalOf(want wordcountExpect) int {
+	n := 0
+	for _, ws := range want {
+		for _, c := range ws {
+			n += c
+		}
+	}
+	return n
+}
+
+// TestKafkaDayOldRecords: a fresh group over a topic of records stamped a day ago produces every
+// output, each with its input's event time as its timestamp. franz-go's RecordDeliveryTimeout is
+// measured from a record's timestamp, so before the fix every batch failed at once.
+func TestKafkaDayOldRecords(t *testing.T) {
+	r := newDeliveryRig(t, "words", "counts")
+	old := time.Now().Add(-24 * time.Hour).Truncate(time.Millisecond)
+	want := r.produceWords(2000, old, 2)
+	r.writeConfig(r.wordcountYAML(guestbuild.Go(t, "wordcount"), "at_least_once", ""))
+	h := r.start()
+	need := wordTotalOf(want)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers), kgo.ConsumeTopics("counts"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	n := 0
+	for n < need {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%d of %d outputs; the host's log:\n%s", n, need, tail(h.logs.String(), 8000))
+		}
+		fs.EachRecord(func(rec *kgo.Record) {
+			n++
+			if !rec.Timestamp.Equal(old) {
+				t.Errorf("output %s/%s has timestamp %v, want its input's %v", rec.Key, rec.Value, rec.Timestamp, old)
+			}
+		})
+	}
+	h.stop(t)
+	t.Logf("day-old backlog: %d of %d outputs, each stamped with its input's event time", n, need)
+}
+
+// TestKafkaMissingDeadLetterTopicLosesNothing: a dead letter that cannot be produced (its topic
+// is missing) halts the task without committing past it; once the topic exists, a restarted
+// host writes the dead letter and every output.
+func TestKafkaMissingDeadLetterTopicLosesNothing(t *testing.T) {
+	r := newDeliveryRig(t, "events", "echoes")
+	var recs []*kgo.Record
+	for i := range 300 {
+		v := "v" + strconv.Itoa(i)
+		if i == 120 {
+			v = "boom"
+		}
+		recs = append(recs, &kgo.Record{Topic: "events", Key: []byte("k" + strconv.Itoa(i%7)), Value: []byte(v)})
+	}
+	if err := r.cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	r.writeConfig(fmt.Sprintf(`data_dir: %s
+checkpoint_interval: 100ms
+kafka:
+  brokers: [%s]
+  delivery_timeout: 5s
+tasks:
+  - name: echo
+    module: %s
+    inputs:
+      - name: events
+        type: kafka
+        topics: [events]
+    output:
+      type: kafka
+      topic: echoes
+    dead_letter:
+      topic: dlq
+    retry:
+      max_attempts: 2
+      backoff: 1ms
+      max_backoff: 1ms
+`, filepath.Join(r.dir, "data"), r.brokers, guestbuild.Go(t, "testguests/trapper")))
+	log := r.start().awaitHalt(t, 2*time.Minute)
+	if !strings.Contains(log, "UNKNOWN_TOPIC_OR_PARTITION") || !strings.Contains(log, "dlq") {
+		t.Fatalf("the halt does not name the cause; the log:\n%s", tail(log, 8000))
+	}
+	r.createTopic("dlq")
+	h := r.start()
+	echoes := consumeAll(t, r.brokers, "echoes", 299, h.logs.String)
+	dead := consumeAll(t, r.brokers, "dlq", 1, h.logs.String)
+	h.stop(t)
+	if string(dead[0].Value) != "boom" {
+		t.Fatalf("dead letter %q, want boom", dead[0].Value)
+	}
+	t.Logf("after the dead-letter topic was created and the host restarted: %d distinct echoes of 299, %d dead letter", len(distinctValues(echoes)), len(dead))
+}
+
+// consumeAll reads topic from its start until it holds want distinct values, and returns its
+// records.
+func consumeAll(t *testing.T, brokers, topic string, want int, logs func() string) []*kgo.Record {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	var out []*kgo.Record
+	for len(distinctValues(out)) < want {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%s: %d of %d distinct records; the host's log:\n%s", topic, len(distinctValues(out)), want, tail(logs(), 8000))
+		}
+		out = append(out, fs.Records()...)
+	}
+	return out
+}
+
+func distinctValues(recs []*kgo.Record) map[string]bool {
+	m := map[string]bool{}
+	for _, r := range recs {
+		m[string(r.Value)] = true
+	}
+	return m
+}
