@@ -35,6 +35,7 @@ const (
 	defaultDrainTimeout       = 30 * time.Second
 	defaultTransactionTimeout = 15 * time.Second
 	defaultDeliveryTimeout    = kafka.DefaultDeliveryTimeout
+	defaultUnreachableTimeout = kafka.DefaultUnreachableTimeout
 	defaultEmbeddedPort       = 9092
 	defaultEmbeddedPartitions = 4
 )
@@ -126,6 +127,9 @@ func (k KafkaConfig) withDefaults(dataDir string) KafkaConfig {
 	}
 	if k.DeliveryTimeout == 0 {
 		k.DeliveryTimeout = defaultDeliveryTimeout
+	}
+	if k.UnreachableTimeout == 0 {
+		k.UnreachableTimeout = defaultUnreachableTimeout
 	}
 	if k.Embedded.Port == 0 {
 		k.Embedded.Port = defaultEmbeddedPort

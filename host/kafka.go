@@ -48,6 +48,10 @@ type KafkaConfig struct {
 	// large) halts the task at once. Exactly-once tasks abort the transaction instead and back
 	// off; they halt once transactions have aborted for this long. Default 2m.
 	DeliveryTimeout time.Duration `yaml:"delivery_timeout"`
+	// UnreachableTimeout bounds how long a task rides out a cluster it cannot reach (a broker
+	// restarting): its clients retry with back-off and /readyz answers 503 meanwhile; after it
+	// the task halts. Default 2m.
+	UnreachableTimeout time.Duration `yaml:"unreachable_timeout"`
 	// Embedded runs an in-process development broker and points the host at it.
 	Embedded EmbeddedBrokerConfig `yaml:"embedded"`
 }
@@ -169,7 +173,7 @@ func kafkaInput(cfg Config, tc TaskConfig, in InputConfig) *task.KafkaInput {
 	kc.Logger = cfg.Logger.With("task", tc.Name)
 	ki := &task.KafkaInput{
 		Name: in.Name, Client: kc, Group: group, Topics: in.Topics, StartAt: in.StartAt,
-		DrainTimeout:   cfg.Kafka.DrainTimeout,
+		DrainTimeout: cfg.Kafka.DrainTimeout, UnreachableTimeout: cfg.Kafka.UnreachableTimeout,
 		SessionTimeout: cfg.Kafka.SessionTimeout, RebalanceTimeout: cfg.Kafka.RebalanceTimeout,
 	}
 	if tc.Delivery == "exactly_once" {

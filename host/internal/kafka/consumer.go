@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -95,7 +98,17 @@ type ConsumerConfig struct {
 	// Progress, if set, turns on the standby balancer (StandbyBalancer): it reports the
 	// changelog offset this host's copy of each partition covers.
 	Progress func() map[TopicPartition]int64
+	// UnreachableTimeout bounds how long the cluster may be unreachable (fetches failing for
+	// want of a connection: refused, reset, timed out) before Run fails. Until then the client
+	// retries with back-off and Run goes on. Default DefaultUnreachableTimeout.
+	UnreachableTimeout time.Duration
+	// Reachable, if set, is told when the cluster stops and starts answering again, from Run's
+	// goroutine.
+	Reachable func(bool)
 }
+
+// DefaultUnreachableTimeout is ConsumerConfig.UnreachableTimeout's default.
+const DefaultUnreachableTimeout = 2 * time.Minute
 
 // Consumer is a consumer-group member reading the task's topics.
 type Consumer struct {
@@ -109,6 +122,12 @@ type Consumer struct {
 
 	mu     sync.Mutex
 	paused map[TopicPartition]bool
+
+	// The cluster's reachability, Run's goroutine only (health).
+	unreachableTimeout time.Duration
+	reachable          func(bool)
+	downSince          time.Time // zero while reachable
+	downLogged         time.Time
 
 	// Transactional mode (ConsumerConfig.Txn).
 	sess     *kgo.GroupTransactSession
@@ -146,7 +165,11 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 	if cc.MaxPollRecords <= 0 {
 		cc.MaxPollRecords = 2000
 	}
-	c := &Consumer{ready: make(chan struct{}), log: cfg.Logger, connectTimeout: cfg.ConnectTimeout, max: cc.MaxPollRecords, handler: cc.Handler, paused: map[TopicPartition]bool{}, start: start}
+	c := &Consumer{ready: make(chan struct{}), log: cfg.Logger, connectTimeout: cfg.ConnectTimeout, max: cc.MaxPollRecords, handler: cc.Handler, paused: map[TopicPartition]bool{}, start: start,
+		unreachableTimeout: cc.UnreachableTimeout, reachable: cc.Reachable}
+	if c.unreachableTimeout <= 0 {
+		c.unreachableTimeout = DefaultUnreachableTimeout
+	}
 	opts = append(opts,
 		kgo.ConsumerGroup(cc.Group),
 		kgo.ConsumeTopics(cc.Topics...),
@@ -326,7 +349,11 @@ func (c *Consumer) Run(ctx context.Context, out chan<- Fetch) error {
 		return c.runTxn(ctx, out)
 	}
 	for {
-		fs := c.cl.PollRecords(ctx, c.max)
+		// Polls return at least every healthEvery, so that an outage is noticed (and its end)
+		// even when no fetch reports it.
+		pctx, cancel := context.WithTimeout(ctx, healthEvery)
+		fs := c.cl.PollRecords(pctx, c.max)
+		cancel()
 		if ctx.Err() != nil {
 			c.cl.AllowRebalance()
 			return nil
@@ -349,8 +376,16 @@ func (c *Consumer) Run(ctx context.Context, out chan<- Fetch) error {
 // handOver sends a poll's records to out, partition by partition, and returns the first fatal
 // fetch error; ok is false if ctx ended first.
 func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetch) (ok bool, fatal error) {
+	var outage error
 	fs.EachError(func(t string, p int32, err error) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return
+		}
+		if isConnectionErr(err) {
+			// The client retries; an outage only fails Run once it lasted UnreachableTimeout.
+			if outage == nil {
+				outage = fmt.Errorf("kafka: fetching %s/%d: %w", t, p, err)
+			}
 			return
 		}
 		// Retryable fetch errors are retried by the client; report what reaches us.
@@ -358,6 +393,9 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 			fatal = fmt.Errorf("kafka: fetching %s/%d: %w", t, p, err)
 		}
 	})
+	if fatal == nil {
+		fatal = c.health(ctx, outage, len(fs.Records()) > 0)
+	}
 	ok = true
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if !ok || len(p.Records) == 0 {
@@ -499,6 +537,67 @@ func (c *Consumer) rewind() map[TopicPartition]int64 {
 	}
 	c.cl.SetOffsets(set)
 	return out
+}
+
+// healthEvery is how often Run looks at the cluster's reachability at least.
+const healthEvery = time.Second
+
+// isConnectionErr reports whether err is a failure to reach a broker (a refused, reset or timed
+// out connection): something the client retries and that goes away when the broker is back.
+func isConnectionErr(err error) bool {
+	if errors.Is(err, kgo.ErrClientClosed) {
+		return false
+	}
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
+}
+
+// health follows the cluster's reachability after a poll: outage is the poll's connection
+// failure, if any; got says records came. While the cluster is unreachable, a poll without a
+// failure only ends the outage once the cluster answers a ping. It returns an error once the
+// outage lasted UnreachableTimeout.
+func (c *Consumer) health(ctx context.Context, outage error, got bool) error {
+	now := time.Now()
+	if outage == nil {
+		if c.downSince.IsZero() {
+			return nil
+		}
+		if !got {
+			pctx, cancel := context.WithTimeout(ctx, healthEvery)
+			err := c.cl.Ping(pctx)
+			cancel()
+			if err != nil {
+				outage = fmt.Errorf("kafka: ping: %w", err)
+			}
+		}
+		if outage == nil {
+			if c.log != nil {
+				c.log.Warn("kafka: the cluster answers again", "unreachable_for", now.Sub(c.downSince).Round(time.Millisecond))
+			}
+			c.downSince = time.Time{}
+			if c.reachable != nil {
+				c.reachable(true)
+			}
+			return nil
+		}
+	}
+	if c.downSince.IsZero() {
+		c.downSince, c.downLogged = now, now
+		if c.log != nil {
+			c.log.Warn("kafka: the cluster is unreachable; retrying (not ready meanwhile)", "halt_after", c.unreachableTimeout, "err", outage)
+		}
+		if c.reachable != nil {
+			c.reachable(false)
+		}
+	} else if now.Sub(c.downLogged) >= 10*time.Second && c.log != nil {
+		c.downLogged = now
+		c.log.Warn("kafka: the cluster is still unreachable; retrying", "for", now.Sub(c.downSince).Round(time.Second), "halt_after", c.unreachableTimeout, "err", outage)
+	}
+	if down := now.Sub(c.downSince); down >= c.unreachableTimeout {
+		return fmt.Errorf("kafka: the cluster has been unreachable for %s (kafka.unreachable_timeout %s): %w", down.Round(time.Millisecond), c.unreachableTimeout, outage)
+	}
+	return nil
 }
 
 // Pause stops fetching tp until Resume. Safe from any goroutine.

@@ -37,6 +37,9 @@ type KafkaInput struct {
 	// failure aborts one) before the task halts with the cause; zero:
 	// kafka.DefaultDeliveryTimeout.
 	DeliveryTimeout time.Duration
+	// UnreachableTimeout bounds how long the cluster may be unreachable before the task halts;
+	// the task is not Ready meanwhile. Zero: kafka.DefaultUnreachableTimeout.
+	UnreachableTimeout time.Duration
 }
 
 // kafkaSide is the loop's state for a Kafka input.
@@ -170,6 +173,8 @@ func (t *Task) startKafka() error {
 	cc := kafka.ConsumerConfig{
 		Group: in.Group, Topics: in.Topics, StartAt: in.StartAt, Handler: kafkaHandler{k},
 		SessionTimeout: in.SessionTimeout, RebalanceTimeout: in.RebalanceTimeout,
+		UnreachableTimeout: in.UnreachableTimeout,
+		Reachable:          func(ok bool) { t.meters.unreachable.Store(!ok) },
 	}
 	if t.cfg.Changelog != nil {
 		cc.Progress = t.changelogProgress
