@@ -445,3 +445,29 @@ func TestKafkaBrokerRestartRiddenOut(t *testing.T) {
 	t.Logf("broker killed and restarted 5 s later: not ready %s after the kill, every one of the %d outputs arrived (%d with duplicates), ready again %s after the kill",
 		notReady.Round(time.Millisecond), wordTotalOf(want), outputs, time.Since(down).Round(time.Millisecond))
 }
+
+// TestKafkaBrokerGoneLosesNothing: the broker is killed while the host produces outputs and
+// stays away longer than kafka.unreachable_timeout and kafka.delivery_timeout: the host halts
+// with the cause, and none of its checkpoints covers an output that was not acknowledged, so
+// that once the broker is back (on its directory) a restarted host produces every output.
+func TestKafkaBrokerGoneLosesNothing(t *testing.T) {
+	r, b := newBlipRig(t, "words", "counts")
+	want := r.produceWords(30_000, time.Time{}, 5)
+	r.writeConfig(r.wordcountYAML(guestbuild.Go(t, "wordcount"), "at_least_once",
+		"  unreachable_timeout: 3s\n  delivery_timeout: 3s\n"))
+	h := r.start()
+	if !waitNewOutputs(r.brokers, time.Minute) {
+		t.Fatalf("no outputs; the host's log:\n%s", tail(h.logs.String(), 8000))
+	}
+	b.kill() // while outputs are being produced
+	log := h.awaitHalt(t, time.Minute)
+	if !strings.Contains(log, "unreachable for") && !strings.Contains(log, "not acknowledged within") {
+		t.Fatalf("the halt does not say why; the log:\n%s", tail(log, 8000))
+	}
+	b.start()
+	h = r.start()
+	outputs, dups := consumeCounts(t, r.brokers, want, 3*time.Minute, h.logs.String, false)
+	h.stop(t)
+	t.Logf("broker killed mid-run and kept away past the bounds: the host halted; after a restart every one of the %d outputs arrived (%d read, %d duplicates)",
+		wordTotalOf(want), outputs, dups)
+}
