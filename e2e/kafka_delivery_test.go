@@ -471,3 +471,47 @@ func TestKafkaBrokerGoneLosesNothing(t *testing.T) {
 	t.Logf("broker killed mid-run and kept away past the bounds: the host halted; after a restart every one of the %d outputs arrived (%d read, %d duplicates)",
 		wordTotalOf(want), outputs, dups)
 }
+
+// TestKafkaRecreatedTopicHalts: the input topic is deleted and recreated (fewer records than were
+// processed of the old one) while the host runs, then again while it is down: each time the task
+// halts, naming the topic and both offsets, rather than resume the new topic at the old positions
+// and skip its records. Before, the host read on and committed lag 0 over records it never
+// processed.
+func TestKafkaRecreatedTopicHalts(t *testing.T) {
+	r := newDeliveryRig(t, "words", "counts")
+	want := r.produceWords(4000, time.Time{}, 6)
+	r.writeConfig(r.wordcountYAML(guestbuild.Go(t, "wordcount"), "at_least_once", ""))
+	adm := kadm.NewClient(r.cl)
+	recreate := func() {
+		t.Helper()
+		resp, err := adm.DeleteTopics(context.Background(), "words")
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			t.Fatalf("deleting words: %v", err)
+		}
+		r.createTopic("words")
+		// A new client: the rig's knows the old topic's id.
+		cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		old := r.cl
+		r.cl = cl
+		r.produceWords(200, time.Time{}, 7)
+		r.cl = old
+	}
+	const rule = "the topic was deleted and recreated"
+	h := r.start()
+	consumeCounts(t, r.brokers, want, 2*time.Minute, h.logs.String, false)
+	recreate()
+	if log := h.awaitHalt(t, 2*time.Minute); !strings.Contains(log, rule) {
+		t.Fatalf("while running: the halt does not say why; the log:\n%s", tail(log, 8000))
+	}
+	h = r.start()
+	if log := h.awaitHalt(t, 2*time.Minute); !strings.Contains(log, rule) {
+		t.Fatalf("at a restart: the halt does not say why; the log:\n%s", tail(log, 8000))
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -37,9 +38,10 @@ type Fetch struct {
 // client's group goroutine, one at a time, never while Run is handing over a poll.
 type Handler interface {
 	// Assigned is told the newly assigned partitions with the group's committed offset (-1 if
-	// none) and returns where each must start (-1: where the group would, i.e. the committed
-	// offset or the configured start position).
-	Assigned(ctx context.Context, committed map[TopicPartition]int64) (map[TopicPartition]int64, error)
+	// none) and each one's end offset (the next record's; absent when it could not be listed),
+	// and returns where each must start (-1: where the group would, i.e. the committed offset or
+	// the configured start position).
+	Assigned(ctx context.Context, committed, ends map[TopicPartition]int64) (map[TopicPartition]int64, error)
 	// Revoked must drain and checkpoint the partitions and return the offsets to commit.
 	Revoked(ctx context.Context, parts []TopicPartition) map[TopicPartition]int64
 	// Lost must drop the partitions without committing.
@@ -270,7 +272,7 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 		fresh = append(fresh, tp)
 	}
 	c.forget(fresh)
-	start, err := c.handler.Assigned(ctx, committed)
+	start, err := c.handler.Assigned(ctx, committed, c.endOffsets(ctx, fresh))
 	if err != nil {
 		return nil, err
 	}
@@ -280,6 +282,38 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 		}
 	}
 	return offs, nil
+}
+
+// endOffsets lists the partitions' end offsets; a failure is logged, and the partitions' ends
+// are then unknown.
+func (c *Consumer) endOffsets(ctx context.Context, parts []TopicPartition) map[TopicPartition]int64 {
+	topics := map[string]bool{}
+	for _, tp := range parts {
+		topics[tp.Topic] = true
+	}
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	listed, err := kadm.NewClient(c.cl).ListEndOffsets(lctx, names...)
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		if c.log != nil {
+			c.log.Warn("kafka: listing the assigned partitions' end offsets failed; a recreated topic is not detected this time", "err", err)
+		}
+		return nil
+	}
+	out := map[TopicPartition]int64{}
+	listed.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil {
+			out[TopicPartition{o.Topic, o.Partition}] = o.Offset
+		}
+	})
+	return out
 }
 
 func flatten(m map[string][]int32) []TopicPartition {
