@@ -515,3 +515,72 @@ func TestKafkaRecreatedTopicHalts(t *testing.T) {
 		t.Fatalf("at a restart: the halt does not say why; the log:\n%s", tail(log, 8000))
 	}
 }
+
+// TestKafkaStaticMembership: a host killed and restarted takes its place in the group back as
+// the same static member (group.instance.id from host_id): right after its restart the group
+// has one member, not the dead one beside the new one until the dead one's session times out.
+// It reports the time from the restart to the first new output, with static and with dynamic
+// membership (kafka.dynamic_membership).
+func TestKafkaStaticMembership(t *testing.T) {
+	for _, dynamic := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dynamic=%t", dynamic), func(t *testing.T) {
+			r := newDeliveryRig(t, "words", "counts")
+			want := r.produceWords(1000, time.Time{}, 8)
+			r.writeConfig(strings.Replace(r.wordcountYAML(guestbuild.Go(t, "wordcount"), "at_least_once",
+				fmt.Sprintf("  dynamic_membership: %t\n", dynamic)), "session_timeout: 6s", "session_timeout: 20s", 1))
+			h := r.start()
+			consumeCounts(t, r.brokers, want, 2*time.Minute, h.logs.String, false)
+			h.cmd.Process.Signal(syscall.SIGKILL)
+			<-h.done
+			h.done <- nil
+			// New work for the restarted host, and where the outputs end before it.
+			ends, err := kadm.NewClient(r.cl).ListEndOffsets(context.Background(), "counts")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.produceWords(10, time.Time{}, 9)
+
+			restart := time.Now()
+			h = r.start()
+			h.await(t, "partitions assigned after the restart", time.Minute, func() bool {
+				return strings.Contains(h.logs.String(), "partition assigned")
+			})
+			assigned := time.Since(restart)
+			groups, err := kadm.NewClient(r.cl).DescribeGroups(context.Background(), "wasmstream-wc")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for _, m := range groups["wasmstream-wc"].Members {
+				id := "<none>"
+				if m.InstanceID != nil {
+					id = *m.InstanceID
+				}
+				ids = append(ids, id)
+			}
+			from := map[string]map[int32]kgo.Offset{"counts": {}}
+			ends.Each(func(o kadm.ListedOffset) { from["counts"][o.Partition] = kgo.NewOffset().At(o.Offset) })
+			cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers), kgo.ConsumePartitions(from))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			got := false
+			for !got && ctx.Err() == nil {
+				got = len(cl.PollFetches(ctx).Records()) > 0
+			}
+			cancel()
+			cl.Close()
+			if !got {
+				t.Fatalf("no output after the restart; the log:\n%s", tail(h.logs.String(), 8000))
+			}
+			firstOutput := time.Since(restart)
+			h.stop(t)
+			t.Logf("dynamic=%t: after a SIGKILL and restart, partitions assigned in %s, first new output %s after the restart; group members then: %v",
+				dynamic, assigned.Round(time.Millisecond), firstOutput.Round(time.Millisecond), ids)
+			if !dynamic && (len(ids) != 1 || !strings.HasPrefix(ids[0], "wasmstream-wc-")) {
+				t.Fatalf("static membership: the group's members after the restart are %v, want the one static member wasmstream-wc-<host_id>", ids)
+			}
+		})
+	}
+}

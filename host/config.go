@@ -61,9 +61,10 @@ type Config struct {
 	// task only — the others go on, the admin API stays up, and Run returns the failures once
 	// the others finished — and HaltHost stops every task and Run returns at once.
 	OnTaskFailure TaskFailure `yaml:"on_task_failure"`
-	// HostID names this host in the transactional ids of exactly-once tasks, which must be
-	// stable across its restarts and differ from every other host's: a restarted host then
-	// fences what its previous run left open. Default: the machine's host name and a hash of
+	// HostID names this host in the transactional ids of exactly-once tasks and in its
+	// consumers' group instance ids (static membership, KafkaConfig.DynamicMembership), which
+	// must be stable across its restarts and differ from every other host's: a restarted host
+	// then fences what its previous run left open and takes its partitions back. Default: the machine's host name and a hash of
 	// the data directory's absolute path (several hosts on one machine have their own
 	// directories).
 	HostID string `yaml:"host_id"`

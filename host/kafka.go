@@ -52,6 +52,13 @@ type KafkaConfig struct {
 	// restarting): its clients retry with back-off and /readyz answers 503 meanwhile; after it
 	// the task halts. Default 2m.
 	UnreachableTimeout time.Duration `yaml:"unreachable_timeout"`
+	// DynamicMembership turns static group membership off. By default each task's consumer is
+	// a static member of its group (group.instance.id "wasmstream-<task>-<host_id>"): a host
+	// restarted within the session timeout takes its partitions back at once, without a
+	// rebalance. A static member does not leave its group when it stops, so the partitions of
+	// a host stopped for good (scaled down) move only once its session times out: set this to
+	// have a stopping host leave its group at once instead (and every restart rebalance).
+	DynamicMembership bool `yaml:"dynamic_membership"`
 	// Embedded runs an in-process development broker and points the host at it.
 	Embedded EmbeddedBrokerConfig `yaml:"embedded"`
 }
@@ -175,6 +182,9 @@ func kafkaInput(cfg Config, tc TaskConfig, in InputConfig) *task.KafkaInput {
 		Name: in.Name, Client: kc, Group: group, Topics: in.Topics, StartAt: in.StartAt,
 		DrainTimeout: cfg.Kafka.DrainTimeout, UnreachableTimeout: cfg.Kafka.UnreachableTimeout,
 		SessionTimeout: cfg.Kafka.SessionTimeout, RebalanceTimeout: cfg.Kafka.RebalanceTimeout,
+	}
+	if !cfg.Kafka.DynamicMembership {
+		ki.InstanceID = "wasmstream-" + tc.Name + "-" + cfg.HostID
 	}
 	if tc.Delivery == "exactly_once" {
 		ki.ExactlyOnce = true

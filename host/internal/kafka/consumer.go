@@ -100,6 +100,11 @@ type ConsumerConfig struct {
 	// Progress, if set, turns on the standby balancer (StandbyBalancer): it reports the
 	// changelog offset this host's copy of each partition covers.
 	Progress func() map[TopicPartition]int64
+	// InstanceID, if set, makes the consumer a static group member (group.instance.id): a
+	// restart with the same id takes its partitions back without a rebalance. A static member
+	// does not leave the group when it closes: its partitions move only once its session timed
+	// out, unless it comes back first.
+	InstanceID string
 	// UnreachableTimeout bounds how long the cluster may be unreachable (fetches failing for
 	// want of a connection: refused, reset, timed out) before Run fails. Until then the client
 	// retries with back-off and Run goes on. Default DefaultUnreachableTimeout.
@@ -197,6 +202,9 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 	}
 	if cc.RebalanceTimeout > 0 {
 		opts = append(opts, kgo.RebalanceTimeout(cc.RebalanceTimeout))
+	}
+	if cc.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(cc.InstanceID))
 	}
 	if tc := cc.Txn; tc != nil {
 		if _, ok := cc.Handler.(TxnHandler); !ok {

@@ -37,6 +37,8 @@ type KafkaInput struct {
 	// failure aborts one) before the task halts with the cause; zero:
 	// kafka.DefaultDeliveryTimeout.
 	DeliveryTimeout time.Duration
+	// InstanceID, if set, makes the consumer a static group member (kafka.ConsumerConfig).
+	InstanceID string
 	// UnreachableTimeout bounds how long the cluster may be unreachable before the task halts;
 	// the task is not Ready meanwhile. Zero: kafka.DefaultUnreachableTimeout.
 	UnreachableTimeout time.Duration
@@ -174,8 +176,8 @@ func (t *Task) startKafka() error {
 	cc := kafka.ConsumerConfig{
 		Group: in.Group, Topics: in.Topics, StartAt: in.StartAt, Handler: kafkaHandler{k},
 		SessionTimeout: in.SessionTimeout, RebalanceTimeout: in.RebalanceTimeout,
-		UnreachableTimeout: in.UnreachableTimeout,
-		Reachable:          func(ok bool) { t.meters.unreachable.Store(!ok) },
+		UnreachableTimeout: in.UnreachableTimeout, InstanceID: in.InstanceID,
+		Reachable: func(ok bool) { t.meters.unreachable.Store(!ok) },
 	}
 	if t.cfg.Changelog != nil {
 		cc.Progress = t.changelogProgress
