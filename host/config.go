@@ -318,6 +318,10 @@ type OutputConfig struct {
 	Path string `yaml:"path"`
 	// Names, if set, are the only output names the task may emit to.
 	Names []string `yaml:"names"`
+	// Compression of the record batches of a kafka output and of the task's dead-letter topic:
+	// "none", "gzip", "snappy", "lz4" or "zstd". Empty: snappy. Clients without a snappy codec
+	// (kafkajs without a codec package) read "none" or "gzip" only.
+	Compression string `yaml:"compression"`
 }
 
 // DeadLetterConfig says where dead letters go.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
@@ -162,6 +163,11 @@ func validateKafkaTask(c Config, t TaskConfig, p string, bad func(string, string
 			bad(q+"start_at", "%v", err)
 		}
 	}
+	if err := kafka.CheckCompression(t.Output.Compression); err != nil {
+		bad(p+"output.compression", "%q is not one of %s", t.Output.Compression, strings.Join(kafka.Compressions, ", "))
+	} else if t.Output.Compression != "" && t.Output.Type != "kafka" && t.DeadLetter.Topic == "" {
+		bad(p+"output.compression", "applies to a kafka output or dead-letter topic only")
+	}
 	if t.Output.Type == "kafka" && t.Output.Topic == "" && len(t.Output.Topics) == 0 {
 		bad(p+"output.topic", "a kafka output needs a topic (or topics per output name)")
 	}
@@ -191,6 +197,7 @@ func kafkaInput(cfg Config, tc TaskConfig, in InputConfig) *task.KafkaInput {
 		ki.TxnID = "wasmstream-" + tc.Name + "-" + cfg.HostID
 		ki.TxnTimeout = cfg.Kafka.TransactionTimeout
 		ki.DeliveryTimeout = cfg.Kafka.DeliveryTimeout
+		ki.TxnCompression = tc.Output.Compression
 	}
 	return ki
 }
@@ -203,7 +210,7 @@ func openSinks(cfg Config, tc TaskConfig) (task.OutputSink, task.DeadLetterSink,
 	if needProducer {
 		kc := cfg.Kafka.client()
 		kc.Logger = cfg.Logger.With("task", tc.Name)
-		pc := kafka.ProducerConfig{DeliveryTimeout: cfg.Kafka.DeliveryTimeout}
+		pc := kafka.ProducerConfig{DeliveryTimeout: cfg.Kafka.DeliveryTimeout, Compression: tc.Output.Compression}
 		if tc.Delivery == "exactly_once" {
 			// Produces through the task's transactional consumer (KafkaInput.TxnProducers).
 			producer = kafka.NewTxnProducer(kc.Logger, pc)

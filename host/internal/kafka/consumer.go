@@ -75,6 +75,8 @@ type TxnConfig struct {
 	Producers []*Producer
 	// Changelog, if set, is attached likewise.
 	Changelog *ChangelogWriter
+	// Compression of what the client produces (ProducerConfig.Compression).
+	Compression string
 }
 
 // TxnOutcome is how a transaction ended.
@@ -216,7 +218,11 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		if tc.Interval <= 0 {
 			tc.Interval = time.Second
 		}
-		opts = append(opts, producerOpts(ProducerConfig{})...)
+		popts, err := producerOpts(ProducerConfig{Compression: tc.Compression})
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, popts...)
 		opts = append(opts,
 			kgo.TransactionalID(tc.ID),
 			kgo.TransactionTimeout(tc.Timeout),

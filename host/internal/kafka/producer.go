@@ -42,6 +42,34 @@ type ProducerConfig struct {
 	// the client retries what can succeed (a broker restarting, a leader moving). Default
 	// DefaultDeliveryTimeout.
 	DeliveryTimeout time.Duration
+	// Compression of the record batches: "none", "gzip", "snappy", "lz4" or "zstd". Default
+	// "snappy".
+	Compression string
+}
+
+// Compressions are the names ProducerConfig.Compression takes.
+var Compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+
+// CheckCompression reports whether name is one of Compressions (or empty: the default).
+func CheckCompression(name string) error {
+	_, err := codec(name)
+	return err
+}
+
+func codec(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case "", "snappy":
+		return kgo.SnappyCompression(), nil
+	case "none":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("kafka: compression %q is not one of none, gzip, snappy, lz4, zstd", name)
 }
 
 // DefaultDeliveryTimeout is ProducerConfig.DeliveryTimeout's default.
@@ -71,7 +99,11 @@ func NewProducer(cfg Config, pc ProducerConfig) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts, producerOpts(pc)...)
+	popts, err := producerOpts(pc)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, popts...)
 	opts = append(opts, kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
@@ -91,19 +123,25 @@ func deliveryTimeout(pc ProducerConfig) time.Duration {
 // kgo.RecordDeliveryTimeout: franz-go measures it from each batch's first record's Timestamp,
 // which is the output's event time, so that a replay of records older than the timeout failed
 // every batch. Flush bounds delivery from when the records were produced instead.
-func producerOpts(pc ProducerConfig) []kgo.Opt {
+func producerOpts(pc ProducerConfig) ([]kgo.Opt, error) {
 	if pc.Linger == 0 {
 		pc.Linger = 5 * time.Millisecond
+	}
+	c, err := codec(pc.Compression)
+	if err != nil {
+		return nil, err
 	}
 	return []kgo.Opt{
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(pc.Linger),
-	}
+		kgo.ProducerBatchCompression(c),
+	}, nil
 }
 
 // NewTxnProducer returns a producer without a client of its own: it produces through the
 // transactional consumer it is given to (TxnConfig.Producers), inside its transactions, and
-// must not be used before that consumer is created. Only pc.DeliveryTimeout applies.
+// must not be used before that consumer is created. Only pc.DeliveryTimeout applies: the
+// consumer's TxnConfig.Compression is the client's.
 func NewTxnProducer(log *slog.Logger, pc ProducerConfig) *Producer {
 	return &Producer{log: log, shared: true, timeout: deliveryTimeout(pc)}
 }

@@ -29,10 +29,11 @@ type KafkaInput struct {
 	// ExactlyOnce commits outputs, dead letters, changelog and input offsets in one Kafka
 	// transaction per checkpoint interval (eos.go). It needs a changelog, and TxnProducers must
 	// be the producers of the task's Kafka sinks, made with kafka.NewTxnProducer.
-	ExactlyOnce  bool
-	TxnID        string        // the transactional id: stable per host and task
-	TxnTimeout   time.Duration // the transaction timeout; zero: the client's default here (15s)
-	TxnProducers []*kafka.Producer
+	ExactlyOnce    bool
+	TxnID          string        // the transactional id: stable per host and task
+	TxnTimeout     time.Duration // the transaction timeout; zero: the client's default here (15s)
+	TxnProducers   []*kafka.Producer
+	TxnCompression string // the compression of what the transactional client produces
 	// DeliveryTimeout bounds how long exactly-once transactions may go on aborting (a produce
 	// failure aborts one) before the task halts with the cause; zero:
 	// kafka.DefaultDeliveryTimeout.
@@ -188,7 +189,7 @@ func (t *Task) startKafka() error {
 		}
 		t.txnChangelog = kafka.NewTxnChangelogWriter(t.cfg.Changelog.Topic, t.log)
 		cc.Txn = &kafka.TxnConfig{ID: in.TxnID, Timeout: in.TxnTimeout, Interval: t.cfg.Checkpoint,
-			Producers: in.TxnProducers, Changelog: t.txnChangelog}
+			Producers: in.TxnProducers, Changelog: t.txnChangelog, Compression: in.TxnCompression}
 		t.log.Info("exactly-once delivery: one transaction per checkpoint interval", "transactional_id", in.TxnID,
 			"interval", t.cfg.Checkpoint, "transaction_timeout", in.TxnTimeout)
 	}
