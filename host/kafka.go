@@ -162,6 +162,14 @@ func validateKafkaTask(c Config, t TaskConfig, p string, bad func(string, string
 		if _, err := kafka.StartOffset(in.StartAt); err != nil {
 			bad(q+"start_at", "%v", err)
 		}
+		// A Kafka record has its key, value and timestamp: a kafka input takes them as they
+		// are (these keys applied to file and stdin lines only, and were silently ignored).
+		for _, f := range []struct{ key, val string }{{"key_field", in.KeyField}, {"value_field", in.ValueField},
+			{"timestamp_field", in.TimestampField}, {"key_separator", in.KeySeparator}} {
+			if f.val != "" {
+				bad(q+f.key, "applies to file and stdin inputs: a kafka input takes each record's key, value and timestamp as they are")
+			}
+		}
 	}
 	if err := kafka.CheckCompression(t.Output.Compression); err != nil {
 		bad(p+"output.compression", "%q is not one of %s", t.Output.Compression, strings.Join(kafka.Compressions, ", "))

@@ -573,3 +573,19 @@ func TestKafkaOutputCompression(t *testing.T) {
 		t.Fatalf("Validate with compression brotli: %v", err)
 	}
 }
+
+// key_field, value_field, timestamp_field and key_separator on a kafka input are refused at
+// validation: they were accepted and silently ignored.
+func TestKafkaInputRefusesLineFields(t *testing.T) {
+	for _, in := range []host.InputConfig{
+		{KeyField: "user"}, {ValueField: "text"}, {TimestampField: "ts"}, {KeySeparator: "\t"},
+	} {
+		in.Name, in.Type, in.Topics = "events", "kafka", []string{"events"}
+		err := host.Config{Tasks: []host.TaskConfig{{Name: "x", Module: "x.wasm", Inputs: []host.InputConfig{in},
+			Output: host.OutputConfig{Type: "kafka", Topic: "echoes"}}},
+			Kafka: host.KafkaConfig{Brokers: []string{"127.0.0.1:1"}}}.Validate()
+		if err == nil || !strings.Contains(err.Error(), "a kafka input takes each record's key, value and timestamp as they are") {
+			t.Errorf("Validate with %+v: %v", in, err)
+		}
+	}
+}
