@@ -301,6 +301,9 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 // endOffsets lists the partitions' end offsets; a failure is logged, and the partitions' ends
 // are then unknown.
 func (c *Consumer) endOffsets(ctx context.Context, parts []TopicPartition) map[TopicPartition]int64 {
+	if len(parts) == 0 {
+		return nil // (no topics would list every topic)
+	}
 	topics := map[string]bool{}
 	for _, tp := range parts {
 		topics[tp.Topic] = true
