@@ -519,6 +519,7 @@ func TestKafkaRecreatedTopicHalts(t *testing.T) {
 // TestKafkaStaticMembership: a host killed and restarted takes its place in the group back as
 // the same static member (group.instance.id from host_id): right after its restart the group
 // has one member, not the dead one beside the new one until the dead one's session times out.
+// A host stopped cleanly leaves the group all the same.
 // It reports the time from the restart to the first new output, with static and with dynamic
 // membership (kafka.dynamic_membership).
 func TestKafkaStaticMembership(t *testing.T) {
@@ -580,6 +581,14 @@ func TestKafkaStaticMembership(t *testing.T) {
 				dynamic, assigned.Round(time.Millisecond), firstOutput.Round(time.Millisecond), ids)
 			if !dynamic && (len(ids) != 1 || !strings.HasPrefix(ids[0], "wasmstream-wc-")) {
 				t.Fatalf("static membership: the group's members after the restart are %v, want the one static member wasmstream-wc-<host_id>", ids)
+			}
+			// A clean stop leaves the group, static member or not: its partitions move at once.
+			groups, err = kadm.NewClient(r.cl).DescribeGroups(context.Background(), "wasmstream-wc")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := len(groups["wasmstream-wc"].Members); n != 0 {
+				t.Fatalf("after a clean stop the group has %d members, want none", n)
 			}
 		})
 	}

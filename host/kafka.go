@@ -55,10 +55,9 @@ type KafkaConfig struct {
 	UnreachableTimeout time.Duration `yaml:"unreachable_timeout"`
 	// DynamicMembership turns static group membership off. By default each task's consumer is
 	// a static member of its group (group.instance.id "wasmstream-<task>-<host_id>"): a host
-	// restarted within the session timeout takes its partitions back at once, without a
-	// rebalance. A static member does not leave its group when it stops, so the partitions of
-	// a host stopped for good (scaled down) move only once its session times out: set this to
-	// have a stopping host leave its group at once instead (and every restart rebalance).
+	// that died (a crash, a kill) and restarts within the session timeout takes its partitions
+	// back at once, without a rebalance, where a dynamic member waits for the dead one's session
+	// to time out. A host that stops cleanly leaves its group either way.
 	DynamicMembership bool `yaml:"dynamic_membership"`
 	// Embedded runs an in-process development broker and points the host at it.
 	Embedded EmbeddedBrokerConfig `yaml:"embedded"`

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -103,9 +104,9 @@ type ConsumerConfig struct {
 	// changelog offset this host's copy of each partition covers.
 	Progress func() map[TopicPartition]int64
 	// InstanceID, if set, makes the consumer a static group member (group.instance.id): a
-	// restart with the same id takes its partitions back without a rebalance. A static member
-	// does not leave the group when it closes: its partitions move only once its session timed
-	// out, unless it comes back first.
+	// member that died (a crash, a kill) and restarts with the same id within its session
+	// takes its partitions back without a rebalance. Close still leaves the group (by instance
+	// id), so that a stopped member's partitions move at once.
 	InstanceID string
 	// UnreachableTimeout bounds how long the cluster may be unreachable (fetches failing for
 	// want of a connection: refused, reset, timed out) before Run fails. Until then the client
@@ -131,6 +132,11 @@ type Consumer struct {
 
 	mu     sync.Mutex
 	paused map[TopicPartition]bool
+
+	// Static membership (ConsumerConfig.InstanceID): Close leaves the group with a client of
+	// base's options.
+	group, instanceID string
+	base              []kgo.Opt
 
 	// The cluster's reachability, Run's goroutine only (health).
 	unreachableTimeout time.Duration
@@ -175,7 +181,8 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		cc.MaxPollRecords = 2000
 	}
 	c := &Consumer{ready: make(chan struct{}), log: cfg.Logger, connectTimeout: cfg.ConnectTimeout, max: cc.MaxPollRecords, handler: cc.Handler, paused: map[TopicPartition]bool{}, start: start,
-		unreachableTimeout: cc.UnreachableTimeout, reachable: cc.Reachable}
+		unreachableTimeout: cc.UnreachableTimeout, reachable: cc.Reachable,
+		group: cc.Group, instanceID: cc.InstanceID, base: slices.Clone(opts)}
 	if c.unreachableTimeout <= 0 {
 		c.unreachableTimeout = DefaultUnreachableTimeout
 	}
@@ -703,6 +710,29 @@ func (c *Consumer) Close() {
 		c.inTxn = false
 	}
 	c.cl.CloseAllowingRebalance()
+	if c.instanceID != "" {
+		c.leave()
+	}
+}
+
+// leave sends the group a LeaveGroup for the consumer's instance id: franz-go's client does not
+// for a static member, whose partitions would otherwise wait for its session to time out.
+func (c *Consumer) leave() {
+	cl, err := kgo.NewClient(c.base...)
+	if err == nil {
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var resp kadm.LeaveGroupResponses
+		resp, err = kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(c.group).InstanceIDs(c.instanceID).Reason("wasmstream stopping"))
+		if err == nil {
+			err = resp.Error()
+		}
+	}
+	if err != nil && c.log != nil {
+		c.log.Warn("kafka: leaving the group as a static member failed; its partitions move once its session times out",
+			"group", c.group, "instance_id", c.instanceID, "err", err)
+	}
 }
 
 // DefaultConnectTimeout is Config.ConnectTimeout's default: how long a client waits for the
