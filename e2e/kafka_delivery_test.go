@@ -521,14 +521,15 @@ func TestKafkaRecreatedTopicHalts(t *testing.T) {
 // has one member, not the dead one beside the new one until the dead one's session times out.
 // A host stopped cleanly leaves the group all the same.
 // It reports the time from the restart to the first new output, with static and with dynamic
-// membership (kafka.dynamic_membership).
+// membership (kafka.static_membership).
 func TestKafkaStaticMembership(t *testing.T) {
-	for _, dynamic := range []bool{false, true} {
+	for _, static := range []bool{true, false} {
+		dynamic := !static
 		t.Run(fmt.Sprintf("dynamic=%t", dynamic), func(t *testing.T) {
 			r := newDeliveryRig(t, "words", "counts")
 			want := r.produceWords(1000, time.Time{}, 8)
 			r.writeConfig(strings.Replace(r.wordcountYAML(guestbuild.Go(t, "wordcount"), "at_least_once",
-				fmt.Sprintf("  dynamic_membership: %t\n", dynamic)), "session_timeout: 6s", "session_timeout: 20s", 1))
+				fmt.Sprintf("  static_membership: %t\n", static)), "session_timeout: 6s", "session_timeout: 20s", 1))
 			h := r.start()
 			consumeCounts(t, r.brokers, want, 2*time.Minute, h.logs.String, false)
 			h.cmd.Process.Signal(syscall.SIGKILL)

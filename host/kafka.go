@@ -53,12 +53,14 @@ type KafkaConfig struct {
 	// restarting): its clients retry with back-off and /readyz answers 503 meanwhile; after it
 	// the task halts. Default 2m.
 	UnreachableTimeout time.Duration `yaml:"unreachable_timeout"`
-	// DynamicMembership turns static group membership off. By default each task's consumer is
-	// a static member of its group (group.instance.id "wasmstream-<task>-<host_id>"): a host
-	// that died (a crash, a kill) and restarts within the session timeout takes its partitions
-	// back at once, without a rebalance, where a dynamic member waits for the dead one's session
-	// to time out. A host that stops cleanly leaves its group either way.
-	DynamicMembership bool `yaml:"dynamic_membership"`
+	// StaticMembership makes each task's consumer a static member of its group
+	// (group.instance.id "wasmstream-<task>-<host_id>"): a host that died (a crash, a kill)
+	// and restarts within the session timeout takes its partitions back at once, without a
+	// rebalance, where a dynamic member waits for the dead one's session to time out. A host
+	// that stops cleanly leaves its group either way. Default false: with the development
+	// broker, one of three runs of the at-least-once multi-host kill test with it on ended with
+	// a count too high, and whether the broker or the host is at fault is not established.
+	StaticMembership bool `yaml:"static_membership"`
 	// Embedded runs an in-process development broker and points the host at it.
 	Embedded EmbeddedBrokerConfig `yaml:"embedded"`
 }
@@ -196,7 +198,7 @@ func kafkaInput(cfg Config, tc TaskConfig, in InputConfig) *task.KafkaInput {
 		DrainTimeout: cfg.Kafka.DrainTimeout, UnreachableTimeout: cfg.Kafka.UnreachableTimeout,
 		SessionTimeout: cfg.Kafka.SessionTimeout, RebalanceTimeout: cfg.Kafka.RebalanceTimeout,
 	}
-	if !cfg.Kafka.DynamicMembership {
+	if cfg.Kafka.StaticMembership {
 		ki.InstanceID = "wasmstream-" + tc.Name + "-" + cfg.HostID
 	}
 	if tc.Delivery == "exactly_once" {
