@@ -61,9 +61,10 @@ type Config struct {
 	// task only — the others go on, the admin API stays up, and Run returns the failures once
 	// the others finished — and HaltHost stops every task and Run returns at once.
 	OnTaskFailure TaskFailure `yaml:"on_task_failure"`
-	// HostID names this host in the transactional ids of exactly-once tasks, which must be
-	// stable across its restarts and differ from every other host's: a restarted host then
-	// fences what its previous run left open. Default: the machine's host name and a hash of
+	// HostID names this host in the transactional ids of exactly-once tasks and in its
+	// consumers' group instance ids (static membership, KafkaConfig.StaticMembership), which
+	// must be stable across its restarts and differ from every other host's: a restarted host
+	// then fences what its previous run left open and takes its partitions back. Default: the machine's host name and a hash of
 	// the data directory's absolute path (several hosts on one machine have their own
 	// directories).
 	HostID string `yaml:"host_id"`
@@ -346,6 +347,10 @@ type OutputConfig struct {
 	Path string `yaml:"path"`
 	// Names, if set, are the only output names the task may emit to.
 	Names []string `yaml:"names"`
+	// Compression of the record batches of a kafka output and of the task's dead-letter topic:
+	// "none", "gzip", "snappy", "lz4" or "zstd". Empty: snappy. Clients without a snappy codec
+	// (kafkajs without a codec package) read "none" or "gzip" only.
+	Compression string `yaml:"compression"`
 }
 
 // DeadLetterConfig says where dead letters go.

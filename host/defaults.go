@@ -37,6 +37,8 @@ const (
 	defaultConnectTimeout     = kafka.DefaultConnectTimeout
 	defaultDrainTimeout       = 30 * time.Second
 	defaultTransactionTimeout = 15 * time.Second
+	defaultDeliveryTimeout    = kafka.DefaultDeliveryTimeout
+	defaultUnreachableTimeout = kafka.DefaultUnreachableTimeout
 	defaultEmbeddedPort       = 9092
 	defaultEmbeddedPartitions = 4
 )
@@ -131,6 +133,12 @@ func (k KafkaConfig) withDefaults(dataDir string) KafkaConfig {
 	}
 	if k.TransactionTimeout == 0 {
 		k.TransactionTimeout = defaultTransactionTimeout
+	}
+	if k.DeliveryTimeout == 0 {
+		k.DeliveryTimeout = defaultDeliveryTimeout
+	}
+	if k.UnreachableTimeout == 0 {
+		k.UnreachableTimeout = defaultUnreachableTimeout
 	}
 	if k.Embedded.Port == 0 {
 		k.Embedded.Port = defaultEmbeddedPort

@@ -513,3 +513,79 @@ func TestKafkaDeadLetterTooLarge(t *testing.T) {
 		t.Errorf("dead letter of %d bytes, headers %v", len(v), hs)
 	}
 }
+
+// output.compression sets the codec of the record batches a kafka output produces (snappy when
+// unset), at least once and exactly once; an unknown codec is refused at validation. Before, every
+// batch was snappy whatever the configuration said (and the key did not exist).
+func TestKafkaOutputCompression(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/trapper")
+	// The codec numbers of a record batch's attributes.
+	codecs := map[string]uint8{"": 2, "none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+	for _, tc := range []struct{ compression, delivery string }{
+		{"", "at_least_once"}, {"none", "at_least_once"}, {"gzip", "at_least_once"}, {"lz4", "at_least_once"},
+		{"zstd", "at_least_once"}, {"gzip", "exactly_once"},
+	} {
+		t.Run(tc.compression+"/"+tc.delivery, func(t *testing.T) {
+			c := newCluster(t, "events", "echoes")
+			var recs []*kgo.Record
+			for i := range 50 {
+				recs = append(recs, &kgo.Record{Topic: "events", Key: []byte("k" + strconv.Itoa(i%5)), Value: []byte(strings.Repeat("v", 200))})
+			}
+			if err := newClient(t, c).ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			task := host.TaskConfig{
+				Name: "echo", Module: module, Delivery: host.Delivery(tc.delivery),
+				Inputs: []host.InputConfig{{Name: "events", Type: "kafka", Topics: []string{"events"}}},
+				Output: host.OutputConfig{Type: "kafka", Topic: "echoes", Compression: tc.compression},
+			}
+			if tc.delivery == "exactly_once" {
+				task.Changelog = host.ChangelogConfig{Enabled: true}
+			}
+			h := hosttest.Start(t, host.Config{DataDir: t.TempDir(), Logger: testLogger(t),
+				Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{task}})
+			cl := newClient(t, c, kgo.ConsumeTopics("echoes"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+				kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			n := 0
+			for n < 50 && ctx.Err() == nil {
+				cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) {
+					n++
+					if got := r.Attrs.CompressionType(); got != codecs[tc.compression] {
+						t.Errorf("an output's batch has codec %d, want %d (%q)", got, codecs[tc.compression], tc.compression)
+					}
+				})
+			}
+			if err := h.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			if n < 50 {
+				t.Fatalf("%d of 50 outputs", n)
+			}
+		})
+	}
+	err := host.Config{Tasks: []host.TaskConfig{{Name: "x", Module: module,
+		Inputs: []host.InputConfig{{Name: "events", Type: "kafka", Topics: []string{"events"}}},
+		Output: host.OutputConfig{Type: "kafka", Topic: "echoes", Compression: "brotli"}}},
+		Kafka: host.KafkaConfig{Brokers: []string{"127.0.0.1:1"}}}.Validate()
+	if err == nil || !strings.Contains(err.Error(), "output.compression") {
+		t.Fatalf("Validate with compression brotli: %v", err)
+	}
+}
+
+// key_field, value_field, timestamp_field and key_separator on a kafka input are refused at
+// validation: they were accepted and silently ignored.
+func TestKafkaInputRefusesLineFields(t *testing.T) {
+	for _, in := range []host.InputConfig{
+		{KeyField: "user"}, {ValueField: "text"}, {TimestampField: "ts"}, {KeySeparator: "\t"},
+	} {
+		in.Name, in.Type, in.Topics = "events", "kafka", []string{"events"}
+		err := host.Config{Tasks: []host.TaskConfig{{Name: "x", Module: "x.wasm", Inputs: []host.InputConfig{in},
+			Output: host.OutputConfig{Type: "kafka", Topic: "echoes"}}},
+			Kafka: host.KafkaConfig{Brokers: []string{"127.0.0.1:1"}}}.Validate()
+		if err == nil || !strings.Contains(err.Error(), "a kafka input takes each record's key, value and timestamp as they are") {
+			t.Errorf("Validate with %+v: %v", in, err)
+		}
+	}
+}

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -35,9 +39,10 @@ type Fetch struct {
 // client's group goroutine, one at a time, never while Run is handing over a poll.
 type Handler interface {
 	// Assigned is told the newly assigned partitions with the group's committed offset (-1 if
-	// none) and returns where each must start (-1: where the group would, i.e. the committed
-	// offset or the configured start position).
-	Assigned(ctx context.Context, committed map[TopicPartition]int64) (map[TopicPartition]int64, error)
+	// none) and each one's end offset (the next record's; absent when it could not be listed),
+	// and returns where each must start (-1: where the group would, i.e. the committed offset or
+	// the configured start position).
+	Assigned(ctx context.Context, committed, ends map[TopicPartition]int64) (map[TopicPartition]int64, error)
 	// Revoked must drain and checkpoint the partitions and return the offsets to commit.
 	Revoked(ctx context.Context, parts []TopicPartition) map[TopicPartition]int64
 	// Lost must drop the partitions without committing.
@@ -71,6 +76,8 @@ type TxnConfig struct {
 	Producers []*Producer
 	// Changelog, if set, is attached likewise.
 	Changelog *ChangelogWriter
+	// Compression of what the client produces (ProducerConfig.Compression).
+	Compression string
 }
 
 // TxnOutcome is how a transaction ended.
@@ -99,7 +106,22 @@ type ConsumerConfig struct {
 	// Bounded makes the consumer list every partition's end offset when it is first assigned
 	// partitions (Bound): a bounded run reads each partition up to there and ends.
 	Bounded bool
+	// InstanceID, if set, makes the consumer a static group member (group.instance.id): a
+	// member that died (a crash, a kill) and restarts with the same id within its session
+	// takes its partitions back without a rebalance. Close still leaves the group (by instance
+	// id), so that a stopped member's partitions move at once.
+	InstanceID string
+	// UnreachableTimeout bounds how long the cluster may be unreachable (fetches failing for
+	// want of a connection: refused, reset, timed out) before Run fails. Until then the client
+	// retries with back-off and Run goes on. Default DefaultUnreachableTimeout.
+	UnreachableTimeout time.Duration
+	// Reachable, if set, is told when the cluster stops and starts answering again, from Run's
+	// goroutine.
+	Reachable func(bool)
 }
+
+// DefaultUnreachableTimeout is ConsumerConfig.UnreachableTimeout's default.
+const DefaultUnreachableTimeout = 2 * time.Minute
 
 // Bounds are a partition's offsets for a bounded run (ConsumerConfig.Bounded): its log start
 // offset when the partition was assigned, and its end offset when the consumer first listed the
@@ -124,11 +146,23 @@ type Consumer struct {
 	bounds  map[TopicPartition]Bounds // bounded: the assigned partitions' bounds (under mu)
 	topics  []string
 
+	// Static membership (ConsumerConfig.InstanceID): Close leaves the group with a client of
+	// base's options.
+	group, instanceID string
+	base              []kgo.Opt
+
+	// The cluster's reachability, Run's goroutine only (health).
+	unreachableTimeout time.Duration
+	reachable          func(bool)
+	downSince          time.Time // zero while reachable
+	downLogged         time.Time
+
 	// Transactional mode (ConsumerConfig.Txn).
 	sess     *kgo.GroupTransactSession
 	txn      *TxnConfig
 	inTxn    bool
 	polledAt map[TopicPartition]int64 // per partition polled in the open transaction, its first offset
+	backoff  time.Duration            // how long Run waits before polling again after an abort; zero after a commit
 }
 
 // StartOffset parses a start position: "earliest", "latest" or an RFC 3339 time.
@@ -160,7 +194,12 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		cc.MaxPollRecords = 2000
 	}
 	c := &Consumer{ready: make(chan struct{}), log: cfg.Logger, connectTimeout: cfg.ConnectTimeout, max: cc.MaxPollRecords, handler: cc.Handler, paused: map[TopicPartition]bool{}, start: start,
-		bounded: cc.Bounded, topics: cc.Topics, bounds: map[TopicPartition]Bounds{}}
+		bounded: cc.Bounded, topics: cc.Topics, bounds: map[TopicPartition]Bounds{},
+		unreachableTimeout: cc.UnreachableTimeout, reachable: cc.Reachable,
+		group: cc.Group, instanceID: cc.InstanceID, base: slices.Clone(opts)}
+	if c.unreachableTimeout <= 0 {
+		c.unreachableTimeout = DefaultUnreachableTimeout
+	}
 	opts = append(opts,
 		kgo.ConsumerGroup(cc.Group),
 		kgo.ConsumeTopics(cc.Topics...),
@@ -187,6 +226,9 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 	if cc.RebalanceTimeout > 0 {
 		opts = append(opts, kgo.RebalanceTimeout(cc.RebalanceTimeout))
 	}
+	if cc.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(cc.InstanceID))
+	}
 	if tc := cc.Txn; tc != nil {
 		if _, ok := cc.Handler.(TxnHandler); !ok {
 			return nil, errors.New("kafka: a transactional consumer needs a TxnHandler")
@@ -197,7 +239,11 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		if tc.Interval <= 0 {
 			tc.Interval = time.Second
 		}
-		opts = append(opts, producerOpts(ProducerConfig{})...)
+		popts, err := producerOpts(ProducerConfig{Compression: tc.Compression})
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, popts...)
 		opts = append(opts,
 			kgo.TransactionalID(tc.ID),
 			kgo.TransactionTimeout(tc.Timeout),
@@ -331,7 +377,7 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 			return nil, err
 		}
 	}
-	start, err := c.handler.Assigned(ctx, committed)
+	start, err := c.handler.Assigned(ctx, committed, c.endOffsets(ctx, fresh))
 	if err != nil {
 		return nil, err
 	}
@@ -341,6 +387,41 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 		}
 	}
 	return offs, nil
+}
+
+// endOffsets lists the partitions' end offsets; a failure is logged, and the partitions' ends
+// are then unknown.
+func (c *Consumer) endOffsets(ctx context.Context, parts []TopicPartition) map[TopicPartition]int64 {
+	if len(parts) == 0 {
+		return nil // (no topics would list every topic)
+	}
+	topics := map[string]bool{}
+	for _, tp := range parts {
+		topics[tp.Topic] = true
+	}
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	listed, err := kadm.NewClient(c.cl).ListEndOffsets(lctx, names...)
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		if c.log != nil {
+			c.log.Warn("kafka: listing the assigned partitions' end offsets failed; a recreated topic is not detected this time", "err", err)
+		}
+		return nil
+	}
+	out := map[TopicPartition]int64{}
+	listed.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil {
+			out[TopicPartition{o.Topic, o.Partition}] = o.Offset
+		}
+	})
+	return out
 }
 
 func flatten(m map[string][]int32) []TopicPartition {
@@ -410,7 +491,11 @@ func (c *Consumer) Run(ctx context.Context, out chan<- Fetch) error {
 		return c.runTxn(ctx, out)
 	}
 	for {
-		fs := c.cl.PollRecords(ctx, c.max)
+		// Polls return at least every healthEvery, so that an outage is noticed (and its end)
+		// even when no fetch reports it.
+		pctx, cancel := context.WithTimeout(ctx, healthEvery)
+		fs := c.cl.PollRecords(pctx, c.max)
+		cancel()
 		if ctx.Err() != nil {
 			c.cl.AllowRebalance()
 			return nil
@@ -433,8 +518,16 @@ func (c *Consumer) Run(ctx context.Context, out chan<- Fetch) error {
 // handOver sends a poll's records to out, partition by partition, and returns the first fatal
 // fetch error; ok is false if ctx ended first.
 func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetch) (ok bool, fatal error) {
+	var outage error
 	fs.EachError(func(t string, p int32, err error) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+			return
+		}
+		if isConnectionErr(err) {
+			// The client retries; an outage only fails Run once it lasted UnreachableTimeout.
+			if outage == nil {
+				outage = fmt.Errorf("kafka: fetching %s/%d: %w", t, p, err)
+			}
 			return
 		}
 		// Retryable fetch errors are retried by the client; report what reaches us.
@@ -442,6 +535,9 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 			fatal = fmt.Errorf("kafka: fetching %s/%d: %w", t, p, err)
 		}
 	})
+	if fatal == nil {
+		fatal = c.health(ctx, outage, len(fs.Records()) > 0)
+	}
 	ok = true
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if !ok || len(p.Records) == 0 {
@@ -504,6 +600,15 @@ func (c *Consumer) runTxn(ctx context.Context, out chan<- Fetch) error {
 			return err
 		}
 		c.cl.AllowRebalance()
+		if c.backoff > 0 {
+			// The transaction aborted: the records are read again, and what failed would most
+			// likely fail again at once (a missing topic, a broker gone). The task says why.
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(c.backoff):
+			}
+		}
 		next = time.Now().Add(c.txn.Interval)
 	}
 }
@@ -526,6 +631,12 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 	out := TxnOutcome{Committed: committed && err == nil}
 	if !out.Committed {
 		out.Rewound = c.rewind()
+		for _, p := range c.txn.Producers {
+			p.aborted() // none of their records remain
+		}
+		c.backoff = min(max(2*c.backoff, txnBackoffMin), txnBackoffMax)
+	} else {
+		c.backoff = 0
 	}
 	clear(c.polledAt)
 	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
@@ -540,6 +651,13 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 	c.inTxn = true
 	return out, nil
 }
+
+// The back-off of a transactional consumer after an abort: doubled from txnBackoffMin with each
+// abort in a row, up to txnBackoffMax.
+const (
+	txnBackoffMin = 500 * time.Millisecond
+	txnBackoffMax = 10 * time.Second
+)
 
 // rewind says where each partition polled in an aborted transaction reads again from. The
 // session has rewound those with a committed offset; one without any would go on from what was
@@ -561,6 +679,67 @@ func (c *Consumer) rewind() map[TopicPartition]int64 {
 	}
 	c.cl.SetOffsets(set)
 	return out
+}
+
+// healthEvery is how often Run looks at the cluster's reachability at least.
+const healthEvery = time.Second
+
+// isConnectionErr reports whether err is a failure to reach a broker (a refused, reset or timed
+// out connection): something the client retries and that goes away when the broker is back.
+func isConnectionErr(err error) bool {
+	if errors.Is(err, kgo.ErrClientClosed) {
+		return false
+	}
+	var op *net.OpError
+	return errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, net.ErrClosed)
+}
+
+// health follows the cluster's reachability after a poll: outage is the poll's connection
+// failure, if any; got says records came. While the cluster is unreachable, a poll without a
+// failure only ends the outage once the cluster answers a ping. It returns an error once the
+// outage lasted UnreachableTimeout.
+func (c *Consumer) health(ctx context.Context, outage error, got bool) error {
+	now := time.Now()
+	if outage == nil {
+		if c.downSince.IsZero() {
+			return nil
+		}
+		if !got {
+			pctx, cancel := context.WithTimeout(ctx, healthEvery)
+			err := c.cl.Ping(pctx)
+			cancel()
+			if err != nil {
+				outage = fmt.Errorf("kafka: ping: %w", err)
+			}
+		}
+		if outage == nil {
+			if c.log != nil {
+				c.log.Warn("kafka: the cluster answers again", "unreachable_for", now.Sub(c.downSince).Round(time.Millisecond))
+			}
+			c.downSince = time.Time{}
+			if c.reachable != nil {
+				c.reachable(true)
+			}
+			return nil
+		}
+	}
+	if c.downSince.IsZero() {
+		c.downSince, c.downLogged = now, now
+		if c.log != nil {
+			c.log.Warn("kafka: the cluster is unreachable; retrying (not ready meanwhile)", "halt_after", c.unreachableTimeout, "err", outage)
+		}
+		if c.reachable != nil {
+			c.reachable(false)
+		}
+	} else if now.Sub(c.downLogged) >= 10*time.Second && c.log != nil {
+		c.downLogged = now
+		c.log.Warn("kafka: the cluster is still unreachable; retrying", "for", now.Sub(c.downSince).Round(time.Second), "halt_after", c.unreachableTimeout, "err", outage)
+	}
+	if down := now.Sub(c.downSince); down >= c.unreachableTimeout {
+		return fmt.Errorf("kafka: the cluster has been unreachable for %s (kafka.unreachable_timeout %s): %w", down.Round(time.Millisecond), c.unreachableTimeout, outage)
+	}
+	return nil
 }
 
 // Pause stops fetching tp until Resume. Safe from any goroutine.
@@ -615,6 +794,29 @@ func (c *Consumer) Close() {
 		c.inTxn = false
 	}
 	c.cl.CloseAllowingRebalance()
+	if c.instanceID != "" {
+		c.leave()
+	}
+}
+
+// leave sends the group a LeaveGroup for the consumer's instance id: franz-go's client does not
+// for a static member, whose partitions would otherwise wait for its session to time out.
+func (c *Consumer) leave() {
+	cl, err := kgo.NewClient(c.base...)
+	if err == nil {
+		defer cl.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		var resp kadm.LeaveGroupResponses
+		resp, err = kadm.NewClient(cl).LeaveGroup(ctx, kadm.LeaveGroup(c.group).InstanceIDs(c.instanceID).Reason("wasmstream stopping"))
+		if err == nil {
+			err = resp.Error()
+		}
+	}
+	if err != nil && c.log != nil {
+		c.log.Warn("kafka: leaving the group as a static member failed; its partitions move once its session times out",
+			"group", c.group, "instance_id", c.instanceID, "err", err)
+	}
 }
 
 // DefaultConnectTimeout is Config.ConnectTimeout's default: how long a client waits for the

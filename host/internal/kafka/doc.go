@@ -12,8 +12,17 @@
 // without committing. The Handler must not call back into the Consumer's blocking methods.
 //
 // The Producer produces asynchronously; Flush waits until every record produced so far is
-// acknowledged and returns the first delivery error since the last Flush, so a checkpoint never
-// covers an output the brokers have not got.
+// acknowledged, at most ProducerConfig.DeliveryTimeout from when the first of them was produced
+// (never from record timestamps, which are event time), and returns the first delivery error.
+// A failure is sticky: every later Flush returns it (a transactional producer's until its
+// transaction aborts), so no checkpoint ever covers an output the brokers have not got.
+//
+// Run rides out a cluster it cannot reach: fetch failures for want of a connection are left to
+// the client's retries, ConsumerConfig.Reachable is told when the cluster stops and starts
+// answering (a ping ends an outage), and Run fails once an outage lasted
+// ConsumerConfig.UnreachableTimeout. Assigned is given each new partition's end offset, so that
+// the task can tell a recreated topic (its end below the task's position) from the old one. With
+// ConsumerConfig.InstanceID the consumer is a static group member.
 //
 // Changelogs back up task state so that it follows its partition to another host: a compacted
 // topic whose partition p holds the state changes of input partition p (EnsureChangelog creates

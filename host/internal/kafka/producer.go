@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -18,11 +19,14 @@ type Producer struct {
 	connectTimeout time.Duration // Config.ConnectTimeout
 	shared         bool          // the client is a transactional consumer's (NewTxnProducer): it closes it
 
-	mu   sync.Mutex
-	err  error // first delivery failure since the last Flush
-	n    int64
-	slab []kgo.Record             // records not handed out yet: one allocation for many outputs
-	ack  func(*kgo.Record, error) // acked, made once: a method value per record allocates
+	timeout time.Duration // ProducerConfig.DeliveryTimeout
+
+	mu    sync.Mutex
+	err   error     // the first delivery failure: sticky, every later Flush returns it (aborted excepted)
+	since time.Time // when the first record not yet known acknowledged was produced; zero: none
+	n     int64
+	slab  []kgo.Record             // records not handed out yet: one allocation for many outputs
+	ack   func(*kgo.Record, error) // acked, made once: a method value per record allocates
 }
 
 // slabRecords is how many records Produce allocates at once.
@@ -32,10 +36,44 @@ const slabRecords = 256
 type ProducerConfig struct {
 	// Linger is how long a batch may wait for more records. Default 5ms.
 	Linger time.Duration
-	// DeliveryTimeout bounds how long a record is retried before it fails (and with it the
-	// next checkpoint, which halts the task: nothing is dropped). Default 2 minutes.
+	// DeliveryTimeout bounds how long a record may go unacknowledged, counted from when it was
+	// produced (never from its timestamp, which is event time and may be days old): Flush
+	// fails once it has passed, and with it the checkpoint, which halts the task. Until then
+	// the client retries what can succeed (a broker restarting, a leader moving). Default
+	// DefaultDeliveryTimeout.
 	DeliveryTimeout time.Duration
+	// Compression of the record batches: "none", "gzip", "snappy", "lz4" or "zstd". Default
+	// "snappy".
+	Compression string
 }
+
+// Compressions are the names ProducerConfig.Compression takes.
+var Compressions = []string{"none", "gzip", "snappy", "lz4", "zstd"}
+
+// CheckCompression reports whether name is one of Compressions (or empty: the default).
+func CheckCompression(name string) error {
+	_, err := codec(name)
+	return err
+}
+
+func codec(name string) (kgo.CompressionCodec, error) {
+	switch name {
+	case "", "snappy":
+		return kgo.SnappyCompression(), nil
+	case "none":
+		return kgo.NoCompression(), nil
+	case "gzip":
+		return kgo.GzipCompression(), nil
+	case "lz4":
+		return kgo.Lz4Compression(), nil
+	case "zstd":
+		return kgo.ZstdCompression(), nil
+	}
+	return kgo.CompressionCodec{}, fmt.Errorf("kafka: compression %q is not one of none, gzip, snappy, lz4, zstd", name)
+}
+
+// DefaultDeliveryTimeout is ProducerConfig.DeliveryTimeout's default.
+const DefaultDeliveryTimeout = 2 * time.Minute
 
 // MaxRecordBatchBytes is the largest record batch a producer makes: franz-go's default
 // ProducerBatchMaxBytes, which the producers keep (a broker's default max.message.bytes,
@@ -61,33 +99,52 @@ func NewProducer(cfg Config, pc ProducerConfig) (*Producer, error) {
 	if err != nil {
 		return nil, err
 	}
-	opts = append(opts, producerOpts(pc)...)
+	popts, err := producerOpts(pc)
+	if err != nil {
+		return nil, err
+	}
+	opts = append(opts, popts...)
 	opts = append(opts, kgo.RecordPartitioner(kgo.StickyKeyPartitioner(nil)))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
-	return &Producer{cl: cl, log: cfg.Logger, connectTimeout: cfg.ConnectTimeout}, nil
+	return &Producer{cl: cl, log: cfg.Logger, connectTimeout: cfg.ConnectTimeout, timeout: deliveryTimeout(pc)}, nil
 }
 
-func producerOpts(pc ProducerConfig) []kgo.Opt {
+func deliveryTimeout(pc ProducerConfig) time.Duration {
+	if pc.DeliveryTimeout <= 0 {
+		return DefaultDeliveryTimeout
+	}
+	return pc.DeliveryTimeout
+}
+
+// producerOpts are the options of every client that produces outputs. There is no
+// kgo.RecordDeliveryTimeout: franz-go measures it from each batch's first record's Timestamp,
+// which is the output's event time, so that a replay of records older than the timeout failed
+// every batch. Flush bounds delivery from when the records were produced instead.
+func producerOpts(pc ProducerConfig) ([]kgo.Opt, error) {
 	if pc.Linger == 0 {
 		pc.Linger = 5 * time.Millisecond
 	}
-	if pc.DeliveryTimeout == 0 {
-		pc.DeliveryTimeout = 2 * time.Minute
+	c, err := codec(pc.Compression)
+	if err != nil {
+		return nil, err
 	}
 	return []kgo.Opt{
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(pc.Linger),
-		kgo.RecordDeliveryTimeout(pc.DeliveryTimeout),
-	}
+		kgo.ProducerBatchCompression(c),
+	}, nil
 }
 
 // NewTxnProducer returns a producer without a client of its own: it produces through the
 // transactional consumer it is given to (TxnConfig.Producers), inside its transactions, and
-// must not be used before that consumer is created.
-func NewTxnProducer(log *slog.Logger) *Producer { return &Producer{log: log, shared: true} }
+// must not be used before that consumer is created. Only pc.DeliveryTimeout applies: the
+// consumer's TxnConfig.Compression is the client's.
+func NewTxnProducer(log *slog.Logger, pc ProducerConfig) *Producer {
+	return &Producer{log: log, shared: true, timeout: deliveryTimeout(pc)}
+}
 
 func (p *Producer) attach(cl *kgo.Client) { p.cl = cl }
 
@@ -105,6 +162,9 @@ func (p *Producer) Ping(ctx context.Context) error {
 func (p *Producer) Produce(topic string, key, value []byte, headers []Header, ts int64) {
 	p.mu.Lock()
 	p.n++
+	if p.since.IsZero() {
+		p.since = time.Now()
+	}
 	if len(p.slab) == 0 {
 		p.slab = make([]kgo.Record, slabRecords)
 	}
@@ -122,28 +182,63 @@ func (p *Producer) Produce(topic string, key, value []byte, headers []Header, ts
 	p.cl.Produce(context.Background(), r, ack)
 }
 
-// acked is the promise of every record: it keeps the first failure for Flush.
+// acked is the promise of every record: it keeps the first failure.
 func (p *Producer) acked(r *kgo.Record, err error) {
 	if err != nil {
-		p.mu.Lock()
-		if p.err == nil {
-			p.err = fmt.Errorf("kafka: producing to %s: %w", r.Topic, err)
-		}
-		p.mu.Unlock()
+		p.fail(fmt.Errorf("kafka: producing to %s: %w", r.Topic, err))
 	}
 }
 
-// Flush waits until every record produced so far is acknowledged and returns the first
-// delivery failure since the previous Flush.
+func (p *Producer) fail(err error) {
+	p.mu.Lock()
+	if p.err == nil {
+		p.err = err
+		if p.log != nil {
+			p.log.Error("an output could not be delivered: no checkpoint covers it, and the task halts at its next checkpoint", "err", err)
+		}
+	}
+	p.mu.Unlock()
+}
+
+// Flush waits until every record produced so far is acknowledged, at most until
+// DeliveryTimeout after the first of them was produced, and returns the first delivery failure
+// since the producer was created, if any: a failure is sticky, so that no later checkpoint
+// covers the record that failed (or one produced after it). A transactional producer's failure
+// is cleared when its transaction aborts (Consumer.EndTxn), which drops every record of it.
 func (p *Producer) Flush(ctx context.Context) error {
+	p.mu.Lock()
+	since, err := p.since, p.err
+	p.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if !since.IsZero() {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithDeadline(ctx, since.Add(p.timeout))
+		defer cancel()
+	}
 	if err := p.cl.Flush(ctx); err != nil {
-		return fmt.Errorf("kafka: flush: %w", err)
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("kafka: outputs not acknowledged within %s (kafka.delivery_timeout) of being produced: is the cluster reachable? (the client's warnings say what it retried): %w", p.timeout, err)
+		} else {
+			err = fmt.Errorf("kafka: flush: %w", err)
+		}
+		p.fail(err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	err := p.err
-	p.err = nil
-	return err
+	if p.err == nil {
+		p.since = time.Time{}
+	}
+	return p.err
+}
+
+// aborted forgets the failure of a transactional producer whose transaction aborted: none of
+// its records remain.
+func (p *Producer) aborted() {
+	p.mu.Lock()
+	p.err, p.since = nil, time.Time{}
+	p.mu.Unlock()
 }
 
 // Produced is the number of records produced since the Producer was created.

@@ -245,7 +245,7 @@ func (t *Task) drive(ctx context.Context, chunks <-chan source.Chunk, instErr <-
 		case f := <-t.kafkaFetches():
 			err = t.ingestKafka(f)
 		case req := <-t.kafkaAssigns():
-			t.onAssign(req)
+			err = t.onAssign(req)
 		case req := <-t.kafkaRevokes():
 			t.onRevoke(req)
 		case req := <-t.kafkaLosses():

@@ -2,6 +2,7 @@ package task
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -94,8 +95,9 @@ func (t *Task) commitTxn(startTicks bool) error {
 	}
 	if !out.Committed {
 		t.rollback(out.Rewound)
-		return nil
+		return t.txnFailed(ferr)
 	}
+	t.txnFailingSince = time.Time{}
 	if err := t.committedTxn(&cp, next); err != nil {
 		return err
 	}
@@ -111,6 +113,30 @@ func (t *Task) commitTxn(startTicks bool) error {
 	err = t.tickDue()
 	t.committedNow = false
 	return err
+}
+
+// txnFailed follows an aborted transaction: the cause goes to the task's recent errors (its
+// status) and, while the aborts go on for less than the input's DeliveryTimeout, the consumer
+// backs off before reading again (Consumer.EndTxn); after that the task halts with the cause.
+// An abort without a cause (the broker's) is retried likewise.
+func (t *Task) txnFailed(cause error) error {
+	if cause == nil {
+		cause = errors.New("the broker aborted the transaction")
+	}
+	t.noteError("transaction aborted", "exactly-once commit", nil, cause)
+	now := t.cfg.Now()
+	if t.txnFailingSince.IsZero() {
+		t.txnFailingSince = now
+	}
+	bound := t.kafka.in.DeliveryTimeout
+	if bound <= 0 {
+		bound = kafka.DefaultDeliveryTimeout
+	}
+	if failing := now.Sub(t.txnFailingSince); failing >= bound {
+		return fmt.Errorf("exactly-once: no transaction could commit for %s (kafka.delivery_timeout %s); the last cause: %w",
+			failing.Round(time.Millisecond), bound, cause)
+	}
+	return nil
 }
 
 // writeTxnChangelog writes the transaction's changelog records: each partition's position as

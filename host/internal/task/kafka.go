@@ -34,10 +34,20 @@ type KafkaInput struct {
 	// assigned partitions, then ends it like a file (its watermark goes to the end of time and
 	// every event-time timer fires); once every partition of the topics has ended here, the
 	// task ends. StartAt must be "earliest" or "latest".
-	Bounded      bool
-	TxnID        string        // the transactional id: stable per host and task
-	TxnTimeout   time.Duration // the transaction timeout; zero: the client's default here (15s)
-	TxnProducers []*kafka.Producer
+	Bounded        bool
+	TxnID          string        // the transactional id: stable per host and task
+	TxnTimeout     time.Duration // the transaction timeout; zero: the client's default here (15s)
+	TxnProducers   []*kafka.Producer
+	TxnCompression string // the compression of what the transactional client produces
+	// DeliveryTimeout bounds how long exactly-once transactions may go on aborting (a produce
+	// failure aborts one) before the task halts with the cause; zero:
+	// kafka.DefaultDeliveryTimeout.
+	DeliveryTimeout time.Duration
+	// InstanceID, if set, makes the consumer a static group member (kafka.ConsumerConfig).
+	InstanceID string
+	// UnreachableTimeout bounds how long the cluster may be unreachable before the task halts;
+	// the task is not Ready meanwhile. Zero: kafka.DefaultUnreachableTimeout.
+	UnreachableTimeout time.Duration
 }
 
 // kafkaSide is the loop's state for a Kafka input.
@@ -60,6 +70,7 @@ type kafkaSide struct {
 
 type assignReq struct {
 	committed map[kafka.TopicPartition]int64
+	ends      map[kafka.TopicPartition]int64 // end offsets, where known
 	reply     chan assignReply
 }
 
@@ -87,8 +98,8 @@ type pendingRevoke struct {
 // kafkaHandler is the consumer's Handler: it hands each rebalance step to the loop and waits.
 type kafkaHandler struct{ k *kafkaSide }
 
-func (h kafkaHandler) Assigned(ctx context.Context, committed map[kafka.TopicPartition]int64) (map[kafka.TopicPartition]int64, error) {
-	req := assignReq{committed: committed, reply: make(chan assignReply, 1)}
+func (h kafkaHandler) Assigned(ctx context.Context, committed, ends map[kafka.TopicPartition]int64) (map[kafka.TopicPartition]int64, error) {
+	req := assignReq{committed: committed, ends: ends, reply: make(chan assignReply, 1)}
 	select {
 	case h.k.assign <- req:
 	case <-h.k.done:
@@ -173,6 +184,8 @@ func (t *Task) startKafka() error {
 	cc := kafka.ConsumerConfig{
 		Group: in.Group, Topics: in.Topics, StartAt: in.StartAt, Handler: kafkaHandler{k},
 		SessionTimeout: in.SessionTimeout, RebalanceTimeout: in.RebalanceTimeout, Bounded: in.Bounded,
+		UnreachableTimeout: in.UnreachableTimeout, InstanceID: in.InstanceID,
+		Reachable: func(ok bool) { t.meters.unreachable.Store(!ok) },
 	}
 	if t.cfg.Changelog != nil {
 		cc.Progress = t.changelogProgress
@@ -183,7 +196,7 @@ func (t *Task) startKafka() error {
 		}
 		t.txnChangelog = kafka.NewTxnChangelogWriter(t.cfg.Changelog.Topic, t.log)
 		cc.Txn = &kafka.TxnConfig{ID: in.TxnID, Timeout: in.TxnTimeout, Interval: t.cfg.Checkpoint,
-			Producers: in.TxnProducers, Changelog: t.txnChangelog}
+			Producers: in.TxnProducers, Changelog: t.txnChangelog, Compression: in.TxnCompression}
 		t.log.Info("exactly-once delivery: one transaction per checkpoint interval", "transactional_id", in.TxnID,
 			"interval", t.cfg.Checkpoint, "transaction_timeout", in.TxnTimeout)
 	}
@@ -196,8 +209,10 @@ func (t *Task) startKafka() error {
 	return nil
 }
 
-// onAssign opens the newly assigned partitions' streams and replies with where each starts.
-func (t *Task) onAssign(req assignReq) {
+// onAssign opens the newly assigned partitions' streams and replies with where each starts. An
+// error (the store's, or a partition whose records restart below this host's checkpoint) halts
+// the task.
+func (t *Task) onAssign(req assignReq) error {
 	n := int32(0)
 	if t.changelog != nil {
 		// None of the partitions is read before the reply, which waits for every restore: the
@@ -205,7 +220,7 @@ func (t *Task) onAssign(req assignReq) {
 		n = int32(len(req.committed))
 		t.meters.restoring.Add(n)
 	}
-	start, err := t.assign(req.committed)
+	start, err := t.assign(req.committed, req.ends)
 	if err != nil {
 		start = nil
 	}
@@ -213,13 +228,18 @@ func (t *Task) onAssign(req assignReq) {
 		req.reply <- assignReply{start: start, err: err}
 		t.meters.restoring.Add(-n)
 	})
+	return err
 }
 
 // assign opens the streams of newly assigned partitions and says where each starts: at the
 // local checkpoint, unless the group's committed offset is further along (the partition was
 // processed elsewhere meanwhile; its local state is then stale, and the changelog that would
 // bring it up to date is not there yet), or where the group starts when neither exists.
-func (t *Task) assign(committed map[kafka.TopicPartition]int64) (map[kafka.TopicPartition]int64, error) {
+//
+// A partition that ends below where this host's checkpoint resumes it was deleted and recreated
+// (or truncated) since: resuming there would skip every record of the new topic below that
+// offset, so assign fails, naming the partition and both offsets (the task halts).
+func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64) (map[kafka.TopicPartition]int64, error) {
 	start := map[kafka.TopicPartition]int64{}
 	for tp, committed := range committed {
 		if old := t.kafka.streams[tp]; old != nil {
@@ -263,6 +283,9 @@ func (t *Task) assign(committed map[kafka.TopicPartition]int64) (map[kafka.Topic
 		case committed >= 0:
 			at = committed
 		}
+		if end, known := ends[tp]; known && at > end {
+			return nil, t.recreated(tp, end, at)
+		}
 		if at >= 0 {
 			st.tracker = positions.NewTracker(at)
 			start[tp] = at
@@ -294,11 +317,25 @@ func (t *Task) assign(committed map[kafka.TopicPartition]int64) (map[kafka.Topic
 	return start, nil
 }
 
-// ingestKafka admits a fetch's records, dropping those of partitions no longer assigned.
+// recreated is the error of a partition that ends below where the task resumes it (assign) or
+// below what it has processed (ingestKafka).
+func (t *Task) recreated(tp kafka.TopicPartition, end, at int64) error {
+	return fmt.Errorf("input %s: topic %s partition %d ends at offset %d, below offset %d up to which this task has processed it: "+
+		"the topic was deleted and recreated (or truncated) since, and reading on would skip its records, so the task halts; "+
+		"to process the new topic from its beginning, stop the host, move the task's state aside and reset (or rename) its consumer group",
+		t.cfg.Kafka.Name, tp.Topic, tp.Partition, end, at)
+}
+
+// ingestKafka admits a fetch's records, dropping those of partitions no longer assigned. A
+// partition whose end went below what the task processed was recreated: the task halts
+// (recreated) rather than drop the new records as already admitted.
 func (t *Task) ingestKafka(f kafka.Fetch) error {
 	st := t.kafka.streams[f.TopicPartition]
 	if st == nil || st.revoking {
 		return nil
+	}
+	if st.tracker != nil && f.HighWatermark >= 0 && f.HighWatermark < st.tracker.Committable() {
+		return t.recreated(f.TopicPartition, f.HighWatermark, st.tracker.Committable())
 	}
 	st.highWater = f.HighWatermark
 	// One Record for the whole fetch, overwritten for each: admit keeps none of it but its

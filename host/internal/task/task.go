@@ -203,6 +203,7 @@ var (
 type meters struct {
 	fuel, traps       atomic.Int64
 	restoring         atomic.Int32
+	unreachable       atomic.Bool // the Kafka input's cluster does not answer (kafka.Consumer's Reachable)
 	batchSize         *hist.Histogram
 	callSeconds       *hist.Histogram
 	checkpointSeconds *hist.Histogram
@@ -252,6 +253,10 @@ type Task struct {
 	statsMu   sync.Mutex
 	published Stats
 	meters    meters
+
+	// txnFailingSince is when the first of the transactions that aborted in a row since the last
+	// commit aborted; zero when the last one committed (txnFailed).
+	txnFailingSince time.Time
 }
 
 type attemptKey struct {
@@ -365,8 +370,9 @@ func guestMetrics(vs []modrt.MetricValue) []stats.GuestMetric {
 }
 
 // Ready reports whether the task is processing every input it has: false while a partition it
-// was assigned is being restored from the changelog. Safe from any goroutine.
-func (t *Task) Ready() bool { return t.meters.restoring.Load() == 0 }
+// was assigned is being restored from the changelog, or while its Kafka cluster does not answer.
+// Safe from any goroutine.
+func (t *Task) Ready() bool { return t.meters.restoring.Load() == 0 && !t.meters.unreachable.Load() }
 
 // StdinStream is the store's name of the stream of a stdin input.
 func StdinStream(input string) string { return "stdin:" + input + "/0" }
