@@ -2,10 +2,12 @@ package host_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -463,5 +465,42 @@ func TestValidateGrantOverDataDir(t *testing.T) {
 		if got != c.refuse {
 			t.Errorf("grant of %s: Validate() = %v, want refused %v", c.host, err, c.refuse)
 		}
+	}
+}
+
+// Retry and dead-letter log lines name a long key cut to 64 bytes with its length, as status
+// does, instead of writing it whole (a 64 KB key made 65 KB log lines); the dead letter keeps
+// the whole key.
+func TestLongKeyCutInLogs(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/trapper")
+	dir := t.TempDir()
+	long := strings.Repeat("K", 20000)
+	tc := kvTask("trap", module, writeLines(t, dir, [][2]string{{long, "boom"}, {"k", "v"}}), filepath.Join(dir, "out.ndjson"))
+	tc.Retry = host.RetryConfig{MaxAttempts: 2, Backoff: time.Millisecond, MaxBackoff: time.Millisecond}
+	tc.DeadLetter.Path = filepath.Join(dir, "dead.ndjson")
+	var logs bytes.Buffer
+	h, err := host.New(host.Config{DataDir: filepath.Join(dir, "data"), Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Tasks: []host.TaskConfig{tc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l := logs.String()
+	if strings.Contains(l, strings.Repeat("K", 65)) {
+		for _, line := range strings.Split(l, "\n") {
+			if strings.Contains(line, strings.Repeat("K", 65)) {
+				t.Errorf("a log line holds more than 64 bytes of the key: %.300s", line)
+				break
+			}
+		}
+	}
+	if !strings.Contains(l, "(20000 bytes)") || !strings.Contains(l, "retrying") || !strings.Contains(l, "dead letters") {
+		t.Errorf("the retry and dead-letter lines do not name the cut key:\n%.3000s", l)
+	}
+	dead := readDeadLetters(t, tc.DeadLetter.Path)
+	if len(dead) != 1 || dead[0].Key != long {
+		t.Errorf("dead letters %d; the key must stay whole in the dead letter", len(dead))
 	}
 }

@@ -45,6 +45,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -505,7 +506,29 @@ func writeError(w http.ResponseWriter, status int, err error, problems []string)
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
+	_, _ = w.Write(escapeC1(b.Bytes()))
+}
+
+// escapeC1 rewrites the C1 control characters U+0080–U+009F of encoded JSON as \u escapes:
+// encoding/json leaves them raw, and U+009B is a terminal's CSI (like ESC [), so a record key or
+// an error in the status would reach a terminal that prints `wasmstream status --json` as a
+// control sequence. In JSON they can only stand inside strings, where the escape means the same.
+func escapeC1(b []byte) []byte {
+	if !bytes.Contains(b, []byte{0xc2}) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+16)
+	for i := 0; i < len(b); i++ {
+		if b[i] == 0xc2 && i+1 < len(b) && b[i+1] >= 0x80 && b[i+1] <= 0x9f {
+			out = append(out, fmt.Sprintf(`\u%04x`, b[i+1])...)
+			i++
+			continue
+		}
+		out = append(out, b[i])
+	}
+	return out
 }

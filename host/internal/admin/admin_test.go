@@ -2,11 +2,13 @@ package admin
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -364,5 +366,20 @@ func TestDashboardPage(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != 401 {
 		t.Errorf("status without token: %d", resp.StatusCode)
+	}
+}
+
+// The API's JSON carries C1 control characters escaped (encoding/json leaves them raw), so that
+// `wasmstream status --json` printed to a terminal runs no control sequence from a record.
+func TestWriteJSONEscapesC1(t *testing.T) {
+	rec := httptest.NewRecorder()
+	writeJSON(rec, http.StatusOK, map[string]string{"key": "k\u009b2J", "nbsp": "a\u00a0b"})
+	body := rec.Body.String()
+	if strings.Contains(body, "\u009b") || !strings.Contains(body, `k\u009b2J`) || !strings.Contains(body, "a\u00a0b") {
+		t.Errorf("body %q: want U+009B escaped and other characters as they are", body)
+	}
+	var back map[string]string
+	if err := json.Unmarshal(rec.Body.Bytes(), &back); err != nil || back["key"] != "k\u009b2J" {
+		t.Errorf("decoded %q, %v", back, err)
 	}
 }

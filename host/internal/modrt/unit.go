@@ -202,7 +202,7 @@ func stepAttrs(a []slog.Attr, st *Step, fs []abi.Firing) []slog.Attr {
 		}
 		a = append(a, slog.Int64("partition", int64(rs[0].Partition)))
 		if sameKey(len(rs), func(k int) []byte { return rs[k].Key }) {
-			a = append(a, slog.String("key", string(rs[0].Key)))
+			a = append(a, slog.String("key", shortKey(rs[0].Key)))
 		}
 		if len(rs) == 1 {
 			return append(a, slog.Int64("offset", rs[0].Offset))
@@ -214,7 +214,7 @@ func stepAttrs(a []slog.Attr, st *Step, fs []abi.Firing) []slog.Attr {
 		}
 		a = append(a, slog.Int64("partition", int64(fs[0].Partition)))
 		if sameKey(len(fs), func(k int) []byte { return fs[k].Key }) {
-			a = append(a, slog.String("key", string(fs[0].Key)))
+			a = append(a, slog.String("key", shortKey(fs[0].Key)))
 		}
 		if len(fs) == 1 {
 			a = append(a, slog.String("timer", string(fs[0].Name)))
@@ -223,7 +223,7 @@ func stepAttrs(a []slog.Attr, st *Step, fs []abi.Firing) []slog.Attr {
 	case StepTick:
 		return append(a, slog.Int64("partition", int64(st.Tick.Partition)))
 	case StepMigrate:
-		return append(a, slog.Int64("partition", int64(st.Migrate.Partition)), slog.String("key", string(st.Migrate.Key)))
+		return append(a, slog.Int64("partition", int64(st.Migrate.Partition)), slog.String("key", shortKey(st.Migrate.Key)))
 	}
 	return a
 }

@@ -212,9 +212,13 @@ func AppendString(b []byte, s string) []byte {
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
+		switch {
+		case r == utf8.RuneError && size == 1:
 			b = append(b, `\ufffd`...)
-		} else {
+		case r >= 0x80 && r <= 0x9f:
+			// C1 controls (U+009B is a terminal's CSI, like ESC [): escaped, never raw.
+			b = append(b, '\\', 'u', '0', '0', hexDigits[r>>4], hexDigits[r&0xf])
+		default:
 			b = append(b, s[i:i+size]...)
 		}
 		i += size

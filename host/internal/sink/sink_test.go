@@ -436,3 +436,13 @@ func TestFileHoldsUntilFlush(t *testing.T) {
 		t.Errorf("after Flush: %d lines in the file, %d bytes pending", got, w.Pending())
 	}
 }
+
+// C1 control characters (U+009B is a terminal's CSI) are escaped in every JSON string the sinks
+// write, like the C0 ones: a dead letter's key or error never carries them raw.
+func TestAppendStringEscapesC1(t *testing.T) {
+	got := string(AppendString(nil, "a\u009b2Jb\u0085c\u00a0d\x1b"))
+	want := `"a\u009b2Jb\u0085c` + "\u00a0" + `d\u001b"`
+	if got != want {
+		t.Errorf("AppendString = %s, want %s", got, want)
+	}
+}

@@ -175,7 +175,7 @@ func (t *Task) answer(q *queryReq) bool {
 			if e := t.cache.Peek(st.id, k); e != nil && e.Loaded() {
 				e.Scan(nil, nil, true, collect)
 			} else if err := t.cfg.Store.Scan(t.cfg.Name, st.id, k, nil, nil, collect); err != nil {
-				t.log.Warn("state query: reading the store", "key", k, "err", err)
+				t.log.Warn("state query: reading the store", "key", shortKey(string(k)), "err", err)
 				continue
 			}
 			if len(ks.Values) > 0 {

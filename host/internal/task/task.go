@@ -775,7 +775,7 @@ func (t *Task) itemFailed(j *job) error {
 		t.stats.Retries++
 		t.noteError("retry", where, key, j.err)
 		t.log.Warn(what+" failed; retrying its key", "at", where,
-			"key", string(key), "attempt", n, "retry_in", delay, "err", j.err)
+			"key", shortKey(string(key)), "attempt", n, "retry_in", delay, "err", j.err)
 		if err := t.sched.Retry(j.id, false); err != nil {
 			return err
 		}
@@ -798,10 +798,10 @@ func (t *Task) exhausted(j *job, st *stream, what string, re *RecordError) error
 		t.stats.Skips++
 		t.noteError("skipped", where, key, j.err)
 		t.log.Error(what+" failed on every attempt; skipped as configured", "at", where,
-			"key", string(key), "attempts", n, "err", j.err)
+			"key", shortKey(string(key)), "attempts", n, "err", j.err)
 	default:
 		t.log.Error(what+" failed on every attempt; sent to the dead letters", "at", where,
-			"key", string(key), "attempts", n, "err", j.err)
+			"key", shortKey(string(key)), "attempts", n, "err", j.err)
 		value := v.rec.Value
 		if v.fire != nil {
 			value = v.fire.Payload
@@ -880,7 +880,7 @@ func (t *Task) apply(j *job) error {
 			if it.dropped {
 				t.stats.TimersDropped++
 				t.log.Warn("timer dropped: the module has no timer callback (wasmstream_on_timer)",
-					"at", st.name(), "key", id.key, "timer", id.name)
+					"at", st.name(), "key", shortKey(id.key), "timer", id.name)
 			} else {
 				t.stats.TimersFired++
 			}
@@ -1184,7 +1184,7 @@ type RecordError struct {
 
 func (e *RecordError) Error() string {
 	return fmt.Sprintf("%s key %q failed %d times; halting as configured: %v",
-		e.Where, e.Key, e.Attempts, e.Err)
+		e.Where, shortKey(string(e.Key)), e.Attempts, e.Err)
 }
 
 func (e *RecordError) Unwrap() error { return e.Err }
