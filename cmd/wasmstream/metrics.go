@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -188,7 +189,7 @@ func constHistogram(d *prometheus.Desc, h host.Histogram, task string) prometheu
 // the process's, from a registry of its own (no global one).
 func newMetricsHandler(c statsCollector, log *slog.Logger) http.Handler {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(c, guestCollector{stats: c.stats}, collectors.NewGoCollector(),
+	reg.MustRegister(c, guestCollector{stats: c.stats, log: log, warned: &sync.Map{}}, collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog:      slog.NewLogLogger(log.Handler(), slog.LevelWarn),
@@ -262,16 +263,21 @@ func serveMetrics(addr string, metrics http.Handler, ready func() bool, log *slo
 // label beside the guest's own fixed labels. Their names are known only at run time, so it is an
 // unchecked collector (Describe sends nothing). The host bounds them: 64 series per task.
 type guestCollector struct {
-	stats func() []host.TaskStats
+	stats  func() []host.TaskStats
+	log    *slog.Logger
+	warned *sync.Map // task + "\x00" + name: the clashes already logged
 }
 
 // Describe implements prometheus.Collector.
 func (guestCollector) Describe(chan<- *prometheus.Desc) {}
 
 // Collect implements prometheus.Collector. Tasks may declare the same name differently (a
-// counter here, a gauge there, other labels); one scrape cannot hold both, so the first task's
-// declaration wins and the others' series of that name are left out, as are names that would be
-// the host's own wasmstream_guest_ metrics (call_failures, call_duration_seconds, memory_bytes).
+// counter here, a gauge there, other labels); one scrape cannot hold both under one name, so the
+// first task's declaration keeps wasmstream_guest_<name> and a later task's different one is
+// exported in that task's own namespace, wasmstream_guest_<task>_<name> (the task name with
+// every character a metric name cannot hold as "_"), with a warning logged once; so is a name
+// that would be one of the host's own wasmstream_guest_ metrics (call_failures,
+// call_duration_seconds, memory_bytes). A series still clashing there is left out.
 func (c guestCollector) Collect(ch chan<- prometheus.Metric) {
 	type family struct {
 		kind   prometheus.ValueType
@@ -292,16 +298,21 @@ func (c guestCollector) Collect(ch chan<- prometheus.Metric) {
 				}
 				// A histogram is also its _bucket, _sum and _count series: none may be another
 				// family's name.
-				name := ns + "_guest_" + g.Name
 				f := family{kind: prometheus.UntypedValue, labels: "histogram\x00" + strings.Join(labels, ",")}
-				clash := false
-				for _, n := range []string{name, name + "_bucket", name + "_sum", name + "_count"} {
-					if prev, ok := seen[n]; ok && prev != f {
-						clash = true
+				clashes := func(name string) bool {
+					for _, n := range []string{name, name + "_bucket", name + "_sum", name + "_count"} {
+						if prev, ok := seen[n]; ok && prev != f {
+							return true
+						}
 					}
+					return false
 				}
-				if clash {
-					continue
+				name := ns + "_guest_" + g.Name
+				if clashes(name) {
+					name = c.own(s.Task, g.Name, "")
+					if clashes(name) {
+						continue
+					}
 				}
 				for _, n := range []string{name, name + "_bucket", name + "_sum", name + "_count"} {
 					seen[n] = f
@@ -321,20 +332,24 @@ func (c guestCollector) Collect(ch chan<- prometheus.Metric) {
 				ch <- m
 				continue
 			}
-			name, kind := ns+"_guest_"+g.Name, prometheus.GaugeValue
+			name, kind, suffix := ns+"_guest_"+g.Name, prometheus.GaugeValue, ""
 			if g.Counter {
 				kind = prometheus.CounterValue
 				if !strings.HasSuffix(name, "_total") {
-					name += "_total"
+					suffix = "_total"
 				}
 			}
+			name += suffix
 			labels, values := []string{"task"}, []string{s.Task}
 			for _, l := range g.Labels {
 				labels, values = append(labels, l.Name), append(values, l.Value)
 			}
 			f := family{kind, strings.Join(labels, ",")}
 			if prev, ok := seen[name]; ok && prev != f {
-				continue
+				name = c.own(s.Task, g.Name, suffix)
+				if prev, ok := seen[name]; ok && prev != f {
+					continue
+				}
 			}
 			seen[name] = f
 			d := prometheus.NewDesc(name, "Declared by the guest of the task (metric_declare).", labels, nil)
@@ -345,4 +360,23 @@ func (c guestCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- m
 		}
 	}
+}
+
+// own returns the name of a task's guest metric in the task's own namespace, for a name another
+// task (or the host) declared differently, and logs the move once.
+func (c guestCollector) own(task, name, suffix string) string {
+	b := []byte(task)
+	for i, ch := range b {
+		if !(ch >= 'a' && ch <= 'z' || ch >= 'A' && ch <= 'Z' || ch >= '0' && ch <= '9' || ch == '_') {
+			b[i] = '_'
+		}
+	}
+	own := ns + "_guest_" + string(b) + "_" + name + suffix
+	if c.log != nil && c.warned != nil {
+		if _, done := c.warned.LoadOrStore(task+"\x00"+name, true); !done {
+			c.log.Warn("guest metric declared differently by another task (or one of the host's): exported in this task's namespace",
+				"task", task, "metric", ns+"_guest_"+name+suffix, "exported_as", own)
+		}
+	}
+	return own
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"log/slog"
 	"net/http/httptest"
 	"strings"
@@ -64,8 +65,9 @@ wasmstream_timers_pending{task="wc"} 7
 }
 
 // TestGuestMetricsExport: guest metrics get the wasmstream_guest_ prefix, counters a _total
-// suffix, histograms cumulative buckets, and the task label beside the guest's; a name another task declared differently is
-// left out instead of failing the whole scrape.
+// suffix, histograms cumulative buckets, and the task label beside the guest's; a name another
+// task (or the host) declared differently goes to the task's own namespace,
+// wasmstream_guest_<task>_<name>, with a warning, instead of vanishing from the scrape.
 func TestGuestMetricsExport(t *testing.T) {
 	stats := []host.TaskStats{
 		{Task: "a", GuestMetrics: []host.GuestMetric{
@@ -84,7 +86,8 @@ func TestGuestMetricsExport(t *testing.T) {
 			{Name: "latency_seconds_count", Value: 1}, // task a's histogram has that series
 		}},
 	}
-	h := newMetricsHandler(statsCollector{stats: func() []host.TaskStats { return stats }}, slog.New(slog.DiscardHandler))
+	var logs bytes.Buffer
+	h := newMetricsHandler(statsCollector{stats: func() []host.TaskStats { return stats }}, slog.New(slog.NewTextHandler(&logs, nil)))
 	rec := httptest.NewRecorder()
 	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	if rec.Code != 200 {
@@ -96,7 +99,16 @@ func TestGuestMetricsExport(t *testing.T) {
 			got = append(got, l)
 		}
 	}
-	want := []string{`wasmstream_guest_call_failures_total{task="a"} 0`, `wasmstream_guest_call_failures_total{task="b"} 0`,
+	want := []string{
+		`wasmstream_guest_a_call_duration_seconds_bucket{task="a",le="1"} 0`,
+		`wasmstream_guest_a_call_duration_seconds_bucket{task="a",le="+Inf"} 0`,
+		`wasmstream_guest_a_call_duration_seconds_sum{task="a"} 0`,
+		`wasmstream_guest_a_call_duration_seconds_count{task="a"} 0`,
+		`wasmstream_guest_a_call_failures_total{task="a"} 1`,
+		`wasmstream_guest_a_memory_bytes{task="a"} 1`,
+		`wasmstream_guest_b_hits_total{task="b"} 9`,
+		`wasmstream_guest_b_latency_seconds_count{task="b"} 1`,
+		`wasmstream_guest_call_failures_total{task="a"} 0`, `wasmstream_guest_call_failures_total{task="b"} 0`,
 		`wasmstream_guest_depth{task="a"} -2`, `wasmstream_guest_depth{task="b"} 4`,
 		`wasmstream_guest_hits_total{kind="x",task="a"} 3`,
 		`wasmstream_guest_latency_seconds_bucket{kind="x",task="a",le="0.1"} 1`,
@@ -107,5 +119,10 @@ func TestGuestMetricsExport(t *testing.T) {
 		`wasmstream_guest_sent_total{task="b"} 1`}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("exported\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	// Warned once per task and name, however many scrapes.
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/metrics", nil))
+	if n := strings.Count(logs.String(), "exported_as=wasmstream_guest_b_hits_total"); n != 1 {
+		t.Errorf("%d warnings for task b's hits_total, want 1:\n%s", n, logs.String())
 	}
 }
