@@ -91,7 +91,7 @@ func (t *Task) commitTxn(startTicks bool) error {
 	t.txnMark.outputs, t.txnMark.deadLetters = t.stats.Outputs, t.stats.DeadLetters
 	out, err := t.kafka.consumer.EndTxn(context.Background(), ferr == nil, idle)
 	if err != nil {
-		return fmt.Errorf("exactly-once: %w", err)
+		return &txnEndError{fmt.Errorf("exactly-once: %w", err)}
 	}
 	if !out.Committed {
 		t.rollback(out.Rewound)
@@ -254,13 +254,34 @@ func (t *Task) finalTxn() error {
 			return err
 		}
 	}
+	var err error
 	if t.pending > 0 {
 		t.log.Info("stopping: aborting the open transaction; its records are read again by the next owner", "records", t.pending)
-		_, err := t.kafka.consumer.EndTxn(context.Background(), false, false)
-		return err
+		if _, aerr := t.kafka.consumer.EndTxn(context.Background(), false, false); aerr != nil {
+			err = &txnEndError{fmt.Errorf("exactly-once: %w", aerr)}
+		}
+	} else {
+		err = t.commitTxn(false)
 	}
-	return t.commitTxn(false)
+	var te *txnEndError
+	if errors.As(err, &te) {
+		// The last transaction did not commit: the broker aborted it (a stop that outlasted the
+		// transaction timeout: the final transaction processes everything read first) or a
+		// newer producer fenced it. Nothing of it is in the store or visible to read_committed
+		// readers, and the partitions' next owner reads its records again from the offsets
+		// the last committed transaction left: the stop loses nothing, so it is no failure.
+		t.log.Warn("stopping: the last transaction did not commit; its records are read again by the next owner", "err", te.err)
+		return nil
+	}
+	return err
 }
+
+// txnEndError is a failure to end a transaction (Consumer.EndTxn): the transaction did not
+// commit, and nothing of it reached the store.
+type txnEndError struct{ err error }
+
+func (e *txnEndError) Error() string { return e.err.Error() }
+func (e *txnEndError) Unwrap() error { return e.err }
 
 // pauseFetching stops (or restarts) reading every partition of a paused exactly-once task. The
 // barriers go on while it is paused and would otherwise process whatever is read meanwhile: a
