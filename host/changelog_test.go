@@ -47,11 +47,7 @@ func runChangelogHost(t *testing.T, c *kfake.Cluster, module, dir string, output
 func waitCheckpoints(t *testing.T, h interface{ Stats() []host.TaskStats }) {
 	t.Helper()
 	from := h.Stats()[0].Checkpoints
-	for deadline := time.Now().Add(60 * time.Second); h.Stats()[0].Checkpoints < from+2; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no checkpoint in 60 s (%d committed)", h.Stats()[0].Checkpoints)
-		}
-	}
+	hosttest.WaitFor(t, 60*time.Second, "two more checkpoints", func() bool { return h.Stats()[0].Checkpoints >= from+2 })
 }
 
 // TestChangelogRestore moves a task's partitions between two hosts with separate disks through

@@ -69,11 +69,7 @@ func TestStateOnline(t *testing.T) {
 		}
 		return n
 	}
-	for deadline := time.Now().Add(time.Minute); counted() < lines; time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d records counted of %d", counted(), lines)
-		}
-	}
+	hosttest.WaitFor(t, time.Minute, fmt.Sprintf("every one of %d records counted", lines), func() bool { return counted() >= lines })
 	addr := h.AdminAddr()
 	t.Setenv("WASMSTREAM_ADMIN_TOKEN", "reader")
 	online := map[string]string{}

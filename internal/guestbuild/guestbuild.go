@@ -124,7 +124,7 @@ func missing(tb testing.TB, why string) {
 // with standard Go for wasip1 and returns the .wasm path.
 func Go(tb testing.TB, pkg string) string {
 	tb.Helper()
-	if out := prebuilt(strings.ReplaceAll(pkg, "/", "_")+".wasm"); out != "" {
+	if out := prebuilt(strings.ReplaceAll(pkg, "/", "_") + ".wasm"); out != "" {
 		return out
 	}
 	mu.Lock()
@@ -227,7 +227,7 @@ func TinyGo(tb testing.TB, pkg string) string {
 // returns the .wasm path.
 func Rust(tb testing.TB, crate string) string {
 	tb.Helper()
-	if out := prebuilt(strings.ReplaceAll(crate, "/", "_")+".wasm"); out != "" {
+	if out := prebuilt(strings.ReplaceAll(crate, "/", "_") + ".wasm"); out != "" {
 		return out
 	}
 	cargo, rustc := RustTools(tb)

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
@@ -104,3 +105,18 @@ func (r *Running) Wait() error {
 
 // Done is closed once Run returned.
 func (r *Running) Done() <-chan struct{} { return r.done }
+
+// WaitFor polls cond every 10 ms until it holds, failing the test with what once timeout passed.
+func WaitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(timeout)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			tb.Fatalf("%s: not after %s", what, timeout)
+		}
+	}
+}
