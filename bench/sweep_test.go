@@ -99,9 +99,9 @@ type sweepRow struct {
 	base       *pipelineRun // the same task's run at the sweep's lowest GOMAXPROCS
 }
 
-// runSweep runs the sweep on c and returns its rows. Each run reads its own copy of the records
-// in a topic of the partition count ("in" for 4, the topic seeded with the cluster; "in<N>"
-// otherwise, produced here) and its output topic is deleted after the outputs are counted, so
+// runSweep runs the sweep on c and returns its rows. Each run reads the records in a topic of
+// the partition count ("in" for 4, the topic seeded with the cluster; "in<N>" otherwise, and
+// "heavy<N>" for the CPU-heavy guest's fewer records, produced here) and its output topic is deleted after the outputs are counted, so
 // the broker's memory stays that of the inputs.
 func runSweep(b *testing.B, c *kfake.Cluster, records, heavyRecords int, partitions, procs []int) []sweepRow {
 	modules := map[string]string{}
@@ -112,17 +112,20 @@ func runSweep(b *testing.B, c *kfake.Cluster, records, heavyRecords int, partiti
 	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(0))
 	var rows []sweepRow
 	for _, parts := range partitions {
-		topic := "in"
+		topic, heavyTopic := "in", fmt.Sprintf("heavy%d", parts)
 		if parts != 4 {
 			topic = fmt.Sprintf("in%d", parts)
 			if createTopic(b, c, topic, parts) {
 				produceInput(b, c, topic, records)
 			}
 		}
+		if createTopic(b, c, heavyTopic, parts) {
+			produceInput(b, c, heavyTopic, heavyRecords)
+		}
 		for _, t := range sweepTasks {
-			n := records
+			n, in := records, topic
 			if t.heavy {
-				n = heavyRecords
+				n, in = heavyRecords, heavyTopic
 			}
 			for _, lang := range []string{"go", "rust"} {
 				var base *pipelineRun
@@ -130,7 +133,7 @@ func runSweep(b *testing.B, c *kfake.Cluster, records, heavyRecords int, partiti
 					runtime.GOMAXPROCS(p)
 					name := fmt.Sprintf("sweep-%s-%s-p%d-g%d", t.name, lang, parts, p)
 					createTopic(b, c, name+"-out", 4)
-					r := hostRun(b, c, modules[t.name+"/"+lang], name, topic, n, false)
+					r := hostRun(b, c, modules[t.name+"/"+lang], name, in, n, false)
 					r.outputs = outputsPerRecord(b, c, name+"-out", n)
 					deleteTopic(b, c, name+"-out")
 					row := sweepRow{partitions: parts, task: t.name, lang: lang, procs: p, run: r, base: base}

@@ -2,7 +2,7 @@
 //! Per record it hashes the record's value `rounds` times over (FNV-1a, 64 bits, each round
 //! starting from the last round's hash) and emits the final hash, 16 hex digits, with the
 //! record's key to output `hash`. It touches no state. `rounds` comes from the task's config
-//! (`{"rounds": N}`, default 400).
+//! (`{"rounds": N}`, default 220).
 
 use wasmstream::{Context, Error, Record, Task};
 
@@ -10,7 +10,7 @@ pub struct CpuHeavy {
     rounds: u32,
 }
 
-const DEFAULT_ROUNDS: u32 = 400;
+const DEFAULT_ROUNDS: u32 = 220;
 
 /// The value of `"rounds"` in the flat JSON config object, if there.
 fn rounds_of(config: &[u8]) -> Result<Option<u32>, Error> {
