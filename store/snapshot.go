@@ -93,6 +93,126 @@ func (db *DB) Snapshot(task string, stream uint32, key []byte) (KeySnapshot, err
 	return s, nil
 }
 
+// KeyRef names one (stream, key) of a task.
+type KeyRef struct {
+	Stream uint32
+	Key    []byte
+}
+
+// Snapshots reads the current snapshots of keys in task, as Snapshot does for
+// each, from one Badger read transaction: every snapshot is that of the same
+// committed state. It calls fn with each key's index in keys and its
+// snapshot, in order, and stops at fn's first error, which it returns. The
+// snapshot and its byte slices are valid only until fn returns (they are
+// reused for the next key): fn encodes or copies what it keeps. Timers come in
+// name order; Values and Payloads are non-nil, possibly empty.
+//
+// It costs one state seek and one mark lookup per key, and one timer seek per
+// key of a stream that holds timers at all, where a Snapshot per key costs a
+// transaction and two iterators each (the changelog's checkpoint writes a
+// snapshot of every key it changed).
+func (db *DB) Snapshots(task string, keys []KeyRef, fn func(i int, s *KeySnapshot) error) error {
+	if err := validTask(task); err != nil {
+		return err
+	}
+	if err := db.enter(); err != nil {
+		return err
+	}
+	defer db.leave()
+	txn := db.bdb.NewTransaction(false)
+	defer txn.Discard()
+	stateIt := txn.NewIterator(badger.IteratorOptions{Prefix: appendTaskPrefix(nil, tableState, task)})
+	defer stateIt.Close()
+	timerIt := txn.NewIterator(badger.IteratorOptions{Prefix: appendTaskPrefix(nil, tableTimer, task)})
+	defer timerIt.Close()
+	hasTimers := map[uint32]bool{} // per stream: whether it holds any timer
+	var (
+		s      KeySnapshot
+		arena  = make([]byte, 0, 4096) // the snapshot's bytes, reused from key to key; never nil
+		prefix []byte
+	)
+	// keep copies b into arena; the copies stay valid while arena does not
+	// grow, so slices into it are taken only after every copy of a key.
+	type span struct{ off, n int }
+	var names, vals, tnames, pays []span
+	keep := func(b []byte) span {
+		arena = append(arena, b...)
+		return span{len(arena) - len(b), len(b)}
+	}
+	at := func(sp span) []byte { return arena[sp.off : sp.off+sp.n : sp.off+sp.n] }
+	err := func() error {
+		for i, k := range keys {
+			arena, names, vals, tnames, pays = arena[:0], names[:0], vals[:0], tnames[:0], pays[:0]
+			s = KeySnapshot{Key: k.Key, Names: s.Names[:0], Timers: s.Timers[:0], Mark: NoneApplied}
+			prefix = appendStateKeyPrefix(prefix[:0], task, k.Stream, k.Key)
+			for stateIt.Seek(prefix); stateIt.ValidForPrefix(prefix); stateIt.Next() {
+				item := stateIt.Item()
+				names = append(names, keep(item.Key()[len(prefix):]))
+				if err := item.Value(func(v []byte) error { vals = append(vals, keep(v)); return nil }); err != nil {
+					return err
+				}
+			}
+			var timerDomains []byte
+			var timerDues []int64
+			has, known := hasTimers[k.Stream]
+			if !known {
+				p := appendStreamPrefix(nil, tableTimer, task, k.Stream)
+				timerIt.Seek(p)
+				has = timerIt.ValidForPrefix(p)
+				hasTimers[k.Stream] = has
+			}
+			if has {
+				prefix = appendTimerKeyPrefix(prefix[:0], task, k.Stream, k.Key)
+				for timerIt.Seek(prefix); timerIt.ValidForPrefix(prefix); timerIt.Next() {
+					item := timerIt.Item()
+					name := item.Key()[len(prefix):]
+					if err := item.Value(func(v []byte) error {
+						domain, due, payload, err := decodeTimerValue(v)
+						if err != nil {
+							return fmt.Errorf("timer %q: %w", name, err)
+						}
+						tnames = append(tnames, keep(name))
+						pays = append(pays, keep(payload))
+						timerDomains = append(timerDomains, domain)
+						timerDues = append(timerDues, due)
+						return nil
+					}); err != nil {
+						return err
+					}
+				}
+			}
+			item, err := txn.Get(appendMarkKey(prefix[:0], task, k.Stream, k.Key))
+			switch {
+			case errors.Is(err, badger.ErrKeyNotFound):
+			case err != nil:
+				return err
+			default:
+				if err := item.Value(func(v []byte) (err error) {
+					s.Mark, s.StateVersion, err = decodeMark(v)
+					s.HasMark = err == nil
+					return err
+				}); err != nil {
+					return err
+				}
+			}
+			for j := range names {
+				s.Names = append(s.Names, Write{Name: at(names[j]), Value: at(vals[j])})
+			}
+			for j := range tnames {
+				s.Timers = append(s.Timers, Timer{Key: k.Key, Name: at(tnames[j]), Domain: timerDomains[j], Due: timerDues[j], Payload: at(pays[j])})
+			}
+			if err := fn(i, &s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		return wrapErr("snapshot", err)
+	}
+	return nil
+}
+
 // iteratePrefix calls fn for every key with prefix in txn, in order.
 func iteratePrefix(txn *badger.Txn, prefix []byte, fn func(k []byte, item *badger.Item) error) error {
 	it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: true, PrefetchSize: 16})

@@ -146,19 +146,26 @@ func (t *Task) produceChangelog(cp *store.Checkpoint) error {
 		w.Write(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(early))
 		wrote = true
 	}
+	// The changed keys' snapshots, read in one store transaction.
+	refs := make([]store.KeyRef, 0, len(cp.Keys))
+	var keyStreams []*stream
 	for i := range cp.Keys {
 		kw := &cp.Keys[i]
 		st := t.streams[kw.Stream]
 		if st == nil || !st.kafka {
 			continue
 		}
-		snap, err := t.cfg.Store.Snapshot(t.cfg.Name, kw.Stream, kw.Key)
-		if err != nil {
-			return fmt.Errorf("changelog: %w", err)
-		}
-		w.Write(st.tp.Partition, changelogKey('k', st.tp.Topic, kw.Key), store.EncodeSnapshot(nil, &snap))
-		wrote = true
+		refs = append(refs, store.KeyRef{Stream: kw.Stream, Key: kw.Key})
+		keyStreams = append(keyStreams, st)
 	}
+	if err := t.cfg.Store.Snapshots(t.cfg.Name, refs, func(i int, snap *store.KeySnapshot) error {
+		st := keyStreams[i]
+		w.Write(st.tp.Partition, changelogKey('k', st.tp.Topic, snap.Key), store.EncodeSnapshot(nil, snap))
+		return nil
+	}); err != nil {
+		return fmt.Errorf("changelog: %w", err)
+	}
+	wrote = wrote || len(refs) > 0
 	for _, sp := range cp.Positions {
 		st := t.streams[sp.Stream]
 		if st == nil || !st.kafka {
