@@ -309,6 +309,7 @@ func TestSnapshotsMatchSnapshot(t *testing.T) {
 		{Stream: s2, Key: []byte("k"), Mark: 3, Writes: []Write{set("a", "other stream")}},
 		{Stream: s, Key: []byte("none"), Mark: NoneApplied, StateVersion: 9, Writes: []Write{set("n", "v")}},
 		{Stream: s, Key: []byte("timers only"), Mark: 4, Timers: []TimerOp{setTimer("x", 0, 9, "pay")}},
+		{Stream: s, Key: []byte("mark dropped"), Mark: DropMark, Writes: []Write{set("a", "1")}}, // index 6: carried
 	}}
 	rng := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < 200; i++ {
@@ -324,18 +325,27 @@ func TestSnapshotsMatchSnapshot(t *testing.T) {
 	mustCommit(t, db, cp)
 	mustCommit(t, db, &Checkpoint{Task: "u", Keys: []KeyWrites{{Stream: other, Key: []byte("k"), Mark: 5, Writes: []Write{set("a", "task u")}}}})
 
+	// Every other key carries its change in cp (the mark is taken from it), the rest are read.
 	var refs []KeyRef
-	for _, kw := range cp.Keys {
-		refs = append(refs, KeyRef{Stream: kw.Stream, Key: kw.Key})
+	for i := range cp.Keys {
+		kw := &cp.Keys[i]
+		r := KeyRef{Stream: kw.Stream, Key: kw.Key}
+		if i%2 == 0 {
+			r.Written = kw
+		}
+		refs = append(refs, r)
 	}
-	refs = append(refs, KeyRef{Stream: s, Key: []byte("nope")}, KeyRef{Stream: s2, Key: []byte("kk")}, KeyRef{Stream: s, Key: []byte("k")})
+	refs = append(refs, KeyRef{Stream: s, Key: []byte("nope")}, KeyRef{Stream: s2, Key: []byte("kk")}, KeyRef{Stream: s, Key: []byte("k")},
+		KeyRef{Stream: s, Key: []byte("k"), Written: &cp.Keys[0]})
 	rng.Shuffle(len(refs), func(i, j int) { refs[i], refs[j] = refs[j], refs[i] })
 
-	var got []string
-	var encoded [][]byte
+	got := make([]string, len(refs))
+	encoded := make([][]byte, len(refs))
+	calls := 0
 	err := db.Snapshots("t", refs, func(i int, snap *KeySnapshot) error {
-		if len(got) != i {
-			t.Fatalf("fn called with index %d after %d calls", i, len(got))
+		calls++
+		if got[i] != "" {
+			t.Fatalf("fn called twice with index %d", i)
 		}
 		for _, w := range snap.Names {
 			if w.Value == nil {
@@ -347,15 +357,15 @@ func TestSnapshotsMatchSnapshot(t *testing.T) {
 				t.Errorf("key %q timer %q: nil payload", snap.Key, tm.Name)
 			}
 		}
-		got = append(got, snapString(*snap))
-		encoded = append(encoded, EncodeSnapshot(nil, snap))
+		got[i] = snapString(*snap)
+		encoded[i] = EncodeSnapshot(nil, snap)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != len(refs) {
-		t.Fatalf("fn called %d times for %d keys", len(got), len(refs))
+	if calls != len(refs) {
+		t.Fatalf("fn called %d times for %d keys", calls, len(refs))
 	}
 	withTimers := 0
 	for i, r := range refs {
@@ -373,7 +383,7 @@ func TestSnapshotsMatchSnapshot(t *testing.T) {
 	}
 
 	stop := errors.New("stop")
-	calls := 0
+	calls = 0
 	if err := db.Snapshots("t", refs, func(int, *KeySnapshot) error { calls++; return stop }); !errors.Is(err, stop) || calls != 1 {
 		t.Errorf("fn's error: Snapshots returned %v after %d calls, want stop after 1", err, calls)
 	}
