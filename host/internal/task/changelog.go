@@ -201,6 +201,9 @@ func (t *Task) changelogRoom(j *job) (limit, fatal error) {
 		if t.streams[g.stream] != g.st || !g.st.kafka || (len(g.effects.Writes) == 0 && len(g.effects.Timers) == 0) {
 			continue
 		}
+		if roomByBound(g) {
+			continue
+		}
 		changes := map[string]*store.KeyWrites{}
 		var order []string
 		at := func(key []byte) *store.KeyWrites {
@@ -243,6 +246,39 @@ func (t *Task) changelogRoom(j *job) (limit, fatal error) {
 		}
 	}
 	return nil, nil
+}
+
+// roomByBound reports whether every key the group writes is within the changelog record's limit
+// by its entry's bound alone, counting against each key what the whole group adds (more than
+// its own share): the common case, checked without gathering the changes per key. False sends
+// the group to changelogRoom's exact check.
+func roomByBound(g *group) bool {
+	add := 0
+	for _, w := range g.effects.Writes {
+		add += len(w.Name) + len(w.Value) + 16
+	}
+	for _, op := range g.effects.Timers {
+		add += len(op.Name) + len(op.Payload) + 32
+	}
+	within := func(key []byte) bool {
+		e := g.entries[string(key)]
+		n, ok := 0, false
+		if e != nil {
+			n, ok = e.SnapshotBytes()
+		}
+		return ok && n+add <= kafka.MaxRecordBatchBytes
+	}
+	for _, w := range g.effects.Writes {
+		if !within(w.Key) {
+			return false
+		}
+	}
+	for _, op := range g.effects.Timers {
+		if !within(op.Key) {
+			return false
+		}
+	}
+	return true
 }
 
 // changeBytes bounds what kw adds to a key's encoded snapshot.
