@@ -155,7 +155,7 @@ func (t *Task) produceChangelog(cp *store.Checkpoint) error {
 		if st == nil || !st.kafka {
 			continue
 		}
-		refs = append(refs, store.KeyRef{Stream: kw.Stream, Key: kw.Key})
+		refs = append(refs, store.KeyRef{Stream: kw.Stream, Key: kw.Key, Written: kw}) // just committed: its mark is known
 		keyStreams = append(keyStreams, st)
 	}
 	if err := t.cfg.Store.Snapshots(t.cfg.Name, refs, func(i int, snap *store.KeySnapshot) error {
