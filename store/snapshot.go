@@ -100,7 +100,9 @@ type KeyRef struct {
 	Key    []byte
 	// Written, if not nil, is the key's change in a checkpoint committed
 	// last (no commit of the task since): the snapshot's mark and state
-	// version are taken from it, as Commit wrote them, instead of read.
+	// version are taken from it, as Commit wrote them, instead of read. A
+	// caller that applies the change to the snapshot (KeySnapshot.Apply, which
+	// sets the mark from it) may pass it before the commit too.
 	Written *KeyWrites
 }
 
@@ -110,8 +112,9 @@ type KeyRef struct {
 // snapshot, in the store's order of the keys (by stream, then key length,
 // then key bytes), and stops at fn's first error, which it returns. The
 // snapshot and its byte slices are valid only until fn returns (they are
-// reused for the next key): fn encodes or copies what it keeps. Timers come in
-// name order; Values and Payloads are non-nil, possibly empty.
+// reused for the next key): fn encodes or copies what it keeps. fn runs with
+// the store's read lock held (a Close waits for it): it must not block.
+// Timers come in name order; Values and Payloads are non-nil, possibly empty.
 //
 // In that order one state iterator walks from key to key, stepping forward
 // where the next key is close and seeking where it is not; timers are looked

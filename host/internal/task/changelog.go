@@ -158,12 +158,18 @@ func (t *Task) produceChangelog(cp *store.Checkpoint) error {
 		refs = append(refs, store.KeyRef{Stream: kw.Stream, Key: kw.Key, Written: kw}) // just committed: its mark is known
 		keyStreams = append(keyStreams, st)
 	}
+	// Encoded first, written after: Write may block on the producer's buffer, which must not
+	// happen while the store's read lock is held (a Close would wait on it).
+	snaps := make([][]byte, len(refs))
 	if err := t.cfg.Store.Snapshots(t.cfg.Name, refs, func(i int, snap *store.KeySnapshot) error {
-		st := keyStreams[i]
-		w.Write(st.tp.Partition, changelogKey('k', st.tp.Topic, snap.Key), store.EncodeSnapshot(nil, snap))
+		snaps[i] = store.EncodeSnapshot(nil, snap)
 		return nil
 	}); err != nil {
 		return fmt.Errorf("changelog: %w", err)
+	}
+	for i, v := range snaps {
+		st := keyStreams[i]
+		w.Write(st.tp.Partition, changelogKey('k', st.tp.Topic, refs[i].Key), v)
 	}
 	wrote = wrote || len(refs) > 0
 	for _, sp := range cp.Positions {

@@ -150,15 +150,26 @@ func (t *Task) writeTxnChangelog(cp *store.Checkpoint) error {
 		early.Horizon = max(early.Horizon, sp.Position.Horizon)
 		w.Write(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(early))
 	}
+	// The store's state of every changed key, read in one transaction, with the change applied
+	// (the mark comes from the change: Apply sets it).
+	refs := make([]store.KeyRef, len(cp.Keys))
 	for i := range cp.Keys {
+		refs[i] = store.KeyRef{Stream: cp.Keys[i].Stream, Key: cp.Keys[i].Key, Written: &cp.Keys[i]}
+	}
+	// Encoded first, written after: Write may block on the producer's buffer, which must not
+	// happen while the store's read lock is held (a Close would wait on it).
+	snaps := make([][]byte, len(refs))
+	if err := t.cfg.Store.Snapshots(t.cfg.Name, refs, func(i int, snap *store.KeySnapshot) error {
+		snap.Apply(&cp.Keys[i])
+		snaps[i] = store.EncodeSnapshot(nil, snap)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("changelog: %w", err)
+	}
+	for i, v := range snaps {
 		kw := &cp.Keys[i]
 		st := t.streams[kw.Stream]
-		snap, err := t.cfg.Store.Snapshot(t.cfg.Name, kw.Stream, kw.Key)
-		if err != nil {
-			return fmt.Errorf("changelog: %w", err)
-		}
-		snap.Apply(kw)
-		w.Write(st.tp.Partition, changelogKey('k', st.tp.Topic, kw.Key), store.EncodeSnapshot(nil, &snap))
+		w.Write(st.tp.Partition, changelogKey('k', st.tp.Topic, kw.Key), v)
 	}
 	for _, sp := range cp.Positions {
 		st := t.streams[sp.Stream]
