@@ -139,7 +139,7 @@ func (l *deployLog) check(t *testing.T, dataDir string, keep int) {
 }
 
 // TestCrashDuringDeploys kills the real binary with SIGKILL at random moments, at least 20
-// times, while deploys of new module versions and rollbacks arrive over the admin API. Every run
+// times (10 unless hosttest.Long), while deploys of new module versions and rollbacks arrive over the admin API. Every run
 // must start on the version the registry holds; after every kill, every deploy that was answered
 // must still be listed with its hash and the active version must be the one last made active
 // (S19); and in the end the state must equal the expectation exactly and no output be
