@@ -204,7 +204,7 @@ func checkOutputs(t *testing.T, path string, want wordcountExpect) (lines, dups 
 	return lines, dups
 }
 
-// TestCrashExactState runs the real binary over 200k records, kills it with SIGKILL at random
+// TestCrashExactState runs the real binary over 200k records (100k unless hosttest.Long), kills it with SIGKILL at random
 // moments at least 20 times (10 unless hosttest.Long), restarts it each time, and checks that the final state equals the
 // independently computed expectation exactly (S10) and that no output was lost (S11).
 func TestCrashExactState(t *testing.T) {
@@ -213,7 +213,7 @@ func TestCrashExactState(t *testing.T) {
 	dir := t.TempDir()
 	input := filepath.Join(dir, "input.ndjson")
 	output := filepath.Join(dir, "out.ndjson")
-	records := 200_000
+	records := hosttest.Scale(100_000, 200_000)
 	want := writeWordcountInput(t, input, records, 2000, 42)
 	cfg := writeConfig(t, dir, module, input, output, "")
 
