@@ -80,7 +80,7 @@ func TestExactlyOnceRebalance(t *testing.T) {
 	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(90 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
 			for m, mb := range running {
 				select {
 				case err := <-mb.done:
@@ -95,7 +95,7 @@ func TestExactlyOnceRebalance(t *testing.T) {
 				for m := range running {
 					figures[m] = stats(m)
 				}
-				t.Fatalf("%s: not reached in 30s: %+v", what, figures)
+				t.Fatalf("%s: not reached in 90s: %+v", what, figures)
 			}
 		}
 	}
