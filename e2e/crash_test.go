@@ -239,6 +239,8 @@ func TestCrashExactState(t *testing.T) {
 // killPlan is how killLoop runs and kills the binary.
 type killPlan struct {
 	timeout time.Duration
+	// kills is how many runs are killed; 0: 20, or 10 unless hosttest.Long.
+	kills int
 	// live is called once run n has started and returns how long the run lives before its
 	// kill. It may first wait for the run to reach some state; if the run exits meanwhile, it
 	// must put the exit back into done.
@@ -270,7 +272,10 @@ func randomKills(rng *rand.Rand, output string, anyDelay, outDelay time.Duration
 // error or after p.timeout.
 func killLoop(t *testing.T, bin, cfg string, p killPlan) (kills, runs int) {
 	t.Helper()
-	minKills := hosttest.Scale(10, 20)
+	minKills := p.kills
+	if minKills == 0 {
+		minKills = hosttest.Scale(10, 20)
+	}
 	deadline := time.Now().Add(p.timeout)
 	ended := func(n int, killed bool) {
 		if p.ended != nil {

@@ -146,7 +146,7 @@ func (l *deployLog) check(t *testing.T, dataDir string, keep int) {
 }
 
 // TestCrashDuringDeploys kills the real binary with SIGKILL at random moments, at least 20
-// times (10, over half the records, unless hosttest.Long), while deploys of new module versions
+// times (over half the records unless hosttest.Long), while deploys of new module versions
 // and rollbacks arrive over the admin API. Every run must start on the version the registry
 // holds; after every kill, every deploy that was answered must still be listed with its hash
 // and the active version must be the one last made active (S19); and in the end the state must
@@ -176,6 +176,9 @@ func TestCrashDuringDeploys(t *testing.T) {
 	var driving chan struct{} // closed once the run's deploys stopped
 	kills, runs := killLoop(t, bin, cfg, killPlan{
 		timeout: 8 * time.Minute,
+		// Always 20: the kills of even runs land within 3 s of the deploys' start, and the
+		// test needs some deploys answered before them (with 10, none was on a loaded machine).
+		kills: 20,
 		// Odd runs die at any moment from start-up on; even runs once the admin API answers,
 		// with deploys under way.
 		live: func(n int, done chan error) time.Duration {

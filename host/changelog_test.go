@@ -346,7 +346,7 @@ func TestReadyzDuringRestore(t *testing.T) {
 		Err: kerr.NotLeaderForPartition, Count: -1})
 	tc := wordcountKafkaTask(module)
 	tc.Changelog = host.ChangelogConfig{Enabled: true}
-	h, err := host.New(host.Config{DataDir: dirB, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+	h, err := host.New(host.Config{CacheDir: hosttest.CompileCache(t), DataDir: dirB, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc},
 		Admin: host.AdminConfig{Addr: "127.0.0.1:0", Token: "tok"}})
 	if err != nil {

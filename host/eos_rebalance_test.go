@@ -14,6 +14,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // TestExactlyOnceRebalance runs three exactly-once wordcount hosts, each with its own data dir
@@ -41,7 +42,7 @@ func TestExactlyOnceRebalance(t *testing.T) {
 	var runs []host.TaskStats // the figures of every run that ended
 	start := func(m int) *host.Host {
 		t.Helper()
-		h, err := host.New(host.Config{
+		h, err := host.New(host.Config{CacheDir: hosttest.CompileCache(t),
 			DataDir: dirOf(m), Logger: slog.New(ownHandler{own, m, base}), CheckpointInterval: 100 * time.Millisecond,
 			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second},
 			Tasks: []host.TaskConfig{eosTask(module)},

@@ -138,7 +138,7 @@ func TestExactlyOncePause(t *testing.T) {
 	c := newCluster(t, "words", "counts")
 	cl := newClient(t, c)
 	want := produceWords(t, cl, "words", 1000, 30, 11)
-	h, err := host.New(host.Config{
+	h, err := host.New(host.Config{CacheDir: hosttest.CompileCache(t),
 		DataDir: filepath.Join(t.TempDir(), "a"), Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{eosTask(module)},
 	})

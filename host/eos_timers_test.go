@@ -18,6 +18,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // The timers test guest (examples/wasm/testguests/timers) in exactly-once mode: every record
@@ -291,7 +292,7 @@ type eosRun struct {
 
 func startEOSTimersHost(t *testing.T, c *kfake.Cluster, module, dir string, tick time.Duration) *eosRun {
 	t.Helper()
-	h, err := host.New(host.Config{
+	h, err := host.New(host.Config{CacheDir: hosttest.CompileCache(t),
 		DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{eosTimersTask(module, tick)},
