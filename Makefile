@@ -18,7 +18,7 @@ help:
 	@echo "make tinygo    install TinyGo (once, outside the source tree; needs root for apt-get) and print its path"
 	@echo "make test-tinygo  build the Go examples and the conformance guest with TinyGo and test them through the host"
 	@echo "make bench     benchmarks (wasm vs native vs no-op; compile, instantiate, 1M keys RSS)"
-	@echo "make bench-compare  one table: wasmstream (Go and Rust guests) vs goka vs raw franz-go on one kfake, and 1M keys / 1M timers peak RSS"
+	@echo "make bench-compare  one table: wasmstream (Go and Rust guests) vs goka vs raw franz-go on one kfake, and 1M keys / 1M timers peak RSS; then the GOMAXPROCS sweep (BENCH_PROCS=all for the full one)"
 	@echo "make bench-bundle  build the benchmarks into one folder (static test binaries, prebuilt guests, run.sh) for a machine without Go or Rust"
 	@echo "make fuzz      fuzz every decoder for FUZZTIME each (default 5s)"
 	@echo "make race      the concurrency tests under the race detector"
@@ -153,7 +153,12 @@ bench:
 
 # bench/ is a module of its own (goka stays out of go.mod); -mod=mod lets its go.mod follow
 # dependencies added to the main module since. BENCH_RECORDS (default 1000000) sets the Kafka
-# records per run, BENCH_RSS_KEYS (default 1000000; 0 leaves them out) the memory rows.
+# records per run, BENCH_RSS_KEYS (default 1000000; 0 leaves them out) the memory rows. The
+# GOMAXPROCS sweep that follows the table runs at 1 and all cores by default; BENCH_PROCS=all
+# sweeps 1, 2, 4, 8, 16 (those up to the machine's cores), BENCH_PARTITIONS (default 4,16) the
+# input partitions, BENCH_HEAVY_RECORDS (default BENCH_RECORDS / 20) the CPU-heavy guest's
+# records. BENCH_TABLES=compare, =sweep or =changelog (the counter without and with its
+# changelog) runs only those.
 bench-compare:
 	cd bench && $(GO) test -mod=mod -count=1 -run '^$$' -bench '^BenchmarkCompare$$' -benchtime 1x -timeout 60m .
 
