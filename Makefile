@@ -71,14 +71,14 @@ test-long:
 deps:
 	@.ci/install-deps.sh
 
-# -parallel 4: the tests marked t.Parallel mostly wait (broker sessions, timeouts, outages), so
-# twice as many as a 2-core machine's GOMAXPROCS run at once.
+# e2e runs -parallel 4: its tests marked t.Parallel mostly wait (broker sessions, timeouts,
+# outages), so twice as many as a 2-core machine's GOMAXPROCS run at once.
 test-go:
 	cd abi && $(GO) vet ./... && $(GO) test ./...
 	cd guest-sdk/go && $(GO) vet ./... && $(GO) test ./...
 	cd examples/wasm && $(GO) vet ./... && $(GO) test ./...
 	$(GO) vet ./...
-	$(GO) test -timeout 20m -parallel 4 -skip '$(TINYGO_TESTS)' $$($(GO) list ./... | grep -v /e2e$$)
+	$(GO) test -timeout 20m -skip '$(TINYGO_TESTS)' $$($(GO) list ./... | grep -v /e2e$$)
 	$(GO) test -race -timeout 20m -skip '$(TINYGO_TESTS)' $$($(GO) list ./host/internal/... | grep -v /task$$) ./store/...
 	$(GO) test -race -timeout 20m -run 'TestTickExclusive|TestTimersProcessingTimeOrder|TestHTTPSlowKeyDoesNotStallOthers' ./host/internal/task/
 	$(GO) test -race -timeout 20m -run 'TestPerKeyOrderUnderConcurrency|TestTrapRetriedThenDeadLettered|TestBackpressureBoundsQueues|TestKafkaEndToEnd|TestKafkaRebalanceUnderLoad|TestExactlyOncePause' ./host/
