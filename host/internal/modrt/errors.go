@@ -19,6 +19,10 @@ var ErrBroken = errors.New("instance broken by an earlier failed call; close and
 // (the guest failed the call on purpose, usually after calling fail).
 var ErrGuestFailed = errors.New("guest returned a failure status")
 
+// ErrFailedPermanently is the CallError.Err of a call whose guest called fail_permanent (ABI
+// §4.22) and did not go over a limit or meet a host failure: CallError.Permanent is set.
+var ErrFailedPermanently = errors.New("guest failed the call permanently")
+
 // ErrAllocFailed is the CallError.Err of a call whose payload could not be placed in guest
 // memory: wasmstream_alloc returned 0 or a region outside memory. The instance is broken, since its
 // allocator is out of memory or confused.
@@ -103,6 +107,9 @@ type CallError struct {
 	Trap bool
 	// Code is the export's non-zero return status; 0 when Trap is true or the host failed.
 	Code int32
+	// Permanent is set when the guest called fail_permanent during the call (ABI §4.22) and the
+	// call returned (did not trap): retrying it would fail the same way, so the host does not.
+	Permanent bool
 	// GuestMessage is what the guest passed to fail during the call, if anything (truncated to
 	// Limits.MaxLogBytes).
 	GuestMessage string
@@ -134,6 +141,8 @@ func (e *CallError) Error() string {
 	case e.Trap:
 		b.WriteString(" trapped: ")
 		b.WriteString(errString(e.Err))
+	case e.Permanent && errors.Is(e.Err, ErrFailedPermanently):
+		b.WriteString(" failed permanently (fail_permanent: not retried)")
 	case e.Code != 0:
 		b.WriteString(" returned ")
 		b.WriteString(strconv.Itoa(int(e.Code)))

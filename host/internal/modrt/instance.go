@@ -151,6 +151,8 @@ type Instance struct {
 	wm      int64 // the unit's watermark, for watermark_ms
 	allKeys bool  // a tick: every key of the partition is in scope
 	failMsg string
+	// permanent: the guest called fail_permanent during the call (callPayload).
+	permanent bool
 	envErr  error
 	overErr error   // a budget or store limit the call went over: the call fails (budget.go)
 	emitN   int     // bytes emitted by the call, against Limits.MaxEmitBytesPerCall
@@ -391,6 +393,7 @@ func (i *Instance) beginCall(env Env) {
 	i.prevWrite = i.prevWrite[:0]
 	i.wm, i.allKeys = -1, false
 	i.failMsg, i.envErr, i.overErr = "", nil, nil
+	i.permanent = false
 	i.emitN, i.stateN = 0, 0
 }
 
@@ -441,7 +444,13 @@ func (i *Instance) callPayload(ctx context.Context, ph phase, export string, fn 
 	if i.overErr != nil {
 		// Whatever the guest made of its ERR_LIMIT or ERR_TOO_LARGE: the call fails, so that no
 		// write or output is lost silently.
-		return &CallError{Task: i.task, Func: export, GuestMessage: i.failMsg, Err: i.overErr}
+		return &CallError{Task: i.task, Func: export, GuestMessage: i.failMsg, Permanent: i.permanent, Err: i.overErr}
+	}
+	if i.permanent && i.envErr == nil {
+		// fail_permanent (ABI §4.22): the call fails whatever it returned, and is not retried. A
+		// call that met a host failure (ERR_INTERNAL) is the host's to retry, whatever the guest
+		// made of it.
+		return &CallError{Task: i.task, Func: export, Code: rc, GuestMessage: i.failMsg, Permanent: true, Err: ErrFailedPermanently}
 	}
 	if rc != 0 {
 		return &CallError{Task: i.task, Func: export, Code: rc, GuestMessage: i.failMsg, Err: ErrGuestFailed}
