@@ -153,11 +153,11 @@ type Instance struct {
 	failMsg string
 	// permanent: the guest called fail_permanent during the call (callPayload).
 	permanent bool
-	envErr  error
-	overErr error   // a budget or store limit the call went over: the call fails (budget.go)
-	emitN   int     // bytes emitted by the call, against Limits.MaxEmitBytesPerCall
-	stateN  int     // state bytes written by the call, against Limits.MaxStateBytesPerCall
-	scanTmp []int32 // scratch for state_scan's overlay: indexes in writes
+	envErr    error
+	overErr   error   // a budget or store limit the call went over: the call fails (budget.go)
+	emitN     int     // bytes emitted by the call, against Limits.MaxEmitBytesPerCall
+	stateN    int     // state bytes written by the call, against Limits.MaxStateBytesPerCall
+	scanTmp   []int32 // scratch for state_scan's overlay: indexes in writes
 	// prevWrite[j] is 1 + the index in writes of the write before writes[j] to the same key (0:
 	// none); see scopeKey.last. Reused between calls.
 	prevWrite []int32
