@@ -166,6 +166,12 @@ type TaskConfig struct {
 	// InitFuel bounds each start-up call of an instance (start function, _initialize, init) in
 	// fuel units. Default 1000000000; a standard Go guest's start-up spends about 10^6.
 	InitFuel int64 `yaml:"init_fuel"`
+	// MaxCallDepth bounds the module's call stack, which the runtime keeps outside its linear
+	// memory: in frames, a function's frame counting 1 plus 1 per 16 of its params and locals. A
+	// call whose nested calls go deeper is stopped with an error naming the limit and goes
+	// through Retry like a trap. Default 20000 (a few MB of stack per worker; unbounded, a
+	// recursion without end grew it by about 170 MB). Not enforced with fuel_per_record -1.
+	MaxCallDepth int `yaml:"max_call_depth"`
 	// Retry says how a failing record is retried.
 	Retry RetryConfig `yaml:"retry"`
 	// Grants are the capabilities the task's module gets beyond the default of none: no file
@@ -383,6 +389,12 @@ type RetryConfig struct {
 	MaxBackoff time.Duration `yaml:"max_backoff"`
 	// OnExhausted is "deadletter" (default), "halt" or "skip".
 	OnExhausted OnExhausted `yaml:"on_exhausted"`
+	// MaxConsecutiveFailures halts the task when that many records (and timer firings) in a row
+	// failed on every attempt or permanently, with no success between: the one that reaches it
+	// is neither dead-lettered nor skipped, and the task stops with an error naming its cause,
+	// instead of sending the rest of the stream to the dead letters. Default 1000; -1 turns it
+	// off. It does not apply with OnExhausted "halt", which halts at the first.
+	MaxConsecutiveFailures int `yaml:"max_consecutive_failures"`
 }
 
 // Limits of the sequencing and batching options, used by Validate.
@@ -532,6 +544,10 @@ func validateTaskLimits(t TaskConfig, p string, bad func(string, string, ...any)
 	positive("max_locals", t.MaxLocals)
 	positive("max_nesting_depth", t.MaxNestingDepth)
 	positive("max_loop_depth", t.MaxLoopDepth)
+	positive("max_call_depth", t.MaxCallDepth)
+	if t.Retry.MaxConsecutiveFailures < -1 {
+		bad(p+"retry.max_consecutive_failures", "must be positive, or -1 to never halt on failures, got %d", t.Retry.MaxConsecutiveFailures)
+	}
 	if t.MaxNestingWork < 0 {
 		bad(p+"max_nesting_work", "must be positive, got %d", t.MaxNestingWork)
 	}
