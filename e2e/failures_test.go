@@ -1,10 +1,14 @@
 package e2e
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
@@ -79,4 +83,59 @@ func TestConsecutiveFailuresHalt(t *testing.T) {
 	if st := readState(t, filepath.Join(dir, "data"), "wc"); st["a"]["n"] != 3 {
 		t.Errorf("state %v after the second run, want n = 3", st)
 	}
+}
+
+// Issue 22 item 5: a guest recursing without end is stopped by max_call_depth with an error that
+// names the limit and its key, in the log and in every dead letter, instead of growing the
+// runtime's stack to its ceiling (about 128 MiB per worker). Through the binary, 4 workers, 8
+// records of distinct keys. The process's peak RSS is logged (no threshold: the figures are in
+// docs/security.md).
+func TestDeepRecursionBounded(t *testing.T) {
+	bin := guestbuild.Binary(t)
+	module := filepath.Join(guestbuild.Root(), "host", "internal", "modrt", "testdata", "deeprecurse.wasm")
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.ndjson")
+	var b strings.Builder
+	for i := range 8 {
+		fmt.Fprintf(&b, `{"user":"u%d","text":"x","ts":%d}`+"\n", i, 1000+i)
+	}
+	if err := os.WriteFile(input, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, dir, module, input, filepath.Join(dir, "out.ndjson"),
+		"    max_batch_records: 1\n    retry: {max_attempts: 1}\n")
+	cfg = strings.Replace(mustRead(t, cfg), "workers: 2", "workers: 4", 1)
+	cfgPath := filepath.Join(dir, "deep.yaml")
+	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "run", "-c", cfgPath, "--log-level", "warn")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("run: %v, want exit 1 (every record failed)\n%s", err, stderr.String())
+	}
+	ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	t.Logf("peak RSS %d MiB", ru.Maxrss/1024)
+	const want = "wasmstream_process stopped: call depth exceeded (limit 20000, config key max_call_depth"
+	dead := readJSONLines(t, filepath.Join(dir, "data", "wc.deadletter.ndjson"))
+	if len(dead) != 8 {
+		t.Fatalf("%d dead letters, want 8\n%s", len(dead), stderr.String())
+	}
+	for _, d := range dead {
+		if msg, _ := d["error"].(string); !strings.Contains(msg, want) {
+			t.Fatalf("dead letter error %q; want %q", msg, want)
+		}
+	}
+}
+
+func mustRead(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
