@@ -202,7 +202,7 @@ func wireError(err error) error {
 		return &admin.Error{Status: http.StatusNotFound, Err: err}
 	case errors.Is(err, ErrNotRunning), errors.Is(err, ErrNoEarlierVersion):
 		return &admin.Error{Status: http.StatusConflict, Err: err}
-	case errors.Is(err, ErrQueryTimeout):
+	case errors.Is(err, ErrQueryTimeout), errors.Is(err, ErrStateUnavailable):
 		return &admin.Error{Status: http.StatusServiceUnavailable, Err: err}
 	}
 	return err

@@ -53,25 +53,42 @@ func (h *Host) queryState(ctx context.Context, name string, q func(context.Conte
 	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
 	ks, err := q(ctx, t)
-	switch {
-	case errors.Is(err, task.ErrStopped):
-		return nil, fmt.Errorf("%w: task %q", ErrNotRunning, name)
-	case errors.Is(err, context.DeadlineExceeded):
-		return nil, ErrQueryTimeout
-	case err != nil:
-		return nil, fmt.Errorf("wasmstream: task %s: %w", name, err)
+	if err != nil {
+		return nil, queryError(name, err)
 	}
 	return ks, nil
 }
 
-func (b adminBackend) State(r *http.Request, name string, key []byte) ([]admin.KeyState, error) {
-	ks, err := b.h.QueryState(r.Context(), name, key)
-	return wireKeyStates(ks), wireError(err)
+// queryError is the error a state query of task name answers for err.
+func queryError(name string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, task.ErrStopped):
+		return fmt.Errorf("%w: task %q", ErrNotRunning, name)
+	case errors.Is(err, context.DeadlineExceeded):
+		return ErrQueryTimeout
+	case errors.Is(err, task.ErrNotOwned):
+		return fmt.Errorf("%w: task %s: %v", ErrStateUnavailable, name, err)
+	}
+	return fmt.Errorf("wasmstream: task %s: %w", name, err)
 }
 
-func (b adminBackend) ScanState(r *http.Request, name string, prefix, after []byte, limit int) ([]admin.KeyState, error) {
-	ks, err := b.h.ScanState(r.Context(), name, prefix, after, limit)
-	return wireKeyStates(ks), wireError(err)
+func (b adminBackend) State(r *http.Request, name string, key []byte) ([]admin.KeyState, error) {
+	ks, err := b.h.routedState(r, name, key)
+	return ks, wireError(err)
+}
+
+func (b adminBackend) ScanState(r *http.Request, name string, prefix, after []byte, limit int) ([]admin.KeyState, []string, error) {
+	_, _, t, err := b.h.enterRunning(name)
+	if err != nil {
+		return nil, nil, wireError(err)
+	}
+	defer b.h.leave()
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	ks, streams, err := t.QueryScanStreams(ctx, prefix, after, limit)
+	return wireKeyStates(ks), streams, wireError(queryError(name, err))
 }
 
 func wireKeyStates(ks []KeyState) []admin.KeyState {

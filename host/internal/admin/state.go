@@ -26,6 +26,9 @@ type KeyState struct {
 	Stream string
 	Key    []byte
 	Values []NameValue
+	// Host is the admin address of the host that answered for the stream, when the query was
+	// forwarded to it ("" when the host asked answered).
+	Host string
 }
 
 // NameValue is one state name and its value.
@@ -37,8 +40,8 @@ type StateBackend interface {
 	// State returns key's state in every stream of task that has some.
 	State(r *http.Request, task string, key []byte) ([]KeyState, error)
 	// ScanState returns up to limit keys with prefix after `after` (nil: from the first), with
-	// their state, in the task's key order.
-	ScanState(r *http.Request, task string, prefix, after []byte, limit int) ([]KeyState, error)
+	// their state, in the task's key order, and the names of the streams the page covers.
+	ScanState(r *http.Request, task string, prefix, after []byte, limit int) ([]KeyState, []string, error)
 }
 
 // wireBytes is bytes as JSON carries them.
@@ -65,6 +68,7 @@ type wireValue struct {
 
 type wireKeyState struct {
 	Stream  string      `json:"stream"`
+	Host    string      `json:"host,omitempty"`
 	Key     string      `json:"key"`
 	KeyText *string     `json:"key_text,omitempty"`
 	Values  []wireValue `json:"values"`
@@ -74,7 +78,7 @@ func wireStates(ks []KeyState) []wireKeyState {
 	out := make([]wireKeyState, 0, len(ks))
 	for _, k := range ks {
 		key := wire(k.Key)
-		w := wireKeyState{Stream: k.Stream, Key: key.B64, KeyText: key.Text, Values: []wireValue{}}
+		w := wireKeyState{Stream: k.Stream, Host: k.Host, Key: key.B64, KeyText: key.Text, Values: []wireValue{}}
 		for _, v := range k.Values {
 			n, val := wire(v.Name), wire(v.Value)
 			w.Values = append(w.Values, wireValue{Name: n.B64, NameText: n.Text, Value: val.B64, ValueText: val.Text})
@@ -157,12 +161,15 @@ func (s *Server) scanState(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	ks, err := sb.ScanState(r, task, prefix, after, limit)
+	ks, streams, err := sb.ScanState(r, task, prefix, after, limit)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	body := map[string]any{"task": task, "states": wireStates(ks)}
+	if streams == nil {
+		streams = []string{}
+	}
+	body := map[string]any{"task": task, "states": wireStates(ks), "streams": streams}
 	keys := map[string]bool{}
 	for _, k := range ks {
 		keys[string(k.Key)] = true

@@ -1,0 +1,111 @@
+package admin
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// A state query for a key of a Kafka task is answered, in a group of hosts, by the hosts that
+// own the key's partitions: the host asked forwards it to each owner (the host's backend finds
+// them), with the client's own Authorization header, the header ForwardedHeader (its value the
+// forwarding host's address) and one "partition" parameter ("topic/partition") per partition the
+// owner is asked for. A forwarded query is answered from the partitions named, by the host that
+// owns them now, or 503 when it does not: it is never forwarded again, so it cannot loop.
+
+// ForwardedHeader marks a forwarded state query.
+const ForwardedHeader = "X-Wasmstream-Forwarded"
+
+// maxForwardedBody bounds an owner's answer (one key's state).
+const maxForwardedBody = 64 << 20
+
+// ForwardState asks the admin API at addr for key's state in the partitions named
+// ("topic/partition"), presenting auth as the Authorization header and from as the forwarding
+// host. A key without state there is no error (nil). An owner's refusal comes back as an *Error
+// with its status (503 when it does not own the partitions now, 401 or 403 for the token); an
+// owner that cannot be reached or answers something else is a 502.
+func ForwardState(ctx context.Context, client *http.Client, addr, auth, from, task string, key []byte, parts []string) ([]KeyState, error) {
+	q := url.Values{"key_b64": {base64.StdEncoding.EncodeToString(key)}, "partition": parts}
+	u := "http://" + addr + "/v1/tasks/" + url.PathEscape(task) + "/state/_?" + q.Encode()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	req.Header.Set(ForwardedHeader, from)
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, &Error{Status: http.StatusBadGateway, Err: fmt.Errorf("forwarding to the owner at %s: %w", addr, err)}
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedBody))
+	if err != nil {
+		return nil, &Error{Status: http.StatusBadGateway, Err: fmt.Errorf("reading the answer of the owner at %s: %w", addr, err)}
+	}
+	var ans struct {
+		Error  string         `json:"error"`
+		States []wireKeyState `json:"states"`
+	}
+	jerr := json.Unmarshal(body, &ans)
+	switch {
+	case resp.StatusCode == http.StatusNotFound && jerr == nil && ans.States == nil && ans.Error != "" && isNoState(ans.Error):
+		return nil, nil
+	case resp.StatusCode != http.StatusOK:
+		msg := ans.Error
+		if jerr != nil || msg == "" {
+			msg = resp.Status
+		}
+		status := resp.StatusCode
+		switch status {
+		case http.StatusServiceUnavailable, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusConflict:
+		default:
+			status = http.StatusBadGateway
+		}
+		return nil, &Error{Status: status, Err: fmt.Errorf("the owner at %s: %s", addr, msg)}
+	case jerr != nil:
+		return nil, &Error{Status: http.StatusBadGateway, Err: fmt.Errorf("the owner at %s answered no JSON: %v", addr, jerr)}
+	}
+	out := make([]KeyState, 0, len(ans.States))
+	for _, w := range ans.States {
+		ks, err := w.decode()
+		if err != nil {
+			return nil, &Error{Status: http.StatusBadGateway, Err: fmt.Errorf("the owner at %s: %v", addr, err)}
+		}
+		if ks.Host == "" {
+			ks.Host = addr
+		}
+		out = append(out, ks)
+	}
+	return out, nil
+}
+
+// isNoState reports whether a 404's message is the state endpoint's "has no state" (rather
+// than an unknown task or path).
+func isNoState(msg string) bool {
+	const suffix = "has no state"
+	return len(msg) >= len(suffix) && msg[len(msg)-len(suffix):] == suffix
+}
+
+func (w wireKeyState) decode() (KeyState, error) {
+	var err error
+	b64 := func(s string) []byte {
+		b, e := base64.StdEncoding.DecodeString(s)
+		if e != nil && err == nil {
+			err = errors.New("bad base64 in a state: " + strconv.Quote(s))
+		}
+		return b
+	}
+	ks := KeyState{Stream: w.Stream, Host: w.Host, Key: b64(w.Key)}
+	for _, v := range w.Values {
+		ks.Values = append(ks.Values, NameValue{Name: b64(v.Name), Value: b64(v.Value)})
+	}
+	return ks, err
+}
