@@ -19,7 +19,21 @@ func validateAdmin(a AdminConfig, bad func(string, string, ...any)) {
 		bad("admin.max_module_bytes", "must be positive, got %d", a.MaxModuleBytes)
 	}
 	if a.Addr == "" {
+		if a.AdvertiseAddr != "" {
+			bad("admin.advertise_addr", "needs admin.addr: a host without an admin API has nothing to advertise")
+		}
 		return
+	}
+	if a.AdvertiseAddr != "" {
+		host, port, err := net.SplitHostPort(a.AdvertiseAddr)
+		switch {
+		case err != nil:
+			bad("admin.advertise_addr", "%q is not host:port: %v", a.AdvertiseAddr, err)
+		case host == "" || port == "" || port == "0":
+			bad("admin.advertise_addr", "%q: name the host and the port the other hosts reach this one at", a.AdvertiseAddr)
+		case net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified():
+			bad("admin.advertise_addr", "%q is a wildcard: name an address the other hosts can reach", a.AdvertiseAddr)
+		}
 	}
 	addr, err := adminListenAddr(a.Addr)
 	if err != nil {

@@ -1,0 +1,240 @@
+package host_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
+)
+
+// routedState is a state answer with the fields the group tests look at.
+type routedState struct {
+	States []struct {
+		Stream  string `json:"stream"`
+		Host    string `json:"host"`
+		KeyText string `json:"key_text"`
+		Values  []struct {
+			NameText  string `json:"name_text"`
+			ValueText string `json:"value_text"`
+		} `json:"values"`
+	} `json:"states"`
+	Error string `json:"error"`
+}
+
+// getState asks addr for key's state with token; it returns the status, the answer and, on
+// 503, the Retry-After header.
+func getState(addr, token, key string) (int, routedState, string, error) {
+	req, err := http.NewRequest("GET", "http://"+addr+"/v1/tasks/wc/state/"+url.PathEscape(key), nil)
+	if err != nil {
+		return 0, routedState{}, "", err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, routedState{}, "", err
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var s routedState
+	if err := json.Unmarshal(body, &s); err != nil {
+		return resp.StatusCode, s, "", fmt.Errorf("%s: %v", body, err)
+	}
+	return resp.StatusCode, s, resp.Header.Get("Retry-After"), nil
+}
+
+// checkAnswer compares a 200 answer for user with want: one stream, the partition the default
+// partitioner maps the key to, the exact counts. It returns whether another host answered.
+func checkAnswer(user string, s routedState, want map[string]int) (forwarded bool, err error) {
+	if len(s.States) != 1 || s.States[0].KeyText != user {
+		return false, fmt.Errorf("key %s: %+v, want the key in one stream", user, s)
+	}
+	ks := s.States[0]
+	p := kgo.StickyKeyPartitioner(nil).ForTopic("words").Partition(&kgo.Record{Key: []byte(user)}, 4)
+	if ks.Stream != "kafka:words/"+strconv.Itoa(p) {
+		return false, fmt.Errorf("key %s: stream %s, want partition %d", user, ks.Stream, p)
+	}
+	got := map[string]int{}
+	for _, v := range ks.Values {
+		n, err := strconv.Atoi(v.ValueText)
+		if err != nil {
+			return false, fmt.Errorf("key %s name %s: value %q", user, v.NameText, v.ValueText)
+		}
+		got[v.NameText] = n
+	}
+	if len(got) != len(want) {
+		return false, fmt.Errorf("key %s: %d names, want %d: %v", user, len(got), len(want), got)
+	}
+	for w, n := range want {
+		if got[w] != n {
+			return false, fmt.Errorf("key %s word %s: %d, want %d (answered by %q)", user, w, got[w], n, ks.Host)
+		}
+	}
+	return ks.Host != "", nil
+}
+
+// Three hosts in one group, each owning some of the input's four partitions: every key's
+// state, asked of every host, is the exact state, answered by the owner (forwarded when the host
+// asked is not). While a host leaves and another joins, every answer is either exact or a 503
+// with Retry-After, never another's (a former owner's) state. The read-only token is refused
+// deploys, also with the forwarding header.
+func TestQueryStateAcrossHosts(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	dir := t.TempDir()
+	cfgFor := func(m int) host.Config {
+		task := wordcountKafkaTask(module)
+		task.Changelog = host.ChangelogConfig{Enabled: true} // the state follows a partition that moves
+		return host.Config{
+			DataDir: filepath.Join(dir, "host"+strconv.Itoa(m)), Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
+			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second},
+			Admin: host.AdminConfig{Addr: "127.0.0.1:0", Token: "full", ReadToken: "reader"},
+			Tasks: []host.TaskConfig{task},
+		}
+	}
+	hosts := map[int]*hosttest.Running{}
+	for m := range 3 {
+		hosts[m] = hosttest.Start(t, cfgFor(m))
+	}
+	want := produceWords(t, newClient(t, c), "words", 3000, 40, 26)
+	consumeOutputs(t, c, "counts", wordTotal(want), 90*time.Second)
+
+	// all asks every host for every key; it returns the first wrong answer, and counts the
+	// exact ones, the forwarded ones among them, and the 503s.
+	type tally struct{ exact, forwarded, unavailable int }
+	all := func(members []int) (tally, error) {
+		var n tally
+		for _, m := range members {
+			addr := hosts[m].Host.AdminAddr()
+			for user, words := range want {
+				code, s, retry, err := getState(addr, "reader", user)
+				switch {
+				case err != nil:
+					return n, fmt.Errorf("host %d, key %s: HTTP %d: %v", m, user, code, err)
+				case code == http.StatusServiceUnavailable && retry != "":
+					n.unavailable++
+				case code != http.StatusOK:
+					return n, fmt.Errorf("host %d, key %s: HTTP %d (Retry-After %q): %s", m, user, code, retry, s.Error)
+				default:
+					fwd, err := checkAnswer(user, s, words)
+					if err != nil {
+						return n, fmt.Errorf("host %d: %v", m, err)
+					}
+					n.exact++
+					if fwd {
+						n.forwarded++
+					}
+				}
+			}
+		}
+		return n, nil
+	}
+	settled := func(members []int) {
+		t.Helper()
+		hosttest.WaitFor(t, 60*time.Second, "every host answering every key", func() bool {
+			n, err := all(members)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n.unavailable == 0
+		})
+	}
+	settled([]int{0, 1, 2})
+	n, err := all([]int{0, 1, 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each host owns at most two of the four partitions: about half the keys are another's.
+	if n.exact != 3*len(want) || n.forwarded < len(want) {
+		t.Fatalf("%+v of %d keys through 3 hosts: want all exact, at least %d forwarded", n, len(want), len(want))
+	}
+	t.Logf("3 hosts: %d answers, %d forwarded", n.exact, n.forwarded)
+
+	// The read-only token: refused deploys on every host, with or without the forwarding header;
+	// a wrong token is refused before anything is forwarded.
+	for m, r := range hosts {
+		for _, fwd := range []bool{false, true} {
+			req, _ := http.NewRequest("POST", "http://"+r.Host.AdminAddr()+"/v1/tasks/wc/versions", strings.NewReader("\x00asm"))
+			req.Header.Set("Authorization", "Bearer reader")
+			if fwd {
+				req.Header.Set("X-Wasmstream-Forwarded", "127.0.0.1:1")
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusForbidden {
+				t.Fatalf("host %d: deploy with the read-only token (forwarded %v): HTTP %d, want 403", m, fwd, resp.StatusCode)
+			}
+		}
+		for user := range want {
+			if code, _, _, _ := getState(r.Host.AdminAddr(), "wrong", user); code != http.StatusUnauthorized {
+				t.Fatalf("host %d: a wrong token: HTTP %d, want 401", m, code)
+			}
+			break
+		}
+	}
+
+	// A host leaves and another joins while clients ask: each answer is exact or a 503.
+	var wg sync.WaitGroup
+	stop := make(chan struct{})
+	var mu sync.Mutex
+	var during tally
+	var bad error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			n, err := all([]int{0, 1})
+			mu.Lock()
+			during.exact += n.exact
+			during.forwarded += n.forwarded
+			during.unavailable += n.unavailable
+			if err != nil && bad == nil {
+				bad = err
+			}
+			mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	if err := hosts[2].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	delete(hosts, 2)
+	settled([]int{0, 1})
+	hosts[3] = hosttest.Start(t, cfgFor(3))
+	settled([]int{0, 1, 3})
+	close(stop)
+	wg.Wait()
+	if bad != nil {
+		t.Fatal(bad)
+	}
+	t.Logf("during the leave and the join: %d exact answers (%d forwarded), %d answered 503", during.exact, during.forwarded, during.unavailable)
+	n, err = all([]int{0, 1, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.exact != 3*len(want) {
+		t.Fatalf("after the join: %+v, want %d exact answers", n, 3*len(want))
+	}
+}
