@@ -238,3 +238,68 @@ func TestQueryStateAcrossHosts(t *testing.T) {
 		t.Fatalf("after the join: %+v, want %d exact answers", n, 3*len(want))
 	}
 }
+
+// ?decode= decodes the SDKs' typed state (a Counter, a List's length and items, a Map's
+// entries) by name pattern, in the API's JSON; a bad rule is a 400.
+func TestQueryStateDecode(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/conform")
+	c := newCluster(t, "cmds", "results")
+	h := hosttest.Start(t, host.Config{
+		DataDir: t.TempDir(), Logger: testLogger(t), CheckpointInterval: time.Hour,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
+		Admin: host.AdminConfig{Addr: "127.0.0.1:0", Token: "full"},
+		Tasks: []host.TaskConfig{{
+			Name: "wc", Module: module,
+			Inputs: []host.InputConfig{{Name: "cmds", Type: "kafka", Topics: []string{"cmds"}}},
+			Output: host.OutputConfig{Type: "kafka", Topic: "results", Names: []string{"result"}},
+		}},
+	})
+	var recs []*kgo.Record
+	for _, cmd := range []string{"count hits 5", "count hits 2", "append l x", "append l y", "mput m k v", "put raw \xff"} {
+		recs = append(recs, &kgo.Record{Topic: "cmds", Key: []byte("k1"), Value: []byte(cmd)})
+	}
+	if err := newClient(t, c).ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	consumeOutputs(t, c, "results", len(recs), 60*time.Second)
+	rules := url.Values{"decode": {"hits=i64", "l=u64", "l/*=string", "m/*=string", "raw=i64"}}
+	type decoded struct {
+		States []struct {
+			Values []struct {
+				NameText string          `json:"name_text"`
+				Decoded  json.RawMessage `json:"decoded"`
+			} `json:"values"`
+		} `json:"states"`
+	}
+	var d decoded
+	got := map[string]string{}
+	hosttest.WaitFor(t, 30*time.Second, "the raw value stored", func() bool {
+		if code := adminGet(t, "GET", h.AdminAddr(), "/v1/tasks/wc/state/k1?"+rules.Encode(), "full", &d); code != http.StatusOK {
+			t.Fatalf("GET state with decode: HTTP %d", code)
+		}
+		clear(got)
+		for _, ks := range d.States {
+			for _, v := range ks.Values {
+				got[v.NameText] = string(v.Decoded)
+			}
+		}
+		_, ok := got["raw"]
+		return ok
+	})
+	want := map[string]string{"hits": "7", "l": "2", "l/0000000000000000": `"x"`, "l/0000000000000001": `"y"`, "m/k": `"v"`,
+		"raw": ""} // one byte is no i64: shown as bytes only
+	for n, w := range want {
+		if got[n] != w {
+			t.Errorf("%s decoded %q, want %q (all: %v)", n, got[n], w, got)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("names %v, want %v", got, want)
+	}
+	if code := adminGet(t, "GET", h.AdminAddr(), "/v1/tasks/wc/state/k1?decode=hits=int", "full", nil); code != http.StatusBadRequest {
+		t.Errorf("decode=hits=int: HTTP %d, want 400", code)
+	}
+	if code := adminGet(t, "GET", h.AdminAddr(), "/v1/tasks/wc/state?decode=hits=i64", "full", &d); code != http.StatusOK || len(d.States) != 1 || string(d.States[0].Values[0].Decoded) != "7" {
+		t.Errorf("a scan with decode: HTTP %d, %+v", code, d)
+	}
+}

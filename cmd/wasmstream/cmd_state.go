@@ -172,7 +172,7 @@ func printState(stdout io.Writer, dataDir, task string, match []byte, exact bool
 // writeStateEntry writes one entry of state's output, as text to w or as JSON to enc, its value
 // decoded by dec where a rule matches.
 func writeStateEntry(w io.Writer, enc *json.Encoder, e host.StateEntry, format string, dec stateDecoder) error {
-	decoded, ok := dec.decode(e.Name, e.Value)
+	decoded, ok := dec.Decode(e.Name, e.Value)
 	if format == "json" {
 		j := jsonEntry(e)
 		if ok {
