@@ -55,20 +55,28 @@ func (h *Host) advertiseAddr() string {
 // own the key's partitions (this one or others), or, for a query another host forwarded, from
 // the partitions it names, owned here.
 func (h *Host) routedState(r *http.Request, name string, key []byte) ([]admin.KeyState, error) {
+	forwarded := r.Header.Get(admin.ForwardedHeader) != ""
 	_, run, t, err := h.enterRunning(name)
 	if err != nil {
+		if forwarded && errors.Is(err, ErrNotRunning) {
+			err = fmt.Errorf("%w: %v", ErrStateUnavailable, err)
+		}
 		return nil, err
 	}
 	defer h.leave()
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	if r.Header.Get(admin.ForwardedHeader) != "" {
+	if forwarded {
 		parts, err := parsePartitions(r.URL.Query()["partition"])
 		if err != nil {
 			return nil, &admin.Error{Status: http.StatusBadRequest, Err: err}
 		}
 		ks, err := t.QueryOwned(ctx, key, parts, false)
-		return wireKeyStates(ks), queryError(name, err)
+		if err = queryError(name, err); errors.Is(err, ErrNotRunning) {
+			// Stopping: the partitions are still this host's in the group, not for long.
+			err = fmt.Errorf("%w: %v", ErrStateUnavailable, err)
+		}
+		return wireKeyStates(ks), err
 	}
 	if run.tcfg == nil || run.tcfg.Kafka == nil {
 		ks, err := t.Query(ctx, key)

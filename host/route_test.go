@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -85,6 +86,35 @@ func checkAnswer(user string, s routedState, want map[string]int) (forwarded boo
 	return ks.Host != "", nil
 }
 
+// logQueryLatency asks every host for every key ten times and logs the p50 and p99 latency of
+// the answers the host asked gave itself and of those it forwarded (figures, no thresholds).
+func logQueryLatency(t *testing.T, hosts map[int]*hosttest.Running, want map[string]map[string]int) {
+	var local, forwarded []time.Duration
+	for range 10 {
+		for _, r := range hosts {
+			for user := range want {
+				start := time.Now()
+				code, s, _, err := getState(r.Host.AdminAddr(), "reader", user)
+				took := time.Since(start)
+				if err != nil || code != http.StatusOK || len(s.States) != 1 {
+					t.Fatalf("key %s: HTTP %d %v", user, code, err)
+				}
+				if s.States[0].Host != "" {
+					forwarded = append(forwarded, took)
+				} else {
+					local = append(local, took)
+				}
+			}
+		}
+	}
+	pct := func(ds []time.Duration, p float64) time.Duration {
+		slices.Sort(ds)
+		return ds[min(len(ds)-1, int(float64(len(ds))*p))]
+	}
+	t.Logf("query latency: local p50 %v p99 %v (%d queries); forwarded p50 %v p99 %v (%d queries)",
+		pct(local, 0.50), pct(local, 0.99), len(local), pct(forwarded, 0.50), pct(forwarded, 0.99), len(forwarded))
+}
+
 // Three hosts in one group, each owning some of the input's four partitions: every key's
 // state, asked of every host, is the exact state, answered by the owner (forwarded when the host
 // asked is not). While a host leaves and another joins, every answer is either exact or a 503
@@ -161,6 +191,7 @@ func TestQueryStateAcrossHosts(t *testing.T) {
 		t.Fatalf("%+v of %d keys through 3 hosts: want all exact, at least %d forwarded", n, len(want), len(want))
 	}
 	t.Logf("3 hosts: %d answers, %d forwarded", n.exact, n.forwarded)
+	logQueryLatency(t, hosts, want)
 
 	// The read-only token: refused deploys on every host, with or without the forwarding header;
 	// a wrong token is refused before anything is forwarded.

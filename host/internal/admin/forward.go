@@ -27,9 +27,10 @@ const maxForwardedBody = 64 << 20
 
 // ForwardState asks the admin API at addr for key's state in the partitions named
 // ("topic/partition"), presenting auth as the Authorization header and from as the forwarding
-// host. A key without state there is no error (nil). An owner's refusal comes back as an *Error
-// with its status (503 when it does not own the partitions now, 401 or 403 for the token); an
-// owner that cannot be reached or answers something else is a 502.
+// host. A key without state there is no error (nil). An owner's refusal comes back as an *Error:
+// 401 or 403 for the token as the owner answered; 503 when the owner cannot answer now (it does
+// not own the partitions any more or yet, its task is stopping, it cannot be reached: a host
+// leaving is still the owner until the group moves its partitions); a 502 for anything else.
 func ForwardState(ctx context.Context, client *http.Client, addr, auth, from, task string, key []byte, parts []string) ([]KeyState, error) {
 	q := url.Values{"key_b64": {base64.StdEncoding.EncodeToString(key)}, "partition": parts}
 	u := "http://" + addr + "/v1/tasks/" + url.PathEscape(task) + "/state/_?" + q.Encode()
@@ -43,12 +44,12 @@ func ForwardState(ctx context.Context, client *http.Client, addr, auth, from, ta
 	req.Header.Set(ForwardedHeader, from)
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, &Error{Status: http.StatusBadGateway, Err: fmt.Errorf("forwarding to the owner at %s: %w", addr, err)}
+		return nil, &Error{Status: http.StatusServiceUnavailable, Err: fmt.Errorf("the owner at %s cannot be reached: %w", addr, err)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedBody))
 	if err != nil {
-		return nil, &Error{Status: http.StatusBadGateway, Err: fmt.Errorf("reading the answer of the owner at %s: %w", addr, err)}
+		return nil, &Error{Status: http.StatusServiceUnavailable, Err: fmt.Errorf("reading the answer of the owner at %s: %w", addr, err)}
 	}
 	var ans struct {
 		Error  string         `json:"error"`
@@ -65,7 +66,9 @@ func ForwardState(ctx context.Context, client *http.Client, addr, auth, from, ta
 		}
 		status := resp.StatusCode
 		switch status {
-		case http.StatusServiceUnavailable, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound, http.StatusConflict:
+		case http.StatusUnauthorized, http.StatusForbidden:
+		case http.StatusServiceUnavailable, http.StatusConflict, http.StatusInternalServerError, http.StatusBadGateway:
+			status = http.StatusServiceUnavailable
 		default:
 			status = http.StatusBadGateway
 		}
