@@ -80,15 +80,8 @@ func (b adminBackend) State(r *http.Request, name string, key []byte) ([]admin.K
 }
 
 func (b adminBackend) ScanState(r *http.Request, name string, prefix, after []byte, limit int) ([]admin.KeyState, []string, error) {
-	_, _, t, err := b.h.enterRunning(name)
-	if err != nil {
-		return nil, nil, wireError(err)
-	}
-	defer b.h.leave()
-	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
-	defer cancel()
-	ks, streams, err := t.QueryScanStreams(ctx, prefix, after, limit)
-	return wireKeyStates(ks), streams, wireError(queryError(name, err))
+	ks, streams, err := b.h.routedScan(r, name, prefix, after, limit)
+	return ks, streams, wireError(err)
 }
 
 func wireKeyStates(ks []KeyState) []admin.KeyState {

@@ -1,11 +1,13 @@
 package host
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -24,7 +26,8 @@ import (
 // forwards the query for the others to their owners, merging the answers. Whatever cannot be
 // answered now by the partition's owner — a rebalance in progress, a partition without an owner
 // or still being assigned or restored, an owner that advertises no address — is a 503 with
-// Retry-After (ErrStateUnavailable): never the state a former owner kept.
+// Retry-After (ErrStateUnavailable): never the state a former owner kept. A scan asks every
+// owner for the same page and merges them (routedScan).
 
 // ErrStateUnavailable is the error of a state query whose key's partition has no owner that
 // can answer now (admin API: 503 with Retry-After). Retry.
@@ -158,4 +161,106 @@ func parsePartitions(names []string) ([]kafka.TopicPartition, error) {
 		out = append(out, kafka.TopicPartition{Topic: n[:i], Partition: int32(p)})
 	}
 	return out, nil
+}
+
+// routedScan answers the admin API's scan of task name: for a task with a Kafka input, a page
+// merged from every host that owns partitions of its topics (this one and the others), which
+// must cover each partition exactly once (else 503: one moved meanwhile); for a forwarded scan
+// or a task without one, a page of this host's streams.
+func (h *Host) routedScan(r *http.Request, name string, prefix, after []byte, limit int) ([]admin.KeyState, []string, error) {
+	forwarded := r.Header.Get(admin.ForwardedHeader) != ""
+	_, run, t, err := h.enterRunning(name)
+	if err != nil {
+		if forwarded && errors.Is(err, ErrNotRunning) {
+			err = fmt.Errorf("%w: %v", ErrStateUnavailable, err)
+		}
+		return nil, nil, err
+	}
+	defer h.leave()
+	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
+	defer cancel()
+	if forwarded || run.tcfg == nil || run.tcfg.Kafka == nil {
+		ks, streams, err := t.QueryScanStreams(ctx, prefix, after, limit)
+		if err = queryError(name, err); forwarded && errors.Is(err, ErrNotRunning) {
+			err = fmt.Errorf("%w: %v", ErrStateUnavailable, err)
+		}
+		return wireKeyStates(ks), streams, err
+	}
+	view, err := t.Group(ctx)
+	switch {
+	case errors.Is(err, task.ErrStopped), errors.Is(err, context.DeadlineExceeded):
+		return nil, nil, queryError(name, err)
+	case err != nil:
+		return nil, nil, fmt.Errorf("%w: task %s: %v", ErrStateUnavailable, name, err)
+	case !view.Stable():
+		return nil, nil, fmt.Errorf("%w: task %s: its group is rebalancing (%s)", ErrStateUnavailable, name, view.State)
+	}
+	want := map[string]bool{} // every partition's stream, to be covered once
+	remote := map[string]bool{}
+	for _, topic := range run.tcfg.Kafka.Topics {
+		for p := range view.Partitions[topic] {
+			tp := kafka.TopicPartition{Topic: topic, Partition: p}
+			want[partitionNames([]kafka.TopicPartition{tp})[0]] = true
+			m, ok := view.Owners[tp]
+			switch {
+			case !ok:
+				return nil, nil, fmt.Errorf("%w: task %s: topic %s partition %d is not assigned to any host", ErrStateUnavailable, name, topic, p)
+			case m.ID == view.Self:
+			case m.Addr == "":
+				return nil, nil, fmt.Errorf("%w: task %s: topic %s partition %d is owned by group member %s, which advertises no admin address (admin.advertise_addr)",
+					ErrStateUnavailable, name, topic, p, m.ID)
+			default:
+				remote[m.Addr] = true
+			}
+		}
+	}
+	qks, streams, err := t.QueryScanStreams(ctx, prefix, after, limit)
+	if err != nil {
+		return nil, nil, queryError(name, err)
+	}
+	ks := wireKeyStates(qks)
+	for _, addr := range slices.Sorted(maps.Keys(remote)) {
+		fks, fstreams, err := admin.ForwardScan(ctx, forwardClient, addr, r.Header.Get("Authorization"), h.advertiseAddr(), name, prefix, after, limit)
+		if err != nil {
+			var ae *admin.Error
+			if errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable {
+				return nil, nil, fmt.Errorf("%w: task %s: %v", ErrStateUnavailable, name, err)
+			}
+			return nil, nil, err
+		}
+		ks = append(ks, fks...)
+		streams = append(streams, fstreams...)
+	}
+	covered := map[string]int{}
+	for _, s := range streams {
+		if tp, ok := strings.CutPrefix(s, "kafka:"); ok {
+			covered[tp]++
+		}
+	}
+	for tp := range want {
+		if covered[tp] != 1 {
+			return nil, nil, fmt.Errorf("%w: task %s: partition %s is answered for by %d hosts (it is moving)", ErrStateUnavailable, name, tp, covered[tp])
+		}
+	}
+	// The page: every host's first keys, merged in the store's key order, up to limit keys.
+	slices.SortStableFunc(ks, func(a, b admin.KeyState) int {
+		return cmp.Or(keyOrder(a.Key, b.Key), cmp.Compare(a.Stream, b.Stream))
+	})
+	keys := 0
+	for i := range ks {
+		if i == 0 || !bytes.Equal(ks[i].Key, ks[i-1].Key) {
+			if keys == limit {
+				ks = ks[:i]
+				break
+			}
+			keys++
+		}
+	}
+	slices.Sort(streams)
+	return ks, streams, nil
+}
+
+// keyOrder is the store's order of keys: by length, then bytewise.
+func keyOrder(a, b []byte) int {
+	return cmp.Or(cmp.Compare(len(a), len(b)), bytes.Compare(a, b))
 }

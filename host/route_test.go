@@ -193,6 +193,46 @@ func TestQueryStateAcrossHosts(t *testing.T) {
 	t.Logf("3 hosts: %d answers, %d forwarded", n.exact, n.forwarded)
 	logQueryLatency(t, hosts, want)
 
+	// A scan through any host pages through every key of the group, every partition covered.
+	for m, r := range hosts {
+		got := map[string]map[string]int{}
+		pages, after := 0, ""
+		for {
+			var s struct {
+				wireState
+				Streams []string `json:"streams"`
+			}
+			path := "/v1/tasks/wc/state?limit=7"
+			if pages > 0 {
+				path += "&after_b64=" + url.QueryEscape(after)
+			}
+			if code := adminGet(t, "GET", r.Host.AdminAddr(), path, "reader", &s); code != http.StatusOK {
+				t.Fatalf("host %d: GET %s: HTTP %d", m, path, code)
+			}
+			if want := []string{"kafka:words/0", "kafka:words/1", "kafka:words/2", "kafka:words/3"}; !slices.Equal(s.Streams, want) {
+				t.Fatalf("host %d: a scan covers %v, want %v", m, s.Streams, want)
+			}
+			pages++
+			for _, ks := range s.States {
+				if got[ks.KeyText] != nil {
+					t.Fatalf("host %d: key %s on two pages (or in two streams)", m, ks.KeyText)
+				}
+				got[ks.KeyText] = map[string]int{}
+				for _, v := range ks.Values {
+					got[ks.KeyText][v.NameText], _ = strconv.Atoi(v.ValueText)
+				}
+			}
+			if s.Next == "" {
+				break
+			}
+			after = s.Next
+		}
+		sameCounts(t, want, got)
+		if pages != (len(want)+6)/7 {
+			t.Fatalf("host %d: %d pages of 7 for %d keys", m, pages, len(want))
+		}
+	}
+
 	// The read-only token: refused deploys on every host, with or without the forwarding header;
 	// a wrong token is refused before anything is forwarded.
 	for m, r := range hosts {

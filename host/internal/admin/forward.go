@@ -33,10 +33,57 @@ const maxForwardedBody = 64 << 20
 // leaving is still the owner until the group moves its partitions); a 502 for anything else.
 func ForwardState(ctx context.Context, client *http.Client, addr, auth, from, task string, key []byte, parts []string) ([]KeyState, error) {
 	q := url.Values{"key_b64": {base64.StdEncoding.EncodeToString(key)}, "partition": parts}
-	u := "http://" + addr + "/v1/tasks/" + url.PathEscape(task) + "/state/_?" + q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	ans, err := forward(ctx, client, addr, auth, from, "/v1/tasks/"+url.PathEscape(task)+"/state/_", q, true)
 	if err != nil {
 		return nil, err
+	}
+	return ans.states(addr)
+}
+
+// ForwardScan asks the admin API at addr for a page of a scan (as ScanState's arguments) of the
+// streams that host owns, as ForwardState does; it returns the page and the streams it covers.
+func ForwardScan(ctx context.Context, client *http.Client, addr, auth, from, task string, prefix, after []byte, limit int) ([]KeyState, []string, error) {
+	q := url.Values{"prefix_b64": {base64.StdEncoding.EncodeToString(prefix)}, "limit": {strconv.Itoa(limit)}}
+	if after != nil {
+		q.Set("after_b64", base64.StdEncoding.EncodeToString(after))
+	}
+	ans, err := forward(ctx, client, addr, auth, from, "/v1/tasks/"+url.PathEscape(task)+"/state", q, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	ks, err := ans.states(addr)
+	return ks, ans.Streams, err
+}
+
+// forwardedAnswer is an owner's answer.
+type forwardedAnswer struct {
+	Error   string         `json:"error"`
+	States  []wireKeyState `json:"states"`
+	Streams []string       `json:"streams"`
+}
+
+func (a forwardedAnswer) states(addr string) ([]KeyState, error) {
+	out := make([]KeyState, 0, len(a.States))
+	for _, w := range a.States {
+		ks, err := w.decode()
+		if err != nil {
+			return nil, &Error{Status: http.StatusBadGateway, Err: fmt.Errorf("the owner at %s: %v", addr, err)}
+		}
+		if ks.Host == "" {
+			ks.Host = addr
+		}
+		out = append(out, ks)
+	}
+	return out, nil
+}
+
+// forward sends a forwarded GET to addr; a key's "has no state" 404 is an empty answer when
+// noState404.
+func forward(ctx context.Context, client *http.Client, addr, auth, from, path string, q url.Values, noState404 bool) (forwardedAnswer, error) {
+	var ans forwardedAnswer
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path+"?"+q.Encode(), nil)
+	if err != nil {
+		return ans, err
 	}
 	if auth != "" {
 		req.Header.Set("Authorization", auth)
@@ -44,21 +91,17 @@ func ForwardState(ctx context.Context, client *http.Client, addr, auth, from, ta
 	req.Header.Set(ForwardedHeader, from)
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, &Error{Status: http.StatusServiceUnavailable, Err: fmt.Errorf("the owner at %s cannot be reached: %w", addr, err)}
+		return ans, &Error{Status: http.StatusServiceUnavailable, Err: fmt.Errorf("the owner at %s cannot be reached: %w", addr, err)}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedBody))
 	if err != nil {
-		return nil, &Error{Status: http.StatusServiceUnavailable, Err: fmt.Errorf("reading the answer of the owner at %s: %w", addr, err)}
-	}
-	var ans struct {
-		Error  string         `json:"error"`
-		States []wireKeyState `json:"states"`
+		return ans, &Error{Status: http.StatusServiceUnavailable, Err: fmt.Errorf("reading the answer of the owner at %s: %w", addr, err)}
 	}
 	jerr := json.Unmarshal(body, &ans)
 	switch {
-	case resp.StatusCode == http.StatusNotFound && jerr == nil && ans.States == nil && ans.Error != "" && isNoState(ans.Error):
-		return nil, nil
+	case noState404 && resp.StatusCode == http.StatusNotFound && jerr == nil && ans.States == nil && isNoState(ans.Error):
+		return forwardedAnswer{}, nil
 	case resp.StatusCode != http.StatusOK:
 		msg := ans.Error
 		if jerr != nil || msg == "" {
@@ -72,22 +115,11 @@ func ForwardState(ctx context.Context, client *http.Client, addr, auth, from, ta
 		default:
 			status = http.StatusBadGateway
 		}
-		return nil, &Error{Status: status, Err: fmt.Errorf("the owner at %s: %s", addr, msg)}
+		return ans, &Error{Status: status, Err: fmt.Errorf("the owner at %s: %s", addr, msg)}
 	case jerr != nil:
-		return nil, &Error{Status: http.StatusBadGateway, Err: fmt.Errorf("the owner at %s answered no JSON: %v", addr, jerr)}
+		return ans, &Error{Status: http.StatusBadGateway, Err: fmt.Errorf("the owner at %s answered no JSON: %v", addr, jerr)}
 	}
-	out := make([]KeyState, 0, len(ans.States))
-	for _, w := range ans.States {
-		ks, err := w.decode()
-		if err != nil {
-			return nil, &Error{Status: http.StatusBadGateway, Err: fmt.Errorf("the owner at %s: %v", addr, err)}
-		}
-		if ks.Host == "" {
-			ks.Host = addr
-		}
-		out = append(out, ks)
-	}
-	return out, nil
+	return ans, nil
 }
 
 // isNoState reports whether a 404's message is the state endpoint's "has no state" (rather
