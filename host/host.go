@@ -318,7 +318,7 @@ func (h *Host) setUp(ctx context.Context, cfg Config, rt *modrt.Runtime, db *sto
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	if tcfg.Kafka != nil {
+	if tcfg.Kafka != nil && cfg.Admin.Addr != "" {
 		tcfg.Kafka.Advertise = h.advertiseAddr // route.go
 	}
 	tcfg.ProvenGood = func(v int64) {

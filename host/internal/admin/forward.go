@@ -17,12 +17,14 @@ import (
 // them), with the client's own Authorization header, the header ForwardedHeader (its value the
 // forwarding host's address) and one "partition" parameter ("topic/partition") per partition the
 // owner is asked for. A forwarded query is answered from the partitions named, by the host that
-// owns them now, or 503 when it does not: it is never forwarded again, so it cannot loop.
+// owns them now, or 503 when it does not: it is never forwarded again, so it cannot loop. A
+// scan through a host is forwarded to every other owner of the task's partitions as the same
+// page, answered from the partitions the owner holds (ForwardScan); the host merges the pages.
 
 // ForwardedHeader marks a forwarded state query.
 const ForwardedHeader = "X-Wasmstream-Forwarded"
 
-// maxForwardedBody bounds an owner's answer (one key's state).
+// maxForwardedBody bounds an owner's answer (a key's state or a page of a scan).
 const maxForwardedBody = 64 << 20
 
 // ForwardState asks the admin API at addr for key's state in the partitions named
