@@ -28,7 +28,9 @@ const queryTimeout = 10 * time.Second
 
 // QueryState returns the state of key in every stream of task name that has some, while the
 // host runs: read between two guest calls on the key, with the effects of every completed call
-// (not only of the last checkpoint). Safe from any goroutine while Run runs.
+// (not only of the last checkpoint). It answers from this host's streams only (the partitions it
+// owns now); the admin API's state endpoints route a query across a group (route.go). Safe from
+// any goroutine while Run runs.
 func (h *Host) QueryState(ctx context.Context, name string, key []byte) ([]KeyState, error) {
 	return h.queryState(ctx, name, func(ctx context.Context, t *task.Task) ([]KeyState, error) {
 		return t.Query(ctx, key)
