@@ -54,6 +54,15 @@ func (h *Host) advertiseAddr() string {
 	return addr
 }
 
+// forwardAuth is the Authorization a forwarded query presents: the read-only token when one is
+// configured (a query needs no more, and the full token then never travels), else the client's.
+func (h *Host) forwardAuth(r *http.Request) string {
+	if tok := h.cfg.Admin.ReadToken; tok != "" {
+		return "Bearer " + tok
+	}
+	return r.Header.Get("Authorization")
+}
+
 // routedState answers the admin API's query of key's state in task name, from the hosts that
 // own the key's partitions (this one or others), or, for a query another host forwarded, from
 // the partitions it names, owned here.
@@ -127,7 +136,7 @@ func (h *Host) routedState(r *http.Request, name string, key []byte) ([]admin.Ke
 	}
 	slices.Sort(addrs)
 	for _, addr := range addrs {
-		fks, err := admin.ForwardState(ctx, forwardClient, addr, r.Header.Get("Authorization"), h.advertiseAddr(), name, key, partitionNames(remote[addr]))
+		fks, err := admin.ForwardState(ctx, forwardClient, addr, h.forwardAuth(r), h.advertiseAddr(), name, key, partitionNames(remote[addr]))
 		if err != nil {
 			var ae *admin.Error
 			if errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable {
@@ -220,7 +229,7 @@ func (h *Host) routedScan(r *http.Request, name string, prefix, after []byte, li
 	}
 	ks := wireKeyStates(qks)
 	for _, addr := range slices.Sorted(maps.Keys(remote)) {
-		fks, fstreams, err := admin.ForwardScan(ctx, forwardClient, addr, r.Header.Get("Authorization"), h.advertiseAddr(), name, prefix, after, limit)
+		fks, fstreams, err := admin.ForwardScan(ctx, forwardClient, addr, h.forwardAuth(r), h.advertiseAddr(), name, prefix, after, limit)
 		if err != nil {
 			var ae *admin.Error
 			if errors.As(err, &ae) && ae.Status == http.StatusServiceUnavailable {

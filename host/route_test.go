@@ -255,7 +255,10 @@ func TestQueryStateAcrossHosts(t *testing.T) {
 			if code, _, _, _ := getState(r.Host.AdminAddr(), "wrong", user); code != http.StatusUnauthorized {
 				t.Fatalf("host %d: a wrong token: HTTP %d, want 401", m, code)
 			}
-			break
+			// The full token queries too (the owner is asked with the read-only one).
+			if code, s, _, err := getState(r.Host.AdminAddr(), "full", user); code != http.StatusOK || err != nil {
+				t.Fatalf("host %d: the full token: HTTP %d %v %s", m, code, err, s.Error)
+			}
 		}
 	}
 
