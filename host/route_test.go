@@ -311,6 +311,22 @@ func TestQueryStateAcrossHosts(t *testing.T) {
 	if n.exact != 3*len(want) {
 		t.Fatalf("after the join: %+v, want %d exact answers", n, 3*len(want))
 	}
+
+	// More records after the moves: every host's answers follow them (the copies a former
+	// owner kept of a partition that moved are never answered).
+	more := produceWords(t, newClient(t, c), "words", 1000, 40, 27)
+	for u, ws := range more {
+		if want[u] == nil {
+			want[u] = map[string]int{}
+		}
+		for w, k := range ws {
+			want[u][w] += k
+		}
+	}
+	hosttest.WaitFor(t, 60*time.Second, "every host answering the new counts", func() bool {
+		n, err := all([]int{0, 1, 3})
+		return err == nil && n.exact == 3*len(want)
+	})
 }
 
 // ?decode= decodes the SDKs' typed state (a Counter, a List's length and items, a Map's
