@@ -65,7 +65,7 @@ type forwardedAnswer struct {
 }
 
 func (a forwardedAnswer) states(addr string) ([]KeyState, error) {
-	out := make([]KeyState, 0, len(a.States))
+	var out []KeyState
 	for _, w := range a.States {
 		ks, err := w.decode()
 		if err != nil {
