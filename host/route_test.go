@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -392,4 +393,59 @@ func TestQueryStateDecode(t *testing.T) {
 	if code := adminGet(t, "GET", h.AdminAddr(), "/v1/tasks/wc/state?decode=hits=i64", "full", &d); code != http.StatusOK || len(d.States) != 1 || string(d.States[0].Values[0].Decoded) != "7" {
 		t.Errorf("a scan with decode: HTTP %d, %+v", code, d)
 	}
+}
+
+// A task with two input topics has a key's state in each topic's partition: any host's answer
+// merges both streams, whichever hosts own them, each with its own topic's counts.
+func TestQueryStateTwoTopics(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "ta", "tb", "counts")
+	dir := t.TempDir()
+	var hosts []*hosttest.Running
+	for m := range 2 {
+		task := wordcountKafkaTask(module)
+		task.Inputs[0].Topics = []string{"ta", "tb"}
+		hosts = append(hosts, hosttest.Start(t, host.Config{
+			DataDir: filepath.Join(dir, "host"+strconv.Itoa(m)), Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
+			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second},
+			Admin: host.AdminConfig{Addr: "127.0.0.1:0", Token: "full"},
+			Tasks: []host.TaskConfig{task},
+		}))
+	}
+	// Both hosts in the group before any record: no partition moves once records flow (no
+	// changelog here).
+	hosttest.WaitFor(t, 60*time.Second, "both hosts holding partitions", func() bool {
+		st0, st1 := hosts[0].Host.Stats()[0], hosts[1].Host.Stats()[0]
+		return len(st0.Inputs) > 0 && len(st1.Inputs) > 0 && len(st0.Inputs)+len(st1.Inputs) == 8
+	})
+	cl := newClient(t, c)
+	wantA := produceWords(t, cl, "ta", 600, 12, 31)
+	wantB := produceWords(t, cl, "tb", 600, 12, 32)
+	consumeOutputs(t, c, "counts", wordTotal(wantA)+wordTotal(wantB), 60*time.Second)
+	hosttest.WaitFor(t, 30*time.Second, "both topics' state through both hosts", func() bool {
+		for _, r := range hosts {
+			for user := range wantA {
+				code, s, _, err := getState(r.Host.AdminAddr(), "full", user)
+				if err != nil || code != http.StatusOK {
+					return false
+				}
+				got := map[string]map[string]int{}
+				for _, ks := range s.States {
+					got[ks.Stream] = map[string]int{}
+					for _, v := range ks.Values {
+						got[ks.Stream][v.NameText], _ = strconv.Atoi(v.ValueText)
+					}
+				}
+				p := kgo.StickyKeyPartitioner(nil).ForTopic("").Partition(&kgo.Record{Key: []byte(user)}, 4)
+				a, b := got["kafka:ta/"+strconv.Itoa(p)], got["kafka:tb/"+strconv.Itoa(p)]
+				if len(s.States) != 2 || !maps.Equal(a, wantA[user]) || !maps.Equal(b, wantB[user]) {
+					if len(s.States) > 2 {
+						t.Fatalf("key %s: %d streams: %+v", user, len(s.States), s.States)
+					}
+					return false
+				}
+			}
+		}
+		return true
+	})
 }
