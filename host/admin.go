@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/wasmstream/wasmstream/host/internal/admin"
@@ -109,6 +110,9 @@ func (h *Host) startAdmin(ctx context.Context) (stop func(), err error) {
 	h.mu.Lock()
 	h.adminAddr = ln.Addr().String()
 	h.mu.Unlock()
+	if h.advertiseAddr() == "" && slices.ContainsFunc(h.cfg.Tasks, TaskConfig.usesKafka) {
+		log.Warn("the admin API listens on every interface and admin.advertise_addr is not set: the other hosts of a group cannot forward state queries here (503)", "addr", ln.Addr().String())
+	}
 	if ac.Token == "" {
 		log.Warn("admin API without a token: any local user can deploy modules", "addr", ln.Addr().String())
 	} else {
