@@ -82,6 +82,10 @@ type AdminConfig struct {
 	// state but cannot deploy, activate, roll back, pause or resume (403). Needs Token.
 	// Default: none.
 	ReadToken string `yaml:"read_token"`
+	// AdvertiseAddr is the "host:port" at which the other hosts of a group reach this host's
+	// admin API, to forward it the state queries of the partitions it owns. Default: Addr,
+	// unless it listens on every interface (then no address is advertised).
+	AdvertiseAddr string `yaml:"advertise_addr"`
 	// MaxModuleBytes bounds the size of an uploaded module. Default 64 MiB.
 	MaxModuleBytes int64 `yaml:"max_module_bytes"`
 	// Metrics, if set, is served at GET /metrics on the admin listener, with the token

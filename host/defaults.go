@@ -26,6 +26,8 @@ const (
 	defaultCheckpointInterval = time.Second
 	defaultKeepModuleVersions = 10
 	defaultMaxModuleBytes     = 64 << 20 // admin.max_module_bytes
+	// admin.advertise_addr has no default here: it is the address the API listens on (with
+	// admin.addr's port 0, known once it listens), taken at each group join (advertiseAddr).
 	// stopGrace is how long a stopping host waits for the guest calls in flight before it
 	// interrupts them (Run); not configurable.
 	stopGrace = time.Second

@@ -318,6 +318,9 @@ func (h *Host) setUp(ctx context.Context, cfg Config, rt *modrt.Runtime, db *sto
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if tcfg.Kafka != nil && cfg.Admin.Addr != "" {
+		tcfg.Kafka.Advertise = h.advertiseAddr // route.go
+	}
 	tcfg.ProvenGood = func(v int64) {
 		if err := db.SetModuleStatus(tc.Name, uint64(v), store.ModuleStatus{State: store.ModuleGood, At: time.Now().UnixMilli()}); err != nil {
 			cfg.Logger.Warn("recording the module version as good", "task", tc.Name, "version", v, "err", err)
