@@ -515,3 +515,20 @@ func TestChangelogTickStateTooLarge(t *testing.T) {
 		t.Errorf("%d failed ticks, want every tick to fail", f)
 	}
 }
+
+// A host stopped while its changelog task is still starting (describing the input topic) exits
+// cleanly: nothing was read, so nothing is lost. It used to return the start-up's "operation was
+// canceled" as the task's failure: a SIGINT then exited 1 (TestMultiHostExactlyOnce failed so).
+func TestChangelogStopDuringStart(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	h := hosttest.New(t, host.Config{DataDir: t.TempDir(), Logger: testLogger(t),
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the stop comes before the task's first request to the broker
+	if err := h.Run(ctx); err != nil {
+		t.Fatalf("stopped while starting: Run = %v, want nil", err)
+	}
+}

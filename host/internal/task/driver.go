@@ -44,6 +44,11 @@ func (t *Task) Run(ctx context.Context) error {
 	kafka, err := t.startKafkaInput(ctx, readCtx, stopReading)
 	if err != nil {
 		stop()
+		if ctx.Err() != nil {
+			// Stopped while starting (the changelog's topic lookups end with ctx): nothing
+			// was read, so nothing is lost, and the stop is no failure.
+			return nil
+		}
 		return err
 	}
 	stops = append(stops, kafka.stop)
