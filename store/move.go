@@ -88,3 +88,34 @@ func (db *DB) MoveStream(task string, stream uint32, to string, toStream uint32)
 	}
 	return m, db.DropStream(task, stream)
 }
+
+// DropTask deletes everything stored for task's streams — positions, marks, state, timers — and
+// the streams' IDs, so that the task is no longer listed by Tasks. The module registry is not
+// touched. It is meant for the backups `wasmstream reset` moves state aside into; a task a host
+// runs must not be dropped while the host runs it.
+func (db *DB) DropTask(task string) error {
+	infos, err := db.Streams(task)
+	if err != nil {
+		return err
+	}
+	for _, s := range infos {
+		if err := db.DropStream(task, s.ID); err != nil {
+			return err
+		}
+	}
+	if err := db.enterWrite(task); err != nil {
+		return err
+	}
+	defer db.leave()
+	db.streamMu.Lock()
+	defer db.streamMu.Unlock()
+	err = db.update(func(txn *badger.Txn) error {
+		for _, s := range infos {
+			if err := txn.Delete(appendStreamKey(nil, task, s.Name)); err != nil {
+				return err
+			}
+		}
+		return txn.Delete(appendTaskKey(nil, task))
+	})
+	return wrapErr(fmt.Sprintf("drop task %q", task), err)
+}

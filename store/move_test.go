@@ -59,4 +59,15 @@ func TestMoveStream(t *testing.T) {
 	if v, ok, _ := db.Get("wc", b, []byte("k03"), []byte("n")); !ok || string(v) != "3" {
 		t.Fatalf("the other stream lost its state: %q %v", v, ok)
 	}
+
+	if err := db.DropTask("wc.reset-1"); err != nil {
+		t.Fatalf("DropTask: %v", err)
+	}
+	tasks, err := db.Tasks()
+	if err != nil || len(tasks) != 1 || tasks[0] != "wc" {
+		t.Fatalf("tasks after DropTask: %q %v, want [wc]", tasks, err)
+	}
+	if _, ok, _ := db.Get("wc.reset-1", to, []byte("k03"), []byte("n")); ok {
+		t.Fatal("the dropped task still has state")
+	}
 }
