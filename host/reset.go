@@ -179,7 +179,7 @@ func OfflineReset(ctx context.Context, cfg Config, name string, to ResetTo, dryR
 		default:
 			it, err := fileResetItem(in, to)
 			if err != nil {
-				return nil, fmt.Errorf("%w: task %s: %w", ErrResetRefused, name, err)
+				return nil, fmt.Errorf("%w: task %s: %v", ErrResetRefused, name, err)
 			}
 			items = append(items, it)
 		}
@@ -204,7 +204,7 @@ func OfflineReset(ctx context.Context, cfg Config, name string, to ResetTo, dryR
 		}
 		items = append(items, ks...)
 		if err := kafka.CheckGroupEmpty(ctx, kc, rep.Group); err != nil {
-			return nil, fmt.Errorf("%w: %w: stop every host running task %s (or reset it through a running host's admin API)", ErrResetRefused, err, name)
+			return nil, fmt.Errorf("%w: %v: stop every host running task %s first", ErrResetRefused, err, name)
 		}
 	}
 
