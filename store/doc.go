@@ -23,7 +23,8 @@
 //
 // The rest is the host's write path, exported only because the host lives in
 // other packages: [DB.Commit] and its [Checkpoint], [DB.Restore],
-// [DB.DropStream], [DB.StreamID] (which assigns IDs), the module registry's
+// [DB.DropStream], [DB.MoveStream] and [DB.DropTask] (a reset's backup),
+// [DB.StreamID] (which assigns IDs), the module registry's
 // writers ([DB.AddModule], [DB.SetActiveModule], [DB.SetModuleStatus]), the
 // cost and room functions ([StateWriteCost], [MarkCost], [TimerOpCost],
 // [StateKeyRoom], [TimerKeyRoom], [DB.KeyLimits]), [EncodeSnapshot],

@@ -322,8 +322,8 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64) (map[kafka
 func (t *Task) recreated(tp kafka.TopicPartition, end, at int64) error {
 	return fmt.Errorf("input %s: topic %s partition %d ends at offset %d, below offset %d up to which this task has processed it: "+
 		"the topic was deleted and recreated (or truncated) since, and reading on would skip its records, so the task halts; "+
-		"to process the new topic from its beginning, stop the host, move the task's state aside and reset (or rename) its consumer group",
-		t.cfg.Kafka.Name, tp.Topic, tp.Partition, end, at)
+		"to process the new topic from its beginning, stop the host and run: wasmstream reset --task %s --to earliest",
+		t.cfg.Kafka.Name, tp.Topic, tp.Partition, end, at, t.cfg.Name)
 }
 
 // ingestKafka admits a fetch's records, dropping those of partitions no longer assigned. A
