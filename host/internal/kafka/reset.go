@@ -115,7 +115,7 @@ func CommittedOffsets(ctx context.Context, cfg Config, group string, topics []st
 func CommitOffsets(ctx context.Context, cfg Config, group string, offs map[TopicPartition]int64) error {
 	os := kadm.Offsets{}
 	for tp, o := range offs {
-		os.Add(kadm.Offset{Topic: tp.Topic, Partition: tp.Partition, At: o, LeaderEpoch: -1})
+		os.Add(kadm.Offset{Topic: tp.Topic, Partition: tp.Partition, At: o, LeaderEpoch: -1, Metadata: ResetMetadata})
 	}
 	return withAdmin(cfg, func(_ *kgo.Client, adm *kadm.Client) error {
 		rs, err := adm.CommitOffsets(ctx, group, os)

@@ -43,6 +43,7 @@ func (t *Task) checkpoint() error {
 		t.stats.Checkpoints++
 		t.cache.Evict()
 	}
+	t.commitStarts()
 	t.publish()
 	return nil
 }

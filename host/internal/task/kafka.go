@@ -48,6 +48,11 @@ type KafkaInput struct {
 	// UnreachableTimeout bounds how long the cluster may be unreachable before the task halts;
 	// the task is not Ready meanwhile. Zero: kafka.DefaultUnreachableTimeout.
 	UnreachableTimeout time.Duration
+	// FollowExternalReset makes a partition whose committed offset was set from outside the
+	// group (kafka.ExternalCommit) to another offset than the local checkpoint's restart there,
+	// its state and timers moved aside as `wasmstream reset` does; false: a warning says how to
+	// replay, and the partition resumes at the local checkpoint.
+	FollowExternalReset bool
 }
 
 // kafkaSide is the loop's state for a Kafka input.
@@ -71,6 +76,7 @@ type kafkaSide struct {
 type assignReq struct {
 	committed map[kafka.TopicPartition]int64
 	ends      map[kafka.TopicPartition]int64 // end offsets, where known
+	external  map[kafka.TopicPartition]bool  // committed offsets set from outside the group
 	reply     chan assignReply
 }
 
@@ -98,8 +104,8 @@ type pendingRevoke struct {
 // kafkaHandler is the consumer's Handler: it hands each rebalance step to the loop and waits.
 type kafkaHandler struct{ k *kafkaSide }
 
-func (h kafkaHandler) Assigned(ctx context.Context, committed, ends map[kafka.TopicPartition]int64) (map[kafka.TopicPartition]int64, error) {
-	req := assignReq{committed: committed, ends: ends, reply: make(chan assignReply, 1)}
+func (h kafkaHandler) Assigned(ctx context.Context, committed, ends map[kafka.TopicPartition]int64, external map[kafka.TopicPartition]bool) (map[kafka.TopicPartition]int64, error) {
+	req := assignReq{committed: committed, ends: ends, external: external, reply: make(chan assignReply, 1)}
 	select {
 	case h.k.assign <- req:
 	case <-h.k.done:
@@ -220,7 +226,7 @@ func (t *Task) onAssign(req assignReq) error {
 		n = int32(len(req.committed))
 		t.meters.restoring.Add(n)
 	}
-	start, err := t.assign(req.committed, req.ends)
+	start, err := t.assign(req.committed, req.ends, req.external)
 	if err != nil {
 		start = nil
 	}
@@ -239,7 +245,7 @@ func (t *Task) onAssign(req assignReq) error {
 // A partition that ends below where this host's checkpoint resumes it was deleted and recreated
 // (or truncated) since: resuming there would skip every record of the new topic below that
 // offset, so assign fails, naming the partition and both offsets (the task halts).
-func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64) (map[kafka.TopicPartition]int64, error) {
+func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64, external map[kafka.TopicPartition]bool) (map[kafka.TopicPartition]int64, error) {
 	start := map[kafka.TopicPartition]int64{}
 	for tp, committed := range committed {
 		if old := t.kafka.streams[tp]; old != nil {
@@ -252,6 +258,11 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64) (map[kafka
 		// What the cache still holds of this partition is from an earlier ownership: another host
 		// may have processed it since.
 		t.cache.DropStream(id)
+		if external[tp] {
+			if err := t.externalReset(tp, id, committed); err != nil {
+				return nil, err
+			}
+		}
 		if t.changelog != nil {
 			// The partition stays unread until its state is restored: the loop replies only after.
 			if err := t.restorePartition(tp, id); err != nil {
@@ -280,6 +291,7 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64) (map[kafka
 		case ok:
 			at = pos.Next
 			st.durable, st.horizon, st.replay = pos, pos.Horizon, pos.Horizon
+			st.commitStart = !t.eos() && committed != at
 		case committed >= 0:
 			at = committed
 		}
@@ -315,6 +327,72 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64) (map[kafka
 		t.log.Info("partition assigned", "topic", tp.Topic, "partition", tp.Partition, "start", at, "replay_through", st.replay)
 	}
 	return start, nil
+}
+
+// externalReset handles a partition whose committed offset was set from outside the group
+// (kafka.ExternalCommit) while no member ran, when it differs from the local checkpoint: with
+// FollowExternalReset it resets the partition there as `wasmstream reset` would (its state and
+// timers moved aside under <task>.reset-<time>, its changelog tombstoned, its position set);
+// otherwise it logs how to replay, and the partition resumes at the local checkpoint (whose
+// offset the next checkpoint commits).
+func (t *Task) externalReset(tp kafka.TopicPartition, id uint32, committed int64) error {
+	pos, ok, err := t.cfg.Store.Position(t.cfg.Name, id)
+	if err != nil || !ok || committed < 0 || pos.Next == committed {
+		return err
+	}
+	if !t.cfg.Kafka.FollowExternalReset {
+		t.log.Warn("the group's committed offset was set from outside the group while the task was stopped (an offset reset?), and differs from this host's checkpoint: "+
+			"kafka.external_offset_reset is report, so the partition resumes at the checkpoint; to replay from the committed offset, stop the host and run the command given",
+			"topic", tp.Topic, "partition", tp.Partition, "committed", committed, "local", pos.Next,
+			"command", fmt.Sprintf("wasmstream reset --task %s --to %s:%d:%d", t.cfg.Name, tp.Topic, tp.Partition, committed))
+		return nil
+	}
+	backup := t.cfg.Name + ".reset-" + t.cfg.Now().UTC().Format("20060102T150405Z")
+	bid, err := t.cfg.Store.StreamID(backup, kafkaStreamName(tp))
+	if err != nil {
+		return err
+	}
+	m, err := t.cfg.Store.MoveStream(t.cfg.Name, id, backup, bid)
+	if err != nil {
+		return err
+	}
+	np := store.Position{Next: committed, Horizon: -1, Watermark: -1}
+	if t.changelog != nil {
+		cr, err := ResetChangelog(context.Background(), t.cfg.Kafka.Client, t.changelog.topic, tp, committed, false)
+		if err != nil {
+			return err
+		}
+		np.Resume = cr.End
+	}
+	if err := t.cfg.Store.Restore(t.cfg.Name, id, nil, &np); err != nil {
+		return err
+	}
+	t.log.Warn("followed an offset reset made from outside the group (kafka.external_offset_reset: follow): the partition restarts at the committed offset, its state and timers moved aside",
+		"topic", tp.Topic, "partition", tp.Partition, "committed", committed, "local", pos.Next, "keys", m.Keys, "timers", m.Timers, "backup", backup)
+	return nil
+}
+
+// commitStarts has the driver commit, once, the resume offset of the partitions whose group
+// offset differed from it at assignment (stream.commitStart), so that the group's offsets tell
+// the truth soon after a start even before a record arrives.
+func (t *Task) commitStarts() {
+	if t.kafka == nil {
+		return
+	}
+	var offs map[kafka.TopicPartition]int64
+	for tp, st := range t.kafka.streams {
+		if !st.commitStart {
+			continue
+		}
+		st.commitStart = false
+		if offs == nil {
+			offs = map[kafka.TopicPartition]int64{}
+		}
+		offs[tp] = st.durable.Next
+	}
+	if len(offs) > 0 {
+		t.out.commits = append(t.out.commits, offs)
+	}
 }
 
 // recreated is the error of a partition that ends below where the task resumes it (assign) or

@@ -154,6 +154,10 @@ type stream struct {
 	source    []byte               // the input name, or for Kafka the topic, as records carry it (shared, read-only)
 	highWater int64                // Kafka: the partition's high watermark at its last fetch (-1: none yet)
 	boundEnd  int64                // Kafka, bounded run: the offset the partition is read up to (-1: unbounded)
+	// Kafka: the group's committed offset differs from where the partition resumed (the local
+	// checkpoint): the next checkpoint commits the resume offset, so that lag tools tell the truth
+	// before a record arrives.
+	commitStart bool
 
 	tm streamTime // event time, timers and ticks
 }
