@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // TestKafkaResetReplays runs `wasmstream reset` through the real binary against a broker in its
@@ -128,5 +129,73 @@ func readCountsUntil(t *testing.T, brokers string, from map[int32]kgo.Offset, wa
 			}
 			seen[string(rec.Key)+"/"+string(rec.Value)] = true
 		})
+	}
+}
+
+// TestKafkaExternalOffsetReset: a group offset reset made with an admin client (kadm, as
+// kafka-consumer-groups --reset-offsets does) while the host was stopped. With the default
+// (report), the restarted host logs each partition with both offsets and the reset command,
+// resumes at its checkpoint, and commits its checkpoint's offsets soon after the start, before
+// any new record arrives, so that lag tools tell the truth (before, the group kept the reset
+// offsets until records arrived). With kafka.external_offset_reset: follow, the host replays
+// from the reset offsets on fresh state: every output again from count 1, none past one pass.
+func TestKafkaExternalOffsetReset(t *testing.T) {
+	r := newDeliveryRig(t, "words", "counts")
+	want := r.produceWords(300, time.Time{}, 21)
+	yaml := r.wordcountYAML(guestbuild.Go(t, "wordcount"), "at_least_once", "")
+	r.writeConfig(yaml)
+	from := countsEnds(t, r.cl)
+	h := r.start()
+	readCountsUntil(t, r.brokers, from, want, h.logs.String)
+	h.stop(t)
+
+	adm := kadm.NewClient(r.cl)
+	ctx := context.Background()
+	fetch := func() map[int32]int64 {
+		rs, err := adm.FetchOffsets(ctx, "wasmstream-wc")
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[int32]int64{}
+		rs.Each(func(o kadm.OffsetResponse) { out[o.Partition] = o.At })
+		return out
+	}
+	ends := fetch()
+	rewind := func() {
+		t.Helper()
+		offs := kadm.Offsets{}
+		for p := range ends {
+			offs.Add(kadm.Offset{Topic: "words", Partition: p, At: 0, LeaderEpoch: -1})
+		}
+		if err := adm.CommitAllOffsets(ctx, "wasmstream-wc", offs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rewind()
+
+	h = r.start()
+	hosttest.WaitFor(t, time.Minute, "the group's offsets back at the checkpoint", func() bool {
+		got := fetch()
+		for p, o := range ends {
+			if o > 0 && got[p] != o {
+				return false
+			}
+		}
+		return true
+	})
+	h.stop(t)
+	log := h.logs.String()
+	if !strings.Contains(log, "wasmstream reset --task wc --to words:") || !strings.Contains(log, "set from outside the group") {
+		t.Fatalf("no report of the external reset; the log:\n%s", tail(log, 8000))
+	}
+
+	rewind()
+	r.writeConfig(strings.Replace(yaml, "kafka:\n", "kafka:\n  external_offset_reset: follow\n", 1))
+	from = countsEnds(t, r.cl)
+	h = r.start()
+	readCountsUntil(t, r.brokers, from, want, h.logs.String)
+	h.stop(t)
+	if log := h.logs.String(); !strings.Contains(log, "followed an offset reset") {
+		t.Fatalf("the follow is not logged; the log:\n%s", tail(log, 8000))
 	}
 }
