@@ -429,8 +429,9 @@ func (c *Consumer) endOffsets(ctx context.Context, parts []TopicPartition) map[T
 const ResetMetadata = "wasmstream reset"
 
 // ExternalCommit reports whether a committed offset's metadata says it was set from outside the
-// group: a group member's commit (franz-go's, the Java client's) carries its member id, an admin
-// tool's (kafka-consumer-groups --reset-offsets, kadm) none, `wasmstream reset`'s ResetMetadata.
+// group: the commits of a wasmstream host (franz-go's group and transactional commits) carry
+// the member id, an admin tool's (kafka-consumer-groups --reset-offsets, kadm) no metadata,
+// `wasmstream reset`'s ResetMetadata.
 func ExternalCommit(metadata string) bool { return metadata == "" || metadata == ResetMetadata }
 
 // externalCommits reads the metadata of the partitions' committed offsets (those of committed

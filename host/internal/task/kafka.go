@@ -341,6 +341,9 @@ func (t *Task) externalReset(tp kafka.TopicPartition, id uint32, committed int64
 		return err
 	}
 	if !t.cfg.Kafka.FollowExternalReset {
+		if committed > pos.Next {
+			return nil // assign resumes at the committed offset, and says so
+		}
 		t.log.Warn("the group's committed offset was set from outside the group while the task was stopped (an offset reset?), and differs from this host's checkpoint: "+
 			"kafka.external_offset_reset is report, so the partition resumes at the checkpoint; to replay from the committed offset, stop the host and run the command given",
 			"topic", tp.Topic, "partition", tp.Partition, "committed", committed, "local", pos.Next,
