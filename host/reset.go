@@ -111,6 +111,9 @@ type ResetStream struct {
 	Committed int64 `json:"committed"`
 	// To is where the stream restarts.
 	To int64 `json:"to"`
+	// Head is the stream's end at the reset (a file's line count): the replay has caught up
+	// once the stream's position reaches it; status and metrics show the way there.
+	Head int64 `json:"head"`
 	// Keys and Timers are what moved aside.
 	Keys   int64 `json:"keys"`
 	Timers int64 `json:"timers"`
@@ -300,6 +303,13 @@ func OfflineReset(ctx context.Context, cfg Config, name string, to ResetTo, dryR
 			if err := db.Restore(name, id, nil, &pos); err != nil {
 				return nil, fmt.Errorf("wasmstream: task %s: position of %s: %w", name, it.Stream, err)
 			}
+			var rp *store.Replay
+			if it.Head > it.To {
+				rp = &store.Replay{From: it.To, Head: it.Head, At: time.Now().UnixMilli()}
+			}
+			if err := db.SetReplay(name, id, rp); err != nil {
+				return nil, fmt.Errorf("wasmstream: task %s: %w", name, err)
+			}
 		}
 		offs := map[kafka.TopicPartition]int64{}
 		for _, it := range items {
@@ -342,14 +352,15 @@ func countStream(db *store.DB, name string, id uint32, it *resetItem) error {
 func fileResetItem(in *InputConfig, to ResetTo) (resetItem, error) {
 	it := resetItem{ResetStream: ResetStream{Input: in.Name, Stream: "file:" + in.Name + "/0", From: -1, Committed: -1}}
 	switch to.Where {
-	case "earliest":
-		return it, nil
-	case "latest":
+	case "earliest", "latest":
 		lines, size, err := countLines(in.Path)
 		if err != nil {
 			return it, fmt.Errorf("input %s: %w", in.Name, err)
 		}
-		it.To, it.bytes = lines, size
+		it.Head = lines
+		if to.Where == "latest" {
+			it.To, it.bytes = lines, size
+		}
 		return it, nil
 	}
 	return it, fmt.Errorf("input %s is a file: it resets to earliest (its first line) or latest (after its last), not to %s", in.Name, to)
@@ -397,8 +408,14 @@ func kafkaResetItems(ctx context.Context, kc kafka.Config, group string, in *Inp
 	if err != nil {
 		return nil, fmt.Errorf("wasmstream: %w", err)
 	}
+	heads := target // where == "latest"
+	if where != "latest" {
+		if heads, err = kafka.ListOffsets(ctx, kc, in.Topics, "latest", 0); err != nil {
+			return nil, fmt.Errorf("wasmstream: %w", err)
+		}
+	}
 	if to.Where == "offsets" {
-		ends := target
+		ends := heads
 		target = map[kafka.TopicPartition]int64{}
 		for p, o := range to.Offsets {
 			topic := p.Topic
@@ -431,7 +448,7 @@ func kafkaResetItems(ctx context.Context, kc kafka.Config, group string, in *Inp
 			c = -1
 		}
 		out = append(out, resetItem{ResetStream: ResetStream{Input: in.Name, Stream: "kafka:" + tp.Topic + "/" + strconv.Itoa(int(tp.Partition)),
-			From: -1, Committed: c, To: o}, tp: tp, kafka: true})
+			From: -1, Committed: c, To: o, Head: heads[tp]}, tp: tp, kafka: true})
 	}
 	slices.SortFunc(out, func(a, b resetItem) int {
 		if c := strings.Compare(a.tp.Topic, b.tp.Topic); c != 0 {

@@ -114,6 +114,9 @@ func (db *DB) DropTask(task string) error {
 			if err := txn.Delete(appendStreamKey(nil, task, s.Name)); err != nil {
 				return err
 			}
+			if err := txn.Delete(appendReplayKey(nil, task, s.ID)); err != nil {
+				return err
+			}
 		}
 		return txn.Delete(appendTaskKey(nil, task))
 	})

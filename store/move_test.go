@@ -60,6 +60,18 @@ func TestMoveStream(t *testing.T) {
 		t.Fatalf("the other stream lost its state: %q %v", v, ok)
 	}
 
+	if err := db.SetReplay("wc", a, &Replay{From: 0, Head: 20, At: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok, err := db.ReplayOf("wc", a); err != nil || !ok || r != (Replay{0, 20, 5}) {
+		t.Fatalf("ReplayOf = %+v %v %v", r, ok, err)
+	}
+	if err := db.SetReplay("wc", a, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, _ := db.ReplayOf("wc", a); ok {
+		t.Fatal("a cleared replay is still there")
+	}
 	if err := db.DropTask("wc.reset-1"); err != nil {
 		t.Fatalf("DropTask: %v", err)
 	}

@@ -39,12 +39,15 @@ tasks:
 		t.Fatal(err)
 	}
 	outPath := filepath.Join(dir, "out.ndjson")
+	var lastLog string
 	run := func() string {
 		t.Helper()
 		before, _ := os.ReadFile(outPath)
-		if code, _, stderr := runCLI(t, "run", "-c", cfg, "--log-level", "warn"); code != 0 {
+		code, _, stderr := runCLI(t, "run", "-c", cfg, "--log-level", "info")
+		if code != 0 {
 			t.Fatalf("run: exit %d\n%s", code, stderr)
 		}
+		lastLog = stderr
 		after, _ := os.ReadFile(outPath)
 		return string(after[len(before):])
 	}
@@ -72,6 +75,9 @@ tasks:
 	}
 	if got := sortOutputs(t, []byte(run())); got != string(wantOut) {
 		t.Fatalf("outputs after a reset to earliest:\n%s\nwant (one pass):\n%s", got, wantOut)
+	}
+	if !strings.Contains(lastLog, "replay caught up with the head at the reset") {
+		t.Fatalf("the replay's end is not logged:\n%s", lastLog)
 	}
 
 	if code, stdout, stderr = runCLI(t, "reset", "-c", cfg, "--task", "wordcount", "--to", "latest"); code != 0 {

@@ -103,6 +103,8 @@ func TestStatusInputLine(t *testing.T) {
 	}{
 		{host.InputStats{Name: "feed", Partition: -1, Records: 7, Committed: 5}, "  input feed: read 7, committed line 5"},
 		{host.InputStats{Name: "words", Topic: "words", Partition: 2, Records: 9, Committed: 41}, "  input words: topic words partition 2: read 9, committed offset 41"},
+		{host.InputStats{Name: "words", Topic: "words", Partition: 2, Records: 9, Committed: 41, ReplayFrom: 10, ReplayHead: 110, ReplayRemaining: 69},
+			"  input words: topic words partition 2: read 9, committed offset 41; replaying from 10 after a reset: 69 of 100 to the head at the reset to go"},
 	} {
 		if got := statusInputLine(c.in); got != c.want {
 			t.Errorf("statusInputLine(%+v) = %q, want %q", c.in, got, c.want)

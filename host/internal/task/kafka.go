@@ -259,7 +259,11 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64, external m
 		// may have processed it since.
 		t.cache.DropStream(id)
 		if external[tp] {
-			if err := t.externalReset(tp, id, committed); err != nil {
+			end, known := ends[tp]
+			if !known {
+				end = -1
+			}
+			if err := t.externalReset(tp, id, committed, end); err != nil {
 				return nil, err
 			}
 		}
@@ -324,6 +328,9 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64, external m
 		if t.eos() && t.paused {
 			t.pausePartition(tp, true)
 		}
+		if err := t.loadReplay(st); err != nil {
+			return nil, err
+		}
 		t.log.Info("partition assigned", "topic", tp.Topic, "partition", tp.Partition, "start", at, "replay_through", st.replay)
 	}
 	return start, nil
@@ -335,7 +342,7 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64, external m
 // timers moved aside under <task>.reset-<time>, its changelog tombstoned, its position set);
 // otherwise it logs how to replay, and the partition resumes at the local checkpoint (whose
 // offset the next checkpoint commits).
-func (t *Task) externalReset(tp kafka.TopicPartition, id uint32, committed int64) error {
+func (t *Task) externalReset(tp kafka.TopicPartition, id uint32, committed, end int64) error {
 	pos, ok, err := t.cfg.Store.Position(t.cfg.Name, id)
 	if err != nil || !ok || committed < 0 || pos.Next == committed {
 		return err
@@ -369,6 +376,11 @@ func (t *Task) externalReset(tp kafka.TopicPartition, id uint32, committed int64
 	}
 	if err := t.cfg.Store.Restore(t.cfg.Name, id, nil, &np); err != nil {
 		return err
+	}
+	if end > committed {
+		if err := t.cfg.Store.SetReplay(t.cfg.Name, id, &store.Replay{From: committed, Head: end, At: t.cfg.Now().UnixMilli()}); err != nil {
+			return err
+		}
 	}
 	t.log.Warn("followed an offset reset made from outside the group (kafka.external_offset_reset: follow): the partition restarts at the committed offset, its state and timers moved aside",
 		"topic", tp.Topic, "partition", tp.Partition, "committed", committed, "local", pos.Next, "keys", m.Keys, "timers", m.Timers, "backup", backup)

@@ -158,6 +158,9 @@ type stream struct {
 	// checkpoint): the next checkpoint commits the resume offset, so that lag tools tell the truth
 	// before a record arrives.
 	commitStart bool
+	// replayRun is the replay a reset started on the stream (store.Replay), until the stream's
+	// position reaches its head; nil when none.
+	replayRun *store.Replay
 
 	tm streamTime // event time, timers and ticks
 }
@@ -423,6 +426,9 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 		r = f
 	}
 	st.tracker = positions.NewTracker(start)
+	if err := t.loadReplay(st); err != nil {
+		return nil, err
+	}
 	st.reader = source.NewReader(id, r, in.Format, start, resume)
 	t.streams[id] = st
 	t.order = append(t.order, st)
