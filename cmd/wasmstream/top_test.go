@@ -39,7 +39,7 @@ func TestTopOnce(t *testing.T) {
 		if len(f) == 13 && f[0] == "versioned" {
 			row = f
 		}
-		if len(f) == 7 && f[0] == "versioned" {
+		if len(f) == 8 && f[0] == "versioned" {
 			input = f
 		}
 	}
@@ -49,8 +49,8 @@ func TestTopOnce(t *testing.T) {
 	if strings.Join(row, " ") != strings.Join(want, " ") {
 		t.Errorf("task row %q, want %q\n%s", row, want, stdout)
 	}
-	// TASK INPUT PARTITION RECORDS READ/S COMMITTED LAG
-	if len(input) != 7 || input[3] != fmt.Sprint(st.Inputs[0].Records) || input[2] != "-" || input[6] != "-" {
+	// TASK INPUT PARTITION RECORDS READ/S COMMITTED LAG REPLAY
+	if len(input) != 8 || input[3] != fmt.Sprint(st.Inputs[0].Records) || input[2] != "-" || input[6] != "-" || input[7] != "-" {
 		t.Errorf("input row %q, want %d records\n%s", input, st.Inputs[0].Records, stdout)
 	}
 
