@@ -25,6 +25,12 @@ import (
 // disk restores from the changelog): the outputs start again from the second batch alone, with
 // fresh counts, so the changelog restored no old state. A reset while the host runs is refused.
 func TestKafkaResetReplays(t *testing.T) {
+	for _, delivery := range []string{"at_least_once", "exactly_once"} {
+		t.Run(delivery, func(t *testing.T) { testKafkaResetReplays(t, delivery) })
+	}
+}
+
+func testKafkaResetReplays(t *testing.T, delivery string) {
 	r := newDeliveryRig(t, "words", "counts")
 	base := time.Now().Add(-time.Hour).Truncate(time.Second)
 	wantA := r.produceWords(300, base, 11)
@@ -40,7 +46,7 @@ func TestKafkaResetReplays(t *testing.T) {
 			}
 		}
 	}
-	r.writeConfig(r.wordcountYAML(guestbuild.Go(t, "wordcount"), "at_least_once", "") + "    changelog:\n      enabled: true\n")
+	r.writeConfig(r.wordcountYAML(guestbuild.Go(t, "wordcount"), delivery, "") + "    changelog:\n      enabled: true\n")
 
 	from := countsEnds(t, r.cl)
 	h := r.start()
@@ -108,7 +114,8 @@ func countsEnds(t *testing.T, cl *kgo.Client) map[int32]kgo.Offset {
 func readCountsUntil(t *testing.T, brokers string, from map[int32]kgo.Offset, want wordcountExpect, logs func() string) {
 	t.Helper()
 	need := wordTotalOf(want)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"counts": from}))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"counts": from}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	if err != nil {
 		t.Fatal(err)
 	}
