@@ -610,6 +610,7 @@ func (t *Task) commitKafka(positions []store.StreamPosition) {
 	for _, sp := range positions {
 		if st := t.streams[sp.Stream]; st != nil && st.kafka {
 			offs[st.tp] = sp.Position.Next
+			st.commitStart = false // this commit covers it
 		}
 	}
 	if len(offs) == 0 {
