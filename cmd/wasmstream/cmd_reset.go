@@ -45,7 +45,8 @@ changelog they replay the tombstones before they process a partition again; with
 the reset on each host's data directory.
 
 --dry-run prints what would move and writes nothing. A reset that fails midway can be run
-again.
+again. Until each input caught up with its end as it stood at the reset, status, /metrics
+(wasmstream_replay_remaining_records), top and the dashboard show the replay's progress.
 
 --drop-backup <task>.reset-<time> deletes such a backup once it is no longer wanted.
 
@@ -79,11 +80,8 @@ configuration file (--config, or ` + defaultConfigFile + ` if it exists).`,
 				return exitFor(err)
 			}
 			rep, err := host.OfflineReset(cmd.Context(), s.Host, task, target, dryRun)
-			switch {
-			case errors.Is(err, host.ErrUnknownTask) || errors.Is(err, host.ErrResetRefused):
-				return &exitError{code: exitFailure, err: err}
-			case err != nil:
-				return offlineFailure(err)
+			if err != nil {
+				return resetFailure(err)
 			}
 			if asJSON {
 				enc := json.NewEncoder(stdout)
@@ -157,13 +155,20 @@ func dropBackup(cmd *cobra.Command, stdout io.Writer, file, backup string) error
 	if dir == "" {
 		dir = defaultDataDir
 	}
-	err = host.OfflineDropBackup(dir, backup)
-	switch {
-	case errors.Is(err, host.ErrUnknownTask) || errors.Is(err, host.ErrResetRefused):
-		return &exitError{code: exitFailure, err: err}
-	case err != nil:
-		return offlineFailure(err)
+	if err := host.OfflineDropBackup(dir, backup); err != nil {
+		return resetFailure(err)
 	}
 	fmt.Fprintf(stdout, "backup %s dropped from %s\n", backup, dir)
 	return nil
+}
+
+// resetFailure gives reset's errors their exit status and a hint.
+func resetFailure(err error) error {
+	switch {
+	case errors.Is(err, host.ErrHostRunning):
+		return &exitError{code: exitFailure, err: err, hint: "stop the host first: reset works on a stopped host's data directory"}
+	case errors.Is(err, host.ErrUnknownTask) || errors.Is(err, host.ErrResetRefused):
+		return &exitError{code: exitFailure, err: err}
+	}
+	return offlineFailure(err)
 }
