@@ -83,3 +83,30 @@ func TestMoveStream(t *testing.T) {
 		t.Fatal("the dropped task still has state")
 	}
 }
+
+// BenchmarkMoveStream moves a stream of 100,000 keys, each with a value, a timer and a mark (what
+// `wasmstream reset` does per stream): go test ./store -run '^$' -bench MoveStream -benchtime 1x
+func BenchmarkMoveStream(b *testing.B) {
+	const keys = 100_000
+	for range b.N {
+		b.StopTimer()
+		db := openTestDB(b, Options{})
+		a := mustStreamID(b, db, "wc", "kafka:words/0")
+		for lo := 0; lo < keys; lo += 10_000 {
+			cp := &Checkpoint{Task: "wc"}
+			for i := lo; i < lo+10_000; i++ {
+				cp.Keys = append(cp.Keys, KeyWrites{Stream: a, Key: fmt.Appendf(nil, "key%06d", i), Mark: int64(i),
+					Writes: []Write{{Name: []byte("n"), Value: []byte("12345678")}},
+					Timers: []TimerOp{{Name: []byte("t"), Due: int64(i)}}})
+			}
+			mustCommit(b, db, cp)
+		}
+		to := mustStreamID(b, db, "wc.reset-1", "kafka:words/0")
+		b.StartTimer()
+		m, err := db.MoveStream("wc", a, "wc.reset-1", to)
+		if err != nil || m.Keys != keys {
+			b.Fatalf("moved %+v: %v", m, err)
+		}
+	}
+	b.ReportMetric(float64(keys)*float64(b.N)/b.Elapsed().Seconds(), "keys/s")
+}
