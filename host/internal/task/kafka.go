@@ -53,6 +53,9 @@ type KafkaInput struct {
 	// its state and timers moved aside as `wasmstream reset` does; false: a warning says how to
 	// replay, and the partition resumes at the local checkpoint.
 	FollowExternalReset bool
+	// Advertise, if set, returns the address of the host's admin API, which the consumer
+	// advertises to its group (state queries find a partition's owner with it).
+	Advertise func() string
 }
 
 // kafkaSide is the loop's state for a Kafka input.
@@ -192,6 +195,7 @@ func (t *Task) startKafka() error {
 		SessionTimeout: in.SessionTimeout, RebalanceTimeout: in.RebalanceTimeout, Bounded: in.Bounded,
 		UnreachableTimeout: in.UnreachableTimeout, InstanceID: in.InstanceID,
 		Reachable: func(ok bool) { t.meters.unreachable.Store(!ok) },
+		Advertise: in.Advertise,
 	}
 	if t.cfg.Changelog != nil {
 		cc.Progress = t.changelogProgress
