@@ -425,6 +425,7 @@ func (c Config) Validate() error {
 	if c.Kafka.SASL.Mechanism != "" {
 		oneOf(bad, "kafka.sasl.mechanism", c.Kafka.SASL.Mechanism, saslMechanisms)
 	}
+	oneOf(bad, "kafka.external_offset_reset", c.Kafka.ExternalOffsetReset, externalResets)
 	if c.MinFreeDiskBytes < -1 {
 		bad("min_free_disk_bytes", "must be positive, or -1 to turn the check off, got %d", c.MinFreeDiskBytes)
 	}

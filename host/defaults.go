@@ -147,6 +147,9 @@ func (k KafkaConfig) withDefaults(dataDir string) KafkaConfig {
 	if k.UnreachableTimeout == 0 {
 		k.UnreachableTimeout = defaultUnreachableTimeout
 	}
+	if k.ExternalOffsetReset == "" {
+		k.ExternalOffsetReset = ExternalResetReport
+	}
 	if k.Embedded.Port == 0 {
 		k.Embedded.Port = defaultEmbeddedPort
 	}

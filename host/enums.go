@@ -105,6 +105,20 @@ const (
 	SASLScramSHA512 SASLMechanism = "scram-sha-512"
 )
 
+// ExternalOffsetReset is what a host does with a group offset set from outside the group while
+// the task was stopped (KafkaConfig.ExternalOffsetReset).
+type ExternalOffsetReset string
+
+// Values of KafkaConfig.ExternalOffsetReset.
+const (
+	// ExternalResetReport logs a warning naming each partition, both offsets and the
+	// `wasmstream reset` command to run; the partition resumes at the local checkpoint.
+	ExternalResetReport ExternalOffsetReset = "report"
+	// ExternalResetFollow resets the partition to the committed offset as `wasmstream reset`
+	// would: its state and timers moved aside, its changelog tombstoned.
+	ExternalResetFollow ExternalOffsetReset = "follow"
+)
+
 // The values each enumeration allows, in the order errors list them.
 var (
 	taskFailures    = []TaskFailure{HaltTask, HaltHost}
@@ -117,6 +131,7 @@ var (
 	stateMigrations = []StateMigration{MigrateLazy, MigrateOnActivation}
 	deliveries      = []Delivery{AtLeastOnce, ExactlyOnce}
 	saslMechanisms  = []SASLMechanism{SASLPlain, SASLScramSHA256, SASLScramSHA512}
+	externalResets  = []ExternalOffsetReset{ExternalResetReport, ExternalResetFollow}
 )
 
 // oneOf reports key's value v unless it is one of allowed (or "", the default, when

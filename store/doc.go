@@ -23,7 +23,8 @@
 //
 // The rest is the host's write path, exported only because the host lives in
 // other packages: [DB.Commit] and its [Checkpoint], [DB.Restore],
-// [DB.DropStream], [DB.StreamID] (which assigns IDs), the module registry's
+// [DB.DropStream], [DB.MoveStream] and [DB.DropTask] (a reset's backup), [DB.SetReplay],
+// [DB.StreamID] (which assigns IDs), the module registry's
 // writers ([DB.AddModule], [DB.SetActiveModule], [DB.SetModuleStatus]), the
 // cost and room functions ([StateWriteCost], [MarkCost], [TimerOpCost],
 // [StateKeyRoom], [TimerKeyRoom], [DB.KeyLimits]), [EncodeSnapshot],
@@ -194,6 +195,7 @@
 //	version  'r' (0x72) | u16 len(task) | task | u64 version   version record (below)
 //	active   'a' (0x61) | u16 len(task) | task                 u64 version | i64 since
 //	                                                            | u32 len | origin
+//	replay   'R' (0x52) | u16 len(task) | task | u32 stream    i64 From | i64 Head | i64 At
 //
 // In the due index, due is stored with its sign bit flipped, so that due
 // times sort as signed numbers (negative times first). Every timer has
@@ -251,6 +253,10 @@
 // 8-byte marks as they are; a read-only Open reads it without upgrading.
 // From then on a binary that knows only format 1 refuses the store with
 // ErrFormatTooNew, as it must: it could not read the 12-byte marks.
+//
+// The replay table (replay.go, added without a format change) keeps the replay a reset
+// started on a stream ([DB.SetReplay], [DB.ReplayOf]): where it restarted, the head it must
+// reach, when; the host deletes it once the stream's position reaches the head.
 //
 // Format 3 (the current one) added the optional status tail to a version
 // record. A format-1 or format-2 store is upgraded the same way, by rewriting

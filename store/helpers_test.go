@@ -215,6 +215,13 @@ func checkDB(db *DB) error {
 					return err
 				}
 				active[task] = a.Version
+			case tableReplay:
+				if _, _, _, err := decodeStreamPrefix(k, tableReplay); err != nil {
+					return err
+				}
+				if _, err := decodeReplay(v); err != nil {
+					return err
+				}
 			case tableCommitSeq:
 				if !bytes.Equal(k, commitSeqKey) || len(v) != 8 {
 					return fmt.Errorf("bad checkpoint number %x = %x", k, v)

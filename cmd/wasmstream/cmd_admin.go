@@ -650,8 +650,12 @@ func (c *countingReader) Read(b []byte) (int, error) {
 // statusInputLine is an input's line in status: a file or stdin input's committed line, a
 // Kafka partition's topic, partition and committed offset.
 func statusInputLine(in host.InputStats) string {
+	line := fmt.Sprintf("  input %s: topic %s partition %d: read %d, committed offset %d", in.Name, in.Topic, in.Partition, in.Records, in.Committed)
 	if in.Partition < 0 {
-		return fmt.Sprintf("  input %s: read %d, committed line %d", in.Name, in.Records, in.Committed)
+		line = fmt.Sprintf("  input %s: read %d, committed line %d", in.Name, in.Records, in.Committed)
 	}
-	return fmt.Sprintf("  input %s: topic %s partition %d: read %d, committed offset %d", in.Name, in.Topic, in.Partition, in.Records, in.Committed)
+	if in.ReplayHead > in.ReplayFrom {
+		line += fmt.Sprintf("; replaying from %d after a reset: %d of %d to the head at the reset to go", in.ReplayFrom, in.ReplayRemaining, in.ReplayHead-in.ReplayFrom)
+	}
+	return line
 }

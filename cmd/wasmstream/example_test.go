@@ -121,7 +121,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		KeepModuleVersions: 10,
 		OnTaskFailure:      "halt_task",
 		Kafka: host.KafkaConfig{
-			Brokers: []string{}, ClientID: "wasmstream", ConnectTimeout: 30 * time.Second, DrainTimeout: 30 * time.Second, TransactionTimeout: 15 * time.Second, DeliveryTimeout: 2 * time.Minute, UnreachableTimeout: 2 * time.Minute,
+			Brokers: []string{}, ClientID: "wasmstream", ConnectTimeout: 30 * time.Second, DrainTimeout: 30 * time.Second, TransactionTimeout: 15 * time.Second, DeliveryTimeout: 2 * time.Minute, UnreachableTimeout: 2 * time.Minute, ExternalOffsetReset: host.ExternalResetReport,
 			Embedded: host.EmbeddedBrokerConfig{Port: 9092, Partitions: 4},
 		},
 		Admin: host.AdminConfig{Addr: "", Token: "", MaxModuleBytes: 64 << 20},

@@ -116,7 +116,8 @@ var (
 	inWatermark   = prometheus.NewDesc(ns+"_watermark_timestamp_seconds", "The event-time watermark (absent before there is one).", inputLabels, nil)
 	inInFlight    = prometheus.NewDesc(ns+"_input_records_in_flight", "Records of the input in batches being processed.", inputLabels, nil)
 	inTimers      = prometheus.NewDesc(ns+"_input_timers_pending", "Timers of the input (Kafka: partition) set and neither deleted nor fired, as of the last checkpoint.", inputLabels, nil)
-	inputMetrics  = []*prometheus.Desc{inRecords, inCommitted, inLag, inWatermark, inInFlight, inTimers}
+	inReplay      = prometheus.NewDesc(ns+"_replay_remaining_records", "After a reset: records between the committed position and the head captured at the reset (absent once caught up, or without a reset).", inputLabels, nil)
+	inputMetrics  = []*prometheus.Desc{inRecords, inCommitted, inLag, inWatermark, inInFlight, inTimers, inReplay}
 	guestMemory   = prometheus.NewDesc(ns+"_guest_memory_bytes", "Linear memory of the guest instances of every task (mapped; only touched pages are resident).", nil, nil)
 	histogramDesc = []*prometheus.Desc{histBatch, histCall, histCkpt}
 )
@@ -166,6 +167,9 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(inTimers, prometheus.GaugeValue, float64(in.PendingTimers), l...)
 			if in.Lag >= 0 {
 				ch <- prometheus.MustNewConstMetric(inLag, prometheus.GaugeValue, float64(in.Lag), l...)
+			}
+			if in.ReplayHead > in.ReplayFrom {
+				ch <- prometheus.MustNewConstMetric(inReplay, prometheus.GaugeValue, float64(in.ReplayRemaining), l...)
 			}
 			if in.Watermark >= 0 {
 				ch <- prometheus.MustNewConstMetric(inWatermark, prometheus.GaugeValue, float64(in.Watermark)/1000, l...)

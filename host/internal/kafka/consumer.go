@@ -41,8 +41,9 @@ type Handler interface {
 	// Assigned is told the newly assigned partitions with the group's committed offset (-1 if
 	// none) and each one's end offset (the next record's; absent when it could not be listed),
 	// and returns where each must start (-1: where the group would, i.e. the committed offset or
-	// the configured start position).
-	Assigned(ctx context.Context, committed, ends map[TopicPartition]int64) (map[TopicPartition]int64, error)
+	// the configured start position). external holds the partitions whose committed offset was
+	// set from outside the group (ExternalCommit): an offset reset made while no member ran.
+	Assigned(ctx context.Context, committed, ends map[TopicPartition]int64, external map[TopicPartition]bool) (map[TopicPartition]int64, error)
 	// Revoked must drain and checkpoint the partitions and return the offsets to commit.
 	Revoked(ctx context.Context, parts []TopicPartition) map[TopicPartition]int64
 	// Lost must drop the partitions without committing.
@@ -388,7 +389,7 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 			return nil, err
 		}
 	}
-	start, err := c.handler.Assigned(ctx, committed, c.endOffsets(ctx, fresh))
+	start, err := c.handler.Assigned(ctx, committed, c.endOffsets(ctx, fresh), c.externalCommits(ctx, committed))
 	if err != nil {
 		return nil, err
 	}
@@ -432,6 +433,50 @@ func (c *Consumer) endOffsets(ctx context.Context, parts []TopicPartition) map[T
 			out[TopicPartition{o.Topic, o.Partition}] = o.Offset
 		}
 	})
+	return out
+}
+
+// ResetMetadata is the metadata of the offsets `wasmstream reset` commits (CommitOffsets).
+const ResetMetadata = "wasmstream reset"
+
+// ExternalCommit reports whether a committed offset's metadata says it was set from outside the
+// group: the commits of a wasmstream host (franz-go's group and transactional commits) carry
+// the member id, an admin tool's (kafka-consumer-groups --reset-offsets, kadm) no metadata,
+// `wasmstream reset`'s ResetMetadata.
+func ExternalCommit(metadata string) bool { return metadata == "" || metadata == ResetMetadata }
+
+// externalCommits reads the metadata of the partitions' committed offsets (those of committed
+// that have one) and returns those set from outside the group (ExternalCommit). A failure is
+// logged and returns none.
+func (c *Consumer) externalCommits(ctx context.Context, committed map[TopicPartition]int64) map[TopicPartition]bool {
+	topics := map[string]bool{}
+	for tp, o := range committed {
+		if o >= 0 {
+			topics[tp.Topic] = true
+		}
+	}
+	if len(topics) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rs, err := kadm.NewClient(c.cl).FetchOffsetsForTopics(lctx, c.group, names...)
+	if err != nil {
+		if c.log != nil {
+			c.log.Warn("kafka: fetching the committed offsets' metadata failed; an external offset reset is not detected this time", "err", err)
+		}
+		return nil
+	}
+	out := map[TopicPartition]bool{}
+	for tp, o := range committed {
+		if r, ok := rs.Lookup(tp.Topic, tp.Partition); ok && r.Err == nil && o >= 0 && r.At == o && ExternalCommit(r.Metadata) {
+			out[tp] = true
+		}
+	}
 	return out
 }
 

@@ -109,6 +109,14 @@ type Input struct {
 	// PendingTimers is the input's timers set and neither deleted nor fired, as of the last
 	// checkpoint (see Task.PendingTimers).
 	PendingTimers int64 `json:"timers_pending"`
+	// A replay that `wasmstream reset` started (or a followed external offset reset), until
+	// the input's committed position reaches the head captured at the reset: where it
+	// restarted, that head, and the records still to go (head minus committed). ReplayHead and
+	// ReplayRemaining are -1 when the input is not replaying; a replay has ReplayHead >
+	// ReplayFrom.
+	ReplayFrom      int64 `json:"replay_from"`
+	ReplayHead      int64 `json:"replay_head"`
+	ReplayRemaining int64 `json:"replay_remaining"`
 }
 
 // Histogram is a copy of a histogram: Counts[i] observations were at most Bounds[i] and above

@@ -434,9 +434,13 @@ func (rs *restoring) add(key, value []byte, offset int64) error {
 	}
 	switch kind {
 	case 'k':
-		s, err := store.DecodeSnapshot(value)
-		if err != nil {
-			return fmt.Errorf("offset %d: %w", offset, err)
+		// A tombstone (written by a reset, ResetChangelog) restores to no state: an empty
+		// snapshot, which deletes the key's names, timers and mark.
+		s := store.KeySnapshot{Mark: store.NoneApplied}
+		if value != nil {
+			if s, err = store.DecodeSnapshot(value); err != nil {
+				return fmt.Errorf("offset %d: %w", offset, err)
+			}
 		}
 		s.Key = append([]byte(nil), k...)
 		rs.snaps = append(rs.snaps, s)

@@ -158,6 +158,13 @@ type stream struct {
 	source    []byte               // the input name, or for Kafka the topic, as records carry it (shared, read-only)
 	highWater int64                // Kafka: the partition's high watermark at its last fetch (-1: none yet)
 	boundEnd  int64                // Kafka, bounded run: the offset the partition is read up to (-1: unbounded)
+	// Kafka: the group's committed offset differs from where the partition resumed (the local
+	// checkpoint): the next checkpoint commits the resume offset, so that lag tools tell the truth
+	// before a record arrives.
+	commitStart bool
+	// replayRun is the replay a reset started on the stream (store.Replay), until the stream's
+	// position reaches its head; nil when none.
+	replayRun *store.Replay
 
 	tm streamTime // event time, timers and ticks
 }
@@ -424,6 +431,9 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 		r = f
 	}
 	st.tracker = positions.NewTracker(start)
+	if err := t.loadReplay(st); err != nil {
+		return nil, err
+	}
 	st.reader = source.NewReader(id, r, in.Format, start, resume)
 	t.streams[id] = st
 	t.order = append(t.order, st)
