@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/wasmstream/wasmstream/abi"
 )
 
 // The state endpoints: a running task's state, read between two calls on a key.
@@ -67,6 +69,7 @@ type wireKeyState struct {
 	Stream  string      `json:"stream"`
 	Key     string      `json:"key"`
 	KeyText *string     `json:"key_text,omitempty"`
+	KeyNull bool        `json:"key_null,omitempty"` // the null key; key is its reserved bytes (abi.NullKey)
 	Values  []wireValue `json:"values"`
 }
 
@@ -74,7 +77,7 @@ func wireStates(ks []KeyState) []wireKeyState {
 	out := make([]wireKeyState, 0, len(ks))
 	for _, k := range ks {
 		key := wire(k.Key)
-		w := wireKeyState{Stream: k.Stream, Key: key.B64, KeyText: key.Text, Values: []wireValue{}}
+		w := wireKeyState{Stream: k.Stream, Key: key.B64, KeyText: key.Text, KeyNull: abi.IsNullKey(k.Key), Values: []wireValue{}}
 		for _, v := range k.Values {
 			n, val := wire(v.Name), wire(v.Value)
 			w.Values = append(w.Values, wireValue{Name: n.B64, NameText: n.Text, Value: val.B64, ValueText: val.Text})

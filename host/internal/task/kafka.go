@@ -359,6 +359,13 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 		st.lastAdded = r.Offset
 		rec = source.Record{Offset: r.Offset, Raw: r.Value}
 		rec.Key, rec.Value, rec.Timestamp = r.Key, r.Value, r.Timestamp
+		switch {
+		case r.Key == nil:
+			// A null key is its own key, distinct from the empty key (ABI.md §6.2).
+			rec.Key = nullKey
+		case abi.IsNullKey(r.Key):
+			rec.Err = errReservedKey
+		}
 		for _, h := range r.Headers {
 			rec.Headers = append(rec.Headers, abi.Header{Name: h.Name, Value: h.Value})
 		}
@@ -375,6 +382,13 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 	t.applyFlow()
 	return nil
 }
+
+// nullKey is the key of a Kafka record whose key is null (abi.NullKey).
+var nullKey = []byte(abi.NullKey)
+
+// errReservedKey refuses a Kafka record whose key is the null key's reserved bytes: it would
+// share the state of the records without a key.
+var errReservedKey = fmt.Errorf("%w: the record key is the bytes ff 6e 75 6c 6c ff that stand for a null key (ABI.md, NullKey); send a null key instead", source.ErrMalformed)
 
 // bound returns a partition's bounds in a bounded run.
 func (t *Task) bound(tp kafka.TopicPartition) (kafka.Bounds, bool) {
