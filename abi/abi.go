@@ -173,7 +173,20 @@ const (
 // Record flags.
 const (
 	FlagLate uint32 = 1 << 0
+	// FlagKeyNull (0.4) marks a record whose key is null (a Kafka record without a key, as
+	// distinct from an empty key): its key bytes are NullKey.
+	FlagKeyNull uint32 = 1 << 1
 )
+
+// NullKey (0.4) is the key by which the host and the guest name the null key: a record without a
+// key (a Kafka record whose key is null) has these bytes as its key, its state is the state of
+// this key, and an output emitted with this key leaves with a null key. The bytes are not UTF-8
+// (keys read from JSON lines can never be them); a Kafka record whose key is these exact bytes
+// is refused as malformed (dead-lettered), so no real key shares the null key's state.
+const NullKey = "\xffnull\xff"
+
+// IsNullKey reports whether key is NullKey.
+func IsNullKey(key []byte) bool { return string(key) == NullKey }
 
 func utoa(v uint32) string {
 	if v == 0 {

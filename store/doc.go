@@ -182,6 +182,10 @@
 //	stream   'i' (0x69) | u16 len(task) | task | stream name   u32 stream ID
 //	position 'p' (0x70) | u16 len(task) | task | u32 stream    i64 Next | i64 Horizon | i64 Resume
 //	                                                            | i64 Watermark (format 2; absent: -1)
+//	                                                            | 16-byte TopicID (absent: zero;
+//	                                                              added without a format change:
+//	                                                              a host older than it refuses
+//	                                                              the 48-byte value as corrupt)
 //	mark     'm' (0x6d) | u16 len(task) | task | u32 stream    i64 applied mark
 //	                      | key                                 | u32 state version
 //	state    's' (0x73) | u16 len(task) | task | u32 stream    value bytes

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
 )
 
@@ -185,7 +186,11 @@ func writeStateEntry(w io.Writer, enc *json.Encoder, e host.StateEntry, format s
 	if ok {
 		value = decodedText(decoded)
 	}
-	_, err := fmt.Fprintf(w, "%s\t%s\t%s\n", escape(e.Key), escape(e.Name), value)
+	key := escape(e.Key)
+	if abi.IsNullKey(e.Key) {
+		key = nullKeyText
+	}
+	_, err := fmt.Fprintf(w, "%s\t%s\t%s\n", key, escape(e.Name), value)
 	return err
 }
 
@@ -199,9 +204,11 @@ func flush(w *bufio.Writer) error {
 // stateJSON is a StateEntry as the JSON output spells it: each of key, name and value is
 // set either as a string (valid UTF-8) or in base64.
 type stateJSON struct {
-	Stream      string  `json:"stream"`
-	Key         *string `json:"key,omitempty"`
-	KeyBase64   *string `json:"key_base64,omitempty"`
+	Stream    string  `json:"stream"`
+	Key       *string `json:"key,omitempty"`
+	KeyBase64 *string `json:"key_base64,omitempty"`
+	// KeyNull: the null key (a Kafka record without a key), which key and key_base64 omit.
+	KeyNull     bool    `json:"key_null,omitempty"`
 	Name        *string `json:"name,omitempty"`
 	NameBase64  *string `json:"name_base64,omitempty"`
 	Value       *string `json:"value,omitempty"`
@@ -222,7 +229,11 @@ func jsonEntry(e host.StateEntry) stateJSON {
 			*b64 = &s
 		}
 	}
-	put(&j.Key, &j.KeyBase64, e.Key)
+	if abi.IsNullKey(e.Key) {
+		j.KeyNull = true
+	} else {
+		put(&j.Key, &j.KeyBase64, e.Key)
+	}
 	put(&j.Name, &j.NameBase64, e.Name)
 	put(&j.Value, &j.ValueBase64, e.Value)
 	return j

@@ -214,7 +214,10 @@ func writeTopFrame(w io.Writer, addr string, prev, cur topSnapshot, note string)
 				first = false
 			}
 			key := ""
-			if e.Key != "" {
+			switch {
+			case e.KeyNull:
+				key = " key " + nullKeyText
+			case e.Key != "":
 				key = " key " + escape([]byte(e.Key))
 			}
 			fmt.Fprintf(w, "%s %s %s: %s%s: %s\n", e.Time.Local().Format("15:04:05"), t.Task, e.Kind,

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/internal/statedecode"
 )
 
@@ -82,6 +83,7 @@ type wireKeyState struct {
 	Host    string      `json:"host,omitempty"`
 	Key     string      `json:"key"`
 	KeyText *string     `json:"key_text,omitempty"`
+	KeyNull bool        `json:"key_null,omitempty"` // the null key; key is its reserved bytes (abi.NullKey)
 	Values  []wireValue `json:"values"`
 }
 
@@ -89,7 +91,7 @@ func wireStates(ks []KeyState, dec statedecode.Decoder) []wireKeyState {
 	out := make([]wireKeyState, 0, len(ks))
 	for _, k := range ks {
 		key := wire(k.Key)
-		w := wireKeyState{Stream: k.Stream, Host: k.Host, Key: key.B64, KeyText: key.Text, Values: []wireValue{}}
+		w := wireKeyState{Stream: k.Stream, Host: k.Host, Key: key.B64, KeyText: key.Text, KeyNull: abi.IsNullKey(k.Key), Values: []wireValue{}}
 		for _, v := range k.Values {
 			n, val := wire(v.Name), wire(v.Value)
 			wv := wireValue{Name: n.B64, NameText: n.Text, Value: val.B64, ValueText: val.Text}

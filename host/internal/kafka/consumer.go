@@ -39,11 +39,13 @@ type Fetch struct {
 // client's group goroutine, one at a time, never while Run is handing over a poll.
 type Handler interface {
 	// Assigned is told the newly assigned partitions with the group's committed offset (-1 if
-	// none) and each one's end offset (the next record's; absent when it could not be listed),
-	// and returns where each must start (-1: where the group would, i.e. the committed offset or
-	// the configured start position). external holds the partitions whose committed offset was
-	// set from outside the group (ExternalCommit): an offset reset made while no member ran.
-	Assigned(ctx context.Context, committed, ends map[TopicPartition]int64, external map[TopicPartition]bool) (map[TopicPartition]int64, error)
+	// none), each one's end offset (the next record's; absent when it could not be listed) and
+	// the ids of their topics (absent when unknown: a broker before Kafka 2.8, or the listing
+	// failed), and returns where each must start (-1: where the group would, i.e. the committed
+	// offset or the configured start position). external holds the partitions whose committed
+	// offset was set from outside the group (ExternalCommit): an offset reset made while no
+	// member ran.
+	Assigned(ctx context.Context, committed, ends map[TopicPartition]int64, ids map[string]TopicID, external map[TopicPartition]bool) (map[TopicPartition]int64, error)
 	// Revoked must drain and checkpoint the partitions and return the offsets to commit.
 	Revoked(ctx context.Context, parts []TopicPartition) map[TopicPartition]int64
 	// Lost must drop the partitions without committing.
@@ -389,7 +391,7 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 			return nil, err
 		}
 	}
-	start, err := c.handler.Assigned(ctx, committed, c.endOffsets(ctx, fresh), c.externalCommits(ctx, committed))
+	start, err := c.handler.Assigned(ctx, committed, c.endOffsets(ctx, fresh), c.topicIDs(ctx, fresh), c.externalCommits(ctx, committed))
 	if err != nil {
 		return nil, err
 	}
@@ -399,6 +401,42 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 		}
 	}
 	return offs, nil
+}
+
+// TopicID is a Kafka topic's id (Kafka 2.8 and later): a topic deleted and created again under
+// the same name has a new one.
+type TopicID [16]byte
+
+// topicIDs lists the ids of the partitions' topics from the cluster's metadata; a failure is
+// logged, and the ids are then unknown (as they are from a broker that has none: all zero).
+func (c *Consumer) topicIDs(ctx context.Context, parts []TopicPartition) map[string]TopicID {
+	if len(parts) == 0 {
+		return nil
+	}
+	names := map[string]bool{}
+	var list []string
+	for _, tp := range parts {
+		if !names[tp.Topic] {
+			names[tp.Topic] = true
+			list = append(list, tp.Topic)
+		}
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	details, err := kadm.NewClient(c.cl).ListTopics(lctx, list...)
+	if err != nil {
+		if c.log != nil {
+			c.log.Warn("kafka: listing the assigned topics' ids failed; a recreated topic is told only by its end offsets this time", "err", err)
+		}
+		return nil
+	}
+	out := map[string]TopicID{}
+	for name, d := range details {
+		if d.Err == nil && d.ID != (kadm.TopicID{}) {
+			out[name] = TopicID(d.ID)
+		}
+	}
+	return out
 }
 
 // endOffsets lists the partitions' end offsets; a failure is logged, and the partitions' ends

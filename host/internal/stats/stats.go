@@ -155,5 +155,7 @@ type RecentError struct {
 	Kind  string    `json:"kind"`
 	Where string    `json:"where"` // e.g. "input x line 42", "topic t partition 3 offset 41"
 	Key   string    `json:"key,omitempty"`
-	Err   string    `json:"error"`
+	// KeyNull: the record's key is null (a Kafka record without a key), not empty.
+	KeyNull bool   `json:"key_null,omitempty"`
+	Err     string `json:"error"`
 }

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
 	"github.com/wasmstream/wasmstream/store"
@@ -295,6 +296,9 @@ func changeBytes(kw *store.KeyWrites) int {
 
 // shortKey cuts a key for an error message.
 func shortKey(key string) string {
+	if key == abi.NullKey {
+		return "(null)"
+	}
 	if len(key) > 64 {
 		return fmt.Sprintf("%s... (%d bytes)", key[:64], len(key))
 	}

@@ -79,6 +79,7 @@ type kafkaSide struct {
 type assignReq struct {
 	committed map[kafka.TopicPartition]int64
 	ends      map[kafka.TopicPartition]int64 // end offsets, where known
+	ids       map[string]kafka.TopicID       // topic ids, where known
 	external  map[kafka.TopicPartition]bool  // committed offsets set from outside the group
 	reply     chan assignReply
 }
@@ -107,8 +108,8 @@ type pendingRevoke struct {
 // kafkaHandler is the consumer's Handler: it hands each rebalance step to the loop and waits.
 type kafkaHandler struct{ k *kafkaSide }
 
-func (h kafkaHandler) Assigned(ctx context.Context, committed, ends map[kafka.TopicPartition]int64, external map[kafka.TopicPartition]bool) (map[kafka.TopicPartition]int64, error) {
-	req := assignReq{committed: committed, ends: ends, external: external, reply: make(chan assignReply, 1)}
+func (h kafkaHandler) Assigned(ctx context.Context, committed, ends map[kafka.TopicPartition]int64, ids map[string]kafka.TopicID, external map[kafka.TopicPartition]bool) (map[kafka.TopicPartition]int64, error) {
+	req := assignReq{committed: committed, ends: ends, ids: ids, external: external, reply: make(chan assignReply, 1)}
 	select {
 	case h.k.assign <- req:
 	case <-h.k.done:
@@ -230,7 +231,7 @@ func (t *Task) onAssign(req assignReq) error {
 		n = int32(len(req.committed))
 		t.meters.restoring.Add(n)
 	}
-	start, err := t.assign(req.committed, req.ends, req.external)
+	start, err := t.assign(req.committed, req.ends, req.ids, req.external)
 	if err != nil {
 		start = nil
 	}
@@ -248,8 +249,11 @@ func (t *Task) onAssign(req assignReq) error {
 //
 // A partition that ends below where this host's checkpoint resumes it was deleted and recreated
 // (or truncated) since: resuming there would skip every record of the new topic below that
-// offset, so assign fails, naming the partition and both offsets (the task halts).
-func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64, external map[kafka.TopicPartition]bool) (map[kafka.TopicPartition]int64, error) {
+// offset, so assign fails, naming the partition and both offsets (the task halts). So does a
+// partition whose topic's id differs from the one stored with the checkpoint's position, however
+// far the new topic reaches (its id is stored with each position; a position without one, from
+// an older host or from the changelog, is checked by its end offset only).
+func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64, ids map[string]kafka.TopicID, external map[kafka.TopicPartition]bool) (map[kafka.TopicPartition]int64, error) {
 	start := map[kafka.TopicPartition]int64{}
 	for tp, committed := range committed {
 		if old := t.kafka.streams[tp]; old != nil {
@@ -283,8 +287,12 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64, external m
 		}
 		st := &stream{id: id, in: &Input{Name: t.cfg.Kafka.Name}, kafka: true, tp: tp, horizon: -1, replay: -1,
 			source: []byte(tp.Topic), lastAdded: -1, highWater: -1, tm: newStreamTime(t.cfg.Now(), t.cfg.TickEvery)}
+		topicID, idKnown := ids[tp.Topic]
 		if ok {
 			st.tm.wm = pos.Watermark // the watermark moves with the checkpoint
+			if idKnown && pos.TopicID != ([16]byte{}) && pos.TopicID != topicID {
+				return nil, t.recreatedID(tp, pos)
+			}
 		} else {
 			st.durable = store.Position{Next: -1, Horizon: -1, Watermark: -1}
 		}
@@ -305,6 +313,9 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64, external m
 		}
 		if end, known := ends[tp]; known && at > end {
 			return nil, t.recreated(tp, end, at)
+		}
+		if idKnown {
+			st.durable.TopicID = topicID // written with the partition's next position
 		}
 		if at >= 0 {
 			st.tracker = positions.NewTracker(at)
@@ -423,6 +434,15 @@ func (t *Task) recreated(tp kafka.TopicPartition, end, at int64) error {
 		t.cfg.Kafka.Name, tp.Topic, tp.Partition, end, at, t.cfg.Name)
 }
 
+// recreatedID is the error of a partition whose topic's id is not the one of the checkpoint's
+// position: the topic was deleted and created again, whatever its end offset.
+func (t *Task) recreatedID(tp kafka.TopicPartition, pos store.Position) error {
+	return fmt.Errorf("input %s: topic %s partition %d is not the partition up to whose offset %d this task has processed: the topic's id changed: "+
+		"the topic was deleted and recreated since, and reading on would skip its records, so the task halts; "+
+		"to process the new topic from its beginning, stop the host, move the task's state aside and reset (or rename) its consumer group",
+		t.cfg.Kafka.Name, tp.Topic, tp.Partition, pos.Next)
+}
+
 // ingestKafka admits a fetch's records, dropping those of partitions no longer assigned. A
 // partition whose end went below what the task processed was recreated: the task halts
 // (recreated) rather than drop the new records as already admitted.
@@ -456,6 +476,13 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 		st.lastAdded = r.Offset
 		rec = source.Record{Offset: r.Offset, Raw: r.Value}
 		rec.Key, rec.Value, rec.Timestamp = r.Key, r.Value, r.Timestamp
+		switch {
+		case r.Key == nil:
+			// A null key is its own key, distinct from the empty key (ABI.md §6.2).
+			rec.Key = nullKey
+		case abi.IsNullKey(r.Key):
+			rec.Err = errReservedKey
+		}
 		for _, h := range r.Headers {
 			rec.Headers = append(rec.Headers, abi.Header{Name: h.Name, Value: h.Value})
 		}
@@ -472,6 +499,13 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 	t.applyFlow()
 	return nil
 }
+
+// nullKey is the key of a Kafka record whose key is null (abi.NullKey).
+var nullKey = []byte(abi.NullKey)
+
+// errReservedKey refuses a Kafka record whose key is the null key's reserved bytes: it would
+// share the state of the records without a key.
+var errReservedKey = fmt.Errorf("%w: the record key is the bytes ff 6e 75 6c 6c ff that stand for a null key (ABI.md, NullKey); send a null key instead", source.ErrMalformed)
 
 // bound returns a partition's bounds in a bounded run.
 func (t *Task) bound(tp kafka.TopicPartition) (kafka.Bounds, bool) {
