@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,15 +16,14 @@ const eosChangelog = "    changelog:\n      enabled: true\n"
 
 // TestKafkaExactlyOnceBrokerRestart: with exactly-once delivery, the broker is killed while the
 // host produces outputs in transactions and restarted on its directory 5 s later, within
-// kafka.unreachable_timeout: the host reports not ready meanwhile; then either it rides the
-// outage out (ready again) or, when the restarted broker has lost the transaction's state (the
-// development broker does: the client is fenced), the task halts with that cause; either way,
-// once a host runs again a read_committed reader gets every output exactly once and the state
-// is exact. Which of the two happened is logged.
+// kafka.unreachable_timeout: the host reports not ready meanwhile; after the restart it is
+// either ready again or halted with the cause (the development broker loses the transactions'
+// state when it restarts, so the client is fenced: the task halts, at once or after it was ready
+// again). The host is then stopped (a graceful stop whose transaction cannot commit exits
+// cleanly) and started again: a read_committed reader gets every output exactly once and the
+// state is exact. What happened is logged. Riding a restart out without a halt is not asserted:
+// the development broker cannot show it (a Kafka cluster keeps transaction state).
 func TestKafkaExactlyOnceBrokerRestart(t *testing.T) {
-	t.Skip("open (issue 21 item 3): after the development broker restarts, the task is ready again, then the client's " +
-		"InitProducerID fails with INVALID_PRODUCER_EPOCH, ending the transaction with PRODUCER_FENCED, and the task halts " +
-		"a second time after readiness came back, so the wait above takes the ridden-out branch and no output follows")
 	r, b := newBlipRig(t, "words", "counts")
 	want := r.produceWords(20_000, time.Time{}, 31)
 	admin := freePort(t)
@@ -53,14 +53,30 @@ func TestKafkaExactlyOnceBrokerRestart(t *testing.T) {
 			t.Fatalf("neither ready again nor halted a minute after the broker came back; the log:\n%s", tail(h.logs.String(), 8000))
 		}
 	}
-	outcome := fmt.Sprintf("ridden out: ready again %s after the kill", time.Since(down).Round(time.Millisecond))
+	outcome := fmt.Sprintf("ready again %s after the kill", time.Since(down).Round(time.Millisecond))
+	if halted == "" {
+		// Ready again: stop it. It may halt (fenced) before the stop reaches it; either exit is
+		// fine as long as a halt says why.
+		h.cmd.Process.Signal(syscall.SIGINT)
+		select {
+		case err := <-h.done:
+			h.done <- err
+			if err != nil {
+				halted = h.logs.String()
+				outcome += ", then halted"
+			}
+		case <-time.After(time.Minute):
+			t.Fatalf("the host did not stop; its log:\n%s", tail(h.logs.String(), 8000))
+		}
+	}
 	if halted != "" {
-		if !strings.Contains(halted, "fenced") && !strings.Contains(halted, "did not end the transaction") {
+		if !strings.Contains(halted, "fenced") && !strings.Contains(halted, "did not end the transaction") &&
+			!strings.Contains(halted, "PRODUCER_EPOCH") {
 			t.Fatalf("the task halted without saying why; the log:\n%s", tail(halted, 8000))
 		}
-		outcome = "not ridden out: the restarted broker fenced the transactional producer and the task halted with that cause; a restarted host completed the work"
-		h = r.start()
+		outcome += ": the restarted broker had lost the transaction's state and fenced the producer"
 	}
+	h = r.start()
 	outputs, dups := consumeCounts(t, r.brokers, want, 2*time.Minute, h.logs.String, true)
 	h.stop(t)
 	if dups != 0 {
