@@ -132,16 +132,16 @@ func (l *Log) trim() error {
 // opens the input's stream, Covered after each checkpoint, Pause and Resume; Run runs on its
 // own goroutine.
 type Reader struct {
-	log          *Log
-	task, input  string
-	maxBacklog   uint64
-	covered      atomic.Uint64 // the reader's durable position: entries below it are applied
-	read         atomic.Uint64 // the next entry to read
-	stream       uint32
-	wake         chan struct{}
-	mu           sync.Mutex
-	cond         *sync.Cond
-	paused       bool
+	log         *Log
+	task, input string
+	maxBacklog  uint64
+	covered     atomic.Uint64 // the reader's durable position: entries below it are applied
+	read        atomic.Uint64 // the next entry to read
+	stream      uint32
+	wake        chan struct{}
+	mu          sync.Mutex
+	cond        *sync.Cond
+	paused      bool
 }
 
 // Log is the log the reader reads.
