@@ -168,7 +168,7 @@ func (r *Reader) wakeUp() {
 func (r *Reader) Start(stream uint32, from uint64) {
 	r.stream = stream
 	r.read.Store(from)
-	r.covered.Store(from)
+	r.setCovered(from)
 	r.mu.Lock()
 	r.paused = false
 	r.mu.Unlock()
@@ -177,14 +177,19 @@ func (r *Reader) Start(stream uint32, from uint64) {
 // Covered is called by the reader's task once a checkpoint made its position next durable:
 // the entries below it may be trimmed, and an upstream held by the backlog is woken.
 func (r *Reader) Covered(next uint64) error {
-	was, wasFull := r.log.Backlog()
+	r.setCovered(next)
+	return r.log.trim()
+}
+
+// setCovered sets the covered position and wakes an upstream the backlog held.
+func (r *Reader) setCovered(next uint64) {
+	_, wasFull := r.log.Backlog()
 	r.covered.Store(next)
-	if now, _ := r.log.Backlog(); now < was && wasFull {
+	if _, full := r.log.Backlog(); wasFull && !full {
 		if w := r.log.upWake.Load(); w != nil {
 			(*w)()
 		}
 	}
-	return r.log.trim()
 }
 
 // Pause stops the reader after the chunk it is reading. Safe from any goroutine.
