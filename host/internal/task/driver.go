@@ -26,6 +26,7 @@ func (t *Task) Run(ctx context.Context) error {
 	// the mark and the one it was reading then (S4).
 	chunks := make(chan source.Chunk)
 	instErr := make(chan error, t.cfg.Workers)
+	t.startChain()
 
 	var stops []func() // in start order; called in reverse
 	stop := func() {
@@ -61,6 +62,9 @@ func (t *Task) Run(ctx context.Context) error {
 		err = ferr
 	}
 	stop()
+	if err == nil && t.finished() {
+		t.endChain() // after the last checkpoint: the readers may end once they read it
+	}
 	return err
 }
 

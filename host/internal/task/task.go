@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/chain"
 	"github.com/wasmstream/wasmstream/host/internal/hist"
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
@@ -45,6 +46,8 @@ type Input struct {
 	Path        string
 	Format      source.Format
 	HaltOnError bool // a malformed line halts the task instead of going to the dead letters
+	// Chain, if set, makes the input read another task's output through its chain log (chain.go).
+	Chain *chain.Reader
 }
 
 // Processor runs batches of one task: a wasm instance (modrt.Instance) or, for benchmarks and
@@ -76,6 +79,9 @@ type Config struct {
 	Inputs       []Input
 	Output       OutputSink
 	DeadLetter   DeadLetterSink
+	// ChainOutputs are the chain logs of the output names other tasks read (chain.go): what the
+	// task emits to them goes there, not to Output.
+	ChainOutputs map[string]*chain.Log
 	// Kafka, if set, is the task's Kafka input (besides any file inputs).
 	Kafka *KafkaInput
 	// Changelog, with Kafka, makes each partition's state follow it to other hosts (changelog.go).
@@ -139,7 +145,7 @@ type item struct {
 type stream struct {
 	id      uint32
 	in      *Input
-	reader  *source.Reader
+	reader  inputReader
 	tracker *positions.Tracker
 	ends    []endMark // (offset, end) of records added and not yet below a checkpoint
 	durable store.Position
@@ -222,6 +228,8 @@ type Task struct {
 	results chan *job
 
 	inflight  map[uint64]*job
+	chain     *chainSide                    // the chain logs the task's outputs feed, if any (chain.go)
+	chainHeld bool                          // dispatch holds for a chain log's backlog (counted once per hold)
 	freeBufs  []groupBufs                   // released jobs' buffers, cleared, for the next jobs (loop only)
 	carve     carver                        // admitted records' items and sequencing keys (loop only)
 	txnCosts  map[*statecache.Entry]txnCost // outgrowsTxn's per-key sums, reused (loop only)
@@ -378,6 +386,9 @@ func (t *Task) Ready() bool { return t.meters.restoring.Load() == 0 && !t.meters
 func StdinStream(input string) string { return "stdin:" + input + "/0" }
 
 func (t *Task) openStream(in *Input) (*stream, error) {
+	if in.Chain != nil {
+		return t.openChainStream(in)
+	}
 	name := "file:" + in.Name + "/0"
 	if in.Stdin != nil {
 		name = StdinStream(in.Name)
@@ -710,6 +721,9 @@ func (t *Task) finish(j *job) error {
 		}
 		j.err = limit
 	}
+	if j.err == nil && t.chain != nil {
+		j.err = t.chainRoom(j)
+	}
 	if j.err == nil {
 		if j.ver.firstAt.IsZero() && t.cfg.ProvenGood != nil {
 			t.cfg.ProvenGood(j.ver.id)
@@ -733,7 +747,7 @@ func (t *Task) finish(j *job) error {
 
 // succeeded applies a job that succeeded and completes its batch.
 func (t *Task) succeeded(j *job) error {
-	if t.outgrowsTxn(j) {
+	if t.outgrowsTxn(j) || t.chainOutgrows(j) {
 		// Commit what the job's keys already hold first: a key's writes are committed in
 		// one store transaction, which the job's would otherwise overflow.
 		if err := t.checkpoint(); err != nil {
@@ -743,6 +757,7 @@ func (t *Task) succeeded(j *job) error {
 	if err := t.apply(j); err != nil {
 		return err
 	}
+	t.chainApplied(j)
 	if err := t.sched.Complete(j.id); err != nil {
 		return err
 	}
@@ -979,6 +994,10 @@ type txnCost struct{ entries, bytes int }
 // writeOutputs hands a unit's outputs to the output sink, in order.
 func (t *Task) writeOutputs(outs []modrt.Output) {
 	for _, o := range outs {
+		if t.chainOutput(&o) {
+			t.stats.Outputs++
+			continue
+		}
 		var hs []sink.Header
 		for _, h := range o.Headers {
 			hs = append(hs, sink.Header{Name: h.Name, Value: h.Value})
@@ -1005,8 +1024,12 @@ func (t *Task) checkpoint() error {
 	cp := store.Checkpoint{Task: t.cfg.Name}
 	t.cache.Collect(&cp)
 	t.collectPositions(&cp)
-	if len(cp.Keys) > 0 || len(cp.Positions) > 0 {
+	t.chainCollect(&cp)
+	if len(cp.Keys) > 0 || len(cp.Positions) > 0 || len(cp.Chain) > 0 {
 		if err := t.cfg.Store.Commit(&cp); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		if err := t.chainCommitted(&cp); err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
 		}
 		if err := t.produceChangelog(&cp); err != nil {
@@ -1131,6 +1154,7 @@ func (t *Task) publish() {
 				in.Lag = max(st.highWater-max(st.durable.Next, 0), 0)
 			}
 		}
+		chainInputStats(st, &in)
 		t.stats.Inputs = append(t.stats.Inputs, in)
 	}
 	t.statsMu.Lock()
