@@ -62,8 +62,10 @@ func (t *Task) Run(ctx context.Context) error {
 		err = ferr
 	}
 	stop()
-	if err == nil && t.finished() {
-		t.endChain() // after the last checkpoint: the readers may end once they read it
+	if err == nil && ctx.Err() == nil {
+		// The inputs ended (drive returns nil only then or when ctx is done), and the last
+		// checkpoint committed: the chain logs' readers may end once they read it.
+		t.endChain()
 	}
 	return err
 }

@@ -1,0 +1,199 @@
+package host_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+)
+
+// chainTasks are three tasks in a chain: wordcount over the input (per key, per word) → rekey
+// (moves each "<word> <count>" to the word's key) → counter (per word: how many times it was
+// counted). Only the last writes to a file.
+func chainTasks(wc, rk, ctr, input, out string) []host.TaskConfig {
+	first := kvTask("wc", wc, input, "")
+	first.Output = host.OutputConfig{Type: "stdout"}
+	return []host.TaskConfig{
+		first,
+		{Name: "rk", Module: rk, Inputs: []host.InputConfig{{Name: "counts", Type: "task", Task: "wc", Output: "counts"}}},
+		{Name: "tot", Module: ctr, Inputs: []host.InputConfig{{Name: "words", Type: "task", Task: "rk", Output: "rekeyed", MaxBacklog: 50}},
+			Output: host.OutputConfig{Type: "file", Path: out}},
+	}
+}
+
+// chainState reads one state name of every key of task.
+func chainState(t *testing.T, dataDir, task, name string) map[string]string {
+	t.Helper()
+	r, err := host.OpenState(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	got := map[string]string{}
+	if err := r.Scan(task, nil, false, func(e host.StateEntry) bool {
+		if name == "" || string(e.Name) == name {
+			got[string(e.Key)+"/"+string(e.Name)] = string(e.Value)
+		}
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+// TestChainExactState runs a chain of three tasks to the end of its input, twice (the second
+// run over more input), and checks every stage's state exactly: each upstream output reached
+// the next task once. The log's back-pressure bound (50) is far below the records, so the
+// upstream holds again and again; the log is trimmed behind the readers.
+func TestChainExactState(t *testing.T) {
+	wc, rk, ctr := guestbuild.Go(t, "wordcount"), guestbuild.Go(t, "testguests/rekey"), guestbuild.Go(t, "testguests/counter")
+	dir := t.TempDir()
+	var recs [][2]string
+	perUser, perWord := map[string]int{}, map[string]int{}
+	words := map[string]map[string]int{}
+	add := func(n int) {
+		for i := range n {
+			u, w1, w2 := fmt.Sprint("u", i%7), fmt.Sprint("w", i%13), fmt.Sprint("x", i%5)
+			recs = append(recs, [2]string{u, w1 + " " + w2})
+			for _, w := range []string{w1, w2} {
+				perUser[u]++
+				perWord[w]++
+				if words[u] == nil {
+					words[u] = map[string]int{}
+				}
+				words[u][w]++
+			}
+		}
+	}
+	add(3000)
+	input := writeLines(t, dir, recs)
+	out := filepath.Join(dir, "out.ndjson")
+	cfg := host.Config{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 10 * time.Millisecond, Tasks: chainTasks(wc, rk, ctr, input, out)}
+	run := func() []host.TaskStats {
+		h, err := host.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer h.Close()
+		if err := h.Run(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		return h.Stats()
+	}
+	check := func() {
+		t.Helper()
+		data := cfg.DataDir
+		got := chainState(t, data, "wc", "")
+		for u, ws := range words {
+			for w, n := range ws {
+				if got[u+"/"+w] != strconv.Itoa(n) {
+					t.Errorf("wc %s/%s = %q, want %d", u, w, got[u+"/"+w], n)
+				}
+			}
+		}
+		got = chainState(t, data, "rk", "n")
+		for u, n := range perUser {
+			if got[u+"/n"] != strconv.Itoa(n) {
+				t.Errorf("rk %s = %q, want %d", u, got[u+"/n"], n)
+			}
+		}
+		got = chainState(t, data, "tot", "n")
+		if len(got) != len(perWord) {
+			t.Errorf("tot has %d keys, want %d: %v", len(got), len(perWord), got)
+		}
+		for w, n := range perWord {
+			if got[w+"/n"] != strconv.Itoa(n) {
+				t.Errorf("tot %s = %q, want %d", w, got[w+"/n"], n)
+			}
+		}
+	}
+	st := run()
+	check()
+	byName := map[string]host.TaskStats{}
+	for _, s := range st {
+		byName[s.Task] = s
+	}
+	if byName["wc"].ChainEntries != 6000 || byName["rk"].ChainEntries != 6000 || byName["rk"].ChainHolds == 0 {
+		t.Errorf("chain entries wc %d, rk %d (want 6000 each); rk held %d times (want > 0: max_backlog 50)",
+			byName["wc"].ChainEntries, byName["rk"].ChainEntries, byName["rk"].ChainHolds)
+	}
+	in := byName["tot"].Inputs[0]
+	if in.Chain != "rk/rekeyed" || in.Lag != 0 || in.Committed != 6000 {
+		t.Errorf("tot's input: chain %q, lag %d, committed %d; want rk/rekeyed, 0, 6000", in.Chain, in.Lag, in.Committed)
+	}
+	// A second run over more input continues each log where it ended.
+	add(500)
+	writeLines(t, dir, recs)
+	run()
+	check()
+	outs := readOutputs(t, out)
+	if len(outs) != 7000 {
+		t.Errorf("tot emitted %d records, want 7000", len(outs))
+	}
+	var keys []string
+	for _, o := range outs {
+		keys = append(keys, o.Key)
+	}
+	sort.Strings(keys)
+	if !strings.HasPrefix(strings.Join(keys, ","), "w0,") {
+		t.Errorf("tot's outputs are not keyed by word: %v", keys[:5])
+	}
+}
+
+// TestValidateChains: an input of type task must name another task and an output it may emit
+// to; two inputs of a task may not read the same output; cycles and Kafka-state upstreams are
+// refused, each with the key that causes it.
+func TestValidateChains(t *testing.T) {
+	task := func(name string, ins ...host.InputConfig) host.TaskConfig {
+		return host.TaskConfig{Name: name, Module: "m.wasm", Inputs: ins}
+	}
+	in := func(task, output string) host.InputConfig {
+		return host.InputConfig{Name: task + "-" + output, Type: "task", Task: task, Output: output}
+	}
+	file := host.InputConfig{Path: "in"}
+	for _, c := range []struct {
+		name  string
+		tasks []host.TaskConfig
+		want  []string // key: problem fragments; none: valid
+	}{
+		{"valid", []host.TaskConfig{task("a", file), task("b", in("a", "counts")), task("c", in("b", "x"), in("a", "counts"))}, nil},
+		{"unknown task", []host.TaskConfig{task("a", file), task("b", in("nope", "counts"))}, []string{`tasks[1].inputs[0].task: no task is named "nope"`}},
+		{"itself", []host.TaskConfig{task("a", file, in("a", "counts"))}, []string{`tasks[0].inputs[1].task: task "a" cannot read its own output`}},
+		{"no output", []host.TaskConfig{task("a", file), task("b", in("a", ""))}, []string{"tasks[1].inputs[0].output: is required"}},
+		{"twice", []host.TaskConfig{task("a", file), task("b", in("a", "c"), host.InputConfig{Name: "again", Type: "task", Task: "a", Output: "c"})},
+			[]string{`tasks[1].inputs[1].output: another input of this task reads output "c" of task "a"`}},
+		{"cycle", []host.TaskConfig{task("a", file, in("c", "o")), task("b", in("a", "o")), task("c", in("b", "o"))},
+			[]string{"tasks[1].inputs[0].task: the chain forms a cycle: a ← c ← b ← a"}},
+		{"names", []host.TaskConfig{{Name: "a", Module: "m", Inputs: []host.InputConfig{file}, Output: host.OutputConfig{Names: []string{"x"}}}, task("b", in("a", "y"))},
+			[]string{`tasks[1].inputs[0].output: task "a" cannot emit to "y"`}},
+		{"not for file", []host.TaskConfig{task("a", host.InputConfig{Path: "in", Task: "b", MaxBacklog: 3})},
+			[]string{"tasks[0].inputs[0].task: applies to inputs of type task only", "tasks[0].inputs[0].max_backlog: applies to inputs of type task only"}},
+		{"path", []host.TaskConfig{task("a", file), task("b", host.InputConfig{Type: "task", Task: "a", Output: "o", Path: "x", MaxBacklog: -1})},
+			[]string{"tasks[1].inputs[0].path: does not apply to an input of type task", "tasks[1].inputs[0].max_backlog: must be positive"}},
+		{"changelog upstream", []host.TaskConfig{{Name: "a", Module: "m", Inputs: []host.InputConfig{{Type: "kafka", Topics: []string{"t"}}},
+			Changelog: host.ChangelogConfig{Enabled: true}}, task("b", in("a", "o"))},
+			[]string{`tasks[1].inputs[0].task: task "a" keeps its state in Kafka`}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := host.Config{Kafka: host.KafkaConfig{Brokers: []string{"localhost:9092"}}, Tasks: c.tasks}.Validate()
+			if len(c.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			for _, w := range c.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %v\nwant a problem %q", err, w)
+				}
+			}
+		})
+	}
+}
