@@ -41,7 +41,9 @@ func appendChainPrefix(dst []byte, task, output string) []byte {
 	return append(dst, output...)
 }
 
-func chainKeyLen(task, output string) int { return taskPrefixOverhead + len(task) + 2 + len(output) + 8 }
+func chainKeyLen(task, output string) int {
+	return taskPrefixOverhead + len(task) + 2 + len(output) + 8
+}
 
 // ChainEntryCost is the estimated cost, in entries and bytes, of one chain log entry in a
 // checkpoint of task, like StateWriteCost.
