@@ -442,44 +442,7 @@ func (c Config) Validate() error {
 		if len(t.Inputs) == 0 {
 			bad(p+"inputs", "at least one input is required")
 		}
-		inputNames := map[string]bool{}
-		stdin := 0
-		for j, in := range t.Inputs {
-			q := fmt.Sprintf("%sinputs[%d].", p, j)
-			if !validName(in.Name) {
-				bad(q+"name", "%q may hold only letters, digits, '-', '_' and '.'", in.Name)
-			} else if inputNames[in.Name] {
-				bad(q+"name", "%q is used by two inputs", in.Name)
-			}
-			inputNames[in.Name] = true
-			oneOf(bad, q+"type", in.Type, inputTypes)
-			oneOf(bad, q+"format", in.Format, formats)
-			oneOf(bad, q+"on_malformed", in.OnMalformed, onMalformed)
-			if in.Type == "file" && in.Path == "" {
-				bad(q+"path", "is required for a file input")
-			}
-			if in.Type == "stdin" {
-				stdin++
-			}
-			switch {
-			case in.MaxLineBytes < 0 || in.MaxLineBytes > source.MaxKeptLineBytes:
-				bad(q+"max_line_bytes", "must be from 1 to %d (64 MiB), got %d; leave it out for the default of %d (4 MiB)", source.MaxKeptLineBytes, in.MaxLineBytes, source.DefaultMaxLineBytes)
-			case in.MaxLineBytes != 0 && in.Type == "kafka":
-				bad(q+"max_line_bytes", "applies to file and stdin inputs, not kafka")
-			}
-			if in.Continue && in.Type != "stdin" {
-				bad(q+"continue", "applies to stdin inputs only (a file or kafka input always resumes where it stopped)")
-			}
-			if in.KeyRequired && in.KeyField == "" {
-				bad(q+"key_required", "needs key_field (the field a line must have)")
-			}
-			if in.Format == "text" && (in.KeyField != "" || in.ValueField != "" || in.TimestampField != "") {
-				bad(q+"format", "text inputs take key_separator, not key_field/value_field/timestamp_field")
-			}
-		}
-		if stdin > 1 {
-			bad(p+"inputs", "stdin can be read by one input only")
-		}
+		validateInputs(t, p, bad)
 		validateKafkaTask(c, t, p, bad)
 		oneOf(bad, p+"output.type", t.Output.Type, outputTypes)
 		if t.Output.Type == "file" && t.Output.Path == "" {
@@ -492,109 +455,166 @@ func (c Config) Validate() error {
 		if t.Sequencing.Policy == "header" && t.Sequencing.Header == "" {
 			bad(p+"sequencing.header", "is required with policy \"header\"")
 		}
-		positive := func(key string, v int) {
-			if v < 0 {
-				bad(p+key, "must be positive, got %d", v)
-			}
-		}
-		positive("workers", t.Workers)
-		if t.Workers > maxWorkers {
-			bad(p+"workers", "must be at most %d, got %d", maxWorkers, t.Workers)
-		}
-		positive("max_batch_records", t.MaxBatchRecords)
-		positive("max_key_records", t.MaxKeyRecords)
-		positive("max_in_flight", t.MaxInFlight)
-		// Reading pauses at max_queued and resumes at half of it, which must be below it.
-		for _, q := range []struct {
-			key string
-			v   int
-		}{{"max_queued", t.MaxQueued}, {"max_queued_bytes", t.MaxQueuedBytes}} {
-			if q.v < 0 || q.v == 1 {
-				bad(p+q.key, "must be at least 2 (reading pauses at it and resumes at half of it), got %d", q.v)
-			}
-		}
-		positive("max_value_bytes", t.MaxValueBytes)
-		positive("max_outputs_per_call", t.MaxOutputsPerCall)
-		positive("max_emit_bytes_per_call", t.MaxEmitBytesPerCall)
-		positive("max_state_bytes_per_call", t.MaxStateBytesPerCall)
-		positive("max_log_lines_per_second", t.MaxLogLinesPerSecond)
-		positive("log_burst_lines", t.LogBurstLines)
-		positive("retry.max_attempts", t.Retry.MaxAttempts)
-		positive("max_functions", t.MaxFunctions)
-		positive("max_locals", t.MaxLocals)
-		positive("max_nesting_depth", t.MaxNestingDepth)
-		positive("max_loop_depth", t.MaxLoopDepth)
-		if t.MaxNestingWork < 0 {
-			bad(p+"max_nesting_work", "must be positive, got %d", t.MaxNestingWork)
-		}
-		if t.MaxMemoryPages > 65536 {
-			bad(p+"max_memory_pages", "must be at most 65536 (4 GiB), got %d", t.MaxMemoryPages)
-		}
-		if t.StateCacheBytes < 0 {
-			bad(p+"state_cache_bytes", "must be positive, got %d", t.StateCacheBytes)
-		}
-		if t.FuelPerRecord < -1 {
-			bad(p+"fuel_per_record", "must be positive, or -1 to disable the CPU bound, got %d", t.FuelPerRecord)
-		}
-		if t.InitFuel < 0 {
-			bad(p+"init_fuel", "must be positive, got %d", t.InitFuel)
-		}
-		if t.Retry.Backoff < 0 || t.Retry.MaxBackoff < t.Retry.Backoff {
-			bad(p+"retry", "need 0 < backoff <= max_backoff, got %s and %s", t.Retry.Backoff, t.Retry.MaxBackoff)
-		}
+		validateTaskLimits(t, p, bad)
 		oneOf(bad, p+"retry.on_exhausted", t.Retry.OnExhausted, onExhausted)
 		oneOf(bad, p+"state_migration", t.StateMigration, stateMigrations)
-		oneOf(bad, p+"delivery", t.Delivery, deliveries)
-		if t.Delivery == "exactly_once" {
-			for j, in := range t.Inputs {
-				if in.Type != "kafka" {
-					bad(fmt.Sprintf("%sinputs[%d].type", p, j), "delivery exactly_once needs kafka inputs only: a %s input cannot take part in a Kafka transaction", in.Type)
-				}
-			}
-			if t.Output.Type != "kafka" {
-				bad(p+"output.type", "delivery exactly_once needs a kafka output: a %s output cannot take part in a Kafka transaction", t.Output.Type)
-			}
-			if !t.Changelog.Enabled {
-				bad(p+"changelog.enabled", "delivery exactly_once needs the changelog: the state commits in the same transaction as the outputs")
-			}
-		}
-		for _, d := range []struct {
-			key string
-			v   time.Duration
-		}{{"time.allowed_lateness", t.Time.AllowedLateness}, {"time.idle_timeout", t.Time.IdleTimeout}, {"time.tick_interval", t.Time.TickInterval}} {
-			if d.v < 0 {
-				bad(p+d.key, "must not be negative, got %s", d.v)
-			}
-		}
-		if t.Changelog.Enabled {
-			hasKafka := false
-			for _, in := range t.Inputs {
-				hasKafka = hasKafka || in.Type == "kafka"
-			}
-			if !hasKafka {
-				bad(p+"changelog.enabled", "needs a kafka input: a changelog carries the state of Kafka partitions")
-			}
-		}
-		if t.Changelog.ReplicationFactor < 0 || t.Changelog.ReplicationFactor > 32767 {
-			bad(p+"changelog.replication_factor", "must be between 0 (the broker's default) and 32767, got %d", t.Changelog.ReplicationFactor)
-		}
+		validateDelivery(t, p, bad)
 		if t.Time.MaxFiringsPerTurn < 0 {
 			bad(p+"time.max_firings_per_turn", "must be positive, got %d", t.Time.MaxFiringsPerTurn)
 		}
-		validateGrants(t.Grants, p+"grants.", bad)
-		for j, d := range t.Grants.Dirs {
-			for _, own := range []struct{ key, dir string }{{"data_dir", c.DataDir}, {"cache_dir", c.CacheDir}} {
-				if d.Host == "" || own.dir == "-" || !overlaps(d.Host, own.dir) {
-					continue
-				}
-				bad(fmt.Sprintf("%sgrants.dirs[%d].host", p, j),
-					"%s holds or is inside the %s (%s): the module could read or change the host's own files (state, module versions, compiled code); grant a directory apart from it",
-					d.Host, own.key, own.dir)
-				break // the cache is usually inside the data directory: one problem is enough
-			}
-		}
+		validateTaskGrants(c, t, p, bad)
 	}
 	return errors.Join(errs...)
+}
+
+// validateInputs checks a task's inputs (p is the task's key prefix, "tasks[i].").
+func validateInputs(t TaskConfig, p string, bad func(string, string, ...any)) {
+	inputNames := map[string]bool{}
+	stdin := 0
+	for j, in := range t.Inputs {
+		q := fmt.Sprintf("%sinputs[%d].", p, j)
+		if !validName(in.Name) {
+			bad(q+"name", "%q may hold only letters, digits, '-', '_' and '.'", in.Name)
+		} else if inputNames[in.Name] {
+			bad(q+"name", "%q is used by two inputs", in.Name)
+		}
+		inputNames[in.Name] = true
+		oneOf(bad, q+"type", in.Type, inputTypes)
+		oneOf(bad, q+"format", in.Format, formats)
+		oneOf(bad, q+"on_malformed", in.OnMalformed, onMalformed)
+		if in.Type == "file" && in.Path == "" {
+			bad(q+"path", "is required for a file input")
+		}
+		if in.Type == "stdin" {
+			stdin++
+		}
+		switch {
+		case in.MaxLineBytes < 0 || in.MaxLineBytes > source.MaxKeptLineBytes:
+			bad(q+"max_line_bytes", "must be from 1 to %d (64 MiB), got %d; leave it out for the default of %d (4 MiB)", source.MaxKeptLineBytes, in.MaxLineBytes, source.DefaultMaxLineBytes)
+		case in.MaxLineBytes != 0 && in.Type == "kafka":
+			bad(q+"max_line_bytes", "applies to file and stdin inputs, not kafka")
+		}
+		if in.Continue && in.Type != "stdin" {
+			bad(q+"continue", "applies to stdin inputs only (a file or kafka input always resumes where it stopped)")
+		}
+		if in.KeyRequired && in.KeyField == "" {
+			bad(q+"key_required", "needs key_field (the field a line must have)")
+		}
+		if in.Format == "text" && (in.KeyField != "" || in.ValueField != "" || in.TimestampField != "") {
+			bad(q+"format", "text inputs take key_separator, not key_field/value_field/timestamp_field")
+		}
+	}
+	if stdin > 1 {
+		bad(p+"inputs", "stdin can be read by one input only")
+	}
+}
+
+// validateTaskLimits checks a task's workers, queues and per-call, CPU and memory bounds.
+func validateTaskLimits(t TaskConfig, p string, bad func(string, string, ...any)) {
+	positive := func(key string, v int) {
+		if v < 0 {
+			bad(p+key, "must be positive, got %d", v)
+		}
+	}
+	positive("workers", t.Workers)
+	if t.Workers > maxWorkers {
+		bad(p+"workers", "must be at most %d, got %d", maxWorkers, t.Workers)
+	}
+	positive("max_batch_records", t.MaxBatchRecords)
+	positive("max_key_records", t.MaxKeyRecords)
+	positive("max_in_flight", t.MaxInFlight)
+	// Reading pauses at max_queued and resumes at half of it, which must be below it.
+	for _, q := range []struct {
+		key string
+		v   int
+	}{{"max_queued", t.MaxQueued}, {"max_queued_bytes", t.MaxQueuedBytes}} {
+		if q.v < 0 || q.v == 1 {
+			bad(p+q.key, "must be at least 2 (reading pauses at it and resumes at half of it), got %d", q.v)
+		}
+	}
+	positive("max_value_bytes", t.MaxValueBytes)
+	positive("max_outputs_per_call", t.MaxOutputsPerCall)
+	positive("max_emit_bytes_per_call", t.MaxEmitBytesPerCall)
+	positive("max_state_bytes_per_call", t.MaxStateBytesPerCall)
+	positive("max_log_lines_per_second", t.MaxLogLinesPerSecond)
+	positive("log_burst_lines", t.LogBurstLines)
+	positive("retry.max_attempts", t.Retry.MaxAttempts)
+	positive("max_functions", t.MaxFunctions)
+	positive("max_locals", t.MaxLocals)
+	positive("max_nesting_depth", t.MaxNestingDepth)
+	positive("max_loop_depth", t.MaxLoopDepth)
+	if t.MaxNestingWork < 0 {
+		bad(p+"max_nesting_work", "must be positive, got %d", t.MaxNestingWork)
+	}
+	if t.MaxMemoryPages > 65536 {
+		bad(p+"max_memory_pages", "must be at most 65536 (4 GiB), got %d", t.MaxMemoryPages)
+	}
+	if t.StateCacheBytes < 0 {
+		bad(p+"state_cache_bytes", "must be positive, got %d", t.StateCacheBytes)
+	}
+	if t.FuelPerRecord < -1 {
+		bad(p+"fuel_per_record", "must be positive, or -1 to disable the CPU bound, got %d", t.FuelPerRecord)
+	}
+	if t.InitFuel < 0 {
+		bad(p+"init_fuel", "must be positive, got %d", t.InitFuel)
+	}
+	if t.Retry.Backoff < 0 || t.Retry.MaxBackoff < t.Retry.Backoff {
+		bad(p+"retry", "need 0 < backoff <= max_backoff, got %s and %s", t.Retry.Backoff, t.Retry.MaxBackoff)
+	}
+}
+
+// validateDelivery checks the delivery mode, retry and time settings, and the changelog.
+func validateDelivery(t TaskConfig, p string, bad func(string, string, ...any)) {
+	oneOf(bad, p+"delivery", t.Delivery, deliveries)
+	if t.Delivery == "exactly_once" {
+		for j, in := range t.Inputs {
+			if in.Type != "kafka" {
+				bad(fmt.Sprintf("%sinputs[%d].type", p, j), "delivery exactly_once needs kafka inputs only: a %s input cannot take part in a Kafka transaction", in.Type)
+			}
+		}
+		if t.Output.Type != "kafka" {
+			bad(p+"output.type", "delivery exactly_once needs a kafka output: a %s output cannot take part in a Kafka transaction", t.Output.Type)
+		}
+		if !t.Changelog.Enabled {
+			bad(p+"changelog.enabled", "delivery exactly_once needs the changelog: the state commits in the same transaction as the outputs")
+		}
+	}
+	for _, d := range []struct {
+		key string
+		v   time.Duration
+	}{{"time.allowed_lateness", t.Time.AllowedLateness}, {"time.idle_timeout", t.Time.IdleTimeout}, {"time.tick_interval", t.Time.TickInterval}} {
+		if d.v < 0 {
+			bad(p+d.key, "must not be negative, got %s", d.v)
+		}
+	}
+	if t.Changelog.Enabled {
+		hasKafka := false
+		for _, in := range t.Inputs {
+			hasKafka = hasKafka || in.Type == "kafka"
+		}
+		if !hasKafka {
+			bad(p+"changelog.enabled", "needs a kafka input: a changelog carries the state of Kafka partitions")
+		}
+	}
+	if t.Changelog.ReplicationFactor < 0 || t.Changelog.ReplicationFactor > 32767 {
+		bad(p+"changelog.replication_factor", "must be between 0 (the broker's default) and 32767, got %d", t.Changelog.ReplicationFactor)
+	}
+}
+
+// validateTaskGrants checks a task's grants, none of which may reach the host's own directories.
+func validateTaskGrants(c Config, t TaskConfig, p string, bad func(string, string, ...any)) {
+	validateGrants(t.Grants, p+"grants.", bad)
+	for j, d := range t.Grants.Dirs {
+		for _, own := range []struct{ key, dir string }{{"data_dir", c.DataDir}, {"cache_dir", c.CacheDir}} {
+			if d.Host == "" || own.dir == "-" || !overlaps(d.Host, own.dir) {
+				continue
+			}
+			bad(fmt.Sprintf("%sgrants.dirs[%d].host", p, j),
+				"%s holds or is inside the %s (%s): the module could read or change the host's own files (state, module versions, compiled code); grant a directory apart from it",
+				d.Host, own.key, own.dir)
+			break // the cache is usually inside the data directory: one problem is enough
+		}
+	}
 }
 
 // overlaps reports whether directory a holds b, b holds a, or they are the same, once made

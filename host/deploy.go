@@ -553,206 +553,252 @@ func startModule(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.D
 
 // startModuleVersion is startModule without the warnings of grantNotes and moduleNotes.
 func startModuleVersion(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.DB, tc TaskConfig, log *slog.Logger, trial func(*modrt.Module) error) (*modrt.Module, int64, error) {
-	active, hasActive, err := db.ActiveModule(tc.Name)
+	vs, err := newVersionStart(ctx, cfg, rt, db, tc, log, trial)
 	if err != nil {
 		return nil, 0, err
 	}
-	versions, err := db.ModuleVersions(tc.Name)
-	if err != nil {
-		return nil, 0, err
-	}
-	badSum := map[[32]byte]store.ModuleVersion{}
-	for _, mv := range versions {
-		if mv.Status.State == store.ModuleBad {
-			badSum[mv.SHA256] = mv
-		}
-	}
-	file, ferr := os.ReadFile(tc.Module)
-	fileSum := sha256.Sum256(file)
-	followsFile := !hasActive || active.Origin == OriginFile
-
 	// first is the registry version to try first; useFile says to try the file first instead.
-	var first store.ModuleVersion
-	useFile := !hasActive
-	if hasActive {
-		_, mv, err := activeVersion(db, tc.Name)
-		if err != nil {
-			return nil, 0, err
-		}
-		first = mv
-		fileMatches := ferr == nil && fileSum == mv.SHA256
-		bad, fileBad := badSum[fileSum]
-		switch {
-		case ferr != nil:
-			log.Warn("module file unreadable; running the active version from the registry",
-				"module", tc.Module, "version", mv.Version, "err", ferr)
-		case fileMatches:
-		case active.Origin != OriginFile:
-			log.Warn("the module file is overridden by a deployed version; deploy or activate another to change it",
-				"module", tc.Module, "version", mv.Version, "active_by", active.Origin)
-		case fileBad:
-			log.Error("the module file holds a version that failed to start before; running the active version until the file changes",
-				"module", tc.Module, "failed_version", bad.Version, "reason", bad.Status.Reason, "version", mv.Version)
-		default:
-			useFile = true
-		}
+	first, useFile, err := vs.choose()
+	if err != nil {
+		return nil, 0, err
 	}
-	if useFile && ferr != nil {
-		return nil, 0, fmt.Errorf("module: %w", ferr)
-	}
-
-	var failures []string
-	// try compiles and trials wasm; on failure it marks version v bad (when v > 0).
-	try := func(wasm []byte, v uint64, what string) *modrt.Module {
-		mod, err := rt.Compile(ctx, wasm, limits(tc))
-		if err == nil {
-			if err = trial(mod); err != nil {
-				mod.Close(context.WithoutCancel(ctx))
-				err = fmt.Errorf("init: %w", err)
-			}
-		}
-		if err == nil {
-			return mod
-		}
-		if ctx.Err() != nil {
-			// Stopping while starting (an init waiting on an HTTP call fails then): the
-			// version is not to blame.
-			failures = append(failures, fmt.Sprintf("%s: %v", what, ctx.Err()))
-			return nil
-		}
-		failures = append(failures, fmt.Sprintf("%s: %v", what, err))
-		if v == 0 {
-			log.Error("module file cannot start", "module", what, "err", err)
-			return nil
-		}
-		log.Error("module version cannot start; marking it bad", "version", v, "err", err)
-		st := store.ModuleStatus{State: store.ModuleBad, At: time.Now().UnixMilli(), Reason: err.Error()}
-		if serr := db.SetModuleStatus(tc.Name, v, st); serr != nil {
-			log.Error("recording the module version as bad", "version", v, "err", serr)
-		}
-		return nil
-	}
-	// load reads mv's bytes; bytes damaged or missing in the data directory make it bad.
-	load := func(mv store.ModuleVersion) []byte {
-		wasm, err := db.ModuleBytes(mv.SHA256)
-		if err == nil {
-			return wasm
-		}
-		failures = append(failures, fmt.Sprintf("version %d: %v", mv.Version, err))
-		log.Error("module version cannot be read from the data directory", "version", mv.Version, "err", err)
-		if errors.Is(err, store.ErrCorrupt) || errors.Is(err, store.ErrNoSuchModule) {
-			st := store.ModuleStatus{State: store.ModuleBad, At: time.Now().UnixMilli(), Reason: err.Error()}
-			if serr := db.SetModuleStatus(tc.Name, mv.Version, st); serr != nil {
-				log.Error("recording the module version as bad", "version", mv.Version, "err", serr)
-			}
-		}
-		return nil
-	}
-	// activate makes v active (when it is not) and logs how the task starts.
-	activate := func(mod *modrt.Module, mv store.ModuleVersion, origin string) (*modrt.Module, int64, error) {
-		if !hasActive || active.Version != mv.Version || active.Origin != origin {
-			if err := db.SetActiveModule(tc.Name, store.ActiveModule{Version: mv.Version, Since: time.Now().UnixMilli(), Origin: origin}); err != nil {
-				mod.Close(context.WithoutCancel(ctx))
-				return nil, 0, err
-			}
-		}
-		if len(failures) > 0 {
-			log.Error("module rolled back automatically: the task runs an earlier version", "version", mv.Version,
-				"sha256", hex.EncodeToString(mv.SHA256[:]), "failed", strings.Join(failures, "; "))
-		} else {
-			log.Info("running the active module version", "version", mv.Version, "sha256", hex.EncodeToString(mv.SHA256[:]), "active_by", origin)
-		}
-		return mod, int64(mv.Version), nil
-	}
-	// registerFile adds the file as a new version, or finds the version that holds its bytes.
-	registerFile := func(mod *modrt.Module) (store.ModuleVersion, error) {
-		for _, mv := range versions {
-			if mv.SHA256 == fileSum {
-				return mv, nil
-			}
-		}
-		info := mod.Info()
-		mv, err := db.AddModule(tc.Name, file, store.ModuleVersion{
-			Created: time.Now().UnixMilli(), ABIVersion: info.ABIVersion, Origin: OriginFile,
-			Exports: info.Exports, Imports: info.Imports,
-		}, cfg.KeepModuleVersions)
-		if err == nil {
-			log.Info("module file registered as a new version", "module", tc.Module, "version", mv.Version, "sha256", info.SHA256)
-			versions = append(versions, mv)
-		}
-		return mv, err
-	}
-
 	below := uint64(1<<63 - 1) // fallbacks are the versions below this one
-	tried := map[[32]byte]bool{}
 	if useFile {
-		tried[fileSum] = true
-		if mod := try(file, 0, tc.Module); mod != nil {
-			mv, err := registerFile(mod)
-			if err != nil {
-				mod.Close(context.WithoutCancel(ctx))
-				return nil, 0, err
-			}
-			return activate(mod, mv, OriginFile)
+		vs.tried[vs.fileSum] = true
+		if mod := vs.try(vs.file, 0, tc.Module); mod != nil {
+			return vs.activateFile(mod)
 		}
-		// Register the failed file too, so that it is known bad and not tried again until it
-		// changes: compile it without the trial.
-		if mod, err := rt.Compile(ctx, file, limits(tc)); err == nil {
-			var mv store.ModuleVersion
-			if err = ctx.Err(); err == nil {
-				mv, err = registerFile(mod)
-			}
-			mod.Close(context.WithoutCancel(ctx))
-			if err == nil {
-				st := store.ModuleStatus{State: store.ModuleBad, At: time.Now().UnixMilli(), Reason: strings.TrimPrefix(failures[0], tc.Module+": ")}
-				if err := db.SetModuleStatus(tc.Name, mv.Version, st); err != nil {
-					log.Error("recording the module version as bad", "version", mv.Version, "err", err)
-				}
-			}
-		}
-		if hasActive {
-			below = active.Version + 1 // the active version first, then the ones before it
+		vs.registerFailedFile()
+		if vs.hasActive {
+			below = vs.active.Version + 1 // the active version first, then the ones before it
 		}
 	} else {
-		tried[first.SHA256] = true
-		if wasm := load(first); wasm != nil {
-			if mod := try(wasm, first.Version, fmt.Sprintf("version %d", first.Version)); mod != nil {
-				return activate(mod, first, active.Origin)
+		vs.tried[first.SHA256] = true
+		if wasm := vs.load(first); wasm != nil {
+			if mod := vs.try(wasm, first.Version, fmt.Sprintf("version %d", first.Version)); mod != nil {
+				return vs.activate(mod, first, vs.active.Origin)
 			}
 		}
 		below = first.Version
 	}
 
 	origin := OriginAutoRollback
-	if followsFile {
+	if vs.followsFile {
 		origin = OriginFile
 	}
-	for i := len(versions) - 1; i >= 0 && ctx.Err() == nil; i-- {
-		mv := versions[i]
-		if mv.Version >= below || mv.Status.State == store.ModuleBad || tried[mv.SHA256] {
+	for i := len(vs.versions) - 1; i >= 0 && ctx.Err() == nil; i-- {
+		mv := vs.versions[i]
+		if mv.Version >= below || mv.Status.State == store.ModuleBad || vs.tried[mv.SHA256] {
 			continue
 		}
-		tried[mv.SHA256] = true
-		wasm := load(mv)
+		vs.tried[mv.SHA256] = true
+		wasm := vs.load(mv)
 		if wasm == nil {
 			continue
 		}
-		if mod := try(wasm, mv.Version, fmt.Sprintf("version %d", mv.Version)); mod != nil {
-			return activate(mod, mv, origin)
+		if mod := vs.try(wasm, mv.Version, fmt.Sprintf("version %d", mv.Version)); mod != nil {
+			return vs.activate(mod, mv, origin)
 		}
 	}
-	if _, bad := badSum[fileSum]; ferr == nil && !tried[fileSum] && !bad && ctx.Err() == nil {
-		if mod := try(file, 0, tc.Module); mod != nil {
-			mv, err := registerFile(mod)
-			if err != nil {
-				mod.Close(context.WithoutCancel(ctx))
-				return nil, 0, err
-			}
-			return activate(mod, mv, OriginFile)
+	if _, bad := vs.badSum[vs.fileSum]; vs.ferr == nil && !vs.tried[vs.fileSum] && !bad && ctx.Err() == nil {
+		if mod := vs.try(vs.file, 0, tc.Module); mod != nil {
+			return vs.activateFile(mod)
 		}
 	}
 	return nil, 0, fmt.Errorf("no module version can start (%s): deploy a version that works, or fix the module file "+
-		"and restart the host", strings.Join(failures, "; "))
+		"and restart the host", strings.Join(vs.failures, "; "))
+}
+
+// versionStart is one start of a task's module: the registry's versions, the module file, and
+// what was tried and failed so far (startModuleVersion).
+type versionStart struct {
+	ctx   context.Context
+	cfg   Config
+	rt    *modrt.Runtime
+	db    *store.DB
+	tc    TaskConfig
+	log   *slog.Logger
+	trial func(*modrt.Module) error
+
+	active      store.ActiveModule
+	hasActive   bool
+	versions    []store.ModuleVersion
+	badSum      map[[32]byte]store.ModuleVersion // versions marked bad, by their bytes
+	file        []byte
+	fileSum     [32]byte
+	ferr        error // reading the module file
+	followsFile bool  // the active version came from the file (or there is none)
+
+	failures []string
+	tried    map[[32]byte]bool
+}
+
+func newVersionStart(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.DB, tc TaskConfig, log *slog.Logger, trial func(*modrt.Module) error) (*versionStart, error) {
+	vs := &versionStart{ctx: ctx, cfg: cfg, rt: rt, db: db, tc: tc, log: log, trial: trial,
+		badSum: map[[32]byte]store.ModuleVersion{}, tried: map[[32]byte]bool{}}
+	var err error
+	if vs.active, vs.hasActive, err = db.ActiveModule(tc.Name); err != nil {
+		return nil, err
+	}
+	if vs.versions, err = db.ModuleVersions(tc.Name); err != nil {
+		return nil, err
+	}
+	for _, mv := range vs.versions {
+		if mv.Status.State == store.ModuleBad {
+			vs.badSum[mv.SHA256] = mv
+		}
+	}
+	vs.file, vs.ferr = os.ReadFile(tc.Module)
+	vs.fileSum = sha256.Sum256(vs.file)
+	vs.followsFile = !vs.hasActive || vs.active.Origin == OriginFile
+	return vs, nil
+}
+
+// choose picks what to try first: the active version, or the module file when there is none or
+// the file changed to bytes not known to fail (useFile).
+func (vs *versionStart) choose() (first store.ModuleVersion, useFile bool, err error) {
+	useFile = !vs.hasActive
+	if vs.hasActive {
+		_, mv, err := activeVersion(vs.db, vs.tc.Name)
+		if err != nil {
+			return first, false, err
+		}
+		first = mv
+		fileMatches := vs.ferr == nil && vs.fileSum == mv.SHA256
+		bad, fileBad := vs.badSum[vs.fileSum]
+		switch {
+		case vs.ferr != nil:
+			vs.log.Warn("module file unreadable; running the active version from the registry",
+				"module", vs.tc.Module, "version", mv.Version, "err", vs.ferr)
+		case fileMatches:
+		case vs.active.Origin != OriginFile:
+			vs.log.Warn("the module file is overridden by a deployed version; deploy or activate another to change it",
+				"module", vs.tc.Module, "version", mv.Version, "active_by", vs.active.Origin)
+		case fileBad:
+			vs.log.Error("the module file holds a version that failed to start before; running the active version until the file changes",
+				"module", vs.tc.Module, "failed_version", bad.Version, "reason", bad.Status.Reason, "version", mv.Version)
+		default:
+			useFile = true
+		}
+	}
+	if useFile && vs.ferr != nil {
+		return first, false, fmt.Errorf("module: %w", vs.ferr)
+	}
+	return first, useFile, nil
+}
+
+// markBad records version v as unable to start.
+func (vs *versionStart) markBad(v uint64, reason string) {
+	st := store.ModuleStatus{State: store.ModuleBad, At: time.Now().UnixMilli(), Reason: reason}
+	if err := vs.db.SetModuleStatus(vs.tc.Name, v, st); err != nil {
+		vs.log.Error("recording the module version as bad", "version", v, "err", err)
+	}
+}
+
+// try compiles and trials wasm; on failure it marks version v bad (when v > 0).
+func (vs *versionStart) try(wasm []byte, v uint64, what string) *modrt.Module {
+	ctx := vs.ctx
+	mod, err := vs.rt.Compile(ctx, wasm, limits(vs.tc))
+	if err == nil {
+		if err = vs.trial(mod); err != nil {
+			mod.Close(context.WithoutCancel(ctx))
+			err = fmt.Errorf("init: %w", err)
+		}
+	}
+	if err == nil {
+		return mod
+	}
+	if ctx.Err() != nil {
+		// Stopping while starting (an init waiting on an HTTP call fails then): the
+		// version is not to blame.
+		vs.failures = append(vs.failures, fmt.Sprintf("%s: %v", what, ctx.Err()))
+		return nil
+	}
+	vs.failures = append(vs.failures, fmt.Sprintf("%s: %v", what, err))
+	if v == 0 {
+		vs.log.Error("module file cannot start", "module", what, "err", err)
+		return nil
+	}
+	vs.log.Error("module version cannot start; marking it bad", "version", v, "err", err)
+	vs.markBad(v, err.Error())
+	return nil
+}
+
+// load reads mv's bytes; bytes damaged or missing in the data directory make it bad.
+func (vs *versionStart) load(mv store.ModuleVersion) []byte {
+	wasm, err := vs.db.ModuleBytes(mv.SHA256)
+	if err == nil {
+		return wasm
+	}
+	vs.failures = append(vs.failures, fmt.Sprintf("version %d: %v", mv.Version, err))
+	vs.log.Error("module version cannot be read from the data directory", "version", mv.Version, "err", err)
+	if errors.Is(err, store.ErrCorrupt) || errors.Is(err, store.ErrNoSuchModule) {
+		vs.markBad(mv.Version, err.Error())
+	}
+	return nil
+}
+
+// activate makes v active (when it is not) and logs how the task starts.
+func (vs *versionStart) activate(mod *modrt.Module, mv store.ModuleVersion, origin string) (*modrt.Module, int64, error) {
+	if !vs.hasActive || vs.active.Version != mv.Version || vs.active.Origin != origin {
+		if err := vs.db.SetActiveModule(vs.tc.Name, store.ActiveModule{Version: mv.Version, Since: time.Now().UnixMilli(), Origin: origin}); err != nil {
+			mod.Close(context.WithoutCancel(vs.ctx))
+			return nil, 0, err
+		}
+	}
+	if len(vs.failures) > 0 {
+		vs.log.Error("module rolled back automatically: the task runs an earlier version", "version", mv.Version,
+			"sha256", hex.EncodeToString(mv.SHA256[:]), "failed", strings.Join(vs.failures, "; "))
+	} else {
+		vs.log.Info("running the active module version", "version", mv.Version, "sha256", hex.EncodeToString(mv.SHA256[:]), "active_by", origin)
+	}
+	return mod, int64(mv.Version), nil
+}
+
+// activateFile registers the file's module (which started) and makes it active.
+func (vs *versionStart) activateFile(mod *modrt.Module) (*modrt.Module, int64, error) {
+	mv, err := vs.registerFile(mod)
+	if err != nil {
+		mod.Close(context.WithoutCancel(vs.ctx))
+		return nil, 0, err
+	}
+	return vs.activate(mod, mv, OriginFile)
+}
+
+// registerFile adds the file as a new version, or finds the version that holds its bytes.
+func (vs *versionStart) registerFile(mod *modrt.Module) (store.ModuleVersion, error) {
+	for _, mv := range vs.versions {
+		if mv.SHA256 == vs.fileSum {
+			return mv, nil
+		}
+	}
+	info := mod.Info()
+	mv, err := vs.db.AddModule(vs.tc.Name, vs.file, store.ModuleVersion{
+		Created: time.Now().UnixMilli(), ABIVersion: info.ABIVersion, Origin: OriginFile,
+		Exports: info.Exports, Imports: info.Imports,
+	}, vs.cfg.KeepModuleVersions)
+	if err == nil {
+		vs.log.Info("module file registered as a new version", "module", vs.tc.Module, "version", mv.Version, "sha256", info.SHA256)
+		vs.versions = append(vs.versions, mv)
+	}
+	return mv, err
+}
+
+// registerFailedFile registers a module file that failed to start too, so that it is known bad
+// and not tried again until it changes: it compiles it without the trial.
+func (vs *versionStart) registerFailedFile() {
+	mod, err := vs.rt.Compile(vs.ctx, vs.file, limits(vs.tc))
+	if err != nil {
+		return
+	}
+	var mv store.ModuleVersion
+	if err = vs.ctx.Err(); err == nil {
+		mv, err = vs.registerFile(mod)
+	}
+	mod.Close(context.WithoutCancel(vs.ctx))
+	if err == nil {
+		vs.markBad(mv.Version, strings.TrimPrefix(vs.failures[0], vs.tc.Module+": "))
+	}
 }
 
 func publicVersion(task string, mv store.ModuleVersion, active store.ActiveModule) ModuleVersion {

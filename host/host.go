@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -99,29 +100,7 @@ func (h *Host) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("wasmstream: %w", err)
 	}
 	defer rt.Close(context.WithoutCancel(ctx))
-	// A stop lets the batches in flight finish, but a guest call may run for its whole CPU
-	// budget (seconds at the default fuel_per_record): the calls still running stopGrace after
-	// the stop are interrupted at the end of their time slice and fail like any failed batch
-	// (not applied; the next run processes their records again).
-	runDone := make(chan struct{})
-	var interrupter sync.WaitGroup
-	interrupter.Go(func() {
-		select {
-		case <-ctx.Done():
-		case <-runDone:
-			return
-		}
-		t := time.NewTimer(stopGrace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-			log.Warn("stopping: interrupting the guest calls still running", "after", stopGrace)
-			rt.Interrupt()
-		case <-runDone:
-		}
-	})
-	defer interrupter.Wait()
-	defer close(runDone)
+	defer startInterrupter(ctx, rt, log)()
 	if h.chains, err = openChains(cfg, db); err != nil {
 		return err
 	}
@@ -139,18 +118,71 @@ func (h *Host) Run(ctx context.Context) (err error) {
 			}
 		}
 	}()
-	tasks := make([]*task.Task, len(cfg.Tasks))
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	lv := &live{rt: rt, db: db, tasks: map[string]*running{}, ctx: runCtx, cancel: cancel}
 	defer lv.closeModules(context.WithoutCancel(ctx))
+	if err := h.setUpTasks(ctx, cfg, lv, &closers); err != nil {
+		return err
+	}
+	// Deploy and its siblings stop being served before the store and the runtime close.
+	defer func() {
+		h.mu.Lock()
+		h.live = nil
+		h.mu.Unlock()
+		h.calls.Wait()
+	}()
+	stopAdmin, err := h.startAdmin(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopAdmin()
+	close(h.ready)
+
+	return h.runTasks(cfg, lv)
+}
+
+// startInterrupter returns the function to call when Run returns. A stop lets the batches in
+// flight finish, but a guest call may run for its whole CPU budget (seconds at the default
+// fuel_per_record): the calls still running stopGrace after the stop are interrupted at the end
+// of their time slice and fail like any failed batch (not applied; the next run processes their
+// records again).
+func startInterrupter(ctx context.Context, rt *modrt.Runtime, log *slog.Logger) (stop func()) {
+	runDone := make(chan struct{})
+	var interrupter sync.WaitGroup
+	interrupter.Go(func() {
+		select {
+		case <-ctx.Done():
+		case <-runDone:
+			return
+		}
+		t := time.NewTimer(stopGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			log.Warn("stopping: interrupting the guest calls still running", "after", stopGrace)
+			rt.Interrupt()
+		case <-runDone:
+		}
+	})
+	return func() {
+		close(runDone)
+		interrupter.Wait()
+	}
+}
+
+// setUpTasks sets every task up and publishes them to h (h.tasks, h.live). A task that cannot
+// start halts the host (on_task_failure: halt_host) or only itself (halt_task).
+func (h *Host) setUpTasks(ctx context.Context, cfg Config, lv *live, closers *[]io.Closer) error {
+	log := cfg.Logger
+	tasks := make([]*task.Task, len(cfg.Tasks))
 	// halted holds the error of every task that cannot start; with halt_task the others go on.
 	halted := make([]error, len(cfg.Tasks))
 	for i, tc := range cfg.Tasks {
-		if err := checkStdinRerun(db, cfg, i); err != nil {
+		if err := checkStdinRerun(lv.db, cfg, i); err != nil {
 			return err
 		}
-		t, mod, tcfg, err := h.setUp(ctx, cfg, rt, db, tc, &closers)
+		t, mod, tcfg, err := h.setUp(ctx, cfg, lv.rt, lv.db, tc, closers)
 		if mod != nil {
 			lv.addModule(mod)
 		}
@@ -168,6 +200,7 @@ func (h *Host) Run(ctx context.Context) (err error) {
 		tasks[i] = t
 	}
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.tasks = tasks
 	for i, tc := range cfg.Tasks {
 		h.names = append(h.names, tc.Name)
@@ -176,21 +209,11 @@ func (h *Host) Run(ctx context.Context) (err error) {
 		}
 	}
 	h.live = lv
-	h.mu.Unlock()
-	// Deploy and its siblings stop being served before the store and the runtime close.
-	defer func() {
-		h.mu.Lock()
-		h.live = nil
-		h.mu.Unlock()
-		h.calls.Wait()
-	}()
-	stopAdmin, err := h.startAdmin(ctx)
-	if err != nil {
-		return err
-	}
-	defer stopAdmin()
-	close(h.ready)
+	return nil
+}
 
+// runTasks runs every task that started until all have ended, and returns their halts.
+func (h *Host) runTasks(cfg Config, lv *live) error {
 	context.AfterFunc(lv.ctx, func() { h.stopping.Store(true) })
 	h.mu.Lock()
 	h.tasksDone = make(chan struct{})

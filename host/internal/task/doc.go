@@ -6,7 +6,8 @@
 //
 // The task loop is split in two, in the manner of etcd raft's RawNode and its node goroutine:
 //
-//   - The core (core.go, and the methods it calls in task.go, job.go, timers.go, deploy.go,
+//   - The core (core.go, and the methods it calls in the files of each step below: ingest.go,
+//     dispatch.go, finish.go, apply.go, checkpoint.go, and job.go, timers.go, deploy.go,
 //     kafka.go, changelog.go and eos.go) is synchronous: one event in (a chunk of records, a
 //     Kafka fetch, a finished job, a checkpoint due, a deploy switch, a pause, a rebalance), its
 //     state updated, and actions out in Task.out: jobs for the workers, consumer pauses, resumes
@@ -24,8 +25,12 @@
 //
 // # Files
 //
-//	task.go       Config, Task, New, Stats; admit/ingest (records in), dispatch, finish and apply
-//	              (jobs back), checkpoint (state, marks and positions to the store), publish
+//	task.go       Config, Input, Task, New, Stats, opening streams and instances
+//	ingest.go     records in: ingest, admit, sequence, enqueue
+//	dispatch.go   back-pressure to the readers (applyFlow) and batches to free workers (dispatch)
+//	finish.go     jobs back: finish, succeeded, itemFailed (split, retry, backoff), exhausted
+//	apply.go      a successful job's writes, timers and outputs into the cache and the sink
+//	checkpoint.go checkpoint (state, marks and positions to the store), publish, logProgress
 //	core.go       the core's events and actions, step
 //	driver.go     Run and its start/stop functions, drive, carryOut
 //	job.go        jobs and groups; the worker (work, runUnit, runTick) and its state environment
@@ -34,7 +39,7 @@
 //	kafka.go      the Kafka input: rebalance requests (onAssign, onRevoke, onLost), fetches
 //	changelog.go  changelog writes per checkpoint, restores on assignment, standbys
 //	eos.go        exactly-once mode: barriers and one Kafka transaction per interval
-//	sinks.go      output and dead-letter sinks
+//	sinks.go      output and dead-letter sinks, dead letters of records
 //	recent.go     the ring of recent errors (Stats.Recent)
 //	query.go      state queries on a running task (Query, QueryScan), answered by the loop
 //	alloc.go      admitted records' items and sequencing keys, carved from shared blocks
@@ -55,7 +60,7 @@
 //
 // # Checkpoints
 //
-// checkpoint (task.go) flushes the sinks, then commits the dirty cache entries with their marks
+// checkpoint (checkpoint.go) flushes the sinks, then commits the dirty cache entries with their marks
 // and each stream's committable position in one store.Checkpoint, writes the changelog and has
 // the driver commit the Kafka offsets. It runs every Config.Checkpoint (the driver's ticker), when
 // the sinks hold too much (afterEvent), before a job whose writes would overflow a key's store

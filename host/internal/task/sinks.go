@@ -7,6 +7,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/host/internal/sink"
+	"github.com/wasmstream/wasmstream/host/internal/source"
 )
 
 // OutputSink receives a task's outputs. Flush makes everything written so far durable (a file)
@@ -178,3 +179,21 @@ func (k KafkaDeadLetters) WriteDeadLetter(d *DeadLetter) error {
 const maxDeadLetterError = 16 << 10
 
 func (k KafkaDeadLetters) Flush() error { return k.P.Flush(context.Background()) }
+func (t *Task) deadLetter(st *stream, offset int64, key, value []byte, cause error, attempts int) error {
+	return t.writeDeadLetter(st, &DeadLetter{Offset: offset, Attempts: attempts, Err: cause, Key: key, Value: value})
+}
+
+// deadLetterLine sends a record that could not be decoded to the dead letters, with its whole line.
+func (t *Task) deadLetterLine(st *stream, r *source.Record) error {
+	return t.writeDeadLetter(st, &DeadLetter{Offset: r.Offset, Err: r.Err, Value: r.Raw, Truncated: r.Truncated})
+}
+
+func (t *Task) writeDeadLetter(st *stream, d *DeadLetter) error {
+	t.stats.DeadLetters++
+	t.noteError("dead letter", st.where(d.Offset), d.Key, d.Err)
+	d.Task, d.Input = t.cfg.Name, st.in.Name
+	if st.kafka {
+		d.Input, d.Partition = st.tp.Topic, st.tp.Partition
+	}
+	return t.cfg.DeadLetter.WriteDeadLetter(d)
+}

@@ -1,0 +1,180 @@
+package task
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/sched"
+	"github.com/wasmstream/wasmstream/host/internal/source"
+	"github.com/wasmstream/wasmstream/store"
+)
+
+func (t *Task) ingest(c source.Chunk) error {
+	st := t.streams[c.Stream]
+	if c.Err != nil {
+		return fmt.Errorf("input %s: %w", st.in.Name, c.Err)
+	}
+	now := t.cfg.Now()
+	for i := range c.Records {
+		if err := t.admit(st, &c.Records[i], now); err != nil {
+			return err
+		}
+	}
+	if q := t.sched.Stats().QueuedItems; q > t.stats.PeakQueued {
+		t.stats.PeakQueued = q
+	}
+	if c.Done {
+		st.done = true
+		t.log.Debug("input exhausted", "input", st.in.Name, "records", st.records)
+	}
+	t.applyFlow()
+	return nil
+}
+
+// admit routes one record: to the dead letters if malformed, past the guest if a replay of
+// already applied work, and otherwise into its key's queue. now is when its chunk or fetch
+// arrived: the clock is read once for all of them.
+func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
+	st.records++
+	t.stats.Records++
+	if err := st.tracker.Add(r.Offset); err != nil {
+		return fmt.Errorf("input %s: %w", st.in.Name, err)
+	}
+	if !st.kafka {
+		st.ends = append(st.ends, endMark{r.Offset, r.End})
+	}
+	if r.Err != nil {
+		if st.in.HaltOnError {
+			return fmt.Errorf("%s: %w", st.where(r.Offset), r.Err)
+		}
+		st.malform++
+		if err := t.deadLetterLine(st, r); err != nil {
+			return err
+		}
+		st.tracker.Complete(r.Offset)
+		return nil
+	}
+	key, seq, err := t.sequence(st, r)
+	if err != nil {
+		if st.in.HaltOnError {
+			return fmt.Errorf("%s: %w", st.where(r.Offset), err)
+		}
+		st.malform++
+		if err := t.deadLetter(st, r.Offset, nil, r.Raw, err, 0); err != nil {
+			return err
+		}
+		st.tracker.Complete(r.Offset)
+		return nil
+	}
+	if room := store.StateKeyRoom(t.cfg.Name); len(key) > room {
+		// The key could not even hold its mark in the store: refused here, not at a checkpoint.
+		err := fmt.Errorf("%w: %d bytes, over the store's limit of %d bytes for a key in task %q (a key and each of its state names together)",
+			ErrKeyTooLarge, len(key), room, t.cfg.Name)
+		if st.in.HaltOnError {
+			return fmt.Errorf("%s: %w", st.where(r.Offset), err)
+		}
+		if err := t.deadLetter(st, r.Offset, key, r.Value, err, 0); err != nil {
+			return err
+		}
+		st.tracker.Complete(r.Offset)
+		return nil
+	}
+	stamp := st.tm.wm
+	late := st.tm.observe(r.Offset, r.Timestamp, t.cfg.Lateness, now)
+	if late {
+		t.stats.Late++
+	}
+	if r.Offset <= st.replay && t.cfg.Policy != PolicyNone {
+		mark, ok, err := t.cfg.Store.Mark(t.cfg.Name, st.id, key)
+		if err != nil {
+			return err
+		}
+		if ok && r.Offset <= mark {
+			st.skipped++
+			t.stats.Skipped++
+			st.tracker.Complete(r.Offset)
+			return nil
+		}
+	}
+	return t.enqueue(st, r, key, seq, late, stamp)
+}
+
+// enqueue pushes an admitted record to its key's queue, then queues the event-time timers the
+// record's timestamp made due.
+func (t *Task) enqueue(st *stream, r *source.Record, key []byte, seq string, late bool, stamp int64) error {
+	it := t.carve.item()
+	it.stamp = stamp
+	it.rec = abi.Record{
+		Offset:    r.Offset,
+		Timestamp: r.Timestamp,
+		Source:    st.source,
+		Key:       key,
+		Value:     r.Value,
+		Headers:   r.Headers,
+	}
+	it.end = r.End
+	if late {
+		it.rec.Flags |= abi.FlagLate
+	}
+	if st.kafka {
+		it.rec.Partition = uint32(st.tp.Partition)
+	}
+	t.pending++
+	if err := t.sched.Push(sched.Item[*item]{
+		Stream: st.id, Key: seq, Offset: r.Offset,
+		Size:  len(r.Raw) + 128,
+		Value: it,
+	}); err != nil {
+		return err
+	}
+	if late || r.Timestamp < 0 || st.tm.wm < 0 {
+		return nil
+	}
+	// The record may have moved the watermark: event-time timers it passed are queued now,
+	// behind this record and before the next one — all of them, whatever MaxFiringsPerTurn says:
+	// a firing left for a later turn would come after records of its key read meanwhile. (A
+	// timer set later is placed when its set is applied: placeFiring, ABI.md §4.12.)
+	budget := math.MaxInt
+	return t.collectDue(st, int(abi.DomainEvent), st.tm.watermark(), &budget)
+}
+
+// sequence returns a record's key and its sequencing key in the scheduler (S7); an error (the
+// record has no field to sequence by) makes it malformed.
+func (t *Task) sequence(st *stream, r *source.Record) (key []byte, seq string, err error) {
+	key = r.Key
+	switch t.cfg.Policy {
+	case PolicyPartition:
+		return key, "", nil
+	case PolicyNone:
+		var b [20]byte
+		return key, t.carve.string(strconv.AppendInt(b[:0], r.Offset, 10)), nil
+	case PolicyField:
+		if r.Fields == nil && st.kafka {
+			if jerr := json.Unmarshal(r.Value, &r.Fields); jerr != nil || r.Fields == nil {
+				return nil, "", fmt.Errorf("%w: sequencing by field %q: the value is not a JSON object", source.ErrMalformed, t.cfg.Field)
+			}
+		}
+		v, err := r.Field(t.cfg.Field)
+		if err != nil {
+			return nil, "", err
+		}
+		return v, t.carve.string(v), nil
+	case PolicyHeader:
+		for _, h := range r.Headers {
+			if string(h.Name) == t.cfg.Header {
+				return h.Value, t.carve.string(h.Value), nil
+			}
+		}
+		return []byte{}, "", nil // no such header: the empty key
+	}
+	return key, t.carve.string(key), nil
+}
+
+// ErrKeyTooLarge is the dead-letter cause of a record whose key is longer than the store can hold
+// for the task (store.StateKeyRoom): refused when it is read.
+var ErrKeyTooLarge = errors.New("record key too large")
