@@ -12,6 +12,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // chainTasks are three tasks in a chain: wordcount over the input (per key, per word) → rekey
@@ -72,16 +73,12 @@ func TestChainExactState(t *testing.T) {
 			}
 		}
 	}
-	add(3000)
+	add(1000)
 	input := writeLines(t, dir, recs)
 	out := filepath.Join(dir, "out.ndjson")
 	cfg := host.Config{DataDir: filepath.Join(dir, "data"), CheckpointInterval: 10 * time.Millisecond, Tasks: chainTasks(wc, rk, ctr, input, out)}
 	run := func() []host.TaskStats {
-		h, err := host.New(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.Close()
+		h := hosttest.New(t, cfg)
 		if err := h.Run(context.Background()); err != nil {
 			t.Fatal(err)
 		}
@@ -120,13 +117,13 @@ func TestChainExactState(t *testing.T) {
 	for _, s := range st {
 		byName[s.Task] = s
 	}
-	if byName["wc"].ChainEntries != 6000 || byName["rk"].ChainEntries != 6000 || byName["rk"].ChainHolds == 0 {
-		t.Errorf("chain entries wc %d, rk %d (want 6000 each); rk held %d times (want > 0: max_backlog 50)",
+	if byName["wc"].ChainEntries != 2000 || byName["rk"].ChainEntries != 2000 || byName["rk"].ChainHolds == 0 {
+		t.Errorf("chain entries wc %d, rk %d (want 2000 each); rk held %d times (want > 0: max_backlog 50)",
 			byName["wc"].ChainEntries, byName["rk"].ChainEntries, byName["rk"].ChainHolds)
 	}
 	in := byName["tot"].Inputs[0]
-	if in.Chain != "rk/rekeyed" || in.Lag != 0 || in.Committed != 6000 {
-		t.Errorf("tot's input: chain %q, lag %d, committed %d; want rk/rekeyed, 0, 6000", in.Chain, in.Lag, in.Committed)
+	if in.Chain != "rk/rekeyed" || in.Lag != 0 || in.Committed != 2000 {
+		t.Errorf("tot's input: chain %q, lag %d, committed %d; want rk/rekeyed, 0, 2000", in.Chain, in.Lag, in.Committed)
 	}
 	// A second run over more input continues each log where it ended.
 	add(500)
@@ -134,8 +131,8 @@ func TestChainExactState(t *testing.T) {
 	run()
 	check()
 	outs := readOutputs(t, out)
-	if len(outs) != 7000 {
-		t.Errorf("tot emitted %d records, want 7000", len(outs))
+	if len(outs) != 3000 {
+		t.Errorf("tot emitted %d records, want 3000", len(outs))
 	}
 	var keys []string
 	for _, o := range outs {
@@ -195,5 +192,58 @@ func TestValidateChains(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// chainInput makes n records over 7 users, two words each.
+func chainInput(n int) [][2]string {
+	var recs [][2]string
+	for i := range n {
+		recs = append(recs, [2]string{fmt.Sprint("u", i%7), fmt.Sprint("w", i%13, " x", i%5)})
+	}
+	return recs
+}
+
+// sortedOutputs reads path's outputs as sorted "key value" lines.
+func sortedOutputs(t *testing.T, path string) []string {
+	t.Helper()
+	var lines []string
+	for _, o := range readOutputs(t, path) {
+		lines = append(lines, o.Output+" "+o.Key+" "+o.Value)
+	}
+	sort.Strings(lines)
+	return lines
+}
+
+// TestChainSameAsKafka: the three chained tasks give the same outputs as the same three tasks
+// connected through Kafka topics (an in-process broker).
+func TestChainSameAsKafka(t *testing.T) {
+	wc, rk, ctr := guestbuild.Go(t, "wordcount"), guestbuild.Go(t, "testguests/rekey"), guestbuild.Go(t, "testguests/counter")
+	dir := t.TempDir()
+	const records = 2000
+	input := writeLines(t, dir, chainInput(records))
+
+	chained := filepath.Join(dir, "chained.ndjson")
+	hosttest.RunToEnd(t, host.Config{DataDir: filepath.Join(dir, "chain-data"), CheckpointInterval: 50 * time.Millisecond,
+		Tasks: chainTasks(wc, rk, ctr, input, chained)})
+
+	c := newCluster(t, "counts", "rekeyed")
+	viaKafka := filepath.Join(dir, "kafka.ndjson")
+	tasks := chainTasks(wc, rk, ctr, input, viaKafka)
+	tasks[0].Output = host.OutputConfig{Type: "kafka", Topic: "counts"}
+	tasks[1].Inputs = []host.InputConfig{{Name: "counts", Type: "kafka", Topics: []string{"counts"}}}
+	tasks[1].Output = host.OutputConfig{Type: "kafka", Topic: "rekeyed"}
+	tasks[2].Inputs = []host.InputConfig{{Name: "words", Type: "kafka", Topics: []string{"rekeyed"}}}
+	r := hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, "kafka-data"), CheckpointInterval: 50 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: tasks})
+	hosttest.WaitFor(t, 2*time.Minute, "the last task's outputs through Kafka", func() bool {
+		return len(readOutputs(t, viaKafka)) >= 2*records
+	})
+	if err := r.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	want, got := sortedOutputs(t, viaKafka), sortedOutputs(t, chained)
+	if len(got) != 2*records || strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("chained outputs (%d) differ from those through Kafka (%d)", len(got), len(want))
 	}
 }
