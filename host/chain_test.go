@@ -1,8 +1,10 @@
 package host_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strconv"
@@ -246,4 +248,14 @@ func TestChainSameAsKafka(t *testing.T) {
 	if len(got) != 2*records || strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("chained outputs (%d) differ from those through Kafka (%d)", len(got), len(want))
 	}
+}
+
+// countLines counts the lines of the file at path (0 when it does not exist yet).
+func countLines(tb testing.TB, path string) int {
+	tb.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	return bytes.Count(b, []byte("\n"))
 }

@@ -152,11 +152,12 @@ func (db *DB) ChainHead(task, output string) (uint64, error) {
 	return head, wrapErr("chain head", err)
 }
 
-// ChainTrim deletes the entries of task's chain log output below offset below, except the last
-// entry of the log, which it always keeps so that ChainHead survives a restart. It returns how
-// many it deleted. Trimming runs in transactions of its own, apart from checkpoints: an entry
+// ChainTrim deletes the entries of task's chain log output from offset from (the caller's
+// knowledge of what is already gone: the scan starts there rather than over the tombstones of
+// earlier trims) up to below, except the last entry of the log, which it always keeps so that
+// ChainHead survives a restart. It returns how many it deleted. Trimming runs in transactions of its own, apart from checkpoints: an entry
 // left by a crash is trimmed by the next call.
-func (db *DB) ChainTrim(task, output string, below uint64) (int, error) {
+func (db *DB) ChainTrim(task, output string, from, below uint64) (int, error) {
 	head, err := db.ChainHead(task, output)
 	if err != nil || head == 0 {
 		return 0, err
@@ -171,7 +172,7 @@ func (db *DB) ChainTrim(task, output string, below uint64) (int, error) {
 	err = db.bdb.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})
 		defer it.Close()
-		for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {
+		for it.Seek(binary.BigEndian.AppendUint64(append([]byte(nil), prefix...), from)); it.ValidForPrefix(prefix); it.Next() {
 			k := it.Item().KeyCopy(nil)
 			if binary.BigEndian.Uint64(k[len(prefix):]) >= below {
 				break

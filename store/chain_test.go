@@ -47,10 +47,10 @@ func TestChainLog(t *testing.T) {
 	if h, err := db.ChainHead("up", "none"); err != nil || h != 0 {
 		t.Fatalf("ChainHead of an empty log = %d, %v; want 0", h, err)
 	}
-	if n, err := db.ChainTrim("up", "counts", 2); err != nil || n != 2 {
+	if n, err := db.ChainTrim("up", "counts", 0, 2); err != nil || n != 2 {
 		t.Fatalf("ChainTrim below 2 = %d, %v; want 2", n, err)
 	}
-	if n, err := db.ChainTrim("up", "counts", 100); err != nil || n != 0 {
+	if n, err := db.ChainTrim("up", "counts", 1, 100); err != nil || n != 0 {
 		t.Fatalf("ChainTrim below 100 = %d, %v; want 0 (the last entry stays)", n, err)
 	}
 	if got, want := fmt.Sprint(chainEntries(t, db, "up", "counts")), "map[2:e2]"; got != want {

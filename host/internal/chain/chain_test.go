@@ -57,6 +57,8 @@ func TestCodecRoundTrip(t *testing.T) {
 // upstream ended and it reached the head; the backlog blocks the upstream at the bound until a
 // covered position lowers it, which wakes the upstream and trims the log.
 func TestReaderBacklogTrim(t *testing.T) {
+	defer func(b uint64) { trimBatch = b }(trimBatch)
+	trimBatch = 1
 	db := openStore(t)
 	l, err := Open(db, "up", "counts")
 	if err != nil {

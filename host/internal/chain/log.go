@@ -14,6 +14,10 @@ import (
 // cover yet: at it the upstream holds.
 const DefaultMaxBacklog = 100_000
 
+// trimBatch is how many covered entries a log keeps before trimming them together (a variable:
+// tests lower it).
+var trimBatch uint64 = 8192
+
 // chunkEntries bounds the entries of one chunk a Reader sends.
 const chunkEntries = 256
 
@@ -118,10 +122,10 @@ func (l *Log) trim() error {
 	}
 	l.trimMu.Lock()
 	defer l.trimMu.Unlock()
-	if low <= l.trimmed {
-		return nil
+	if low < l.trimmed+trimBatch {
+		return nil // trimming in batches: fewer transactions (each one scans and deletes)
 	}
-	if _, err := l.db.ChainTrim(l.task, l.output, low); err != nil {
+	if _, err := l.db.ChainTrim(l.task, l.output, l.trimmed, low); err != nil {
 		return fmt.Errorf("chain %s/%s: %w", l.task, l.output, err)
 	}
 	l.trimmed = low
