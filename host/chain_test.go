@@ -259,3 +259,95 @@ func countLines(tb testing.TB, path string) int {
 	}
 	return bytes.Count(b, []byte("\n"))
 }
+
+// checkChainState checks the three stages' state against recs (key, "<w1> <w2>") exactly.
+func checkChainState(t *testing.T, data string, recs [][2]string) {
+	t.Helper()
+	words, perUser, perWord := map[string]int{}, map[string]int{}, map[string]int{}
+	for _, r := range recs {
+		for _, w := range strings.Fields(r[1]) {
+			words[r[0]+"/"+w]++
+			perUser[r[0]+"/n"]++
+			perWord[w+"/n"]++
+		}
+	}
+	for _, c := range []struct {
+		task, name string
+		want       map[string]int
+	}{{"wc", "", words}, {"rk", "n", perUser}, {"tot", "n", perWord}} {
+		got := chainState(t, data, c.task, c.name)
+		if len(got) != len(c.want) {
+			t.Errorf("%s: %d keys and names, want %d", c.task, len(got), len(c.want))
+		}
+		for k, n := range c.want {
+			if got[k] != strconv.Itoa(n) {
+				t.Errorf("%s %s = %q, want %d", c.task, k, got[k], n)
+			}
+		}
+	}
+}
+
+// withCustomSection returns wasm with a custom section appended: another module version (other
+// bytes) that behaves the same.
+func withCustomSection(t *testing.T, path, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A custom section: id 0, its size, then its name (length-prefixed) and one byte of content.
+	return append(append(append(b, 0, byte(2+len(name)), byte(len(name))), name...), 1)
+}
+
+// TestChainDeployKeepsExactState deploys new versions of the two downstream tasks of a running
+// chain and rolls one back, then lets the chain run to its end: every stage's state is exact.
+func TestChainDeployKeepsExactState(t *testing.T) {
+	wc, rk, ctr := guestbuild.Go(t, "wordcount"), guestbuild.Go(t, "testguests/rekey"), guestbuild.Go(t, "testguests/counter")
+	dir := t.TempDir()
+	recs := chainInput(1000)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	tasks := chainTasks(wc, rk, ctr, "", filepath.Join(dir, "out.ndjson"))
+	tasks[0].Inputs = []host.InputConfig{{Name: "in", Type: "stdin", KeyField: "k", ValueField: "v", TimestampField: "ts"}}
+	data := filepath.Join(dir, "data")
+	r := hosttest.Start(t, host.Config{DataDir: data, CheckpointInterval: 10 * time.Millisecond, Stdin: pr, Tasks: tasks})
+	feed := func(recs [][2]string) {
+		var b bytes.Buffer
+		for i, rec := range recs {
+			fmt.Fprintf(&b, "{\"k\":%q,\"v\":%q,\"ts\":%d}\n", rec[0], rec[1], 1000+i)
+		}
+		if _, err := pw.Write(b.Bytes()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	committed := func(task string) int64 {
+		for _, s := range r.Stats() {
+			if s.Task == task && len(s.Inputs) > 0 {
+				return s.Inputs[0].Committed
+			}
+		}
+		return 0
+	}
+	feed(recs[:500])
+	hosttest.WaitFor(t, time.Minute, "tot to commit some of its input", func() bool { return committed("tot") > 0 })
+	ctx := context.Background()
+	for _, d := range []struct{ task, module string }{{"rk", rk}, {"tot", ctr}} {
+		dep, err := r.Deploy(ctx, d.task, withCustomSection(t, d.module, "v2"))
+		if err != nil || dep.Unchanged {
+			t.Fatalf("deploy %s: %+v, %v; want a new version", d.task, dep, err)
+		}
+	}
+	feed(recs[500:750])
+	if _, err := r.Rollback(ctx, "rk", 0); err != nil {
+		t.Fatalf("rollback rk: %v", err)
+	}
+	feed(recs[750:])
+	pw.Close()
+	if err := r.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	checkChainState(t, data, recs)
+}
