@@ -58,6 +58,21 @@ func (c *chains) outputs(task string) map[string]*chain.Log {
 	return c.logs[task]
 }
 
+// withChained adds to the output names a task may emit to (none: any) those other tasks read:
+// a kafka output whose topics map restricts the names must not refuse a chained one.
+func withChained(names []string, logs map[string]*chain.Log) []string {
+	if len(names) == 0 {
+		return names
+	}
+	for name := range logs {
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
 // input is the task.Input of tc's chained input j.
 func (c *chains) input(tc TaskConfig, j int) task.Input {
 	return task.Input{Name: tc.Inputs[j].Name, Chain: c.readers[tc.Name][j]}

@@ -351,3 +351,24 @@ func TestChainDeployKeepsExactState(t *testing.T) {
 	}
 	checkChainState(t, data, recs)
 }
+
+// TestChainWithKafkaTopicsMap: an upstream whose kafka output maps only other names to topics
+// (which restricts what it may emit) may still emit to its chained output.
+func TestChainWithKafkaTopicsMap(t *testing.T) {
+	wc, ctr := guestbuild.Go(t, "wordcount"), guestbuild.Go(t, "testguests/counter")
+	dir := t.TempDir()
+	recs := chainInput(20)
+	input := writeLines(t, dir, recs)
+	c := newCluster(t, "other")
+	first := kvTask("wc", wc, input, "")
+	first.Output = host.OutputConfig{Type: "kafka", Topics: map[string]string{"other": "other"}}
+	hosttest.RunToEnd(t, host.Config{DataDir: filepath.Join(dir, "data"), Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
+		Tasks: []host.TaskConfig{first, {Name: "tot", Module: ctr, Inputs: []host.InputConfig{{Name: "counts", Type: "task", Task: "wc", Output: "counts"}},
+			Output: host.OutputConfig{Type: "file", Path: filepath.Join(dir, "out.ndjson")}}}})
+	got := chainState(t, filepath.Join(dir, "data"), "tot", "n")
+	for u, n := range map[string]string{"u0": "6", "u6": "4"} { // users u0..u6: 2 words per record
+		if got[u+"/n"] != n {
+			t.Errorf("tot %s = %q, want %s (all: %v)", u, got[u+"/n"], n, got)
+		}
+	}
+}

@@ -403,7 +403,7 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 		Name:        tc.Name,
 		Module:      mod,
 		GuestConfig: guest,
-		OutputNames: outputNames(tc.Output),
+		OutputNames: withChained(outputNames(tc.Output), ch.outputs(tc.Name)),
 		Output:      out,
 		DeadLetter:  dlq,
 		Store:       db,
