@@ -94,11 +94,14 @@ func (t *Task) chainOutput(o *modrt.Output) bool {
 	e := chain.Entry{Key: o.Key, Value: o.Value, Timestamp: o.Timestamp, Headers: o.Headers}
 	v := chain.Encode(make([]byte, 0, chain.EncodedLen(e)), e)
 	t.chain.pending = append(t.chain.pending, store.ChainEntry{Output: l.Output(), Value: v})
+	n, b := store.ChainEntryCost(t.cfg.Name, o.Name, len(v))
+	t.chain.cost.entries, t.chain.cost.bytes = t.chain.cost.entries+n, t.chain.cost.bytes+b
 	return true
 }
 
-// jobChainCost estimates what applying j adds to the next checkpoint's transaction.
-func (t *Task) jobChainCost(j *job) txnCost {
+// jobChainCost estimates what applying j adds to the next checkpoint's transaction; with
+// outputs, its chain entries too (chainOutput counts those as they are taken).
+func (t *Task) jobChainCost(j *job, outputs bool) txnCost {
 	var c txnCost
 	add := func(n, b int) { c.entries, c.bytes = c.entries+n, c.bytes+b }
 	for gi := range j.groups {
@@ -121,7 +124,7 @@ func (t *Task) jobChainCost(j *job) txnCost {
 			add(store.MarkCost(t.cfg.Name, []byte(k))) // every key of the unit's scope may get a mark
 		}
 		for _, o := range g.effects.Outputs {
-			if _, ok := t.chain.logs[o.Name]; ok {
+			if _, ok := t.chain.logs[o.Name]; ok && outputs {
 				add(store.ChainEntryCost(t.cfg.Name, o.Name, chain.EncodedLen(chain.Entry{Key: o.Key, Value: o.Value, Headers: o.Headers})))
 			}
 		}
@@ -143,7 +146,7 @@ func (t *Task) chainRoom(j *job) error {
 	if t.chain == nil {
 		return nil
 	}
-	c := t.jobChainCost(j)
+	c := t.jobChainCost(j, true)
 	me, mb := t.chainTxnLimits()
 	if c.entries > me || c.bytes > mb {
 		return fmt.Errorf("%w: the call's state changes and outputs to chained outputs need about %d store entries and %d bytes, more than one checkpoint of a chained task holds (%d entries, %d bytes): emit less per call",
@@ -158,17 +161,18 @@ func (t *Task) chainOutgrows(j *job) bool {
 	if t.chain == nil || (t.chain.cost.entries == 0 && t.chain.cost.bytes == 0) {
 		return false
 	}
-	c := t.jobChainCost(j)
+	c := t.jobChainCost(j, true)
 	me, mb := t.chainTxnLimits()
 	return t.chain.cost.entries+c.entries > me || t.chain.cost.bytes+c.bytes > mb
 }
 
-// chainApplied adds j's cost to the next checkpoint's (after apply).
+// chainApplied adds j's state changes to the next checkpoint's cost (after apply; its entries
+// were counted by chainOutput).
 func (t *Task) chainApplied(j *job) {
 	if t.chain == nil {
 		return
 	}
-	c := t.jobChainCost(j)
+	c := t.jobChainCost(j, false)
 	t.chain.cost.entries += c.entries
 	t.chain.cost.bytes += c.bytes
 }
