@@ -8,8 +8,11 @@
 #
 # Each GOMAXPROCS value runs the comparison table (wasmstream's Go and Rust guests, goka, the
 # hand-written franz-go + map + Badger loop, raw franz-go) and the Kafka pipeline benchmark
-# (no-op and counter guests against raw franz-go on the same in-process broker). Output goes to
-# standard output; keep it with `./run.sh | tee results.txt`.
+# (no-op and counter guests against raw franz-go on the same in-process broker). Then one run
+# of the sweep table: the counter and the CPU-heavy guest (Go and Rust), 4 and 16 partitions,
+# at every GOMAXPROCS value up to the machine's cores (BENCH_PROCS, default all: 1 2 4 8 16),
+# with the scaling factors against GOMAXPROCS 1. Output goes to standard output; keep it with
+# `./run.sh | tee results.txt`.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 export WASMSTREAM_GUEST_DIR="$here/guests"
@@ -18,6 +21,8 @@ cd "$here"
 echo "bundle: $(cat "$here/VERSION" 2>/dev/null || echo unknown); $(nproc) cores; $(uname -m)"
 for p in ${PROCS:-1 2 4 8 16}; do
 	echo "== GOMAXPROCS=$p"
-	GOMAXPROCS=$p ./bench.test -test.run '^$' -test.bench '^BenchmarkCompare$' -test.benchtime 1x -test.timeout 60m
+	BENCH_TABLES=compare GOMAXPROCS=$p ./bench.test -test.run '^$' -test.bench '^BenchmarkCompare$' -test.benchtime 1x -test.timeout 60m
 	GOMAXPROCS=$p ./host.test -test.run '^$' -test.bench '^BenchmarkKafkaPipeline$' -test.benchtime 1x -test.timeout 60m
 done
+echo "== GOMAXPROCS sweep"
+BENCH_TABLES=sweep BENCH_PROCS="${BENCH_PROCS:-all}" ./bench.test -test.run '^$' -test.bench '^BenchmarkCompare$' -test.benchtime 1x -test.timeout 60m

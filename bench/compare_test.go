@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -27,10 +28,41 @@ import (
 // and wordcount (per word: 1 get, 1 put, 1 output) — the goka peer, the same task hand-written
 // on franz-go and Badger (handRun), wasmstream with the Go guest and wasmstream with the Rust
 // guest; and, first, the wasmstream binary's peak RSS holding 1M keys and 1M pending timers.
-// It prints one table. Run with -benchtime 1x.
+// It prints one table; then the GOMAXPROCS sweep (sweep_test.go) prints a second.
+// BENCH_TABLES ("compare,sweep" by default) picks the tables; "changelog" adds (or, alone, runs
+// only) the Go counter without and with its changelog, twice each, and their ratios
+// (changelogCost). Run with -benchtime 1x.
 func BenchmarkCompare(b *testing.B) {
 	records := envInt("BENCH_RECORDS", 1_000_000)
+	heavyRecords := envInt("BENCH_HEAVY_RECORDS", max(records/20, 1))
 	rssKeys := envInt("BENCH_RSS_KEYS", 1_000_000)
+	compare, sweep, changelog := true, true, false
+	if s := strings.TrimSpace(getenv("BENCH_TABLES")); s != "" {
+		compare, sweep = false, false
+		for _, t := range strings.Split(s, ",") {
+			switch strings.TrimSpace(t) {
+			case "compare":
+				compare = true
+			case "sweep":
+				sweep = true
+			case "changelog":
+				changelog = true
+			default:
+				b.Fatalf("BENCH_TABLES=%q: want compare, sweep, changelog or several, separated by commas", s)
+			}
+		}
+	}
+	procs, err := sweepProcs(runtime.NumCPU())
+	if err != nil {
+		b.Fatal(err)
+	}
+	partitions, err := intList("BENCH_PARTITIONS", cmp.Or(strings.TrimSpace(getenv("BENCH_PARTITIONS")), "4,16"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if !compare {
+		rssKeys = 0
+	}
 	tasks := []struct{ name, goGuest, rustGuest string }{
 		{"noop", "testguests/noop", "testguests/noop-rust"},
 		{"counter", "testguests/counter", "testguests/counter-rust"},
@@ -39,6 +71,9 @@ func BenchmarkCompare(b *testing.B) {
 	// Build every module before measuring anything.
 	modules := map[string]string{}
 	for _, t := range tasks {
+		if !compare {
+			break
+		}
 		modules[t.name+"/go"] = guestbuild.Go(b, t.goGuest)
 		modules[t.name+"/rust"] = guestbuild.Rust(b, t.rustGuest)
 	}
@@ -65,34 +100,42 @@ func BenchmarkCompare(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer c.Close()
-	produceInput(b, c, records)
+	produceInput(b, c, "in", records)
 
 	for i := 0; i < b.N; i++ {
-		var rows []row
-		raw := rawPassthrough(b, c, records)
-		raw.outputs = outputsPerRecord(b, c, "raw-out", records)
-		rows = append(rows, row{task: "any", system: "raw franz-go consume→produce (ceiling)", run: raw})
-		for _, t := range tasks {
-			peer := gokaRun(b, c, t.name, records)
-			peer.outputs = outputsPerRecord(b, c, "goka-"+t.name+"-out", records)
-			rows = append(rows, row{task: t.name, system: "goka (peer)", run: peer})
-			hand := handRun(b, c, t.name, records)
-			hand.outputs = outputsPerRecord(b, c, "hand-"+t.name+"-out", records)
-			rows = append(rows, row{task: t.name, system: "hand-written franz-go + map + Badger", run: hand, peer: &peer})
-			for _, lang := range []string{"go", "rust"} {
-				name := lang + "-" + t.name
-				r := hostRun(b, c, modules[t.name+"/"+lang], name, records, false)
-				r.outputs = outputsPerRecord(b, c, name+"-out", records)
-				rows = append(rows, row{task: t.name, system: "wasmstream, " + map[string]string{"go": "Go", "rust": "Rust"}[lang] + " guest", run: r, peer: &peer})
+		if compare {
+			var rows []row
+			raw := rawPassthrough(b, c, records)
+			raw.outputs = outputsPerRecord(b, c, "raw-out", records)
+			rows = append(rows, row{task: "any", system: "raw franz-go consume→produce (ceiling)", run: raw})
+			for _, t := range tasks {
+				peer := gokaRun(b, c, t.name, records)
+				peer.outputs = outputsPerRecord(b, c, "goka-"+t.name+"-out", records)
+				rows = append(rows, row{task: t.name, system: "goka (peer)", run: peer})
+				hand := handRun(b, c, t.name, records)
+				hand.outputs = outputsPerRecord(b, c, "hand-"+t.name+"-out", records)
+				rows = append(rows, row{task: t.name, system: "hand-written franz-go + map + Badger", run: hand, peer: &peer})
+				for _, lang := range []string{"go", "rust"} {
+					name := lang + "-" + t.name
+					r := hostRun(b, c, modules[t.name+"/"+lang], name, "in", records, false)
+					r.outputs = outputsPerRecord(b, c, name+"-out", records)
+					rows = append(rows, row{task: t.name, system: "wasmstream, " + map[string]string{"go": "Go", "rust": "Rust"}[lang] + " guest", run: r, peer: &peer})
+				}
+				if t.name == "counter" {
+					// goka's table is a Kafka topic too: the same with wasmstream's changelog.
+					r := hostRun(b, c, modules["counter/go"], "go-counter-cl", "in", records, true)
+					r.outputs = outputsPerRecord(b, c, "go-counter-cl-out", records)
+					rows = append(rows, row{task: t.name, system: "wasmstream, Go guest, changelog on", run: r, peer: &peer})
+				}
 			}
-			if t.name == "counter" {
-				// goka's table is a Kafka topic too: the same with wasmstream's changelog.
-				r := hostRun(b, c, modules["counter/go"], "go-counter-cl", records, true)
-				r.outputs = outputsPerRecord(b, c, "go-counter-cl-out", records)
-				rows = append(rows, row{task: t.name, system: "wasmstream, Go guest, changelog on", run: r, peer: &peer})
-			}
+			printTable(os.Stdout, records, raw, rows, mem)
 		}
-		printTable(os.Stdout, records, raw, rows, mem)
+		if changelog {
+			changelogCost(b, c, records, 2)
+		}
+		if sweep {
+			printSweep(os.Stdout, records, heavyRecords, runSweep(b, c, records, heavyRecords, partitions, procs))
+		}
 	}
 }
 
@@ -157,9 +200,9 @@ func thousands(f float64) string {
 	return string(out)
 }
 
-// produceInput writes records to "in": ~100-byte texts of the 18 words below, keyed by 10k
+// produceInput writes records to topic: ~100-byte texts of the 18 words below, keyed by 10k
 // users, as the host package's BenchmarkKafkaPipeline does.
-func produceInput(b *testing.B, c *kfake.Cluster, records int) {
+func produceInput(b *testing.B, c *kfake.Cluster, topic string, records int) {
 	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		b.Fatal(err)
@@ -172,7 +215,7 @@ func produceInput(b *testing.B, c *kfake.Cluster, records int) {
 			sb.WriteString(words[(i*7+sb.Len())%len(words)])
 			sb.WriteByte(' ')
 		}
-		prod.Produce(context.Background(), &kgo.Record{Topic: "in", Key: []byte(fmt.Sprintf("user%05d", i%10000)), Value: []byte(sb.String())}, nil)
+		prod.Produce(context.Background(), &kgo.Record{Topic: topic, Key: []byte(fmt.Sprintf("user%05d", i%10000)), Value: []byte(sb.String())}, nil)
 	}
 	if err := prod.Flush(context.Background()); err != nil {
 		b.Fatal(err)
@@ -283,16 +326,16 @@ func rawPassthrough(b *testing.B, c *kfake.Cluster, records int) pipelineRun {
 	return m.done()
 }
 
-// hostRun runs a wasmstream host with module over "in" (its own group, named after the task)
+// hostRun runs a wasmstream host with module over topic (its own group, named after the task)
 // until it has processed every record, with the checkpoint interval of the host package's
 // Kafka benchmark; changelog turns the task's changelog on.
-func hostRun(b *testing.B, c *kfake.Cluster, module, name string, records int, changelog bool) pipelineRun {
+func hostRun(b *testing.B, c *kfake.Cluster, module, name, topic string, records int, changelog bool) pipelineRun {
 	h, err := host.New(host.Config{
 		DataDir: filepath.Join(b.TempDir(), "data"), CheckpointInterval: 200 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{{
 			Name: name, Module: module,
-			Inputs:    []host.InputConfig{{Name: "in", Type: "kafka", Topics: []string{"in"}}},
+			Inputs:    []host.InputConfig{{Name: "in", Type: "kafka", Topics: []string{topic}}},
 			Output:    host.OutputConfig{Type: "kafka", Topic: name + "-out"},
 			Changelog: host.ChangelogConfig{Enabled: changelog},
 		}},
@@ -347,6 +390,8 @@ func outputsPerRecord(b *testing.B, c *kfake.Cluster, topic string, records int)
 	ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
 	return float64(n) / float64(records)
 }
+
+func getenv(k string) string { return os.Getenv(k) }
 
 // envInt returns the environment variable k as a non-negative integer, or def when it is unset.
 func envInt(k string, def int) int {

@@ -134,10 +134,25 @@ func TestChangelogStandby(t *testing.T) {
 			t.Fatalf("b's standby applied %d records and b restored %d partitions; want both", before.StandbyRecords, before.Restores)
 		}
 	}
-	time.Sleep(1500 * time.Millisecond) // one more standby round after the last checkpoint
+	// Once a has checkpointed everything, b's standby catches up with all of a's partitions'
+	// changelog: b never owned them, so its standby applied every record they hold.
+	waitCheckpoints(t, ha)
+	var need int64
+	adm := kadm.NewClient(newClient(t, c))
+	ends, err := adm.ListEndOffsets(context.Background(), "wc-changelog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range ha.Stats()[0].Inputs {
+		if o, ok := ends.Lookup("wc-changelog", in.Partition); ok {
+			need += o.Offset
+		}
+	}
+	hosttest.WaitFor(t, 60*time.Second, fmt.Sprintf("b's standby applying a's %d changelog records", need),
+		func() bool { return hb.Stats()[0].StandbyRecords >= need })
 	before = hb.Stats()[0]
 	// The group balances with the standby-aware protocol.
-	groups, err := kadm.NewClient(newClient(t, c)).DescribeGroups(context.Background(), "wasmstream-wc")
+	groups, err := adm.DescribeGroups(context.Background(), "wasmstream-wc")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +346,7 @@ func TestReadyzDuringRestore(t *testing.T) {
 		Err: kerr.NotLeaderForPartition, Count: -1})
 	tc := wordcountKafkaTask(module)
 	tc.Changelog = host.ChangelogConfig{Enabled: true}
-	h, err := host.New(host.Config{DataDir: dirB, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+	h, err := host.New(host.Config{CacheDir: hosttest.CompileCache(t), DataDir: dirB, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc},
 		Admin: host.AdminConfig{Addr: "127.0.0.1:0", Token: "tok"}})
 	if err != nil {

@@ -82,6 +82,10 @@ type AdminConfig struct {
 	// state but cannot deploy, activate, roll back, pause or resume (403). Needs Token.
 	// Default: none.
 	ReadToken string `yaml:"read_token"`
+	// AdvertiseAddr is the "host:port" at which the other hosts of a group reach this host's
+	// admin API, to forward it the state queries of the partitions it owns. Default: Addr,
+	// unless it listens on every interface (then no address is advertised).
+	AdvertiseAddr string `yaml:"advertise_addr"`
 	// MaxModuleBytes bounds the size of an uploaded module. Default 64 MiB.
 	MaxModuleBytes int64 `yaml:"max_module_bytes"`
 	// Metrics, if set, is served at GET /metrics on the admin listener, with the token
@@ -166,6 +170,12 @@ type TaskConfig struct {
 	// InitFuel bounds each start-up call of an instance (start function, _initialize, init) in
 	// fuel units. Default 1000000000; a standard Go guest's start-up spends about 10^6.
 	InitFuel int64 `yaml:"init_fuel"`
+	// MaxCallDepth bounds the module's call stack, which the runtime keeps outside its linear
+	// memory: in frames, a function's frame counting 1 plus 1 per 16 of its params and locals. A
+	// call whose nested calls go deeper is stopped with an error naming the limit and goes
+	// through Retry like a trap. Default 20000 (a few MB of stack per worker; unbounded, a
+	// recursion without end grew it by about 170 MB). Not enforced with fuel_per_record -1.
+	MaxCallDepth int `yaml:"max_call_depth"`
 	// Retry says how a failing record is retried.
 	Retry RetryConfig `yaml:"retry"`
 	// Grants are the capabilities the task's module gets beyond the default of none: no file
@@ -393,6 +403,12 @@ type RetryConfig struct {
 	MaxBackoff time.Duration `yaml:"max_backoff"`
 	// OnExhausted is "deadletter" (default), "halt" or "skip".
 	OnExhausted OnExhausted `yaml:"on_exhausted"`
+	// MaxConsecutiveFailures halts the task when that many records (and timer firings) in a row
+	// failed on every attempt or permanently, with no success between: the one that reaches it
+	// is neither dead-lettered nor skipped, and the task stops with an error naming its cause,
+	// instead of sending the rest of the stream to the dead letters. Default 1000; -1 turns it
+	// off. It does not apply with OnExhausted "halt", which halts at the first.
+	MaxConsecutiveFailures int `yaml:"max_consecutive_failures"`
 }
 
 // Limits of the sequencing and batching options, used by Validate.
@@ -543,6 +559,10 @@ func validateTaskLimits(t TaskConfig, p string, bad func(string, string, ...any)
 	positive("max_locals", t.MaxLocals)
 	positive("max_nesting_depth", t.MaxNestingDepth)
 	positive("max_loop_depth", t.MaxLoopDepth)
+	positive("max_call_depth", t.MaxCallDepth)
+	if t.Retry.MaxConsecutiveFailures < -1 {
+		bad(p+"retry.max_consecutive_failures", "must be positive, or -1 to never halt on failures, got %d", t.Retry.MaxConsecutiveFailures)
+	}
 	if t.MaxNestingWork < 0 {
 		bad(p+"max_nesting_work", "must be positive, got %d", t.MaxNestingWork)
 	}

@@ -322,6 +322,9 @@ func (h *Host) setUp(ctx context.Context, cfg Config, rt *modrt.Runtime, db *sto
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	if tcfg.Kafka != nil && cfg.Admin.Addr != "" {
+		tcfg.Kafka.Advertise = h.advertiseAddr // route.go
+	}
 	tcfg.ProvenGood = func(v int64) {
 		if err := db.SetModuleStatus(tc.Name, uint64(v), store.ModuleStatus{State: store.ModuleGood, At: time.Now().UnixMilli()}); err != nil {
 			cfg.Logger.Warn("recording the module version as good", "task", tc.Name, "version", v, "err", err)
@@ -369,7 +372,7 @@ func limits(tc TaskConfig) modrt.Limits {
 	}
 	return modrt.Limits{MaxMemoryPages: tc.MaxMemoryPages, MaxTableElements: tc.MaxTableElements,
 		MaxFunctions: tc.MaxFunctions, MaxLocals: tc.MaxLocals, MaxNestingDepth: tc.MaxNestingDepth,
-		MaxLoopDepth: tc.MaxLoopDepth, MaxNestingWork: tc.MaxNestingWork, MaxValueBytes: tc.MaxValueBytes, MaxRecordBytes: maxRecord,
+		MaxLoopDepth: tc.MaxLoopDepth, MaxCallDepth: tc.MaxCallDepth, MaxNestingWork: tc.MaxNestingWork, MaxValueBytes: tc.MaxValueBytes, MaxRecordBytes: maxRecord,
 		MaxOutputsPerCall: tc.MaxOutputsPerCall, FuelPerRecord: tc.FuelPerRecord, InitFuel: tc.InitFuel,
 		MaxEmitBytesPerCall: tc.MaxEmitBytesPerCall, MaxStateBytesPerCall: tc.MaxStateBytesPerCall,
 		MaxLogLinesPerSecond: tc.MaxLogLinesPerSecond, LogBurstLines: tc.LogBurstLines,
@@ -419,21 +422,23 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 			HighBytes:         tc.MaxQueuedBytes,
 			LowBytes:          max(tc.MaxQueuedBytes/2, 1),
 		},
-		Workers:             tc.Workers,
-		StateCacheBytes:     tc.StateCacheBytes,
-		MaxAttempts:         tc.Retry.MaxAttempts,
-		Backoff:             tc.Retry.Backoff,
-		MaxBackoff:          tc.Retry.MaxBackoff,
-		OnExhausted:         string(tc.Retry.OnExhausted),
-		Checkpoint:          cfg.CheckpointInterval,
-		Lateness:            tc.Time.AllowedLateness,
-		IdleTimeout:         tc.Time.IdleTimeout,
-		TickEvery:           tc.Time.TickInterval,
-		MaxFiringsPerTurn:   tc.Time.MaxFiringsPerTurn,
-		MigrateAtActivation: tc.StateMigration == "activation",
-		ChainOutputs:        ch.outputs(tc.Name),
-		Now:                 cfg.Now,
-		Logger:              cfg.Logger,
+		Workers:         tc.Workers,
+		StateCacheBytes: tc.StateCacheBytes,
+		MaxAttempts:     tc.Retry.MaxAttempts,
+		Backoff:         tc.Retry.Backoff,
+		MaxBackoff:      tc.Retry.MaxBackoff,
+		OnExhausted:     string(tc.Retry.OnExhausted),
+		// -1 (off) is 0 to the task.
+		MaxConsecutiveFailures: max(tc.Retry.MaxConsecutiveFailures, 0),
+		Checkpoint:             cfg.CheckpointInterval,
+		Lateness:               tc.Time.AllowedLateness,
+		IdleTimeout:            tc.Time.IdleTimeout,
+		TickEvery:              tc.Time.TickInterval,
+		MaxFiringsPerTurn:      tc.Time.MaxFiringsPerTurn,
+		MigrateAtActivation:    tc.StateMigration == "activation",
+		ChainOutputs:           ch.outputs(tc.Name),
+		Now:                    cfg.Now,
+		Logger:                 cfg.Logger,
 	}
 	for j, in := range tc.Inputs {
 		if in.Type == InputTask {

@@ -31,12 +31,13 @@ func cpuNow() time.Duration {
 // 1 put and 1 output per record over 10k keys), (d) with the wasm wordcount; it reports records/s,
 // CPU µs per record (the whole process, broker included) and the ratios.
 // BENCH_RECORDS sets the count (default 1M), BENCH_TASKS the wasmstream runs (default
-// "noop,counter,wordcount"): go test -run '^$' -bench KafkaPipeline -benchtime 1x ./host
+// "noop,counter,wordcount"; "counter-cl" is the counter with its changelog on):
+// go test -run '^$' -bench KafkaPipeline -benchtime 1x ./host
 // BENCH_PROFILE=dir writes a CPU profile of each wasmstream run's steady part to dir/<task>.cpu
 // (the broker's share included; leave -cpuprofile out).
 func BenchmarkKafkaPipeline(b *testing.B) {
 	records := benchRecords(1_000_000)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "in", "raw-out", "noop-out", "counter-out", "wc-out"))
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "in", "raw-out", "noop-out", "counter-out", "counter-cl-out", "wc-out"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,7 +59,11 @@ func BenchmarkKafkaPipeline(b *testing.B) {
 	tasks := benchTasks("noop,counter,wordcount")
 	modules := map[string]string{}
 	for _, t := range tasks {
-		modules[t] = guestbuild.Go(b, map[string]string{"noop": "testguests/noop", "counter": "testguests/counter", "wordcount": "wordcount"}[t])
+		pkg, ok := map[string]string{"noop": "testguests/noop", "counter": "testguests/counter", "counter-cl": "testguests/counter", "wordcount": "wordcount"}[t]
+		if !ok {
+			b.Fatalf("BENCH_TASKS: unknown task %q (want noop, counter, counter-cl or wordcount)", t)
+		}
+		modules[t] = guestbuild.Go(b, pkg)
 	}
 	for i := 0; i < b.N; i++ {
 		raw := rawPassthrough(b, c, records)
@@ -68,7 +73,7 @@ func BenchmarkKafkaPipeline(b *testing.B) {
 			if t == "wordcount" {
 				name = "wc"
 			}
-			hostOverKafka(b, c, modules[t], name, records).report(b, t, raw)
+			hostOverKafka(b, c, modules[t], name, records, t == "counter-cl").report(b, t, raw)
 		}
 	}
 }
@@ -171,15 +176,16 @@ func rawPassthrough(b *testing.B, c *kfake.Cluster, records int) (r pipelineRun)
 }
 
 // hostOverKafka runs a wasmstream host with module over "in" (its own group) until it has
-// processed every record.
-func hostOverKafka(b *testing.B, c *kfake.Cluster, module, name string, records int) pipelineRun {
+// processed every record; changelog turns the task's changelog on.
+func hostOverKafka(b *testing.B, c *kfake.Cluster, module, name string, records int, changelog bool) pipelineRun {
 	r, st := timeHostRun(b, host.Config{
 		DataDir: filepath.Join(b.TempDir(), "data"), CheckpointInterval: 200 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{{
 			Name: name, Module: module,
-			Inputs: []host.InputConfig{{Name: "in", Type: "kafka", Topics: []string{"in"}}},
-			Output: host.OutputConfig{Type: "kafka", Topic: name + "-out"},
+			Inputs:    []host.InputConfig{{Name: "in", Type: "kafka", Topics: []string{"in"}}},
+			Output:    host.OutputConfig{Type: "kafka", Topic: name + "-out"},
+			Changelog: host.ChangelogConfig{Enabled: changelog},
 		}},
 	}, records, func(s host.TaskStats) bool { return s.Processed >= int64(records) })
 	if st.BatchSize.Count > 0 {

@@ -16,8 +16,8 @@
 //   - the read methods of [DB]: [DB.Tasks], [DB.Streams], [DB.Position],
 //     [DB.Get], [DB.Scan], [DB.Keys], [DB.ScanKeys], [DB.Mark], [DB.MarkInfo],
 //     [DB.Marks], [DB.Timer], [DB.TimerCount], [DB.PendingTimers],
-//     [DB.DueTimers], [DB.Snapshot], [DB.ModuleVersions], [DB.ModuleVersion],
-//     [DB.ModuleBytes], [DB.ActiveModule];
+//     [DB.DueTimers], [DB.Snapshot], [DB.Snapshots], [DB.ModuleVersions],
+//     [DB.ModuleVersion], [DB.ModuleBytes], [DB.ActiveModule];
 //   - [DecodeSnapshot], which reads a record of a task's Kafka changelog topic;
 //   - the sentinel errors of errors.go and [FormatVersion].
 //
@@ -106,7 +106,9 @@
 // that another host can rebuild a partition from it. After a checkpoint has
 // committed, [DB.Snapshot] reads one key's [KeySnapshot] — its names and
 // values, its timers, its applied mark and state version — from one Badger
-// read transaction, so that all its parts come from the same commit.
+// read transaction, so that all its parts come from the same commit;
+// [DB.Snapshots] reads many keys' from one transaction, walking them in store
+// order (a checkpoint's changed keys, for the changelog).
 // [EncodeSnapshot] and [DecodeSnapshot] turn a snapshot into a compact
 // versioned byte string for the changelog record's value (layout below);
 // DecodeSnapshot rejects malformed input with [ErrCorrupt].

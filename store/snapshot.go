@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -91,6 +92,174 @@ func (db *DB) Snapshot(task string, stream uint32, key []byte) (KeySnapshot, err
 		return KeySnapshot{}, wrapErr("snapshot", err)
 	}
 	return s, nil
+}
+
+// KeyRef names one (stream, key) of a task.
+type KeyRef struct {
+	Stream uint32
+	Key    []byte
+	// Written, if not nil, is the key's change in a checkpoint committed
+	// last (no commit of the task since): the snapshot's mark and state
+	// version are taken from it, as Commit wrote them, instead of read.
+	Written *KeyWrites
+}
+
+// Snapshots reads the current snapshots of keys in task, as Snapshot does for
+// each, from one Badger read transaction: every snapshot is that of the same
+// committed state. It calls fn with each key's index in keys and its
+// snapshot, in the store's order of the keys (by stream, then key length,
+// then key bytes), and stops at fn's first error, which it returns. The
+// snapshot and its byte slices are valid only until fn returns (they are
+// reused for the next key): fn encodes or copies what it keeps. Timers come in
+// name order; Values and Payloads are non-nil, possibly empty.
+//
+// In that order one state iterator walks from key to key, stepping forward
+// where the next key is close and seeking where it is not; timers are looked
+// up only in streams that hold some; the mark is read unless the KeyRef
+// carries it. A Snapshot per key costs a transaction, two iterators and a
+// lookup each (the changelog's checkpoint writes a snapshot of every key it
+// changed).
+func (db *DB) Snapshots(task string, keys []KeyRef, fn func(i int, s *KeySnapshot) error) error {
+	if err := validTask(task); err != nil {
+		return err
+	}
+	if err := db.enter(); err != nil {
+		return err
+	}
+	defer db.leave()
+	txn := db.bdb.NewTransaction(false)
+	defer txn.Discard()
+	stateIt := txn.NewIterator(badger.IteratorOptions{Prefix: appendTaskPrefix(nil, tableState, task)})
+	defer stateIt.Close()
+	timerIt := txn.NewIterator(badger.IteratorOptions{Prefix: appendTaskPrefix(nil, tableTimer, task)})
+	defer timerIt.Close()
+	hasTimers := map[uint32]bool{} // per stream: whether it holds any timer
+	var (
+		s      KeySnapshot
+		arena  = make([]byte, 0, 4096) // the snapshot's bytes, reused from key to key; never nil
+		prefix []byte
+	)
+	// keep copies b into arena; the copies stay valid while arena does not
+	// grow, so slices into it are taken only after every copy of a key.
+	type span struct{ off, n int }
+	var names, vals, tnames, pays []span
+	keep := func(b []byte) span {
+		arena = append(arena, b...)
+		return span{len(arena) - len(b), len(b)}
+	}
+	at := func(sp span) []byte { return arena[sp.off : sp.off+sp.n : sp.off+sp.n] }
+	order := make([]int, len(keys))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		ka, kb := &keys[a], &keys[b]
+		if c := cmp.Compare(ka.Stream, kb.Stream); c != 0 {
+			return c
+		}
+		if c := cmp.Compare(len(ka.Key), len(kb.Key)); c != 0 {
+			return c
+		}
+		return bytes.Compare(ka.Key, kb.Key)
+	})
+	// moveTo positions it at the first item at or after prefix: by a few steps
+	// forward when it stands before prefix and after the previous key's items
+	// (after, true: keys come in order, and no key's prefix is a prefix of
+	// another's), else by a seek.
+	moveTo := func(it *badger.Iterator, prefix []byte, after bool) {
+		for steps := 0; after && steps < 16 && it.Valid(); steps++ {
+			if bytes.Compare(it.Item().Key(), prefix) >= 0 {
+				return
+			}
+			it.Next()
+		}
+		it.Seek(prefix)
+	}
+	err := func() error {
+		var prev *KeyRef
+		for _, i := range order {
+			k := &keys[i]
+			after := prev != nil && (prev.Stream != k.Stream || !bytes.Equal(prev.Key, k.Key))
+			prev = k
+			arena, names, vals, tnames, pays = arena[:0], names[:0], vals[:0], tnames[:0], pays[:0]
+			s = KeySnapshot{Key: k.Key, Names: s.Names[:0], Timers: s.Timers[:0], Mark: NoneApplied}
+			prefix = appendStateKeyPrefix(prefix[:0], task, k.Stream, k.Key)
+			for moveTo(stateIt, prefix, after); stateIt.ValidForPrefix(prefix); stateIt.Next() {
+				item := stateIt.Item()
+				names = append(names, keep(item.Key()[len(prefix):]))
+				if err := item.Value(func(v []byte) error { vals = append(vals, keep(v)); return nil }); err != nil {
+					return err
+				}
+			}
+			var timerDomains []byte
+			var timerDues []int64
+			has, known := hasTimers[k.Stream]
+			if !known {
+				p := appendStreamPrefix(nil, tableTimer, task, k.Stream)
+				timerIt.Seek(p)
+				has = timerIt.ValidForPrefix(p)
+				hasTimers[k.Stream] = has
+			}
+			if has {
+				prefix = appendTimerKeyPrefix(prefix[:0], task, k.Stream, k.Key)
+				for timerIt.Seek(prefix); timerIt.ValidForPrefix(prefix); timerIt.Next() {
+					item := timerIt.Item()
+					name := item.Key()[len(prefix):]
+					if err := item.Value(func(v []byte) error {
+						domain, due, payload, err := decodeTimerValue(v)
+						if err != nil {
+							return fmt.Errorf("timer %q: %w", name, err)
+						}
+						tnames = append(tnames, keep(name))
+						pays = append(pays, keep(payload))
+						timerDomains = append(timerDomains, domain)
+						timerDues = append(timerDues, due)
+						return nil
+					}); err != nil {
+						return err
+					}
+				}
+			}
+			if w := k.Written; w != nil {
+				if w.Mark != DropMark {
+					s.Mark, s.StateVersion, s.HasMark = w.Mark, w.StateVersion, true
+				}
+			} else if err := readMark(txn, appendMarkKey(prefix[:0], task, k.Stream, k.Key), &s); err != nil {
+				return err
+			}
+			for j := range names {
+				s.Names = append(s.Names, Write{Name: at(names[j]), Value: at(vals[j])})
+			}
+			for j := range tnames {
+				s.Timers = append(s.Timers, Timer{Key: k.Key, Name: at(tnames[j]), Domain: timerDomains[j], Due: timerDues[j], Payload: at(pays[j])})
+			}
+			if err := fn(i, &s); err != nil {
+				return err
+			}
+		}
+		return nil
+	}()
+	if err != nil {
+		return wrapErr("snapshot", err)
+	}
+	return nil
+}
+
+// readMark reads the mark at key into s, leaving s without a mark if there is
+// none.
+func readMark(txn *badger.Txn, key []byte, s *KeySnapshot) error {
+	item, err := txn.Get(key)
+	switch {
+	case errors.Is(err, badger.ErrKeyNotFound):
+		return nil
+	case err != nil:
+		return err
+	}
+	return item.Value(func(v []byte) (err error) {
+		s.Mark, s.StateVersion, err = decodeMark(v)
+		s.HasMark = err == nil
+		return err
+	})
 }
 
 // iteratePrefix calls fn for every key with prefix in txn, in order.

@@ -290,3 +290,104 @@ func TestSnapshotApply(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotsMatchSnapshot checks that Snapshots, one transaction for many keys with buffers
+// reused from key to key, gives each key the snapshot Snapshot gives it: keys with names, timers,
+// marks, none of them, neighbours that share a prefix, keys of a stream without timers, asked for
+// in any order and more than once.
+func TestSnapshotsMatchSnapshot(t *testing.T) {
+	db := openTestDB(t, Options{})
+	s := mustStreamID(t, db, "t", "s")
+	s2 := mustStreamID(t, db, "t", "s2") // no timers at all
+	other := mustStreamID(t, db, "u", "s")
+	cp := &Checkpoint{Task: "t", Keys: []KeyWrites{
+		{Stream: s, Key: []byte("k"), Mark: 7, StateVersion: 3,
+			Writes: []Write{set("b", "2"), set("a", "1"), set("", ""), set("gone", "x"), del("gone")},
+			Timers: []TimerOp{setTimer("t2", 1, -3, ""), setTimer("t1", 0, 5, "p"), setTimer("t3", 0, 1, "x"), delTimer("t3")}},
+		{Stream: s, Key: []byte("kk"), Mark: 1, Writes: []Write{set("a", "kk")}, Timers: []TimerOp{setTimer("t1", 0, 1, "")}},
+		{Stream: s, Key: []byte(""), Mark: 2, Writes: []Write{set("k", "empty key")}},
+		{Stream: s2, Key: []byte("k"), Mark: 3, Writes: []Write{set("a", "other stream")}},
+		{Stream: s, Key: []byte("none"), Mark: NoneApplied, StateVersion: 9, Writes: []Write{set("n", "v")}},
+		{Stream: s, Key: []byte("timers only"), Mark: 4, Timers: []TimerOp{setTimer("x", 0, 9, "pay")}},
+		{Stream: s, Key: []byte("mark dropped"), Mark: DropMark, Writes: []Write{set("a", "1")}}, // index 6: carried
+	}}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 200; i++ {
+		kw := KeyWrites{Stream: []uint32{s, s2}[i%2], Key: []byte(fmt.Sprintf("r%03d", i)), Mark: int64(i)}
+		for j := 0; j < rng.IntN(4); j++ {
+			kw.Writes = append(kw.Writes, set(fmt.Sprintf("n%d", j), strings.Repeat("v", rng.IntN(40))))
+		}
+		if kw.Stream == s && rng.IntN(3) == 0 {
+			kw.Timers = append(kw.Timers, setTimer("tm", 0, int64(i), "p"))
+		}
+		cp.Keys = append(cp.Keys, kw)
+	}
+	mustCommit(t, db, cp)
+	mustCommit(t, db, &Checkpoint{Task: "u", Keys: []KeyWrites{{Stream: other, Key: []byte("k"), Mark: 5, Writes: []Write{set("a", "task u")}}}})
+
+	// Every other key carries its change in cp (the mark is taken from it), the rest are read.
+	var refs []KeyRef
+	for i := range cp.Keys {
+		kw := &cp.Keys[i]
+		r := KeyRef{Stream: kw.Stream, Key: kw.Key}
+		if i%2 == 0 {
+			r.Written = kw
+		}
+		refs = append(refs, r)
+	}
+	refs = append(refs, KeyRef{Stream: s, Key: []byte("nope")}, KeyRef{Stream: s2, Key: []byte("kk")}, KeyRef{Stream: s, Key: []byte("k")},
+		KeyRef{Stream: s, Key: []byte("k"), Written: &cp.Keys[0]})
+	rng.Shuffle(len(refs), func(i, j int) { refs[i], refs[j] = refs[j], refs[i] })
+
+	got := make([]string, len(refs))
+	encoded := make([][]byte, len(refs))
+	calls := 0
+	err := db.Snapshots("t", refs, func(i int, snap *KeySnapshot) error {
+		calls++
+		if got[i] != "" {
+			t.Fatalf("fn called twice with index %d", i)
+		}
+		for _, w := range snap.Names {
+			if w.Value == nil {
+				t.Errorf("key %q name %q: nil value", snap.Key, w.Name)
+			}
+		}
+		for _, tm := range snap.Timers {
+			if tm.Payload == nil {
+				t.Errorf("key %q timer %q: nil payload", snap.Key, tm.Name)
+			}
+		}
+		got[i] = snapString(*snap)
+		encoded[i] = EncodeSnapshot(nil, snap)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if calls != len(refs) {
+		t.Fatalf("fn called %d times for %d keys", calls, len(refs))
+	}
+	withTimers := 0
+	for i, r := range refs {
+		want := mustSnapshot(t, db, r.Stream, string(r.Key))
+		withTimers += len(want.Timers)
+		if got[i] != snapString(want) {
+			t.Errorf("key %d (stream %d, %q): Snapshots gave\n %s\nSnapshot gives\n %s", i, r.Stream, r.Key, got[i], snapString(want))
+		}
+		if !bytes.Equal(encoded[i], EncodeSnapshot(nil, &want)) {
+			t.Errorf("key %d (stream %d, %q): encodings differ", i, r.Stream, r.Key)
+		}
+	}
+	if withTimers < 10 {
+		t.Fatalf("only %d timers among the keys: the test covers too little", withTimers)
+	}
+
+	stop := errors.New("stop")
+	calls = 0
+	if err := db.Snapshots("t", refs, func(int, *KeySnapshot) error { calls++; return stop }); !errors.Is(err, stop) || calls != 1 {
+		t.Errorf("fn's error: Snapshots returned %v after %d calls, want stop after 1", err, calls)
+	}
+	if err := db.Snapshots("", refs, func(int, *KeySnapshot) error { return nil }); !errors.Is(err, ErrInvalidName) {
+		t.Errorf("Snapshots with empty task: %v, want ErrInvalidName", err)
+	}
+}

@@ -28,7 +28,8 @@ func newStateCommand(stdout io.Writer) *cobra.Command {
 the state of one task, or without --task the names of the tasks that have state. With
 --admin-addr it asks a running host instead, through its admin API (GET /v1/tasks/<task>/state,
 which admin.read_token, passed as --admin-token, may read): each key's state then includes every
-completed guest call, not only the last checkpoint, and is read between two calls on the key. A store left
+completed guest call, not only the last checkpoint, and is read between two calls on the key. In a
+group of hosts any one of them answers for every key (it asks the owners of the partitions). A store left
 by a crash is read too (its log's torn tail is cut first, as the next run would); a damaged
 store is refused with exit status 1 and nothing printed.
 
@@ -172,7 +173,7 @@ func printState(stdout io.Writer, dataDir, task string, match []byte, exact bool
 // writeStateEntry writes one entry of state's output, as text to w or as JSON to enc, its value
 // decoded by dec where a rule matches.
 func writeStateEntry(w io.Writer, enc *json.Encoder, e host.StateEntry, format string, dec stateDecoder) error {
-	decoded, ok := dec.decode(e.Name, e.Value)
+	decoded, ok := dec.Decode(e.Name, e.Value)
 	if format == "json" {
 		j := jsonEntry(e)
 		if ok {

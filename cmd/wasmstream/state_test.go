@@ -112,7 +112,7 @@ func TestStateDecode(t *testing.T) {
 		{"seen", []byte("3"), "", ""}, // not 8 bytes
 		{"other", le(1), "", ""},
 	} {
-		v, ok := d.decode([]byte(c.name), c.value)
+		v, ok := d.Decode([]byte(c.name), c.value)
 		if ok != (c.text != "") {
 			t.Errorf("%s %q: decoded %v (%v), want %q", c.name, c.value, ok, v, c.text)
 			continue

@@ -15,7 +15,7 @@ pub const MODULE: &str = "wasmstream_v0";
 /// The ABI major version this SDK speaks.
 pub const VERSION_MAJOR: u32 = 0;
 /// The ABI minor version this SDK speaks.
-pub const VERSION_MINOR: u32 = 3;
+pub const VERSION_MINOR: u32 = 4;
 /// The packed ABI version, `major << 16 | minor`, returned by `wasmstream_abi_version`.
 pub const VERSION: u32 = VERSION_MAJOR << 16 | VERSION_MINOR;
 /// The Batch kind of a batch of records (the only kind of ABI 0.1).

@@ -556,7 +556,7 @@ fn impossible_counts_are_rejected_02() {
 
 #[test]
 fn version_is_0_3() {
-    assert_eq!(abi::VERSION, 0x0000_0003);
+    assert_eq!(abi::VERSION, 0x0000_0004);
     assert_eq!(Errno::UNAVAILABLE.raw(), -10);
     assert_eq!(Errno::UNAVAILABLE.to_string(), "ERR_UNAVAILABLE");
 }

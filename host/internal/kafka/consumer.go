@@ -118,6 +118,9 @@ type ConsumerConfig struct {
 	// Reachable, if set, is told when the cluster stops and starts answering again, from Run's
 	// goroutine.
 	Reachable func(bool)
+	// Advertise, if set, returns the address of this host's admin API, which the member
+	// advertises to the group at every join (advertise.go; "" advertises none).
+	Advertise func() string
 }
 
 // DefaultUnreachableTimeout is ConsumerConfig.UnreachableTimeout's default.
@@ -150,6 +153,8 @@ type Consumer struct {
 	// base's options.
 	group, instanceID string
 	base              []kgo.Opt
+
+	counts partCounts // the topics' partition counts, for Describe
 
 	// The cluster's reachability, Run's goroutine only (health).
 	unreachableTimeout time.Duration
@@ -214,7 +219,7 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		// alone, and the long poll short enough that a resumed partition is fetched soon.
 		kgo.FetchMaxPartitionBytes(256<<10),
 		kgo.FetchMaxWait(200*time.Millisecond),
-		kgo.Balancers(balancers(cc.Progress)...),
+		kgo.Balancers(balancers(cc.Progress, cc.Advertise)...),
 		kgo.AdjustFetchOffsetsFn(c.adjust),
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.lost),
@@ -338,11 +343,17 @@ func (c *Consumer) EachBound(fn func(TopicPartition)) {
 }
 
 // balancers are the group protocols the consumer offers, the preferred first.
-func balancers(progress func() map[TopicPartition]int64) []kgo.GroupBalancer {
-	if progress == nil {
-		return []kgo.GroupBalancer{kgo.CooperativeStickyBalancer()}
+func balancers(progress func() map[TopicPartition]int64, advertise func() string) []kgo.GroupBalancer {
+	bs := []kgo.GroupBalancer{kgo.CooperativeStickyBalancer()}
+	if progress != nil {
+		bs = []kgo.GroupBalancer{StandbyBalancer(progress), kgo.CooperativeStickyBalancer()}
 	}
-	return []kgo.GroupBalancer{StandbyBalancer(progress), kgo.CooperativeStickyBalancer()}
+	if advertise != nil {
+		for i, b := range bs {
+			bs[i] = advertising{GroupBalancer: b, addr: advertise}
+		}
+	}
+	return bs
 }
 
 // txnPartitioner partitions a transactional client's records: changelog records go to the

@@ -69,6 +69,9 @@ func (t *Task) apply(j *job) error {
 		}
 		t.pending -= len(g.work)
 		t.stats.Processed += int64(len(g.recs))
+		if len(g.recs) > 0 || len(g.work) > 0 {
+			t.failStreak = 0
+		}
 	}
 	return nil
 }

@@ -146,19 +146,26 @@ func (t *Task) produceChangelog(cp *store.Checkpoint) error {
 		w.Write(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(early))
 		wrote = true
 	}
+	// The changed keys' snapshots, read in one store transaction.
+	refs := make([]store.KeyRef, 0, len(cp.Keys))
+	var keyStreams []*stream
 	for i := range cp.Keys {
 		kw := &cp.Keys[i]
 		st := t.streams[kw.Stream]
 		if st == nil || !st.kafka {
 			continue
 		}
-		snap, err := t.cfg.Store.Snapshot(t.cfg.Name, kw.Stream, kw.Key)
-		if err != nil {
-			return fmt.Errorf("changelog: %w", err)
-		}
-		w.Write(st.tp.Partition, changelogKey('k', st.tp.Topic, kw.Key), store.EncodeSnapshot(nil, &snap))
-		wrote = true
+		refs = append(refs, store.KeyRef{Stream: kw.Stream, Key: kw.Key, Written: kw}) // just committed: its mark is known
+		keyStreams = append(keyStreams, st)
 	}
+	if err := t.cfg.Store.Snapshots(t.cfg.Name, refs, func(i int, snap *store.KeySnapshot) error {
+		st := keyStreams[i]
+		w.Write(st.tp.Partition, changelogKey('k', st.tp.Topic, snap.Key), store.EncodeSnapshot(nil, snap))
+		return nil
+	}); err != nil {
+		return fmt.Errorf("changelog: %w", err)
+	}
+	wrote = wrote || len(refs) > 0
 	for _, sp := range cp.Positions {
 		st := t.streams[sp.Stream]
 		if st == nil || !st.kafka {
@@ -192,6 +199,9 @@ func (t *Task) changelogRoom(j *job) (limit, fatal error) {
 	for gi := range j.groups {
 		g := &j.groups[gi]
 		if t.streams[g.stream] != g.st || !g.st.kafka || (len(g.effects.Writes) == 0 && len(g.effects.Timers) == 0) {
+			continue
+		}
+		if roomByBound(g) {
 			continue
 		}
 		changes := map[string]*store.KeyWrites{}
@@ -236,6 +246,39 @@ func (t *Task) changelogRoom(j *job) (limit, fatal error) {
 		}
 	}
 	return nil, nil
+}
+
+// roomByBound reports whether every key the group writes is within the changelog record's limit
+// by its entry's bound alone, counting against each key what the whole group adds (more than
+// its own share): the common case, checked without gathering the changes per key. False sends
+// the group to changelogRoom's exact check.
+func roomByBound(g *group) bool {
+	add := 0
+	for _, w := range g.effects.Writes {
+		add += len(w.Name) + len(w.Value) + 16
+	}
+	for _, op := range g.effects.Timers {
+		add += len(op.Name) + len(op.Payload) + 32
+	}
+	within := func(key []byte) bool {
+		e := g.entries[string(key)]
+		n, ok := 0, false
+		if e != nil {
+			n, ok = e.SnapshotBytes()
+		}
+		return ok && n+add <= kafka.MaxRecordBatchBytes
+	}
+	for _, w := range g.effects.Writes {
+		if !within(w.Key) {
+			return false
+		}
+	}
+	for _, op := range g.effects.Timers {
+		if !within(op.Key) {
+			return false
+		}
+	}
+	return true
 }
 
 // changeBytes bounds what kw adds to a key's encoded snapshot.

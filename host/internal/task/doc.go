@@ -58,7 +58,8 @@
 // and timers to the cache, sets the keys' marks, writes the outputs to the sink and completes
 // the offsets in the stream's tracker (a batch that set a timer due before a later item of its
 // key runs again one item per call: dueWithinCall); on failure a batch is split, an item retried after a
-// backoff, then dead-lettered, skipped or the task halted → checkpoint commits it.
+// backoff (not when the guest failed it permanently), then dead-lettered, skipped or the task
+// halted, as also after MaxConsecutiveFailures failures in a row → checkpoint commits it.
 //
 // # Checkpoints
 //

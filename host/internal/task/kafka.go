@@ -48,6 +48,9 @@ type KafkaInput struct {
 	// UnreachableTimeout bounds how long the cluster may be unreachable before the task halts;
 	// the task is not Ready meanwhile. Zero: kafka.DefaultUnreachableTimeout.
 	UnreachableTimeout time.Duration
+	// Advertise, if set, returns the address of the host's admin API, which the consumer
+	// advertises to its group (state queries find a partition's owner with it).
+	Advertise func() string
 }
 
 // kafkaSide is the loop's state for a Kafka input.
@@ -186,6 +189,7 @@ func (t *Task) startKafka() error {
 		SessionTimeout: in.SessionTimeout, RebalanceTimeout: in.RebalanceTimeout, Bounded: in.Bounded,
 		UnreachableTimeout: in.UnreachableTimeout, InstanceID: in.InstanceID,
 		Reachable: func(ok bool) { t.meters.unreachable.Store(!ok) },
+		Advertise: in.Advertise,
 	}
 	if t.cfg.Changelog != nil {
 		cc.Progress = t.changelogProgress

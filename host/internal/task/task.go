@@ -89,12 +89,16 @@ type Config struct {
 	Workers         int
 	StateCacheBytes int64
 
-	MaxAttempts  int
-	Backoff      time.Duration
-	MaxBackoff   time.Duration
-	OnExhausted  string // "deadletter", "halt" or "skip"
-	Checkpoint   time.Duration
-	ProgressEach time.Duration // how often a progress line is logged; 0 = 10s
+	MaxAttempts int
+	Backoff     time.Duration
+	MaxBackoff  time.Duration
+	OnExhausted string // "deadletter", "halt" or "skip"
+	// MaxConsecutiveFailures, when positive, halts the task (a *FailureStreakError) instead of
+	// sending the next record to the dead letters (or skipping it) when that many records and
+	// timer firings in a row failed on every attempt or permanently, with no success between.
+	MaxConsecutiveFailures int
+	Checkpoint             time.Duration
+	ProgressEach           time.Duration // how often a progress line is logged; 0 = 10s
 
 	// Lateness is the allowed lateness: a stream's watermark is its highest record timestamp
 	// minus Lateness (S15).
@@ -240,6 +244,7 @@ type Task struct {
 	out          actions       // what the core asks the driver to do (core.go)
 	stopped      chan struct{} // closed when the loop returned
 	attempts     map[attemptKey]int
+	failStreak   int    // records and firings that failed in a row, since the last that succeeded
 	pending      int    // records and firings pushed to the scheduler and not completed
 	fireSeq      int64  // the last firing's offset: firings count down from -1
 	tickSeq      uint64 // the last tick job's number
