@@ -297,8 +297,8 @@ type DirGrantConfig struct {
 type InputConfig struct {
 	// Name identifies the input in positions and in records' source field. Default "input<i>".
 	Name string `yaml:"name"`
-	// Type is "file", "stdin" or "kafka". Default "file". A task has at most one kafka input
-	// (with any number of topics).
+	// Type is "file", "stdin", "kafka" or "task" (another task's output). Default "file". A task
+	// has at most one kafka input (with any number of topics).
 	Type InputType `yaml:"type"`
 	// Topics are the topics a kafka input consumes.
 	Topics []string `yaml:"topics"`
@@ -337,6 +337,16 @@ type InputConfig struct {
 	// a longer line is malformed (see OnMalformed) and goes to the dead letters whole (up to
 	// 64 MiB). Default 4 MiB; at most 64 MiB.
 	MaxLineBytes int `yaml:"max_line_bytes"`
+	// Task and Output make an input of type "task" read the records another task of this host
+	// emits to one of its output names (task chaining, docs/writing-tasks.md): each record
+	// keeps the output's key, value, timestamp and headers. That output name then goes to the
+	// chain only, not to the other task's output.
+	Task   string `yaml:"task"`
+	Output string `yaml:"output"`
+	// MaxBacklog bounds, for an input of type task, the records of the other task's output
+	// that this task's checkpoints do not cover yet: at it the other task holds (back-pressure)
+	// until this one catches up. Default 100000.
+	MaxBacklog int `yaml:"max_backlog"`
 	// Continue lets a stdin input run again on a data directory where an earlier run already
 	// read stdin. Standard input cannot be rewound: a new run's lines are new records numbered
 	// after the earlier run's, so feeding the same data again would process it twice. Default
@@ -430,6 +440,7 @@ func (c Config) Validate() error {
 		bad("min_free_disk_bytes", "must be positive, or -1 to turn the check off, got %d", c.MinFreeDiskBytes)
 	}
 	validateAdmin(c.Admin, bad)
+	validateChains(c, bad)
 	names := map[string]bool{}
 	for i, t := range c.Tasks {
 		p := fmt.Sprintf("tasks[%d].", i)

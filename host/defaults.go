@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/wasmstream/wasmstream/host/internal/chain"
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
 	"github.com/wasmstream/wasmstream/host/internal/source"
@@ -71,6 +72,7 @@ const (
 	defaultFuelPerRecord        = modrt.DefaultFuelPerRecord
 	defaultInitFuel             = modrt.DefaultInitFuel
 	defaultMaxLineBytes         = source.DefaultMaxLineBytes // file and stdin inputs
+	defaultMaxBacklog           = chain.DefaultMaxBacklog    // inputs[].max_backlog, for inputs of type task
 	defaultMaxAttempts          = 5
 	// defaultMaxConsecutiveFailures: a healthy task's failures come between successes (any
 	// success starts the count again), and a burst of bad input stays far below it; a module that
@@ -179,6 +181,9 @@ func (t TaskConfig) withDefaults(dataDir string) TaskConfig {
 		}
 		if in.MaxLineBytes == 0 && (in.Type == InputFile || in.Type == InputStdin) {
 			in.MaxLineBytes = defaultMaxLineBytes
+		}
+		if in.MaxBacklog == 0 && in.Type == InputTask {
+			in.MaxBacklog = defaultMaxBacklog
 		}
 		inputs[i] = in
 	}

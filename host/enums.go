@@ -23,6 +23,7 @@ const (
 	InputFile  InputType = "file" // the default
 	InputStdin InputType = "stdin"
 	InputKafka InputType = "kafka"
+	InputTask  InputType = "task" // another task's output on this host (chaining)
 )
 
 // Format is how a file or stdin input's lines are decoded (InputConfig.Format).
@@ -122,7 +123,7 @@ const (
 // The values each enumeration allows, in the order errors list them.
 var (
 	taskFailures    = []TaskFailure{HaltTask, HaltHost}
-	inputTypes      = []InputType{InputFile, InputStdin, InputKafka}
+	inputTypes      = []InputType{InputFile, InputStdin, InputKafka, InputTask}
 	formats         = []Format{FormatJSON, FormatText}
 	onMalformed     = []OnMalformed{MalformedDeadLetter, MalformedHalt}
 	outputTypes     = []OutputType{OutputFile, OutputStdout, OutputKafka}

@@ -227,6 +227,13 @@
 // to stored bytes; bytes no version refers to are deleted by the next
 // AddModule. The active version of a task, when it has one, has a record.
 //
+// The chain table (added without a format change, chain.go) holds each task's
+// chain logs: 'L' | u16 len(task) | task | u16 len(output) | output | u64
+// offset → an opaque entry. [Checkpoint].Chain appends entries in the
+// checkpoint's one transaction (a checkpoint with entries is never split),
+// [DB.ChainRead] reads them in order, [DB.ChainTrim] deletes a prefix but never
+// the last entry, whose offset + 1 [DB.ChainHead] returns as the next.
+//
 // For example, the state entry of task "wc", stream 1, key "ab", name "n" is
 // the Badger key
 //

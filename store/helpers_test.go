@@ -229,6 +229,11 @@ func checkDB(db *DB) error {
 				if n := binary.BigEndian.Uint64(v); n != db.seq {
 					return fmt.Errorf("checkpoint number %d in the store, %d in the DB", n, db.seq)
 				}
+			case tableChain:
+				rest, _, err := decodeTaskPrefix(k, tableChain)
+				if err != nil || len(rest) < 2 || len(rest) != 2+int(binary.BigEndian.Uint16(rest))+8 {
+					return fmt.Errorf("chain key %x: %v", k, err)
+				}
 			default:
 				return fmt.Errorf("key %x of unknown table", k)
 			}

@@ -28,8 +28,12 @@ func (t *Task) checkpoint() error {
 	cp := store.Checkpoint{Task: t.cfg.Name}
 	t.cache.Collect(&cp)
 	t.collectPositions(&cp)
-	if len(cp.Keys) > 0 || len(cp.Positions) > 0 {
+	t.chainCollect(&cp)
+	if len(cp.Keys) > 0 || len(cp.Positions) > 0 || len(cp.Chain) > 0 {
 		if err := t.cfg.Store.Commit(&cp); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		if err := t.chainCommitted(&cp); err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
 		}
 		if err := t.produceChangelog(&cp); err != nil {
@@ -195,6 +199,7 @@ func (t *Task) publish() {
 				in.Lag = max(st.highWater-max(st.durable.Next, 0), 0)
 			}
 		}
+		chainInputStats(st, &in)
 		t.stats.Inputs = append(t.stats.Inputs, in)
 	}
 	t.statsMu.Lock()

@@ -43,6 +43,8 @@
 //	recent.go     the ring of recent errors (Stats.Recent)
 //	query.go      state queries on a running task (Query, QueryScan), answered by the loop
 //	alloc.go      admitted records' items and sequencing keys, carved from shared blocks
+//	chain.go      task chaining: outputs to chain logs (committed with the checkpoint), chained
+//	              inputs read from their committed position, back-pressure (chainBlocked)
 //
 // # The life of a record
 //

@@ -46,6 +46,9 @@ func (t *Task) finish(j *job) error {
 		}
 		j.err = limit
 	}
+	if j.err == nil && t.chain != nil {
+		j.err = t.chainRoom(j)
+	}
 	if j.err == nil {
 		if j.ver.firstAt.IsZero() && t.cfg.ProvenGood != nil {
 			t.cfg.ProvenGood(j.ver.id)
@@ -69,7 +72,7 @@ func (t *Task) finish(j *job) error {
 
 // succeeded applies a job that succeeded and completes its batch.
 func (t *Task) succeeded(j *job) error {
-	if t.outgrowsTxn(j) {
+	if t.outgrowsTxn(j) || t.chainOutgrows(j) {
 		// Commit what the job's keys already hold first: a key's writes are committed in
 		// one store transaction, which the job's would otherwise overflow.
 		if err := t.checkpoint(); err != nil {
@@ -79,6 +82,7 @@ func (t *Task) succeeded(j *job) error {
 	if err := t.apply(j); err != nil {
 		return err
 	}
+	t.chainApplied(j)
 	if err := t.sched.Complete(j.id); err != nil {
 		return err
 	}

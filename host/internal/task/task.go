@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/chain"
 	"github.com/wasmstream/wasmstream/host/internal/hist"
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
@@ -40,6 +41,8 @@ type Input struct {
 	Path        string
 	Format      source.Format
 	HaltOnError bool // a malformed line halts the task instead of going to the dead letters
+	// Chain, if set, makes the input read another task's output through its chain log (chain.go).
+	Chain *chain.Reader
 }
 
 // Processor runs batches of one task: a wasm instance (modrt.Instance) or, for benchmarks and
@@ -71,6 +74,9 @@ type Config struct {
 	Inputs       []Input
 	Output       OutputSink
 	DeadLetter   DeadLetterSink
+	// ChainOutputs are the chain logs of the output names other tasks read (chain.go): what the
+	// task emits to them goes there, not to Output.
+	ChainOutputs map[string]*chain.Log
 	// Kafka, if set, is the task's Kafka input (besides any file inputs).
 	Kafka *KafkaInput
 	// Changelog, with Kafka, makes each partition's state follow it to other hosts (changelog.go).
@@ -138,7 +144,7 @@ type item struct {
 type stream struct {
 	id      uint32
 	in      *Input
-	reader  *source.Reader
+	reader  inputReader
 	tracker *positions.Tracker
 	ends    []endMark // (offset, end) of records added and not yet below a checkpoint
 	durable store.Position
@@ -228,6 +234,8 @@ type Task struct {
 	results chan *job
 
 	inflight  map[uint64]*job
+	chain     *chainSide                    // the chain logs the task's outputs feed, if any (chain.go)
+	chainHeld bool                          // dispatch holds for a chain log's backlog (counted once per hold)
 	freeBufs  []groupBufs                   // released jobs' buffers, cleared, for the next jobs (loop only)
 	carve     carver                        // admitted records' items and sequencing keys (loop only)
 	txnCosts  map[*statecache.Entry]txnCost // outgrowsTxn's per-key sums, reused (loop only)
@@ -385,6 +393,9 @@ func (t *Task) Ready() bool { return t.meters.restoring.Load() == 0 && !t.meters
 func StdinStream(input string) string { return "stdin:" + input + "/0" }
 
 func (t *Task) openStream(in *Input) (*stream, error) {
+	if in.Chain != nil {
+		return t.openChainStream(in)
+	}
 	name := "file:" + in.Name + "/0"
 	if in.Stdin != nil {
 		name = StdinStream(in.Name)
