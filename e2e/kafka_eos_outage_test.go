@@ -54,6 +54,9 @@ func TestKafkaExactlyOnceBrokerRestart(t *testing.T) {
 		}
 	}
 	outcome := fmt.Sprintf("ready again %s after the kill", time.Since(down).Round(time.Millisecond))
+	if halted != "" {
+		outcome = fmt.Sprintf("halted %s after the kill", time.Since(down).Round(time.Millisecond))
+	}
 	if halted == "" {
 		// Ready again: stop it. It may halt (fenced) before the stop reaches it; either exit is
 		// fine as long as a halt says why.
