@@ -7,13 +7,14 @@ RUSTDOC ?= $(shell test -x /usr/bin/rustdoc && echo /usr/bin/rustdoc || echo rus
 BUILD := .build
 FUZZTIME ?= 5s
 
-.PHONY: help demo sessions dedupe build examples deps test test-go test-rust test-tinygo tinygo fuzz fuzz-short race bench bench-compare bench-bundle check lint clean
+.PHONY: help demo sessions dedupe build examples deps test test-long test-go test-rust test-tinygo tinygo fuzz fuzz-short race bench bench-compare bench-bundle check lint clean
 
 help:
 	@echo "make demo      build the wordcount example and run it on the embedded file source"
 	@echo "make sessions  build the sessions example (event-time timers) and run it over its sample file"
 	@echo "make dedupe    build the dedupe example (processing-time timers) and run it over its sample file"
 	@echo "make test      every test: host, store, ABI, Go SDK, examples, Rust SDK, TinyGo guests, short fuzzing, crash test"
+	@echo "make test-long make test with the crash tests' full kill counts and the load tests' full sizes (WASMSTREAM_TEST_LONG=1)"
 	@echo "make tinygo    install TinyGo (once, outside the source tree; needs root for apt-get) and print its path"
 	@echo "make test-tinygo  build the Go examples and the conformance guest with TinyGo and test them through the host"
 	@echo "make bench     benchmarks (wasm vs native vs no-op; compile, instantiate, 1M keys RSS)"
@@ -59,11 +60,19 @@ sessions dedupe: | $(BUILD)
 # The README's second command.
 test: deps test-go test-rust test-tinygo fuzz-short
 
+# make test with the long form of the tests (internal/hosttest.Long): 20 SIGKILLs per crash test
+# instead of fewer, the full record counts and deploys of the load tests. make test checks the
+# same properties on less; this is for before a release, or after touching recovery.
+test-long:
+	WASMSTREAM_TEST_LONG=1 $(MAKE) test
+
 # What make test needs beyond Go: Debian packages (rustc, wabt, kcat, chromium, …) and TinyGo,
 # installed if missing (as root; otherwise the script names the packages to install).
 deps:
 	@.ci/install-deps.sh
 
+# e2e runs -parallel 4: its tests marked t.Parallel mostly wait (broker sessions, timeouts,
+# outages), so twice as many as a 2-core machine's GOMAXPROCS run at once.
 test-go:
 	cd abi && $(GO) vet ./... && $(GO) test ./...
 	cd guest-sdk/go && $(GO) vet ./... && $(GO) test ./...
@@ -73,7 +82,7 @@ test-go:
 	$(GO) test -race -timeout 20m -skip '$(TINYGO_TESTS)' $$($(GO) list ./host/internal/... | grep -v /task$$) ./store/...
 	$(GO) test -race -timeout 20m -run 'TestTickExclusive|TestTimersProcessingTimeOrder|TestHTTPSlowKeyDoesNotStallOthers' ./host/internal/task/
 	$(GO) test -race -timeout 20m -run 'TestPerKeyOrderUnderConcurrency|TestTrapRetriedThenDeadLettered|TestBackpressureBoundsQueues|TestKafkaEndToEnd|TestKafkaRebalanceUnderLoad|TestExactlyOncePause' ./host/
-	$(GO) test -v -timeout 20m -skip '$(TINYGO_TESTS)' ./e2e
+	$(GO) test -v -timeout 20m -parallel 4 -skip '$(TINYGO_TESTS)' ./e2e
 
 # The crates' tests build into a target directory outside the source tree, beside the Go tests'.
 test-rust:

@@ -6,7 +6,7 @@ const ModuleName = "wasmstream_v0"
 // Version is the ABI version this package describes: major << 16 | minor.
 const (
 	VersionMajor = 0
-	VersionMinor = 3
+	VersionMinor = 4
 	Version      = VersionMajor<<16 | VersionMinor
 )
 
@@ -64,6 +64,9 @@ const (
 	// Histograms: declared with their bucket bounds, observed with f64 values.
 	FuncMetricDeclareHistogram = "metric_declare_histogram"
 	FuncMetricObserve          = "metric_observe"
+
+	// Added in 0.4: fail the current call permanently (no retries).
+	FuncFailPermanent = "fail_permanent"
 )
 
 // Metric kinds, the kind argument of metric_declare (0.3).
@@ -92,6 +95,7 @@ var HostFuncs = []string{
 	FuncEmit, FuncLog, FuncNowMs, FuncConfigGet, FuncFail,
 	FuncTimerSet, FuncTimerDelete, FuncWatermarkMs, FuncStateKeys, FuncHTTPRequest, FuncHTTPResponse,
 	FuncMetricDeclare, FuncMetricAdd, FuncMetricSet, FuncMetricDeclareHistogram, FuncMetricObserve,
+	FuncFailPermanent,
 }
 
 // FuncMinor gives the minor version that added each host function; a guest declaring an older
@@ -100,6 +104,7 @@ var FuncMinor = map[string]uint32{
 	FuncTimerSet: 2, FuncTimerDelete: 2, FuncWatermarkMs: 2, FuncStateKeys: 2,
 	FuncHTTPRequest: 2, FuncHTTPResponse: 2,
 	FuncMetricDeclare: 3, FuncMetricAdd: 3, FuncMetricSet: 3, FuncMetricDeclareHistogram: 3, FuncMetricObserve: 3,
+	FuncFailPermanent: 4,
 }
 
 // Errno is a host function status: zero or positive is success, negative is an error code.
@@ -168,7 +173,20 @@ const (
 // Record flags.
 const (
 	FlagLate uint32 = 1 << 0
+	// FlagKeyNull (0.4) marks a record whose key is null (a Kafka record without a key, as
+	// distinct from an empty key): its key bytes are NullKey.
+	FlagKeyNull uint32 = 1 << 1
 )
+
+// NullKey (0.4) is the key by which the host and the guest name the null key: a record without a
+// key (a Kafka record whose key is null) has these bytes as its key, its state is the state of
+// this key, and an output emitted with this key leaves with a null key. The bytes are not UTF-8
+// (keys read from JSON lines can never be them); a Kafka record whose key is these exact bytes
+// is refused as malformed (dead-lettered), so no real key shares the null key's state.
+const NullKey = "\xffnull\xff"
+
+// IsNullKey reports whether key is NullKey.
+func IsNullKey(key []byte) bool { return string(key) == NullKey }
 
 func utoa(v uint32) string {
 	if v == 0 {

@@ -147,9 +147,15 @@ func model(c *testCase) (expectation, *coverage, error) {
 			if errors.As(err, &bad) {
 				return expectation{}, nil, fmt.Errorf("%s line %d: %s", fileInput, r.Offset+1, bad.msg)
 			}
-			// The host retries the record, then dead-letters it with the SDK's fail message.
+			// The host retries the record, then dead-letters it with the SDK's fail message; a
+			// permanent failure after its first attempt.
+			attempts := c.Spec.Retry.MaxAttempts
+			var perm permanentError
+			if errors.As(err, &perm) {
+				attempts = 1
+			}
 			exp.Dead = append(exp.Dead, deadLetter{
-				Input: inputName, Offset: r.Offset, Attempts: c.Spec.Retry.MaxAttempts,
+				Input: inputName, Offset: r.Offset, Attempts: attempts,
 				Error: "wasmstream: record " + inputName + "/0@" + strconv.FormatInt(r.Offset, 10) + ": " + err.Error(),
 				Key:   r.Key, Record: r.Value,
 			})
@@ -230,6 +236,11 @@ var errBadNumber = errors.New("bad number")
 type caseError struct{ msg string }
 
 func (e caseError) Error() string { return e.msg }
+
+// permanentError is the failure of pfail: the host does not retry it.
+type permanentError string
+
+func (e permanentError) Error() string { return string(e) }
 
 func (m *conformModel) record(st map[string]string, r inputRecord, emit func(string, string, []header) error) error {
 	result := func(v string) error { return emit("result", v, nil) }
@@ -336,6 +347,8 @@ func (m *conformModel) record(st map[string]string, r inputRecord, emit func(str
 		return result(fmt.Sprintf("%s 0 %d %d", inputName, r.Offset, r.Ts))
 	case "fail":
 		return errors.New(args)
+	case "pfail":
+		return permanentError(args)
 	case "foreign":
 		key, name := cut(args)
 		if key != r.Key {
@@ -668,7 +681,7 @@ func TestCasesCoverContract(t *testing.T) {
 		total.nonASCII = total.nonASCII || cov.nonASCII
 		total.interleaved = total.interleaved || cov.interleaved
 	}
-	for _, cmd := range []string{"put", "get", "del", "scan", "many", "big", "emit", "config", "meta", "fail", "foreign", "",
+	for _, cmd := range []string{"put", "get", "del", "scan", "many", "big", "emit", "config", "meta", "fail", "pfail", "foreign", "",
 		"emitdef", "count", "append", "mput", "json", "metric", "observe", "timer", "late"} {
 		if total.commands[cmd] == 0 {
 			t.Errorf("no case uses command %q", cmd)

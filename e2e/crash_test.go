@@ -16,6 +16,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // wordcountExpect is the independent model of the wordcount task: per user, per word, the count.
@@ -203,8 +204,8 @@ func checkOutputs(t *testing.T, path string, want wordcountExpect) (lines, dups 
 	return lines, dups
 }
 
-// TestCrashExactState runs the real binary over 200k records, kills it with SIGKILL at random
-// moments at least 20 times, restarts it each time, and checks that the final state equals the
+// TestCrashExactState runs the real binary over 200k records (100k unless hosttest.Long), kills it with SIGKILL at random
+// moments at least 20 times (10 unless hosttest.Long), restarts it each time, and checks that the final state equals the
 // independently computed expectation exactly (S10) and that no output was lost (S11).
 func TestCrashExactState(t *testing.T) {
 	bin := guestbuild.Binary(t)
@@ -212,7 +213,7 @@ func TestCrashExactState(t *testing.T) {
 	dir := t.TempDir()
 	input := filepath.Join(dir, "input.ndjson")
 	output := filepath.Join(dir, "out.ndjson")
-	records := 200_000
+	records := hosttest.Scale(100_000, 200_000)
 	want := writeWordcountInput(t, input, records, 2000, 42)
 	cfg := writeConfig(t, dir, module, input, output, "")
 
@@ -238,6 +239,8 @@ func TestCrashExactState(t *testing.T) {
 // killPlan is how killLoop runs and kills the binary.
 type killPlan struct {
 	timeout time.Duration
+	// kills is how many runs are killed; 0: 20, or 10 unless hosttest.Long.
+	kills int
 	// live is called once run n has started and returns how long the run lives before its
 	// kill. It may first wait for the run to reach some state; if the run exits meanwhile, it
 	// must put the exit back into done.
@@ -263,12 +266,16 @@ func randomKills(rng *rand.Rand, output string, anyDelay, outDelay time.Duration
 }
 
 // killLoop runs the binary with cfg again and again, killing each run with SIGKILL when
-// p.live says, until it has killed 20 runs; then it lets the last run finish. A run that
+// p.live says, until it has killed 20 runs (10 unless hosttest.Long: half of them at start-up,
+// half mid-processing, as with 20); then it lets the last run finish. A run that
 // finishes before its kill calls p.more and the kills go on. It fails the test on a run's
 // error or after p.timeout.
 func killLoop(t *testing.T, bin, cfg string, p killPlan) (kills, runs int) {
 	t.Helper()
-	const minKills = 20
+	minKills := p.kills
+	if minKills == 0 {
+		minKills = hosttest.Scale(10, 20)
+	}
 	deadline := time.Now().Add(p.timeout)
 	ended := func(n int, killed bool) {
 		if p.ended != nil {

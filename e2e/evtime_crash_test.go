@@ -141,7 +141,7 @@ func checkEventTime(t *testing.T, output, dataDir string, segs [][]evtimetest.Re
 
 // TestCrashEventTimeKafkaBacklog is TestCrashEventTimeDeterministic over a Kafka backlog in a
 // broker process, read by a bounded run (each partition up to its end offset, then every timer
-// fires and the run ends): 20 SIGKILLs, and the outputs per key and the final state are the
+// fires and the run ends): 20 SIGKILLs (10 unless hosttest.Long), and the outputs per key and the final state are the
 // reference model's. All records go to partition 0; the other partitions stay empty.
 func TestCrashEventTimeKafkaBacklog(t *testing.T) {
 	bin := guestbuild.Binary(t)

@@ -24,7 +24,8 @@ import (
 // The delivery tests: a produce that fails halts the task without any checkpoint, offset
 // commit or changelog write covering the outputs that were not acknowledged, so that once the
 // cause is gone a restarted host produces every output. Each runs the real binary against a
-// broker in its own process.
+// broker in its own process, on a port and in a directory of its own: they run in parallel, as
+// they mostly wait (delivery timeouts, sessions, outages).
 
 // deliveryRig is a broker process, its client and a host configuration for one test.
 type deliveryRig struct {
@@ -170,8 +171,10 @@ kafka:
 // every output. Before the fix the exit path checkpointed anyway: state and offsets went to the
 // end and none of the outputs ever appeared.
 func TestKafkaMissingOutputTopicLosesNothing(t *testing.T) {
+	t.Parallel() // it mostly waits (timeouts, sessions, outages), on a broker, port and directory of its own
 	for _, delivery := range []string{"at_least_once", "exactly_once"} {
 		t.Run(delivery, func(t *testing.T) {
+			t.Parallel()
 			r := newDeliveryRig(t, "words")
 			want := r.produceWords(2000, time.Time{}, 1)
 			yaml := r.wordcountYAML(guestbuild.Go(t, "wordcount"), delivery, "  delivery_timeout: 5s\n")
@@ -210,6 +213,7 @@ func wordTotalOf(want wordcountExpect) int {
 // output, each with its input's event time as its timestamp. franz-go's RecordDeliveryTimeout is
 // measured from a record's timestamp, so before the fix every batch failed at once.
 func TestKafkaDayOldRecords(t *testing.T) {
+	t.Parallel() // it mostly waits (timeouts, sessions, outages), on a broker, port and directory of its own
 	r := newDeliveryRig(t, "words", "counts")
 	old := time.Now().Add(-24 * time.Hour).Truncate(time.Millisecond)
 	want := r.produceWords(2000, old, 2)
@@ -244,6 +248,7 @@ func TestKafkaDayOldRecords(t *testing.T) {
 // is missing) halts the task without committing past it; once the topic exists, a restarted
 // host writes the dead letter and every output.
 func TestKafkaMissingDeadLetterTopicLosesNothing(t *testing.T) {
+	t.Parallel() // it mostly waits (timeouts, sessions, outages), on a broker, port and directory of its own
 	r := newDeliveryRig(t, "events", "echoes")
 	var recs []*kgo.Record
 	for i := range 300 {
@@ -414,6 +419,7 @@ func (h *hostRun) await(t *testing.T, what string, within time.Duration, cond fu
 // records from before and after the outage arrives. Before, the host halted within a second
 // of the first refused connection and stayed down.
 func TestKafkaBrokerRestartRiddenOut(t *testing.T) {
+	t.Parallel() // it mostly waits (timeouts, sessions, outages), on a broker, port and directory of its own
 	r, b := newBlipRig(t, "words", "counts")
 	want := r.produceWords(2000, time.Time{}, 3)
 	admin := freePort(t)
@@ -451,6 +457,7 @@ func TestKafkaBrokerRestartRiddenOut(t *testing.T) {
 // with the cause, and none of its checkpoints covers an output that was not acknowledged, so
 // that once the broker is back (on its directory) a restarted host produces every output.
 func TestKafkaBrokerGoneLosesNothing(t *testing.T) {
+	t.Parallel() // it mostly waits (timeouts, sessions, outages), on a broker, port and directory of its own
 	r, b := newBlipRig(t, "words", "counts")
 	want := r.produceWords(30_000, time.Time{}, 5)
 	r.writeConfig(r.wordcountYAML(guestbuild.Go(t, "wordcount"), "at_least_once",
@@ -478,6 +485,7 @@ func TestKafkaBrokerGoneLosesNothing(t *testing.T) {
 // and skip its records. Before, the host read on and committed lag 0 over records it never
 // processed.
 func TestKafkaRecreatedTopicHalts(t *testing.T) {
+	t.Parallel() // it mostly waits (timeouts, sessions, outages), on a broker, port and directory of its own
 	r := newDeliveryRig(t, "words", "counts")
 	want := r.produceWords(4000, time.Time{}, 6)
 	r.writeConfig(r.wordcountYAML(guestbuild.Go(t, "wordcount"), "at_least_once", ""))
@@ -523,9 +531,11 @@ func TestKafkaRecreatedTopicHalts(t *testing.T) {
 // It reports the time from the restart to the first new output, with static and with dynamic
 // membership (kafka.static_membership).
 func TestKafkaStaticMembership(t *testing.T) {
+	t.Parallel() // it mostly waits (timeouts, sessions, outages), on a broker, port and directory of its own
 	for _, static := range []bool{true, false} {
 		dynamic := !static
 		t.Run(fmt.Sprintf("dynamic=%t", dynamic), func(t *testing.T) {
+			t.Parallel()
 			r := newDeliveryRig(t, "words", "counts")
 			want := r.produceWords(1000, time.Time{}, 8)
 			r.writeConfig(strings.Replace(r.wordcountYAML(guestbuild.Go(t, "wordcount"), "at_least_once",

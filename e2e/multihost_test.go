@@ -19,6 +19,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 	"github.com/wasmstream/wasmstream/store"
 )
 
@@ -116,8 +117,9 @@ func (h *hostProc) kill() {
 
 // TestMultiHostChangelogExact runs three wasmstream processes in one consumer group with a
 // changelog, over a broker in its own process, while records flow; a host that owns partitions is
-// killed with SIGKILL at a random moment and restarted, at least 20 times (every fifth restart
-// with an empty disk), each time once every partition is owned again. The final state of every
+// killed with SIGKILL at a random moment and restarted, at least 20 times (10 unless
+// hosttest.Long; every fifth restart with an empty disk), each time once every partition is
+// owned again. The final state of every
 // partition — read from the changelog, which a new owner restores from — equals an independent
 // computation exactly. It reports the time from each kill until every partition is owned again.
 //
@@ -199,7 +201,7 @@ func multiHostChaos(t *testing.T, eos bool) {
 	for _, h := range hosts {
 		h.start(t, bin)
 	}
-	const minKills = 20
+	minKills := hosttest.Scale(10, 20)
 	kills, wiped := 0, 0
 	var recoveries []time.Duration
 	owned := func() int {

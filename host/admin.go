@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/wasmstream/wasmstream/host/internal/admin"
@@ -19,7 +20,21 @@ func validateAdmin(a AdminConfig, bad func(string, string, ...any)) {
 		bad("admin.max_module_bytes", "must be positive, got %d", a.MaxModuleBytes)
 	}
 	if a.Addr == "" {
+		if a.AdvertiseAddr != "" {
+			bad("admin.advertise_addr", "needs admin.addr: a host without an admin API has nothing to advertise")
+		}
 		return
+	}
+	if a.AdvertiseAddr != "" {
+		host, port, err := net.SplitHostPort(a.AdvertiseAddr)
+		switch {
+		case err != nil:
+			bad("admin.advertise_addr", "%q is not host:port: %v", a.AdvertiseAddr, err)
+		case host == "" || port == "" || port == "0":
+			bad("admin.advertise_addr", "%q: name the host and the port the other hosts reach this one at", a.AdvertiseAddr)
+		case net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified():
+			bad("admin.advertise_addr", "%q is a wildcard: name an address the other hosts can reach", a.AdvertiseAddr)
+		}
 	}
 	addr, err := adminListenAddr(a.Addr)
 	if err != nil {
@@ -95,6 +110,9 @@ func (h *Host) startAdmin(ctx context.Context) (stop func(), err error) {
 	h.mu.Lock()
 	h.adminAddr = ln.Addr().String()
 	h.mu.Unlock()
+	if h.advertiseAddr() == "" && slices.ContainsFunc(h.cfg.Tasks, TaskConfig.usesKafka) {
+		log.Warn("the admin API listens on every interface and admin.advertise_addr is not set: the other hosts of a group cannot forward state queries here (503)", "addr", ln.Addr().String())
+	}
 	if ac.Token == "" {
 		log.Warn("admin API without a token: any local user can deploy modules", "addr", ln.Addr().String())
 	} else {
@@ -202,7 +220,7 @@ func wireError(err error) error {
 		return &admin.Error{Status: http.StatusNotFound, Err: err}
 	case errors.Is(err, ErrNotRunning), errors.Is(err, ErrNoEarlierVersion):
 		return &admin.Error{Status: http.StatusConflict, Err: err}
-	case errors.Is(err, ErrQueryTimeout):
+	case errors.Is(err, ErrQueryTimeout), errors.Is(err, ErrStateUnavailable):
 		return &admin.Error{Status: http.StatusServiceUnavailable, Err: err}
 	}
 	return err

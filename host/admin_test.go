@@ -226,6 +226,13 @@ func TestAdminConfigValidation(t *testing.T) {
 		{host.AdminConfig{Addr: "0.0.0.0:7070", Token: "t"}, ""},
 		{host.AdminConfig{Addr: "7070"}, "admin.addr"},
 		{host.AdminConfig{MaxModuleBytes: -1}, "admin.max_module_bytes"},
+		{host.AdminConfig{Addr: "0.0.0.0:7070", Token: "t", AdvertiseAddr: "h1.example:7070"}, ""},
+		{host.AdminConfig{Addr: ":7070", AdvertiseAddr: "10.1.2.3:7070"}, ""},
+		{host.AdminConfig{Addr: ":7070", AdvertiseAddr: "h1.example"}, "admin.advertise_addr"},
+		{host.AdminConfig{Addr: ":7070", AdvertiseAddr: ":7070"}, "admin.advertise_addr"},
+		{host.AdminConfig{Addr: ":7070", AdvertiseAddr: "h1:0"}, "admin.advertise_addr"},
+		{host.AdminConfig{Addr: ":7070", AdvertiseAddr: "0.0.0.0:7070"}, "admin.advertise_addr"},
+		{host.AdminConfig{AdvertiseAddr: "h1:7070"}, "admin.advertise_addr"},
 	} {
 		err := host.Config{Admin: c.admin, Tasks: []host.TaskConfig{task}}.Validate()
 		var ce *host.ConfigError

@@ -13,6 +13,7 @@ import (
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 	"github.com/wasmstream/wasmstream/store"
 )
 
@@ -22,7 +23,7 @@ import (
 // written and must read only those. Run with -benchtime 1x.
 func BenchmarkChangelogRestore1M(b *testing.B) {
 	for i := 0; i < b.N; i++ {
-		took, full, tail := restore1M(b)
+		took, full, tail := restore1M(b, 1_000_000)
 		b.ReportMetric(float64(full.RestoredRecords-1)/took.Seconds(), "restored-keys/s")
 		b.ReportMetric(float64(full.RestoredBytes)/took.Seconds()/(1<<20), "restore-MiB/s")
 		b.ReportMetric(float64(tail.RestoredRecords), "tail-records")
@@ -30,20 +31,20 @@ func BenchmarkChangelogRestore1M(b *testing.B) {
 }
 
 // TestChangelogRestore1M is the restore test: a host with an empty disk takes over a
-// partition whose changelog holds 1M state entries and restores every one; the same host, which
+// partition whose changelog holds 1M state entries (100,000 unless hosttest.Long: a hundred
+// store transactions of restoreBatch all the same) and restores every one; the same host, which
 // kept its disk, then reads only the 1001 records it lacks.
 func TestChangelogRestore1M(t *testing.T) {
-	took, full, tail := restore1M(t)
+	took, full, tail := restore1M(t, hosttest.Scale(100_000, 1_000_000))
 	t.Logf("full restore of %d records (%d bytes) in %s, host start included; tail restore read %d records",
 		full.RestoredRecords, full.RestoredBytes, took.Round(time.Millisecond), tail.RestoredRecords)
 }
 
-// restore1M writes a changelog of 1M key snapshots (one name each) and a position, restores it
-// into a host with an empty disk, then writes 1000 more snapshots and a position and restores
+// restore1M writes a changelog of keys key snapshots (one name each) and a position, restores
+// it into a host with an empty disk, then writes 1000 more snapshots and a position and restores
 // again into the same disk; it fails unless the first read every record and the second only
 // the new ones, and that the restored store holds every key.
-func restore1M(tb testing.TB) (took time.Duration, full, tail host.TaskStats) {
-	const keys = 1_000_000
+func restore1M(tb testing.TB, keys int) (took time.Duration, full, tail host.TaskStats) {
 	module := guestbuild.Go(tb, "wordcount")
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "words", "counts"))
 	if err != nil {
@@ -104,7 +105,7 @@ func restore1M(tb testing.TB) (took time.Duration, full, tail host.TaskStats) {
 	t0 := time.Now()
 	full = run()
 	took = time.Since(t0)
-	if full.RestoredRecords != keys+1 {
+	if full.RestoredRecords != int64(keys)+1 {
 		tb.Fatalf("full restore read %d records, want %d", full.RestoredRecords, keys+1)
 	}
 	write(keys, 1000)

@@ -134,10 +134,25 @@ func TestChangelogStandby(t *testing.T) {
 			t.Fatalf("b's standby applied %d records and b restored %d partitions; want both", before.StandbyRecords, before.Restores)
 		}
 	}
-	time.Sleep(1500 * time.Millisecond) // one more standby round after the last checkpoint
+	// Once a has checkpointed everything, b's standby catches up with all of a's partitions'
+	// changelog: b never owned them, so its standby applied every record they hold.
+	waitCheckpoints(t, ha)
+	var need int64
+	adm := kadm.NewClient(newClient(t, c))
+	ends, err := adm.ListEndOffsets(context.Background(), "wc-changelog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range ha.Stats()[0].Inputs {
+		if o, ok := ends.Lookup("wc-changelog", in.Partition); ok {
+			need += o.Offset
+		}
+	}
+	hosttest.WaitFor(t, 60*time.Second, fmt.Sprintf("b's standby applying a's %d changelog records", need),
+		func() bool { return hb.Stats()[0].StandbyRecords >= need })
 	before = hb.Stats()[0]
 	// The group balances with the standby-aware protocol.
-	groups, err := kadm.NewClient(newClient(t, c)).DescribeGroups(context.Background(), "wasmstream-wc")
+	groups, err := adm.DescribeGroups(context.Background(), "wasmstream-wc")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +346,7 @@ func TestReadyzDuringRestore(t *testing.T) {
 		Err: kerr.NotLeaderForPartition, Count: -1})
 	tc := wordcountKafkaTask(module)
 	tc.Changelog = host.ChangelogConfig{Enabled: true}
-	h, err := host.New(host.Config{DataDir: dirB, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+	h, err := host.New(host.Config{CacheDir: hosttest.CompileCache(t), DataDir: dirB, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc},
 		Admin: host.AdminConfig{Addr: "127.0.0.1:0", Token: "tok"}})
 	if err != nil {
@@ -449,7 +464,12 @@ func TestChangelogKeyStateTooLarge(t *testing.T) {
 			got[k] = append(got[k], v...)
 		}
 	}
+	// Key j's record may complete before key k's last fills (another key, another worker): the
+	// stop would interrupt them before the one too large reached the dead letters.
+	hosttest.WaitFor(t, 60*time.Second, "all 9 records processed", func() bool { return h.Stats()[0].Processed >= 9 })
 	waitCheckpoints(t, h) // a checkpoint after the last record
+	// Every output, once (the loop above read the topic from its start each time).
+	got = consumeOutputs(t, c, "echoes", 1, 60*time.Second)
 	if err := h.Stop(); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -493,5 +513,22 @@ func TestChangelogTickStateTooLarge(t *testing.T) {
 	}
 	if f := h.Stats()[0].Failures; f < 3 {
 		t.Errorf("%d failed ticks, want every tick to fail", f)
+	}
+}
+
+// A host stopped while its changelog task is still starting (describing the input topic) exits
+// cleanly: nothing was read, so nothing is lost. It used to return the start-up's "operation was
+// canceled" as the task's failure: a SIGINT then exited 1 (TestMultiHostExactlyOnce failed so).
+func TestChangelogStopDuringStart(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	h := hosttest.New(t, host.Config{DataDir: t.TempDir(), Logger: testLogger(t),
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the stop comes before the task's first request to the broker
+	if err := h.Run(ctx); err != nil {
+		t.Fatalf("stopped while starting: Run = %v, want nil", err)
 	}
 }

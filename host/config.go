@@ -82,6 +82,10 @@ type AdminConfig struct {
 	// state but cannot deploy, activate, roll back, pause or resume (403). Needs Token.
 	// Default: none.
 	ReadToken string `yaml:"read_token"`
+	// AdvertiseAddr is the "host:port" at which the other hosts of a group reach this host's
+	// admin API, to forward it the state queries of the partitions it owns. Default: Addr,
+	// unless it listens on every interface (then no address is advertised).
+	AdvertiseAddr string `yaml:"advertise_addr"`
 	// MaxModuleBytes bounds the size of an uploaded module. Default 64 MiB.
 	MaxModuleBytes int64 `yaml:"max_module_bytes"`
 	// Metrics, if set, is served at GET /metrics on the admin listener, with the token
@@ -166,6 +170,12 @@ type TaskConfig struct {
 	// InitFuel bounds each start-up call of an instance (start function, _initialize, init) in
 	// fuel units. Default 1000000000; a standard Go guest's start-up spends about 10^6.
 	InitFuel int64 `yaml:"init_fuel"`
+	// MaxCallDepth bounds the module's call stack, which the runtime keeps outside its linear
+	// memory: in frames, a function's frame counting 1 plus 1 per 16 of its params and locals. A
+	// call whose nested calls go deeper is stopped with an error naming the limit and goes
+	// through Retry like a trap. Default 20000 (a few MB of stack per worker; unbounded, a
+	// recursion without end grew it by about 170 MB). Not enforced with fuel_per_record -1.
+	MaxCallDepth int `yaml:"max_call_depth"`
 	// Retry says how a failing record is retried.
 	Retry RetryConfig `yaml:"retry"`
 	// Grants are the capabilities the task's module gets beyond the default of none: no file
@@ -287,8 +297,8 @@ type DirGrantConfig struct {
 type InputConfig struct {
 	// Name identifies the input in positions and in records' source field. Default "input<i>".
 	Name string `yaml:"name"`
-	// Type is "file", "stdin" or "kafka". Default "file". A task has at most one kafka input
-	// (with any number of topics).
+	// Type is "file", "stdin", "kafka" or "task" (another task's output). Default "file". A task
+	// has at most one kafka input (with any number of topics).
 	Type InputType `yaml:"type"`
 	// Topics are the topics a kafka input consumes.
 	Topics []string `yaml:"topics"`
@@ -327,6 +337,16 @@ type InputConfig struct {
 	// a longer line is malformed (see OnMalformed) and goes to the dead letters whole (up to
 	// 64 MiB). Default 4 MiB; at most 64 MiB.
 	MaxLineBytes int `yaml:"max_line_bytes"`
+	// Task and Output make an input of type "task" read the records another task of this host
+	// emits to one of its output names (task chaining, docs/writing-tasks.md): each record
+	// keeps the output's key, value, timestamp and headers. That output name then goes to the
+	// chain only, not to the other task's output.
+	Task   string `yaml:"task"`
+	Output string `yaml:"output"`
+	// MaxBacklog bounds, for an input of type task, the records of the other task's output
+	// that this task's checkpoints do not cover yet: at it the other task holds (back-pressure)
+	// until this one catches up. Default 100000.
+	MaxBacklog int `yaml:"max_backlog"`
 	// Continue lets a stdin input run again on a data directory where an earlier run already
 	// read stdin. Standard input cannot be rewound: a new run's lines are new records numbered
 	// after the earlier run's, so feeding the same data again would process it twice. Default
@@ -383,6 +403,12 @@ type RetryConfig struct {
 	MaxBackoff time.Duration `yaml:"max_backoff"`
 	// OnExhausted is "deadletter" (default), "halt" or "skip".
 	OnExhausted OnExhausted `yaml:"on_exhausted"`
+	// MaxConsecutiveFailures halts the task when that many records (and timer firings) in a row
+	// failed on every attempt or permanently, with no success between: the one that reaches it
+	// is neither dead-lettered nor skipped, and the task stops with an error naming its cause,
+	// instead of sending the rest of the stream to the dead letters. Default 1000; -1 turns it
+	// off. It does not apply with OnExhausted "halt", which halts at the first.
+	MaxConsecutiveFailures int `yaml:"max_consecutive_failures"`
 }
 
 // Limits of the sequencing and batching options, used by Validate.
@@ -409,10 +435,12 @@ func (c Config) Validate() error {
 	if c.Kafka.SASL.Mechanism != "" {
 		oneOf(bad, "kafka.sasl.mechanism", c.Kafka.SASL.Mechanism, saslMechanisms)
 	}
+	oneOf(bad, "kafka.external_offset_reset", c.Kafka.ExternalOffsetReset, externalResets)
 	if c.MinFreeDiskBytes < -1 {
 		bad("min_free_disk_bytes", "must be positive, or -1 to turn the check off, got %d", c.MinFreeDiskBytes)
 	}
 	validateAdmin(c.Admin, bad)
+	validateChains(c, bad)
 	names := map[string]bool{}
 	for i, t := range c.Tasks {
 		p := fmt.Sprintf("tasks[%d].", i)
@@ -532,6 +560,10 @@ func validateTaskLimits(t TaskConfig, p string, bad func(string, string, ...any)
 	positive("max_locals", t.MaxLocals)
 	positive("max_nesting_depth", t.MaxNestingDepth)
 	positive("max_loop_depth", t.MaxLoopDepth)
+	positive("max_call_depth", t.MaxCallDepth)
+	if t.Retry.MaxConsecutiveFailures < -1 {
+		bad(p+"retry.max_consecutive_failures", "must be positive, or -1 to never halt on failures, got %d", t.Retry.MaxConsecutiveFailures)
+	}
 	if t.MaxNestingWork < 0 {
 		bad(p+"max_nesting_work", "must be positive, got %d", t.MaxNestingWork)
 	}

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/wasmstream/wasmstream/host/internal/chain"
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
 	"github.com/wasmstream/wasmstream/host/internal/source"
@@ -26,6 +27,8 @@ const (
 	defaultCheckpointInterval = time.Second
 	defaultKeepModuleVersions = 10
 	defaultMaxModuleBytes     = 64 << 20 // admin.max_module_bytes
+	// admin.advertise_addr has no default here: it is the address the API listens on (with
+	// admin.addr's port 0, known once it listens), taken at each group join (advertiseAddr).
 	// stopGrace is how long a stopping host waits for the guest calls in flight before it
 	// interrupts them (Run); not configurable.
 	stopGrace = time.Second
@@ -58,6 +61,7 @@ const (
 	defaultMaxLocals            = modrt.DefaultMaxLocals
 	defaultMaxNestingDepth      = modrt.DefaultMaxNestingDepth
 	defaultMaxLoopDepth         = modrt.DefaultMaxLoopDepth
+	defaultMaxCallDepth         = modrt.DefaultMaxCallDepth
 	defaultMaxNestingWork       = modrt.DefaultMaxNestingWork
 	defaultMaxValueBytes        = modrt.DefaultMaxValueBytes
 	defaultMaxOutputsPerCall    = modrt.DefaultMaxOutputsPerCall
@@ -68,10 +72,15 @@ const (
 	defaultFuelPerRecord        = modrt.DefaultFuelPerRecord
 	defaultInitFuel             = modrt.DefaultInitFuel
 	defaultMaxLineBytes         = source.DefaultMaxLineBytes // file and stdin inputs
+	defaultMaxBacklog           = chain.DefaultMaxBacklog    // inputs[].max_backlog, for inputs of type task
 	defaultMaxAttempts          = 5
-	defaultBackoff              = time.Second
-	defaultMaxBackoff           = 60 * time.Second
-	defaultMaxFiringsPerTurn    = 1000
+	// defaultMaxConsecutiveFailures: a healthy task's failures come between successes (any
+	// success starts the count again), and a burst of bad input stays far below it; a module that
+	// fails everything reaches it after 1000 dead letters instead of the whole stream.
+	defaultMaxConsecutiveFailures = 1000
+	defaultBackoff                = time.Second
+	defaultMaxBackoff             = 60 * time.Second
+	defaultMaxFiringsPerTurn      = 1000
 )
 
 // WithDefaults returns a copy of c with every zero field set to its default, for the host and
@@ -140,6 +149,9 @@ func (k KafkaConfig) withDefaults(dataDir string) KafkaConfig {
 	if k.UnreachableTimeout == 0 {
 		k.UnreachableTimeout = defaultUnreachableTimeout
 	}
+	if k.ExternalOffsetReset == "" {
+		k.ExternalOffsetReset = ExternalResetReport
+	}
 	if k.Embedded.Port == 0 {
 		k.Embedded.Port = defaultEmbeddedPort
 	}
@@ -169,6 +181,9 @@ func (t TaskConfig) withDefaults(dataDir string) TaskConfig {
 		}
 		if in.MaxLineBytes == 0 && (in.Type == InputFile || in.Type == InputStdin) {
 			in.MaxLineBytes = defaultMaxLineBytes
+		}
+		if in.MaxBacklog == 0 && in.Type == InputTask {
+			in.MaxBacklog = defaultMaxBacklog
 		}
 		inputs[i] = in
 	}
@@ -213,6 +228,8 @@ func (t TaskConfig) withDefaults(dataDir string) TaskConfig {
 	set(&t.MaxLocals, defaultMaxLocals)
 	set(&t.MaxNestingDepth, defaultMaxNestingDepth)
 	set(&t.MaxLoopDepth, defaultMaxLoopDepth)
+	set(&t.MaxCallDepth, defaultMaxCallDepth)
+	set(&t.Retry.MaxConsecutiveFailures, defaultMaxConsecutiveFailures)
 	if t.MaxNestingWork == 0 {
 		t.MaxNestingWork = defaultMaxNestingWork
 	}

@@ -52,6 +52,7 @@ func TestWithDefaults(t *testing.T) {
 		{"kafka.client_id", c.Kafka.ClientID, "wasmstream"},
 		{"kafka.delivery_timeout", c.Kafka.DeliveryTimeout, 2 * time.Minute},
 		{"kafka.unreachable_timeout", c.Kafka.UnreachableTimeout, 2 * time.Minute},
+		{"kafka.external_offset_reset", c.Kafka.ExternalOffsetReset, host.ExternalResetReport},
 		{"max_in_flight", tk.MaxInFlight, 1},
 		{"max_batch_records", tk.MaxBatchRecords, 256},
 		{"max_outputs_per_call", tk.MaxOutputsPerCall, 65536},

@@ -159,13 +159,15 @@ func versionedTask(t *testing.T, dir string, module []byte) host.TaskConfig {
 	}
 }
 
-// S19 under load: 20 deploys and 5 rollbacks while records flow. Every record's output
-// appears exactly once, state is kept across versions, and per key every output of a version
-// precedes every output of the versions activated after it.
+// S19 under load: 20 deploys and 5 rollbacks while records flow (8 and 2 over 200,000 records
+// unless hosttest.Long: each deploy compiles a 2 MB module). Every record's output appears
+// exactly once, state is kept across versions, and per key every output of a version precedes
+// every output of the versions activated after it.
 func TestHotDeployUnderLoad(t *testing.T) {
 	base := versionedModule(t)
 	dir := t.TempDir()
-	const keys, minRecords = 1000, 1_000_000
+	const keys = 1000
+	minRecords, deploys := hosttest.Scale(200_000, 1_000_000), hosttest.Scale(8, 20)
 	tc := versionedTask(t, dir, guestbuild.Retag(t, base, 0))
 	feed, stdin := newFeeder(keys, minRecords)
 	h := hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin,
@@ -192,7 +194,7 @@ func TestHotDeployUnderLoad(t *testing.T) {
 			t.Fatalf("Stats().Version = %d after switching to %d", got, d.Version.Version)
 		}
 	}
-	for gen := 1; gen <= 20; gen++ {
+	for gen := 1; gen <= deploys; gen++ {
 		d, err := h.Deploy(ctx, "versioned", guestbuild.Retag(t, base, gen))
 		if err != nil {
 			t.Fatalf("deploy %d: %v", gen, err)
@@ -237,8 +239,8 @@ func TestHotDeployUnderLoad(t *testing.T) {
 	checkCounts(t, filepath.Join(dir, "data"), "versioned", feed.perKey)
 
 	during := float64(endStats.Processed-startStats.Processed) / elapsed.Seconds()
-	t.Logf("%d records, %d keys; 20 deploys + 5 rollbacks in %s (Go guest, %d KiB)",
-		feed.n, keys, elapsed.Round(time.Millisecond), len(base)>>10)
+	t.Logf("%d records, %d keys; %d deploys + %d rollbacks in %s (Go guest, %d KiB)",
+		feed.n, keys, deploys, deploys/4, elapsed.Round(time.Millisecond), len(base)>>10)
 	t.Logf("switch latency, request → first batch on the new version: p50 %s p99 %s (validation: compile + trial instance, p50 %s p99 %s)",
 		percentile(latencies, .5).Round(time.Microsecond), percentile(latencies, .99).Round(time.Microsecond),
 		percentile(validations, .5).Round(time.Microsecond), percentile(validations, .99).Round(time.Microsecond))
@@ -525,9 +527,10 @@ func TestPauseResume(t *testing.T) {
 }
 
 // Switch latency for a small module (the Rust wordcount, ~47 KB), measured like
-// TestHotDeployUnderLoad measures it for the Go guest: 20 deploys and 5 rollbacks under load.
-// Every record is processed exactly once: wordcount emits "<word> <count>", and every record's
-// value is a word of its own ("<seq>"), so each output is "<seq> 1", once per record.
+// TestHotDeployUnderLoad measures it for the Go guest: 20 deploys and 5 rollbacks under load
+// (over 50,000 records unless hosttest.Long, 200,000 then). Every record is processed exactly
+// once: wordcount emits "<word> <count>", and every record's value is a word of its own
+// ("<seq>"), so each output is "<seq> 1", once per record.
 func TestHotDeploySmallModule(t *testing.T) {
 	base, err := os.ReadFile(guestbuild.Rust(t, "wordcount-rust"))
 	if err != nil {
@@ -542,7 +545,7 @@ func TestHotDeploySmallModule(t *testing.T) {
 	tc := host.TaskConfig{Name: "wc", Module: path, Config: map[string]any{"min_len": 1},
 		Inputs: []host.InputConfig{{Type: "stdin", KeyField: "k", ValueField: "v"}},
 		Output: host.OutputConfig{Type: "file", Path: filepath.Join(dir, "out.ndjson")}}
-	feed, stdin := newFeeder(100, 200_000)
+	feed, stdin := newFeeder(100, hosttest.Scale(50_000, 200_000))
 	h := hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin, Logger: quietLogger(t), Tasks: []host.TaskConfig{tc}})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()

@@ -23,6 +23,7 @@ const (
 	InputFile  InputType = "file" // the default
 	InputStdin InputType = "stdin"
 	InputKafka InputType = "kafka"
+	InputTask  InputType = "task" // another task's output on this host (chaining)
 )
 
 // Format is how a file or stdin input's lines are decoded (InputConfig.Format).
@@ -105,10 +106,24 @@ const (
 	SASLScramSHA512 SASLMechanism = "scram-sha-512"
 )
 
+// ExternalOffsetReset is what a host does with a group offset set from outside the group while
+// the task was stopped (KafkaConfig.ExternalOffsetReset).
+type ExternalOffsetReset string
+
+// Values of KafkaConfig.ExternalOffsetReset.
+const (
+	// ExternalResetReport logs a warning naming each partition, both offsets and the
+	// `wasmstream reset` command to run; the partition resumes at the local checkpoint.
+	ExternalResetReport ExternalOffsetReset = "report"
+	// ExternalResetFollow resets the partition to the committed offset as `wasmstream reset`
+	// would: its state and timers moved aside, its changelog tombstoned.
+	ExternalResetFollow ExternalOffsetReset = "follow"
+)
+
 // The values each enumeration allows, in the order errors list them.
 var (
 	taskFailures    = []TaskFailure{HaltTask, HaltHost}
-	inputTypes      = []InputType{InputFile, InputStdin, InputKafka}
+	inputTypes      = []InputType{InputFile, InputStdin, InputKafka, InputTask}
 	formats         = []Format{FormatJSON, FormatText}
 	onMalformed     = []OnMalformed{MalformedDeadLetter, MalformedHalt}
 	outputTypes     = []OutputType{OutputFile, OutputStdout, OutputKafka}
@@ -117,6 +132,7 @@ var (
 	stateMigrations = []StateMigration{MigrateLazy, MigrateOnActivation}
 	deliveries      = []Delivery{AtLeastOnce, ExactlyOnce}
 	saslMechanisms  = []SASLMechanism{SASLPlain, SASLScramSHA256, SASLScramSHA512}
+	externalResets  = []ExternalOffsetReset{ExternalResetReport, ExternalResetFollow}
 )
 
 // oneOf reports key's value v unless it is one of allowed (or "", the default, when

@@ -14,6 +14,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // TestExactlyOnceRebalance runs three exactly-once wordcount hosts, each with its own data dir
@@ -41,7 +42,7 @@ func TestExactlyOnceRebalance(t *testing.T) {
 	var runs []host.TaskStats // the figures of every run that ended
 	start := func(m int) *host.Host {
 		t.Helper()
-		h, err := host.New(host.Config{
+		h, err := host.New(host.Config{CacheDir: hosttest.CompileCache(t),
 			DataDir: dirOf(m), Logger: slog.New(ownHandler{own, m, base}), CheckpointInterval: 100 * time.Millisecond,
 			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second},
 			Tasks: []host.TaskConfig{eosTask(module)},
@@ -80,7 +81,7 @@ func TestExactlyOnceRebalance(t *testing.T) {
 	}
 	waitFor := func(what string, cond func() bool) {
 		t.Helper()
-		for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
+		for deadline := time.Now().Add(90 * time.Second); !cond(); time.Sleep(20 * time.Millisecond) {
 			for m, mb := range running {
 				select {
 				case err := <-mb.done:
@@ -95,7 +96,7 @@ func TestExactlyOnceRebalance(t *testing.T) {
 				for m := range running {
 					figures[m] = stats(m)
 				}
-				t.Fatalf("%s: not reached in 30s: %+v", what, figures)
+				t.Fatalf("%s: not reached in 90s: %+v", what, figures)
 			}
 		}
 	}

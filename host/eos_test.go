@@ -138,7 +138,7 @@ func TestExactlyOncePause(t *testing.T) {
 	c := newCluster(t, "words", "counts")
 	cl := newClient(t, c)
 	want := produceWords(t, cl, "words", 1000, 30, 11)
-	h, err := host.New(host.Config{
+	h, err := host.New(host.Config{CacheDir: hosttest.CompileCache(t),
 		DataDir: filepath.Join(t.TempDir(), "a"), Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{eosTask(module)},
 	})
@@ -178,8 +178,10 @@ func TestExactlyOncePause(t *testing.T) {
 		t.Fatal(err)
 	}
 	more := produceWords(t, cl, "words", 1000, 30, 12)
-	// Many transaction intervals go by; nothing of the new records may be read meanwhile.
-	time.Sleep(1500 * time.Millisecond)
+	// Many transaction intervals go by; nothing of the new records may be read meanwhile. The
+	// loop's checkpoint ticks count them: the consumer ends a transaction on the same interval.
+	from := h.Stats()[0].CheckpointSeconds.Count
+	wait("15 checkpoint intervals while paused", func(s host.TaskStats) bool { return s.CheckpointSeconds.Count >= from+15 })
 	if s := h.Stats()[0]; s.Records != 1000 || s.TxnAborts != 0 {
 		t.Fatalf("paused: read %d records (want 1000), %d transactions aborted", s.Records, s.TxnAborts)
 	}

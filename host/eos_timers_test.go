@@ -18,6 +18,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // The timers test guest (examples/wasm/testguests/timers) in exactly-once mode: every record
@@ -291,7 +292,7 @@ type eosRun struct {
 
 func startEOSTimersHost(t *testing.T, c *kfake.Cluster, module, dir string, tick time.Duration) *eosRun {
 	t.Helper()
-	h, err := host.New(host.Config{
+	h, err := host.New(host.Config{CacheDir: hosttest.CompileCache(t),
 		DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{eosTimersTask(module, tick)},
@@ -377,7 +378,7 @@ func TestExactlyOnceTimers(t *testing.T) {
 	g := newEOSTimerInput(21)
 	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
 	a := startEOSTimersHost(t, c, module, dirA, 0)
-	a.waitFor("the partitions", 15*time.Second, func(s host.TaskStats) bool { return len(s.Inputs) == eosTimerParts })
+	a.waitFor("the partitions", 60*time.Second, func(s host.TaskStats) bool { return len(s.Inputs) == eosTimerParts })
 
 	const batches = 5
 	var faults []*kfake.FaultHandle
@@ -427,7 +428,7 @@ func TestExactlyOnceTimers(t *testing.T) {
 	// A host with an empty disk restores the state (timers included: none is left) from the
 	// changelog; a record per partition far ahead in event time fires nothing more.
 	b := startEOSTimersHost(t, c, module, dirB, 0)
-	b.waitFor("the restores", 15*time.Second, func(s host.TaskStats) bool { return s.Restores >= eosTimerParts })
+	b.waitFor("the restores", 60*time.Second, func(s host.TaskStats) bool { return s.Restores >= eosTimerParts })
 	for p := 0; p < eosTimerParts; p++ {
 		key := fmt.Sprintf("p%d-end", p)
 		g.ts[p] += 1_000_000
@@ -437,7 +438,7 @@ func TestExactlyOnceTimers(t *testing.T) {
 			Value: []byte("count"), Timestamp: time.UnixMilli(g.ts[p])})
 	}
 	g.produce(t, cl)
-	b.waitFor("the last records committed", 15*time.Second, func(s host.TaskStats) bool {
+	b.waitFor("the last records committed", 60*time.Second, func(s host.TaskStats) bool {
 		return committedRecords(s) >= int64(g.total)
 	})
 	sb := b.stop()
@@ -464,7 +465,7 @@ func TestExactlyOnceTicks(t *testing.T) {
 	g := newEOSTimerInput(33)
 	dir := filepath.Join(t.TempDir(), "a")
 	a := startEOSTimersHost(t, c, module, dir, 150*time.Millisecond)
-	a.waitFor("the partitions", 15*time.Second, func(s host.TaskStats) bool { return len(s.Inputs) == eosTimerParts })
+	a.waitFor("the partitions", 60*time.Second, func(s host.TaskStats) bool { return len(s.Inputs) == eosTimerParts })
 
 	const batches = 4
 	hits, idleHits := 0, 0
@@ -483,7 +484,7 @@ func TestExactlyOnceTicks(t *testing.T) {
 		})
 		// Ticks over the batch's committed state, then an idle transaction (tick outputs only)
 		// aborted.
-		a.waitFor("ticks after the batch", 15*time.Second, func(n host.TaskStats) bool { return n.Ticks >= s.Ticks+2*eosTimerParts })
+		a.waitFor("ticks after the batch", 60*time.Second, func(n host.TaskStats) bool { return n.Ticks >= s.Ticks+2*eosTimerParts })
 		f = c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 1})
 		waitFault(t, f, 1, 15*time.Second)
 		hits++
@@ -573,25 +574,25 @@ func TestExactlyOnceTimersRebalance(t *testing.T) {
 	owns := func(n int) func(s host.TaskStats) bool {
 		return func(s host.TaskStats) bool { return len(s.Inputs) == n }
 	}
-	a.waitFor("the partitions", 15*time.Second, owns(eosTimerParts))
+	a.waitFor("the partitions", 60*time.Second, owns(eosTimerParts))
 	committedAll := func(s host.TaskStats) bool { return committedRecords(s) >= int64(g.total) }
 
 	g.batch(50)
 	g.produce(t, cl)
-	a.waitFor("batch 0", 15*time.Second, committedAll)
+	a.waitFor("batch 0", 60*time.Second, committedAll)
 	b := startEOSTimersHost(t, c, module, dirB, 0)
-	sb := b.waitFor("b's share", 30*time.Second, func(s host.TaskStats) bool { return len(s.Inputs) > 0 && s.Restores > 0 })
-	a.waitFor("a giving partitions up", 30*time.Second, func(s host.TaskStats) bool { return len(s.Inputs) < eosTimerParts })
+	sb := b.waitFor("b's share", 60*time.Second, func(s host.TaskStats) bool { return len(s.Inputs) > 0 && s.Restores > 0 })
+	a.waitFor("a giving partitions up", 60*time.Second, func(s host.TaskStats) bool { return len(s.Inputs) < eosTimerParts })
 	g.batch(50)
 	g.produce(t, cl)
 	// Both hosts process their share; b's partitions are committed when its figures say so.
-	b.waitFor("b processing", 30*time.Second, func(s host.TaskStats) bool { return s.Records > sb.Records })
+	b.waitFor("b processing", 60*time.Second, func(s host.TaskStats) bool { return s.Records > sb.Records })
 	sb = b.stop()
-	a.waitFor("a owning everything again", 30*time.Second, owns(eosTimerParts))
+	a.waitFor("a owning everything again", 60*time.Second, owns(eosTimerParts))
 	g.batch(50)
 	g.finish()
 	g.produce(t, cl)
-	a.waitFor("every record committed", 30*time.Second, committedAll)
+	a.waitFor("every record committed", 60*time.Second, committedAll)
 	records, firings := g.totalOutputs()
 	consumeOutputs(t, c, "log", records+firings, 20*time.Second)
 	sa := a.stop()

@@ -43,6 +43,7 @@ type Host struct {
 	live      *live          // while Run runs: what Deploy and its siblings use (deploy.go)
 	calls     sync.WaitGroup // Deploy and siblings in progress; Run waits for them
 	adminAddr string
+	chains    *chains // the chain logs between tasks (chain.go), set by Run before the tasks start
 }
 
 // New validates cfg and returns a Host. It starts no goroutine and opens nothing yet.
@@ -100,6 +101,9 @@ func (h *Host) Run(ctx context.Context) (err error) {
 	}
 	defer rt.Close(context.WithoutCancel(ctx))
 	defer startInterrupter(ctx, rt, log)()
+	if h.chains, err = openChains(cfg, db); err != nil {
+		return err
+	}
 
 	stopBroker, err := startEmbedded(&cfg)
 	if err != nil {
@@ -314,9 +318,12 @@ func (h *Host) setUp(ctx context.Context, cfg Config, rt *modrt.Runtime, db *sto
 	if err := pingKafka(ctx, out, dlq); err != nil {
 		return nil, nil, nil, err
 	}
-	tcfg, err := taskConfig(cfg, tc, nil, out, dlq, db)
+	tcfg, err := taskConfig(cfg, tc, nil, out, dlq, db, h.chains)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	if tcfg.Kafka != nil && cfg.Admin.Addr != "" {
+		tcfg.Kafka.Advertise = h.advertiseAddr // route.go
 	}
 	tcfg.ProvenGood = func(v int64) {
 		if err := db.SetModuleStatus(tc.Name, uint64(v), store.ModuleStatus{State: store.ModuleGood, At: time.Now().UnixMilli()}); err != nil {
@@ -365,7 +372,7 @@ func limits(tc TaskConfig) modrt.Limits {
 	}
 	return modrt.Limits{MaxMemoryPages: tc.MaxMemoryPages, MaxTableElements: tc.MaxTableElements,
 		MaxFunctions: tc.MaxFunctions, MaxLocals: tc.MaxLocals, MaxNestingDepth: tc.MaxNestingDepth,
-		MaxLoopDepth: tc.MaxLoopDepth, MaxNestingWork: tc.MaxNestingWork, MaxValueBytes: tc.MaxValueBytes, MaxRecordBytes: maxRecord,
+		MaxLoopDepth: tc.MaxLoopDepth, MaxCallDepth: tc.MaxCallDepth, MaxNestingWork: tc.MaxNestingWork, MaxValueBytes: tc.MaxValueBytes, MaxRecordBytes: maxRecord,
 		MaxOutputsPerCall: tc.MaxOutputsPerCall, FuelPerRecord: tc.FuelPerRecord, InitFuel: tc.InitFuel,
 		MaxEmitBytesPerCall: tc.MaxEmitBytesPerCall, MaxStateBytesPerCall: tc.MaxStateBytesPerCall,
 		MaxLogLinesPerSecond: tc.MaxLogLinesPerSecond, LogBurstLines: tc.LogBurstLines,
@@ -386,7 +393,7 @@ func grants(g GrantsConfig) modrt.Grants {
 	return out
 }
 
-func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSink, dlq task.DeadLetterSink, db *store.DB) (task.Config, error) {
+func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSink, dlq task.DeadLetterSink, db *store.DB, ch *chains) (task.Config, error) {
 	guest := []byte("{}")
 	if len(tc.Config) > 0 {
 		b, err := json.Marshal(tc.Config)
@@ -399,7 +406,7 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 		Name:        tc.Name,
 		Module:      mod,
 		GuestConfig: guest,
-		OutputNames: outputNames(tc.Output),
+		OutputNames: withChained(outputNames(tc.Output), ch.outputs(tc.Name)),
 		Output:      out,
 		DeadLetter:  dlq,
 		Store:       db,
@@ -415,22 +422,29 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 			HighBytes:         tc.MaxQueuedBytes,
 			LowBytes:          max(tc.MaxQueuedBytes/2, 1),
 		},
-		Workers:             tc.Workers,
-		StateCacheBytes:     tc.StateCacheBytes,
-		MaxAttempts:         tc.Retry.MaxAttempts,
-		Backoff:             tc.Retry.Backoff,
-		MaxBackoff:          tc.Retry.MaxBackoff,
-		OnExhausted:         string(tc.Retry.OnExhausted),
-		Checkpoint:          cfg.CheckpointInterval,
-		Lateness:            tc.Time.AllowedLateness,
-		IdleTimeout:         tc.Time.IdleTimeout,
-		TickEvery:           tc.Time.TickInterval,
-		MaxFiringsPerTurn:   tc.Time.MaxFiringsPerTurn,
-		MigrateAtActivation: tc.StateMigration == "activation",
-		Now:                 cfg.Now,
-		Logger:              cfg.Logger,
+		Workers:         tc.Workers,
+		StateCacheBytes: tc.StateCacheBytes,
+		MaxAttempts:     tc.Retry.MaxAttempts,
+		Backoff:         tc.Retry.Backoff,
+		MaxBackoff:      tc.Retry.MaxBackoff,
+		OnExhausted:     string(tc.Retry.OnExhausted),
+		// -1 (off) is 0 to the task.
+		MaxConsecutiveFailures: max(tc.Retry.MaxConsecutiveFailures, 0),
+		Checkpoint:             cfg.CheckpointInterval,
+		Lateness:               tc.Time.AllowedLateness,
+		IdleTimeout:            tc.Time.IdleTimeout,
+		TickEvery:              tc.Time.TickInterval,
+		MaxFiringsPerTurn:      tc.Time.MaxFiringsPerTurn,
+		MigrateAtActivation:    tc.StateMigration == "activation",
+		ChainOutputs:           ch.outputs(tc.Name),
+		Now:                    cfg.Now,
+		Logger:                 cfg.Logger,
 	}
-	for _, in := range tc.Inputs {
+	for j, in := range tc.Inputs {
+		if in.Type == InputTask {
+			tcfg.Inputs = append(tcfg.Inputs, ch.input(tc, j))
+			continue
+		}
 		if in.Type == "kafka" {
 			tcfg.Kafka = kafkaInput(cfg, tc, in)
 			if tcfg.Kafka.ExactlyOnce {

@@ -157,14 +157,16 @@ func TestStrictPartitionOrder(t *testing.T) {
 }
 
 // S4: a slow guest and a fast source: reading pauses, the queues stay bounded, nothing is lost.
+// 5,000 records (20,000 under hosttest.Long) are ten times the queue bound: the reader pauses
+// within its first chunks.
 func TestBackpressureBoundsQueues(t *testing.T) {
 	module := guestbuild.Go(t, "testguests/order")
 	dir := t.TempDir()
-	recs, perKey := orderInput(200, 20_000, 200_000, 3)
+	recs, perKey := orderInput(200, hosttest.Scale(5_000, 20_000), 200_000, 3)
 	tc := kvTask("slow", module, writeLines(t, dir, recs), filepath.Join(dir, "out.ndjson"))
 	tc.Workers = 2
 	tc.MaxQueued = 512
-	h, err := host.New(host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
+	h, err := host.New(host.Config{CacheDir: hosttest.CompileCache(t), DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +235,7 @@ func TestTrapRetriedThenDeadLettered(t *testing.T) {
 	tc.Workers = 2
 	tc.Retry = host.RetryConfig{MaxAttempts: 3, Backoff: time.Millisecond, MaxBackoff: 4 * time.Millisecond}
 	tc.DeadLetter.Path = filepath.Join(dir, "dead.ndjson")
-	h, err := host.New(host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
+	h, err := host.New(host.Config{CacheDir: hosttest.CompileCache(t), DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -279,7 +281,7 @@ func TestHaltOnExhausted(t *testing.T) {
 	recs := [][2]string{{"a", "1 0"}, {"b", "1 0"}, {"a", "fail"}, {"b", "2 0"}}
 	tc := kvTask("halt", module, writeLines(t, dir, recs), filepath.Join(dir, "out.ndjson"))
 	tc.Retry = host.RetryConfig{MaxAttempts: 2, Backoff: time.Millisecond, MaxBackoff: time.Millisecond, OnExhausted: "halt"}
-	h, err := host.New(host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
+	h, err := host.New(host.Config{CacheDir: hosttest.CompileCache(t), DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,7 +292,7 @@ func TestHaltOnExhausted(t *testing.T) {
 		t.Fatalf("Run = %v; want a task error naming line 3, 2 attempts and the guest's message", err)
 	}
 	// A restart tries the same record again: it was not committed.
-	h2, _ := host.New(host.Config{DataDir: filepath.Join(dir, "data"), Tasks: []host.TaskConfig{tc}})
+	h2, _ := host.New(host.Config{CacheDir: hosttest.CompileCache(t), DataDir: filepath.Join(dir, "data"), Tasks: []host.TaskConfig{tc}})
 	if err := h2.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "line 3") {
 		t.Fatalf("restart: %v; want the same failure", err)
 	}
@@ -356,7 +358,7 @@ not json at all
 
 	tc.Inputs[0].OnMalformed = "halt"
 	tc.Name = "bad2"
-	h, _ := host.New(host.Config{DataDir: filepath.Join(dir, "data2"), Tasks: []host.TaskConfig{tc}})
+	h, _ := host.New(host.Config{CacheDir: hosttest.CompileCache(t), DataDir: filepath.Join(dir, "data2"), Tasks: []host.TaskConfig{tc}})
 	err := h.Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "line 2") || !strings.Contains(err.Error(), "not a JSON object") {
 		t.Fatalf("Run = %v; want a halt naming line 2", err)
@@ -479,7 +481,7 @@ func TestLongKeyCutInLogs(t *testing.T) {
 	tc.Retry = host.RetryConfig{MaxAttempts: 2, Backoff: time.Millisecond, MaxBackoff: time.Millisecond}
 	tc.DeadLetter.Path = filepath.Join(dir, "dead.ndjson")
 	var logs bytes.Buffer
-	h, err := host.New(host.Config{DataDir: filepath.Join(dir, "data"), Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	h, err := host.New(host.Config{CacheDir: hosttest.CompileCache(t), DataDir: filepath.Join(dir, "data"), Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		Tasks: []host.TaskConfig{tc}})
 	if err != nil {
 		t.Fatal(err)

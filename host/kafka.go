@@ -61,6 +61,13 @@ type KafkaConfig struct {
 	// broker, one of three runs of the at-least-once multi-host kill test with it on ended with
 	// a count too high, and whether the broker or the host is at fault is not established.
 	StaticMembership bool `yaml:"static_membership"`
+	// ExternalOffsetReset is what a task does at start with a partition whose group offset was
+	// set from outside the group (kafka-consumer-groups --reset-offsets, an admin client) to
+	// another offset than its local checkpoint's: "report" (default) logs a warning naming the
+	// partition, both offsets and the `wasmstream reset` command to run, and resumes at the
+	// checkpoint; "follow" restarts the partition at the committed offset as `wasmstream reset`
+	// would, its state and timers moved aside and its changelog tombstoned.
+	ExternalOffsetReset ExternalOffsetReset `yaml:"external_offset_reset"`
 	// Embedded runs an in-process development broker and points the host at it.
 	Embedded EmbeddedBrokerConfig `yaml:"embedded"`
 }
@@ -209,6 +216,7 @@ func kafkaInput(cfg Config, tc TaskConfig, in InputConfig) *task.KafkaInput {
 		DrainTimeout: cfg.Kafka.DrainTimeout, UnreachableTimeout: cfg.Kafka.UnreachableTimeout,
 		SessionTimeout: cfg.Kafka.SessionTimeout, RebalanceTimeout: cfg.Kafka.RebalanceTimeout,
 	}
+	ki.FollowExternalReset = cfg.Kafka.ExternalOffsetReset == ExternalResetFollow
 	if cfg.Kafka.StaticMembership {
 		ki.InstanceID = "wasmstream-" + tc.Name + "-" + cfg.HostID
 	}

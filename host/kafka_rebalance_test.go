@@ -15,6 +15,7 @@ import (
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // ownership records, from the hosts' logs, when each member held each partition.
@@ -96,6 +97,7 @@ func TestKafkaRebalanceUnderLoad(t *testing.T) {
 	const members, keys, records = 3, 40, 12000
 	cfgFor := func(m int) host.Config {
 		return host.Config{
+			CacheDir:           hosttest.CompileCache(t),
 			DataDir:            filepath.Join(dir, "member"+strconv.Itoa(m)),
 			Logger:             slog.New(ownHandler{own, m, base}),
 			CheckpointInterval: 50 * time.Millisecond,

@@ -25,7 +25,7 @@ import (
 )
 
 // newCluster starts an in-process Kafka cluster with the given topics of 4 partitions.
-func newCluster(t *testing.T, topics ...string) *kfake.Cluster {
+func newCluster(t testing.TB, topics ...string) *kfake.Cluster {
 	t.Helper()
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, topics...))
 	if err != nil {

@@ -28,7 +28,9 @@ const queryTimeout = 10 * time.Second
 
 // QueryState returns the state of key in every stream of task name that has some, while the
 // host runs: read between two guest calls on the key, with the effects of every completed call
-// (not only of the last checkpoint). Safe from any goroutine while Run runs.
+// (not only of the last checkpoint). It answers from this host's streams only (the partitions it
+// owns now); the admin API's state endpoints route a query across a group (route.go). Safe from
+// any goroutine while Run runs.
 func (h *Host) QueryState(ctx context.Context, name string, key []byte) ([]KeyState, error) {
 	return h.queryState(ctx, name, func(ctx context.Context, t *task.Task) ([]KeyState, error) {
 		return t.Query(ctx, key)
@@ -53,25 +55,35 @@ func (h *Host) queryState(ctx context.Context, name string, q func(context.Conte
 	ctx, cancel := context.WithTimeout(ctx, queryTimeout)
 	defer cancel()
 	ks, err := q(ctx, t)
-	switch {
-	case errors.Is(err, task.ErrStopped):
-		return nil, fmt.Errorf("%w: task %q", ErrNotRunning, name)
-	case errors.Is(err, context.DeadlineExceeded):
-		return nil, ErrQueryTimeout
-	case err != nil:
-		return nil, fmt.Errorf("wasmstream: task %s: %w", name, err)
+	if err != nil {
+		return nil, queryError(name, err)
 	}
 	return ks, nil
 }
 
-func (b adminBackend) State(r *http.Request, name string, key []byte) ([]admin.KeyState, error) {
-	ks, err := b.h.QueryState(r.Context(), name, key)
-	return wireKeyStates(ks), wireError(err)
+// queryError is the error a state query of task name answers for err.
+func queryError(name string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, task.ErrStopped):
+		return fmt.Errorf("%w: task %q", ErrNotRunning, name)
+	case errors.Is(err, context.DeadlineExceeded):
+		return ErrQueryTimeout
+	case errors.Is(err, task.ErrNotOwned):
+		return fmt.Errorf("%w: task %s: %v", ErrStateUnavailable, name, err)
+	}
+	return fmt.Errorf("wasmstream: task %s: %w", name, err)
 }
 
-func (b adminBackend) ScanState(r *http.Request, name string, prefix, after []byte, limit int) ([]admin.KeyState, error) {
-	ks, err := b.h.ScanState(r.Context(), name, prefix, after, limit)
-	return wireKeyStates(ks), wireError(err)
+func (b adminBackend) State(r *http.Request, name string, key []byte) ([]admin.KeyState, error) {
+	ks, err := b.h.routedState(r, name, key)
+	return ks, wireError(err)
+}
+
+func (b adminBackend) ScanState(r *http.Request, name string, prefix, after []byte, limit int) ([]admin.KeyState, []string, error) {
+	ks, streams, err := b.h.routedScan(r, name, prefix, after, limit)
+	return ks, streams, wireError(err)
 }
 
 func wireKeyStates(ks []KeyState) []admin.KeyState {

@@ -49,6 +49,11 @@ type Checkpoint struct {
 	// stored Next or Watermark with them. A checkpoint written in one
 	// transaction ignores Partial.
 	Partial []StreamPosition
+	// Chain holds entries to append to the task's chain logs (chain.go). A checkpoint with
+	// chain entries is written in one transaction, entries, keys and positions together, or
+	// not at all: Commit returns an error wrapping ErrTxnTooBig, writing nothing, when it does
+	// not fit in one.
+	Chain []ChainEntry
 }
 
 // KeyWrites is the change of one (stream, key) in a checkpoint: its name
@@ -143,10 +148,16 @@ func (db *DB) Commit(cp *Checkpoint) error {
 	if err := validateCheckpoint(cp); err != nil {
 		return err
 	}
+	if err := validateChain(cp); err != nil {
+		return err
+	}
 	if err := db.enterWrite(cp.Task); err != nil {
 		return err
 	}
 	defer db.leave()
+	if len(cp.Chain) > 0 && !db.fitsOneTxn(cp) {
+		return fmt.Errorf("%w: task %q: a checkpoint with %d chain log entries must fit in one transaction", ErrTxnTooBig, cp.Task, len(cp.Chain))
+	}
 	db.commitMu.Lock()
 	defer db.commitMu.Unlock()
 	// Before anything is written: lower the due floors below the timers this
@@ -190,6 +201,12 @@ func (db *DB) Commit(cp *Checkpoint) error {
 			if err := w.txn.Set(k, v); err != nil {
 				return fmt.Errorf("store: commit: stream %d position: %w", sp.Stream, err)
 			}
+		}
+	}
+	if len(cp.Chain) > 0 {
+		// In the same transaction as every key and position: fitsOneTxn checked it above.
+		if err := w.writeChain(cp); err != nil {
+			return err
 		}
 	}
 	// The checkpoint's number, in its last transaction; then the journal (journal.go).
@@ -569,6 +586,7 @@ func (w *txnWriter) alloc(n int) []byte {
 // fitsOneTxn reports whether cp is written in a single transaction.
 func (db *DB) fitsOneTxn(cp *Checkpoint) bool {
 	entries, size := len(cp.Positions), len(cp.Positions)*(positionKeyLen(cp.Task)+positionValueLen+entryOverhead)
+	entries, size = addCost(entries, size)(chainSize(cp))
 	for i := range cp.Keys {
 		e, s := keyGroupSize(cp.Task, &cp.Keys[i])
 		entries, size = entries+e, size+s

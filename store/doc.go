@@ -23,7 +23,8 @@
 //
 // The rest is the host's write path, exported only because the host lives in
 // other packages: [DB.Commit] and its [Checkpoint], [DB.Restore],
-// [DB.DropStream], [DB.StreamID] (which assigns IDs), the module registry's
+// [DB.DropStream], [DB.MoveStream] and [DB.DropTask] (a reset's backup), [DB.SetReplay],
+// [DB.StreamID] (which assigns IDs), the module registry's
 // writers ([DB.AddModule], [DB.SetActiveModule], [DB.SetModuleStatus]), the
 // cost and room functions ([StateWriteCost], [MarkCost], [TimerOpCost],
 // [StateKeyRoom], [TimerKeyRoom], [DB.KeyLimits]), [EncodeSnapshot],
@@ -181,6 +182,10 @@
 //	stream   'i' (0x69) | u16 len(task) | task | stream name   u32 stream ID
 //	position 'p' (0x70) | u16 len(task) | task | u32 stream    i64 Next | i64 Horizon | i64 Resume
 //	                                                            | i64 Watermark (format 2; absent: -1)
+//	                                                            | 16-byte TopicID (absent: zero;
+//	                                                              added without a format change:
+//	                                                              a host older than it refuses
+//	                                                              the 48-byte value as corrupt)
 //	mark     'm' (0x6d) | u16 len(task) | task | u32 stream    i64 applied mark
 //	                      | key                                 | u32 state version
 //	state    's' (0x73) | u16 len(task) | task | u32 stream    value bytes
@@ -194,6 +199,7 @@
 //	version  'r' (0x72) | u16 len(task) | task | u64 version   version record (below)
 //	active   'a' (0x61) | u16 len(task) | task                 u64 version | i64 since
 //	                                                            | u32 len | origin
+//	replay   'R' (0x52) | u16 len(task) | task | u32 stream    i64 From | i64 Head | i64 At
 //
 // In the due index, due is stored with its sign bit flipped, so that due
 // times sort as signed numbers (negative times first). Every timer has
@@ -220,6 +226,13 @@
 // how the version ran ([DB.SetModuleStatus]), and the version in the value equals the one in the key. Every version refers
 // to stored bytes; bytes no version refers to are deleted by the next
 // AddModule. The active version of a task, when it has one, has a record.
+//
+// The chain table (added without a format change, chain.go) holds each task's
+// chain logs: 'L' | u16 len(task) | task | u16 len(output) | output | u64
+// offset → an opaque entry. [Checkpoint].Chain appends entries in the
+// checkpoint's one transaction (a checkpoint with entries is never split),
+// [DB.ChainRead] reads them in order, [DB.ChainTrim] deletes a prefix but never
+// the last entry, whose offset + 1 [DB.ChainHead] returns as the next.
 //
 // For example, the state entry of task "wc", stream 1, key "ab", name "n" is
 // the Badger key
@@ -251,6 +264,10 @@
 // 8-byte marks as they are; a read-only Open reads it without upgrading.
 // From then on a binary that knows only format 1 refuses the store with
 // ErrFormatTooNew, as it must: it could not read the 12-byte marks.
+//
+// The replay table (replay.go, added without a format change) keeps the replay a reset
+// started on a stream ([DB.SetReplay], [DB.ReplayOf]): where it restarted, the head it must
+// reach, when; the host deletes it once the stream's position reaches the head.
 //
 // Format 3 (the current one) added the optional status tail to a version
 // record. A format-1 or format-2 store is upgraded the same way, by rewriting

@@ -215,12 +215,24 @@ func checkDB(db *DB) error {
 					return err
 				}
 				active[task] = a.Version
+			case tableReplay:
+				if _, _, _, err := decodeStreamPrefix(k, tableReplay); err != nil {
+					return err
+				}
+				if _, err := decodeReplay(v); err != nil {
+					return err
+				}
 			case tableCommitSeq:
 				if !bytes.Equal(k, commitSeqKey) || len(v) != 8 {
 					return fmt.Errorf("bad checkpoint number %x = %x", k, v)
 				}
 				if n := binary.BigEndian.Uint64(v); n != db.seq {
 					return fmt.Errorf("checkpoint number %d in the store, %d in the DB", n, db.seq)
+				}
+			case tableChain:
+				rest, _, err := decodeTaskPrefix(k, tableChain)
+				if err != nil || len(rest) < 2 || len(rest) != 2+int(binary.BigEndian.Uint16(rest))+8 {
+					return fmt.Errorf("chain key %x: %v", k, err)
 				}
 			default:
 				return fmt.Errorf("key %x of unknown table", k)

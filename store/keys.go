@@ -60,7 +60,8 @@ const (
 	streamPartLen      = 4         // u32 stream
 	stateKeyOverhead   = 3 + 4 + 4 // tag+u16, u32 stream, u32 len(key)
 	markKeyOverhead    = 3 + 4     // tag+u16, u32 stream
-	positionValueLen   = 4 * 8
+	positionValueLen   = 4*8 + 16
+	positionValueLenV2 = 4 * 8             // before the topic id
 	positionValueLenV1 = 3 * 8             // before the watermark
 	markValueLen       = 8 + 4             // i64 mark | u32 state version
 	markValueLenV1     = 8                 // i64 mark, as format 1 wrote it
@@ -184,11 +185,12 @@ func appendPosition(dst []byte, p Position) []byte {
 	dst = appendI64(dst, p.Next)
 	dst = appendI64(dst, p.Horizon)
 	dst = appendI64(dst, p.Resume)
-	return appendI64(dst, p.Watermark)
+	dst = appendI64(dst, p.Watermark)
+	return append(dst, p.TopicID[:]...)
 }
 
 func decodePosition(v []byte) (Position, error) {
-	if len(v) != positionValueLen && len(v) != positionValueLenV1 {
+	if len(v) != positionValueLen && len(v) != positionValueLenV2 && len(v) != positionValueLenV1 {
 		return Position{}, fmt.Errorf("%w: position value of %d bytes", ErrCorrupt, len(v))
 	}
 	p := Position{
@@ -197,8 +199,11 @@ func decodePosition(v []byte) (Position, error) {
 		Resume:    int64(binary.BigEndian.Uint64(v[16:])),
 		Watermark: -1,
 	}
-	if len(v) == positionValueLen {
+	if len(v) >= positionValueLenV2 {
 		p.Watermark = int64(binary.BigEndian.Uint64(v[24:]))
+	}
+	if len(v) == positionValueLen {
+		copy(p.TopicID[:], v[32:])
 	}
 	return p, nil
 }

@@ -20,10 +20,19 @@ func TestStateKeyGolden(t *testing.T) {
 	if !bytes.Equal(gotPos, wantPos) {
 		t.Fatalf("position key = %x, want %x", gotPos, wantPos)
 	}
-	gotVal := appendPosition(nil, Position{Next: 1, Horizon: -1, Resume: 258, Watermark: 1000})
-	wantVal, _ := hex.DecodeString("0000000000000001" + "ffffffffffffffff" + "0000000000000102" + "00000000000003e8")
+	id := [16]byte{0: 0xab, 15: 0xcd}
+	gotVal := appendPosition(nil, Position{Next: 1, Horizon: -1, Resume: 258, Watermark: 1000, TopicID: id})
+	wantVal, _ := hex.DecodeString("0000000000000001" + "ffffffffffffffff" + "0000000000000102" + "00000000000003e8" +
+		"ab0000000000000000000000000000cd")
 	if !bytes.Equal(gotVal, wantVal) {
 		t.Fatalf("position value = %x, want %x", gotVal, wantVal)
+	}
+	if p, err := decodePosition(wantVal); err != nil || p.TopicID != id || p.Watermark != 1000 {
+		t.Fatalf("position = %+v, %v", p, err)
+	}
+	// A position written before the topic id (32 bytes) reads with a zero id.
+	if p, err := decodePosition(wantVal[:32]); err != nil || p != (Position{Next: 1, Horizon: -1, Resume: 258, Watermark: 1000}) {
+		t.Fatalf("position without a topic id = %+v, %v", p, err)
 	}
 	// A format-1 position (24 bytes, no watermark) reads with watermark -1.
 	p, err := decodePosition(wantVal[:24])

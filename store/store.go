@@ -59,6 +59,10 @@ type Position struct {
 	// Watermark is the stream's event-time watermark (ms since the epoch) as of the checkpoint,
 	// or -1 if none. Positions written before it existed read as -1.
 	Watermark int64
+	// TopicID is the Kafka topic id of the partition the position is in (all zero: unknown, not
+	// Kafka, or written before it existed). The store does not interpret it; a host compares it
+	// with the topic's id to tell a recreated topic of the same name.
+	TopicID [16]byte
 }
 
 // StreamInfo names one stream of a task.

@@ -337,7 +337,7 @@ func TestDataSurvivesReopen(t *testing.T) {
 	if m, ok, _ := db.Mark("t", s, []byte("k")); !ok || m != 4 {
 		t.Errorf("after reopen Mark = %d, %v; want 4, true", m, ok)
 	}
-	if p, ok, _ := db.Position("t", s); !ok || p != (Position{3, 4, 99, 0}) {
+	if p, ok, _ := db.Position("t", s); !ok || p != (Position{Next: 3, Horizon: 4, Resume: 99}) {
 		t.Errorf("after reopen Position = %+v, %v", p, ok)
 	}
 }

@@ -531,6 +531,9 @@ or rollback a version that works to restart it.
 					fmt.Fprintf(stdout, "  changelog: %d key snapshots written; %d partitions restored (%d records, %d bytes); standby applied %d records\n",
 						t.ChangelogRecords, t.Restores, t.RestoredRecords, t.RestoredBytes, t.StandbyRecords)
 				}
+				if t.ChainEntries+t.ChainHolds > 0 {
+					fmt.Fprintf(stdout, "  chain: %d records appended for other tasks; held %d times for their backlog\n", t.ChainEntries, t.ChainHolds)
+				}
 				if t.TxnCommits+t.TxnAborts > 0 {
 					fmt.Fprintf(stdout, "  exactly once: %d transactions committed, %d aborted\n", t.TxnCommits, t.TxnAborts)
 				}
@@ -647,11 +650,19 @@ func (c *countingReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
-// statusInputLine is an input's line in status: a file or stdin input's committed line, a
-// Kafka partition's topic, partition and committed offset.
+// statusInputLine is an input's line in status: a chained input's upstream, committed entry and
+// lag, a file or stdin input's committed line, a Kafka partition's topic, partition and
+// committed offset.
 func statusInputLine(in host.InputStats) string {
-	if in.Partition < 0 {
-		return fmt.Sprintf("  input %s: read %d, committed line %d", in.Name, in.Records, in.Committed)
+	if in.Chain != "" {
+		return fmt.Sprintf("  input %s: chain %s: read %d, committed entry %d, lag %d", in.Name, in.Chain, in.Records, in.Committed, in.Lag)
 	}
-	return fmt.Sprintf("  input %s: topic %s partition %d: read %d, committed offset %d", in.Name, in.Topic, in.Partition, in.Records, in.Committed)
+	line := fmt.Sprintf("  input %s: topic %s partition %d: read %d, committed offset %d", in.Name, in.Topic, in.Partition, in.Records, in.Committed)
+	if in.Partition < 0 {
+		line = fmt.Sprintf("  input %s: read %d, committed line %d", in.Name, in.Records, in.Committed)
+	}
+	if in.ReplayHead > in.ReplayFrom {
+		line += fmt.Sprintf("; replaying from %d after a reset: %d of %d to the head at the reset to go", in.ReplayFrom, in.ReplayRemaining, in.ReplayHead-in.ReplayFrom)
+	}
+	return line
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
 )
 
@@ -28,7 +29,8 @@ func newStateCommand(stdout io.Writer) *cobra.Command {
 the state of one task, or without --task the names of the tasks that have state. With
 --admin-addr it asks a running host instead, through its admin API (GET /v1/tasks/<task>/state,
 which admin.read_token, passed as --admin-token, may read): each key's state then includes every
-completed guest call, not only the last checkpoint, and is read between two calls on the key. A store left
+completed guest call, not only the last checkpoint, and is read between two calls on the key. In a
+group of hosts any one of them answers for every key (it asks the owners of the partitions). A store left
 by a crash is read too (its log's torn tail is cut first, as the next run would); a damaged
 store is refused with exit status 1 and nothing printed.
 
@@ -172,7 +174,7 @@ func printState(stdout io.Writer, dataDir, task string, match []byte, exact bool
 // writeStateEntry writes one entry of state's output, as text to w or as JSON to enc, its value
 // decoded by dec where a rule matches.
 func writeStateEntry(w io.Writer, enc *json.Encoder, e host.StateEntry, format string, dec stateDecoder) error {
-	decoded, ok := dec.decode(e.Name, e.Value)
+	decoded, ok := dec.Decode(e.Name, e.Value)
 	if format == "json" {
 		j := jsonEntry(e)
 		if ok {
@@ -184,7 +186,11 @@ func writeStateEntry(w io.Writer, enc *json.Encoder, e host.StateEntry, format s
 	if ok {
 		value = decodedText(decoded)
 	}
-	_, err := fmt.Fprintf(w, "%s\t%s\t%s\n", escape(e.Key), escape(e.Name), value)
+	key := escape(e.Key)
+	if abi.IsNullKey(e.Key) {
+		key = nullKeyText
+	}
+	_, err := fmt.Fprintf(w, "%s\t%s\t%s\n", key, escape(e.Name), value)
 	return err
 }
 
@@ -198,9 +204,11 @@ func flush(w *bufio.Writer) error {
 // stateJSON is a StateEntry as the JSON output spells it: each of key, name and value is
 // set either as a string (valid UTF-8) or in base64.
 type stateJSON struct {
-	Stream      string  `json:"stream"`
-	Key         *string `json:"key,omitempty"`
-	KeyBase64   *string `json:"key_base64,omitempty"`
+	Stream    string  `json:"stream"`
+	Key       *string `json:"key,omitempty"`
+	KeyBase64 *string `json:"key_base64,omitempty"`
+	// KeyNull: the null key (a Kafka record without a key), which key and key_base64 omit.
+	KeyNull     bool    `json:"key_null,omitempty"`
 	Name        *string `json:"name,omitempty"`
 	NameBase64  *string `json:"name_base64,omitempty"`
 	Value       *string `json:"value,omitempty"`
@@ -221,7 +229,11 @@ func jsonEntry(e host.StateEntry) stateJSON {
 			*b64 = &s
 		}
 	}
-	put(&j.Key, &j.KeyBase64, e.Key)
+	if abi.IsNullKey(e.Key) {
+		j.KeyNull = true
+	} else {
+		put(&j.Key, &j.KeyBase64, e.Key)
+	}
 	put(&j.Name, &j.NameBase64, e.Name)
 	put(&j.Value, &j.ValueBase64, e.Value)
 	return j

@@ -177,7 +177,7 @@ func writeTopFrame(w io.Writer, addr string, prev, cur topSnapshot, note string)
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "TASK\tINPUT\tPARTITION\tRECORDS\tREAD/S\tCOMMITTED\tLAG\t\n")
+	fmt.Fprint(tw, "TASK\tINPUT\tPARTITION\tRECORDS\tREAD/S\tCOMMITTED\tLAG\tREPLAY\t\n")
 	for _, t := range cur.st.Tasks {
 		for _, in := range t.Inputs {
 			part, lag := "-", "-"
@@ -187,9 +187,15 @@ func writeTopFrame(w io.Writer, addr string, prev, cur topSnapshot, note string)
 			if in.Lag >= 0 {
 				lag = fmt.Sprint(in.Lag)
 			}
+			// REPLAY: after a reset, the records still to go to the head captured at the reset,
+			// of all the replay covers.
+			replay := "-"
+			if in.ReplayHead > in.ReplayFrom {
+				replay = fmt.Sprintf("%d/%d", in.ReplayRemaining, in.ReplayHead-in.ReplayFrom)
+			}
 			before, ok := prevInput[key{t.Task, in.Name, in.Topic, in.Partition}]
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t\n", t.Task, in.Name, part, in.Records,
-				perSec(in.Records, before, ok), in.Committed, lag)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%d\t%s\t%s\t\n", t.Task, in.Name, part, in.Records,
+				perSec(in.Records, before, ok), in.Committed, lag, replay)
 		}
 	}
 	tw.Flush()
@@ -208,7 +214,10 @@ func writeTopFrame(w io.Writer, addr string, prev, cur topSnapshot, note string)
 				first = false
 			}
 			key := ""
-			if e.Key != "" {
+			switch {
+			case e.KeyNull:
+				key = " key " + nullKeyText
+			case e.Key != "":
 				key = " key " + escape([]byte(e.Key))
 			}
 			fmt.Fprintf(w, "%s %s %s: %s%s: %s\n", e.Time.Local().Format("15:04:05"), t.Task, e.Kind,

@@ -12,6 +12,10 @@ import (
 // \a, \x00 for a byte that is not UTF-8, \u200b for a non-printable character), without
 // the surrounding quotes and leaving '"' alone. The result holds no tab, newline or control
 // character, and unescape inverts it.
+// nullKeyText is how text output shows the null key (abi.NullKey): a Kafka record's key that
+// is null, as distinct from the empty key (shown as nothing).
+const nullKeyText = "(null)"
+
 func escape(b []byte) string {
 	var sb strings.Builder
 	for len(b) > 0 {

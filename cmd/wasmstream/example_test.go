@@ -121,7 +121,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 		KeepModuleVersions: 10,
 		OnTaskFailure:      "halt_task",
 		Kafka: host.KafkaConfig{
-			Brokers: []string{}, ClientID: "wasmstream", ConnectTimeout: 30 * time.Second, DrainTimeout: 30 * time.Second, TransactionTimeout: 15 * time.Second, DeliveryTimeout: 2 * time.Minute, UnreachableTimeout: 2 * time.Minute,
+			Brokers: []string{}, ClientID: "wasmstream", ConnectTimeout: 30 * time.Second, DrainTimeout: 30 * time.Second, TransactionTimeout: 15 * time.Second, DeliveryTimeout: 2 * time.Minute, UnreachableTimeout: 2 * time.Minute, ExternalOffsetReset: host.ExternalResetReport,
 			Embedded: host.EmbeddedBrokerConfig{Port: 9092, Partitions: 4},
 		},
 		Admin: host.AdminConfig{Addr: "", Token: "", MaxModuleBytes: 64 << 20},
@@ -159,6 +159,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 			MaxLocals:            1_000_000,
 			MaxNestingDepth:      10_000,
 			MaxLoopDepth:         100,
+			MaxCallDepth:         20_000,
 			MaxNestingWork:       400_000_000,
 			MaxValueBytes:        1 << 20,
 			MaxOutputsPerCall:    65536,
@@ -170,10 +171,11 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 			InitFuel:             1_000_000_000,
 			StateCacheBytes:      64 << 20,
 			Retry: host.RetryConfig{
-				MaxAttempts: 5,
-				Backoff:     time.Second,
-				MaxBackoff:  60 * time.Second,
-				OnExhausted: "deadletter",
+				MaxAttempts:            5,
+				Backoff:                time.Second,
+				MaxBackoff:             60 * time.Second,
+				MaxConsecutiveFailures: 1000,
+				OnExhausted:            "deadletter",
 			},
 			Grants: host.GrantsConfig{ // dirs and http.allow have example entries; the other keys are at their defaults
 				Dirs: []host.DirGrantConfig{{Host: filepath.Join(dir, "examples", "wasm", "wordcount"), Guest: "/data"}},

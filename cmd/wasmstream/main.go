@@ -169,6 +169,7 @@ checkpointed, so a stopped or killed run resumes where its last checkpoint left 
 		newCheckCommand(stdout, stderr),
 		newInitCommand(stdout, stderr),
 		newStateCommand(stdout),
+		newResetCommand(stdout),
 		newVersionCommand(stdout),
 		newDeployCommand(stdout, stderr),
 		newRollbackCommand(stdout),

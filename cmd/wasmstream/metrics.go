@@ -88,6 +88,8 @@ var taskMetrics = []metricDesc{
 	counter("log_lines_dropped_total", "Guest log lines the running module version dropped (max_log_lines_per_second).", func(s *host.TaskStats) int64 { return s.LogDropped }),
 	gauge("task_halted", "1 once the task halted (on_task_failure: halt_task), else 0.", func(s *host.TaskStats) float64 { return boolFloat(s.Halted) }),
 	counter("partitions_dropped_total", "Lost partitions whose local state was deleted (drop_revoked).", func(s *host.TaskStats) int64 { return s.Dropped }),
+	counter("chain_entries_total", "Records the task appended to chain logs: outputs other tasks of the host read as an input.", func(s *host.TaskStats) int64 { return s.ChainEntries }),
+	counter("chain_holds_total", "Times the task held because a task reading its output left max_backlog entries uncovered (back-pressure).", func(s *host.TaskStats) int64 { return s.ChainHolds }),
 	counter("transactions_committed_total", "Exactly-once transactions committed.", func(s *host.TaskStats) int64 { return s.TxnCommits }),
 	counter("transactions_aborted_total", "Exactly-once transactions aborted (their records are processed again).", func(s *host.TaskStats) int64 { return s.TxnAborts }),
 	counter("deploys_total", "Module versions switched to this run: deploys, activations and rollbacks.", func(s *host.TaskStats) int64 { return s.Deploys }),
@@ -113,10 +115,12 @@ var (
 	inRecords     = prometheus.NewDesc(ns+"_input_records_in_total", "Records read this run, per input or Kafka partition.", inputLabels, nil)
 	inCommitted   = prometheus.NewDesc(ns+"_input_committed_position", "The committed position: lines (Kafka: the offset) a restart resumes at.", inputLabels, nil)
 	inLag         = prometheus.NewDesc(ns+"_consumer_lag_records", "Kafka: records of the partition beyond the committed position, as of its last fetch.", inputLabels, nil)
+	inChainLag    = prometheus.NewDesc(ns+"_chain_lag_records", "A chained input (type task): entries of the upstream task's output beyond the committed position.", append(inputLabels, "chain"), nil)
 	inWatermark   = prometheus.NewDesc(ns+"_watermark_timestamp_seconds", "The event-time watermark (absent before there is one).", inputLabels, nil)
 	inInFlight    = prometheus.NewDesc(ns+"_input_records_in_flight", "Records of the input in batches being processed.", inputLabels, nil)
 	inTimers      = prometheus.NewDesc(ns+"_input_timers_pending", "Timers of the input (Kafka: partition) set and neither deleted nor fired, as of the last checkpoint.", inputLabels, nil)
-	inputMetrics  = []*prometheus.Desc{inRecords, inCommitted, inLag, inWatermark, inInFlight, inTimers}
+	inReplay      = prometheus.NewDesc(ns+"_replay_remaining_records", "After a reset: records between the committed position and the head captured at the reset (absent once caught up, or without a reset).", inputLabels, nil)
+	inputMetrics  = []*prometheus.Desc{inRecords, inCommitted, inLag, inChainLag, inWatermark, inInFlight, inTimers, inReplay}
 	guestMemory   = prometheus.NewDesc(ns+"_guest_memory_bytes", "Linear memory of the guest instances of every task (mapped; only touched pages are resident).", nil, nil)
 	histogramDesc = []*prometheus.Desc{histBatch, histCall, histCkpt}
 )
@@ -164,8 +168,14 @@ func (c statsCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(inCommitted, prometheus.GaugeValue, float64(max(in.Committed, 0)), l...)
 			ch <- prometheus.MustNewConstMetric(inInFlight, prometheus.GaugeValue, float64(in.InFlight), l...)
 			ch <- prometheus.MustNewConstMetric(inTimers, prometheus.GaugeValue, float64(in.PendingTimers), l...)
-			if in.Lag >= 0 {
+			switch {
+			case in.Chain != "":
+				ch <- prometheus.MustNewConstMetric(inChainLag, prometheus.GaugeValue, float64(max(in.Lag, 0)), append(l, in.Chain)...)
+			case in.Lag >= 0:
 				ch <- prometheus.MustNewConstMetric(inLag, prometheus.GaugeValue, float64(in.Lag), l...)
+			}
+			if in.ReplayHead > in.ReplayFrom {
+				ch <- prometheus.MustNewConstMetric(inReplay, prometheus.GaugeValue, float64(in.ReplayRemaining), l...)
 			}
 			if in.Watermark >= 0 {
 				ch <- prometheus.MustNewConstMetric(inWatermark, prometheus.GaugeValue, float64(in.Watermark)/1000, l...)

@@ -19,7 +19,8 @@ func TestMetricsLint(t *testing.T) {
 	stats := []host.TaskStats{{Task: "wc", Records: 10, Processed: 9, Outputs: 4, BatchSize: h, CallSeconds: h,
 		CheckpointSeconds: h, PendingTimers: 7, Halted: true, LogDropped: 12, Inputs: []host.InputStats{
 			{Name: "file", Partition: -1, Records: 3, Committed: 2, Lag: -1, Watermark: -1, PendingTimers: 4},
-			{Name: "kin", Topic: "words", Partition: 0, Records: 7, Committed: 5, Lag: 2, Watermark: 1700000000000, PendingTimers: 3},
+			{Name: "kin", Topic: "words", Partition: 0, Records: 7, Committed: 5, Lag: 2, Watermark: 1700000000000, PendingTimers: 3,
+				ReplayFrom: 0, ReplayHead: 9, ReplayRemaining: 4},
 		}}}
 	c := statsCollector{stats: func() []host.TaskStats { return stats }, guestMemory: func() int64 { return 1 << 20 }}
 	problems, err := testutil.CollectAndLint(c)
@@ -44,6 +45,9 @@ wasmstream_consumer_lag_records{input="kin",partition="0",task="wc",topic="words
 # TYPE wasmstream_input_timers_pending gauge
 wasmstream_input_timers_pending{input="file",partition="",task="wc",topic=""} 4
 wasmstream_input_timers_pending{input="kin",partition="0",task="wc",topic="words"} 3
+# HELP wasmstream_replay_remaining_records After a reset: records between the committed position and the head captured at the reset (absent once caught up, or without a reset).
+# TYPE wasmstream_replay_remaining_records gauge
+wasmstream_replay_remaining_records{input="kin",partition="0",task="wc",topic="words"} 4
 # HELP wasmstream_records_in_total Records read this run.
 # TYPE wasmstream_records_in_total counter
 wasmstream_records_in_total{task="wc"} 10
@@ -59,7 +63,8 @@ wasmstream_timers_pending{task="wc"} 7
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "wasmstream_batch_records",
 		"wasmstream_consumer_lag_records", "wasmstream_records_in_total", "wasmstream_timers_pending",
-		"wasmstream_input_timers_pending", "wasmstream_log_lines_dropped_total", "wasmstream_task_halted"); err != nil {
+		"wasmstream_input_timers_pending", "wasmstream_log_lines_dropped_total", "wasmstream_task_halted",
+		"wasmstream_replay_remaining_records"); err != nil {
 		t.Error(err)
 	}
 }

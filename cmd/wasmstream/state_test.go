@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
 )
 
@@ -112,7 +113,7 @@ func TestStateDecode(t *testing.T) {
 		{"seen", []byte("3"), "", ""}, // not 8 bytes
 		{"other", le(1), "", ""},
 	} {
-		v, ok := d.decode([]byte(c.name), c.value)
+		v, ok := d.Decode([]byte(c.name), c.value)
 		if ok != (c.text != "") {
 			t.Errorf("%s %q: decoded %v (%v), want %q", c.name, c.value, ok, v, c.text)
 			continue
@@ -135,5 +136,27 @@ func TestStateDecode(t *testing.T) {
 	code, _, stderr := runCLI(t, "state", "--task", "t", "--decode", "seen=int")
 	if code != exitUsage || !strings.Contains(stderr, `unknown type "int": use one of i64, u64, f64, bool, string`) {
 		t.Errorf("state --decode seen=int: exit %d\n%s", code, stderr)
+	}
+}
+
+// The null key of Kafka records without a key prints as null, apart from the empty key: "(null)"
+// in text, "key_null": true in JSON.
+func TestStateNullKey(t *testing.T) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	for _, format := range []string{"text", "json"} {
+		for _, key := range []string{abi.NullKey, ""} {
+			e := host.StateEntry{Stream: "s", Key: []byte(key), Name: []byte("n"), Value: []byte("1")}
+			if err := writeStateEntry(&buf, enc, e, format, stateDecoder{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	want := "(null)\tn\t1\n" + "\tn\t1\n" +
+		`{"stream":"s","key_null":true,"name":"n","value":"1"}` + "\n" +
+		`{"stream":"s","key":"","name":"n","value":"1"}` + "\n"
+	if buf.String() != want {
+		t.Errorf("got\n%swant\n%s", buf.String(), want)
 	}
 }

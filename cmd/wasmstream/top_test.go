@@ -39,7 +39,7 @@ func TestTopOnce(t *testing.T) {
 		if len(f) == 13 && f[0] == "versioned" {
 			row = f
 		}
-		if len(f) == 7 && f[0] == "versioned" {
+		if len(f) == 8 && f[0] == "versioned" {
 			input = f
 		}
 	}
@@ -49,8 +49,8 @@ func TestTopOnce(t *testing.T) {
 	if strings.Join(row, " ") != strings.Join(want, " ") {
 		t.Errorf("task row %q, want %q\n%s", row, want, stdout)
 	}
-	// TASK INPUT PARTITION RECORDS READ/S COMMITTED LAG
-	if len(input) != 7 || input[3] != fmt.Sprint(st.Inputs[0].Records) || input[2] != "-" || input[6] != "-" {
+	// TASK INPUT PARTITION RECORDS READ/S COMMITTED LAG REPLAY
+	if len(input) != 8 || input[3] != fmt.Sprint(st.Inputs[0].Records) || input[2] != "-" || input[6] != "-" || input[7] != "-" {
 		t.Errorf("input row %q, want %d records\n%s", input, st.Inputs[0].Records, stdout)
 	}
 
@@ -103,6 +103,8 @@ func TestStatusInputLine(t *testing.T) {
 	}{
 		{host.InputStats{Name: "feed", Partition: -1, Records: 7, Committed: 5}, "  input feed: read 7, committed line 5"},
 		{host.InputStats{Name: "words", Topic: "words", Partition: 2, Records: 9, Committed: 41}, "  input words: topic words partition 2: read 9, committed offset 41"},
+		{host.InputStats{Name: "words", Topic: "words", Partition: 2, Records: 9, Committed: 41, ReplayFrom: 10, ReplayHead: 110, ReplayRemaining: 69},
+			"  input words: topic words partition 2: read 9, committed offset 41; replaying from 10 after a reset: 69 of 100 to the head at the reset to go"},
 	} {
 		if got := statusInputLine(c.in); got != c.want {
 			t.Errorf("statusInputLine(%+v) = %q, want %q", c.in, got, c.want)

@@ -37,6 +37,42 @@ var (
 	ErrUnavailable error = abi.ErrUnavailable
 )
 
+// Permanent marks err as a permanent failure (ABI 0.4): returned from a record handler (or a
+// timer, tick or migration handler), it fails the call like any error, but the host does not retry
+// it: the record goes to the dead letters at once with err's text (or is skipped, or halts the
+// task, as the task's retry.on_exhausted says). Use it for a record that can never succeed (it is
+// malformed, it breaks a rule of the task), not for a failure that may pass (a host error, an
+// unreachable service). The result wraps err: errors.Is and errors.As see through it, and
+// IsPermanent finds it under other wrapping (fmt.Errorf's %w). Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err, or an error it wraps (Unwrap() error), was made by Permanent.
+// No reflection: TinyGo builds use it too.
+func IsPermanent(err error) bool {
+	for err != nil {
+		if _, ok := err.(*permanentError); ok {
+			return true
+		}
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return false
+		}
+		err = u.Unwrap()
+	}
+	return false
+}
+
+// permanentError is the error Permanent returns.
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
 // HostError is an error a host function returned.
 type HostError struct {
 	// Func is the host function, e.g. "state_put".

@@ -44,6 +44,7 @@ type scriptHost struct {
 	scans     []string // "after" of each state_scan call; "-" for from-first
 	emits     [][]byte // headers argument of each emit
 	failMsg   string
+	permanent bool // fail_permanent was called
 	getCalls  int
 	value     []byte // state_get answer
 
@@ -92,6 +93,10 @@ func (h *scriptHost) Log(level int32, msg []byte) int32 { return 0 }
 func (h *scriptHost) NowMs() int64                      { return 0 }
 func (h *scriptHost) ConfigGet(buf []byte) int32        { return 0 }
 func (h *scriptHost) Fail(msg []byte) int32             { h.failMsg = string(msg); return 0 }
+func (h *scriptHost) FailPermanent(msg []byte) int32 {
+	h.failMsg, h.permanent = string(msg), true
+	return 0
+}
 func (h *scriptHost) TimerSet(key, name []byte, domain int32, time int64, payload []byte) int32 {
 	h.timerOps = append(h.timerOps, "set "+string(key)+"/"+string(name)+" d"+strconv.Itoa(int(domain))+
 		" @"+strconv.FormatInt(time, 10)+" "+string(payload))

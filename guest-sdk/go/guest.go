@@ -23,7 +23,8 @@ func HandleInit(fn func(cfg []byte) error) { initFn = fn }
 //
 // If fn returns an error, the SDK reports it to the host (with the record's source, partition and
 // offset) and the whole batch fails: none of its state writes or outputs take effect, and the host
-// retries or stops according to the task's policy. If fn panics, the module traps: the batch
+// retries or stops according to the task's policy. An error wrapped with Permanent is not retried:
+// the record goes to the dead letters at once (ABI 0.4). If fn panics, the module traps: the batch
 // fails the same way and the host discards this module instance (package variables included) and
 // starts a fresh one. A later call replaces fn.
 func Handle(fn func(r *Record) error) { processFn = fn }
@@ -57,6 +58,16 @@ func alloc(size int32) []byte {
 func fail(msg string) int32 {
 	host.Fail(strBytes(msg))
 	return 1
+}
+
+// failErr is fail for a handler's error err: when err is permanent (Permanent) the host is told
+// with fail_permanent, and does not retry the call.
+func failErr(msg string, err error) int32 {
+	if IsPermanent(err) {
+		host.FailPermanent(strBytes(msg))
+		return 1
+	}
+	return fail(msg)
 }
 
 // callInit handles wasmstream_init on the first n bytes of inBuf.
@@ -107,9 +118,9 @@ func callProcess(n int32) int32 {
 		emitTs = TimestampNow
 		if err != nil {
 			r := record.r
-			return fail("wasmstream: record " + string(r.Source) + "/" +
-				strconv.FormatUint(uint64(r.Partition), 10) + "@" +
-				strconv.FormatInt(r.Offset, 10) + ": " + err.Error())
+			return failErr("wasmstream: record "+string(r.Source)+"/"+
+				strconv.FormatUint(uint64(r.Partition), 10)+"@"+
+				strconv.FormatInt(r.Offset, 10)+": "+err.Error(), err)
 		}
 	}
 	record.r = nil

@@ -73,8 +73,8 @@ func callMigrate(n int32) int32 {
 	err = migrateFn(&migration)
 	migration.m = abi.Migrate{}
 	if err != nil {
-		return fail("wasmstream: migrating key " + strconv.Quote(string(m.Key)) + " from state version " +
-			strconv.FormatUint(uint64(m.From), 10) + " to " + strconv.FormatUint(uint64(m.To), 10) + ": " + err.Error())
+		return failErr("wasmstream: migrating key "+strconv.Quote(string(m.Key))+" from state version "+
+			strconv.FormatUint(uint64(m.From), 10)+" to "+strconv.FormatUint(uint64(m.To), 10)+": "+err.Error(), err)
 	}
 	return 0
 }

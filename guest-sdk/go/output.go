@@ -12,7 +12,9 @@ const TimestampNow int64 = -1
 type Output struct {
 	// Name is the output, e.g. a topic mapping in the task config.
 	Name string
-	// Key and Value are the output record's key and value; the host copies them.
+	// Key and Value are the output record's key and value; the host copies them. A Key of
+	// NullKey gives the output a null key (on Kafka; null in a file's JSON line), an empty Key
+	// an empty one.
 	Key, Value []byte
 	// Headers are the output headers, in order; nil or empty means none.
 	Headers []Header

@@ -19,7 +19,25 @@ type Record struct {
 }
 
 // Key returns the record key (a view). The key is the scope of State: see Record.State.
+//
+// A record without a key (a Kafka record whose key is null) has the key NullKey, which is not
+// the empty key: its state is apart from the state of key "", and an output emitted with
+// NullKey as its key leaves with a null key. So passing Key() on (to Emit, StateOf, SetTimer)
+// keeps a null key null. KeyNull tells such a record apart.
 func (r *Record) Key() []byte { return r.r.Key }
+
+// KeyNull reports whether the record's key is null (ABI 0.4, record flag bit 1): a Kafka record
+// sent without a key. Its Key is then NullKey.
+func (r *Record) KeyNull() bool { return r.r.Flags&abi.FlagKeyNull != 0 }
+
+// NullKey is the key of a record without a key, and the key to emit for an output with a null
+// key (ABI.md §6.2). Its bytes (ff 6e 75 6c 6c ff) are not UTF-8, so no key read from a JSON
+// line can be them, and the host refuses a Kafka record whose key is these bytes.
+const NullKey = abi.NullKey
+
+// IsNullKey reports whether key is NullKey: for a timer firing's or a tick's key, which carry no
+// flag.
+func IsNullKey(key []byte) bool { return abi.IsNullKey(key) }
 
 // Value returns the record value (a view).
 func (r *Record) Value() []byte { return r.r.Value }

@@ -122,8 +122,8 @@ func callOnTick(n int32) int32 {
 	err = tickFn(&tick)
 	tick.t = abi.Tick{}
 	if err != nil {
-		return fail("wasmstream: tick of " + string(t.Source) + "/" +
-			strconv.FormatUint(uint64(t.Partition), 10) + ": " + err.Error())
+		return failErr("wasmstream: tick of "+string(t.Source)+"/"+
+			strconv.FormatUint(uint64(t.Partition), 10)+": "+err.Error(), err)
 	}
 	return 0
 }

@@ -119,8 +119,8 @@ func callOnTimer(n int32) int32 {
 		emitTs = TimestampNow
 		if err != nil {
 			f := firing.f
-			return fail("wasmstream: timer " + strconv.Quote(string(f.Name)) + " of key " +
-				strconv.Quote(string(f.Key)) + ": " + err.Error())
+			return failErr("wasmstream: timer "+strconv.Quote(string(f.Name))+" of key "+
+				strconv.Quote(string(f.Key))+": "+err.Error(), err)
 		}
 	}
 	firing.f = nil

@@ -339,7 +339,12 @@ func fresh(out string, dirs ...string) bool {
 	return !newer
 }
 
-// Binary builds the wasmstream command into the test build directory and returns its path.
+// binaryBuilt is the wasmstream command Binary built in this process, once built: the sources
+// do not change while a test binary runs, so every later call returns it as it is.
+var binaryBuilt string
+
+// Binary builds the wasmstream command into the test build directory and returns its path. It
+// builds once per test process (a package's run): later calls return the same binary.
 func Binary(tb testing.TB) string {
 	tb.Helper()
 	if out := prebuilt("wasmstream"); out != "" {
@@ -347,6 +352,9 @@ func Binary(tb testing.TB) string {
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	if binaryBuilt != "" {
+		return binaryBuilt
+	}
 	out := filepath.Join(outDir(tb), "wasmstream")
 	tmp := fmt.Sprintf("%s.%d.tmp", out, os.Getpid())
 	start := time.Now()
@@ -359,6 +367,7 @@ func Binary(tb testing.TB) string {
 		tb.Fatal(err)
 	}
 	tb.Logf("built wasmstream in %s", time.Since(start).Round(time.Millisecond))
+	binaryBuilt = out
 	return out
 }
 

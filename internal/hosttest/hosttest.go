@@ -120,3 +120,24 @@ func WaitFor(tb testing.TB, timeout time.Duration, what string, cond func() bool
 		}
 	}
 }
+
+// LongEnv names the environment variable that makes Long true: `make test-long` sets it.
+const LongEnv = "WASMSTREAM_TEST_LONG"
+
+// Long reports whether the tests run their long form: the full kill counts of the crash tests
+// and the full sizes of the load tests. `make test` (CI) runs the short form, which checks the
+// same properties on fewer kills and records; `make test-long` (WASMSTREAM_TEST_LONG=1) runs
+// the long one.
+func Long() bool {
+	v := os.Getenv(LongEnv)
+	return v != "" && v != "0" && v != "false"
+}
+
+// Scale is full under Long and short otherwise: a kill count or a record count that the long
+// form raises.
+func Scale(short, full int) int {
+	if Long() {
+		return full
+	}
+	return short
+}

@@ -93,8 +93,12 @@ type CallError struct {
 	Export string
 	// Code is the guest's non-zero return value (0 when it panicked).
 	Code int32
-	// Reason is the message the guest passed to fail, if any.
+	// Reason is the message the guest passed to fail (or fail_permanent), if any.
 	Reason string
+	// Permanent is set when the guest failed the call with fail_permanent (ABI 0.4: the handler
+	// returned an error made by wasmstream.Permanent): the host would not retry it, and sends the
+	// record to the dead letters at once.
+	Permanent bool
 	// Panic is the recovered panic value when the handler panicked (a trap in wasm).
 	Panic any
 	// Logs are the messages logged during the call.
@@ -104,6 +108,9 @@ type CallError struct {
 func (e *CallError) Error() string {
 	if e.Panic != nil {
 		return fmt.Sprintf("wasmstreamtest: %s trapped: panic: %v", e.Export, e.Panic)
+	}
+	if e.Permanent {
+		return fmt.Sprintf("wasmstreamtest: %s failed permanently (not retried): %s", e.Export, e.Reason)
 	}
 	return fmt.Sprintf("wasmstreamtest: %s returned %d: %s", e.Export, e.Code, e.Reason)
 }
@@ -141,6 +148,7 @@ type Host struct {
 	scopeAll  bool              // a tick: every key is in scope
 	partition uint32            // the call's partition
 	reason    []byte
+	permanent bool   // the guest called fail_permanent during the call
 	httpKept  []byte // the last http_request response that did not fit
 
 	metrics metricSet // guest metrics (harness03.go)
@@ -257,7 +265,7 @@ func (h *Host) beginUnit() {
 // guestCall writes payload into the guest's input buffer and calls fn, with the scope the caller
 // set in h.scope, h.scopeAll and h.partition (reset when it returns).
 func (h *Host) guestCall(p phase, export string, payload []byte, fn func(int32) int32) (err error) {
-	h.phase, h.reason, h.httpKept = p, nil, nil
+	h.phase, h.reason, h.httpKept, h.permanent = p, nil, nil, false
 	for key := range h.scope {
 		h.touched[key] = true
 	}
@@ -275,8 +283,9 @@ func (h *Host) guestCall(p phase, export string, payload []byte, fn func(int32) 
 		return fmt.Errorf("wasmstreamtest: wasmstream_alloc(%d) failed", len(payload))
 	}
 	copy(buf, payload)
-	if rc := fn(int32(len(payload))); rc != 0 {
-		return &CallError{Export: export, Code: rc, Reason: string(h.reason), Logs: h.logs}
+	if rc := fn(int32(len(payload))); rc != 0 || (h.permanent && p != phaseInit) {
+		// fail_permanent fails the call whatever it returns (ABI.md §4.22), except in init.
+		return &CallError{Export: export, Code: rc, Reason: string(h.reason), Permanent: h.permanent && p != phaseInit, Logs: h.logs}
 	}
 	return nil
 }
@@ -517,5 +526,12 @@ func (h *Host) ConfigGet(buf []byte) int32 {
 // Fail implements fail (ABI.md §4.9).
 func (h *Host) Fail(msg []byte) int32 {
 	h.reason = append(h.reason[:0], msg...)
+	return 0
+}
+
+// FailPermanent implements fail_permanent (ABI.md §4.22): fail, and the call fails permanently.
+func (h *Host) FailPermanent(msg []byte) int32 {
+	h.reason = append(h.reason[:0], msg...)
+	h.permanent = true
 	return 0
 }

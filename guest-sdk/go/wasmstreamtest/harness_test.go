@@ -5,6 +5,7 @@ package wasmstreamtest_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -133,6 +134,45 @@ func TestFailedBatchHasNoEffects(t *testing.T) {
 	}
 	if got := stateString(h.State()); got != "a/seen=ok" {
 		t.Fatalf("state after failed batches %s", got)
+	}
+}
+
+// An error made by wasmstream.Permanent (even wrapped again) fails the call permanently: the
+// harness reports it as the host sees it; a plain error is not permanent.
+func TestPermanentFailure(t *testing.T) {
+	wasmstream.Handle(func(r *wasmstream.Record) error {
+		if err := r.State().Put("seen", r.Value()); err != nil {
+			return err
+		}
+		switch string(r.Value()) {
+		case "bad":
+			return fmt.Errorf("parsing: %w", wasmstream.Permanent(errors.New("not a number")))
+		case "flaky":
+			return errors.New("try again")
+		}
+		return nil
+	})
+	h := wasmstreamtest.New(wasmstreamtest.Options{})
+	if err := h.Init(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := h.Process(rec("a", "ok"), rec("b", "bad"))
+	var ce *wasmstreamtest.CallError
+	if !errors.As(err, &ce) || !ce.Permanent || ce.Reason != "wasmstream: record in/0@0: parsing: not a number" {
+		t.Fatalf("error %v", err)
+	}
+	if !strings.Contains(err.Error(), "failed permanently") {
+		t.Fatalf("error text %q", err)
+	}
+	_, err = h.Process(rec("a", "flaky"))
+	if !errors.As(err, &ce) || ce.Permanent || ce.Code != 1 {
+		t.Fatalf("plain error %v", err)
+	}
+	if got := stateString(h.State()); got != "" {
+		t.Fatalf("state after failed batches %q", got)
+	}
+	if wasmstream.IsPermanent(errors.New("x")) || wasmstream.Permanent(nil) != nil {
+		t.Fatal("IsPermanent of a plain error, or Permanent(nil) not nil")
 	}
 }
 

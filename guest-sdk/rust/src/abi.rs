@@ -15,7 +15,7 @@ pub const MODULE: &str = "wasmstream_v0";
 /// The ABI major version this SDK speaks.
 pub const VERSION_MAJOR: u32 = 0;
 /// The ABI minor version this SDK speaks.
-pub const VERSION_MINOR: u32 = 3;
+pub const VERSION_MINOR: u32 = 4;
 /// The packed ABI version, `major << 16 | minor`, returned by `wasmstream_abi_version`.
 pub const VERSION: u32 = VERSION_MAJOR << 16 | VERSION_MINOR;
 /// The Batch kind of a batch of records (the only kind of ABI 0.1).
@@ -34,6 +34,18 @@ pub const DOMAIN_PROCESSING: i32 = 0;
 pub const DOMAIN_EVENT: i32 = 1;
 /// Record flag bit 0: the record is late (its event time is behind the watermark).
 pub const FLAG_LATE: u32 = 1;
+/// Record flag bit 1: the record's key is null (0.4): a Kafka record sent without a key. Its key
+/// bytes are then [`NULL_KEY`].
+pub const FLAG_KEY_NULL: u32 = 2;
+/// The key of a record without a key, and the key to emit for an output with a null key (0.4):
+/// the bytes `ff 6e 75 6c 6c ff`, not UTF-8, so no key read from a JSON line can be them (the host
+/// refuses a Kafka record whose key is these bytes). Its state is apart from the empty key's.
+pub const NULL_KEY: &[u8] = b"\xffnull\xff";
+
+/// Whether `key` is [`NULL_KEY`] (for a firing's or a tick's key, which carry no flag).
+pub fn is_null_key(key: &[u8]) -> bool {
+    key == NULL_KEY
+}
 
 /// The smallest encoded Record: five fixed fields, three empty byte strings and no headers.
 const MIN_RECORD: usize = 4 + 4 + 8 + 8 + 4 + 4 + 4 + 4;
@@ -341,9 +353,16 @@ pub struct Record<'a> {
 }
 
 impl<'a> Record<'a> {
-    /// The record key: the scope of the record's state.
+    /// The record key: the scope of the record's state. A record without a key (a Kafka record
+    /// whose key is null) has the key [`NULL_KEY`], not the empty key: passing `key()` on to an
+    /// output keeps the key null. [`key_null`](Record::key_null) tells such a record apart.
     pub fn key(&self) -> &'a [u8] {
         self.key
+    }
+
+    /// Whether the record's key is null (ABI 0.4, flag bit 1); its key is then [`NULL_KEY`].
+    pub fn key_null(&self) -> bool {
+        self.flags & FLAG_KEY_NULL != 0
     }
 
     /// The record key as UTF-8 text.

@@ -89,6 +89,7 @@ impl fmt::Debug for Errno {
 pub struct Error {
     code: Errno,
     msg: Option<Box<str>>,
+    permanent: bool,
 }
 
 impl Error {
@@ -103,7 +104,30 @@ impl Error {
         Error {
             code,
             msg: Some(msg.into().into_boxed_str()),
+            permanent: false,
         }
+    }
+
+    /// A permanent error with a message (ABI 0.4): returned from `process` (or `on_timer`,
+    /// `on_tick`, `migrate`), it fails the call like any error, but the SDK tells the host with
+    /// `fail_permanent` and the host does not retry it: the record goes to the dead letters at
+    /// once with this message (or is skipped, or halts the task, as the task's
+    /// `retry.on_exhausted` says). For a record that can never succeed (malformed, against a rule
+    /// of the task), not for a failure that may pass.
+    pub fn permanent(msg: impl Into<String>) -> Error {
+        Error::new(msg).into_permanent()
+    }
+
+    /// This error, marked permanent (see [`Error::permanent`]): `Err(e.into_permanent())`, or
+    /// `.map_err(|e| Error::from(e).into_permanent())?` on another library's result.
+    pub fn into_permanent(mut self) -> Error {
+        self.permanent = true;
+        self
+    }
+
+    /// Whether the error is permanent ([`Error::permanent`], [`Error::into_permanent`]).
+    pub fn is_permanent(&self) -> bool {
+        self.permanent
     }
 
     /// The error's ABI code.
@@ -133,7 +157,11 @@ impl Error {
 
 impl From<Errno> for Error {
     fn from(code: Errno) -> Error {
-        Error { code, msg: None }
+        Error {
+            code,
+            msg: None,
+            permanent: false,
+        }
     }
 }
 
@@ -191,9 +219,13 @@ impl fmt::Display for Error {
 impl fmt::Debug for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.msg {
-            Some(m) => write!(f, "{}: {:?}", self.code, m),
-            None => fmt::Display::fmt(&self.code, f),
+            Some(m) => write!(f, "{}: {:?}", self.code, m)?,
+            None => fmt::Display::fmt(&self.code, f)?,
         }
+        if self.permanent {
+            f.write_str(" (permanent)")?;
+        }
+        Ok(())
     }
 }
 

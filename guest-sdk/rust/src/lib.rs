@@ -87,7 +87,7 @@ mod text;
 mod timer;
 pub mod window;
 
-pub use abi::{Firing, Headers, HeadersBuilder, Migration, Record, Tick};
+pub use abi::{is_null_key, Firing, Headers, HeadersBuilder, Migration, Record, Tick, NULL_KEY};
 pub use context::{config, format_u64, log, now_ms, parse_u64, Context, Level, Scan, TickContext};
 pub use error::{Errno, Error};
 pub use http::{http_request, HttpRequest, HttpResponse};

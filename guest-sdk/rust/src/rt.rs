@@ -88,7 +88,7 @@ impl<T: Task> Runtime<T> {
                 text::push_i64(&mut msg, rec.offset());
                 msg.push_str(": ");
                 msg.push_str(&e.text());
-                return fail(&msg);
+                return fail_err(&msg, &e);
             }
         }
         0
@@ -117,7 +117,7 @@ impl<T: Task> Runtime<T> {
                 text::push_quoted(&mut msg, f.key);
                 msg.push_str(": ");
                 msg.push_str(&e.text());
-                return fail(&msg);
+                return fail_err(&msg, &e);
             }
         }
         0
@@ -142,7 +142,7 @@ impl<T: Task> Runtime<T> {
             text::push_u64(&mut msg, tick.partition as u64);
             msg.push_str(": ");
             msg.push_str(&e.text());
-            return fail(&msg);
+            return fail_err(&msg, &e);
         }
         0
     }
@@ -169,7 +169,7 @@ impl<T: Task> Runtime<T> {
             text::push_u64(&mut msg, m.to as u64);
             msg.push_str(": ");
             msg.push_str(&e.text());
-            return fail(&msg);
+            return fail_err(&msg, &e);
         }
         0
     }
@@ -195,6 +195,16 @@ fn fail_with(prefix: &str, e: &crate::Error) -> i32 {
 fn fail(msg: &str) -> i32 {
     sys::host_fail(msg.as_bytes());
     1
+}
+
+/// `fail` for a task's error `e`: a permanent one goes to the host's `fail_permanent` (0.4), and
+/// the host does not retry the call.
+fn fail_err(msg: &str, e: &crate::Error) -> i32 {
+    if e.is_permanent() {
+        sys::host_fail_permanent(msg.as_bytes());
+        return 1;
+    }
+    fail(msg)
 }
 
 /// The input buffer `wasmstream_alloc` hands out: one growable allocation, reused for every call.

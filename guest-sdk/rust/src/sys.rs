@@ -88,6 +88,8 @@ mod imp {
             bounds_len: i32,
         ) -> i32;
         fn metric_observe(id: i32, v: f64) -> i32;
+        // ABI 0.4
+        fn fail_permanent(msg_ptr: i32, msg_len: i32) -> i32;
     }
 
     // Pointers are offsets into the 32-bit linear memory; lengths of slices fit in an i32
@@ -155,6 +157,9 @@ mod imp {
     }
     pub fn host_fail(msg: &[u8]) -> i32 {
         unsafe { fail(p(msg), l(msg)) }
+    }
+    pub fn host_fail_permanent(msg: &[u8]) -> i32 {
+        unsafe { fail_permanent(p(msg), l(msg)) }
     }
     pub fn host_timer_set(key: &[u8], name: &[u8], domain: i32, time: i64, payload: &[u8]) -> i32 {
         unsafe {
@@ -241,6 +246,9 @@ mod imp {
     }
     pub fn host_fail(msg: &[u8]) -> i32 {
         with_host(|h| h.fail(msg))
+    }
+    pub fn host_fail_permanent(msg: &[u8]) -> i32 {
+        with_host(|h| h.fail_permanent(msg))
     }
     pub fn host_timer_set(key: &[u8], name: &[u8], domain: i32, time: i64, payload: &[u8]) -> i32 {
         with_host(|h| h.timer_set(key, name, domain, time, payload))

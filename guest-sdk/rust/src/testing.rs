@@ -427,6 +427,10 @@ pub(crate) struct FakeHost {
     outputs: Vec<Output>,
     logs: Vec<LogLine>,
     fail_msg: Option<String>,
+    /// The current call called `fail_permanent` (0.4).
+    fail_permanent: bool,
+    /// The last failed call of the harness failed permanently.
+    last_permanent: bool,
     // ABI 0.2
     /// The current call's keys and their partitions.
     key_partitions: BTreeMap<Vec<u8>, u32>,
@@ -480,6 +484,8 @@ impl FakeHost {
             outputs: Vec::new(),
             logs: Vec::new(),
             fail_msg: None,
+            fail_permanent: false,
+            last_permanent: false,
             key_partitions: BTreeMap::new(),
             scope_all: false,
             partition: 0,
@@ -952,6 +958,12 @@ impl FakeHost {
         self.fail_msg = Some(String::from_utf8_lossy(msg).into_owned());
         0
     }
+
+    pub(crate) fn fail_permanent(&mut self, msg: &[u8]) -> i32 {
+        self.fail(msg);
+        self.fail_permanent = true;
+        0
+    }
 }
 
 thread_local! {
@@ -1144,6 +1156,7 @@ impl<T: Task> Harness<T> {
             h.partition = scope.partition;
             h.writes = 0;
             h.fail_msg = None;
+            h.fail_permanent = false;
             h.http_kept = None;
         });
         let rc = match phase {
@@ -1160,9 +1173,13 @@ impl<T: Task> Harness<T> {
             h.scope_all = false;
             h.partition = 0;
             h.http_kept = None;
-            if rc == 0 {
+            // fail_permanent fails the call whatever it returns, except in init (ABI.md §4.22).
+            let permanent = h.fail_permanent && phase != Phase::Init;
+            h.fail_permanent = false;
+            if rc == 0 && !permanent {
                 Ok(())
             } else {
+                h.last_permanent = permanent;
                 h.abort_unit();
                 Err(h
                     .fail_msg
@@ -1573,6 +1590,13 @@ impl<T: Task> Harness<T> {
                 .position(|m| m.1 == name.as_bytes() && m.2 == layout)?;
             h.hists[i].clone()
         })
+    }
+
+    /// Whether the last call that failed failed permanently: the task returned an
+    /// [`Error::permanent`](crate::Error::permanent) error (ABI 0.4), which the host does not
+    /// retry but sends to the dead letters at once. `false` before any call failed.
+    pub fn failed_permanently(&self) -> bool {
+        with_host(|h| h.last_permanent)
     }
 
     /// Every message logged so far (failed calls included).

@@ -556,7 +556,38 @@ fn impossible_counts_are_rejected_02() {
 
 #[test]
 fn version_is_0_3() {
-    assert_eq!(abi::VERSION, 0x0000_0003);
+    assert_eq!(abi::VERSION, 0x0000_0004);
     assert_eq!(Errno::UNAVAILABLE.raw(), -10);
     assert_eq!(Errno::UNAVAILABLE.to_string(), "ERR_UNAVAILABLE");
+}
+
+/// ABI 0.4: a record without a key has flag bit 1 and the key NULL_KEY, which is not the empty
+/// key; a record with the empty key has neither.
+#[test]
+fn null_key_flag() {
+    let mut b = Vec::new();
+    abi::encode_batch_header(&mut b, 2);
+    abi::encode_record(
+        &mut b,
+        &abi::RecordFields {
+            flags: abi::FLAG_KEY_NULL,
+            key: wasmstream::NULL_KEY,
+            timestamp: -1,
+            ..Default::default()
+        },
+    );
+    abi::encode_record(
+        &mut b,
+        &abi::RecordFields {
+            timestamp: -1,
+            ..Default::default()
+        },
+    );
+    let batch = abi::decode_batch(&b).unwrap();
+    let recs: Vec<_> = batch.records().collect();
+    assert!(recs[0].key_null() && !recs[0].is_late());
+    assert!(wasmstream::is_null_key(recs[0].key()));
+    assert_eq!(recs[0].key(), &b"\xffnull\xff"[..]);
+    assert!(!recs[1].key_null() && !wasmstream::is_null_key(recs[1].key()));
+    assert!(std::str::from_utf8(wasmstream::NULL_KEY).is_err());
 }

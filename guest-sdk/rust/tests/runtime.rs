@@ -84,6 +84,8 @@ impl Task for Probe {
                 ctx.emit("out", rec.key(), v)
             }
             "fail" => Err(Error::new(format!("failing on {}", rec.offset()))),
+            "fail-permanent" => Err(Error::from(Errno::INVALID).into_permanent()),
+            "bad" => Err(Error::permanent(format!("bad record {}", rec.offset()))),
             "code" => Err(Errno::LIMIT.into()),
             "emit-unknown" => ctx.emit("nope", "", ""),
             other => Err(Error::new(format!("unknown command {:?}", other))),
@@ -168,6 +170,33 @@ fn get_grows_its_buffer() {
     h.set_state("k", "v", vec![b'y'; 100_000]);
     let out = h.process(&[TestRecord::new("k", "get v")]).unwrap();
     assert_eq!(out[0].value.len(), 100_000);
+}
+
+#[test]
+fn permanent_error_fails_the_call_permanently() {
+    let mut h = Harness::<Probe>::new("{}").unwrap();
+    assert!(!h.failed_permanently());
+    let err = h
+        .process(&[
+            TestRecord::new("a", "count"),
+            TestRecord::new("b", "bad").offset(4),
+        ])
+        .unwrap_err();
+    assert_eq!(err, "wasmstream: record input/0@4: bad record 4");
+    assert!(h.failed_permanently());
+    assert_eq!(h.state("a", "n"), None);
+    assert_eq!(
+        h.process(&[TestRecord::new("a", "fail-permanent")])
+            .unwrap_err(),
+        "wasmstream: record input/0@0: ERR_INVALID"
+    );
+    assert!(h.failed_permanently());
+    // A plain error is not permanent.
+    h.process(&[TestRecord::new("a", "fail")]).unwrap_err();
+    assert!(!h.failed_permanently());
+    assert!(Error::permanent("x").is_permanent());
+    assert!(!Error::new("x").is_permanent());
+    assert_eq!(format!("{:?}", Error::permanent("x")), "ERR_INVALID: \"x\" (permanent)");
 }
 
 #[test]

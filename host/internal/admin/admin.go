@@ -8,7 +8,8 @@
 // wrong method, 409 a task that is not running or has no earlier
 // version, 413 an upload over the size limit, 422 a refused module, 503 (with Retry-After)
 // a deploy that gave up waiting for one of the Limits.MaxUploads slots or a state query that
-// could not be answered yet (a partition being restored), 500 anything else.
+// could not be answered yet (a partition being restored or moving between hosts), 502 a state
+// query whose owner answered something unexpected (forward.go), 500 anything else.
 //
 // What an unauthenticated client can cost the server is bounded: the token is checked before
 // any of the body is read (the answer closes the connection), the request line and headers

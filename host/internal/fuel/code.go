@@ -37,6 +37,9 @@ const (
 	opGlobalGet     = 0x23
 	opGlobalSet     = 0x24
 	opI32Const      = 0x41
+	opI32LtS        = 0x48
+	opI32Add        = 0x6a
+	opI32Sub        = 0x6b
 	opI64Const      = 0x42
 	opI64LtS        = 0x53
 	opI64ShrU       = 0x88
@@ -765,10 +768,14 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 	cached := a.loops > 0 && a.dispatchs == 0 && a.loopDepth <= maxCachedLoopDepth
 
 	size := local + 1 // an i32: the size operand of a bulk instruction, when the body has one
+	// stack, an i32: the stack counter as the function left it at its entry, less its frame
+	// (see enter), which it restores after every call.
+	stack := local + 1
 	if a.bulk {
-		out = appendU32(out, groups+2)
+		stack++
+		out = appendU32(out, groups+3)
 	} else {
-		out = appendU32(out, groups+1)
+		out = appendU32(out, groups+2)
 	}
 	gr := &Reader{b: b, base: off}
 	_, _ = gr.U32()
@@ -777,6 +784,9 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 	if a.bulk {
 		out = append(out, 1, 0x7f) // one i32
 	}
+	out = append(out, 1, 0x7f) // one i32
+	sidx := gidx + 1           // the stack counter
+	frame := FrameUnits(nlocals)
 
 	flush := func(out []byte) []byte {
 		out = append(out, opLocalGet)
@@ -860,6 +870,28 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 
 	res.Functions++
 	res.Loops += a.loops
+	// The frame is paid at the entry: the counter goes down by the frame's units, and a negative
+	// counter traps (the host tells it from other traps by the counter it reads back). The
+	// counter goes back up when the function returns: not here, at every exit, but in its
+	// caller, which restores what it kept in its own stack local after each call returns. A
+	// tail call gives the frame back first, since the callee replaces it.
+	out = append(out, opGlobalGet)
+	out = appendU32(out, sidx)
+	out = append(out, opI32Const)
+	out = appendS64(out, int64(frame))
+	out = append(out, opI32Sub, opLocalTee)
+	out = appendU32(out, stack)
+	out = append(out, opGlobalSet)
+	out = appendU32(out, sidx)
+	out = append(out, opLocalGet)
+	out = appendU32(out, stack)
+	out = append(out, opI32Const, 0, opI32LtS, opIf, blockEmpty, opUnreachable, opEnd)
+	restore := func(out []byte) []byte {
+		out = append(out, opLocalGet)
+		out = appendU32(out, stack)
+		out = append(out, opGlobalSet)
+		return appendU32(out, sidx)
+	}
 	if cached {
 		out = reload(out)
 	}
@@ -882,6 +914,9 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 			return nil, fail(cr, err)
 		}
 		raw := start[:len(start)-len(cr.b)]
+		// A call that may run guest code: the counter is restored when it returns. (A host
+		// function leaves it as it is.)
+		guestCall := in.op == opCallIndirect || in.op == opCall && int(in.fn) >= m.importedFuncs
 		if (in.op == opCall || in.op == opReturnCall || in.op == opRefFunc) && int(in.fn) >= m.importedFuncs {
 			// A defined function: its index moved up by one (the slice import).
 			raw = appendU32(append(remapped[:0], in.op), m.fn(in.fn))
@@ -908,6 +943,9 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 				depth--
 			}
 			out = append(out, raw...)
+			if guestCall {
+				out = restore(out)
+			}
 			for _, c := range after {
 				out = charge(out, c)
 			}
@@ -921,25 +959,30 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 				out = flush(out)
 			}
 			depth--
-		case opCall:
+		case opCall, opCallIndirect:
 			// Around a host function too: it may charge the call for the bytes it copies,
 			// from the global (modrt).
 			if cached {
 				out = flush(out)
 				out = append(out, raw...)
 				out = reload(out)
-				continue
-			}
-		case opCallIndirect:
-			if cached {
-				out = flush(out)
-				out = append(out, raw...)
-				out = reload(out)
+				if guestCall {
+					out = restore(out)
+				}
 				continue
 			}
 		case opReturn, opReturnCall, opReturnCallI:
 			if cached {
 				out = flush(out)
+			}
+			if in.op != opReturn {
+				// The callee replaces this frame: its units go back first.
+				out = append(out, opLocalGet)
+				out = appendU32(out, stack)
+				out = append(out, opI32Const)
+				out = appendS64(out, int64(frame))
+				out = append(out, opI32Add, opGlobalSet)
+				out = appendU32(out, sidx)
 			}
 		case opBr, opBrIf:
 			if cached && int(in.label) == depth {
@@ -961,6 +1004,9 @@ func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint
 			res.Sized++
 		}
 		out = append(out, raw...)
+		if guestCall {
+			out = restore(out)
+		}
 	}
 	return out, nil
 }

@@ -37,6 +37,15 @@
 //     instead of a memory load and store per iteration), unless its loops nest more than 16 deep.
 //     It stores it back to the global before every call (host functions may charge the call for
 //     what they copy, from the global) and at every exit, and reloads it after the call.
+//   - The call stack is bounded too (wazero keeps it outside the linear memory, and would grow it
+//     to about 100 MiB for a recursion without end): a second global, a mutable i32 exported as
+//     StackExport, holds the stack units the call may still use. Every function subtracts its
+//     frame's units (FrameUnits: 1 plus 1 per LocalsPerUnit params and locals) at its entry,
+//     keeps the result in a local of its own, and traps (unreachable) when it is negative; after
+//     every call that may run guest code (call of a defined function, call_indirect) it stores
+//     that local back, which undoes whatever the callee took without instrumenting its exits. A
+//     tail call gives the frame's units back before it jumps. The host sets the counter before
+//     each call and tells a depth trap from others by the counter being negative.
 //   - A start function, if the module has one, no longer runs on instantiation: the start section
 //     is removed and the function exported as StartExport, for the host to call (with a budget)
 //     before anything else. Instantiation itself then runs no guest code.

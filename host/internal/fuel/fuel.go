@@ -18,6 +18,11 @@ const (
 	// continues with the counter it returns, or traps if that is negative too (see Meter).
 	SliceModule = "wasmstream.fuel"
 	SliceFunc   = "slice"
+	// StackExport is the call-stack counter, a mutable i32 global: the stack units the guest may
+	// still use (see Options.Stack). Every defined function subtracts its frame's units at its
+	// entry and traps when the counter goes negative; a caller restores the counter after each
+	// call returns.
+	StackExport = "wasmstream.stack"
 )
 
 // Options configure Instrument.
@@ -26,7 +31,23 @@ type Options struct {
 	// to StartExport nothing runs before the host sets the counter, so this only matters to a
 	// host that runs the module without setting it.
 	Initial int64
+	// Stack is the stack counter's value when an instance is created (StackExport): the units of
+	// call stack a call may use, FrameUnits per function frame. The host sets it before each
+	// call into the guest.
+	Stack int32
 }
+
+// FrameUnits returns the stack units a frame of a function with n params and locals costs:
+// 1 + n/LocalsPerUnit. The runtime's frame holds the locals (8 bytes each at most, 16 for a
+// v128) besides a fixed part and the spilled operands, so that the units bound the stack's
+// bytes within a factor for every shape of function.
+func FrameUnits(n uint64) int32 {
+	return int32(1 + min(n/LocalsPerUnit, 1<<30))
+}
+
+// LocalsPerUnit is how many params and locals of a function add one unit to its frame's cost
+// (FrameUnits).
+const LocalsPerUnit = 16
 
 // Result is a metered module.
 type Result struct {
@@ -153,7 +174,7 @@ func Instrument(wasm []byte, opt Options) (Result, error) {
 		return Result{}, err
 	}
 	for _, n := range m.exportNames {
-		if n == GlobalExport || n == StartExport {
+		if n == GlobalExport || n == StartExport || n == StackExport {
 			return Result{}, &Error{Func: -1, Unsupported: true,
 				Reason: fmt.Sprintf("the module exports %q, a name reserved for fuel metering", n)}
 		}
@@ -201,16 +222,22 @@ func Instrument(wasm []byte, opt Options) (Result, error) {
 		g := []byte{0x7e, 0x01, 0x42} // i64, mutable, i64.const
 		g = appendS64(g, opt.Initial)
 		g = append(g, 0x0b)
-		return vec(secGlobal, old, off, 1, m.remapGlobals, g)
+		g = append(g, 0x7f, 0x01, opI32Const) // the stack counter: i32, mutable, i32.const
+		g = appendS64(g, int64(opt.Stack))
+		g = append(g, 0x0b)
+		return vec(secGlobal, old, off, 2, m.remapGlobals, g)
 	}
 	emitExport := func(old []byte, off int) error {
-		extra := uint32(1)
+		extra := uint32(2)
 		if m.start >= 0 {
-			extra = 2
+			extra = 3
 		}
 		ex := appendName(nil, GlobalExport)
 		ex = append(ex, 0x03)
 		ex = appendU32(ex, gidx)
+		ex = appendName(ex, StackExport)
+		ex = append(ex, 0x03)
+		ex = appendU32(ex, gidx+1)
 		if m.start >= 0 {
 			ex = appendName(ex, StartExport)
 			ex = append(ex, 0x00)

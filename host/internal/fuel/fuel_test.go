@@ -123,16 +123,17 @@ func equal(a, b []int64) bool {
 }
 
 func TestInstrumentAddsGlobalAndExports(t *testing.T) {
-	res, err := Instrument(oneFunc(), Options{Initial: 42})
+	res, err := Instrument(oneFunc(), Options{Initial: 42, Stack: 7})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(res.Wasm, []byte(GlobalExport)) || bytes.Contains(res.Wasm, []byte(StartExport)) {
-		t.Error("the counter is not exported, or a start export was added to a module without start")
+	if !bytes.Contains(res.Wasm, []byte(GlobalExport)) || !bytes.Contains(res.Wasm, []byte(StackExport)) ||
+		bytes.Contains(res.Wasm, []byte(StartExport)) {
+		t.Error("the counters are not exported, or a start export was added to a module without start")
 	}
-	// The global section holds one mutable i64 initialised to 42.
-	if !bytes.Contains(res.Wasm, []byte{secGlobal, 6, 1, 0x7e, 1, opI64Const, 42, opEnd}) {
-		t.Errorf("no global section with the counter in %x", res.Wasm)
+	// The global section holds one mutable i64 initialised to 42 and one mutable i32 to 7.
+	if !bytes.Contains(res.Wasm, []byte{secGlobal, 11, 2, 0x7e, 1, opI64Const, 42, opEnd, 0x7f, 1, opI32Const, 7, opEnd}) {
+		t.Errorf("no global section with the counters in %x", res.Wasm)
 	}
 }
 

@@ -39,10 +39,13 @@ type Fetch struct {
 // client's group goroutine, one at a time, never while Run is handing over a poll.
 type Handler interface {
 	// Assigned is told the newly assigned partitions with the group's committed offset (-1 if
-	// none) and each one's end offset (the next record's; absent when it could not be listed),
-	// and returns where each must start (-1: where the group would, i.e. the committed offset or
-	// the configured start position).
-	Assigned(ctx context.Context, committed, ends map[TopicPartition]int64) (map[TopicPartition]int64, error)
+	// none), each one's end offset (the next record's; absent when it could not be listed) and
+	// the ids of their topics (absent when unknown: a broker before Kafka 2.8, or the listing
+	// failed), and returns where each must start (-1: where the group would, i.e. the committed
+	// offset or the configured start position). external holds the partitions whose committed
+	// offset was set from outside the group (ExternalCommit): an offset reset made while no
+	// member ran.
+	Assigned(ctx context.Context, committed, ends map[TopicPartition]int64, ids map[string]TopicID, external map[TopicPartition]bool) (map[TopicPartition]int64, error)
 	// Revoked must drain and checkpoint the partitions and return the offsets to commit.
 	Revoked(ctx context.Context, parts []TopicPartition) map[TopicPartition]int64
 	// Lost must drop the partitions without committing.
@@ -118,6 +121,9 @@ type ConsumerConfig struct {
 	// Reachable, if set, is told when the cluster stops and starts answering again, from Run's
 	// goroutine.
 	Reachable func(bool)
+	// Advertise, if set, returns the address of this host's admin API, which the member
+	// advertises to the group at every join (advertise.go; "" advertises none).
+	Advertise func() string
 }
 
 // DefaultUnreachableTimeout is ConsumerConfig.UnreachableTimeout's default.
@@ -150,6 +156,8 @@ type Consumer struct {
 	// base's options.
 	group, instanceID string
 	base              []kgo.Opt
+
+	counts partCounts // the topics' partition counts, for Describe
 
 	// The cluster's reachability, Run's goroutine only (health).
 	unreachableTimeout time.Duration
@@ -214,7 +222,7 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		// alone, and the long poll short enough that a resumed partition is fetched soon.
 		kgo.FetchMaxPartitionBytes(256<<10),
 		kgo.FetchMaxWait(200*time.Millisecond),
-		kgo.Balancers(balancers(cc.Progress)...),
+		kgo.Balancers(balancers(cc.Progress, cc.Advertise)...),
 		kgo.AdjustFetchOffsetsFn(c.adjust),
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.lost),
@@ -338,11 +346,17 @@ func (c *Consumer) EachBound(fn func(TopicPartition)) {
 }
 
 // balancers are the group protocols the consumer offers, the preferred first.
-func balancers(progress func() map[TopicPartition]int64) []kgo.GroupBalancer {
-	if progress == nil {
-		return []kgo.GroupBalancer{kgo.CooperativeStickyBalancer()}
+func balancers(progress func() map[TopicPartition]int64, advertise func() string) []kgo.GroupBalancer {
+	bs := []kgo.GroupBalancer{kgo.CooperativeStickyBalancer()}
+	if progress != nil {
+		bs = []kgo.GroupBalancer{StandbyBalancer(progress), kgo.CooperativeStickyBalancer()}
 	}
-	return []kgo.GroupBalancer{StandbyBalancer(progress), kgo.CooperativeStickyBalancer()}
+	if advertise != nil {
+		for i, b := range bs {
+			bs[i] = advertising{GroupBalancer: b, addr: advertise}
+		}
+	}
+	return bs
 }
 
 // txnPartitioner partitions a transactional client's records: changelog records go to the
@@ -377,7 +391,7 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 			return nil, err
 		}
 	}
-	start, err := c.handler.Assigned(ctx, committed, c.endOffsets(ctx, fresh))
+	start, err := c.handler.Assigned(ctx, committed, c.endOffsets(ctx, fresh), c.topicIDs(ctx, fresh), c.externalCommits(ctx, committed))
 	if err != nil {
 		return nil, err
 	}
@@ -387,6 +401,42 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 		}
 	}
 	return offs, nil
+}
+
+// TopicID is a Kafka topic's id (Kafka 2.8 and later): a topic deleted and created again under
+// the same name has a new one.
+type TopicID [16]byte
+
+// topicIDs lists the ids of the partitions' topics from the cluster's metadata; a failure is
+// logged, and the ids are then unknown (as they are from a broker that has none: all zero).
+func (c *Consumer) topicIDs(ctx context.Context, parts []TopicPartition) map[string]TopicID {
+	if len(parts) == 0 {
+		return nil
+	}
+	names := map[string]bool{}
+	var list []string
+	for _, tp := range parts {
+		if !names[tp.Topic] {
+			names[tp.Topic] = true
+			list = append(list, tp.Topic)
+		}
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	details, err := kadm.NewClient(c.cl).ListTopics(lctx, list...)
+	if err != nil {
+		if c.log != nil {
+			c.log.Warn("kafka: listing the assigned topics' ids failed; a recreated topic is told only by its end offsets this time", "err", err)
+		}
+		return nil
+	}
+	out := map[string]TopicID{}
+	for name, d := range details {
+		if d.Err == nil && d.ID != (kadm.TopicID{}) {
+			out[name] = TopicID(d.ID)
+		}
+	}
+	return out
 }
 
 // endOffsets lists the partitions' end offsets; a failure is logged, and the partitions' ends
@@ -421,6 +471,50 @@ func (c *Consumer) endOffsets(ctx context.Context, parts []TopicPartition) map[T
 			out[TopicPartition{o.Topic, o.Partition}] = o.Offset
 		}
 	})
+	return out
+}
+
+// ResetMetadata is the metadata of the offsets `wasmstream reset` commits (CommitOffsets).
+const ResetMetadata = "wasmstream reset"
+
+// ExternalCommit reports whether a committed offset's metadata says it was set from outside the
+// group: the commits of a wasmstream host (franz-go's group and transactional commits) carry
+// the member id, an admin tool's (kafka-consumer-groups --reset-offsets, kadm) no metadata,
+// `wasmstream reset`'s ResetMetadata.
+func ExternalCommit(metadata string) bool { return metadata == "" || metadata == ResetMetadata }
+
+// externalCommits reads the metadata of the partitions' committed offsets (those of committed
+// that have one) and returns those set from outside the group (ExternalCommit). A failure is
+// logged and returns none.
+func (c *Consumer) externalCommits(ctx context.Context, committed map[TopicPartition]int64) map[TopicPartition]bool {
+	topics := map[string]bool{}
+	for tp, o := range committed {
+		if o >= 0 {
+			topics[tp.Topic] = true
+		}
+	}
+	if len(topics) == 0 {
+		return nil
+	}
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rs, err := kadm.NewClient(c.cl).FetchOffsetsForTopics(lctx, c.group, names...)
+	if err != nil {
+		if c.log != nil {
+			c.log.Warn("kafka: fetching the committed offsets' metadata failed; an external offset reset is not detected this time", "err", err)
+		}
+		return nil
+	}
+	out := map[TopicPartition]bool{}
+	for tp, o := range committed {
+		if r, ok := rs.Lookup(tp.Topic, tp.Partition); ok && r.Err == nil && o >= 0 && r.At == o && ExternalCommit(r.Metadata) {
+			out[tp] = true
+		}
+	}
 	return out
 }
 

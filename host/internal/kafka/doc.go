@@ -20,8 +20,9 @@
 // Run rides out a cluster it cannot reach: fetch failures for want of a connection are left to
 // the client's retries, ConsumerConfig.Reachable is told when the cluster stops and starts
 // answering (a ping ends an outage), and Run fails once an outage lasted
-// ConsumerConfig.UnreachableTimeout. Assigned is given each new partition's end offset, so that
-// the task can tell a recreated topic (its end below the task's position) from the old one. With
+// ConsumerConfig.UnreachableTimeout. Assigned is given each new partition's end offset and its
+// topic's id, so that the task can tell a recreated topic (another id, or its end below the task's
+// position) from the old one. With
 // ConsumerConfig.InstanceID the consumer is a static group member.
 //
 // Changelogs back up task state so that it follows its partition to another host: a compacted

@@ -69,7 +69,9 @@
 //
 // A call fails with a *CallError when the export returns non-zero (Code, with the guest's fail
 // message), when it traps or exits (Trap), or when the Env returned an error during it; a failed
-// call has no effects. After a trap the guest's state is unknown and wazero does not poison the
+// call has no effects. A call during which the guest called fail_permanent (ABI 0.4) fails
+// whatever it returns, with CallError.Permanent set (Err ErrFailedPermanently): the caller does
+// not retry it. After a trap the guest's state is unknown and wazero does not poison the
 // instance, so this package does (DESIGN S18): Broken reports true, Process returns ErrBroken, and
 // the caller closes the Instance and makes a new one.
 //
@@ -91,6 +93,11 @@
 // guest code cannot be preempted: a long call would hold up the collector's stop-the-world and
 // with it every goroutine), checks ctx and Runtime.Interrupt (a call stops there with ctx's
 // error or ErrInterrupted) and hands out the next slice.
+//
+// The same rewrite bounds the guest's call stack, which wazero keeps in Go memory outside the
+// linear memory (Limits.MaxCallDepth): call sets a second exported counter to the limit before
+// the call, every guest function pays its frame from it at entry, and a trap with that counter
+// negative becomes a *CallDepthError (errors.Is ErrCallDepth).
 //
 // wazero's context-done interruption is deliberately not used: it makes guest loops ~33× slower
 // (DESIGN S21); fuel costs a few percent (BenchmarkCPUBound). An unmetered module (NoFuel) is

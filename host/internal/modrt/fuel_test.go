@@ -5,7 +5,6 @@ import (
 	"errors"
 	"os"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/wasmstream/wasmstream/abi"
@@ -84,8 +83,9 @@ func TestFuelDeterministic(t *testing.T) {
 	}
 }
 
-// Unbounded recursion is stopped: by the budget when it is small, by the runtime's stack limit
-// otherwise. Either way the host survives and the instance is replaced.
+// Unbounded recursion is stopped: by the budget when it is small, by the call-depth bound
+// (Limits.MaxCallDepth) otherwise, long before the runtime's own stack limit. Either way the host
+// survives and the instance is replaced.
 func TestFuelStopsRecursion(t *testing.T) {
 	r := newRuntime(t, RuntimeConfig{})
 	small := instantiate(t, compile(t, r, "recurse", Limits{FuelPerRecord: 10_000}), InstanceConfig{})
@@ -96,8 +96,9 @@ func TestFuelStopsRecursion(t *testing.T) {
 	deep := instantiate(t, compile(t, r, "recurse", Limits{}), InstanceConfig{})
 	_, err = deep.Process(ctx, []abi.Record{rec("k", nil)}, nil)
 	ce := asCallError(t, err)
-	if !ce.Trap || !deep.Broken() || !(strings.Contains(err.Error(), "stack overflow") || errors.Is(err, ErrFuelExhausted)) {
-		t.Errorf("deep recursion: %v; want a stack overflow or fuel trap", err)
+	var de *CallDepthError
+	if !ce.Trap || !deep.Broken() || !errors.As(err, &de) || de.Limit != DefaultMaxCallDepth {
+		t.Errorf("deep recursion: %v; want a call depth trap at the default limit", err)
 	}
 }
 

@@ -137,7 +137,7 @@ func soundRun(t *testing.T, wasm []byte, budget int64) soundResult {
 	t.Helper()
 	ctx := context.Background()
 	if budget >= 0 {
-		res, err := fuel.Instrument(wasm, fuel.Options{})
+		res, err := fuel.Instrument(wasm, fuel.Options{Stack: DefaultMaxCallDepth})
 		if err != nil {
 			t.Fatalf("Instrument refused a generated program: %v", err)
 		}

@@ -48,6 +48,7 @@ const (
 	hfMetricSet
 	hfMetricDeclareHistogram
 	hfMetricObserve
+	hfFailPermanent
 	hfCount
 )
 
@@ -124,6 +125,10 @@ var hostFuncs = [hfCount]hostFunc{
 	}},
 	hfMetricObserve: {abi.FuncMetricObserve, []byte{valI32, valF64}, i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
 		return i.metricObserve(u32(s[0]), math.Float64frombits(s[1]))
+	}},
+	// ABI 0.4.
+	hfFailPermanent: {abi.FuncFailPermanent, i32s(2), i32s(1), func(i *Instance, _ context.Context, s []uint64) int64 {
+		return i.failPermanent(u32(s[0]), u32(s[1]))
 	}},
 }
 
@@ -651,6 +656,16 @@ func (i *Instance) fail(msgPtr, msgLen uint32) int64 {
 		return int64(abi.ErrOutOfBounds)
 	}
 	i.failMsg = string(truncate(msg, i.lim.MaxLogBytes))
+	return int64(abi.OK)
+}
+
+// failPermanent implements fail_permanent (ABI §4.22): fail's message, and the call fails
+// permanently whatever it returns (callPayload).
+func (i *Instance) failPermanent(msgPtr, msgLen uint32) int64 {
+	if rc := i.fail(msgPtr, msgLen); rc != int64(abi.OK) {
+		return rc
+	}
+	i.permanent = true
 	return int64(abi.OK)
 }
 

@@ -119,6 +119,7 @@ type Instance struct {
 	closeFS        func()            // closes the granted directories (Grants.apply)
 	cctx           callCtx           // the context handed to the guest during a call, reused
 	fuel           api.MutableGlobal // the fuel counter (fuel.GlobalExport); nil when not metered
+	depth          api.MutableGlobal // the stack counter (fuel.StackExport); nil when not metered
 	spent          int64             // fuel spent by calls since the last reset
 	meter          fuel.Meter        // hands out the current call's budget a slice at a time (slice.go)
 	interrupted    *atomic.Bool      // Runtime.Interrupt was called
@@ -151,11 +152,13 @@ type Instance struct {
 	wm      int64 // the unit's watermark, for watermark_ms
 	allKeys bool  // a tick: every key of the partition is in scope
 	failMsg string
-	envErr  error
-	overErr error   // a budget or store limit the call went over: the call fails (budget.go)
-	emitN   int     // bytes emitted by the call, against Limits.MaxEmitBytesPerCall
-	stateN  int     // state bytes written by the call, against Limits.MaxStateBytesPerCall
-	scanTmp []int32 // scratch for state_scan's overlay: indexes in writes
+	// permanent: the guest called fail_permanent during the call (callPayload).
+	permanent bool
+	envErr    error
+	overErr   error   // a budget or store limit the call went over: the call fails (budget.go)
+	emitN     int     // bytes emitted by the call, against Limits.MaxEmitBytesPerCall
+	stateN    int     // state bytes written by the call, against Limits.MaxStateBytesPerCall
+	scanTmp   []int32 // scratch for state_scan's overlay: indexes in writes
 	// prevWrite[j] is 1 + the index in writes of the write before writes[j] to the same key (0:
 	// none); see scopeKey.last. Reused between calls.
 	prevWrite []int32
@@ -306,6 +309,10 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 			return nil, fmt.Errorf("task %q: internal error: the fuel counter is missing after metering", cfg.Task)
 		}
 		i.fuel = g
+		if i.depth, ok = mod.ExportedGlobal(fuel.StackExport).(api.MutableGlobal); !ok {
+			_ = i.Close(ctx)
+			return nil, fmt.Errorf("task %q: internal error: the stack counter is missing after metering", cfg.Task)
+		}
 	}
 	i.fnAlloc = mod.ExportedFunction(abi.ExportAlloc)
 	i.fnInit = mod.ExportedFunction(abi.ExportInit)
@@ -391,6 +398,7 @@ func (i *Instance) beginCall(env Env) {
 	i.prevWrite = i.prevWrite[:0]
 	i.wm, i.allKeys = -1, false
 	i.failMsg, i.envErr, i.overErr = "", nil, nil
+	i.permanent = false
 	i.emitN, i.stateN = 0, 0
 }
 
@@ -441,7 +449,13 @@ func (i *Instance) callPayload(ctx context.Context, ph phase, export string, fn 
 	if i.overErr != nil {
 		// Whatever the guest made of its ERR_LIMIT or ERR_TOO_LARGE: the call fails, so that no
 		// write or output is lost silently.
-		return &CallError{Task: i.task, Func: export, GuestMessage: i.failMsg, Err: i.overErr}
+		return &CallError{Task: i.task, Func: export, GuestMessage: i.failMsg, Permanent: i.permanent, Err: i.overErr}
+	}
+	if i.permanent && i.envErr == nil {
+		// fail_permanent (ABI §4.22): the call fails whatever it returned, and is not retried. A
+		// call that met a host failure (ERR_INTERNAL) is the host's to retry, whatever the guest
+		// made of it.
+		return &CallError{Task: i.task, Func: export, Code: rc, GuestMessage: i.failMsg, Permanent: true, Err: ErrFailedPermanently}
 	}
 	if rc != 0 {
 		return &CallError{Task: i.task, Func: export, Code: rc, GuestMessage: i.failMsg, Err: ErrGuestFailed}
@@ -487,6 +501,7 @@ func (i *Instance) processBudget(n int) budget {
 func (i *Instance) call(ctx context.Context, ph phase, export string, fn api.Function, stack []uint64, b budget) error {
 	if i.fuel != nil {
 		i.fuel.Set(uint64(i.meter.Start(b.left)))
+		i.depth.Set(uint64(uint32(min(i.lim.MaxCallDepth, math.MaxInt32))))
 	}
 	i.stopErr = nil
 	i.phase, i.cctx.Context = ph, ctx
@@ -504,6 +519,8 @@ func (i *Instance) call(ctx context.Context, ph phase, export string, fn api.Fun
 		case err != nil && left < 0:
 			i.spent = b.units
 			err = &FuelError{Budget: b.units, PerRecord: b.perRecord, Records: b.records}
+		case err != nil && int32(uint32(i.depth.Get())) < 0:
+			err = &CallDepthError{Limit: i.lim.MaxCallDepth}
 		}
 	}
 	if err != nil {
@@ -539,7 +556,7 @@ func (i *Instance) Close(ctx context.Context) error {
 	// exported function (Go memory beside the memory limit, up to about 84 MiB each after a deep
 	// recursion) become garbage.
 	err := i.mod.Close(ctx)
-	i.mod, i.mem, i.fuel = nil, nil, nil
+	i.mod, i.mem, i.fuel, i.depth = nil, nil, nil, nil
 	i.fnAlloc, i.fnInit, i.fnProcess, i.fnOnTimer, i.fnOnTick, i.fnMigrate, i.fnStateVersion = nil, nil, nil, nil, nil, nil, nil
 	i.env, i.writes, i.outs, i.timers, i.scanTmp = nil, nil, nil, nil, nil
 	i.prevWrite, i.slab = nil, nil

@@ -28,6 +28,7 @@ const (
 	DefaultLogBurstLines     = 10000
 	DefaultFuelPerRecord     = 100_000_000   // ~20–200 ms of guest CPU, see Limits.FuelPerRecord
 	DefaultInitFuel          = 1_000_000_000 // a standard Go guest's start-up spends ~10^6
+	DefaultMaxCallDepth      = 20_000        // stack units, see Limits.MaxCallDepth
 
 	// NoFuel, as Limits.FuelPerRecord, disables fuel metering.
 	NoFuel = -1
@@ -122,6 +123,14 @@ type Limits struct {
 	// wasmstream_abi_version, wasmstream_init and the alloc for its payload. Default
 	// DefaultInitFuel (10^9). Ignored when FuelPerRecord is NoFuel.
 	InitFuel int64
+	// MaxCallDepth bounds the guest's call stack, which the runtime keeps outside the linear
+	// memory (and outside MaxMemoryPages): in stack units, a function's frame costing 1 unit plus
+	// 1 per fuel.LocalsPerUnit (16) of its params and locals (fuel.FrameUnits). A call whose
+	// nested guest calls go deeper traps with a *CallDepthError and breaks the instance. Default
+	// DefaultMaxCallDepth (20,000: see CallDepthError for what a unit costs). Enforced by the
+	// metering rewrite: ignored when FuelPerRecord is NoFuel (the runtime's own bound, a stack of
+	// about 100 MiB, then applies).
+	MaxCallDepth int
 	// Grants are the WASI capabilities instances get; the zero value grants none (see Grants).
 	Grants Grants
 }
@@ -165,6 +174,7 @@ func (l Limits) Validate() error {
 		{"MaxLocals", l.MaxLocals},
 		{"MaxNestingDepth", l.MaxNestingDepth},
 		{"MaxLoopDepth", l.MaxLoopDepth},
+		{"MaxCallDepth", l.MaxCallDepth},
 	} {
 		if f.v < 0 {
 			errs = append(errs, fmt.Errorf("limits: %s is negative (%d)", f.name, f.v))
@@ -212,6 +222,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxLocals, DefaultMaxLocals)
 	def(&l.MaxNestingDepth, DefaultMaxNestingDepth)
 	def(&l.MaxLoopDepth, DefaultMaxLoopDepth)
+	def(&l.MaxCallDepth, DefaultMaxCallDepth)
 	if l.MaxNestingWork == 0 {
 		l.MaxNestingWork = DefaultMaxNestingWork
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"sync"
@@ -137,7 +138,7 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte, lim Limits) (*Module
 	}
 	var metered fuel.Result
 	if lim.metered() {
-		if metered, err = fuel.Instrument(code, fuel.Options{Initial: lim.InitFuel}); err != nil {
+		if metered, err = fuel.Instrument(code, fuel.Options{Initial: lim.InitFuel, Stack: int32(min(lim.MaxCallDepth, math.MaxInt32))}); err != nil {
 			var fe *fuel.Error
 			switch {
 			case errors.As(err, &fe) && fe.Unsupported:

@@ -169,7 +169,11 @@ func (i *Instance) runStep(ctx context.Context, st *Step) error {
 	case StepRecords:
 		b = abi.AppendBatchHeader(b, len(st.Records))
 		for k := range st.Records {
-			b = abi.AppendRecord(b, &st.Records[k])
+			r := &st.Records[k]
+			if abi.IsNullKey(r.Key) {
+				r.Flags |= abi.FlagKeyNull // ABI 0.4: the record's key is null
+			}
+			b = abi.AppendRecord(b, r)
 		}
 	case StepFirings:
 		b = abi.AppendFiringsHeader(b, len(fs))

@@ -8,6 +8,8 @@ import (
 	"os"
 	"strconv"
 	"unicode/utf8"
+
+	"github.com/wasmstream/wasmstream/abi"
 )
 
 // Writer appends JSON lines to a file or a stream. It is used by one goroutine.
@@ -84,7 +86,7 @@ type Header struct{ Name, Value []byte }
 func (w *Writer) WriteOutput(name string, key, value []byte, ts int64, headers []Header) error {
 	b := append(w.buf, `{"output":`...)
 	b = AppendString(b, name)
-	b = AppendBytesField(b, "key", key)
+	b = AppendKeyField(b, "key", key)
 	b = AppendBytesField(b, "value", value)
 	b = append(b, `,"ts":`...)
 	b = strconv.AppendInt(b, ts, 10)
@@ -184,6 +186,17 @@ func AppendBytesField(b []byte, field string, v []byte) []byte {
 	b = append(b, `_b64":"`...)
 	b = base64.StdEncoding.AppendEncode(b, v)
 	return append(b, '"')
+}
+
+// AppendKeyField is AppendBytesField for a record key: the null key (abi.NullKey) is a JSON
+// null, `,"key":null`.
+func AppendKeyField(b []byte, field string, key []byte) []byte {
+	if abi.IsNullKey(key) {
+		b = append(b, `,"`...)
+		b = append(b, field...)
+		return append(b, `":null`...)
+	}
+	return AppendBytesField(b, field, key)
 }
 
 const hexDigits = "0123456789abcdef"

@@ -61,6 +61,11 @@ type Task struct {
 	Dropped          int64 `json:"partitions_dropped"` // lost partitions whose local state was deleted (drop_revoked)
 	TxnCommits       int64 `json:"txn_commits"`        // delivery exactly_once: transactions committed
 	TxnAborts        int64 `json:"txn_aborts"`         // delivery exactly_once: transactions aborted (their records are processed again)
+	// ChainEntries are the records appended to chain logs (outputs that other tasks of the
+	// host read as an input); ChainHolds the times the task held because a reading task's
+	// checkpoints left its input's max_backlog of them uncovered (back-pressure).
+	ChainEntries int64 `json:"chain_entries"`
+	ChainHolds   int64 `json:"chain_holds"`
 
 	// LogDropped are the guest log lines the running module version dropped
 	// (max_log_lines_per_second).
@@ -101,14 +106,26 @@ type Input struct {
 	// committed position (a restart reads line Committed+1 next), a Kafka partition's next
 	// offset.
 	Committed int64 `json:"committed"`
-	// Lag is a Kafka partition's records beyond the committed position as of its last fetch;
-	// -1 when unknown or not Kafka.
-	Lag       int64 `json:"lag"`
-	Watermark int64 `json:"watermark"` // the event-time watermark in Unix milliseconds; -1 before there is one
-	InFlight  int   `json:"in_flight"` // records in batches being processed
+	// Lag is a Kafka partition's records beyond the committed position as of its last fetch,
+	// or a chained input's entries of its log beyond the committed position (the lag between
+	// the two tasks); -1 when unknown or a file or stdin input.
+	Lag int64 `json:"lag"`
+	// Chain names the task and output a chained input reads ("wordcount/counts"); "" for
+	// other inputs.
+	Chain     string `json:"chain,omitempty"`
+	Watermark int64  `json:"watermark"` // the event-time watermark in Unix milliseconds; -1 before there is one
+	InFlight  int    `json:"in_flight"` // records in batches being processed
 	// PendingTimers is the input's timers set and neither deleted nor fired, as of the last
 	// checkpoint (see Task.PendingTimers).
 	PendingTimers int64 `json:"timers_pending"`
+	// A replay that `wasmstream reset` started (or a followed external offset reset), until
+	// the input's committed position reaches the head captured at the reset: where it
+	// restarted, that head, and the records still to go (head minus committed). ReplayHead and
+	// ReplayRemaining are -1 when the input is not replaying; a replay has ReplayHead >
+	// ReplayFrom.
+	ReplayFrom      int64 `json:"replay_from"`
+	ReplayHead      int64 `json:"replay_head"`
+	ReplayRemaining int64 `json:"replay_remaining"`
 }
 
 // Histogram is a copy of a histogram: Counts[i] observations were at most Bounds[i] and above
@@ -147,5 +164,7 @@ type RecentError struct {
 	Kind  string    `json:"kind"`
 	Where string    `json:"where"` // e.g. "input x line 42", "topic t partition 3 offset 41"
 	Key   string    `json:"key,omitempty"`
-	Err   string    `json:"error"`
+	// KeyNull: the record's key is null (a Kafka record without a key), not empty.
+	KeyNull bool   `json:"key_null,omitempty"`
+	Err     string `json:"error"`
 }

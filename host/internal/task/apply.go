@@ -69,6 +69,9 @@ func (t *Task) apply(j *job) error {
 		}
 		t.pending -= len(g.work)
 		t.stats.Processed += int64(len(g.recs))
+		if len(g.recs) > 0 || len(g.work) > 0 {
+			t.failStreak = 0
+		}
 	}
 	return nil
 }
@@ -142,6 +145,10 @@ type txnCost struct{ entries, bytes int }
 // writeOutputs hands a unit's outputs to the output sink, in order.
 func (t *Task) writeOutputs(outs []modrt.Output) {
 	for _, o := range outs {
+		if t.chainOutput(&o) {
+			t.stats.Outputs++
+			continue
+		}
 		var hs []sink.Header
 		for _, h := range o.Headers {
 			hs = append(hs, sink.Header{Name: h.Name, Value: h.Value})

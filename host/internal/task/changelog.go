@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
 	"github.com/wasmstream/wasmstream/store"
@@ -301,6 +302,9 @@ func changeBytes(kw *store.KeyWrites) int {
 
 // shortKey cuts a key for an error message.
 func shortKey(key string) string {
+	if key == abi.NullKey {
+		return "(null)"
+	}
 	if len(key) > 64 {
 		return fmt.Sprintf("%s... (%d bytes)", key[:64], len(key))
 	}
@@ -440,9 +444,13 @@ func (rs *restoring) add(key, value []byte, offset int64) error {
 	}
 	switch kind {
 	case 'k':
-		s, err := store.DecodeSnapshot(value)
-		if err != nil {
-			return fmt.Errorf("offset %d: %w", offset, err)
+		// A tombstone (written by a reset, ResetChangelog) restores to no state: an empty
+		// snapshot, which deletes the key's names, timers and mark.
+		s := store.KeySnapshot{Mark: store.NoneApplied}
+		if value != nil {
+			if s, err = store.DecodeSnapshot(value); err != nil {
+				return fmt.Errorf("offset %d: %w", offset, err)
+			}
 		}
 		s.Key = append([]byte(nil), k...)
 		rs.snaps = append(rs.snaps, s)

@@ -28,8 +28,12 @@ func (t *Task) checkpoint() error {
 	cp := store.Checkpoint{Task: t.cfg.Name}
 	t.cache.Collect(&cp)
 	t.collectPositions(&cp)
-	if len(cp.Keys) > 0 || len(cp.Positions) > 0 {
+	t.chainCollect(&cp)
+	if len(cp.Keys) > 0 || len(cp.Positions) > 0 || len(cp.Chain) > 0 {
 		if err := t.cfg.Store.Commit(&cp); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
+		if err := t.chainCommitted(&cp); err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
 		}
 		if err := t.produceChangelog(&cp); err != nil {
@@ -43,7 +47,43 @@ func (t *Task) checkpoint() error {
 		t.stats.Checkpoints++
 		t.cache.Evict()
 	}
+	t.commitStarts()
+	if err := t.replaysCaughtUp(); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
 	t.publish()
+	return nil
+}
+
+// loadReplay reads the replay a reset started on st (store.Replay), if any.
+func (t *Task) loadReplay(st *stream) error {
+	r, ok, err := t.cfg.Store.ReplayOf(t.cfg.Name, st.id)
+	if err != nil || !ok {
+		return err
+	}
+	st.replayRun = &r
+	return nil
+}
+
+// replaysCaughtUp ends the replays whose stream's durable position reached the head captured at
+// the reset: the store forgets them and the log says so.
+func (t *Task) replaysCaughtUp() error {
+	for _, st := range t.order {
+		r := st.replayRun
+		if r == nil || st.durable.Next < r.Head {
+			continue
+		}
+		if err := t.cfg.Store.SetReplay(t.cfg.Name, st.id, nil); err != nil {
+			return err
+		}
+		st.replayRun = nil
+		args := []any{"input", st.in.Name, "from", r.From, "head", r.Head,
+			"took", time.Since(time.UnixMilli(r.At)).Round(time.Millisecond)}
+		if st.kafka {
+			args = append(args, "topic", st.tp.Topic, "partition", st.tp.Partition)
+		}
+		t.log.Info("replay caught up with the head at the reset", args...)
+	}
 	return nil
 }
 
@@ -148,12 +188,18 @@ func (t *Task) publish() {
 			in.PendingTimers = n
 			t.stats.PendingTimers += n
 		}
+		in.ReplayHead, in.ReplayRemaining = -1, -1
+		if r := st.replayRun; r != nil {
+			in.ReplayFrom, in.ReplayHead = r.From, r.Head
+			in.ReplayRemaining = max(r.Head-max(st.durable.Next, 0), 0)
+		}
 		if st.kafka {
 			in.Topic, in.Partition = st.tp.Topic, st.tp.Partition
 			if st.highWater >= 0 {
 				in.Lag = max(st.highWater-max(st.durable.Next, 0), 0)
 			}
 		}
+		chainInputStats(st, &in)
 		t.stats.Inputs = append(t.stats.Inputs, in)
 	}
 	t.statsMu.Lock()

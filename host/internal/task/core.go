@@ -74,7 +74,9 @@ func (t *Task) step() (turn, error) {
 		}
 	}
 	t.answerQueries() // before dispatch pins their keys again
-	t.dispatch()
+	if !t.chainBlocked() {
+		t.dispatch()
+	}
 	if err := t.serveBarrier(); err != nil {
 		return turn{}, err
 	}

@@ -43,6 +43,8 @@
 //	recent.go     the ring of recent errors (Stats.Recent)
 //	query.go      state queries on a running task (Query, QueryScan), answered by the loop
 //	alloc.go      admitted records' items and sequencing keys, carved from shared blocks
+//	chain.go      task chaining: outputs to chain logs (committed with the checkpoint), chained
+//	              inputs read from their committed position, back-pressure (chainBlocked)
 //
 // # The life of a record
 //
@@ -56,7 +58,8 @@
 // and timers to the cache, sets the keys' marks, writes the outputs to the sink and completes
 // the offsets in the stream's tracker (a batch that set a timer due before a later item of its
 // key runs again one item per call: dueWithinCall); on failure a batch is split, an item retried after a
-// backoff, then dead-lettered, skipped or the task halted → checkpoint commits it.
+// backoff (not when the guest failed it permanently), then dead-lettered, skipped or the task
+// halted, as also after MaxConsecutiveFailures failures in a row → checkpoint commits it.
 //
 // # Checkpoints
 //

@@ -26,6 +26,7 @@ func (t *Task) Run(ctx context.Context) error {
 	// the mark and the one it was reading then (S4).
 	chunks := make(chan source.Chunk)
 	instErr := make(chan error, t.cfg.Workers)
+	t.startChain()
 
 	var stops []func() // in start order; called in reverse
 	stop := func() {
@@ -44,6 +45,11 @@ func (t *Task) Run(ctx context.Context) error {
 	kafka, err := t.startKafkaInput(ctx, readCtx, stopReading)
 	if err != nil {
 		stop()
+		if ctx.Err() != nil {
+			// Stopped while starting (the changelog's topic lookups end with ctx): nothing
+			// was read, so nothing is lost, and the stop is no failure.
+			return nil
+		}
 		return err
 	}
 	stops = append(stops, kafka.stop)
@@ -61,6 +67,11 @@ func (t *Task) Run(ctx context.Context) error {
 		err = ferr
 	}
 	stop()
+	if err == nil && ctx.Err() == nil {
+		// The inputs ended (drive returns nil only then or when ctx is done), and the last
+		// checkpoint committed: the chain logs' readers may end once they read it.
+		t.endChain()
+	}
 	return err
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
@@ -86,11 +87,18 @@ func (t *Task) commitTxn(startTicks bool) error {
 	if err := t.writeTxnChangelog(&cp); err != nil {
 		return err
 	}
+	waited := t.waitingOnCluster()
 	next, ferr := t.flushTxn()
 	idle := len(cp.Keys) == 0 && len(cp.Positions) == 0 && t.stats.Outputs == t.txnMark.outputs && t.stats.DeadLetters == t.txnMark.deadLetters
 	t.txnMark.outputs, t.txnMark.deadLetters = t.stats.Outputs, t.stats.DeadLetters
-	out, err := t.kafka.consumer.EndTxn(context.Background(), ferr == nil, idle)
+	ctx, cancel := context.WithTimeout(context.Background(), t.txnBound())
+	out, err := t.kafka.consumer.EndTxn(ctx, ferr == nil, idle)
+	cancel()
+	waited()
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("the cluster did not end the transaction within %s (kafka.unreachable_timeout; the cluster has been unreachable for that long?): %w", t.txnBound(), err)
+		}
 		return &txnEndError{fmt.Errorf("exactly-once: %w", err)}
 	}
 	if !out.Committed {
@@ -182,7 +190,7 @@ func (t *Task) writeTxnChangelog(cp *store.Checkpoint) error {
 // acknowledged, and returns the changelog's next offsets and the first failure: with one, the
 // transaction cannot commit.
 func (t *Task) flushTxn() (next map[int32]int64, ferr error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), t.txnBound())
 	next, ferr = t.changelog.w.Flush(ctx)
 	cancel()
 	if ferr == nil {
@@ -268,7 +276,10 @@ func (t *Task) finalTxn() error {
 	var err error
 	if t.pending > 0 {
 		t.log.Info("stopping: aborting the open transaction; its records are read again by the next owner", "records", t.pending)
-		if _, aerr := t.kafka.consumer.EndTxn(context.Background(), false, false); aerr != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), t.txnBound())
+		_, aerr := t.kafka.consumer.EndTxn(ctx, false, false)
+		cancel()
+		if aerr != nil {
 			err = &txnEndError{fmt.Errorf("exactly-once: %w", aerr)}
 		}
 	} else {
@@ -285,6 +296,48 @@ func (t *Task) finalTxn() error {
 		return nil
 	}
 	return err
+}
+
+// txnBound bounds each wait of a transaction's commit on the cluster (the changelog's
+// acknowledgements, ending the transaction): kafka.unreachable_timeout. While the loop waits
+// there the consumer's poller, which hands its fetches to the loop, cannot notice an outage;
+// past the bound the commit fails and the task halts with the cause (a transactional client
+// retries its records for as long as it is let: they cannot time out on their own).
+func (t *Task) txnBound() time.Duration {
+	if d := t.kafka.in.UnreachableTimeout; d > 0 {
+		return d
+	}
+	return kafka.DefaultUnreachableTimeout
+}
+
+// txnSlow is how long a commit may wait on the cluster before the task reports itself not ready.
+const txnSlow = 2 * time.Second
+
+// waitingOnCluster starts the wait of a commit on the cluster and returns the function that ends
+// it: a wait longer than txnSlow marks the task not ready (/readyz 503, as an outage the poller
+// notices does) until it ends. (A runtime timer: the core itself starts no goroutine and waits on
+// no channel.)
+func (t *Task) waitingOnCluster() (end func()) {
+	var mu sync.Mutex
+	done, set := false, false
+	tm := time.AfterFunc(txnSlow, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !done {
+			set = true
+			t.meters.unreachable.Store(true)
+			t.log.Warn("exactly-once: the commit waits on the cluster; not ready meanwhile", "bound", t.txnBound())
+		}
+	})
+	return func() {
+		tm.Stop()
+		mu.Lock()
+		defer mu.Unlock()
+		done = true
+		if set {
+			t.meters.unreachable.Store(false)
+		}
+	}
 }
 
 // txnEndError is a failure to end a transaction (Consumer.EndTxn): the transaction did not

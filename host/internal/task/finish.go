@@ -2,8 +2,11 @@ package task
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
+
+	"github.com/wasmstream/wasmstream/host/internal/modrt"
 )
 
 // finish applies a finished job: effects on success; retry, dead letter, skip or halt on
@@ -43,6 +46,9 @@ func (t *Task) finish(j *job) error {
 		}
 		j.err = limit
 	}
+	if j.err == nil && t.chain != nil {
+		j.err = t.chainRoom(j)
+	}
 	if j.err == nil {
 		if j.ver.firstAt.IsZero() && t.cfg.ProvenGood != nil {
 			t.cfg.ProvenGood(j.ver.id)
@@ -66,7 +72,7 @@ func (t *Task) finish(j *job) error {
 
 // succeeded applies a job that succeeded and completes its batch.
 func (t *Task) succeeded(j *job) error {
-	if t.outgrowsTxn(j) {
+	if t.outgrowsTxn(j) || t.chainOutgrows(j) {
 		// Commit what the job's keys already hold first: a key's writes are committed in
 		// one store transaction, which the job's would otherwise overflow.
 		if err := t.checkpoint(); err != nil {
@@ -76,6 +82,7 @@ func (t *Task) succeeded(j *job) error {
 	if err := t.apply(j); err != nil {
 		return err
 	}
+	t.chainApplied(j)
 	if err := t.sched.Complete(j.id); err != nil {
 		return err
 	}
@@ -102,8 +109,11 @@ func (t *Task) itemFailed(j *job) error {
 	ak := attemptKey{it.Stream, it.Offset}
 	t.attempts[ak]++
 	n := t.attempts[ak]
-	recErr := &RecordError{Where: where, Key: key, Attempts: n, Err: j.err}
-	if n < t.cfg.MaxAttempts {
+	// A failure the guest declared permanent (fail_permanent, ABI §4.22) is not retried: it
+	// fails as if on its last attempt.
+	permanent := failedPermanently(j.err)
+	recErr := &RecordError{Where: where, Key: key, Attempts: n, Permanent: permanent, Err: j.err}
+	if n < t.cfg.MaxAttempts && !permanent {
 		delay := t.backoff(n)
 		t.stats.Retries++
 		t.noteError("retry", where, key, j.err)
@@ -124,16 +134,26 @@ func (t *Task) exhausted(j *job, st *stream, what string, re *RecordError) error
 	it := j.items[0]
 	v := it.Value
 	key, where, n := re.Key, re.Where, re.Attempts
+	how := " failed on every attempt"
+	if re.Permanent {
+		how = " failed permanently (the guest said so: not retried)"
+	}
+	if t.cfg.OnExhausted != "halt" && t.cfg.MaxConsecutiveFailures > 0 && t.failStreak+1 >= t.cfg.MaxConsecutiveFailures {
+		// Halt before this one goes to the dead letters: it is not completed, and is processed
+		// again when the task is restarted.
+		return &FailureStreakError{Failures: t.failStreak + 1, Last: re}
+	}
+	t.failStreak++
 	switch t.cfg.OnExhausted {
 	case "halt":
 		return re
 	case "skip":
 		t.stats.Skips++
 		t.noteError("skipped", where, key, j.err)
-		t.log.Error(what+" failed on every attempt; skipped as configured", "at", where,
+		t.log.Error(what+how+"; skipped as configured", "at", where,
 			"key", shortKey(string(key)), "attempts", n, "err", j.err)
 	default:
-		t.log.Error(what+" failed on every attempt; sent to the dead letters", "at", where,
+		t.log.Error(what+how+"; sent to the dead letters", "at", where,
 			"key", shortKey(string(key)), "attempts", n, "err", j.err)
 		value := v.rec.Value
 		if v.fire != nil {
@@ -177,17 +197,49 @@ func (t *Task) backoff(attempt int) time.Duration {
 	return min(d, t.cfg.MaxBackoff)
 }
 
-// RecordError is a record or timer firing that failed on every attempt with OnExhausted "halt".
+// RecordError is a record or timer firing that failed on every attempt (or permanently) with
+// OnExhausted "halt"; the last of a FailureStreakError.
 type RecordError struct {
 	Where    string // e.g. "input x line 42", "topic t partition 3 offset 41", "x timer \"n\""
 	Key      []byte
 	Attempts int
-	Err      error
+	// Permanent: the guest failed it with fail_permanent, and it was not retried.
+	Permanent bool
+	Err       error
 }
 
 func (e *RecordError) Error() string {
-	return fmt.Sprintf("%s key %q failed %d times; halting as configured: %v",
-		e.Where, shortKey(string(e.Key)), e.Attempts, e.Err)
+	return e.what() + "; halting as configured: " + e.Err.Error()
+}
+
+// what says where the record failed and how often.
+func (e *RecordError) what() string {
+	if e.Permanent {
+		return fmt.Sprintf("%s key %q failed permanently (not retried)", e.Where, shortKey(string(e.Key)))
+	}
+	return fmt.Sprintf("%s key %q failed %d times", e.Where, shortKey(string(e.Key)), e.Attempts)
+}
+
+// FailureStreakError halts a task whose last Failures records and timer firings all failed on
+// every attempt or permanently (Config.MaxConsecutiveFailures): a module that fails everything
+// stops instead of sending the whole stream to the dead letters. Last, the one that reached the
+// limit, was not dead-lettered or skipped: it is processed again when the task restarts.
+type FailureStreakError struct {
+	Failures int
+	Last     *RecordError
+}
+
+func (e *FailureStreakError) Error() string {
+	return fmt.Sprintf("halting: the last %d records failed one after another (retry.max_consecutive_failures: %d); the last, %s: %v",
+		e.Failures, e.Failures, e.Last.what(), e.Last.Err)
+}
+
+func (e *FailureStreakError) Unwrap() error { return e.Last }
+
+// failedPermanently reports whether err is a guest call the guest failed with fail_permanent.
+func failedPermanently(err error) bool {
+	var ce *modrt.CallError
+	return errors.As(err, &ce) && ce.Permanent
 }
 
 func (e *RecordError) Unwrap() error { return e.Err }

@@ -48,6 +48,14 @@ type KafkaInput struct {
 	// UnreachableTimeout bounds how long the cluster may be unreachable before the task halts;
 	// the task is not Ready meanwhile. Zero: kafka.DefaultUnreachableTimeout.
 	UnreachableTimeout time.Duration
+	// FollowExternalReset makes a partition whose committed offset was set from outside the
+	// group (kafka.ExternalCommit) to another offset than the local checkpoint's restart there,
+	// its state and timers moved aside as `wasmstream reset` does; false: a warning says how to
+	// replay, and the partition resumes at the local checkpoint.
+	FollowExternalReset bool
+	// Advertise, if set, returns the address of the host's admin API, which the consumer
+	// advertises to its group (state queries find a partition's owner with it).
+	Advertise func() string
 }
 
 // kafkaSide is the loop's state for a Kafka input.
@@ -71,6 +79,8 @@ type kafkaSide struct {
 type assignReq struct {
 	committed map[kafka.TopicPartition]int64
 	ends      map[kafka.TopicPartition]int64 // end offsets, where known
+	ids       map[string]kafka.TopicID       // topic ids, where known
+	external  map[kafka.TopicPartition]bool  // committed offsets set from outside the group
 	reply     chan assignReply
 }
 
@@ -98,8 +108,8 @@ type pendingRevoke struct {
 // kafkaHandler is the consumer's Handler: it hands each rebalance step to the loop and waits.
 type kafkaHandler struct{ k *kafkaSide }
 
-func (h kafkaHandler) Assigned(ctx context.Context, committed, ends map[kafka.TopicPartition]int64) (map[kafka.TopicPartition]int64, error) {
-	req := assignReq{committed: committed, ends: ends, reply: make(chan assignReply, 1)}
+func (h kafkaHandler) Assigned(ctx context.Context, committed, ends map[kafka.TopicPartition]int64, ids map[string]kafka.TopicID, external map[kafka.TopicPartition]bool) (map[kafka.TopicPartition]int64, error) {
+	req := assignReq{committed: committed, ends: ends, ids: ids, external: external, reply: make(chan assignReply, 1)}
 	select {
 	case h.k.assign <- req:
 	case <-h.k.done:
@@ -186,6 +196,7 @@ func (t *Task) startKafka() error {
 		SessionTimeout: in.SessionTimeout, RebalanceTimeout: in.RebalanceTimeout, Bounded: in.Bounded,
 		UnreachableTimeout: in.UnreachableTimeout, InstanceID: in.InstanceID,
 		Reachable: func(ok bool) { t.meters.unreachable.Store(!ok) },
+		Advertise: in.Advertise,
 	}
 	if t.cfg.Changelog != nil {
 		cc.Progress = t.changelogProgress
@@ -220,7 +231,7 @@ func (t *Task) onAssign(req assignReq) error {
 		n = int32(len(req.committed))
 		t.meters.restoring.Add(n)
 	}
-	start, err := t.assign(req.committed, req.ends)
+	start, err := t.assign(req.committed, req.ends, req.ids, req.external)
 	if err != nil {
 		start = nil
 	}
@@ -238,8 +249,11 @@ func (t *Task) onAssign(req assignReq) error {
 //
 // A partition that ends below where this host's checkpoint resumes it was deleted and recreated
 // (or truncated) since: resuming there would skip every record of the new topic below that
-// offset, so assign fails, naming the partition and both offsets (the task halts).
-func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64) (map[kafka.TopicPartition]int64, error) {
+// offset, so assign fails, naming the partition and both offsets (the task halts). So does a
+// partition whose topic's id differs from the one stored with the checkpoint's position, however
+// far the new topic reaches (its id is stored with each position; a position without one, from
+// an older host or from the changelog, is checked by its end offset only).
+func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64, ids map[string]kafka.TopicID, external map[kafka.TopicPartition]bool) (map[kafka.TopicPartition]int64, error) {
 	start := map[kafka.TopicPartition]int64{}
 	for tp, committed := range committed {
 		if old := t.kafka.streams[tp]; old != nil {
@@ -252,6 +266,15 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64) (map[kafka
 		// What the cache still holds of this partition is from an earlier ownership: another host
 		// may have processed it since.
 		t.cache.DropStream(id)
+		if external[tp] {
+			end, known := ends[tp]
+			if !known {
+				end = -1
+			}
+			if err := t.externalReset(tp, id, committed, end); err != nil {
+				return nil, err
+			}
+		}
 		if t.changelog != nil {
 			// The partition stays unread until its state is restored: the loop replies only after.
 			if err := t.restorePartition(tp, id); err != nil {
@@ -264,8 +287,12 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64) (map[kafka
 		}
 		st := &stream{id: id, in: &Input{Name: t.cfg.Kafka.Name}, kafka: true, tp: tp, horizon: -1, replay: -1,
 			source: []byte(tp.Topic), lastAdded: -1, highWater: -1, tm: newStreamTime(t.cfg.Now(), t.cfg.TickEvery)}
+		topicID, idKnown := ids[tp.Topic]
 		if ok {
 			st.tm.wm = pos.Watermark // the watermark moves with the checkpoint
+			if idKnown && pos.TopicID != ([16]byte{}) && pos.TopicID != topicID {
+				return nil, t.recreatedID(tp, pos)
+			}
 		} else {
 			st.durable = store.Position{Next: -1, Horizon: -1, Watermark: -1}
 		}
@@ -280,11 +307,15 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64) (map[kafka
 		case ok:
 			at = pos.Next
 			st.durable, st.horizon, st.replay = pos, pos.Horizon, pos.Horizon
+			st.commitStart = !t.eos() && committed != at
 		case committed >= 0:
 			at = committed
 		}
 		if end, known := ends[tp]; known && at > end {
 			return nil, t.recreated(tp, end, at)
+		}
+		if idKnown {
+			st.durable.TopicID = topicID // written with the partition's next position
 		}
 		if at >= 0 {
 			st.tracker = positions.NewTracker(at)
@@ -312,9 +343,86 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64) (map[kafka
 		if t.eos() && t.paused {
 			t.pausePartition(tp, true)
 		}
+		if err := t.loadReplay(st); err != nil {
+			return nil, err
+		}
 		t.log.Info("partition assigned", "topic", tp.Topic, "partition", tp.Partition, "start", at, "replay_through", st.replay)
 	}
 	return start, nil
+}
+
+// externalReset handles a partition whose committed offset was set from outside the group
+// (kafka.ExternalCommit) while no member ran, when it differs from the local checkpoint: with
+// FollowExternalReset it resets the partition there as `wasmstream reset` would (its state and
+// timers moved aside under <task>.reset-<time>, its changelog tombstoned, its position set);
+// otherwise it logs how to replay, and the partition resumes at the local checkpoint (whose
+// offset the next checkpoint commits).
+func (t *Task) externalReset(tp kafka.TopicPartition, id uint32, committed, end int64) error {
+	pos, ok, err := t.cfg.Store.Position(t.cfg.Name, id)
+	if err != nil || !ok || committed < 0 || pos.Next == committed {
+		return err
+	}
+	if !t.cfg.Kafka.FollowExternalReset {
+		if committed > pos.Next {
+			return nil // assign resumes at the committed offset, and says so
+		}
+		t.log.Warn("the group's committed offset was set from outside the group while the task was stopped (an offset reset?), and differs from this host's checkpoint: "+
+			"kafka.external_offset_reset is report, so the partition resumes at the checkpoint; to replay from the committed offset, stop the host and run the command given",
+			"topic", tp.Topic, "partition", tp.Partition, "committed", committed, "local", pos.Next,
+			"command", fmt.Sprintf("wasmstream reset --task %s --to %s:%d:%d", t.cfg.Name, tp.Topic, tp.Partition, committed))
+		return nil
+	}
+	backup := t.cfg.Name + ".reset-" + t.cfg.Now().UTC().Format("20060102T150405Z")
+	bid, err := t.cfg.Store.StreamID(backup, kafkaStreamName(tp))
+	if err != nil {
+		return err
+	}
+	m, err := t.cfg.Store.MoveStream(t.cfg.Name, id, backup, bid)
+	if err != nil {
+		return err
+	}
+	np := store.Position{Next: committed, Horizon: -1, Watermark: -1}
+	if t.changelog != nil {
+		cr, err := ResetChangelog(context.Background(), t.cfg.Kafka.Client, t.changelog.topic, tp, committed, false)
+		if err != nil {
+			return err
+		}
+		np.Resume = cr.End
+	}
+	if err := t.cfg.Store.Restore(t.cfg.Name, id, nil, &np); err != nil {
+		return err
+	}
+	if end > committed {
+		if err := t.cfg.Store.SetReplay(t.cfg.Name, id, &store.Replay{From: committed, Head: end, At: t.cfg.Now().UnixMilli()}); err != nil {
+			return err
+		}
+	}
+	t.log.Warn("followed an offset reset made from outside the group (kafka.external_offset_reset: follow): the partition restarts at the committed offset, its state and timers moved aside",
+		"topic", tp.Topic, "partition", tp.Partition, "committed", committed, "local", pos.Next, "keys", m.Keys, "timers", m.Timers, "backup", backup)
+	return nil
+}
+
+// commitStarts has the driver commit, once, the resume offset of the partitions whose group
+// offset differed from it at assignment (stream.commitStart), so that the group's offsets tell
+// the truth soon after a start even before a record arrives.
+func (t *Task) commitStarts() {
+	if t.kafka == nil {
+		return
+	}
+	var offs map[kafka.TopicPartition]int64
+	for tp, st := range t.kafka.streams {
+		if !st.commitStart {
+			continue
+		}
+		st.commitStart = false
+		if offs == nil {
+			offs = map[kafka.TopicPartition]int64{}
+		}
+		offs[tp] = st.durable.Next
+	}
+	if len(offs) > 0 {
+		t.out.commits = append(t.out.commits, offs)
+	}
 }
 
 // recreated is the error of a partition that ends below where the task resumes it (assign) or
@@ -322,8 +430,17 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64) (map[kafka
 func (t *Task) recreated(tp kafka.TopicPartition, end, at int64) error {
 	return fmt.Errorf("input %s: topic %s partition %d ends at offset %d, below offset %d up to which this task has processed it: "+
 		"the topic was deleted and recreated (or truncated) since, and reading on would skip its records, so the task halts; "+
+		"to process the new topic from its beginning, stop the host and run: wasmstream reset --task %s --to earliest",
+		t.cfg.Kafka.Name, tp.Topic, tp.Partition, end, at, t.cfg.Name)
+}
+
+// recreatedID is the error of a partition whose topic's id is not the one of the checkpoint's
+// position: the topic was deleted and created again, whatever its end offset.
+func (t *Task) recreatedID(tp kafka.TopicPartition, pos store.Position) error {
+	return fmt.Errorf("input %s: topic %s partition %d is not the partition up to whose offset %d this task has processed: the topic's id changed: "+
+		"the topic was deleted and recreated since, and reading on would skip its records, so the task halts; "+
 		"to process the new topic from its beginning, stop the host, move the task's state aside and reset (or rename) its consumer group",
-		t.cfg.Kafka.Name, tp.Topic, tp.Partition, end, at)
+		t.cfg.Kafka.Name, tp.Topic, tp.Partition, pos.Next)
 }
 
 // ingestKafka admits a fetch's records, dropping those of partitions no longer assigned. A
@@ -359,6 +476,13 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 		st.lastAdded = r.Offset
 		rec = source.Record{Offset: r.Offset, Raw: r.Value}
 		rec.Key, rec.Value, rec.Timestamp = r.Key, r.Value, r.Timestamp
+		switch {
+		case r.Key == nil:
+			// A null key is its own key, distinct from the empty key (ABI.md §6.2).
+			rec.Key = nullKey
+		case abi.IsNullKey(r.Key):
+			rec.Err = errReservedKey
+		}
 		for _, h := range r.Headers {
 			rec.Headers = append(rec.Headers, abi.Header{Name: h.Name, Value: h.Value})
 		}
@@ -375,6 +499,13 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 	t.applyFlow()
 	return nil
 }
+
+// nullKey is the key of a Kafka record whose key is null (abi.NullKey).
+var nullKey = []byte(abi.NullKey)
+
+// errReservedKey refuses a Kafka record whose key is the null key's reserved bytes: it would
+// share the state of the records without a key.
+var errReservedKey = fmt.Errorf("%w: the record key is the bytes ff 6e 75 6c 6c ff that stand for a null key (ABI.md, NullKey); send a null key instead", source.ErrMalformed)
 
 // bound returns a partition's bounds in a bounded run.
 func (t *Task) bound(tp kafka.TopicPartition) (kafka.Bounds, bool) {
@@ -517,6 +648,7 @@ func (t *Task) commitKafka(positions []store.StreamPosition) {
 	for _, sp := range positions {
 		if st := t.streams[sp.Stream]; st != nil && st.kafka {
 			offs[st.tp] = sp.Position.Next
+			st.commitStart = false // this commit covers it
 		}
 	}
 	if len(offs) == 0 {

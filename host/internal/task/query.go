@@ -3,8 +3,11 @@ package task
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"slices"
 
+	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/host/internal/statecache"
 )
 
@@ -40,8 +43,28 @@ type queryReq struct {
 	after  []byte // and above this key (nil: from the first)
 	limit  int
 	keys   [][]byte // a scan's keys, once listed
-	reply  chan []KeyState
+	// owned, when set, limits the answer to these Kafka partitions (and, with local, the
+	// task's file and stdin streams); the query fails with ErrNotOwned when one of them is not
+	// assigned here.
+	owned []kafka.TopicPartition
+	only  bool // owned is set (even empty)
+	local bool
+	// group asks for the Kafka consumer only (Group).
+	group bool
+	reply chan []KeyState
+
+	// Set by the loop before it replies.
+	err      error
+	consumer *kafka.Consumer
+	streams  []string // the streams the answer covers, in the task's order
 }
+
+// ErrNotOwned is the error of a query for a Kafka partition this host does not own (any more,
+// or not yet: it is being assigned or restored).
+var ErrNotOwned = errors.New("the partition is not assigned to this host")
+
+// ErrNoGroup is Group's error for a task without a Kafka input.
+var ErrNoGroup = errors.New("the task has no kafka input")
 
 // Query returns key's state in every stream of the task that has some, read between two calls on
 // the key. Safe from any goroutine while Run runs; ErrStopped once it returned.
@@ -61,6 +84,37 @@ func (t *Task) QueryScan(ctx context.Context, prefix, after []byte, limit int) (
 	return t.query(ctx, &queryReq{scan: true, prefix: bytes.Clone(prefix), after: bytes.Clone(after), limit: limit})
 }
 
+// QueryOwned is Query limited to the Kafka partitions owned and, with local, the task's file
+// and stdin streams. It fails with ErrNotOwned (naming the partition) when one of owned is not
+// assigned to this host now.
+func (t *Task) QueryOwned(ctx context.Context, key []byte, owned []kafka.TopicPartition, local bool) ([]KeyState, error) {
+	return t.query(ctx, &queryReq{key: bytes.Clone(key), owned: owned, only: true, local: local})
+}
+
+// QueryScanStreams is QueryScan that also returns the names of the streams it covered: those
+// of the partitions assigned to this host, and its file and stdin inputs.
+func (t *Task) QueryScanStreams(ctx context.Context, prefix, after []byte, limit int) ([]KeyState, []string, error) {
+	if limit <= 0 || limit > MaxQueryKeys {
+		limit = MaxQueryKeys
+	}
+	q := &queryReq{scan: true, prefix: bytes.Clone(prefix), after: bytes.Clone(after), limit: limit}
+	ks, err := t.query(ctx, q)
+	return ks, q.streams, err
+}
+
+// Group describes the task's consumer group (kafka.Consumer.Describe): which member owns which
+// partition, at which advertised address. ErrNoGroup when the task has no Kafka input.
+func (t *Task) Group(ctx context.Context) (kafka.GroupView, error) {
+	q := &queryReq{group: true}
+	if _, err := t.query(ctx, q); err != nil {
+		return kafka.GroupView{}, err
+	}
+	if q.consumer == nil {
+		return kafka.GroupView{}, ErrNoGroup
+	}
+	return q.consumer.Describe(ctx)
+}
+
 func (t *Task) query(ctx context.Context, q *queryReq) ([]KeyState, error) {
 	q.reply = make(chan []KeyState, 1)
 	select {
@@ -72,7 +126,7 @@ func (t *Task) query(ctx context.Context, q *queryReq) ([]KeyState, error) {
 	}
 	select {
 	case res := <-q.reply:
-		return res, nil
+		return res, q.err
 	case <-t.stopped:
 		return nil, ErrStopped
 	case <-ctx.Done():
@@ -83,6 +137,22 @@ func (t *Task) query(ctx context.Context, q *queryReq) ([]KeyState, error) {
 // startQuery handles a query in the loop: it answers at once unless a batch holds one of its
 // keys, and then waits in t.queries.
 func (t *Task) startQuery(q *queryReq) {
+	if q.group {
+		if t.kafka != nil {
+			q.consumer = t.kafka.consumer
+		}
+		t.reply(func() { q.reply <- nil })
+		return
+	}
+	if q.only {
+		for _, tp := range q.owned {
+			if t.kafka == nil || t.kafka.streams[tp] == nil {
+				q.err = fmt.Errorf("%w: topic %s partition %d", ErrNotOwned, tp.Topic, tp.Partition)
+				t.reply(func() { q.reply <- nil })
+				return
+			}
+		}
+	}
 	if q.scan {
 		if err := t.listKeys(q); err != nil {
 			t.log.Warn("state query: listing keys", "err", err)
@@ -165,8 +235,17 @@ func (t *Task) answer(q *queryReq) bool {
 		}
 	}
 	var res []KeyState
+	q.streams = q.streams[:0]
+	for _, st := range t.order {
+		if q.covers(st) {
+			q.streams = append(q.streams, st.storeName())
+		}
+	}
 	for _, k := range keys {
 		for _, st := range t.order {
+			if !q.covers(st) {
+				continue
+			}
 			ks := KeyState{Stream: st.storeName(), Key: k}
 			collect := func(name, val []byte) bool {
 				ks.Values = append(ks.Values, NameValue{Name: bytes.Clone(name), Value: bytes.Clone(val)})
@@ -185,6 +264,17 @@ func (t *Task) answer(q *queryReq) bool {
 	}
 	t.reply(func() { q.reply <- res })
 	return true
+}
+
+// covers reports whether the query answers for the stream.
+func (q *queryReq) covers(st *stream) bool {
+	if !q.only {
+		return true
+	}
+	if !st.kafka {
+		return q.local
+	}
+	return slices.Contains(q.owned, st.tp)
 }
 
 // storeName is the name the store knows the stream by (the offline state reader's).

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/stats"
 )
 
@@ -52,8 +53,12 @@ func (t *Task) noteError(kind, where string, key []byte, err error) {
 	if err != nil {
 		msg = err.Error()
 	}
-	t.recent.add(RecentError{Time: t.cfg.Now(), Kind: kind, Where: where,
-		Key: cut(string(key), recentKeyBytes), Err: cut(msg, recentErrBytes)})
+	e := RecentError{Time: t.cfg.Now(), Kind: kind, Where: where,
+		Key: cut(string(key), recentKeyBytes), Err: cut(msg, recentErrBytes)}
+	if abi.IsNullKey(key) {
+		e.Key, e.KeyNull = "", true
+	}
+	t.recent.add(e)
 }
 
 // cut returns s cut to at most n bytes, on a rune boundary, with "…" when cut.

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"strconv"
 
+	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/host/internal/sink"
 	"github.com/wasmstream/wasmstream/host/internal/source"
@@ -63,7 +64,7 @@ func (f FileDeadLetters) WriteDeadLetter(d *DeadLetter) error {
 	b = append(b, `,"error":`...)
 	b = sink.AppendString(b, d.Err.Error())
 	if d.Key != nil {
-		b = sink.AppendBytesField(b, "key", d.Key)
+		b = sink.AppendKeyField(b, "key", d.Key) // the null key as null
 	}
 	if escapeGrowth(d.Value) > len(d.Value)/3 {
 		// A line of control bytes would grow up to six times as a JSON string: base64 grows a third.
@@ -134,8 +135,20 @@ func (k KafkaOutput) WriteOutput(name string, key, value []byte, ts int64, heade
 	for _, h := range headers {
 		hs = append(hs, kafka.Header{Name: h.Name, Value: h.Value})
 	}
-	k.P.Produce(topic, key, value, hs, ts)
+	k.P.Produce(topic, kafkaKey(key), value, hs, ts)
 	return nil
+}
+
+// kafkaKey is the Kafka key of an output or a dead letter with key key: nil (a null key) for
+// abi.NullKey, and an empty key, never null, for an empty one.
+func kafkaKey(key []byte) []byte {
+	switch {
+	case abi.IsNullKey(key):
+		return nil
+	case key == nil:
+		return []byte{}
+	}
+	return key
 }
 
 func (k KafkaOutput) Flush() error { return k.P.Flush(context.Background()) }
@@ -160,17 +173,21 @@ func (k KafkaDeadLetters) WriteDeadLetter(d *DeadLetter) error {
 		h("wasmstream.attempts", strconv.Itoa(d.Attempts)),
 	}
 	value := d.Value
-	if kafka.RecordBytes(d.Key, value, hs) > kafka.MaxRecordBatchBytes {
+	key := d.Key // nil: the record had none (a malformed line)
+	if key != nil {
+		key = kafkaKey(key)
+	}
+	if kafka.RecordBytes(key, value, hs) > kafka.MaxRecordBatchBytes {
 		// Kafka would refuse the whole record at the flush and the task would halt on it at
 		// every restart: keep what fits, and say so.
 		if len(hs[0].Value) > maxDeadLetterError {
 			hs[0].Value = append(hs[0].Value[:maxDeadLetterError:maxDeadLetterError], "…"...)
 		}
 		hs = append(hs, h("wasmstream.truncated", "true"), h("wasmstream.size", strconv.Itoa(len(d.Value))))
-		room := kafka.MaxRecordBatchBytes - kafka.RecordBytes(d.Key, nil, hs)
+		room := kafka.MaxRecordBatchBytes - kafka.RecordBytes(key, nil, hs)
 		value = value[:max(0, min(len(value), room))]
 	}
-	k.P.Produce(k.Topic, d.Key, value, hs, k.Now())
+	k.P.Produce(k.Topic, key, value, hs, k.Now())
 	return nil
 }
 

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
+	"github.com/wasmstream/wasmstream/host/internal/chain"
 	"github.com/wasmstream/wasmstream/host/internal/hist"
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
@@ -40,6 +41,8 @@ type Input struct {
 	Path        string
 	Format      source.Format
 	HaltOnError bool // a malformed line halts the task instead of going to the dead letters
+	// Chain, if set, makes the input read another task's output through its chain log (chain.go).
+	Chain *chain.Reader
 }
 
 // Processor runs batches of one task: a wasm instance (modrt.Instance) or, for benchmarks and
@@ -71,6 +74,9 @@ type Config struct {
 	Inputs       []Input
 	Output       OutputSink
 	DeadLetter   DeadLetterSink
+	// ChainOutputs are the chain logs of the output names other tasks read (chain.go): what the
+	// task emits to them goes there, not to Output.
+	ChainOutputs map[string]*chain.Log
 	// Kafka, if set, is the task's Kafka input (besides any file inputs).
 	Kafka *KafkaInput
 	// Changelog, with Kafka, makes each partition's state follow it to other hosts (changelog.go).
@@ -83,12 +89,16 @@ type Config struct {
 	Workers         int
 	StateCacheBytes int64
 
-	MaxAttempts  int
-	Backoff      time.Duration
-	MaxBackoff   time.Duration
-	OnExhausted  string // "deadletter", "halt" or "skip"
-	Checkpoint   time.Duration
-	ProgressEach time.Duration // how often a progress line is logged; 0 = 10s
+	MaxAttempts int
+	Backoff     time.Duration
+	MaxBackoff  time.Duration
+	OnExhausted string // "deadletter", "halt" or "skip"
+	// MaxConsecutiveFailures, when positive, halts the task (a *FailureStreakError) instead of
+	// sending the next record to the dead letters (or skipping it) when that many records and
+	// timer firings in a row failed on every attempt or permanently, with no success between.
+	MaxConsecutiveFailures int
+	Checkpoint             time.Duration
+	ProgressEach           time.Duration // how often a progress line is logged; 0 = 10s
 
 	// Lateness is the allowed lateness: a stream's watermark is its highest record timestamp
 	// minus Lateness (S15).
@@ -134,7 +144,7 @@ type item struct {
 type stream struct {
 	id      uint32
 	in      *Input
-	reader  *source.Reader
+	reader  inputReader
 	tracker *positions.Tracker
 	ends    []endMark // (offset, end) of records added and not yet below a checkpoint
 	durable store.Position
@@ -154,6 +164,13 @@ type stream struct {
 	source    []byte               // the input name, or for Kafka the topic, as records carry it (shared, read-only)
 	highWater int64                // Kafka: the partition's high watermark at its last fetch (-1: none yet)
 	boundEnd  int64                // Kafka, bounded run: the offset the partition is read up to (-1: unbounded)
+	// Kafka: the group's committed offset differs from where the partition resumed (the local
+	// checkpoint): the next checkpoint commits the resume offset, so that lag tools tell the truth
+	// before a record arrives.
+	commitStart bool
+	// replayRun is the replay a reset started on the stream (store.Replay), until the stream's
+	// position reaches its head; nil when none.
+	replayRun *store.Replay
 
 	tm streamTime // event time, timers and ticks
 }
@@ -217,6 +234,8 @@ type Task struct {
 	results chan *job
 
 	inflight  map[uint64]*job
+	chain     *chainSide                    // the chain logs the task's outputs feed, if any (chain.go)
+	chainHeld bool                          // dispatch holds for a chain log's backlog (counted once per hold)
 	freeBufs  []groupBufs                   // released jobs' buffers, cleared, for the next jobs (loop only)
 	carve     carver                        // admitted records' items and sequencing keys (loop only)
 	txnCosts  map[*statecache.Entry]txnCost // outgrowsTxn's per-key sums, reused (loop only)
@@ -232,6 +251,7 @@ type Task struct {
 	out          actions       // what the core asks the driver to do (core.go)
 	stopped      chan struct{} // closed when the loop returned
 	attempts     map[attemptKey]int
+	failStreak   int    // records and firings that failed in a row, since the last that succeeded
 	pending      int    // records and firings pushed to the scheduler and not completed
 	fireSeq      int64  // the last firing's offset: firings count down from -1
 	tickSeq      uint64 // the last tick job's number
@@ -373,6 +393,9 @@ func (t *Task) Ready() bool { return t.meters.restoring.Load() == 0 && !t.meters
 func StdinStream(input string) string { return "stdin:" + input + "/0" }
 
 func (t *Task) openStream(in *Input) (*stream, error) {
+	if in.Chain != nil {
+		return t.openChainStream(in)
+	}
 	name := "file:" + in.Name + "/0"
 	if in.Stdin != nil {
 		name = StdinStream(in.Name)
@@ -419,6 +442,9 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 		r = f
 	}
 	st.tracker = positions.NewTracker(start)
+	if err := t.loadReplay(st); err != nil {
+		return nil, err
+	}
 	st.reader = source.NewReader(id, r, in.Format, start, resume)
 	t.streams[id] = st
 	t.order = append(t.order, st)

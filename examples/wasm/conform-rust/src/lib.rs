@@ -175,6 +175,7 @@ impl Task for Conform {
                 result(ctx, rec, out)
             }
             b"fail" => Err(Error::new(String::from_utf8_lossy(args).into_owned())),
+            b"pfail" => Err(Error::permanent(String::from_utf8_lossy(args).into_owned())),
             b"foreign" => {
                 let (key, name) = cut(args);
                 let got = ctx.with_key(key).get(name).map(|v| v.map(|v| v.to_vec()));

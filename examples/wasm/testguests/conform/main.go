@@ -164,6 +164,8 @@ func handle(r *wasmstream.Record) error {
 			strconv.FormatInt(r.Offset(), 10)+" "+strconv.FormatInt(r.Timestamp(), 10))
 	case "fail":
 		return errors.New(args)
+	case "pfail":
+		return wasmstream.Permanent(errors.New(args))
 	case "foreign":
 		key, name := cut(args)
 		v, found, err := wasmstream.StateOf([]byte(key)).Get(name)

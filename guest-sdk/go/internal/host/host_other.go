@@ -30,6 +30,9 @@ type Host interface {
 	MetricSet(id int32, v int64) int32
 	MetricDeclareHistogram(name, labels, bounds []byte) int32
 	MetricObserve(id int32, v float64) int32
+
+	// Added in ABI 0.4.
+	FailPermanent(msg []byte) int32
 }
 
 // Current serves every host function of a native build. It is nil until a harness installs one.
@@ -90,6 +93,9 @@ func ConfigGet(buf []byte) int32 { return current().ConfigGet(buf) }
 
 // Fail calls Current.Fail.
 func Fail(msg []byte) int32 { return current().Fail(msg) }
+
+// FailPermanent calls Current.FailPermanent.
+func FailPermanent(msg []byte) int32 { return current().FailPermanent(msg) }
 
 // TimerSet calls Current.TimerSet.
 func TimerSet(key, name []byte, domain int32, time int64, payload []byte) int32 {

@@ -64,6 +64,9 @@ func metricDeclareHistogram(namePtr unsafe.Pointer, nameLen int32, labelsPtr uns
 //go:wasmimport wasmstream_v0 metric_observe
 func metricObserve(id int32, v float64) int32
 
+//go:wasmimport wasmstream_v0 fail_permanent
+func failPermanent(msgPtr unsafe.Pointer, msgLen int32) int32
+
 // ptr is the address of b's first element, or nil for a nil slice.
 func ptr(b []byte) unsafe.Pointer { return unsafe.Pointer(unsafe.SliceData(b)) }
 
@@ -108,6 +111,9 @@ func ConfigGet(buf []byte) int32 { return configGet(ptr(buf), int32(len(buf))) }
 
 // Fail calls fail (ABI.md §4.9).
 func Fail(msg []byte) int32 { return fail(ptr(msg), int32(len(msg))) }
+
+// FailPermanent calls fail_permanent (ABI.md §4.22).
+func FailPermanent(msg []byte) int32 { return failPermanent(ptr(msg), int32(len(msg))) }
 
 // TimerSet calls timer_set (ABI.md §4.10).
 func TimerSet(key, name []byte, domain int32, time int64, payload []byte) int32 {

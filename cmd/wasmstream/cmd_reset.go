@@ -1,0 +1,174 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/wasmstream/wasmstream/host"
+)
+
+func newResetCommand(stdout io.Writer) *cobra.Command {
+	var (
+		file, task, to, drop string
+		dryRun, asJSON       bool
+	)
+	cmd := &cobra.Command{
+		Use:   "reset --task NAME --to earliest|latest|TIME|P:O,... [--dry-run]",
+		Short: "Replay a task: reset its input positions, state, timers, group offsets and changelog together",
+		Long: `Reset moves a task back (or forward) on its inputs, on a stopped host, and resets together what
+must move together:
+
+  - each input's position in the local checkpoint, and for a kafka input the consumer
+    group's committed offsets;
+  - the task's state and timers of those inputs, moved aside in the store under the task name
+    <task>.reset-<UTC time> (nothing is deleted; 'wasmstream state --task <that name>' prints
+    them);
+  - with changelog.enabled, the changelog: a tombstone for every key it holds and a position
+    at the new offset, so that no host restores the old state from it.
+
+--to is earliest (each partition's first record, a file's first line), latest (the end: only
+records that arrive later are processed), an RFC 3339 time (each partition's first record
+stamped at or after it), or partition:offset,... for some partitions of a kafka input
+(topic:partition:offset where it reads several topics; the partitions not named keep their
+positions and state). A file input resets to earliest or latest only; a stdin input cannot be
+reset.
+
+The host must be stopped: a running host holds the data directory and the group has members,
+and reset refuses both. Stop every host of the task (the group's members), reset on one of
+them, and start them again. Other hosts' disks keep their old copy of the state: with a
+changelog they replay the tombstones before they process a partition again; without one, run
+the reset on each host's data directory.
+
+--dry-run prints what would move and writes nothing. A reset that fails midway can be run
+again. Until each input caught up with its end as it stood at the reset, status, /metrics
+(wasmstream_replay_remaining_records), top and the dashboard show the replay's progress.
+
+--drop-backup <task>.reset-<time> deletes such a backup once it is no longer wanted.
+
+The data directory is --data-dir, else WASMSTREAM_DATA_DIR, else the data_dir of the
+configuration file (--config, or ` + defaultConfigFile + ` if it exists).`,
+		Example: `  wasmstream reset -c kafka.yaml --task wordcount --to earliest --dry-run
+  wasmstream reset -c kafka.yaml --task wordcount --to earliest
+  wasmstream reset -c kafka.yaml --task wordcount --to 2026-11-27T09:00:00Z
+  wasmstream reset -c kafka.yaml --task wordcount --to 0:1200,3:950`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if drop != "" {
+				return dropBackup(cmd, stdout, file, drop)
+			}
+			if task == "" {
+				return usageError("--task is required")
+			}
+			if to == "" {
+				return usageError("--to is required: earliest, latest, an RFC 3339 time or partition:offset,...")
+			}
+			target, err := host.ParseResetTo(to)
+			if err != nil {
+				return usageError("--to %v", err)
+			}
+			path, err := configPath(file, true)
+			if err != nil {
+				return err
+			}
+			s, err := loadFile(path, cmd.Flags(), false)
+			if err != nil {
+				return exitFor(err)
+			}
+			rep, err := host.OfflineReset(cmd.Context(), s.Host, task, target, dryRun)
+			if err != nil {
+				return resetFailure(err)
+			}
+			if asJSON {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(rep)
+			}
+			printReset(stdout, rep)
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVarP(&file, "config", "c", "", "configuration file (default "+defaultConfigFile+" if it exists)")
+	fs.String("data-dir", "", "the host's data directory (env WASMSTREAM_DATA_DIR)")
+	fs.StringVar(&task, "task", "", "the task to reset (required)")
+	fs.StringVar(&to, "to", "", "where to: earliest, latest, an RFC 3339 time, or partition:offset,... (required)")
+	fs.BoolVar(&dryRun, "dry-run", false, "print what would move; write nothing")
+	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	fs.StringVar(&drop, "drop-backup", "", "delete this backup of an earlier reset (<task>.reset-<time>) instead")
+	return cmd
+}
+
+// printReset prints a reset's report: a line per stream, then where the old state went.
+func printReset(w io.Writer, r *host.ResetReport) {
+	verb := "reset"
+	if r.DryRun {
+		verb = "would reset (dry run: nothing written)"
+	}
+	fmt.Fprintf(w, "task %s %s to %s\n", r.Task, verb, r.To)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "STREAM\tLOCAL\tGROUP\tTO\tKEYS\tTIMERS\tTOMBSTONES")
+	for _, s := range r.Streams {
+		group := "-"
+		if s.Stream[:6] == "kafka:" {
+			group = offsetText(s.Committed)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%d\t%d\n", s.Stream, offsetText(s.From), group, s.To, s.Keys, s.Timers, s.Tombstones)
+	}
+	_ = tw.Flush()
+	if r.Group != "" {
+		fmt.Fprintf(w, "consumer group %s: committed offsets set to TO\n", r.Group)
+	}
+	if r.Changelog != "" {
+		fmt.Fprintf(w, "changelog %s: a tombstone per key and a position at TO, so that no host restores the old state\n", r.Changelog)
+	}
+	if r.DryRun {
+		return
+	}
+	fmt.Fprintf(w, "state and timers moved aside in %s under task %s:\n", r.DataDir, r.Backup)
+	fmt.Fprintf(w, "  see them:  wasmstream state --data-dir %s --task %s\n", r.DataDir, r.Backup)
+	fmt.Fprintf(w, "  drop them: wasmstream reset --data-dir %s --drop-backup %s\n", r.DataDir, r.Backup)
+}
+
+func offsetText(o int64) string {
+	if o < 0 {
+		return "-"
+	}
+	return fmt.Sprint(o)
+}
+
+// dropBackup is reset --drop-backup: the data directory as for a reset.
+func dropBackup(cmd *cobra.Command, stdout io.Writer, file, backup string) error {
+	path, err := configPath(file, false)
+	if err != nil {
+		return err
+	}
+	s, err := loadFile(path, cmd.Flags(), false)
+	if err != nil {
+		return exitFor(err)
+	}
+	dir := s.Host.DataDir
+	if dir == "" {
+		dir = defaultDataDir
+	}
+	if err := host.OfflineDropBackup(dir, backup); err != nil {
+		return resetFailure(err)
+	}
+	fmt.Fprintf(stdout, "backup %s dropped from %s\n", backup, dir)
+	return nil
+}
+
+// resetFailure gives reset's errors their exit status and a hint.
+func resetFailure(err error) error {
+	switch {
+	case errors.Is(err, host.ErrHostRunning):
+		return &exitError{code: exitFailure, err: err, hint: "stop the host first: reset works on a stopped host's data directory"}
+	case errors.Is(err, host.ErrUnknownTask) || errors.Is(err, host.ErrResetRefused):
+		return &exitError{code: exitFailure, err: err}
+	}
+	return offlineFailure(err)
+}

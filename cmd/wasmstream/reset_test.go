@@ -1,0 +1,129 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/wasmstream/wasmstream/host"
+)
+
+// TestResetFileInput resets a file task with `wasmstream reset`: to earliest, the next run
+// emits every output again and its state is one pass over the file (the outputs equal the
+// first run's, not counts going on from them); to latest, the next run emits nothing; a time or
+// partition offsets are refused for a file; the old state is kept under the backup name, which
+// `state` prints and --drop-backup deletes.
+func TestResetFileInput(t *testing.T) {
+	input, wantOut, _ := wordcountFiles(t)
+	dir := t.TempDir()
+	copyWordcount(t, dir)
+	cfg := filepath.Join(dir, "ws.yaml")
+	yaml := `
+checkpoint_interval: 50ms
+tasks:
+  - name: wordcount
+    module: wordcount.wasm
+    config: {min_len: 2}
+    inputs:
+      - path: ` + input + `
+        key_field: user
+        value_field: text
+        timestamp_field: ts
+    output:
+      type: file
+      path: out.ndjson
+`
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	outPath := filepath.Join(dir, "out.ndjson")
+	var lastLog string
+	run := func() string {
+		t.Helper()
+		before, _ := os.ReadFile(outPath)
+		code, _, stderr := runCLI(t, "run", "-c", cfg, "--log-level", "info")
+		if code != 0 {
+			t.Fatalf("run: exit %d\n%s", code, stderr)
+		}
+		lastLog = stderr
+		after, _ := os.ReadFile(outPath)
+		return string(after[len(before):])
+	}
+	if got := sortOutputs(t, []byte(run())); got != string(wantOut) {
+		t.Fatalf("first run's outputs:\n%s\nwant:\n%s", got, wantOut)
+	}
+	if got := run(); got != "" {
+		t.Fatalf("a second run without a reset emitted:\n%s", got)
+	}
+
+	code, stdout, stderr := runCLI(t, "reset", "-c", cfg, "--task", "wordcount", "--to", "earliest", "--dry-run")
+	if code != 0 || !strings.Contains(stdout, "dry run") || !strings.Contains(stdout, "file:input0/0") {
+		t.Fatalf("dry run: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if got := run(); got != "" {
+		t.Fatalf("a run after a dry run emitted:\n%s", got)
+	}
+	code, stdout, stderr = runCLI(t, "reset", "-c", cfg, "--task", "wordcount", "--to", "earliest")
+	if code != 0 {
+		t.Fatalf("reset: exit %d\n%s%s", code, stdout, stderr)
+	}
+	backup := regexp.MustCompile(`wordcount\.reset-[0-9TZ]+`).FindString(stdout)
+	if backup == "" {
+		t.Fatalf("the reset does not name its backup:\n%s", stdout)
+	}
+	if got := sortOutputs(t, []byte(run())); got != string(wantOut) {
+		t.Fatalf("outputs after a reset to earliest:\n%s\nwant (one pass):\n%s", got, wantOut)
+	}
+	if !strings.Contains(lastLog, "replay caught up with the head at the reset") {
+		t.Fatalf("the replay's end is not logged:\n%s", lastLog)
+	}
+
+	if code, stdout, stderr = runCLI(t, "reset", "-c", cfg, "--task", "wordcount", "--to", "latest"); code != 0 {
+		t.Fatalf("reset to latest: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if got := run(); got != "" {
+		t.Fatalf("a run after a reset to latest emitted:\n%s", got)
+	}
+
+	for _, to := range []string{"0:5", "2026-11-27T10:00:00Z"} {
+		code, _, stderr = runCLI(t, "reset", "-c", cfg, "--task", "wordcount", "--to", to)
+		if code != exitFailure || !strings.Contains(stderr, "resets to earliest (its first line) or latest") {
+			t.Errorf("reset of a file to %s: exit %d\n%s", to, code, stderr)
+		}
+	}
+	code, _, stderr = runCLI(t, "reset", "-c", cfg, "--task", "wordcount", "--to", "0:x")
+	if code != exitUsage {
+		t.Errorf("--to 0:x: exit %d, want %d\n%s", code, exitUsage, stderr)
+	}
+
+	code, stdout, stderr = runCLI(t, "state", "-c", cfg, "--task", backup)
+	if code != 0 || stdout == "" {
+		t.Fatalf("state of the backup: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr = runCLI(t, "reset", "-c", cfg, "--drop-backup", backup); code != 0 {
+		t.Fatalf("drop-backup: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, _ = runCLI(t, "state", "-c", cfg)
+	if code != 0 || strings.Contains(stdout, backup) {
+		t.Fatalf("tasks after the backup was dropped: exit %d\n%s", code, stdout)
+	}
+}
+
+func TestParseResetTo(t *testing.T) {
+	for in, want := range map[string]string{
+		"earliest": "earliest", "latest": "latest", "2026-11-27T10:00:00Z": "2026-11-27T10:00:00Z",
+		"0:10,3:7": "0:10,3:7", "words:1:5": "words:1:5",
+	} {
+		r, err := host.ParseResetTo(in)
+		if err != nil || r.String() != want {
+			t.Errorf("ParseResetTo(%q) = %v, %v; want %s", in, r, err, want)
+		}
+	}
+	for _, in := range []string{"", "yesterday", "0:-1", "a:b:c:d", "0:1,0:2", "x:1"} {
+		if _, err := host.ParseResetTo(in); err == nil {
+			t.Errorf("ParseResetTo(%q): no error", in)
+		}
+	}
+}

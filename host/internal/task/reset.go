@@ -1,0 +1,78 @@
+package task
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/wasmstream/wasmstream/host/internal/kafka"
+	"github.com/wasmstream/wasmstream/store"
+)
+
+// Resetting a task's changelog (`wasmstream reset`). A reset moves a partition's local state
+// aside and restarts it at another offset; the changelog must then hold nothing of the old
+// state, or a host that restores the partition from it (a new owner, a standby, a host with an
+// empty disk) would bring the old state back. So the reset writes, to each partition it resets,
+// a tombstone (a null value) for every key the changelog still holds a snapshot of, then a
+// position record at the new offset with no horizon and no watermark. A restore replays these
+// like any other records: a tombstone replaces the key's whole state with nothing (names,
+// timers and mark deleted), the position record sets where the partition resumes. Compaction
+// eventually drops the old snapshots and, after delete.retention.ms, the tombstones.
+
+// ChangelogReset is what ResetChangelog wrote to one changelog partition.
+type ChangelogReset struct {
+	Tombstones int64 // keys whose snapshot was tombstoned
+	Read       int64 // changelog records read to find them
+	End        int64 // the changelog partition's offset after the reset's records
+}
+
+// ResetChangelog makes partition tp.Partition of changelog topic restore to no state at offset
+// next of tp: it reads the partition, then writes a tombstone for each key of tp.Topic whose
+// latest record is a snapshot, and a position record {Next: next, Horizon: -1, Watermark: -1}.
+// With dryRun it only counts. The host must not be running the task (its checkpoints would
+// write the old state again).
+func ResetChangelog(ctx context.Context, cfg kafka.Config, topic string, tp kafka.TopicPartition, next int64, dryRun bool) (ChangelogReset, error) {
+	var r ChangelogReset
+	live := map[string]bool{}
+	_, n, _, err := kafka.ReadChangelog(ctx, cfg, topic, tp.Partition, 0, func(key, value []byte, offset int64) error {
+		kind, t, k, err := parseChangelogKey(key)
+		if err != nil {
+			return fmt.Errorf("offset %d: %w", offset, err)
+		}
+		if kind == 'k' && t == tp.Topic {
+			live[string(k)] = value != nil
+		}
+		return nil
+	}, nil)
+	r.Read = n
+	if err != nil {
+		return r, fmt.Errorf("changelog %s partition %d: %w", topic, tp.Partition, err)
+	}
+	for _, on := range live {
+		if on {
+			r.Tombstones++
+		}
+	}
+	if dryRun {
+		return r, nil
+	}
+	w, err := kafka.NewChangelogWriter(cfg, topic, nil)
+	if err != nil {
+		return r, err
+	}
+	defer w.Close()
+	for k, on := range live {
+		if on {
+			w.Write(tp.Partition, changelogKey('k', tp.Topic, []byte(k)), nil)
+		}
+	}
+	w.Write(tp.Partition, changelogKey('p', tp.Topic, nil), changelogPosition(store.Position{Next: next, Horizon: -1, Watermark: -1}))
+	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	ends, err := w.Flush(fctx)
+	if err != nil {
+		return r, fmt.Errorf("changelog %s partition %d: %w", topic, tp.Partition, err)
+	}
+	r.End = ends[tp.Partition]
+	return r, nil
+}
