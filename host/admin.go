@@ -186,6 +186,18 @@ func (b adminBackend) Resume(ctx context.Context, task string) error {
 	return wireError(b.h.Resume(ctx, task))
 }
 
+func (b adminBackend) Reset(ctx context.Context, task, to string, dryRun bool) (any, error) {
+	target, err := ParseResetTo(to)
+	if err != nil {
+		return nil, &admin.Error{Status: http.StatusBadRequest, Err: fmt.Errorf("to: %w", err)}
+	}
+	rep, err := b.h.ResetTask(ctx, task, target, dryRun)
+	if err != nil {
+		return nil, wireError(err)
+	}
+	return rep, nil
+}
+
 func (b adminBackend) Ready() bool { return b.h.Processing() }
 
 func (b adminBackend) Status() []TaskStats { return b.h.Stats() }
@@ -218,7 +230,7 @@ func wireError(err error) error {
 		return &admin.Error{Status: http.StatusUnprocessableEntity, Problems: refused.Problems, Err: err}
 	case errors.Is(err, ErrUnknownTask), errors.Is(err, ErrUnknownVersion):
 		return &admin.Error{Status: http.StatusNotFound, Err: err}
-	case errors.Is(err, ErrNotRunning), errors.Is(err, ErrNoEarlierVersion):
+	case errors.Is(err, ErrNotRunning), errors.Is(err, ErrNoEarlierVersion), errors.Is(err, ErrResetRefused):
 		return &admin.Error{Status: http.StatusConflict, Err: err}
 	case errors.Is(err, ErrQueryTimeout), errors.Is(err, ErrStateUnavailable):
 		return &admin.Error{Status: http.StatusServiceUnavailable, Err: err}

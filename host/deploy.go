@@ -100,7 +100,11 @@ type running struct {
 	tcfg   *task.Config // the task's configuration without its module; nil if it was never made
 	task   *task.Task   // nil when the task could not start; replaced by a restart (h.mu)
 	halted error        // why the task could not start
-	deploy sync.Mutex   // serialises the deploys, activations and rollbacks of the task
+	// stop ends the task's current run and done is closed once it returned (goTask; h.mu);
+	// nil before the task first ran.
+	stop   func()
+	done   <-chan struct{}
+	deploy sync.Mutex // serialises the deploys, activations and rollbacks of the task
 }
 
 // live is what Run shares with Deploy and its siblings while it runs.

@@ -279,8 +279,16 @@ func checkStdinRerun(db *store.DB, cfg Config, i int) error {
 func (h *Host) goTask(lv *live, i int, t *task.Task) {
 	h.taskRuns++
 	name := h.cfg.Tasks[i].Name
+	// Each task runs on a context of its own, so that a reset (ResetTask) can stop it alone.
+	ctx, cancel := context.WithCancel(lv.ctx)
+	done := make(chan struct{})
+	if r := lv.tasks[name]; r != nil {
+		r.stop, r.done = cancel, done
+	}
 	go func() {
-		err := t.Run(lv.ctx)
+		defer close(done)
+		defer cancel()
+		err := t.Run(ctx)
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if err != nil {
@@ -291,11 +299,17 @@ func (h *Host) goTask(lv *live, i int, t *task.Task) {
 				h.cfg.Logger.Error("task halted; the other tasks go on (on_task_failure: halt_task)", "task", name, "err", err)
 			}
 		}
-		h.taskRuns--
-		if h.taskRuns == 0 {
-			close(h.tasksDone)
-		}
+		h.taskEnded()
 	}()
+}
+
+// taskEnded counts a task goroutine (or a reset's hold on Run, ResetTask) gone: once none is
+// left, Run returns. h.mu is held.
+func (h *Host) taskEnded() {
+	h.taskRuns--
+	if h.taskRuns == 0 {
+		close(h.tasksDone)
+	}
 }
 
 // halt records that task name halted with err. h.mu is held.

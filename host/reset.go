@@ -233,11 +233,22 @@ func OfflineReset(ctx context.Context, cfg Config, name string, to ResetTo, dryR
 			}
 		}()
 	}
+	if err := applyReset(ctx, db, kc, rep, items); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// applyReset carries out (with rep.DryRun, counts) the reset of items of task rep.Task in db
+// (nil: no local state) and, for Kafka items, in the changelog and the group, and fills
+// rep.Streams. The task must not run.
+func applyReset(ctx context.Context, db *store.DB, kc kafka.Config, rep *ResetReport, items []resetItem) error {
+	name, dryRun := rep.Task, rep.DryRun
 	streams := map[string]uint32{}
 	if db != nil {
 		infos, err := db.Streams(name)
 		if err != nil {
-			return nil, fmt.Errorf("wasmstream: %w", err)
+			return fmt.Errorf("wasmstream: %w", err)
 		}
 		for _, s := range infos {
 			streams[s.Name] = s.ID
@@ -254,17 +265,17 @@ func OfflineReset(ctx context.Context, cfg Config, name string, to ResetTo, dryR
 		}
 		if dryRun {
 			if err := countStream(db, name, id, it); err != nil {
-				return nil, err
+				return err
 			}
 			continue
 		}
 		bid, err := db.StreamID(rep.Backup, it.Stream)
 		if err != nil {
-			return nil, fmt.Errorf("wasmstream: %w", err)
+			return fmt.Errorf("wasmstream: %w", err)
 		}
 		m, err := db.MoveStream(name, id, rep.Backup, bid)
 		if err != nil {
-			return nil, fmt.Errorf("wasmstream: task %s: moving %s aside: %w", name, it.Stream, err)
+			return fmt.Errorf("wasmstream: task %s: moving %s aside: %w", name, it.Stream, err)
 		}
 		it.Keys, it.Timers = m.Keys, m.Timers
 		if m.HadPosition {
@@ -280,7 +291,7 @@ func OfflineReset(ctx context.Context, cfg Config, name string, to ResetTo, dryR
 			}
 			cr, err := task.ResetChangelog(ctx, kc, rep.Changelog, it.tp, it.To, dryRun)
 			if err != nil {
-				return nil, fmt.Errorf("wasmstream: task %s: %w", name, err)
+				return fmt.Errorf("wasmstream: task %s: %w", name, err)
 			}
 			it.Tombstones = cr.Tombstones
 			resume[it.Stream] = cr.End
@@ -294,21 +305,21 @@ func OfflineReset(ctx context.Context, cfg Config, name string, to ResetTo, dryR
 			}
 			id, err := db.StreamID(name, it.Stream)
 			if err != nil {
-				return nil, fmt.Errorf("wasmstream: %w", err)
+				return fmt.Errorf("wasmstream: %w", err)
 			}
 			pos := store.Position{Next: it.To, Horizon: -1, Resume: it.bytes, Watermark: -1}
 			if it.kafka {
 				pos.Resume = resume[it.Stream]
 			}
 			if err := db.Restore(name, id, nil, &pos); err != nil {
-				return nil, fmt.Errorf("wasmstream: task %s: position of %s: %w", name, it.Stream, err)
+				return fmt.Errorf("wasmstream: task %s: position of %s: %w", name, it.Stream, err)
 			}
 			var rp *store.Replay
 			if it.Head > it.To {
 				rp = &store.Replay{From: it.To, Head: it.Head, At: time.Now().UnixMilli()}
 			}
 			if err := db.SetReplay(name, id, rp); err != nil {
-				return nil, fmt.Errorf("wasmstream: task %s: %w", name, err)
+				return fmt.Errorf("wasmstream: task %s: %w", name, err)
 			}
 		}
 		offs := map[kafka.TopicPartition]int64{}
@@ -319,14 +330,14 @@ func OfflineReset(ctx context.Context, cfg Config, name string, to ResetTo, dryR
 		}
 		if len(offs) > 0 {
 			if err := kafka.CommitOffsets(ctx, kc, rep.Group, offs); err != nil {
-				return nil, fmt.Errorf("wasmstream: task %s: the state and local positions were reset, but the group offsets were not (run the reset again): %w", name, err)
+				return fmt.Errorf("wasmstream: task %s: the state and local positions were reset, but the group offsets were not (run the reset again): %w", name, err)
 			}
 		}
 	}
 	for _, it := range items {
 		rep.Streams = append(rep.Streams, it.ResetStream)
 	}
-	return rep, nil
+	return nil
 }
 
 // countStream fills a dry run's item from the store: its position and what would move.

@@ -27,6 +27,8 @@
 //	POST /v1/tasks/{task}/versions/{version}/activate                    → 200 Deployment
 //	POST /v1/tasks/{task}/rollback[?to=N]            the version before the active one, or N
 //	POST /v1/tasks/{task}/pause, /v1/tasks/{task}/resume                 → 200 {"task", "paused"}
+//	POST /v1/tasks/{task}/reset[?dry_run=1]          body {"to": "earliest"|"latest"|TIME|"P:O,..."}
+//	                                                 → 200 the reset's report
 //	GET  /v1/tasks/{task}/state/{key}                a running task's state of a key (state.go)
 //	GET  /v1/tasks/{task}/state?prefix=&after=&limit= a page of keys and their state
 //	GET  /metrics                                    Config.Metrics, when set (Prometheus)
@@ -105,6 +107,10 @@ type Backend interface {
 	Versions(task string) ([]Version, error)
 	Pause(ctx context.Context, task string) error
 	Resume(ctx context.Context, task string) error
+	// Reset resets a task to to (earliest, latest, an RFC 3339 time or partition:offset,...):
+	// it stops the task, resets it and starts it again, or with dryRun says what would move.
+	// The report is served as it is, in JSON.
+	Reset(ctx context.Context, task, to string, dryRun bool) (any, error)
 	// Status returns every task's figures, served as they are (their json tags name the fields).
 	Status() []stats.Task
 	// Ready reports whether every task processes everything assigned to it (/readyz).
@@ -212,6 +218,7 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("POST /v1/tasks/{task}/rollback", s.rollback)
 	s.mux.HandleFunc("POST /v1/tasks/{task}/pause", s.pause)
 	s.mux.HandleFunc("POST /v1/tasks/{task}/resume", s.resume)
+	s.mux.HandleFunc("POST /v1/tasks/{task}/reset", s.reset)
 	s.mux.HandleFunc("GET /v1/tasks/{task}/state/{key}", s.state)
 	s.mux.HandleFunc("GET /v1/tasks/{task}/state", s.scanState)
 	if cfg.Metrics != nil {
@@ -259,7 +266,7 @@ func (s *Server) Handler() http.Handler {
 			}
 			if !full && r.Method != http.MethodGet && r.Method != http.MethodHead {
 				refuseBody(w)
-				writeError(w, http.StatusForbidden, errors.New("the read-only token (admin.read_token) can query state and status, not deploy, activate, roll back, pause or resume: use admin.token"), nil)
+				writeError(w, http.StatusForbidden, errors.New("the read-only token (admin.read_token) can query state and status, not deploy, activate, roll back, pause, resume or reset: use admin.token"), nil)
 				return
 			}
 		}
@@ -469,6 +476,40 @@ func (s *Server) pauseResume(w http.ResponseWriter, r *http.Request, pause bool)
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"task": task, "paused": pause})
+}
+
+// maxResetBody bounds the body of a reset: {"to": ...} with a list of partition offsets.
+const maxResetBody = 64 << 10
+
+func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
+	var body struct {
+		To string `json:"to"`
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxResetBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		writeError(w, http.StatusBadRequest, fmt.Errorf(`body: want {"to": "earliest"|"latest"|"<RFC 3339 time>"|"partition:offset,..."}: %v`, err), nil)
+		return
+	}
+	if body.To == "" {
+		writeError(w, http.StatusBadRequest, errors.New(`body: "to" is required: earliest, latest, an RFC 3339 time or partition:offset,...`), nil)
+		return
+	}
+	var dry bool
+	if q := r.URL.Query().Get("dry_run"); q != "" {
+		v, err := strconv.ParseBool(q)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, fmt.Errorf("dry_run=%q: want 1 or 0", q), nil)
+			return
+		}
+		dry = v
+	}
+	rep, err := s.cfg.Backend.Reset(r.Context(), r.PathValue("task"), body.To, dry)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
 }
 
 // fail answers a Backend error.
