@@ -170,6 +170,9 @@ func (c *adminClient) do(ctx context.Context, method, path string, body io.Reade
 	if body != nil {
 		req.ContentLength = size
 		req.Header.Set("Content-Type", "application/wasm")
+		if _, ok := body.(jsonBody); ok {
+			req.Header.Set("Content-Type", "application/json")
+		}
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
@@ -221,6 +224,9 @@ func (c *adminClient) do(ctx context.Context, method, path string, body io.Reade
 	}
 	return nil
 }
+
+// jsonBody is a request body of JSON (do sends the others as a module).
+type jsonBody struct{ io.Reader }
 
 func taskPath(task string, rest string) string {
 	return "/v1/tasks/" + url.PathEscape(task) + rest

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -38,9 +40,16 @@ stamped at or after it), or partition:offset,... for some partitions of a kafka 
 positions and state). A file input resets to earliest or latest only; a stdin input cannot be
 reset.
 
-The host must be stopped: a running host holds the data directory and the group has members,
-and reset refuses both. Stop every host of the task (the group's members), reset on one of
-them, and start them again. Other hosts' disks keep their old copy of the state: with a
+Without --admin-addr, the host must be stopped: a running host holds the data directory and
+the group has members, and reset refuses both. Stop every host of the task (the group's
+members), reset on one of them, and start them again.
+
+With --admin-addr (and --admin-token, else WASMSTREAM_ADMIN_TOKEN or admin.token of the
+configuration file), the running host at that address resets the task itself
+(POST /v1/tasks/{task}/reset): it stops that task alone (its batches finish, a last checkpoint
+commits), resets it as above and starts it again, while its other tasks keep running. A task
+with a file input is reset this way; one with a kafka input is refused (HTTP 409): reset it
+with the hosts stopped. Other hosts' disks keep their old copy of the state: with a
 changelog they replay the tombstones before they process a partition again; without one, run
 the reset on each host's data directory.
 
@@ -55,7 +64,8 @@ configuration file (--config, or ` + defaultConfigFile + ` if it exists).`,
 		Example: `  wasmstream reset -c kafka.yaml --task wordcount --to earliest --dry-run
   wasmstream reset -c kafka.yaml --task wordcount --to earliest
   wasmstream reset -c kafka.yaml --task wordcount --to 2026-11-27T09:00:00Z
-  wasmstream reset -c kafka.yaml --task wordcount --to 0:1200,3:950`,
+  wasmstream reset -c kafka.yaml --task wordcount --to 0:1200,3:950
+  wasmstream reset --admin-addr :7070 --admin-token s3cret --task clicks --to earliest`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if drop != "" {
@@ -70,6 +80,12 @@ configuration file (--config, or ` + defaultConfigFile + ` if it exists).`,
 			target, err := host.ParseResetTo(to)
 			if err != nil {
 				return usageError("--to %v", err)
+			}
+			if cmd.Flags().Changed("admin-addr") {
+				if cmd.Flags().Changed("data-dir") {
+					return usageError("--admin-addr resets through a running host, --data-dir a stopped host's data directory: pass one")
+				}
+				return onlineReset(cmd, stdout, file, task, to, dryRun, asJSON)
 			}
 			path, err := configPath(file, true)
 			if err != nil {
@@ -88,7 +104,7 @@ configuration file (--config, or ` + defaultConfigFile + ` if it exists).`,
 				enc.SetIndent("", "  ")
 				return enc.Encode(rep)
 			}
-			printReset(stdout, rep)
+			printReset(stdout, rep, false)
 			return nil
 		},
 	}
@@ -99,12 +115,47 @@ configuration file (--config, or ` + defaultConfigFile + ` if it exists).`,
 	fs.StringVar(&to, "to", "", "where to: earliest, latest, an RFC 3339 time, or partition:offset,... (required)")
 	fs.BoolVar(&dryRun, "dry-run", false, "print what would move; write nothing")
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	fs.String("admin-addr", "", "reset through the running host whose admin API listens here (env WASMSTREAM_ADMIN_ADDR does not switch to it)")
+	fs.String("admin-token", "", "with --admin-addr: the admin API's bearer token (env WASMSTREAM_ADMIN_TOKEN)")
 	fs.StringVar(&drop, "drop-backup", "", "delete this backup of an earlier reset (<task>.reset-<time>) instead")
 	return cmd
 }
 
-// printReset prints a reset's report: a line per stream, then where the old state went.
-func printReset(w io.Writer, r *host.ResetReport) {
+// onlineReset is reset --admin-addr: the running host resets the task (POST
+// /v1/tasks/{task}/reset) and prints its report as the offline reset does.
+func onlineReset(cmd *cobra.Command, stdout io.Writer, file, task, to string, dryRun, asJSON bool) error {
+	af := adminFlags{config: file, task: task}
+	c, err := af.client(cmd.Flags(), true)
+	if err != nil {
+		return err
+	}
+	body, err := json.Marshal(map[string]string{"to": to})
+	if err != nil {
+		return failure(err)
+	}
+	path := taskPath(task, "/reset")
+	if dryRun {
+		path += "?dry_run=1"
+	}
+	var raw json.RawMessage
+	if err := c.do(cmd.Context(), http.MethodPost, path, jsonBody{bytes.NewReader(body)}, int64(len(body)), &raw); err != nil {
+		return err
+	}
+	if asJSON {
+		_, err := stdout.Write(raw)
+		return err
+	}
+	var rep host.ResetReport
+	if err := json.Unmarshal(raw, &rep); err != nil {
+		return failure(fmt.Errorf("admin API: unexpected answer: %w", err))
+	}
+	printReset(stdout, &rep, true)
+	return nil
+}
+
+// printReset prints a reset's report: a line per stream, then where the old state went. online:
+// the report of a running host (its data directory is locked until it stops).
+func printReset(w io.Writer, r *host.ResetReport, online bool) {
 	verb := "reset"
 	if r.DryRun {
 		verb = "would reset (dry run: nothing written)"
@@ -129,7 +180,11 @@ func printReset(w io.Writer, r *host.ResetReport) {
 	if r.DryRun {
 		return
 	}
-	fmt.Fprintf(w, "state and timers moved aside in %s under task %s:\n", r.DataDir, r.Backup)
+	if online {
+		fmt.Fprintf(w, "the task runs again, replaying; state and timers moved aside in the host's %s under task %s (once the host is stopped):\n", r.DataDir, r.Backup)
+	} else {
+		fmt.Fprintf(w, "state and timers moved aside in %s under task %s:\n", r.DataDir, r.Backup)
+	}
 	fmt.Fprintf(w, "  see them:  wasmstream state --data-dir %s --task %s\n", r.DataDir, r.Backup)
 	fmt.Fprintf(w, "  drop them: wasmstream reset --data-dir %s --drop-backup %s\n", r.DataDir, r.Backup)
 }
