@@ -21,6 +21,8 @@
 //	wasmstream top      [--once] [--interval D]
 //	wasmstream pause    --task NAME
 //	wasmstream resume   --task NAME
+//	wasmstream reset    --task NAME --to earliest|latest|TIME|P:O,... [--dry-run] [-c FILE]
+//	                    [--data-dir D | --admin-addr HOST:PORT [--admin-token T]]
 //
 // run runs the tasks until their inputs are exhausted or SIGINT/SIGTERM asks it to stop (it
 // then finishes the batches in flight and commits a last checkpoint; a second signal kills
