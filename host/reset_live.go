@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/host/internal/task"
 	"github.com/wasmstream/wasmstream/store"
 )
@@ -19,11 +20,11 @@ import (
 // task whose inputs had ended (a file read to its end) is started again too. With dryRun
 // nothing stops and nothing is written: the report says what would move.
 //
-// A task with a Kafka input is refused with ErrResetRefused: its consumer would have to leave
-// the group for the reset and join it again, which a running host does not do yet; stop the
-// hosts of the task and use `wasmstream reset` (OfflineReset). So are a task reading stdin,
-// which cannot be read again, and a task chained to another (an input or an output of type
-// task). A halted task is refused with ErrNotRunning (deploy a version that works to restart it
+// A task with a Kafka input leaves its group as it stops; the reset then needs the group empty
+// as OfflineReset does: if other members remain after a few seconds (other hosts running the
+// task), the task is started again as it was and the reset is refused with ErrResetRefused,
+// naming them. A task reading stdin, which cannot be read again, and a task chained to another
+// (an input or an output of type task) are refused with ErrResetRefused too. A halted task is refused with ErrNotRunning (deploy a version that works to restart it
 // first), and so is a reset while the host is starting or stopping.
 //
 // ResetTask is serialised with the deploys, activations and rollbacks of the task. If the reset
@@ -43,7 +44,7 @@ func (h *Host) ResetTask(ctx context.Context, name string, to ResetTo, dryRun bo
 	if len(rep.Backup) > store.MaxTaskLen {
 		return nil, fmt.Errorf("%w: task name %q too long for a backup name (%s)", ErrResetRefused, name, rep.Backup)
 	}
-	items, err := liveResetItems(r.cfg, to)
+	items, kin, err := liveResetItems(r.cfg, to)
 	if err != nil {
 		return nil, err
 	}
@@ -57,8 +58,24 @@ func (h *Host) ResetTask(ctx context.Context, name string, to ResetTo, dryRun bo
 	if halted != nil || r.tcfg == nil {
 		return nil, fmt.Errorf("%w: task %q halted (%v): deploy or roll back to a version that works to restart it, then reset it", ErrNotRunning, name, halted)
 	}
+	var kc kafka.Config
+	if kin != nil {
+		kc, rep.Group = r.tcfg.Kafka.Client, r.tcfg.Kafka.Group
+		if r.cfg.Changelog.Enabled {
+			rep.Changelog = r.cfg.Changelog.Topic
+		}
+		// The targets are checked before anything stops (a partition the topic does not
+		// have, an offset past the end), and listed again once the task left the group.
+		ks, err := kafkaResetItems(ctx, kc, rep.Group, kin, to)
+		if err != nil {
+			return nil, err
+		}
+		if dryRun {
+			items = append(items, ks...)
+		}
+	}
 	if dryRun {
-		if err := applyReset(ctx, lv.db, h.cfg.Kafka.client(), rep, items); err != nil {
+		if err := applyReset(ctx, lv.db, kc, rep, items); err != nil {
 			return nil, err
 		}
 		return rep, nil
@@ -123,52 +140,101 @@ func (h *Host) ResetTask(ctx context.Context, name string, to ResetTo, dryRun bo
 		// Its last checkpoint failed: what the reset would move is not what it processed.
 		return failed(fmt.Errorf("wasmstream: task %s: stopping it for the reset failed: %w", name, halted))
 	}
-	if err := applyReset(ctx, lv.db, h.cfg.Kafka.client(), rep, items); err != nil {
+	startFailed := func(err error) (*ResetReport, error) {
+		if errors.Is(err, ErrNotRunning) { // the host is stopping
+			closeMod()
+			return nil, err
+		}
 		return failed(err)
 	}
-	t, err := task.New(tcfg)
-	if err != nil {
-		return failed(fmt.Errorf("wasmstream: task %s: %w", name, err))
+	// start starts the task again, on the prepared module, from what the store holds.
+	start := func() error {
+		t, err := task.New(tcfg)
+		if err != nil {
+			return fmt.Errorf("wasmstream: task %s: %w", name, err)
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		if lv.ctx.Err() != nil {
+			return fmt.Errorf("%w: task %q: the host is stopping; it runs again at the next start", ErrNotRunning, name)
+		}
+		lv.addModule(mod)
+		r.task = t
+		h.tasks[r.idx] = t
+		h.goTask(lv, r.idx, t)
+		h.taskEnded() // the reset's hold: the task runs again
+		held = false
+		return nil
 	}
-	h.mu.Lock()
-	if lv.ctx.Err() != nil {
-		h.mu.Unlock()
-		closeMod()
-		return nil, fmt.Errorf("%w: task %q: the host is stopping; the reset was made and the next start runs from it", ErrNotRunning, name)
+	if kin != nil {
+		// The task left its group when it stopped. Other members (hosts still running the
+		// task) would take its partitions and checkpoint their old state again: refused, and
+		// the task runs again as it was.
+		if err := waitGroupEmpty(ctx, kc, rep.Group); err != nil {
+			if serr := start(); serr != nil {
+				return startFailed(serr)
+			}
+			return nil, fmt.Errorf("%w: %v: stop the other hosts running task %s (or reset with every host stopped: wasmstream reset)", ErrResetRefused, err, name)
+		}
+		ks, err := kafkaResetItems(ctx, kc, rep.Group, kin, to)
+		if err != nil {
+			return failed(err)
+		}
+		items = append(items, ks...)
 	}
-	lv.addModule(mod)
-	r.task = t
-	h.tasks[r.idx] = t
-	h.goTask(lv, r.idx, t)
-	h.taskEnded() // the reset's hold: the task runs again
-	held = false
-	h.mu.Unlock()
+	if err := applyReset(ctx, lv.db, kc, rep, items); err != nil {
+		return failed(err)
+	}
+	if err := start(); err != nil {
+		return startFailed(err)
+	}
 	log.Info("reset: the task runs again", "to", rep.To, "backup", rep.Backup, "version", mv.Version)
 	return rep, nil
 }
 
-// liveResetItems is the plan of a reset on a running host: file inputs only.
-func liveResetItems(tc TaskConfig, to ResetTo) ([]resetItem, error) {
+// waitGroupEmpty waits, up to groupLeaveWait, for group to have no member (the task's own
+// consumer left it as it stopped; the broker may show it for a moment), and returns
+// CheckGroupEmpty's error, which names the members, if it still has some.
+func waitGroupEmpty(ctx context.Context, kc kafka.Config, group string) error {
+	deadline := time.Now().Add(groupLeaveWait)
+	for {
+		err := kafka.CheckGroupEmpty(ctx, kc, group)
+		if err == nil || !errors.Is(err, kafka.ErrGroupActive) || time.Now().After(deadline) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// groupLeaveWait bounds how long ResetTask waits for a task's group to be empty once the task
+// stopped.
+const groupLeaveWait = 5 * time.Second
+
+// liveResetItems is the plan of a reset on a running host: the items of its file inputs, and
+// its kafka input if it has one (its items are listed by kafkaResetItems).
+func liveResetItems(tc TaskConfig, to ResetTo) ([]resetItem, *InputConfig, error) {
 	var items []resetItem
+	var kin *InputConfig
 	for i := range tc.Inputs {
 		in := &tc.Inputs[i]
 		switch in.Type {
 		case "kafka":
-			return nil, fmt.Errorf("%w: task %s reads Kafka (input %s): a running host cannot reset it yet (its consumer would have to leave the group and join again); "+
-				"stop every host of the task and run the offline command: wasmstream reset -c CONFIG --task %s --to %s", ErrResetRefused, tc.Name, in.Name, tc.Name, to)
+			kin = in
+			continue
 		case "stdin":
-			return nil, fmt.Errorf("%w: task %s: input %s reads stdin, which cannot be read again; a reset applies to file and kafka inputs", ErrResetRefused, tc.Name, in.Name)
+			return nil, nil, fmt.Errorf("%w: task %s: input %s reads stdin, which cannot be read again; a reset applies to file and kafka inputs", ErrResetRefused, tc.Name, in.Name)
 		case InputTask:
-			return nil, fmt.Errorf("%w: task %s: input %s reads task %s: a reset on a running host does not reset a chain; stop the host and use wasmstream reset", ErrResetRefused, tc.Name, in.Name, in.Task)
+			return nil, nil, fmt.Errorf("%w: task %s: input %s reads task %s: a reset on a running host does not reset a chain; stop the host and use wasmstream reset", ErrResetRefused, tc.Name, in.Name, in.Task)
 		}
 		it, err := fileResetItem(in, to)
 		if err != nil {
-			return nil, fmt.Errorf("%w: task %s: %v", ErrResetRefused, tc.Name, err)
+			return nil, nil, fmt.Errorf("%w: task %s: %v", ErrResetRefused, tc.Name, err)
 		}
 		items = append(items, it)
 	}
-	if len(items) == 0 {
-		return nil, errors.New("wasmstream: nothing to reset")
-	}
-	return items, nil
+	return items, kin, nil
 }

@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
@@ -161,23 +165,73 @@ func sortByKeyLines(lines []string) []string {
 	return out
 }
 
-// A task with a Kafka input is not reset on a running host: 409, with the offline command to
-// use, and the task keeps running.
-func TestAdminResetKafkaTaskRefused(t *testing.T) {
+// A task with a Kafka input reset through the admin API on a running host: it leaves its group,
+// its state moves aside, the group's offsets go to earliest, and it runs again in the same
+// process: every output comes once more, counted from 1 (a pass, then a replay), and the state is
+// one pass's. While another member is in the group (another host), the reset is refused (409,
+// the member named) and the task runs on as it was.
+func TestAdminResetKafkaTask(t *testing.T) {
 	module := guestbuild.Go(t, "wordcount")
 	c := newCluster(t, "words", "counts")
-	h := hosttest.Start(t, host.Config{DataDir: t.TempDir(), Logger: testLogger(t),
+	want := produceWords(t, newClient(t, c), "words", 300, 12, 31)
+	total := wordTotal(want)
+	dataDir := t.TempDir()
+	h := hosttest.Start(t, host.Config{DataDir: dataDir, Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Admin: host.AdminConfig{Addr: "127.0.0.1:0", Token: "full"},
 		Tasks: []host.TaskConfig{wordcountKafkaTask(module)}})
 	api := apiClient{t: t, base: "http://" + h.AdminAddr(), token: "full"}
-	for _, q := range []string{"", "?dry_run=1"} {
-		code, body := api.call("POST", "/v1/tasks/wc/reset"+q, strings.NewReader(`{"to":"earliest"}`))
-		if msg := fmt.Sprint(body["error"]); code != http.StatusConflict || !strings.Contains(msg, "wasmstream reset") || !strings.Contains(msg, "--task wc --to earliest") {
-			t.Errorf("reset%s of a kafka task: %d %v, want 409 naming the offline command", q, code, body)
-		}
+	first := consumeOutputs(t, c, "counts", total, 60*time.Second)
+	checkCountsOutputs(t, first, want)
+
+	// Another member of the group: refused, naming it; the task goes on.
+	other := newClient(t, c, kgo.ConsumerGroup("wasmstream-wc"), kgo.ConsumeTopics("words"), kgo.ClientID("other-host"),
+		kgo.DisableAutoCommit())
+	hosttest.WaitFor(t, 30*time.Second, "the other member joined", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		other.PollFetches(ctx)
+		dg, err := kadm.NewClient(newClient(t, c)).DescribeGroups(context.Background(), "wasmstream-wc")
+		return err == nil && len(dg["wasmstream-wc"].Members) == 2
+	})
+	code, body := api.call("POST", "/v1/tasks/wc/reset", strings.NewReader(`{"to":"earliest"}`))
+	if msg := fmt.Sprint(body["error"]); code != http.StatusConflict || !strings.Contains(msg, "other-host") {
+		t.Fatalf("reset with another member in the group: %d %v, want 409 naming it", code, body)
 	}
 	if st := h.Stats()[0]; st.Halted {
-		t.Errorf("the kafka task halted: %s", st.Error)
+		t.Fatalf("the task halted after the refused reset: %s", st.Error)
 	}
+	other.Close()
+
+	code, dry := api.call("POST", "/v1/tasks/wc/reset?dry_run=1", strings.NewReader(`{"to":"earliest"}`))
+	if code != http.StatusOK || dry["dry_run"] != true || dry["group"] != "wasmstream-wc" {
+		t.Fatalf("dry run: %d %v", code, dry)
+	}
+	code, rep := api.call("POST", "/v1/tasks/wc/reset", strings.NewReader(`{"to":"earliest"}`))
+	if code != http.StatusOK || rep["group"] != "wasmstream-wc" {
+		t.Fatalf("reset: %d %v", code, rep)
+	}
+	got := consumeOutputs(t, c, "counts", 2*total, 60*time.Second)
+	n := 0
+	firstPass, replay := map[string][]string{}, map[string][]string{}
+	for user, ws := range want {
+		per := 0
+		for _, k := range ws {
+			per += k
+		}
+		if len(got[user]) != 2*per {
+			t.Fatalf("key %s: %d outputs, want %d (a pass and a replay)", user, len(got[user]), 2*per)
+		}
+		firstPass[user], replay[user] = got[user][:per], got[user][per:]
+		n += len(got[user])
+	}
+	checkCountsOutputs(t, firstPass, want)
+	checkCountsOutputs(t, replay, want) // counted from 1 again: the state was moved aside
+	if n != 2*total {
+		t.Fatalf("%d outputs, want %d", n, 2*total)
+	}
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	sameCounts(t, want, stateOf(t, dataDir, "wc"))
 }

@@ -47,9 +47,9 @@ members), reset on one of them, and start them again.
 With --admin-addr (and --admin-token, else WASMSTREAM_ADMIN_TOKEN or admin.token of the
 configuration file), the running host at that address resets the task itself
 (POST /v1/tasks/{task}/reset): it stops that task alone (its batches finish, a last checkpoint
-commits), resets it as above and starts it again, while its other tasks keep running. A task
-with a file input is reset this way; one with a kafka input is refused (HTTP 409): reset it
-with the hosts stopped. Other hosts' disks keep their old copy of the state: with a
+commits, a kafka task leaves its group), resets it as above and starts it again, while its
+other tasks keep running. A kafka task's group must then be empty: with other hosts still
+members, the task runs on as it was and the reset is refused, naming them. Other hosts' disks keep their old copy of the state: with a
 changelog they replay the tombstones before they process a partition again; without one, run
 the reset on each host's data directory.
 
