@@ -79,7 +79,7 @@ type AdminConfig struct {
 	// Required when Addr is not a loopback address. Default: none.
 	Token string `yaml:"token"`
 	// ReadToken is a second bearer token that can read status, versions, metrics and task
-	// state but cannot deploy, activate, roll back, pause or resume (403). Needs Token.
+	// state but cannot deploy, activate, roll back, pause, resume or reset (403). Needs Token.
 	// Default: none.
 	ReadToken string `yaml:"read_token"`
 	// AdvertiseAddr is the "host:port" at which the other hosts of a group reach this host's
