@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
@@ -173,8 +174,14 @@ func sortByKeyLines(lines []string) []string {
 // process: every output comes once more, counted from 1 (a pass, then a replay), and the state is
 // one pass's. While another member is in the group (another host), the reset is refused (409,
 // the member named) and the task runs on as it was.
+// Exactly once too (with its changelog, which the reset tombstones), without the other member.
 func TestAdminResetKafkaTask(t *testing.T) {
 	module := guestbuild.Go(t, "wordcount")
+	t.Run("at_least_once", func(t *testing.T) { testAdminResetKafkaTask(t, wordcountKafkaTask(module), true) })
+	t.Run("exactly_once", func(t *testing.T) { testAdminResetKafkaTask(t, eosTask(module), false) })
+}
+
+func testAdminResetKafkaTask(t *testing.T, tc host.TaskConfig, otherMember bool) {
 	c := newCluster(t, "words", "counts")
 	want := produceWords(t, newClient(t, c), "words", 300, 12, 31)
 	total := wordTotal(want)
@@ -182,29 +189,14 @@ func TestAdminResetKafkaTask(t *testing.T) {
 	h := hosttest.Start(t, host.Config{DataDir: dataDir, Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Admin: host.AdminConfig{Addr: "127.0.0.1:0", Token: "full"},
-		Tasks: []host.TaskConfig{wordcountKafkaTask(module)}})
+		Tasks: []host.TaskConfig{tc}})
 	api := apiClient{t: t, base: "http://" + h.AdminAddr(), token: "full"}
 	first := consumeOutputs(t, c, "counts", total, 60*time.Second)
 	checkCountsOutputs(t, first, want)
 
-	// Another member of the group: refused, naming it; the task goes on.
-	other := newClient(t, c, kgo.ConsumerGroup("wasmstream-wc"), kgo.ConsumeTopics("words"), kgo.ClientID("other-host"),
-		kgo.DisableAutoCommit())
-	hosttest.WaitFor(t, 30*time.Second, "the other member joined", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		defer cancel()
-		other.PollFetches(ctx)
-		dg, err := kadm.NewClient(newClient(t, c)).DescribeGroups(context.Background(), "wasmstream-wc")
-		return err == nil && len(dg["wasmstream-wc"].Members) == 2
-	})
-	code, body := api.call("POST", "/v1/tasks/wc/reset", strings.NewReader(`{"to":"earliest"}`))
-	if msg := fmt.Sprint(body["error"]); code != http.StatusConflict || !strings.Contains(msg, "other-host") {
-		t.Fatalf("reset with another member in the group: %d %v, want 409 naming it", code, body)
+	if otherMember {
+		resetRefusedWithOtherMember(t, c, h, api)
 	}
-	if st := h.Stats()[0]; st.Halted {
-		t.Fatalf("the task halted after the refused reset: %s", st.Error)
-	}
-	other.Close()
 
 	code, dry := api.call("POST", "/v1/tasks/wc/reset?dry_run=1", strings.NewReader(`{"to":"earliest"}`))
 	if code != http.StatusOK || dry["dry_run"] != true || dry["group"] != "wasmstream-wc" {
@@ -213,6 +205,15 @@ func TestAdminResetKafkaTask(t *testing.T) {
 	code, rep := api.call("POST", "/v1/tasks/wc/reset", strings.NewReader(`{"to":"earliest"}`))
 	if code != http.StatusOK || rep["group"] != "wasmstream-wc" {
 		t.Fatalf("reset: %d %v", code, rep)
+	}
+	if tc.Changelog.Enabled {
+		tombs := 0.0
+		for _, st := range rep["streams"].([]any) {
+			tombs += st.(map[string]any)["tombstones"].(float64)
+		}
+		if rep["changelog"] == nil || tombs == 0 {
+			t.Errorf("reset with a changelog: changelog %v, %v tombstones", rep["changelog"], tombs)
+		}
 	}
 	got := consumeOutputs(t, c, "counts", 2*total, 60*time.Second)
 	n := 0
@@ -237,4 +238,28 @@ func TestAdminResetKafkaTask(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameCounts(t, want, stateOf(t, dataDir, "wc"))
+}
+
+// resetRefusedWithOtherMember joins another member to task wc's group: a reset is refused (409,
+// naming it) and the task goes on.
+func resetRefusedWithOtherMember(t *testing.T, c *kfake.Cluster, h *hosttest.Running, api apiClient) {
+	t.Helper()
+	// Another member of the group: refused, naming it; the task goes on.
+	other := newClient(t, c, kgo.ConsumerGroup("wasmstream-wc"), kgo.ConsumeTopics("words"), kgo.ClientID("other-host"),
+		kgo.DisableAutoCommit())
+	hosttest.WaitFor(t, 30*time.Second, "the other member joined", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		other.PollFetches(ctx)
+		dg, err := kadm.NewClient(newClient(t, c)).DescribeGroups(context.Background(), "wasmstream-wc")
+		return err == nil && len(dg["wasmstream-wc"].Members) == 2
+	})
+	code, body := api.call("POST", "/v1/tasks/wc/reset", strings.NewReader(`{"to":"earliest"}`))
+	if msg := fmt.Sprint(body["error"]); code != http.StatusConflict || !strings.Contains(msg, "other-host") {
+		t.Fatalf("reset with another member in the group: %d %v, want 409 naming it", code, body)
+	}
+	if st := h.Stats()[0]; st.Halted {
+		t.Fatalf("the task halted after the refused reset: %s", st.Error)
+	}
+	other.Close()
 }
