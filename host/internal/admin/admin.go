@@ -6,7 +6,7 @@
 // fits: 400 a malformed request, 401 a missing or wrong bearer token, 404 an unknown task,
 // version, path or key, 403 the read-only token on an endpoint that changes something, 405 a
 // wrong method, 409 a task that is not running or has no earlier
-// version, 413 an upload over the size limit, 422 a refused module, 503 (with Retry-After)
+// version or a reset refused, 413 an upload over the size limit, 422 a refused module, 503 (with Retry-After)
 // a deploy that gave up waiting for one of the Limits.MaxUploads slots or a state query that
 // could not be answered yet (a partition being restored or moving between hosts), 502 a state
 // query whose owner answered something unexpected (forward.go), 500 anything else.
