@@ -75,18 +75,7 @@ func (db *DB) Snapshot(task string, stream uint32, key []byte) (KeySnapshot, err
 		}); err != nil {
 			return err
 		}
-		item, err := txn.Get(appendMarkKey(nil, task, stream, key))
-		switch {
-		case errors.Is(err, badger.ErrKeyNotFound):
-			return nil
-		case err != nil:
-			return err
-		}
-		return item.Value(func(v []byte) (err error) {
-			s.Mark, s.StateVersion, err = decodeMark(v)
-			s.HasMark = err == nil
-			return err
-		})
+		return readMark(txn, appendMarkKey(nil, task, stream, key), &s)
 	})
 	if err != nil {
 		return KeySnapshot{}, wrapErr("snapshot", err)

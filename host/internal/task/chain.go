@@ -224,16 +224,9 @@ func (t *Task) chainCommitted(cp *store.Checkpoint) error {
 // openChainStream opens an input that reads a chain log, from its stream's committed position.
 func (t *Task) openChainStream(in *Input) (*stream, error) {
 	r := in.Chain
-	id, err := t.cfg.Store.StreamID(t.cfg.Name, ChainStream(r.Log().Task(), r.Log().Output()))
+	id, pos, err := t.streamPosition(ChainStream(r.Log().Task(), r.Log().Output()))
 	if err != nil {
 		return nil, err
-	}
-	pos, ok, err := t.cfg.Store.Position(t.cfg.Name, id)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		pos = store.Position{Next: 0, Horizon: -1, Resume: 0, Watermark: -1}
 	}
 	if h := r.Log().Head(); uint64(pos.Next) > h {
 		return nil, fmt.Errorf("input %s: the chain log of task %s, output %s, ends at entry %d but this task processed up to %d: the log was changed outside this host", in.Name, r.Log().Task(), r.Log().Output(), h, pos.Next)

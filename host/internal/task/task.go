@@ -392,6 +392,23 @@ func (t *Task) Ready() bool { return t.meters.restoring.Load() == 0 && !t.meters
 // StdinStream is the store's name of the stream of a stdin input.
 func StdinStream(input string) string { return "stdin:" + input + "/0" }
 
+// streamPosition is the id of the task's stream name and its committed position (the start of
+// the stream when it has none).
+func (t *Task) streamPosition(name string) (uint32, store.Position, error) {
+	id, err := t.cfg.Store.StreamID(t.cfg.Name, name)
+	if err != nil {
+		return 0, store.Position{}, err
+	}
+	pos, ok, err := t.cfg.Store.Position(t.cfg.Name, id)
+	if err != nil {
+		return 0, store.Position{}, err
+	}
+	if !ok {
+		pos = store.Position{Next: 0, Horizon: -1, Resume: 0, Watermark: -1}
+	}
+	return id, pos, nil
+}
+
 func (t *Task) openStream(in *Input) (*stream, error) {
 	if in.Chain != nil {
 		return t.openChainStream(in)
@@ -400,16 +417,9 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 	if in.Stdin != nil {
 		name = StdinStream(in.Name)
 	}
-	id, err := t.cfg.Store.StreamID(t.cfg.Name, name)
+	id, pos, err := t.streamPosition(name)
 	if err != nil {
 		return nil, err
-	}
-	pos, ok, err := t.cfg.Store.Position(t.cfg.Name, id)
-	if err != nil {
-		return nil, err
-	}
-	if !ok {
-		pos = store.Position{Next: 0, Horizon: -1, Resume: 0, Watermark: -1}
 	}
 	st := &stream{id: id, in: in, durable: pos, horizon: pos.Horizon, replay: pos.Horizon,
 		source: []byte(in.Name), tm: newStreamTime(t.cfg.Now(), t.cfg.TickEvery)}
