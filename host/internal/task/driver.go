@@ -158,6 +158,10 @@ func (t *Task) startKafkaInput(ctx, readCtx context.Context, stopReading context
 	closeChangelog, stopStandby := func() {}, func() {}
 	if t.cfg.Changelog != nil {
 		if err := t.startChangelog(ctx); err != nil {
+			// The group may have assigned partitions meanwhile: with the loop never started,
+			// its rebalance callbacks (leaving the group in Close included) are answered by
+			// kafkaFinal's positions, none, instead of waiting for a loop forever.
+			t.kafkaFinal()
 			t.kafka.consumer.Close()
 			return none, err
 		}
