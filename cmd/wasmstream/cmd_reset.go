@@ -198,17 +198,9 @@ func offsetText(o int64) string {
 
 // dropBackup is reset --drop-backup: the data directory as for a reset.
 func dropBackup(cmd *cobra.Command, stdout io.Writer, file, backup string) error {
-	path, err := configPath(file, false)
+	dir, err := offlineDataDir(cmd, file)
 	if err != nil {
 		return err
-	}
-	s, err := loadFile(path, cmd.Flags(), false)
-	if err != nil {
-		return exitFor(err)
-	}
-	dir := s.Host.DataDir
-	if dir == "" {
-		dir = defaultDataDir
 	}
 	if err := host.OfflineDropBackup(dir, backup); err != nil {
 		return resetFailure(err)

@@ -96,17 +96,9 @@ The text output shows the decoded value instead of the bytes, the JSON output ad
 				}
 				return printStateOnline(cmd.Context(), stdout, c, task, want, exact, format, dec)
 			}
-			path, err := configPath(file, false)
+			dataDir, err := offlineDataDir(cmd, file)
 			if err != nil {
 				return err
-			}
-			s, err := loadFile(path, cmd.Flags(), false)
-			if err != nil {
-				return exitFor(err)
-			}
-			dataDir := s.Host.DataDir
-			if dataDir == "" {
-				dataDir = defaultDataDir
 			}
 			return printState(stdout, dataDir, task, want, exact, format, dec)
 		},
@@ -237,4 +229,21 @@ func jsonEntry(e host.StateEntry) stateJSON {
 	put(&j.Name, &j.NameBase64, e.Name)
 	put(&j.Value, &j.ValueBase64, e.Value)
 	return j
+}
+
+// offlineDataDir is the data directory a command on a stopped host reads: the configuration
+// file's data_dir (with the flags and environment over it), else the default.
+func offlineDataDir(cmd *cobra.Command, file string) (string, error) {
+	path, err := configPath(file, false)
+	if err != nil {
+		return "", err
+	}
+	s, err := loadFile(path, cmd.Flags(), false)
+	if err != nil {
+		return "", exitFor(err)
+	}
+	if s.Host.DataDir == "" {
+		return defaultDataDir, nil
+	}
+	return s.Host.DataDir, nil
 }

@@ -96,24 +96,7 @@ func TestWordcountConfigFile(t *testing.T) {
 	cfgDir := t.TempDir()
 	copyWordcount(t, cfgDir)
 	cfg := filepath.Join(cfgDir, "ws.yaml")
-	yaml := `
-checkpoint_interval: 50ms
-tasks:
-  - name: wordcount
-    module: wordcount.wasm
-    config: {min_len: 2}
-    inputs:
-      - path: ` + input + `
-        key_field: user
-        value_field: text
-        timestamp_field: ts
-    output:
-      type: file
-      path: out.ndjson
-`
-	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeWordcountConfig(t, cfg, input)
 
 	code, stdout, stderr := runCLI(t, "check", "-c", cfg)
 	if code != 0 {
@@ -312,4 +295,28 @@ func must[T any](v T, err error) T {
 		panic(err)
 	}
 	return v
+}
+
+// writeWordcountConfig writes a configuration file at cfg that runs the wordcount example
+// (wordcount.wasm beside it) over input into out.ndjson.
+func writeWordcountConfig(t *testing.T, cfg, input string) {
+	t.Helper()
+	yaml := `
+checkpoint_interval: 50ms
+tasks:
+  - name: wordcount
+    module: wordcount.wasm
+    config: {min_len: 2}
+    inputs:
+      - path: ` + input + `
+        key_field: user
+        value_field: text
+        timestamp_field: ts
+    output:
+      type: file
+      path: out.ndjson
+`
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -20,24 +20,7 @@ func TestResetFileInput(t *testing.T) {
 	dir := t.TempDir()
 	copyWordcount(t, dir)
 	cfg := filepath.Join(dir, "ws.yaml")
-	yaml := `
-checkpoint_interval: 50ms
-tasks:
-  - name: wordcount
-    module: wordcount.wasm
-    config: {min_len: 2}
-    inputs:
-      - path: ` + input + `
-        key_field: user
-        value_field: text
-        timestamp_field: ts
-    output:
-      type: file
-      path: out.ndjson
-`
-	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	writeWordcountConfig(t, cfg, input)
 	outPath := filepath.Join(dir, "out.ndjson")
 	var lastLog string
 	run := func() string {
