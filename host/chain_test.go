@@ -53,8 +53,9 @@ func chainState(t *testing.T, dataDir, task, name string) map[string]string {
 
 // TestChainExactState runs a chain of three tasks to the end of its input, twice (the second
 // run over more input), and checks every stage's state exactly: each upstream output reached
-// the next task once. The log's back-pressure bound (50) is far below the records, so the
-// upstream holds again and again; the log is trimmed behind the readers.
+// the next task once. The log's back-pressure bound (50) is far below the records: rk
+// checkpoints early each time 50 entries wait and then holds until tot covers them, again and
+// again; the log is trimmed behind the readers.
 func TestChainExactState(t *testing.T) {
 	wc, rk, ctr := guestbuild.Go(t, "wordcount"), guestbuild.Go(t, "testguests/rekey"), guestbuild.Go(t, "testguests/counter")
 	dir := t.TempDir()

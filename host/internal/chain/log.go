@@ -3,6 +3,7 @@ package chain
 import (
 	"context"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 
@@ -101,6 +102,16 @@ func (l *Log) Blocked() bool {
 
 // Readers are the log's readers.
 func (l *Log) Readers() []*Reader { return l.readers }
+
+// Bound is the smallest of the readers' bounds (max_backlog): the most entries the upstream
+// lets wait for a reader, appended or not yet. With no reader there is none.
+func (l *Log) Bound() uint64 {
+	b := uint64(math.MaxUint64)
+	for _, r := range l.readers {
+		b = min(b, r.maxBacklog)
+	}
+	return b
+}
 
 // AddReader adds a reader for the input of the downstream task named task; maxBacklog ≤ 0
 // means DefaultMaxBacklog. Call it before the tasks start.

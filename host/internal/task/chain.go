@@ -32,6 +32,9 @@ func ChainStream(task, output string) string { return "chain:" + task + "/" + ou
 type chainSide struct {
 	logs    map[string]*chain.Log // by output name
 	pending []store.ChainEntry    // emitted since the last checkpoint; offsets set at the checkpoint
+	// pendingBy counts pending's entries by output name: at a log's bound the task checkpoints
+	// early (chainPendingFull), so what waits for a reader stays near its max_backlog.
+	pendingBy map[string]uint64
 	// cost is the estimated cost of the next checkpoint's transaction: every write, timer
 	// operation, mark and entry applied since the last one (an upper bound: a name written
 	// twice counts twice).
@@ -44,7 +47,7 @@ func (t *Task) startChain() {
 	if len(t.cfg.ChainOutputs) == 0 {
 		return
 	}
-	t.chain = &chainSide{logs: t.cfg.ChainOutputs}
+	t.chain = &chainSide{logs: t.cfg.ChainOutputs, pendingBy: make(map[string]uint64, len(t.cfg.ChainOutputs))}
 	for _, l := range t.chain.logs {
 		l.Begin()
 		l.SetUpstream(t.Wake)
@@ -81,6 +84,22 @@ func (t *Task) chainBlocked() bool {
 	return false
 }
 
+// chainPendingFull reports whether the entries emitted to some log since the last checkpoint
+// reach its bound: the task checkpoints early, appending them, and then holds (chainBlocked)
+// until the readers cover them. Without it a fast upstream would keep a whole checkpoint
+// interval's entries, however many, before its readers' bound could hold it.
+func (t *Task) chainPendingFull() bool {
+	if t.chain == nil {
+		return false
+	}
+	for name, n := range t.chain.pendingBy {
+		if n >= t.chain.logs[name].Bound() {
+			return true
+		}
+	}
+	return false
+}
+
 // chainOutput takes an output emitted to a chained name, to be appended to its log by the next
 // checkpoint, and reports whether it did.
 func (t *Task) chainOutput(o *modrt.Output) bool {
@@ -94,6 +113,7 @@ func (t *Task) chainOutput(o *modrt.Output) bool {
 	e := chain.Entry{Key: o.Key, Value: o.Value, Timestamp: o.Timestamp, Headers: o.Headers}
 	v := chain.Encode(make([]byte, 0, chain.EncodedLen(e)), e)
 	t.chain.pending = append(t.chain.pending, store.ChainEntry{Output: l.Output(), Value: v})
+	t.chain.pendingBy[o.Name]++
 	n, b := store.ChainEntryCost(t.cfg.Name, o.Name, len(v))
 	t.chain.cost.entries, t.chain.cost.bytes = t.chain.cost.entries+n, t.chain.cost.bytes+b
 	return true
@@ -209,6 +229,7 @@ func (t *Task) chainCommitted(cp *store.Checkpoint) error {
 		t.stats.ChainEntries += int64(len(cp.Chain))
 		clear(t.chain.pending)
 		t.chain.pending = t.chain.pending[:0]
+		clear(t.chain.pendingBy)
 		t.chain.cost = txnCost{}
 	}
 	for _, sp := range cp.Positions {

@@ -12,7 +12,9 @@ import (
 
 // TestChainTxnBound: a chained task's checkpoint is one store transaction, so the task
 // checkpoints before a job would take the pending state changes and entries past it
-// (chainOutgrows), and fails a job that alone would not fit (chainRoom).
+// (chainOutgrows), and fails a job that alone would not fit (chainRoom). Entries pending for a
+// reader's bound (25) ask for an early checkpoint (chainPendingFull), after which the task holds
+// (chainBlocked).
 func TestChainTxnBound(t *testing.T) {
 	db, err := store.Open("", store.Options{InMemory: true, MaxTxnEntries: 100})
 	if err != nil {
@@ -23,6 +25,7 @@ func TestChainTxnBound(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	l.AddReader("down", "in", 25)
 	tk, err := New(Config{Name: "up", Workers: 2, Store: db, ChainOutputs: map[string]*chain.Log{"counts": l}})
 	if err != nil {
 		t.Fatal(err)
@@ -57,6 +60,9 @@ func TestChainTxnBound(t *testing.T) {
 			t.Fatalf("job %d of 10 keys outgrows the checkpoint with %+v pending", i, tk.chain.cost)
 		}
 		apply(j)
+		if full := tk.chainPendingFull(); full != (i == 2) {
+			t.Fatalf("with %d entries pending for a bound of 25, chainPendingFull = %v", 10*(i+1), full)
+		}
 	}
 	if !tk.chainOutgrows(mk(1)) {
 		t.Fatalf("with %+v pending, one more key does not outgrow the checkpoint", tk.chain.cost)
@@ -74,6 +80,10 @@ func TestChainTxnBound(t *testing.T) {
 	}
 	if l.Head() != 30 || tk.chain.cost != (txnCost{}) || tk.chainOutgrows(mk(10)) {
 		t.Fatalf("after the commit: head %d, cost %+v; want 30, none", l.Head(), tk.chain.cost)
+	}
+	if tk.chainPendingFull() || !tk.chainBlocked() || tk.stats.ChainHolds != 1 {
+		t.Fatalf("after the commit: pending full %v, blocked %v, holds %d; want false, true, 1",
+			tk.chainPendingFull(), tk.chainBlocked(), tk.stats.ChainHolds)
 	}
 	if err := tk.chainRoom(mk(40)); !errors.Is(err, modrt.ErrOverLimit) {
 		t.Fatalf("chainRoom of 40 keys (120 entries) = %v, want ErrOverLimit", err)

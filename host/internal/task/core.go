@@ -19,7 +19,7 @@ import (
 //	serve(request)          Switch (a deploy), Pause or Resume
 //	onAssign/onRevoke/onLost  a Kafka rebalance
 //	t.barrier = &req        exactly-once: the consumer asks to end the transaction
-//	afterEvent()            after each event: an early checkpoint when the sinks hold too much
+//	afterEvent()            after each event: an early checkpoint when the sinks or a chain log hold too much
 //	step()                  once per turn, before waiting for the next event: due timers and
 //	                        ticks, activation migrations, dispatch, finished revokes and
 //	                        barriers; it says whether the task is done and when to wake
@@ -88,9 +88,10 @@ func (t *Task) step() (turn, error) {
 	return tn, nil
 }
 
-// afterEvent checkpoints early when the sinks hold too much (maxHeldOutputs).
+// afterEvent checkpoints early when the sinks hold too much (maxHeldOutputs) or the entries
+// emitted to a chain log reach its readers' bound.
 func (t *Task) afterEvent() error {
-	if !t.eos() && t.sinksFull() {
+	if (!t.eos() && t.sinksFull()) || t.chainPendingFull() {
 		return t.checkpoint()
 	}
 	return nil
