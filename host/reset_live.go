@@ -91,7 +91,7 @@ func (h *Host) ResetTask(ctx context.Context, name string, to ResetTo, dryRun bo
 	if err != nil {
 		return nil, fmt.Errorf("wasmstream: task %s version %d: %w", name, mv.Version, err)
 	}
-	mod, _, err := h.prepare(ctx, lv, r, wasm)
+	mod, _, err := h.prepare(ctx, lv, r, *r.tcfg, wasm)
 	if err != nil {
 		return nil, err
 	}
