@@ -1,0 +1,97 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
+)
+
+// TestRestartHaltedKafkaTask: a Kafka task halts on its missing output topic while the host's
+// other task runs on; once the topic exists it is started again in place, with new clients,
+// from its last checkpoint, without the host restarting: exactly once with a changelog and
+// standbys through Activate of its active version (the deploy family), at least once with a
+// changelog through RestartTask. Every output then arrives (exactly once, in order, for the
+// exactly-once task's read_committed reader) and the state is exact. Before, both were
+// refused with ErrNotRunning ("restart the host").
+func TestRestartHaltedKafkaTask(t *testing.T) {
+	t.Parallel() // it mostly waits (delivery timeouts, group joins)
+	module := guestbuild.Go(t, "wordcount")
+	t.Run("exactly_once", func(t *testing.T) {
+		t.Parallel()
+		tc := eosTask(module)
+		tc.Changelog.Standby = true
+		testRestartHaltedKafkaTask(t, tc, func(h *host.Host) (*host.Deployment, error) {
+			return h.Activate(context.Background(), "wc", 1)
+		})
+	})
+	t.Run("at_least_once", func(t *testing.T) {
+		t.Parallel()
+		tc := wordcountKafkaTask(module)
+		tc.Changelog = host.ChangelogConfig{Enabled: true}
+		testRestartHaltedKafkaTask(t, tc, func(h *host.Host) (*host.Deployment, error) {
+			return h.RestartTask(context.Background(), "wc")
+		})
+	})
+}
+
+func testRestartHaltedKafkaTask(t *testing.T, tc host.TaskConfig, restart func(*host.Host) (*host.Deployment, error)) {
+	c := newCluster(t, "words", "side") // no "counts": task wc cannot produce
+	want := produceWords(t, newClient(t, c), "words", 400, 12, 41)
+	total := wordTotal(want)
+	other := wordcountKafkaTask(tc.Module)
+	other.Name, other.Output.Topic = "other", "side"
+	dataDir := t.TempDir()
+	h := hosttest.Start(t, host.Config{DataDir: dataDir, Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), DeliveryTimeout: 2 * time.Second},
+		Tasks: []host.TaskConfig{tc, other}})
+	hosttest.WaitFor(t, time.Minute, "task wc halted on the missing topic", func() bool {
+		select {
+		case <-h.Done():
+			t.Fatalf("the host stopped: %v", h.Wait())
+		default:
+		}
+		return h.Stats()[0].Halted
+	})
+	cause := h.Stats()[0].Error
+	if !strings.Contains(cause, "UNKNOWN_TOPIC_OR_PARTITION") {
+		t.Fatalf("task wc halted with %q, want the missing topic named", cause)
+	}
+	if h.Processing() {
+		t.Fatal("the host reports processing everything with a task halted")
+	}
+	if _, err := h.RestartTask(context.Background(), "other"); !errors.Is(err, host.ErrRunning) {
+		t.Fatalf("RestartTask of a running task: %v, want ErrRunning", err)
+	}
+
+	if _, err := kadm.NewClient(newClient(t, c)).CreateTopics(context.Background(), 4, 1, nil, "counts"); err != nil {
+		t.Fatal(err)
+	}
+	d, err := restart(h.Host)
+	if err != nil {
+		t.Fatalf("restarting the halted task: %v", err)
+	}
+	if !d.Restarted || d.Version.Version != 1 || !strings.Contains(d.Halted, "UNKNOWN_TOPIC_OR_PARTITION") {
+		t.Fatalf("restart: %+v, want restarted on version 1, saying why it had halted", d)
+	}
+	got := consumeOutputs(t, c, "counts", total, time.Minute)
+	if tc.Delivery == "exactly_once" {
+		checkCountsOutputs(t, got, want) // every count once, in order
+	}
+	hosttest.WaitFor(t, time.Minute, "the host processing everything again", h.Processing)
+	if st := h.Stats()[0]; st.Halted {
+		t.Fatalf("task wc halted again: %s", st.Error)
+	}
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	sameCounts(t, want, stateOf(t, dataDir, "wc"))
+	sameCounts(t, want, stateOf(t, dataDir, "other"))
+}
