@@ -172,7 +172,7 @@ func (h *Host) enterRunning(name string) (*live, *running, *task.Task, error) {
 	}
 	if halted != nil {
 		h.leave()
-		return nil, nil, nil, fmt.Errorf("%w: task %q halted (%v); deploy or roll back to a version that works to restart it", ErrNotRunning, name, halted)
+		return nil, nil, nil, fmt.Errorf("%w: task %q halted (%v); restart it (wasmstream restart), or deploy or roll back to a version that works", ErrNotRunning, name, halted)
 	}
 	h.mu.Lock()
 	t := r.task
