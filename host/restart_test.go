@@ -3,11 +3,16 @@ package host_test
 import (
 	"context"
 	"errors"
+	"io"
+	"net"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
@@ -94,4 +99,68 @@ func testRestartHaltedKafkaTask(t *testing.T, tc host.TaskConfig, restart func(*
 	}
 	sameCounts(t, want, stateOf(t, dataDir, "wc"))
 	sameCounts(t, want, stateOf(t, dataDir, "other"))
+}
+
+// TestRestartTaskWhoseSinksCouldNotOpen: the cluster is not there when the host starts, so a
+// Kafka task's producer cannot reach it and the task halts before any module version was
+// registered, while a stdin task runs on. A restart while the cluster is still away is refused
+// and the task stays halted; once the cluster is up, RestartTask opens its sinks and starts its
+// module file as a host start would, and it processes every record. Before, such a task could
+// only be started with its host.
+func TestRestartTaskWhoseSinksCouldNotOpen(t *testing.T) {
+	t.Parallel() // it mostly waits (connect timeouts)
+	module := guestbuild.Go(t, "wordcount")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	dir := t.TempDir()
+	stdin, feed := io.Pipe()
+	t.Cleanup(func() { feed.Close() })
+	h := hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
+		Stdin: stdin,
+		Kafka: host.KafkaConfig{Brokers: []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(port))}, ConnectTimeout: time.Second},
+		Tasks: []host.TaskConfig{wordcountKafkaTask(module), {
+			Name: "keep", Module: module,
+			Inputs: []host.InputConfig{{Name: "in", Type: "stdin", KeyField: "user", ValueField: "text"}},
+			Output: host.OutputConfig{Type: "file", Path: filepath.Join(dir, "keep.ndjson")},
+		}}})
+	hosttest.WaitFor(t, time.Minute, "task wc halted: its cluster is not there", func() bool {
+		select {
+		case <-h.Done():
+			t.Fatalf("the host stopped: %v", h.Wait())
+		default:
+		}
+		return h.Stats()[0].Halted
+	})
+	if _, err := h.RestartTask(context.Background(), "wc"); !errors.Is(err, host.ErrNotRunning) || !strings.Contains(err.Error(), "stays halted") {
+		t.Fatalf("RestartTask with the cluster still away: %v, want ErrNotRunning saying the task stays halted", err)
+	}
+	if !h.Stats()[0].Halted {
+		t.Fatal("the refused restart left the task not halted")
+	}
+
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.SeedTopics(4, "words", "counts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	want := produceWords(t, newClient(t, c), "words", 300, 10, 43)
+	d, err := h.RestartTask(context.Background(), "wc")
+	if err != nil {
+		t.Fatalf("RestartTask once the cluster is up: %v", err)
+	}
+	if !d.Restarted || d.Version.Version != 1 || d.Halted == "" {
+		t.Fatalf("restart: %+v, want restarted on version 1 (the module file), saying why it had halted", d)
+	}
+	consumeOutputs(t, c, "counts", wordTotal(want), time.Minute)
+	if st := h.Stats()[0]; st.Halted {
+		t.Fatalf("task wc halted again: %s", st.Error)
+	}
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	sameCounts(t, want, stateOf(t, filepath.Join(dir, "data"), "wc"))
 }
