@@ -24,8 +24,9 @@ import (
 // from its last checkpoint, without the host restarting: exactly once with a changelog and
 // standbys through Activate of its active version (the deploy family), at least once with a
 // changelog through RestartTask. Every output then arrives (exactly once, in order, for the
-// exactly-once task's read_committed reader) and the state is exact. Before, both were
-// refused with ErrNotRunning ("restart the host").
+// exactly-once task's read_committed reader) and the state is exact. The at-least-once host
+// uses static membership: the new consumer takes the halted one's place in the group. Before,
+// both were refused with ErrNotRunning ("restart the host").
 func TestRestartHaltedKafkaTask(t *testing.T) {
 	t.Parallel() // it mostly waits (delivery timeouts, group joins)
 	module := guestbuild.Go(t, "wordcount")
@@ -33,7 +34,7 @@ func TestRestartHaltedKafkaTask(t *testing.T) {
 		t.Parallel()
 		tc := eosTask(module)
 		tc.Changelog.Standby = true
-		testRestartHaltedKafkaTask(t, tc, func(h *host.Host) (*host.Deployment, error) {
+		testRestartHaltedKafkaTask(t, tc, false, func(h *host.Host) (*host.Deployment, error) {
 			return h.Activate(context.Background(), "wc", 1)
 		})
 	})
@@ -41,13 +42,13 @@ func TestRestartHaltedKafkaTask(t *testing.T) {
 		t.Parallel()
 		tc := wordcountKafkaTask(module)
 		tc.Changelog = host.ChangelogConfig{Enabled: true}
-		testRestartHaltedKafkaTask(t, tc, func(h *host.Host) (*host.Deployment, error) {
+		testRestartHaltedKafkaTask(t, tc, true, func(h *host.Host) (*host.Deployment, error) {
 			return h.RestartTask(context.Background(), "wc")
 		})
 	})
 }
 
-func testRestartHaltedKafkaTask(t *testing.T, tc host.TaskConfig, restart func(*host.Host) (*host.Deployment, error)) {
+func testRestartHaltedKafkaTask(t *testing.T, tc host.TaskConfig, static bool, restart func(*host.Host) (*host.Deployment, error)) {
 	c := newCluster(t, "words", "side") // no "counts": task wc cannot produce
 	want := produceWords(t, newClient(t, c), "words", 400, 12, 41)
 	total := wordTotal(want)
@@ -55,7 +56,7 @@ func testRestartHaltedKafkaTask(t *testing.T, tc host.TaskConfig, restart func(*
 	other.Name, other.Output.Topic = "other", "side"
 	dataDir := t.TempDir()
 	h := hosttest.Start(t, host.Config{DataDir: dataDir, Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
-		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), DeliveryTimeout: 2 * time.Second},
+		HostID: "h1", Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), DeliveryTimeout: 2 * time.Second, StaticMembership: static},
 		Tasks: []host.TaskConfig{tc, other}})
 	hosttest.WaitFor(t, time.Minute, "task wc halted on the missing topic", func() bool {
 		select {
