@@ -289,13 +289,19 @@ func (h *Host) goTask(lv *live, i int, t *task.Task) {
 	// Each task runs on a context of its own, so that a reset (ResetTask) can stop it alone.
 	ctx, cancel := context.WithCancel(lv.ctx)
 	done := make(chan struct{})
+	var sinks []io.Closer
 	if r := lv.tasks[name]; r != nil {
-		r.stop, r.done = cancel, done
+		r.stop, r.done, sinks = cancel, done, r.sinks
 	}
 	go func() {
 		defer close(done)
 		defer cancel()
 		err := t.Run(ctx)
+		if err != nil {
+			// Nothing it produced since its last checkpoint may land after it halted: the
+			// client would go on retrying it (until a missing topic is created, say).
+			abandonUndelivered(sinks)
+		}
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if err != nil {
