@@ -493,8 +493,9 @@ func newStatusCommand(stdout io.Writer) *cobra.Command {
 records read, processed, pending (read and not complete) and in flight, outputs, dead
 letters, retries and failed calls, and for each input the records read and the committed
 line a restart would resume after. Figures are as of the task's last checkpoint. A task that
-could not start or failed shows HALTED with the reason (on_task_failure: halt_task); deploy
-or rollback a version that works to restart it.
+could not start or failed shows HALTED with the reason (on_task_failure: halt_task); once the
+cause is fixed, restart it with wasmstream restart --task NAME, or deploy or rollback a version
+that works.
 
 ` + adminHelp,
 		Example: `  wasmstream status
