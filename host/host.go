@@ -113,7 +113,7 @@ func (h *Host) Run(ctx context.Context) (err error) {
 	runCtx, cancel := context.WithCancel(ctx)
 	lv := &live{cfg: cfg, rt: rt, db: db, tasks: map[string]*running{}, ctx: runCtx, cancel: cancel}
 	defer func() {
-		// Each task's sinks, those it opened last (a restart replaces them: restartSinks).
+		// Each task's sinks, the last it opened (a restart of a halted task replaces them).
 		for _, tc := range cfg.Tasks {
 			r := lv.tasks[tc.Name]
 			if r == nil {
