@@ -19,7 +19,7 @@ import (
 // it answers why the task had halted, the task's new clients rejoin the group and resume from
 // the last checkpoint, every expected output appears (at least once), /readyz answers 200
 // again, and the state is exact once the host stops. A task that has not halted is refused
-// (409). Before, a halted Kafka task could only be restarted with the whole host (the deploy
+// (409), and so is the read-only token (403). Before, a halted Kafka task could only be restarted with the whole host (the deploy
 // family refused it with "restart the host", and there was no restart command).
 func TestKafkaRestartHaltedTask(t *testing.T) {
 	t.Parallel() // it mostly waits (a delivery failure, a group join), on a broker, port and directory of its own
@@ -32,6 +32,7 @@ checkpoint_interval: 100ms
 admin:
   addr: %s
   token: s3cret
+  read_token: reader
 kafka:
   brokers: [%s]
   session_timeout: 6s
@@ -109,8 +110,12 @@ tasks:
 		t.Fatalf("/readyz answers %d with a task halted, want 503", code)
 	}
 
-	restart := func(task string) (int, string, string) {
-		return runBinary(t, r.bin, nil, "restart", "--admin-addr", addr, "--admin-token", "s3cret", "--task", task)
+	restartWith := func(token, task string) (int, string, string) {
+		return runBinary(t, r.bin, nil, "restart", "--admin-addr", addr, "--admin-token", token, "--task", task)
+	}
+	restart := func(task string) (int, string, string) { return restartWith("s3cret", task) }
+	if code, out, errOut := restartWith("reader", "wc"); code != 1 || !strings.Contains(errOut, "403") {
+		t.Fatalf("restart with the read-only token: exit %d, want 1 with 403\n%s%s", code, out, errOut)
 	}
 	if code, out, errOut := restart("other"); code != 1 || !strings.Contains(errOut, "409") || !strings.Contains(errOut, "has not halted") {
 		t.Fatalf("restart of a running task: exit %d, want 1 with 409\n%s%s", code, out, errOut)
