@@ -198,6 +198,11 @@ func (b adminBackend) Reset(ctx context.Context, task, to string, dryRun bool) (
 	return rep, nil
 }
 
+func (b adminBackend) Restart(ctx context.Context, task string) (admin.Deployment, error) {
+	d, err := b.h.RestartTask(ctx, task)
+	return wireDeployment(d), wireError(err)
+}
+
 func (b adminBackend) Ready() bool { return b.h.Processing() }
 
 func (b adminBackend) Status() []TaskStats { return b.h.Stats() }
@@ -212,7 +217,7 @@ func wireDeployment(d *Deployment) admin.Deployment {
 	if d == nil {
 		return admin.Deployment{}
 	}
-	out := admin.Deployment{Task: d.Task, Version: wireVersion(d.Version), Previous: d.Previous, Unchanged: d.Unchanged, Restarted: d.Restarted, Warnings: d.Warnings}
+	out := admin.Deployment{Task: d.Task, Version: wireVersion(d.Version), Previous: d.Previous, Unchanged: d.Unchanged, Restarted: d.Restarted, Halted: d.Halted, Warnings: d.Warnings}
 	if !d.Switched.IsZero() {
 		out.SwitchMillis = float64(d.Switched.Sub(d.Requested).Microseconds()) / 1000
 	}
@@ -230,7 +235,7 @@ func wireError(err error) error {
 		return &admin.Error{Status: http.StatusUnprocessableEntity, Problems: refused.Problems, Err: err}
 	case errors.Is(err, ErrUnknownTask), errors.Is(err, ErrUnknownVersion):
 		return &admin.Error{Status: http.StatusNotFound, Err: err}
-	case errors.Is(err, ErrNotRunning), errors.Is(err, ErrNoEarlierVersion), errors.Is(err, ErrResetRefused):
+	case errors.Is(err, ErrNotRunning), errors.Is(err, ErrRunning), errors.Is(err, ErrNoEarlierVersion), errors.Is(err, ErrResetRefused):
 		return &admin.Error{Status: http.StatusConflict, Err: err}
 	case errors.Is(err, ErrQueryTimeout), errors.Is(err, ErrStateUnavailable):
 		return &admin.Error{Status: http.StatusServiceUnavailable, Err: err}

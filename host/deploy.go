@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"strings"
@@ -66,8 +67,9 @@ type Deployment struct {
 	// Unchanged is set when the version was already active: nothing was switched.
 	Unchanged bool
 	// Restarted is set when the task had halted (Config.OnTaskFailure "halt_task") and was
-	// started anew on the version, from its last checkpoint.
+	// started anew on the version, from its last checkpoint; Halted is then why it had halted.
 	Restarted bool
+	Halted    string
 	// Requested is when the call started; Switched when the task's loop made the version
 	// current (batches dispatched after it run on it). Switched is zero if Unchanged.
 	Requested, Switched time.Time
@@ -100,6 +102,9 @@ type running struct {
 	tcfg   *task.Config // the task's configuration without its module; nil if it was never made
 	task   *task.Task   // nil when the task could not start; replaced by a restart (h.mu)
 	halted error        // why the task could not start
+	// sinks close the task's outputs and dead letters (its Kafka producer); a restart of a
+	// task that uses Kafka replaces them (r.deploy), Run closes the last ones.
+	sinks []io.Closer
 	// stop ends the task's current run and done is closed once it returned (goTask; h.mu);
 	// nil before the task first ran.
 	stop   func()
@@ -109,6 +114,7 @@ type running struct {
 
 // live is what Run shares with Deploy and its siblings while it runs.
 type live struct {
+	cfg    Config // Run's: the embedded broker's address filled in
 	rt     *modrt.Runtime
 	db     *store.DB
 	tasks  map[string]*running
@@ -166,7 +172,7 @@ func (h *Host) enterRunning(name string) (*live, *running, *task.Task, error) {
 	}
 	if halted != nil {
 		h.leave()
-		return nil, nil, nil, fmt.Errorf("%w: task %q halted (%v); deploy or roll back to a version that works to restart it", ErrNotRunning, name, halted)
+		return nil, nil, nil, fmt.Errorf("%w: task %q halted (%v); restart it (wasmstream restart), or deploy or roll back to a version that works", ErrNotRunning, name, halted)
 	}
 	h.mu.Lock()
 	t := r.task
@@ -184,13 +190,14 @@ func (h *Host) enterDeploy(name string) (*live, *running, error, error) {
 	h.mu.Lock()
 	halted := h.halted[name]
 	h.mu.Unlock()
-	if halted != nil && (r.tcfg == nil || r.tcfg.Kafka != nil) {
-		h.leave()
-		return nil, nil, nil, fmt.Errorf("%w: task %q halted (%v) and cannot be restarted while the host runs; restart the host: "+
-			"it starts the active version, or falls back to an earlier one if that one cannot start (choose the version with "+
-			"wasmstream rollback --data-dir while the host is stopped)", ErrNotRunning, name, halted)
-	}
 	return lv, r, halted, nil
+}
+
+// haltedWith returns why task name halted, nil if it runs.
+func (h *Host) haltedWith(name string) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.halted[name]
 }
 
 func (h *Host) leave() { h.calls.Done() }
@@ -220,9 +227,9 @@ func (h *Host) knows(name string) bool {
 //
 // For a task that halted (Config.OnTaskFailure "halt_task"), Deploy, Activate and Rollback
 // validate the version the same way, make it active and start the task anew on it from its
-// last checkpoint (Deployment.Restarted), even when it is the active version already. A halted
-// task with a Kafka input, or whose sinks could not open, is refused with ErrNotRunning: the
-// host must be restarted.
+// last checkpoint (Deployment.Restarted), even when it is the active version already, as
+// RestartTask does: a task that uses Kafka gets new clients and resumes as a restarted host
+// would.
 func (h *Host) Deploy(ctx context.Context, name string, wasm []byte) (*Deployment, error) {
 	return h.deployBytes(ctx, name, wasm, OriginDeploy)
 }
@@ -256,6 +263,7 @@ func (h *Host) deployBytes(ctx context.Context, name string, wasm []byte, origin
 	defer h.leave()
 	r.deploy.Lock()
 	defer r.deploy.Unlock()
+	halted = h.haltedWith(name) // another call may have restarted it meanwhile
 
 	active, cur, hasActive, err := activeVersionIfAny(lv.db, name, halted != nil)
 	if err != nil {
@@ -265,13 +273,18 @@ func (h *Host) deployBytes(ctx context.Context, name string, wasm []byte, origin
 	if same && halted == nil && (origin != OriginFile || active.Origin == OriginFile) {
 		return &Deployment{Task: name, Version: publicVersion(name, cur, active), Previous: int64(cur.Version), Unchanged: true, Requested: requested}, nil
 	}
-	mod, notes, err := h.prepare(ctx, lv, r, wasm)
+	ro, err := h.reopen(ctx, lv, r, halted)
+	if err != nil {
+		return nil, err
+	}
+	defer ro.release()
+	mod, notes, err := h.prepare(ctx, lv, r, ro.tcfg, wasm)
 	if err != nil {
 		return nil, err
 	}
 	if same {
 		// A halted task restarted on its active version.
-		return h.restart(ctx, lv, r, mod, cur, int64(cur.Version), origin, requested)
+		return h.restart(ctx, lv, r, ro, mod, cur, int64(cur.Version), origin, requested)
 	}
 	info := mod.Info()
 	mv, err := lv.db.AddModule(name, wasm, store.ModuleVersion{
@@ -283,7 +296,7 @@ func (h *Host) deployBytes(ctx context.Context, name string, wasm []byte, origin
 		return nil, fmt.Errorf("wasmstream: task %s: registering the module: %w", name, err)
 	}
 	if halted != nil {
-		return h.restart(ctx, lv, r, mod, mv, int64(cur.Version), origin, requested)
+		return h.restart(ctx, lv, r, ro, mod, mv, int64(cur.Version), origin, requested)
 	}
 	return h.switchTo(ctx, lv, r, mod, mv, int64(cur.Version), origin, requested)
 }
@@ -322,6 +335,7 @@ func (h *Host) activate(ctx context.Context, name string, v int64, origin string
 	defer h.leave()
 	r.deploy.Lock()
 	defer r.deploy.Unlock()
+	halted = h.haltedWith(name) // another call may have restarted it meanwhile
 
 	active, cur, _, err := activeVersionIfAny(lv.db, name, halted != nil)
 	if err != nil {
@@ -359,25 +373,30 @@ func (h *Host) activate(ctx context.Context, name string, v int64, origin string
 	if err != nil {
 		return nil, fmt.Errorf("wasmstream: task %s version %d: %w", name, target.Version, err)
 	}
-	mod, notes, err := h.prepare(ctx, lv, r, wasm)
+	ro, err := h.reopen(ctx, lv, r, halted)
+	if err != nil {
+		return nil, err
+	}
+	defer ro.release()
+	mod, notes, err := h.prepare(ctx, lv, r, ro.tcfg, wasm)
 	if err != nil {
 		return nil, err
 	}
 	if halted != nil {
-		return h.restart(ctx, lv, r, mod, target, int64(cur.Version), origin, requested)
+		return h.restart(ctx, lv, r, ro, mod, target, int64(cur.Version), origin, requested)
 	}
 	return h.switchTo(ctx, lv, r, mod, target, int64(cur.Version), origin, requested)
 }
 
-// prepare compiles and validates wasm for r, including a trial instance with the task's config.
-// It logs the notes of grantNotes and moduleNotes at warn and returns them: the deployment
+// prepare compiles and validates wasm for r, including a trial instance with the task's config
+// tcfg. It logs the notes of grantNotes and moduleNotes at warn and returns them: the deployment
 // carries them back to its caller.
-func (h *Host) prepare(ctx context.Context, lv *live, r *running, wasm []byte) (*modrt.Module, []string, error) {
+func (h *Host) prepare(ctx context.Context, lv *live, r *running, tcfg task.Config, wasm []byte) (*modrt.Module, []string, error) {
 	mod, err := lv.rt.Compile(ctx, wasm, limits(r.cfg))
 	if err != nil {
 		return nil, nil, refused(r.cfg.Name, err)
 	}
-	if err := task.TrialInit(ctx, *r.tcfg, mod); err != nil {
+	if err := task.TrialInit(ctx, tcfg, mod); err != nil {
 		mod.Close(context.WithoutCancel(ctx))
 		return nil, nil, refused(r.cfg.Name, fmt.Errorf("trial instance with the task's config: %w", err))
 	}
@@ -412,11 +431,55 @@ func (h *Host) switchTo(ctx context.Context, lv *live, r *running, mod *modrt.Mo
 		Requested: requested, Switched: sw.At, sw: sw}, nil
 }
 
-// restart starts halted task r anew on mod (version mv), records mv as active and clears the
-// halt. The task resumes where its last checkpoint left it, like a restarted host.
-func (h *Host) restart(ctx context.Context, lv *live, r *running, mod *modrt.Module, mv store.ModuleVersion, prev int64, origin string, requested time.Time) (*Deployment, error) {
+// reopened is the configuration a task runs with (reopen): its own while it runs, a new one for
+// a halted task that uses Kafka or whose sinks could not open, with the sinks opened for it.
+type reopened struct {
+	tcfg   task.Config
+	halted error       // why the task halted; nil if it runs
+	sinks  []io.Closer // the new sinks; nil when the task keeps its own
+	fresh  bool        // tcfg and sinks are new: restart installs them
+	used   bool        // restart took the sinks over
+}
+
+// reopen returns what r runs with: for a running task its configuration; for a halted one that
+// uses Kafka (a producer's delivery failure is sticky, and a client that gave up on the
+// cluster stays given up) or whose sinks could not open, new sinks and a new configuration,
+// as a host start makes them (openTask), so that the restarted task has new clients. A halted
+// task that cannot open them stays halted: the error wraps ErrNotRunning and says why. The
+// caller calls release once done.
+func (h *Host) reopen(ctx context.Context, lv *live, r *running, halted error) (*reopened, error) {
+	if halted == nil || r.tcfg != nil && !r.cfg.usesKafka() {
+		return &reopened{tcfg: *r.tcfg, halted: halted}, nil
+	}
+	var sinks []io.Closer
+	tcfg, err := h.openTask(ctx, lv.cfg, lv.db, r.cfg, &sinks)
+	if err != nil {
+		closeAll(sinks)
+		return nil, fmt.Errorf("%w: task %q stays halted: opening its outputs: %v", ErrNotRunning, r.cfg.Name, err)
+	}
+	return &reopened{tcfg: tcfg, halted: halted, sinks: sinks, fresh: true}, nil
+}
+
+// release closes the new sinks unless restart took them over.
+func (ro *reopened) release() {
+	if !ro.used {
+		closeAll(ro.sinks)
+	}
+}
+
+func closeAll(cs []io.Closer) {
+	for _, c := range cs {
+		c.Close()
+	}
+}
+
+// restart starts halted task r anew on mod (version mv) with ro's configuration, records mv as
+// active and clears the halt. The task resumes where its last checkpoint left it, like a
+// restarted host: a Kafka task's new consumer joins its group again and takes the same start
+// rules (local checkpoint against group offsets, topic ids, restore from the changelog).
+func (h *Host) restart(ctx context.Context, lv *live, r *running, ro *reopened, mod *modrt.Module, mv store.ModuleVersion, prev int64, origin string, requested time.Time) (*Deployment, error) {
 	name := r.cfg.Name
-	tcfg := *r.tcfg
+	tcfg := ro.tcfg
 	tcfg.Module, tcfg.Version = mod, int64(mv.Version)
 	t, err := task.New(tcfg)
 	if err != nil {
@@ -434,6 +497,12 @@ func (h *Host) restart(ctx context.Context, lv *live, r *running, mod *modrt.Mod
 		mod.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("%w: task %q: the host is stopping (version %d is active: the next start runs it)", ErrNotRunning, name, mv.Version)
 	}
+	var old []io.Closer
+	if ro.fresh {
+		base := ro.tcfg
+		old, r.sinks, r.tcfg = r.sinks, ro.sinks, &base
+		ro.used = true
+	}
 	lv.addModule(mod)
 	r.task = t
 	h.tasks[r.idx] = t
@@ -442,10 +511,88 @@ func (h *Host) restart(ctx context.Context, lv *live, r *running, mod *modrt.Mod
 		h.goTask(lv, r.idx, t)
 	} // else Run starts it with the other tasks
 	h.mu.Unlock()
+	closeAll(old) // the halted run's clients
+	halted := haltCause(ro.halted)
 	h.cfg.Logger.Info("halted task restarted", "task", name, "version", mv.Version, "previous", prev,
-		"origin", origin, "sha256", hex.EncodeToString(mv.SHA256[:]))
+		"origin", origin, "sha256", hex.EncodeToString(mv.SHA256[:]), "halted", halted)
 	return &Deployment{Task: name, Version: publicVersion(name, mv, active), Previous: prev,
-		Requested: requested, Switched: time.Now(), Restarted: true}, nil
+		Requested: requested, Switched: time.Now(), Restarted: true, Halted: halted}, nil
+}
+
+// haltCause is the text of a halt without the task's name (a *TaskError's cause).
+func haltCause(err error) string {
+	if err == nil {
+		return ""
+	}
+	var te *TaskError
+	if errors.As(err, &te) {
+		err = te.Err
+	}
+	return err.Error()
+}
+
+// RestartTask starts halted task name again (POST /v1/tasks/{task}/restart), on its active
+// module version, from its last checkpoint, as a restarted host would start it, while the
+// host's other tasks run on: a task that uses Kafka gets new clients (a new consumer that
+// joins the group again, a new producer or transactional producer, a new changelog client)
+// and resumes by the same rules as at a host start (local checkpoint against group offsets,
+// topic ids, restore). The version is validated anew (a *ModuleRefusedError if it no longer
+// passes); a task halted before any version was registered starts as at a host start
+// (startModule). Deployment.Halted says why the task had halted.
+//
+// A task that runs is refused with ErrRunning. A task whose sinks cannot open (the cluster
+// still unreachable, or refusing the host) stays halted, with an error wrapping ErrNotRunning
+// that says why; so does a restart while the host is stopping. Restarts are serialised with
+// the deploys, activations, rollbacks and resets of the task. Safe from any goroutine while
+// Run runs.
+func (h *Host) RestartTask(ctx context.Context, name string) (d *Deployment, err error) {
+	requested := time.Now()
+	var notes []string
+	defer func() { d.warn(notes) }()
+	lv, r, err := h.enter(name)
+	if err != nil {
+		return nil, err
+	}
+	defer h.leave()
+	r.deploy.Lock()
+	defer r.deploy.Unlock()
+	halted := h.haltedWith(name)
+	if halted == nil {
+		return nil, fmt.Errorf("%w: task %q has not halted: there is nothing to restart (deploy, activate or rollback switch a running task's version)", ErrRunning, name)
+	}
+	ro, err := h.reopen(ctx, lv, r, halted)
+	if err != nil {
+		return nil, err
+	}
+	defer ro.release()
+	active, mv, hasActive, err := activeVersionIfAny(lv.db, name, true)
+	if err != nil {
+		return nil, err
+	}
+	if !hasActive {
+		// Halted before its first version was registered (its sinks could not open at
+		// start): the module file, or a version that starts, as at a host start.
+		mod, _, err := startModule(ctx, lv.cfg, lv.rt, lv.db, r.cfg, func(m *modrt.Module) error {
+			return task.TrialInit(ctx, ro.tcfg, m)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("%w: task %q stays halted: %v", ErrNotRunning, name, err)
+		}
+		if active, mv, err = activeVersion(lv.db, name); err != nil {
+			mod.Close(context.WithoutCancel(ctx))
+			return nil, err
+		}
+		return h.restart(ctx, lv, r, ro, mod, mv, int64(mv.Version), active.Origin, requested)
+	}
+	wasm, err := lv.db.ModuleBytes(mv.SHA256)
+	if err != nil {
+		return nil, fmt.Errorf("wasmstream: task %s version %d: %w", name, mv.Version, err)
+	}
+	mod, notes, err := h.prepare(ctx, lv, r, ro.tcfg, wasm)
+	if err != nil {
+		return nil, err
+	}
+	return h.restart(ctx, lv, r, ro, mod, mv, int64(mv.Version), active.Origin, requested)
 }
 
 // Versions lists task name's module versions, oldest first, while Run runs.

@@ -23,8 +23,9 @@
 // While Run runs, Deploy replaces a task's module with a new version without stopping it (no
 // record lost or processed twice, state kept; a module that fails validation changes nothing),
 // Rollback and Activate go back to a version kept in the data directory, and Pause and Resume
-// hold a task's batches; with Config.Admin.Addr set, an admin HTTP API offers the same. The
-// active version survives restarts.
+// hold a task's batches, and RestartTask starts a task that halted again (a Kafka task with
+// new clients) while the others run on; with Config.Admin.Addr set, an admin HTTP API offers
+// the same. The active version survives restarts.
 //
 // Check validates a configuration and its modules without running anything; OpenState reads the
 // state of a stopped host; Stats returns every task's figures (TaskStats, the same record the

@@ -33,6 +33,10 @@ var ErrUnknownTask = errors.New("wasmstream: no such task")
 // not started it yet, or it finished or stopped.
 var ErrNotRunning = errors.New("wasmstream: task not running")
 
+// ErrRunning is returned by RestartTask for a task that has not halted: there is nothing to
+// restart.
+var ErrRunning = errors.New("wasmstream: task running")
+
 // ErrUnknownVersion is returned by Activate and Rollback for a version the task's registry
 // does not hold (never added, or pruned).
 var ErrUnknownVersion = errors.New("wasmstream: no such module version")

@@ -110,19 +110,25 @@ func (h *Host) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer stopBroker()
-	var closers []io.Closer
+	runCtx, cancel := context.WithCancel(ctx)
+	lv := &live{cfg: cfg, rt: rt, db: db, tasks: map[string]*running{}, ctx: runCtx, cancel: cancel}
 	defer func() {
-		for _, c := range closers {
-			if cerr := c.Close(); cerr != nil && err == nil {
-				err = cerr
+		// Each task's sinks, the last it opened (a restart of a halted task replaces them).
+		for _, tc := range cfg.Tasks {
+			r := lv.tasks[tc.Name]
+			if r == nil {
+				continue
+			}
+			for _, c := range r.sinks {
+				if cerr := c.Close(); cerr != nil && err == nil {
+					err = cerr
+				}
 			}
 		}
 	}()
-	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	lv := &live{rt: rt, db: db, tasks: map[string]*running{}, ctx: runCtx, cancel: cancel}
 	defer lv.closeModules(context.WithoutCancel(ctx))
-	if err := h.setUpTasks(ctx, cfg, lv, &closers); err != nil {
+	if err := h.setUpTasks(ctx, cfg, lv); err != nil {
 		return err
 	}
 	// Deploy and its siblings stop being served before the store and the runtime close.
@@ -173,7 +179,7 @@ func startInterrupter(ctx context.Context, rt *modrt.Runtime, log *slog.Logger) 
 
 // setUpTasks sets every task up and publishes them to h (h.tasks, h.live). A task that cannot
 // start halts the host (on_task_failure: halt_host) or only itself (halt_task).
-func (h *Host) setUpTasks(ctx context.Context, cfg Config, lv *live, closers *[]io.Closer) error {
+func (h *Host) setUpTasks(ctx context.Context, cfg Config, lv *live) error {
 	log := cfg.Logger
 	tasks := make([]*task.Task, len(cfg.Tasks))
 	// halted holds the error of every task that cannot start; with halt_task the others go on.
@@ -182,11 +188,12 @@ func (h *Host) setUpTasks(ctx context.Context, cfg Config, lv *live, closers *[]
 		if err := checkStdinRerun(lv.db, cfg, i); err != nil {
 			return err
 		}
-		t, mod, tcfg, err := h.setUp(ctx, cfg, lv.rt, lv.db, tc, closers)
+		var sinks []io.Closer
+		t, mod, tcfg, err := h.setUp(ctx, cfg, lv.rt, lv.db, tc, &sinks)
 		if mod != nil {
 			lv.addModule(mod)
 		}
-		r := &running{cfg: tc, idx: i, tcfg: tcfg, task: t}
+		r := &running{cfg: tc, idx: i, tcfg: tcfg, task: t, sinks: sinks}
 		lv.tasks[tc.Name] = r
 		if err != nil {
 			terr := &TaskError{Task: tc.Name, Err: err}
@@ -282,13 +289,19 @@ func (h *Host) goTask(lv *live, i int, t *task.Task) {
 	// Each task runs on a context of its own, so that a reset (ResetTask) can stop it alone.
 	ctx, cancel := context.WithCancel(lv.ctx)
 	done := make(chan struct{})
+	var sinks []io.Closer
 	if r := lv.tasks[name]; r != nil {
-		r.stop, r.done = cancel, done
+		r.stop, r.done, sinks = cancel, done, r.sinks
 	}
 	go func() {
 		defer close(done)
 		defer cancel()
 		err := t.Run(ctx)
+		if err != nil {
+			// Nothing it produced since its last checkpoint may land after it halted: the
+			// client would go on retrying it (until a missing topic is created, say).
+			abandonUndelivered(sinks)
+		}
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		if err != nil {
@@ -324,25 +337,9 @@ func (h *Host) halt(name string, err error) {
 // returns the task, ready to run, its module (the caller closes it after the task ran), and
 // its configuration without the module (nil if setUp failed before it was made).
 func (h *Host) setUp(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.DB, tc TaskConfig, closers *[]io.Closer) (*task.Task, *modrt.Module, *task.Config, error) {
-	out, dlq, sinkClosers, err := openSinks(cfg, tc)
-	*closers = append(*closers, sinkClosers...)
+	tcfg, err := h.openTask(ctx, cfg, db, tc, closers)
 	if err != nil {
 		return nil, nil, nil, err
-	}
-	if err := pingKafka(ctx, out, dlq); err != nil {
-		return nil, nil, nil, err
-	}
-	tcfg, err := taskConfig(cfg, tc, nil, out, dlq, db, h.chains)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	if tcfg.Kafka != nil && cfg.Admin.Addr != "" {
-		tcfg.Kafka.Advertise = h.advertiseAddr // route.go
-	}
-	tcfg.ProvenGood = func(v int64) {
-		if err := db.SetModuleStatus(tc.Name, uint64(v), store.ModuleStatus{State: store.ModuleGood, At: time.Now().UnixMilli()}); err != nil {
-			cfg.Logger.Warn("recording the module version as good", "task", tc.Name, "version", v, "err", err)
-		}
 	}
 	mod, version, err := startModule(ctx, cfg, rt, db, tc, func(m *modrt.Module) error {
 		return task.TrialInit(ctx, tcfg, m)
@@ -358,6 +355,34 @@ func (h *Host) setUp(ctx context.Context, cfg Config, rt *modrt.Runtime, db *sto
 	}
 	cfg.Logger.Info("task ready", "task", tc.Name, "module", tc.Module, "version", version, "abi", abi.VersionString(mod.Info().ABIVersion), "workers", tc.Workers)
 	return t, mod, &base, nil
+}
+
+// openTask opens task tc's sinks (appending what closes them to closers, even when it fails),
+// checks that the cluster it produces to accepts the host, and returns the task's
+// configuration without its module. A restart of a halted task calls it again: a Kafka
+// producer's delivery failure is sticky, so a task that halted on one needs new clients.
+func (h *Host) openTask(ctx context.Context, cfg Config, db *store.DB, tc TaskConfig, closers *[]io.Closer) (task.Config, error) {
+	out, dlq, sinkClosers, err := openSinks(cfg, tc)
+	*closers = append(*closers, sinkClosers...)
+	if err != nil {
+		return task.Config{}, err
+	}
+	if err := pingKafka(ctx, out, dlq); err != nil {
+		return task.Config{}, err
+	}
+	tcfg, err := taskConfig(cfg, tc, nil, out, dlq, db, h.chains)
+	if err != nil {
+		return task.Config{}, err
+	}
+	if tcfg.Kafka != nil && cfg.Admin.Addr != "" {
+		tcfg.Kafka.Advertise = h.advertiseAddr // route.go
+	}
+	tcfg.ProvenGood = func(v int64) {
+		if err := db.SetModuleStatus(tc.Name, uint64(v), store.ModuleStatus{State: store.ModuleGood, At: time.Now().UnixMilli()}); err != nil {
+			cfg.Logger.Warn("recording the module version as good", "task", tc.Name, "version", v, "err", err)
+		}
+	}
+	return tcfg, nil
 }
 
 func cacheDir(cfg Config) string {

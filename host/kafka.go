@@ -248,7 +248,7 @@ func openSinks(cfg Config, tc TaskConfig) (task.OutputSink, task.DeadLetterSink,
 				return nil, nil, nil, err
 			}
 			producer = p
-			closers = append(closers, closerFunc(func() error { p.Close(); return nil }))
+			closers = append(closers, producerCloser{p})
 		}
 	}
 	var out task.OutputSink
@@ -283,6 +283,23 @@ func openSinks(cfg Config, tc TaskConfig) (task.OutputSink, task.DeadLetterSink,
 type closerFunc func() error
 
 func (f closerFunc) Close() error { return f() }
+
+// producerCloser closes a task's own producer; abandon drops what it has not delivered when
+// the task halted (goTask).
+type producerCloser struct{ p *kafka.Producer }
+
+func (c producerCloser) Close() error { c.p.Close(); return nil }
+func (c producerCloser) abandon()     { c.p.Abandon() }
+
+// abandonUndelivered drops the records a halted task's producers have not delivered: no
+// checkpoint covers them (Producer.Abandon).
+func abandonUndelivered(sinks []io.Closer) {
+	for _, c := range sinks {
+		if pc, ok := c.(producerCloser); ok {
+			pc.abandon()
+		}
+	}
+}
 
 // outputNames are the names a task may emit to: the configured ones, or, for a kafka output
 // without a default topic, the names its topics map.

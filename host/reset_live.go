@@ -24,8 +24,8 @@ import (
 // as OfflineReset does: if other members remain after a few seconds (other hosts running the
 // task), the task is started again as it was and the reset is refused with ErrResetRefused,
 // naming them. A task reading stdin, which cannot be read again, and a task chained to another
-// (an input or an output of type task) are refused with ErrResetRefused too. A halted task is refused with ErrNotRunning (deploy a version that works to restart it
-// first), and so is a reset while the host is starting or stopping.
+// (an input or an output of type task) are refused with ErrResetRefused too. A halted task is refused with ErrNotRunning (restart it first: RestartTask, or a
+// deploy of a version that works), and so is a reset while the host is starting or stopping.
 //
 // ResetTask is serialised with the deploys, activations and rollbacks of the task. If the reset
 // fails after the task stopped, the task stays stopped (Stats shows it halted with the cause):
@@ -56,7 +56,7 @@ func (h *Host) ResetTask(ctx context.Context, name string, to ResetTo, dryRun bo
 	halted := h.halted[name]
 	h.mu.Unlock()
 	if halted != nil || r.tcfg == nil {
-		return nil, fmt.Errorf("%w: task %q halted (%v): deploy or roll back to a version that works to restart it, then reset it", ErrNotRunning, name, halted)
+		return nil, fmt.Errorf("%w: task %q halted (%v): restart it (wasmstream restart, or a deploy or rollback of a version that works), then reset it", ErrNotRunning, name, halted)
 	}
 	var kc kafka.Config
 	if kin != nil {
@@ -91,7 +91,7 @@ func (h *Host) ResetTask(ctx context.Context, name string, to ResetTo, dryRun bo
 	if err != nil {
 		return nil, fmt.Errorf("wasmstream: task %s version %d: %w", name, mv.Version, err)
 	}
-	mod, _, err := h.prepare(ctx, lv, r, wasm)
+	mod, _, err := h.prepare(ctx, lv, r, *r.tcfg, wasm)
 	if err != nil {
 		return nil, err
 	}

@@ -76,6 +76,7 @@ func (h *Host) routedState(r *http.Request, name string, key []byte) ([]admin.Ke
 		return nil, err
 	}
 	defer h.leave()
+	kin := h.kafkaInput(run)
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
 	if forwarded {
@@ -90,7 +91,7 @@ func (h *Host) routedState(r *http.Request, name string, key []byte) ([]admin.Ke
 		}
 		return wireKeyStates(ks), err
 	}
-	if run.tcfg == nil || run.tcfg.Kafka == nil {
+	if kin == nil {
 		ks, err := t.Query(ctx, key)
 		return wireKeyStates(ks), queryError(name, err)
 	}
@@ -106,7 +107,7 @@ func (h *Host) routedState(r *http.Request, name string, key []byte) ([]admin.Ke
 	}
 	var local []kafka.TopicPartition
 	remote := map[string][]kafka.TopicPartition{}
-	for _, topic := range run.tcfg.Kafka.Topics {
+	for _, topic := range kin.Topics {
 		p, ok := view.KeyPartition(topic, key)
 		if !ok {
 			continue // the topic does not exist (yet): no state
@@ -186,9 +187,10 @@ func (h *Host) routedScan(r *http.Request, name string, prefix, after []byte, li
 		return nil, nil, err
 	}
 	defer h.leave()
+	kin := h.kafkaInput(run)
 	ctx, cancel := context.WithTimeout(r.Context(), queryTimeout)
 	defer cancel()
-	if forwarded || run.tcfg == nil || run.tcfg.Kafka == nil {
+	if forwarded || kin == nil {
 		ks, streams, err := t.QueryScanStreams(ctx, prefix, after, limit)
 		if err = queryError(name, err); forwarded && errors.Is(err, ErrNotRunning) {
 			err = fmt.Errorf("%w: %v", ErrStateUnavailable, err)
@@ -206,7 +208,7 @@ func (h *Host) routedScan(r *http.Request, name string, prefix, after []byte, li
 	}
 	want := map[string]bool{} // every partition's stream, to be covered once
 	remote := map[string]bool{}
-	for _, topic := range run.tcfg.Kafka.Topics {
+	for _, topic := range kin.Topics {
 		for p := range view.Partitions[topic] {
 			tp := kafka.TopicPartition{Topic: topic, Partition: p}
 			want[partitionNames([]kafka.TopicPartition{tp})[0]] = true
@@ -272,4 +274,14 @@ func (h *Host) routedScan(r *http.Request, name string, prefix, after []byte, li
 // keyOrder is the store's order of keys: by length, then bytewise.
 func keyOrder(a, b []byte) int {
 	return cmp.Or(cmp.Compare(len(a), len(b)), bytes.Compare(a, b))
+}
+
+// kafkaInput returns run's Kafka input, nil if it has none (a restart replaces run.tcfg).
+func (h *Host) kafkaInput(run *running) *task.KafkaInput {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if run.tcfg == nil {
+		return nil
+	}
+	return run.tcfg.Kafka
 }

@@ -94,6 +94,7 @@ func TestAdminCommands(t *testing.T) {
 		{"status when paused, address from the config file", []string{"status", "-c", cfg}, 0,
 			[]string{"task versioned: paused, version 2"}, nil},
 		{"resume", []string{"resume", "-c", cfg, "--task", "versioned"}, 0, []string{"task versioned: resumed"}, nil},
+		{"restart a running task", []string{"restart", "-c", cfg, "--task", "versioned"}, 1, nil, []string{"has not halted", "(HTTP 409)"}},
 		{"versions --json", []string{"versions", "-c", cfg, "--task", "versioned", "--json"}, 0, []string{`"sha256"`, `"active": true`}, nil},
 		{"wrong token", []string{"status", "--admin-addr", addr, "--admin-token", "nope"}, 1, nil, []string{"wrong bearer token (HTTP 401)",
 			"the token sent came from --admin-token: pass the host's admin token with --admin-token, WASMSTREAM_ADMIN_TOKEN, or admin.token in the configuration file (-c)"}},

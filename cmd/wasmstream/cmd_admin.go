@@ -56,6 +56,7 @@ type wireDeployment struct {
 	Previous     int64       `json:"previous"`
 	Unchanged    bool        `json:"unchanged"`
 	Restarted    bool        `json:"restarted"`
+	Halted       string      `json:"halted"`
 	SwitchMillis float64     `json:"switch_ms"`
 	Warnings     []string    `json:"warnings"`
 }
@@ -492,8 +493,9 @@ func newStatusCommand(stdout io.Writer) *cobra.Command {
 records read, processed, pending (read and not complete) and in flight, outputs, dead
 letters, retries and failed calls, and for each input the records read and the committed
 line a restart would resume after. Figures are as of the task's last checkpoint. A task that
-could not start or failed shows HALTED with the reason (on_task_failure: halt_task); deploy
-or rollback a version that works to restart it.
+could not start or failed shows HALTED with the reason (on_task_failure: halt_task); once the
+cause is fixed, restart it with wasmstream restart --task NAME, or deploy or rollback a version
+that works.
 
 ` + adminHelp,
 		Example: `  wasmstream status
@@ -552,6 +554,50 @@ or rollback a version that works to restart it.
 	}
 	addAdminFlags(cmd.Flags(), &af, false)
 	cmd.Flags().BoolVar(&af.json, "json", false, "print the API's JSON answer")
+	return cmd
+}
+
+func newRestartCommand(stdout io.Writer) *cobra.Command {
+	var af adminFlags
+	cmd := &cobra.Command{
+		Use:   "restart --task NAME",
+		Short: "Start a halted task again on its active version, without restarting the host",
+		Long: `Restart starts a task that halted (on_task_failure: halt_task) again on the running host, on
+its active module version, from its last checkpoint, as a restarted host would start it; the
+host's other tasks run on throughout. A kafka task gets new clients: its consumer joins its
+group again, its producer (or transactional producer) and changelog client are new, and it
+resumes by the same rules as at a host start. Fix the cause first (create the missing topic,
+bring the cluster back): a task that halts again shows the new cause in status.
+
+It prints the version the task runs and why it had halted. A task that has not halted is
+refused (HTTP 409), and so is one whose outputs cannot open yet (the cluster still
+unreachable): it stays halted. POST /v1/tasks/{task}/restart is the same call.
+
+` + adminHelp,
+		Example: "  wasmstream restart --task wordcount\n  wasmstream restart --admin-addr :7070 --admin-token s3cret --task wordcount",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := af.client(cmd.Flags(), true)
+			if err != nil {
+				return err
+			}
+			var d wireDeployment
+			if err := c.do(cmd.Context(), http.MethodPost, taskPath(af.task, "/restart"), nil, 0, &d); err != nil {
+				return err
+			}
+			if af.json {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(d)
+			}
+			fmt.Fprintf(stdout, "task %s: restarted on version %d (sha256 %s) from its last checkpoint; it had halted: %s\n",
+				d.Task, d.Version.Version, short(d.Version.SHA256), d.Halted)
+			printWarnings(cmd.ErrOrStderr(), d)
+			return nil
+		},
+	}
+	addAdminFlags(cmd.Flags(), &af, true)
+	cmd.Flags().BoolVar(&af.json, "json", false, "print the host's answer as JSON")
 	return cmd
 }
 

@@ -21,6 +21,7 @@
 //	wasmstream top      [--once] [--interval D]
 //	wasmstream pause    --task NAME
 //	wasmstream resume   --task NAME
+//	wasmstream restart  --task NAME [--json]
 //	wasmstream reset    --task NAME --to earliest|latest|TIME|P:O,... [--dry-run] [-c FILE]
 //	                    [--data-dir D | --admin-addr HOST:PORT [--admin-token T]]
 //
@@ -41,7 +42,7 @@
 // prints the wasmstream, ABI and Go versions; the wasmstream version is set at build time
 // with -ldflags "-X main.version=v1.2.3".
 //
-// deploy, rollback, versions, status, top, pause and resume talk to a running host's admin API
+// deploy, rollback, versions, status, top, pause, resume and restart (of a halted task) talk to a running host's admin API
 // (admin.addr), with --admin-addr and --admin-token, WASMSTREAM_ADMIN_ADDR and
 // WASMSTREAM_ADMIN_TOKEN, or the admin section of the configuration file; versions and
 // rollback with --data-dir work on a stopped host's data directory instead. run --watch reloads

@@ -177,6 +177,7 @@ checkpointed, so a stopped or killed run resumes where its last checkpoint left 
 		newStatusCommand(stdout),
 		newTopCommand(stdout),
 		newPauseCommand(stdout, true),
+		newRestartCommand(stdout),
 		newPauseCommand(stdout, false),
 	)
 	return root

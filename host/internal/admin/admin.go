@@ -6,7 +6,7 @@
 // fits: 400 a malformed request, 401 a missing or wrong bearer token, 404 an unknown task,
 // version, path or key, 403 the read-only token on an endpoint that changes something, 405 a
 // wrong method, 409 a task that is not running or has no earlier
-// version or a reset refused, 413 an upload over the size limit, 422 a refused module, 503 (with Retry-After)
+// version or a reset refused or a restart of a task that has not halted, 413 an upload over the size limit, 422 a refused module, 503 (with Retry-After)
 // a deploy that gave up waiting for one of the Limits.MaxUploads slots or a state query that
 // could not be answered yet (a partition being restored or moving between hosts), 502 a state
 // query whose owner answered something unexpected (forward.go), 500 anything else.
@@ -29,6 +29,8 @@
 //	POST /v1/tasks/{task}/pause, /v1/tasks/{task}/resume                 → 200 {"task", "paused"}
 //	POST /v1/tasks/{task}/reset[?dry_run=1]          body {"to": "earliest"|"latest"|TIME|"P:O,..."}
 //	                                                 → 200 the reset's report
+//	POST /v1/tasks/{task}/restart                    a halted task, on its active version
+//	                                                 → 200 Deployment (restarted, halted: why)
 //	GET  /v1/tasks/{task}/state/{key}                a running task's state of a key (state.go)
 //	GET  /v1/tasks/{task}/state?prefix=&after=&limit= a page of keys and their state
 //	GET  /metrics                                    Config.Metrics, when set (Prometheus)
@@ -89,8 +91,10 @@ type Deployment struct {
 	Version   Version `json:"version"`
 	Previous  int64   `json:"previous"`
 	Unchanged bool    `json:"unchanged,omitempty"`
-	// Restarted: the task had halted and was started anew on the version.
-	Restarted bool `json:"restarted,omitempty"`
+	// Restarted: the task had halted and was started anew on the version; Halted says why it
+	// had halted.
+	Restarted bool   `json:"restarted,omitempty"`
+	Halted    string `json:"halted,omitempty"`
 	// SwitchMillis is the time from the request to the switch (validation included).
 	SwitchMillis float64 `json:"switch_ms"`
 	// Warnings name capabilities the module imports but the task is not granted, and other
@@ -111,6 +115,8 @@ type Backend interface {
 	// it stops the task, resets it and starts it again, or with dryRun says what would move.
 	// The report is served as it is, in JSON.
 	Reset(ctx context.Context, task, to string, dryRun bool) (any, error)
+	// Restart starts a halted task again on its active version, from its last checkpoint.
+	Restart(ctx context.Context, task string) (Deployment, error)
 	// Status returns every task's figures, served as they are (their json tags name the fields).
 	Status() []stats.Task
 	// Ready reports whether every task processes everything assigned to it (/readyz).
@@ -219,6 +225,7 @@ func New(cfg Config) *Server {
 	s.mux.HandleFunc("POST /v1/tasks/{task}/pause", s.pause)
 	s.mux.HandleFunc("POST /v1/tasks/{task}/resume", s.resume)
 	s.mux.HandleFunc("POST /v1/tasks/{task}/reset", s.reset)
+	s.mux.HandleFunc("POST /v1/tasks/{task}/restart", s.restart)
 	s.mux.HandleFunc("GET /v1/tasks/{task}/state/{key}", s.state)
 	s.mux.HandleFunc("GET /v1/tasks/{task}/state", s.scanState)
 	if cfg.Metrics != nil {
@@ -266,7 +273,7 @@ func (s *Server) Handler() http.Handler {
 			}
 			if !full && r.Method != http.MethodGet && r.Method != http.MethodHead {
 				refuseBody(w)
-				writeError(w, http.StatusForbidden, errors.New("the read-only token (admin.read_token) can query state and status, not deploy, activate, roll back, pause, resume or reset: use admin.token"), nil)
+				writeError(w, http.StatusForbidden, errors.New("the read-only token (admin.read_token) can query state and status, not deploy, activate, roll back, pause, resume, reset or restart: use admin.token"), nil)
 				return
 			}
 		}
@@ -455,6 +462,15 @@ func (s *Server) rollback(w http.ResponseWriter, r *http.Request) {
 		to = v
 	}
 	d, err := s.cfg.Backend.Rollback(r.Context(), r.PathValue("task"), to)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+func (s *Server) restart(w http.ResponseWriter, r *http.Request) {
+	d, err := s.cfg.Backend.Restart(r.Context(), r.PathValue("task"))
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -60,6 +60,9 @@ func (b *fakeBackend) Resume(context.Context, string) error { return nil }
 func (b *fakeBackend) Reset(_ context.Context, task, to string, dry bool) (any, error) {
 	return map[string]any{"task": task, "to": to, "dry_run": dry}, nil
 }
+func (b *fakeBackend) Restart(_ context.Context, task string) (Deployment, error) {
+	return Deployment{Task: task, Restarted: true}, nil
+}
 func (b *fakeBackend) Status() []stats.Task { return []stats.Task{} }
 func (b *fakeBackend) Ready() bool          { return b.ready.Load() }
 

@@ -23,6 +23,7 @@ type Producer struct {
 
 	mu    sync.Mutex
 	err   error     // the first delivery failure: sticky, every later Flush returns it (aborted excepted)
+	gone  bool      // Abandon was called: the records it fails are no delivery failure to report
 	since time.Time // when the first record not yet known acknowledged was produced; zero: none
 	n     int64
 	slab  []kgo.Record             // records not handed out yet: one allocation for many outputs
@@ -191,7 +192,7 @@ func (p *Producer) acked(r *kgo.Record, err error) {
 
 func (p *Producer) fail(err error) {
 	p.mu.Lock()
-	if p.err == nil {
+	if p.err == nil && !p.gone {
 		p.err = err
 		if p.log != nil {
 			p.log.Error("an output could not be delivered: no checkpoint covers it, and the task halts at its next checkpoint", "err", err)
@@ -246,6 +247,23 @@ func (p *Producer) Produced() int64 {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.n
+}
+
+// Abandon fails every record not yet delivered, waiting at most a second for the requests in
+// flight to be answered: the task that produced them halted, so no checkpoint covers them, and
+// delivered late (the client retries in the background, say until a missing topic is created)
+// they would only repeat outputs that the restarted task produces again. A transactional
+// producer's records are its transaction's, which the consumer aborts: nothing to do.
+func (p *Producer) Abandon() {
+	if p.shared || p.cl == nil {
+		return
+	}
+	p.mu.Lock()
+	p.gone = true
+	p.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	p.cl.AbortBufferedRecords(ctx)
 }
 
 // Close flushes what it can within a second and closes the client (not a transactional
