@@ -57,8 +57,8 @@ func (b *fakeBackend) Rollback(context.Context, string, int64) (Deployment, erro
 func (b *fakeBackend) Versions(string) ([]Version, error)   { return nil, nil }
 func (b *fakeBackend) Pause(context.Context, string) error  { return nil }
 func (b *fakeBackend) Resume(context.Context, string) error { return nil }
-func (b *fakeBackend) Reset(_ context.Context, task, to string, dry bool) (any, error) {
-	return map[string]any{"task": task, "to": to, "dry_run": dry}, nil
+func (b *fakeBackend) Reset(_ context.Context, task string, req ResetRequest) (any, error) {
+	return map[string]any{"task": task, "to": req.To, "dry_run": req.DryRun}, nil
 }
 func (b *fakeBackend) Status() []stats.Task { return []stats.Task{} }
 func (b *fakeBackend) Ready() bool          { return b.ready.Load() }
