@@ -47,6 +47,9 @@ type groupStep struct {
 	Streams []ResetStream `json:"streams,omitempty"`
 }
 
+// groupStableWait bounds how long a reset waits for its group to be stable before it starts.
+const groupStableWait = 30 * time.Second
+
 // groupResetHold bounds how long a member holds its task stopped for a group's reset.
 var groupResetHold = 5 * time.Minute
 
@@ -63,12 +66,30 @@ func (h *Host) groupOthers(ctx context.Context, r *running, name string) ([]kafk
 	if t == nil {
 		return nil, nil
 	}
-	view, err := t.Group(ctx)
-	if errors.Is(err, task.ErrNoGroup) {
-		return nil, nil // a bounded run reads every partition alone
-	}
-	if err != nil {
-		return nil, fmt.Errorf("%w: task %s: the group's members could not be listed (%v): retry", ErrResetRefused, name, err)
+	// While the group rebalances, the coordinator may not have every member's metadata (its
+	// address): the members are read from a stable group.
+	deadline := time.Now().Add(groupStableWait)
+	var view kafka.GroupView
+	for {
+		var err error
+		view, err = t.Group(ctx)
+		if errors.Is(err, task.ErrNoGroup) {
+			return nil, nil // a bounded run reads every partition alone
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: task %s: the group's members could not be listed (%v): retry", ErrResetRefused, name, err)
+		}
+		if view.Stable() {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w: task %s: its group is still rebalancing (%s) after %s: retry once it settled", ErrResetRefused, name, view.State, groupStableWait)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	var others []kafka.Member
 	for _, m := range view.Members {

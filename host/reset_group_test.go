@@ -1,0 +1,125 @@
+package host_test
+
+import (
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
+)
+
+// A reset through the admin API of one host of a group of several (POST
+// /v1/tasks/{task}/reset) resets the task for the whole group with the hosts running. Three
+// hosts run a wordcount with a changelog; the third advertises an admin address nobody can
+// reach, so a reset through the first is refused (409, naming it and what to do) and nothing
+// moves: both other tasks run on, no output comes again. Once the third is stopped, a reset to
+// earliest through the second host (any host will do) moves the first's state aside too: every
+// key's outputs come once more, counted from 1 in order, and the state every host answers for
+// every key (routed to its partition's owner, whichever it is now) is exactly one pass's.
+func TestAdminResetGroup(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	dir := t.TempDir()
+	cfgFor := func(m int) host.Config {
+		task := wordcountKafkaTask(module)
+		task.Changelog = host.ChangelogConfig{Enabled: true}
+		cfg := host.Config{
+			DataDir: filepath.Join(dir, "host"+strconv.Itoa(m)), Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
+			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second},
+			Admin: host.AdminConfig{Addr: "127.0.0.1:0", Token: "full", ReadToken: "reader"},
+			Tasks: []host.TaskConfig{task},
+		}
+		if m == 2 {
+			cfg.Admin.AdvertiseAddr = "127.0.0.1:1" // nobody listens there
+		}
+		return cfg
+	}
+	hosts := []*hosttest.Running{hosttest.Start(t, cfgFor(0)), hosttest.Start(t, cfgFor(1)), hosttest.Start(t, cfgFor(2))}
+	api := func(m int) apiClient {
+		return apiClient{t: t, base: "http://" + hosts[m].Host.AdminAddr(), token: "full"}
+	}
+	want := produceWords(t, newClient(t, c), "words", 600, 16, 41)
+	total := wordTotal(want)
+	consumeOutputs(t, c, "counts", total, 90*time.Second)
+	// The third host's partitions cannot be queried through the others (its address is
+	// unreachable): the state is checked once it stopped.
+	settled := func(members []int) {
+		t.Helper()
+		hosttest.WaitFor(t, 60*time.Second, "every host answering every key with one pass's counts", func() bool {
+			for _, m := range members {
+				for user, words := range want {
+					code, s, _, err := getState(hosts[m].Host.AdminAddr(), "reader", user)
+					if err != nil || code != http.StatusOK {
+						return false // 503 while the group rebalances
+					}
+					if _, err := checkAnswer(user, s, words); err != nil {
+						t.Fatalf("host %d: %v", m, err)
+					}
+				}
+			}
+			return true
+		})
+	}
+
+	// The third host cannot be reached: refused, nothing reset, the tasks run on.
+	code, body := api(0).call("POST", "/v1/tasks/wc/reset", strings.NewReader(`{"to":"earliest"}`))
+	if msg := fmt.Sprint(body["error"]); code != http.StatusConflict || !strings.Contains(msg, "127.0.0.1:1") || !strings.Contains(msg, "nothing was reset") {
+		t.Fatalf("reset with an unreachable member: %d %v, want 409 naming it", code, body)
+	}
+	for m := range 2 {
+		if st := hosts[m].Host.Stats()[0]; st.Halted {
+			t.Fatalf("host %d: the task halted after the refused reset: %s", m, st.Error)
+		}
+	}
+	if err := hosts[2].Stop(); err != nil {
+		t.Fatal(err)
+	}
+	settled([]int{0, 1})
+
+	// Through the second host: both hosts reset, running.
+	code, rep := api(1).call("POST", "/v1/tasks/wc/reset", strings.NewReader(`{"to":"earliest"}`))
+	if code != http.StatusOK {
+		t.Fatalf("reset: %d %v", code, rep)
+	}
+	others, _ := rep["hosts"].([]any)
+	if len(others) != 1 {
+		t.Fatalf("reset: hosts %v, want the first host", rep["hosts"])
+	}
+	first := others[0].(map[string]any)
+	if first["addr"] != hosts[0].Host.AdminAddr() || !strings.HasPrefix(fmt.Sprint(first["backup"]), "wc.reset-") || first["error"] != nil {
+		t.Fatalf("reset: the first host's part %v", first)
+	}
+	if rep["warnings"] != nil {
+		t.Fatalf("reset: warnings %v", rep["warnings"])
+	}
+	got := consumeOutputs(t, c, "counts", 2*total, 90*time.Second)
+	n := 0
+	replay := map[string][]string{}
+	for user, ws := range want {
+		per := 0
+		for _, k := range ws {
+			per += k
+		}
+		if len(got[user]) != 2*per {
+			t.Fatalf("key %s: %d outputs, want %d (a pass and a replay)", user, len(got[user]), 2*per)
+		}
+		replay[user] = got[user][per:]
+		n += len(got[user])
+	}
+	checkCountsOutputs(t, replay, want) // counted from 1 again on every host: the state moved aside
+	if n != 2*total {
+		t.Fatalf("%d outputs, want %d", n, 2*total)
+	}
+	settled([]int{0, 1})
+	for m := range 2 {
+		if st := hosts[m].Host.Stats()[0]; st.Halted {
+			t.Fatalf("host %d: the task halted: %s", m, st.Error)
+		}
+	}
+}
