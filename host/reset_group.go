@@ -208,6 +208,7 @@ type resetHold struct {
 	from    string
 	stopped chan error    // the stop's outcome
 	cmds    chan holdCmd  // apply or resume
+	expire  chan struct{} // closed to end the hold now, as groupResetHold would (tests)
 	done    chan struct{} // closed once the hold ended
 }
 
@@ -270,7 +271,7 @@ func (h *Host) groupResetStep(ctx context.Context, name, to string, raw json.Raw
 // holdForReset stops task name and holds it stopped on a goroutine of its own (runHold) until
 // the initiator says apply or resume, or groupResetHold passed. It returns once the task stopped.
 func (h *Host) holdForReset(ctx context.Context, name string, to ResetTo, id, from string) (any, error) {
-	hold := &resetHold{id: id, from: from, stopped: make(chan error, 1), cmds: make(chan holdCmd), done: make(chan struct{})}
+	hold := &resetHold{id: id, from: from, stopped: make(chan error, 1), cmds: make(chan holdCmd), expire: make(chan struct{}), done: make(chan struct{})}
 	h.mu.Lock()
 	if h.resetHolds[name] != nil {
 		h.mu.Unlock()
@@ -369,16 +370,26 @@ func (h *Host) runHold(hold *resetHold, name string, to ResetTo) {
 		cmd.reply <- holdReply{rep: rep, err: err}
 		log.Info("reset: followed the group's reset; the task runs again", "backup", rep.Backup)
 	case <-timer.C:
-		log.Warn("reset: the host that asked for the group's reset did not say how it ended; following the group's offsets", "by", hold.from, "hold", groupResetHold)
-		if err := h.followReset(ctx, lv.db, kc, group, r.tcfg.Kafka.Topics, name); err != nil {
-			st.failed(fmt.Errorf("following the group's reset: %w", err))
-			return
-		}
-		if err := st.start(); err != nil {
-			st.startFailed(err)
-		}
+		h.followAndStart(ctx, lv, r, st, hold, name)
+	case <-hold.expire:
+		h.followAndStart(ctx, lv, r, st, hold, name)
 	case <-ctx.Done():
 		// The host stops: the task starts at the next start.
+	}
+}
+
+// followAndStart ends a hold whose initiator did not say how the reset ended: the task follows
+// whatever the group's offsets say (followReset) and starts again.
+func (h *Host) followAndStart(ctx context.Context, lv *live, r *running, st *stoppedTask, hold *resetHold, name string) {
+	log := h.cfg.Logger.With("task", name, "reset", hold.id)
+	kc, group := r.tcfg.Kafka.Client, r.tcfg.Kafka.Group
+	log.Warn("reset: the host that asked for the group's reset did not say how it ended; following the group's offsets", "by", hold.from, "hold", groupResetHold)
+	if err := h.followReset(ctx, lv.db, kc, group, r.tcfg.Kafka.Topics, name); err != nil {
+		st.failed(fmt.Errorf("following the group's reset: %w", err))
+		return
+	}
+	if err := st.start(); err != nil {
+		st.startFailed(err)
 	}
 }
 

@@ -1,13 +1,17 @@
 package host_test
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
@@ -122,4 +126,79 @@ func TestAdminResetGroup(t *testing.T) {
 			t.Fatalf("host %d: the task halted: %s", m, st.Error)
 		}
 	}
+}
+
+// A member of a group's reset whose initiator is gone after it reset the group's offsets (it
+// never says apply or resume) follows them on its own once its hold ends: the test plays the
+// initiator, has the host stop the task for its reset, commits the group's offsets to 0 as a
+// reset does (metadata "wasmstream reset") and goes. Once the hold ends, the host moves its
+// state aside and replays from 0: every output again, counted from 1, and the state of one pass.
+// Without followReset the task resumed at its own checkpoint and nothing came again.
+func TestAdminResetGroupInitiatorGone(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	want := produceWords(t, newClient(t, c), "words", 300, 12, 43)
+	total := wordTotal(want)
+	dataDir := t.TempDir()
+	h := hosttest.Start(t, host.Config{DataDir: dataDir, Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
+		Admin: host.AdminConfig{Addr: "127.0.0.1:0", Token: "full"},
+		Tasks: []host.TaskConfig{wordcountKafkaTask(module)}})
+	consumeOutputs(t, c, "counts", total, 60*time.Second)
+
+	step := func(phase string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest("POST", "http://"+h.AdminAddr()+"/v1/tasks/wc/reset",
+			strings.NewReader(`{"to":"earliest","group":{"phase":"`+phase+`","id":"wc.reset-test@127.0.0.1:9"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer full")
+		req.Header.Set("X-Wasmstream-Forwarded", "127.0.0.1:9")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := step("stop"); code != http.StatusOK || !strings.Contains(body, `"held": true`) {
+		t.Fatalf("stop: %d %s", code, body)
+	}
+	adm := kadm.NewClient(newClient(t, c))
+	hosttest.WaitFor(t, 30*time.Second, "the group empty", func() bool {
+		dg, err := adm.DescribeGroups(context.Background(), "wasmstream-wc")
+		return err == nil && len(dg["wasmstream-wc"].Members) == 0
+	})
+	offs := kadm.Offsets{}
+	for p := range int32(4) {
+		offs.Add(kadm.Offset{Topic: "words", Partition: p, At: 0, LeaderEpoch: -1, Metadata: "wasmstream reset"})
+	}
+	if rs, err := adm.CommitOffsets(context.Background(), "wasmstream-wc", offs); err != nil || rs.Error() != nil {
+		t.Fatalf("committing the group's offsets: %v %v", err, rs.Error())
+	}
+	if n := h.Host.ExpireResetHolds(); n != 1 {
+		t.Fatalf("%d holds, want 1", n)
+	}
+	got := consumeOutputs(t, c, "counts", 2*total, 60*time.Second)
+	replay := map[string][]string{}
+	for user, ws := range want {
+		per := 0
+		for _, k := range ws {
+			per += k
+		}
+		if len(got[user]) != 2*per {
+			t.Fatalf("key %s: %d outputs, want %d (a pass and a replay)", user, len(got[user]), 2*per)
+		}
+		replay[user] = got[user][per:]
+	}
+	checkCountsOutputs(t, replay, want)
+	if code, body := step("apply"); code != http.StatusConflict || !strings.Contains(body, "not held") && !strings.Contains(body, "ended") {
+		t.Fatalf("apply after the hold ended: %d %s, want 409", code, body)
+	}
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	sameCounts(t, want, stateOf(t, dataDir, "wc"))
 }
