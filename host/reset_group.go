@@ -160,6 +160,7 @@ func (g *groupReset) resume(ctx context.Context) {
 	if g == nil {
 		return
 	}
+	ctx = context.WithoutCancel(ctx) // the client going away leaves none stopped
 	for i, held := range g.held {
 		if !held {
 			continue
@@ -179,6 +180,7 @@ func (g *groupReset) apply(ctx context.Context, rep *ResetReport) {
 	if g == nil {
 		return
 	}
+	ctx = context.WithoutCancel(ctx)
 	for i, held := range g.held {
 		if !held {
 			continue
