@@ -106,20 +106,29 @@ func (h *Host) resetTask(ctx context.Context, name string, to ResetTo, dryRun bo
 			return nil, err
 		}
 	}
+	// The others stop at the same time as this host: their partitions do not move to this one
+	// (nor its to them) only to stop again.
+	var g *groupReset
+	othersStopped := make(chan error, 1)
+	if len(others) > 0 {
+		g = h.newGroupReset(name, to, auth, rep.Backup, others)
+		go func() { othersStopped <- g.stopOthers(ctx) }()
+	} else {
+		othersStopped <- nil
+	}
 	st, err := h.stopTask(ctx, lv, r, name, rep.To)
 	if err != nil {
+		if <-othersStopped == nil {
+			g.resume(ctx)
+		}
 		return nil, err
 	}
 	defer st.release()
-	var g *groupReset
-	if len(others) > 0 {
-		g = h.newGroupReset(name, to, auth, rep.Backup, others)
-		if err := g.stopOthers(ctx); err != nil {
-			if serr := st.start(); serr != nil {
-				return nil, st.startFailed(serr)
-			}
-			return nil, err
+	if err := <-othersStopped; err != nil {
+		if serr := st.start(); serr != nil {
+			return nil, st.startFailed(serr)
 		}
+		return nil, err
 	}
 	if err := st.stopped(); err != nil {
 		g.resume(ctx)
