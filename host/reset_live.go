@@ -21,10 +21,14 @@ import (
 // task whose inputs had ended (a file read to its end) is started again too. With dryRun
 // nothing stops and nothing is written: the report says what would move.
 //
-// A task with a Kafka input leaves its group as it stops; the reset then needs the group empty
-// as OfflineReset does: if other members remain after a few seconds (other hosts running the
-// task), the task is started again as it was and the reset is refused with ErrResetRefused,
-// naming them. A task reading stdin, which cannot be read again, and a task chained to another
+// A task with a Kafka input leaves its group as it stops, and the other members of its group
+// (other hosts running the task) are asked through their admin API, with admin.token, to stop
+// it too, to follow the reset (their own state and timers moved aside, their positions those of
+// the reset) and to run it again (reset_group.go); ResetReport.Hosts says what each did. The
+// reset needs the group empty as OfflineReset does: a member that advertises no admin address,
+// cannot be reached or refuses, or that remains in the group after a few seconds, has the
+// task started again as it was on every host and the reset refused with ErrResetRefused,
+// naming it. A task reading stdin, which cannot be read again, and a task chained to another
 // (an input or an output of type task) are refused with ErrResetRefused too. A halted task is refused with ErrNotRunning (deploy a version that works to restart it
 // first), and so is a reset while the host is starting or stopping.
 //
