@@ -125,7 +125,11 @@ func (h *Host) newGroupReset(name string, to ResetTo, auth, backup string, other
 // send asks member i to take step, decoding its answer into out.
 func (g *groupReset) send(ctx context.Context, i int, step groupStep, out any) error {
 	step.ID = g.id
-	return admin.ForwardReset(ctx, resetClient, g.others[i].Addr, g.auth, g.h.advertiseAddr(), g.name, g.to, step, out)
+	from := g.h.advertiseAddr()
+	if from == "" {
+		from = g.h.AdminAddr() // listening on every interface: the port at least
+	}
+	return admin.ForwardReset(ctx, resetClient, g.others[i].Addr, g.auth, from, g.name, g.to, step, out)
 }
 
 // stopOthers asks every other member to stop the task, all at once. If one cannot, those that
