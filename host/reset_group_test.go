@@ -148,10 +148,11 @@ func TestAdminResetGroupInitiatorGone(t *testing.T) {
 		Tasks: []host.TaskConfig{wordcountKafkaTask(module)}})
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
 
+	id := "wc.reset-test@127.0.0.1:9"
 	step := func(phase string) (int, string) {
 		t.Helper()
 		req, err := http.NewRequest("POST", "http://"+h.AdminAddr()+"/v1/tasks/wc/reset",
-			strings.NewReader(`{"to":"earliest","group":{"phase":"`+phase+`","id":"wc.reset-test@127.0.0.1:9"}}`))
+			strings.NewReader(`{"to":"earliest","group":{"phase":"`+phase+`","id":"`+id+`"}}`))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,6 +199,12 @@ func TestAdminResetGroupInitiatorGone(t *testing.T) {
 	checkCountsOutputs(t, replay, want)
 	if code, body := step("apply"); code != http.StatusConflict || !strings.Contains(body, "not held") && !strings.Contains(body, "ended") {
 		t.Fatalf("apply after the hold ended: %d %s, want 409", code, body)
+	}
+	// A host stopping while it holds the task for a reset stops (the task starts at the next
+	// start), its last checkpoint kept.
+	id = "wc.reset-test2@127.0.0.1:9"
+	if code, body := step("stop"); code != http.StatusOK {
+		t.Fatalf("stop: %d %s", code, body)
 	}
 	if err := h.Stop(); err != nil {
 		t.Fatal(err)
