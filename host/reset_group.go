@@ -103,8 +103,26 @@ func (h *Host) groupOthers(ctx context.Context, r *running, name string) ([]kafk
 		}
 		others = append(others, m)
 	}
+	// Each must be reachable, before anything stops here (its token is checked as it stops).
+	var bad []string
+	for _, m := range others {
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		err := admin.Probe(pctx, resetClient, m.Addr)
+		cancel()
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("%s (%s): %v", m.Addr, m.Client, err))
+		}
+	}
+	if len(bad) > 0 {
+		return nil, fmt.Errorf("%w: task %s: another host of its group cannot be reached: %s; nothing was reset: "+
+			"make that host's admin API reachable from this one (admin.advertise_addr) or stop it, then reset again",
+			ErrResetRefused, name, strings.Join(bad, "; "))
+	}
 	return others, nil
 }
+
+// probeTimeout bounds how long a reset waits for another member's /healthz.
+const probeTimeout = 5 * time.Second
 
 // groupReset is the initiator's side of a group's reset.
 type groupReset struct {

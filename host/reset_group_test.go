@@ -21,8 +21,8 @@ import (
 // A reset through the admin API of one host of a group of several (POST
 // /v1/tasks/{task}/reset) resets the task for the whole group with the hosts running. Three
 // hosts run a wordcount with a changelog; the third advertises an admin address nobody can
-// reach, so a reset through the first is refused (409, naming it and what to do) and nothing
-// moves: both other tasks run on, no output comes again. Once the third is stopped, a reset to
+// reach, so a reset through the first is refused (409, naming it and what to do) before anything
+// stops: both other tasks run on, no output comes again. Once the third is stopped, a reset to
 // earliest through the second host (any host will do) moves the first's state aside too: every
 // key's outputs come once more, counted from 1 in order, and the state every host answers for
 // every key (routed to its partition's owner, whichever it is now) is exactly one pass's.
@@ -71,9 +71,11 @@ func TestAdminResetGroup(t *testing.T) {
 		})
 	}
 
-	// The third host cannot be reached: refused, nothing reset, the tasks run on.
+	// The third host cannot be reached: refused before anything stopped (its probe failed),
+	// nothing reset.
 	code, body := api(0).call("POST", "/v1/tasks/wc/reset", strings.NewReader(`{"to":"earliest"}`))
-	if msg := fmt.Sprint(body["error"]); code != http.StatusConflict || !strings.Contains(msg, "127.0.0.1:1") || !strings.Contains(msg, "nothing was reset") {
+	if msg := fmt.Sprint(body["error"]); code != http.StatusConflict || !strings.Contains(msg, "127.0.0.1:1") ||
+		!strings.Contains(msg, "cannot be reached") || !strings.Contains(msg, "nothing was reset") {
 		t.Fatalf("reset with an unreachable member: %d %v, want 409 naming it", code, body)
 	}
 	for m := range 2 {

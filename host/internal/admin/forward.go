@@ -174,6 +174,24 @@ func ForwardReset(ctx context.Context, client *http.Client, addr, auth, from, ta
 	return nil
 }
 
+// Probe asks the admin API at addr whether it is up (GET /healthz, which needs no token): an
+// *Error with 503 when it cannot be reached or does not answer 200.
+func Probe(ctx context.Context, client *http.Client, addr string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return &Error{Status: http.StatusServiceUnavailable, Err: fmt.Errorf("the host at %s cannot be reached: %w", addr, err)}
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return &Error{Status: http.StatusServiceUnavailable, Err: fmt.Errorf("the host at %s: /healthz answered %s", addr, resp.Status)}
+	}
+	return nil
+}
+
 // isNoState reports whether a 404's message is the state endpoint's "has no state" (rather
 // than an unknown task or path).
 func isNoState(msg string) bool {
