@@ -25,14 +25,22 @@ import (
 // stops: both other tasks run on, no output comes again. Once the third is stopped, a reset to
 // earliest through the second host (any host will do) moves the first's state aside too: every
 // key's outputs come once more, counted from 1 in order, and the state every host answers for
-// every key (routed to its partition's owner, whichever it is now) is exactly one pass's.
+// every key (routed to its partition's owner, whichever it is now) is exactly one pass's. The
+// same with exactly-once delivery and two hosts.
 func TestAdminResetGroup(t *testing.T) {
 	module := guestbuild.Go(t, "wordcount")
+	t.Run("at_least_once", func(t *testing.T) {
+		tc := wordcountKafkaTask(module)
+		tc.Changelog = host.ChangelogConfig{Enabled: true}
+		testAdminResetGroup(t, tc, true)
+	})
+	t.Run("exactly_once", func(t *testing.T) { testAdminResetGroup(t, eosTask(module), false) })
+}
+
+func testAdminResetGroup(t *testing.T, task host.TaskConfig, unreachable bool) {
 	c := newCluster(t, "words", "counts")
 	dir := t.TempDir()
 	cfgFor := func(m int) host.Config {
-		task := wordcountKafkaTask(module)
-		task.Changelog = host.ChangelogConfig{Enabled: true}
 		cfg := host.Config{
 			DataDir: filepath.Join(dir, "host"+strconv.Itoa(m)), Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
 			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second},
@@ -44,7 +52,10 @@ func TestAdminResetGroup(t *testing.T) {
 		}
 		return cfg
 	}
-	hosts := []*hosttest.Running{hosttest.Start(t, cfgFor(0)), hosttest.Start(t, cfgFor(1)), hosttest.Start(t, cfgFor(2))}
+	hosts := []*hosttest.Running{hosttest.Start(t, cfgFor(0)), hosttest.Start(t, cfgFor(1))}
+	if unreachable {
+		hosts = append(hosts, hosttest.Start(t, cfgFor(2)))
+	}
 	api := func(m int) apiClient {
 		return apiClient{t: t, base: "http://" + hosts[m].Host.AdminAddr(), token: "full"}
 	}
@@ -71,20 +82,22 @@ func TestAdminResetGroup(t *testing.T) {
 		})
 	}
 
-	// The third host cannot be reached: refused before anything stopped (its probe failed),
-	// nothing reset.
-	code, body := api(0).call("POST", "/v1/tasks/wc/reset", strings.NewReader(`{"to":"earliest"}`))
-	if msg := fmt.Sprint(body["error"]); code != http.StatusConflict || !strings.Contains(msg, "127.0.0.1:1") ||
-		!strings.Contains(msg, "cannot be reached") || !strings.Contains(msg, "nothing was reset") {
-		t.Fatalf("reset with an unreachable member: %d %v, want 409 naming it", code, body)
-	}
-	for m := range 2 {
-		if st := hosts[m].Host.Stats()[0]; st.Halted {
-			t.Fatalf("host %d: the task halted after the refused reset: %s", m, st.Error)
+	if unreachable {
+		// The third host cannot be reached: refused before anything stopped (its probe failed),
+		// nothing reset.
+		code, body := api(0).call("POST", "/v1/tasks/wc/reset", strings.NewReader(`{"to":"earliest"}`))
+		if msg := fmt.Sprint(body["error"]); code != http.StatusConflict || !strings.Contains(msg, "127.0.0.1:1") ||
+			!strings.Contains(msg, "cannot be reached") || !strings.Contains(msg, "nothing was reset") {
+			t.Fatalf("reset with an unreachable member: %d %v, want 409 naming it", code, body)
 		}
-	}
-	if err := hosts[2].Stop(); err != nil {
-		t.Fatal(err)
+		for m := range 2 {
+			if st := hosts[m].Host.Stats()[0]; st.Halted {
+				t.Fatalf("host %d: the task halted after the refused reset: %s", m, st.Error)
+			}
+		}
+		if err := hosts[2].Stop(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	settled([]int{0, 1})
 
