@@ -32,6 +32,10 @@ type deployLog struct {
 	notRunning int  // deploys refused because the run had finished its input
 	registered bool // a check found the task's versions: from then on they must stay listed
 	problems   []string
+	// runAnswer, when set, is closed at the run's first answer to a request (any answer):
+	// the kill of a run with deploys waits for it, so that kills land among deploys at any
+	// machine speed.
+	runAnswer chan struct{}
 }
 
 // drive sends deploys of new variants of wasm, and now and then a rollback, to the admin API
@@ -89,7 +93,25 @@ func (l *deployLog) drive(base string, wasm []byte, rng *rand.Rand, next *int) {
 			l.answered++
 		}
 		l.inFlight = false
+		if l.runAnswer != nil {
+			close(l.runAnswer)
+			l.runAnswer = nil
+		}
 		l.mu.Unlock()
+	}
+}
+
+// awaitAnswer waits until the run's first request was answered (answered), and reports false
+// if the process exited first (done is then refilled for the caller) or 2 minutes passed.
+func awaitAnswer(answered chan struct{}, done chan error) bool {
+	select {
+	case <-answered:
+		return true
+	case err := <-done:
+		done <- err
+		return false
+	case <-time.After(2 * time.Minute):
+		return false
 	}
 }
 
@@ -176,16 +198,21 @@ func TestCrashDuringDeploys(t *testing.T) {
 	var driving chan struct{} // closed once the run's deploys stopped
 	kills, runs := killLoop(t, bin, cfg, killPlan{
 		timeout: 8 * time.Minute,
-		// Always 20: the kills of even runs land within 3 s of the deploys' start, and the
-		// test needs some deploys answered before them (with 10, none was on a loaded machine).
-		kills: 20,
-		// Odd runs die at any moment from start-up on; even runs once the admin API answers,
-		// with deploys under way.
+		kills:   20,
+		// Odd runs die at any moment from start-up on; even runs within 3 s of the run's
+		// first answered deploy, with more under way (a deploy compiles the module: on a
+		// loaded machine one can take longer than 3 s, and kills timed from the first request
+		// once landed before any answer in every run).
 		live: func(n int, done chan error) time.Duration {
 			driving = make(chan struct{})
 			if n%2 == 0 && awaitAdmin(base, done) {
 				drng := rand.New(rand.NewPCG(uint64(n), 23)) // rng stays the loop's alone
+				answered := make(chan struct{})
+				log.mu.Lock()
+				log.runAnswer = answered
+				log.mu.Unlock()
 				go func() { defer close(driving); log.drive(base, wasm, drng, &variants) }()
+				awaitAnswer(answered, done)
 				return time.Duration(rng.Int64N(int64(3 * time.Second)))
 			}
 			close(driving)
