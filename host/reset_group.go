@@ -20,6 +20,7 @@ import (
 // A reset on a running host of a group of several (ResetTask, POST /v1/tasks/{task}/reset): the
 // host asked (the initiator) finds the other members of the task's consumer group and their
 // admin addresses in the coordinator's description of the group (as state queries do), and
+// probes each (GET /healthz: one that does not answer is refused before anything stops), then
 // asks each, over its admin API with the client's token, to take three steps
 // (POST /v1/tasks/{task}/reset with {"to": ..., "group": groupStep} and the forwarded header):
 //
@@ -37,8 +38,11 @@ import (
 // cannot reach it any more), it follows on its own whatever the group's offsets say: each
 // partition whose committed offset a reset set (kafka.ResetMetadata) and differs from its local
 // position is reset there, its state moved aside (followReset); then the task starts again.
-// So a reset interrupted anywhere leaves no host running on old positions once the group's
-// offsets moved, and running it again (on any host) finishes it.
+// So a reset interrupted anywhere leaves no held host running on old positions once the
+// group's offsets moved, and running it again (on any host) finishes it. A member that died
+// while it held the task finds, once restarted, the group's offsets set by a reset: its task
+// follows them as it is assigned each partition with kafka.external_offset_reset follow, and
+// reports them (run the reset again) with report.
 
 // groupStep is what the initiator of a group's reset asks of another member.
 type groupStep struct {
