@@ -40,9 +40,10 @@ import (
 // position is reset there, its state moved aside (followReset); then the task starts again.
 // So a reset interrupted anywhere leaves no held host running on old positions once the
 // group's offsets moved, and running it again (on any host) finishes it. A member that died
-// while it held the task finds, once restarted, the group's offsets set by a reset: its task
-// follows them as it is assigned each partition with kafka.external_offset_reset follow, and
-// reports them (run the reset again) with report.
+// while it held the task is not told: once restarted, with a changelog it replays the reset's
+// tombstones and position before it processes a partition (as after an offline reset); without
+// one, it follows the group's offsets as it is assigned each partition with
+// kafka.external_offset_reset follow, and reports them (run the reset again) with report.
 
 // groupStep is what the initiator of a group's reset asks of another member.
 type groupStep struct {
