@@ -28,7 +28,9 @@
 //	POST /v1/tasks/{task}/rollback[?to=N]            the version before the active one, or N
 //	POST /v1/tasks/{task}/pause, /v1/tasks/{task}/resume                 → 200 {"task", "paused"}
 //	POST /v1/tasks/{task}/reset[?dry_run=1]          body {"to": "earliest"|"latest"|TIME|"P:O,..."}
-//	                                                 → 200 the reset's report
+//	                                                 → 200 the reset's report; from another host of
+//	                                                 the group (ForwardedHeader) also "group": a step
+//	                                                 of its reset (ResetRequest.Group, ForwardReset)
 //	GET  /v1/tasks/{task}/state/{key}                a running task's state of a key (state.go)
 //	GET  /v1/tasks/{task}/state?prefix=&after=&limit= a page of keys and their state
 //	GET  /metrics                                    Config.Metrics, when set (Prometheus)
