@@ -137,7 +137,7 @@ type ResetReport struct {
 	DryRun    bool          `json:"dry_run"`
 	Streams   []ResetStream `json:"streams"`
 	// Hosts are the other hosts of the task's group that a reset on a running host reset with
-	// it (ResetTask), and what each moved aside.
+	// it (ResetTask), and what each moved aside; in a dry run, those it would ask.
 	Hosts []HostReset `json:"hosts,omitempty"`
 	// Warnings say what of a group's reset is not done yet, and what finishes it.
 	Warnings []string `json:"warnings,omitempty"`

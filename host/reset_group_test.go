@@ -101,6 +101,12 @@ func testAdminResetGroup(t *testing.T, task host.TaskConfig, unreachable bool) {
 	}
 	settled([]int{0, 1})
 
+	// A dry run names the other host it would ask, and stops nothing.
+	code, dry := api(1).call("POST", "/v1/tasks/wc/reset?dry_run=1", strings.NewReader(`{"to":"earliest"}`))
+	if hs, _ := dry["hosts"].([]any); code != http.StatusOK || len(hs) != 1 || hs[0].(map[string]any)["addr"] != hosts[0].Host.AdminAddr() {
+		t.Fatalf("dry run: %d %v, want the first host named", code, dry)
+	}
+
 	// Through the second host: both hosts reset, running.
 	began := time.Now()
 	code, rep := api(1).call("POST", "/v1/tasks/wc/reset", strings.NewReader(`{"to":"earliest"}`))

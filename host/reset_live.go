@@ -95,6 +95,16 @@ func (h *Host) resetTask(ctx context.Context, name string, to ResetTo, dryRun bo
 		}
 	}
 	if dryRun {
+		if kin != nil {
+			// The other hosts the reset would ask (refused as it would be when one cannot be).
+			others, err := h.groupOthers(ctx, r, name)
+			if err != nil {
+				return nil, err
+			}
+			for _, m := range others {
+				rep.Hosts = append(rep.Hosts, HostReset{Addr: m.Addr, Member: m.Client})
+			}
+		}
 		if err := applyReset(ctx, lv.db, kc, rep, items, false); err != nil {
 			return nil, err
 		}

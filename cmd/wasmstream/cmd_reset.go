@@ -180,6 +180,12 @@ func printReset(w io.Writer, r *host.ResetReport, online bool) {
 		fmt.Fprintf(w, "changelog %s: a tombstone per key and a position at TO, so that no host restores the old state\n", r.Changelog)
 	}
 	if r.DryRun {
+		if len(r.Hosts) > 0 {
+			fmt.Fprintf(w, "the other hosts of the group would reset with it (each moving its own state aside):\n")
+			for _, h := range r.Hosts {
+				fmt.Fprintf(w, "  %s  %s\n", h.Addr, h.Member)
+			}
+		}
 		return
 	}
 	if online {

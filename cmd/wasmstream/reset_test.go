@@ -132,3 +132,13 @@ func TestPrintResetGroup(t *testing.T) {
 		}
 	}
 }
+
+// A dry run through a host of a group names the other hosts it would ask.
+func TestPrintResetGroupDryRun(t *testing.T) {
+	var b strings.Builder
+	printReset(&b, &host.ResetReport{Task: "wc", To: "earliest", DryRun: true,
+		Hosts: []host.HostReset{{Addr: "10.0.0.7:7070", Member: "wasmstream@/10.0.0.7"}}}, true)
+	if out := b.String(); !strings.Contains(out, "would reset with it") || !strings.Contains(out, "10.0.0.7:7070  wasmstream@/10.0.0.7") {
+		t.Fatalf("dry run output:\n%s", out)
+	}
+}
