@@ -186,12 +186,16 @@ func (b adminBackend) Resume(ctx context.Context, task string) error {
 	return wireError(b.h.Resume(ctx, task))
 }
 
-func (b adminBackend) Reset(ctx context.Context, task, to string, dryRun bool) (any, error) {
-	target, err := ParseResetTo(to)
+func (b adminBackend) Reset(ctx context.Context, task string, req admin.ResetRequest) (any, error) {
+	if req.Group != nil {
+		ans, err := b.h.groupResetStep(ctx, task, req.To, req.Group, req.Forwarded)
+		return ans, wireError(err)
+	}
+	target, err := ParseResetTo(req.To)
 	if err != nil {
 		return nil, &admin.Error{Status: http.StatusBadRequest, Err: fmt.Errorf("to: %w", err)}
 	}
-	rep, err := b.h.ResetTask(ctx, task, target, dryRun)
+	rep, err := b.h.resetTask(ctx, task, target, req.DryRun, req.Auth)
 	if err != nil {
 		return nil, wireError(err)
 	}

@@ -44,6 +44,9 @@ type Host struct {
 	calls     sync.WaitGroup // Deploy and siblings in progress; Run waits for them
 	adminAddr string
 	chains    *chains // the chain logs between tasks (chain.go), set by Run before the tasks start
+	// resetHolds are the tasks held stopped for a reset of their group that another host
+	// asked (reset_group.go).
+	resetHolds map[string]*resetHold
 }
 
 // New validates cfg and returns a Host. It starts no goroutine and opens nothing yet.

@@ -119,6 +119,9 @@ type ResetStream struct {
 	Timers int64 `json:"timers"`
 	// Tombstones is the number of keys whose changelog snapshot was tombstoned.
 	Tombstones int64 `json:"tombstones"`
+	// ChangelogEnd is the changelog partition's end after the tombstones: a host restores the
+	// partition's state from there (0: from the changelog's start).
+	ChangelogEnd int64 `json:"changelog_end,omitempty"`
 }
 
 // ResetReport is what OfflineReset did (or would do, with DryRun).
@@ -133,6 +136,23 @@ type ResetReport struct {
 	Changelog string        `json:"changelog,omitempty"`
 	DryRun    bool          `json:"dry_run"`
 	Streams   []ResetStream `json:"streams"`
+	// Hosts are the other hosts of the task's group that a reset on a running host reset with
+	// it (ResetTask), and what each moved aside; in a dry run, those it would ask.
+	Hosts []HostReset `json:"hosts,omitempty"`
+	// Warnings say what of a group's reset is not done yet, and what finishes it.
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// HostReset is what another host of a group did in a reset on a running host.
+type HostReset struct {
+	Addr   string `json:"addr"`   // its admin address
+	Member string `json:"member"` // its client id and host in the group
+	// Backup is where its state and timers were moved aside, in its own data directory.
+	Backup string `json:"backup,omitempty"`
+	Keys   int64  `json:"keys"`
+	Timers int64  `json:"timers"`
+	// Error says why it was not told the reset's positions (it follows them on its own).
+	Error string `json:"error,omitempty"`
 }
 
 // resetItem is one stream to reset.
@@ -233,7 +253,7 @@ func OfflineReset(ctx context.Context, cfg Config, name string, to ResetTo, dryR
 			}
 		}()
 	}
-	if err := applyReset(ctx, db, kc, rep, items); err != nil {
+	if err := applyReset(ctx, db, kc, rep, items, false); err != nil {
 		return nil, err
 	}
 	return rep, nil
@@ -241,8 +261,10 @@ func OfflineReset(ctx context.Context, cfg Config, name string, to ResetTo, dryR
 
 // applyReset carries out (with rep.DryRun, counts) the reset of items of task rep.Task in db
 // (nil: no local state) and, for Kafka items, in the changelog and the group, and fills
-// rep.Streams. The task must not run.
-func applyReset(ctx context.Context, db *store.DB, kc kafka.Config, rep *ResetReport, items []resetItem) error {
+// rep.Streams. With local, only db is written: the changelog and the group were reset by
+// another host of the group (each item's ChangelogEnd says where the changelog resumes). The
+// task must not run.
+func applyReset(ctx context.Context, db *store.DB, kc kafka.Config, rep *ResetReport, items []resetItem, local bool) error {
 	name, dryRun := rep.Task, rep.DryRun
 	streams := map[string]uint32{}
 	if db != nil {
@@ -282,8 +304,7 @@ func applyReset(ctx context.Context, db *store.DB, kc kafka.Config, rep *ResetRe
 			it.From = m.Position.Next
 		}
 	}
-	resume := map[string]int64{}
-	if rep.Changelog != "" {
+	if rep.Changelog != "" && !local {
 		for i := range items {
 			it := &items[i]
 			if !it.kafka {
@@ -293,8 +314,7 @@ func applyReset(ctx context.Context, db *store.DB, kc kafka.Config, rep *ResetRe
 			if err != nil {
 				return fmt.Errorf("wasmstream: task %s: %w", name, err)
 			}
-			it.Tombstones = cr.Tombstones
-			resume[it.Stream] = cr.End
+			it.Tombstones, it.ChangelogEnd = cr.Tombstones, cr.End
 		}
 	}
 	if !dryRun {
@@ -309,7 +329,7 @@ func applyReset(ctx context.Context, db *store.DB, kc kafka.Config, rep *ResetRe
 			}
 			pos := store.Position{Next: it.To, Horizon: -1, Resume: it.bytes, Watermark: -1}
 			if it.kafka {
-				pos.Resume = resume[it.Stream]
+				pos.Resume = it.ChangelogEnd
 			}
 			if err := db.Restore(name, id, nil, &pos); err != nil {
 				return fmt.Errorf("wasmstream: task %s: position of %s: %w", name, it.Stream, err)
@@ -328,7 +348,7 @@ func applyReset(ctx context.Context, db *store.DB, kc kafka.Config, rep *ResetRe
 				offs[it.tp] = it.To
 			}
 		}
-		if len(offs) > 0 {
+		if len(offs) > 0 && !local {
 			if err := kafka.CommitOffsets(ctx, kc, rep.Group, offs); err != nil {
 				return fmt.Errorf("wasmstream: task %s: the state and local positions were reset, but the group offsets were not (run the reset again): %w", name, err)
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
+	"github.com/wasmstream/wasmstream/host/internal/modrt"
 	"github.com/wasmstream/wasmstream/host/internal/task"
 	"github.com/wasmstream/wasmstream/store"
 )
@@ -20,22 +21,41 @@ import (
 // task whose inputs had ended (a file read to its end) is started again too. With dryRun
 // nothing stops and nothing is written: the report says what would move.
 //
-// A task with a Kafka input leaves its group as it stops; the reset then needs the group empty
-// as OfflineReset does: if other members remain after a few seconds (other hosts running the
-// task), the task is started again as it was and the reset is refused with ErrResetRefused,
-// naming them. A task reading stdin, which cannot be read again, and a task chained to another
-// (an input or an output of type task) are refused with ErrResetRefused too. A halted task is refused with ErrNotRunning (restart it first: RestartTask, or a
-// deploy of a version that works), and so is a reset while the host is starting or stopping.
+// A task with a Kafka input leaves its group as it stops, and the other members of its group
+// (other hosts running the task) are asked through their admin API, with admin.token, to stop
+// it too, to follow the reset (their own state and timers moved aside, their positions those of
+// the reset) and to run it again (reset_group.go); ResetReport.Hosts says what each did. The
+// reset needs the group empty as OfflineReset does: a member that advertises no admin address,
+// cannot be reached or refuses, or that remains in the group after a few seconds, has the
+// task started again as it was on every host and the reset refused with ErrResetRefused,
+// naming it. A task reading stdin, which cannot be read again, and a task chained to another
+// (an input or an output of type task) are refused with ErrResetRefused too. A halted task is refused with ErrNotRunning (restart it first:
+// RestartTask, or a deploy of a version that works), and so is a reset while the host is starting or stopping.
 //
 // ResetTask is serialised with the deploys, activations and rollbacks of the task. If the reset
 // fails after the task stopped, the task stays stopped (Stats shows it halted with the cause):
 // run the reset again. Safe from any goroutine while Run runs.
 func (h *Host) ResetTask(ctx context.Context, name string, to ResetTo, dryRun bool) (*ResetReport, error) {
+	auth := ""
+	if h.cfg.Admin.Token != "" {
+		auth = "Bearer " + h.cfg.Admin.Token
+	}
+	return h.resetTask(ctx, name, to, dryRun, auth)
+}
+
+// resetTask is ResetTask; auth is the Authorization the other hosts of a group are asked with.
+func (h *Host) resetTask(ctx context.Context, name string, to ResetTo, dryRun bool, auth string) (*ResetReport, error) {
 	lv, r, err := h.enter(name)
 	if err != nil {
 		return nil, err
 	}
 	defer h.leave()
+	h.mu.Lock()
+	hold := h.resetHolds[name]
+	h.mu.Unlock()
+	if hold != nil {
+		return nil, fmt.Errorf("%w: task %s is held stopped here for a reset of its group that %s asked: retry once it ended", ErrResetRefused, name, hold.from)
+	}
 	r.deploy.Lock()
 	defer r.deploy.Unlock()
 
@@ -75,14 +95,110 @@ func (h *Host) ResetTask(ctx context.Context, name string, to ResetTo, dryRun bo
 		}
 	}
 	if dryRun {
-		if err := applyReset(ctx, lv.db, kc, rep, items); err != nil {
+		if kin != nil {
+			// The other hosts the reset would ask (refused as it would be when one cannot be).
+			others, err := h.groupOthers(ctx, r, name)
+			if err != nil {
+				return nil, err
+			}
+			for _, m := range others {
+				rep.Hosts = append(rep.Hosts, HostReset{Addr: m.Addr, Member: m.Client})
+			}
+		}
+		if err := applyReset(ctx, lv.db, kc, rep, items, false); err != nil {
 			return nil, err
 		}
 		return rep, nil
 	}
 
-	// The module the task starts again on, prepared before anything stops: a version that
-	// cannot start any more leaves the task running as it was.
+	// The other members of the task's group (hosts running it too) are asked to stop it with
+	// this one and to follow the reset (reset_group.go); refused before anything stops when one
+	// advertises no address.
+	var others []kafka.Member
+	if kin != nil {
+		if others, err = h.groupOthers(ctx, r, name); err != nil {
+			return nil, err
+		}
+	}
+	// The others stop at the same time as this host: their partitions do not move to this one
+	// (nor its to them) only to stop again.
+	var g *groupReset
+	othersStopped := make(chan error, 1)
+	if len(others) > 0 {
+		g = h.newGroupReset(name, to, auth, rep.Backup, others)
+		go func() { othersStopped <- g.stopOthers(ctx) }()
+	} else {
+		othersStopped <- nil
+	}
+	st, err := h.stopTask(ctx, lv, r, name, rep.To)
+	if err != nil {
+		if <-othersStopped == nil {
+			g.resume(ctx)
+		}
+		return nil, err
+	}
+	defer st.release()
+	if err := <-othersStopped; err != nil {
+		if serr := st.start(); serr != nil {
+			return nil, st.startFailed(serr)
+		}
+		return nil, err
+	}
+	if err := st.stopped(); err != nil {
+		g.resume(ctx)
+		return nil, err
+	}
+	if kin != nil {
+		// The task left its group when it stopped, and so did the other members'. One that
+		// remains (a host this one does not know of, or one that joined meanwhile) would take
+		// the partitions and checkpoint their old state again: refused, and the task runs again
+		// as it was.
+		if err := waitGroupEmpty(ctx, kc, rep.Group); err != nil {
+			g.resume(ctx)
+			if serr := st.start(); serr != nil {
+				return nil, st.startFailed(serr)
+			}
+			return nil, fmt.Errorf("%w: %v: a member that is not a host of this group's reset remains; stop it, or make it advertise its admin API (admin.advertise_addr), then reset again", ErrResetRefused, err)
+		}
+		ks, err := kafkaResetItems(ctx, kc, rep.Group, kin, to)
+		if err != nil {
+			g.resume(ctx)
+			return nil, st.failed(err)
+		}
+		items = append(items, ks...)
+	}
+	if err := applyReset(ctx, lv.db, kc, rep, items, false); err != nil {
+		g.resume(ctx)
+		return nil, st.failed(err)
+	}
+	g.apply(ctx, rep)
+	if err := st.start(); err != nil {
+		return nil, st.startFailed(err)
+	}
+	h.cfg.Logger.Info("reset: the task runs again", "task", name, "to", rep.To, "backup", rep.Backup, "version", st.version, "hosts", 1+len(others))
+	return rep, nil
+}
+
+// stoppedTask is a task stopped by a reset (ResetTask, or a group's reset asked by another
+// host): it holds a task run of its own, so that Run does not return, until the task runs
+// again (start) or the hold is released.
+type stoppedTask struct {
+	h       *Host
+	lv      *live
+	r       *running
+	name    string
+	mod     *modrt.Module
+	tcfg    task.Config
+	version int
+	held    bool
+	closed  bool
+}
+
+// stopTask prepares the module the task starts again on (its active version: a version that
+// cannot start any more leaves the task running as it was), takes a task run and stops the
+// task (its batches in flight finish, its last checkpoint commits). r.deploy is held. Check
+// stopped before resetting anything.
+func (h *Host) stopTask(ctx context.Context, lv *live, r *running, name, to string) (*stoppedTask, error) {
 	_, mv, err := activeVersion(lv.db, name)
 	if err != nil {
 		return nil, err
@@ -95,101 +211,100 @@ func (h *Host) ResetTask(ctx context.Context, name string, to ResetTo, dryRun bo
 	if err != nil {
 		return nil, err
 	}
-	tcfg := *r.tcfg
-	tcfg.Module, tcfg.Version = mod, int64(mv.Version)
-	closeMod := func() { mod.Close(context.WithoutCancel(ctx)) }
+	st := &stoppedTask{h: h, lv: lv, r: r, name: name, mod: mod, tcfg: *r.tcfg, version: int(mv.Version)}
+	st.tcfg.Module, st.tcfg.Version = mod, int64(mv.Version)
 
 	// Run must not return while the task is stopped: the reset holds a task run of its own
 	// until the task runs again (or the reset failed).
 	h.mu.Lock()
 	if h.tasksDone == nil || h.taskRuns == 0 || lv.ctx.Err() != nil {
 		h.mu.Unlock()
-		closeMod()
+		st.closeMod()
 		return nil, fmt.Errorf("%w: task %q: the host is starting or stopping", ErrNotRunning, name)
 	}
 	h.taskRuns++
+	st.held = true
 	stop, done := r.stop, r.done
 	h.mu.Unlock()
-	held := true
-	defer func() {
-		if held {
-			h.mu.Lock()
-			h.taskEnded()
-			h.mu.Unlock()
-		}
-	}()
-	log := h.cfg.Logger.With("task", name)
-	log.Info("reset: stopping the task", "to", rep.To)
+	h.cfg.Logger.Info("reset: stopping the task", "task", name, "to", to)
 	if stop != nil {
 		stop()
 		<-done
 	}
-	failed := func(err error) (*ResetReport, error) {
-		closeMod()
-		h.mu.Lock()
-		if h.halted[name] == nil {
-			h.halt(name, &TaskError{Task: name, Err: fmt.Errorf("stopped for a reset that failed (run the reset again): %w", err)})
-		}
-		h.mu.Unlock()
-		return nil, err
+	return st, nil
+}
+
+// stopped fails, the task halted, when its last checkpoint failed: what the reset would move is
+// not what it processed.
+func (st *stoppedTask) stopped() error {
+	st.h.mu.Lock()
+	halted := st.h.halted[st.name]
+	st.h.mu.Unlock()
+	if halted != nil {
+		return st.failed(fmt.Errorf("wasmstream: task %s: stopping it for the reset failed: %w", st.name, halted))
+	}
+	return nil
+}
+
+func (st *stoppedTask) closeMod() {
+	if !st.closed {
+		st.closed = true
+		st.mod.Close(context.Background())
+	}
+}
+
+// release gives the hold on Run back without starting the task (a no-op once it started).
+func (st *stoppedTask) release() {
+	if !st.held {
+		return
+	}
+	st.closeMod()
+	st.h.mu.Lock()
+	st.held = false
+	st.h.taskEnded()
+	st.h.mu.Unlock()
+}
+
+// failed leaves the task stopped, shown halted with err, and returns err.
+func (st *stoppedTask) failed(err error) error {
+	st.closeMod()
+	st.h.mu.Lock()
+	if st.h.halted[st.name] == nil {
+		st.h.halt(st.name, &TaskError{Task: st.name, Err: fmt.Errorf("stopped for a reset that failed (run the reset again): %w", err)})
+	}
+	st.h.mu.Unlock()
+	return err
+}
+
+// startFailed is failed for an error of start; a host stopping is no failure of the task.
+func (st *stoppedTask) startFailed(err error) error {
+	if errors.Is(err, ErrNotRunning) {
+		st.closeMod()
+		return err
+	}
+	return st.failed(err)
+}
+
+// start starts the task again, on the prepared module, from what the store holds.
+func (st *stoppedTask) start() error {
+	h, lv, r := st.h, st.lv, st.r
+	t, err := task.New(st.tcfg)
+	if err != nil {
+		return fmt.Errorf("wasmstream: task %s: %w", st.name, err)
 	}
 	h.mu.Lock()
-	halted = h.halted[name]
-	h.mu.Unlock()
-	if halted != nil {
-		// Its last checkpoint failed: what the reset would move is not what it processed.
-		return failed(fmt.Errorf("wasmstream: task %s: stopping it for the reset failed: %w", name, halted))
+	defer h.mu.Unlock()
+	if lv.ctx.Err() != nil {
+		return fmt.Errorf("%w: task %q: the host is stopping; it runs again at the next start", ErrNotRunning, st.name)
 	}
-	startFailed := func(err error) (*ResetReport, error) {
-		if errors.Is(err, ErrNotRunning) { // the host is stopping
-			closeMod()
-			return nil, err
-		}
-		return failed(err)
-	}
-	// start starts the task again, on the prepared module, from what the store holds.
-	start := func() error {
-		t, err := task.New(tcfg)
-		if err != nil {
-			return fmt.Errorf("wasmstream: task %s: %w", name, err)
-		}
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		if lv.ctx.Err() != nil {
-			return fmt.Errorf("%w: task %q: the host is stopping; it runs again at the next start", ErrNotRunning, name)
-		}
-		lv.addModule(mod)
-		r.task = t
-		h.tasks[r.idx] = t
-		h.goTask(lv, r.idx, t)
-		h.taskEnded() // the reset's hold: the task runs again
-		held = false
-		return nil
-	}
-	if kin != nil {
-		// The task left its group when it stopped. Other members (hosts still running the
-		// task) would take its partitions and checkpoint their old state again: refused, and
-		// the task runs again as it was.
-		if err := waitGroupEmpty(ctx, kc, rep.Group); err != nil {
-			if serr := start(); serr != nil {
-				return startFailed(serr)
-			}
-			return nil, fmt.Errorf("%w: %v: stop the other hosts running task %s (or reset with every host stopped: wasmstream reset)", ErrResetRefused, err, name)
-		}
-		ks, err := kafkaResetItems(ctx, kc, rep.Group, kin, to)
-		if err != nil {
-			return failed(err)
-		}
-		items = append(items, ks...)
-	}
-	if err := applyReset(ctx, lv.db, kc, rep, items); err != nil {
-		return failed(err)
-	}
-	if err := start(); err != nil {
-		return startFailed(err)
-	}
-	log.Info("reset: the task runs again", "to", rep.To, "backup", rep.Backup, "version", mv.Version)
-	return rep, nil
+	lv.addModule(st.mod)
+	st.closed = true // the host closes it now
+	r.task = t
+	h.tasks[r.idx] = t
+	h.goTask(lv, r.idx, t)
+	h.taskEnded() // the reset's hold: the task runs again
+	st.held = false
+	return nil
 }
 
 // waitGroupEmpty waits, up to groupLeaveWait, for group to have no member (the task's own

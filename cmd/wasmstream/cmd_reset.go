@@ -48,10 +48,12 @@ With --admin-addr (and --admin-token, else WASMSTREAM_ADMIN_TOKEN or admin.token
 configuration file), the running host at that address resets the task itself
 (POST /v1/tasks/{task}/reset): it stops that task alone (its batches finish, a last checkpoint
 commits, a kafka task leaves its group), resets it as above and starts it again, while its
-other tasks keep running. A kafka task's group must then be empty: with other hosts still
-members, the task runs on as it was and the reset is refused, naming them. Other hosts' disks keep their old copy of the state: with a
-changelog they replay the tombstones before they process a partition again; without one, run
-the reset on each host's data directory.
+other tasks keep running. A kafka task run by several hosts is reset on all of them, running:
+the host asked has the others (the members of the task's group, found at the admin address each
+advertises) stop the task too, resets the group's offsets and the changelog, and has each move
+its own state aside and take the new positions before they all run again. A member that cannot
+be reached (or advertises no address) is named and nothing is reset; a member that is not a
+wasmstream host of the group is refused likewise.
 
 --dry-run prints what would move and writes nothing. A reset that fails midway can be run
 again. Until each input caught up with its end as it stood at the reset, status, /metrics
@@ -178,6 +180,12 @@ func printReset(w io.Writer, r *host.ResetReport, online bool) {
 		fmt.Fprintf(w, "changelog %s: a tombstone per key and a position at TO, so that no host restores the old state\n", r.Changelog)
 	}
 	if r.DryRun {
+		if len(r.Hosts) > 0 {
+			fmt.Fprintf(w, "the other hosts of the group would reset with it (each moving its own state aside):\n")
+			for _, h := range r.Hosts {
+				fmt.Fprintf(w, "  %s  %s\n", h.Addr, h.Member)
+			}
+		}
 		return
 	}
 	if online {
@@ -187,6 +195,22 @@ func printReset(w io.Writer, r *host.ResetReport, online bool) {
 	}
 	fmt.Fprintf(w, "  see them:  wasmstream state --data-dir %s --task %s\n", r.DataDir, r.Backup)
 	fmt.Fprintf(w, "  drop them: wasmstream reset --data-dir %s --drop-backup %s\n", r.DataDir, r.Backup)
+	if len(r.Hosts) > 0 {
+		fmt.Fprintf(w, "the other hosts of the group, reset with it (each moved its own state aside in its own data directory):\n")
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "HOST\tMEMBER\tKEYS\tTIMERS\tBACKUP")
+		for _, h := range r.Hosts {
+			backup := h.Backup
+			if h.Error != "" {
+				backup = "not told: " + h.Error
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", h.Addr, h.Member, h.Keys, h.Timers, backup)
+		}
+		_ = tw.Flush()
+	}
+	for _, warn := range r.Warnings {
+		fmt.Fprintf(w, "warning: %s\n", warn)
+	}
 }
 
 func offsetText(o int64) string {

@@ -110,3 +110,35 @@ func TestParseResetTo(t *testing.T) {
 		}
 	}
 }
+
+// A reset through a running host of a group prints the other hosts reset with it (what each
+// moved aside, its backup) and the warnings of what is not done yet.
+func TestPrintResetGroup(t *testing.T) {
+	var b strings.Builder
+	printReset(&b, &host.ResetReport{Task: "wc", To: "earliest", DataDir: "data", Backup: "wc.reset-20261128T010000Z",
+		Streams: []host.ResetStream{{Stream: "kafka:words/0", From: 10, Committed: 10, Keys: 3}},
+		Hosts: []host.HostReset{{Addr: "10.0.0.7:7070", Member: "wasmstream@/10.0.0.7", Backup: "wc.reset-20261128T010001Z", Keys: 5},
+			{Addr: "10.0.0.8:7070", Member: "wasmstream@/10.0.0.8", Error: "the host at 10.0.0.8:7070 cannot be reached"}},
+		Warnings: []string{"host 10.0.0.8:7070 was not told the reset"}}, true)
+	out := b.String()
+	for _, want := range []string{
+		"the other hosts of the group, reset with it",
+		"10.0.0.7:7070  wasmstream@/10.0.0.7  5     0       wc.reset-20261128T010001Z",
+		"not told: the host at 10.0.0.8:7070 cannot be reached",
+		"warning: host 10.0.0.8:7070 was not told the reset",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// A dry run through a host of a group names the other hosts it would ask.
+func TestPrintResetGroupDryRun(t *testing.T) {
+	var b strings.Builder
+	printReset(&b, &host.ResetReport{Task: "wc", To: "earliest", DryRun: true,
+		Hosts: []host.HostReset{{Addr: "10.0.0.7:7070", Member: "wasmstream@/10.0.0.7"}}}, true)
+	if out := b.String(); !strings.Contains(out, "would reset with it") || !strings.Contains(out, "10.0.0.7:7070  wasmstream@/10.0.0.7") {
+		t.Fatalf("dry run output:\n%s", out)
+	}
+}

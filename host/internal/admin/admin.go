@@ -28,7 +28,9 @@
 //	POST /v1/tasks/{task}/rollback[?to=N]            the version before the active one, or N
 //	POST /v1/tasks/{task}/pause, /v1/tasks/{task}/resume                 → 200 {"task", "paused"}
 //	POST /v1/tasks/{task}/reset[?dry_run=1]          body {"to": "earliest"|"latest"|TIME|"P:O,..."}
-//	                                                 → 200 the reset's report
+//	                                                 → 200 the reset's report; from another host of
+//	                                                 the group (ForwardedHeader) also "group": a step
+//	                                                 of its reset (ResetRequest.Group, ForwardReset)
 //	POST /v1/tasks/{task}/restart                    a halted task, on its active version
 //	                                                 → 200 Deployment (restarted, halted: why)
 //	GET  /v1/tasks/{task}/state/{key}                a running task's state of a key (state.go)
@@ -111,10 +113,10 @@ type Backend interface {
 	Versions(task string) ([]Version, error)
 	Pause(ctx context.Context, task string) error
 	Resume(ctx context.Context, task string) error
-	// Reset resets a task to to (earliest, latest, an RFC 3339 time or partition:offset,...):
-	// it stops the task, resets it and starts it again, or with dryRun says what would move.
-	// The report is served as it is, in JSON.
-	Reset(ctx context.Context, task, to string, dryRun bool) (any, error)
+	// Reset resets a task to req.To (earliest, latest, an RFC 3339 time or
+	// partition:offset,...): it stops the task, resets it and starts it again, or with
+	// req.DryRun says what would move. The report is served as it is, in JSON.
+	Reset(ctx context.Context, task string, req ResetRequest) (any, error)
 	// Restart starts a halted task again on its active version, from its last checkpoint.
 	Restart(ctx context.Context, task string) (Deployment, error)
 	// Status returns every task's figures, served as they are (their json tags name the fields).
@@ -494,12 +496,25 @@ func (s *Server) pauseResume(w http.ResponseWriter, r *http.Request, pause bool)
 	writeJSON(w, http.StatusOK, map[string]any{"task": task, "paused": pause})
 }
 
-// maxResetBody bounds the body of a reset: {"to": ...} with a list of partition offsets.
-const maxResetBody = 64 << 10
+// maxResetBody bounds the body of a reset: {"to": ...} with a list of partition offsets, or a
+// step of a group's reset with the list of its streams.
+const maxResetBody = 4 << 20
+
+// ResetRequest is a reset as the API received it.
+type ResetRequest struct {
+	To     string
+	DryRun bool
+	// Group is, in a reset another host of the task's group forwarded (Forwarded is then its
+	// address), the step it asks of this host (the backend reads it; see ForwardReset).
+	Group json.RawMessage
+	// Auth is the request's Authorization header, Forwarded its ForwardedHeader.
+	Auth, Forwarded string
+}
 
 func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
 	var body struct {
-		To string `json:"to"`
+		To    string          `json:"to"`
+		Group json.RawMessage `json:"group"`
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxResetBody))
 	dec.DisallowUnknownFields()
@@ -520,7 +535,13 @@ func (s *Server) reset(w http.ResponseWriter, r *http.Request) {
 		}
 		dry = v
 	}
-	rep, err := s.cfg.Backend.Reset(r.Context(), r.PathValue("task"), body.To, dry)
+	fwd := r.Header.Get(ForwardedHeader)
+	if body.Group != nil && fwd == "" {
+		writeError(w, http.StatusBadRequest, errors.New(`body: "group" is a step of a group's reset that one host asks of another, not for clients`), nil)
+		return
+	}
+	rep, err := s.cfg.Backend.Reset(r.Context(), r.PathValue("task"), ResetRequest{To: body.To, DryRun: dry, Group: body.Group,
+		Auth: r.Header.Get("Authorization"), Forwarded: fwd})
 	if err != nil {
 		s.fail(w, r, err)
 		return

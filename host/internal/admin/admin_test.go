@@ -29,6 +29,7 @@ type fakeBackend struct {
 	entered           chan struct{}
 	inDeploy, maxSeen atomic.Int64
 	ready             atomic.Bool
+	lastReset         ResetRequest // the last reset's request (one request at a time)
 }
 
 func (b *fakeBackend) Deploy(ctx context.Context, task string, wasm []byte) (Deployment, error) {
@@ -57,8 +58,9 @@ func (b *fakeBackend) Rollback(context.Context, string, int64) (Deployment, erro
 func (b *fakeBackend) Versions(string) ([]Version, error)   { return nil, nil }
 func (b *fakeBackend) Pause(context.Context, string) error  { return nil }
 func (b *fakeBackend) Resume(context.Context, string) error { return nil }
-func (b *fakeBackend) Reset(_ context.Context, task, to string, dry bool) (any, error) {
-	return map[string]any{"task": task, "to": to, "dry_run": dry}, nil
+func (b *fakeBackend) Reset(_ context.Context, task string, req ResetRequest) (any, error) {
+	b.lastReset = req
+	return map[string]any{"task": task, "to": req.To, "dry_run": req.DryRun}, nil
 }
 func (b *fakeBackend) Restart(_ context.Context, task string) (Deployment, error) {
 	return Deployment{Task: task, Restarted: true}, nil

@@ -1,6 +1,7 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -122,6 +123,73 @@ func forward(ctx context.Context, client *http.Client, addr, auth, from, path st
 		return ans, &Error{Status: http.StatusBadGateway, Err: fmt.Errorf("the owner at %s answered no JSON: %v", addr, jerr)}
 	}
 	return ans, nil
+}
+
+// ForwardReset posts body, a step of a group's reset of task (ResetRequest.Group) with target
+// to, to the admin API at addr, presenting auth and from as ForwardState does, and decodes the
+// answer into out. A host that cannot be reached is an *Error with 503; a refusal carries the
+// other host's status and message.
+func ForwardReset(ctx context.Context, client *http.Client, addr, auth, from, task, to string, body, out any) error {
+	step, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	payload, err := json.Marshal(map[string]any{"to": to, "group": json.RawMessage(step)})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/v1/tasks/"+url.PathEscape(task)+"/reset", bytes.NewReader(payload))
+	if err != nil {
+		return err
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	req.Header.Set(ForwardedHeader, from)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return &Error{Status: http.StatusServiceUnavailable, Err: fmt.Errorf("the host at %s cannot be reached: %w", addr, err)}
+	}
+	defer resp.Body.Close()
+	ans, err := io.ReadAll(io.LimitReader(resp.Body, maxForwardedBody))
+	if err != nil {
+		return &Error{Status: http.StatusServiceUnavailable, Err: fmt.Errorf("reading the answer of the host at %s: %w", addr, err)}
+	}
+	if resp.StatusCode != http.StatusOK {
+		var e struct {
+			Error string `json:"error"`
+		}
+		msg := resp.Status
+		if json.Unmarshal(ans, &e) == nil && e.Error != "" {
+			msg = e.Error
+		}
+		return &Error{Status: resp.StatusCode, Err: fmt.Errorf("the host at %s: %s", addr, msg)}
+	}
+	if out != nil {
+		if err := json.Unmarshal(ans, out); err != nil {
+			return &Error{Status: http.StatusBadGateway, Err: fmt.Errorf("the host at %s answered no JSON: %v", addr, err)}
+		}
+	}
+	return nil
+}
+
+// Probe asks the admin API at addr whether it is up (GET /healthz, which needs no token): an
+// *Error with 503 when it cannot be reached or does not answer 200.
+func Probe(ctx context.Context, client *http.Client, addr string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/healthz", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return &Error{Status: http.StatusServiceUnavailable, Err: fmt.Errorf("the host at %s cannot be reached: %w", addr, err)}
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return &Error{Status: http.StatusServiceUnavailable, Err: fmt.Errorf("the host at %s: /healthz answered %s", addr, resp.Status)}
+	}
+	return nil
 }
 
 // isNoState reports whether a 404's message is the state endpoint's "has no state" (rather

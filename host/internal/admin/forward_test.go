@@ -106,3 +106,49 @@ func TestForwardState(t *testing.T) {
 		t.Errorf("an owner that is gone: %v, want 503", err)
 	}
 }
+
+// A step of a group's reset reaches the backend with the forwarding host, the client's
+// Authorization and the step as sent (ForwardReset); a client sending a step without the
+// forwarded header gets 400. Probe tells an answering API from one nobody listens at.
+func TestForwardReset(t *testing.T) {
+	b := &fakeBackend{}
+	addr, _, _ := serve(t, b, Limits{})
+	var ans map[string]any
+	err := ForwardReset(context.Background(), http.DefaultClient, addr, "Bearer "+token, "10.0.0.1:7070", "wc", "earliest",
+		map[string]string{"phase": "stop", "id": "r1"}, &ans)
+	if err != nil || ans["task"] != "wc" || ans["to"] != "earliest" {
+		t.Fatalf("ForwardReset: %v %v", ans, err)
+	}
+	if got := b.lastReset; got.Forwarded != "10.0.0.1:7070" || got.Auth != "Bearer "+token || string(got.Group) != `{"id":"r1","phase":"stop"}` {
+		t.Fatalf("the backend saw %+v", got)
+	}
+	err = ForwardReset(context.Background(), http.DefaultClient, addr, "Bearer wrong", "10.0.0.1:7070", "wc", "earliest", map[string]string{"phase": "stop"}, nil)
+	var ae *Error
+	if !errors.As(err, &ae) || ae.Status != http.StatusUnauthorized {
+		t.Fatalf("a wrong token: %v, want 401", err)
+	}
+
+	req, _ := http.NewRequest("POST", "http://"+addr+"/v1/tasks/wc/reset", strings.NewReader(`{"to":"earliest","group":{"phase":"stop","id":"r1"}}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a step without the forwarded header: %d, want 400", resp.StatusCode)
+	}
+
+	if err := Probe(context.Background(), http.DefaultClient, addr); err != nil {
+		t.Fatalf("Probe: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dead := ln.Addr().String()
+	ln.Close()
+	if err := Probe(context.Background(), http.DefaultClient, dead); !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable {
+		t.Fatalf("Probe of a closed port: %v, want 503", err)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -84,8 +85,9 @@ func splitAddr(userData []byte) (inner []byte, addr string, ok bool) {
 
 // Member is a member of the group as the coordinator describes it.
 type Member struct {
-	ID   string // the member id
-	Addr string // the admin address it advertises ("" if none)
+	ID     string // the member id
+	Addr   string // the admin address it advertises ("" if none)
+	Client string // its client id and host, as the coordinator saw them (client@/10.0.0.7)
 }
 
 // GroupView is the coordinator's view of a consumer's group.
@@ -99,6 +101,8 @@ type GroupView struct {
 	Owners map[TopicPartition]Member
 	// Partitions is each topic's partition count.
 	Partitions map[string]int32
+	// Members are every member of the group, with or without partitions, in member id order.
+	Members []Member
 }
 
 // Stable reports whether the group is stable (no rebalance in progress).
@@ -148,10 +152,11 @@ func (c *Consumer) Describe(ctx context.Context) (GroupView, error) {
 	v := GroupView{State: g.State, Owners: map[TopicPartition]Member{}}
 	v.Self, _ = c.cl.GroupMetadata()
 	for _, m := range g.Members {
-		mem := Member{ID: m.MemberID}
+		mem := Member{ID: m.MemberID, Client: m.ClientID + "@" + m.ClientHost}
 		if meta, ok := m.Join.AsConsumer(); ok {
 			_, mem.Addr, _ = splitAddr(meta.UserData)
 		}
+		v.Members = append(v.Members, mem)
 		if as, ok := m.Assigned.AsConsumer(); ok {
 			for _, t := range as.Topics {
 				for _, p := range t.Partitions {
@@ -160,6 +165,7 @@ func (c *Consumer) Describe(ctx context.Context) (GroupView, error) {
 			}
 		}
 	}
+	slices.SortFunc(v.Members, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
 	if v.Partitions, err = c.partitionCounts(ctx, adm); err != nil {
 		return GroupView{}, err
 	}

@@ -110,6 +110,27 @@ func CommittedOffsets(ctx context.Context, cfg Config, group string, topics []st
 	return out, err
 }
 
+// ResetCommits returns group's committed offsets of the partitions of topics that `wasmstream
+// reset` set (their metadata is ResetMetadata): no member has committed there since.
+func ResetCommits(ctx context.Context, cfg Config, group string, topics []string) (map[TopicPartition]int64, error) {
+	out := map[TopicPartition]int64{}
+	err := withAdmin(cfg, func(_ *kgo.Client, adm *kadm.Client) error {
+		rs, err := adm.FetchOffsetsForTopics(ctx, group, topics...)
+		if err != nil {
+			return fmt.Errorf("kafka: fetching the offsets of group %s: %w", group, err)
+		}
+		for t, ps := range rs {
+			for p, r := range ps {
+				if r.Err == nil && r.At >= 0 && r.Metadata == ResetMetadata {
+					out[TopicPartition{t, p}] = r.At
+				}
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
 // CommitOffsets sets group's committed offsets (the group must have no members: see
 // CheckGroupEmpty).
 func CommitOffsets(ctx context.Context, cfg Config, group string, offs map[TopicPartition]int64) error {

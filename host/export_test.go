@@ -1,0 +1,12 @@
+package host
+
+// ExpireResetHolds ends every hold of a task for another host's group reset now, as
+// groupResetHold passing would: the task follows the group's offsets and runs again.
+func (h *Host) ExpireResetHolds() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, hold := range h.resetHolds {
+		close(hold.expire)
+	}
+	return len(h.resetHolds)
+}
