@@ -104,6 +104,9 @@ func (t *Task) outgrowsTxn(j *job) bool {
 		if t.streams[g.stream] != g.st || (len(g.effects.Writes) == 0 && len(g.effects.Timers) == 0 && len(g.work) == 0) {
 			continue
 		}
+		if !t.mayOutgrowTxn(g, maxEntries, maxBytes) {
+			continue
+		}
 		clear(costs)
 		add := func(key []byte, n, b int) {
 			if e := g.entries[string(key)]; e != nil {
@@ -137,6 +140,41 @@ func (t *Task) outgrowsTxn(j *job) bool {
 		}
 	}
 	return false
+}
+
+// mayOutgrowTxn is outgrowsTxn's first look at a group, without a map: what the whole group adds
+// on top of the most any of its keys holds uncommitted (with its mark). Only when that could pass
+// a limit are the costs gathered per key; a group of small writes to keys committed a moment ago
+// (the common case) is a walk of its writes and its keys.
+func (t *Task) mayOutgrowTxn(g *group, maxEntries, maxBytes int) bool {
+	n, b := 0, 0
+	for _, w := range g.effects.Writes {
+		wn, wb := store.StateWriteCost(t.cfg.Name, w.Key, w.Name, len(w.Value))
+		n, b = n+wn, b+wb
+	}
+	for _, op := range g.effects.Timers {
+		on, ob := store.TimerOpCost(t.cfg.Name, op.Key, op.Name, len(op.Payload))
+		n, b = n+on, b+ob
+	}
+	for _, it := range g.work {
+		if it.fire != nil && !it.cancelled {
+			fn, fb := store.TimerOpCost(t.cfg.Name, it.fire.Key, it.fire.Name, 0)
+			n, b = n+fn, b+fb
+		}
+	}
+	if n == 0 && b == 0 {
+		return false
+	}
+	worstN, worstB := 0, 0
+	for _, e := range g.entries {
+		pe, pb := e.Pending()
+		if pe == 0 {
+			continue // nothing to commit first
+		}
+		me, mb := store.MarkCost(t.cfg.Name, e.Key())
+		worstN, worstB = max(worstN, pe+me), max(worstB, pb+mb)
+	}
+	return worstN > 0 && (worstN+n > maxEntries || worstB+b > maxBytes)
 }
 
 // txnCost is what a job adds to a key's next store transaction (outgrowsTxn).

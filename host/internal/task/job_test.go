@@ -119,3 +119,46 @@ func TestOutgrowsTxnAllocs(t *testing.T) {
 		t.Errorf("outgrowsTxn over %d writes: %.0f allocations, want at most 2", n, got)
 	}
 }
+
+// TestOutgrowsTxn checks the answer of outgrowsTxn, through its bound over the whole group and
+// through its count per key: a key whose pending writes, the job's writes to it and its mark pass
+// the store's transaction limit outgrows it; the same job's writes spread over other keys, which
+// pass the limit only added together, do not.
+func TestOutgrowsTxn(t *testing.T) {
+	db, err := store.Open("", store.Options{InMemory: true, MaxTxnEntries: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	tk, err := New(Config{Name: "txn", Workers: 2, Store: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk.streams[0] = &stream{}
+	const keys = 5
+	j := tk.newJob(sched.Batch[*item]{ID: 1, Items: keyedItems(keys)})
+	g := &j.groups[0]
+	first := g.work[0].rec.Key
+	tk.cache.Charge(g.entries[string(first)], 7, 700) // 7 writes of the first key wait for a checkpoint
+	write := func(key []byte, name string) {
+		g.effects.Writes = append(g.effects.Writes, modrt.Write{Key: key, Name: []byte(name), Value: []byte("1")})
+	}
+	for _, it := range g.work {
+		write(it.rec.Key, "a") // one write per key: 7 + 1 + the mark for the first key, 5 writes in all
+	}
+	if tk.outgrowsTxn(j) {
+		t.Fatal("7 pending + 1 write + the mark outgrow a transaction of 10 entries")
+	}
+	write(first, "b")
+	write(first, "c") // 7 + 3 + the mark: 11
+	if !tk.outgrowsTxn(j) {
+		t.Fatal("7 pending + 3 writes + the mark do not outgrow a transaction of 10 entries")
+	}
+	g.effects.Writes = g.effects.Writes[:keys]
+	for _, it := range g.work[1:] {
+		write(it.rec.Key, "b") // more writes, none of them to the first key
+	}
+	if tk.outgrowsTxn(j) {
+		t.Fatal("writes to other keys count against the first key's transaction")
+	}
+}
