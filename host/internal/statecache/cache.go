@@ -42,6 +42,7 @@ type Entry struct {
 	slots     []slot // sorted by name
 	loaded    bool
 	pins      int
+	owner     uint64 // the last PinOnce owner: a pin of that owner is held
 	mark      int64
 	first     int64           // the lowest record offset applied since the last Collect; MaxInt64: none
 	stateVers uint32          // the state version of the module that last wrote the key
@@ -217,6 +218,29 @@ func (c *Cache) Pin(stream uint32, key []byte) *Entry {
 	}
 	e.pins++
 	return e
+}
+
+// PinOnce is Pin for an owner that pins each of its keys once (a job's group, whose owner
+// numbers are unique and never 0): it returns the entry and whether this call pinned it; when the
+// owner already holds the entry it returns it unpinned again. A job forms its set of keys
+// with it, without a map of its own (the loop's cost per record).
+func (c *Cache) PinOnce(stream uint32, key []byte, owner uint64) (*Entry, bool) {
+	k := c.skey(stream, key)
+	e, ok := c.entries[string(k)]
+	switch {
+	case ok && e.owner == owner:
+		return e, false
+	case ok:
+		c.hits++
+	default:
+		c.misses++
+		e = &Entry{stream: stream, key: bytes.Clone(key), mark: -1, first: math.MaxInt64, size: entryOverhead + int64(len(key))}
+		c.entries[string(k)] = e
+		c.account(e)
+	}
+	e.owner = owner
+	e.pins++
+	return e, true
 }
 
 // Peek returns the entry of (stream, key) if the cache holds one, without pinning it or

@@ -20,13 +20,13 @@ func (t *Task) apply(j *job) error {
 			continue
 		}
 		changed := len(g.effects.Writes) > 0 || len(g.effects.Timers) > 0 || len(g.migrated) > 0
-		for _, w := range g.effects.Writes {
-			e := g.entries[string(w.Key)]
+		for i, w := range g.effects.Writes {
+			e := g.writeEntry(i)
 			t.applyWrite(e, w)
 			t.cache.SetStateVersion(e, g.stateVer)
 		}
-		for _, k := range g.migrated {
-			t.cache.SetStateVersion(g.entries[k], g.stateVer)
+		for _, e := range g.migrated {
+			t.cache.SetStateVersion(e, g.stateVer)
 		}
 		// A fired timer is deleted before the unit's own timer ops apply: a firing that sets its
 		// timer again keeps it.
@@ -37,7 +37,7 @@ func (t *Task) apply(j *job) error {
 			changed = true
 			id := timerID{string(it.fire.Key), string(it.fire.Name)}
 			delete(st.tm.queued, id)
-			if err := t.applyTimer(st, g.entries[id.key], it.fire.Name, dirtyTimer{del: true}); err != nil {
+			if err := t.applyTimer(st, g.entry(it.fire.Key), it.fire.Name, dirtyTimer{del: true}); err != nil {
 				return err
 			}
 			if it.dropped {
@@ -48,8 +48,8 @@ func (t *Task) apply(j *job) error {
 				t.stats.TimersFired++
 			}
 		}
-		for _, op := range g.effects.Timers {
-			if err := t.applyTimer(st, g.entries[string(op.Key)], op.Name, dirtyTimer{del: op.Delete, domain: op.Domain, due: op.Due, payload: op.Payload}); err != nil {
+		for i, op := range g.effects.Timers {
+			if err := t.applyTimer(st, g.timerEntry(i), op.Name, dirtyTimer{del: op.Delete, domain: op.Domain, due: op.Due, payload: op.Payload}); err != nil {
 				return err
 			}
 		}
@@ -109,7 +109,7 @@ func (t *Task) outgrowsTxn(j *job) bool {
 		}
 		clear(costs)
 		add := func(key []byte, n, b int) {
-			if e := g.entries[string(key)]; e != nil {
+			if e := g.entry(key); e != nil {
 				c := costs[e]
 				costs[e] = txnCost{c.entries + n, c.bytes + b}
 			}
@@ -166,7 +166,7 @@ func (t *Task) mayOutgrowTxn(g *group, maxEntries, maxBytes int) bool {
 		return false
 	}
 	worstN, worstB := 0, 0
-	for _, e := range g.entries {
+	for _, e := range g.keys {
 		pe, pb := e.Pending()
 		if pe == 0 {
 			continue // nothing to commit first
