@@ -28,7 +28,8 @@ type Batch[T any] struct {
 	Items []Item[T]
 }
 
-// keyPoolSize bounds the number of freed keys kept for reuse.
+// keyPoolSize is the number of freed keys kept for reuse however few keys exist; with more keys
+// queued or in flight the pool may hold as many as exist (freeKey).
 const keyPoolSize = 1024
 
 // entry is a queued item; iso marks the items of a failed batch that must run alone.
@@ -103,7 +104,7 @@ type Scheduler[T any] struct {
 	draining map[uint32]int // in-flight items of removed streams, by stream ID
 	flow     []*stream[T]   // streams whose flow state may differ from the reported one
 	free     []*inflight[T] // recycled batch records, at most MaxBatches
-	keyPool  []*key[T]      // recycled keys, at most keyPoolSize
+	keyPool  []*key[T]      // recycled keys, at most max(keyPoolSize, keys)
 	scratch  []Item[T]      // the items of the batch Next is forming
 
 	keys, readyKeys     int
@@ -602,9 +603,18 @@ func (s *Scheduler[T]) freeKey(k *key[T]) {
 	}
 	delete(st.keys, k.name)
 	s.keys--
-	if len(s.keyPool) < keyPoolSize && !k.inReady {
+	limit := max(keyPoolSize, s.keys)
+	if n := len(s.keyPool); n > limit {
+		// Fewer keys exist than the pool holds: it shrinks with them.
+		s.keyPool[n-1] = nil
+		s.keyPool = s.keyPool[:n-1]
+	}
+	if len(s.keyPool) < limit && !k.inReady {
 		// The key is referenced nowhere else now (not busy, not listed, not delayed); keep
-		// it, and a small queue buffer, for the next new key.
+		// it, and a small queue buffer, for the next new key. The pool may hold as many keys
+		// as exist: a fetch admits records of thousands of keys that a completed batch freed
+		// just before, and a pool of a fixed 1024 made each of the others a key and a queue
+		// buffer to allocate; its memory still follows the keys that exist.
 		q := k.q
 		if len(q.buf) > minDeque*4 {
 			q = deque[entry[T]]{}

@@ -539,6 +539,44 @@ func TestMemoryFreed(t *testing.T) {
 	if len(s.free) > s.cfg.MaxBatches {
 		t.Fatalf("%d recycled batch records", len(s.free))
 	}
+	if len(s.keyPool) > keyPoolSize {
+		t.Fatalf("%d recycled keys kept with no key left, want at most %d", len(s.keyPool), keyPoolSize)
+	}
+}
+
+// TestKeyPoolFollowsKeys checks that the keys a completed batch freed are kept for the next
+// fetch's new keys while as many keys are still queued, beyond the 1024 kept however few exist:
+// with 6000 keys queued, a fetch of 2048 new keys after 2048 completed made none.
+func TestKeyPoolFollowsKeys(t *testing.T) {
+	s, _ := New[int](Config{HighItems: 100_000, LowItems: 50_000})
+	s.AddStream(0)
+	push := func(from, to int) {
+		for i := from; i < to; i++ {
+			if err := s.Push(Item[int]{Key: fmt.Sprint("k", i), Offset: int64(i)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	push(0, 6000)
+	done := 0
+	for done < 2000 {
+		b, ok := s.Next(epoch)
+		if !ok {
+			t.Fatal("no batch with keys queued")
+		}
+		done += len(b.Items)
+		if err := s.Complete(b.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := 6000 - done; s.keys != want || len(s.keyPool) != done {
+		t.Fatalf("after %d keys completed: %d keys, %d pooled; want %d keys and every freed one pooled", done, s.keys, len(s.keyPool), want)
+	}
+	push(6000, 6000+done)
+	if len(s.keyPool) != 0 {
+		t.Fatalf("%d pooled keys left after as many new keys came", len(s.keyPool))
+	}
+	mustCheck(t, s)
 }
 
 func TestDeque(t *testing.T) {

@@ -573,3 +573,32 @@ func TestSnapshotBytesBound(t *testing.T) {
 	}
 	c.Unpin(e)
 }
+
+// TestPinOnce checks that an owner pins a key once however often it asks, that another owner
+// pins it again, and that the lookups count one hit or miss per pin.
+func TestPinOnce(t *testing.T) {
+	c := New(persisted{}.load, 1<<30)
+	e, first := c.PinOnce(1, []byte("k"), 7)
+	if !first || e.pins != 1 {
+		t.Fatalf("first PinOnce: first %v, %d pins", first, e.pins)
+	}
+	again, first := c.PinOnce(1, []byte("k"), 7)
+	if again != e || first || e.pins != 1 {
+		t.Fatalf("the same owner again: same entry %v, first %v, %d pins; want the entry, not pinned again", again == e, first, e.pins)
+	}
+	other, first := c.PinOnce(1, []byte("k"), 8)
+	if other != e || !first || e.pins != 2 {
+		t.Fatalf("another owner: same entry %v, first %v, %d pins", other == e, first, e.pins)
+	}
+	if hits, misses := c.Lookups(); hits != 1 || misses != 1 {
+		t.Fatalf("lookups: %d hits, %d misses; want 1 and 1", hits, misses)
+	}
+	c.Unpin(e)
+	c.Unpin(e)
+	if e.Pinned() {
+		t.Fatal("pinned after two Unpins")
+	}
+	if e2, first := c.PinOnce(2, []byte("k"), 8); e2 == e || !first {
+		t.Fatal("another stream's key shares the entry")
+	}
+}

@@ -20,13 +20,13 @@ func (t *Task) apply(j *job) error {
 			continue
 		}
 		changed := len(g.effects.Writes) > 0 || len(g.effects.Timers) > 0 || len(g.migrated) > 0
-		for _, w := range g.effects.Writes {
-			e := g.entries[string(w.Key)]
+		for i, w := range g.effects.Writes {
+			e := g.writeEntry(i)
 			t.applyWrite(e, w)
 			t.cache.SetStateVersion(e, g.stateVer)
 		}
-		for _, k := range g.migrated {
-			t.cache.SetStateVersion(g.entries[k], g.stateVer)
+		for _, e := range g.migrated {
+			t.cache.SetStateVersion(e, g.stateVer)
 		}
 		// A fired timer is deleted before the unit's own timer ops apply: a firing that sets its
 		// timer again keeps it.
@@ -37,7 +37,7 @@ func (t *Task) apply(j *job) error {
 			changed = true
 			id := timerID{string(it.fire.Key), string(it.fire.Name)}
 			delete(st.tm.queued, id)
-			if err := t.applyTimer(st, g.entries[id.key], it.fire.Name, dirtyTimer{del: true}); err != nil {
+			if err := t.applyTimer(st, g.entry(it.fire.Key), it.fire.Name, dirtyTimer{del: true}); err != nil {
 				return err
 			}
 			if it.dropped {
@@ -48,8 +48,8 @@ func (t *Task) apply(j *job) error {
 				t.stats.TimersFired++
 			}
 		}
-		for _, op := range g.effects.Timers {
-			if err := t.applyTimer(st, g.entries[string(op.Key)], op.Name, dirtyTimer{del: op.Delete, domain: op.Domain, due: op.Due, payload: op.Payload}); err != nil {
+		for i, op := range g.effects.Timers {
+			if err := t.applyTimer(st, g.timerEntry(i), op.Name, dirtyTimer{del: op.Delete, domain: op.Domain, due: op.Due, payload: op.Payload}); err != nil {
 				return err
 			}
 		}
@@ -104,9 +104,12 @@ func (t *Task) outgrowsTxn(j *job) bool {
 		if t.streams[g.stream] != g.st || (len(g.effects.Writes) == 0 && len(g.effects.Timers) == 0 && len(g.work) == 0) {
 			continue
 		}
+		if !t.mayOutgrowTxn(g, maxEntries, maxBytes) {
+			continue
+		}
 		clear(costs)
 		add := func(key []byte, n, b int) {
-			if e := g.entries[string(key)]; e != nil {
+			if e := g.entry(key); e != nil {
 				c := costs[e]
 				costs[e] = txnCost{c.entries + n, c.bytes + b}
 			}
@@ -137,6 +140,41 @@ func (t *Task) outgrowsTxn(j *job) bool {
 		}
 	}
 	return false
+}
+
+// mayOutgrowTxn is outgrowsTxn's first look at a group, without a map: what the whole group adds
+// on top of the most any of its keys holds uncommitted (with its mark). Only when that could pass
+// a limit are the costs gathered per key; a group of small writes to keys committed a moment ago
+// (the common case) is a walk of its writes and its keys.
+func (t *Task) mayOutgrowTxn(g *group, maxEntries, maxBytes int) bool {
+	n, b := 0, 0
+	for _, w := range g.effects.Writes {
+		wn, wb := store.StateWriteCost(t.cfg.Name, w.Key, w.Name, len(w.Value))
+		n, b = n+wn, b+wb
+	}
+	for _, op := range g.effects.Timers {
+		on, ob := store.TimerOpCost(t.cfg.Name, op.Key, op.Name, len(op.Payload))
+		n, b = n+on, b+ob
+	}
+	for _, it := range g.work {
+		if it.fire != nil && !it.cancelled {
+			fn, fb := store.TimerOpCost(t.cfg.Name, it.fire.Key, it.fire.Name, 0)
+			n, b = n+fn, b+fb
+		}
+	}
+	if n == 0 && b == 0 {
+		return false
+	}
+	worstN, worstB := 0, 0
+	for _, e := range g.keys {
+		pe, pb := e.Pending()
+		if pe == 0 {
+			continue // nothing to commit first
+		}
+		me, mb := store.MarkCost(t.cfg.Name, e.Key())
+		worstN, worstB = max(worstN, pe+me), max(worstB, pb+mb)
+	}
+	return worstN > 0 && (worstN+n > maxEntries || worstB+b > maxBytes)
 }
 
 // txnCost is what a job adds to a key's next store transaction (outgrowsTxn).

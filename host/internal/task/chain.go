@@ -140,8 +140,8 @@ func (t *Task) jobChainCost(j *job, outputs bool) txnCost {
 				add(store.TimerOpCost(t.cfg.Name, it.fire.Key, it.fire.Name, 0))
 			}
 		}
-		for k := range g.entries {
-			add(store.MarkCost(t.cfg.Name, []byte(k))) // every key of the unit's scope may get a mark
+		for _, e := range g.keys {
+			add(store.MarkCost(t.cfg.Name, e.Key())) // every key of the unit's scope may get a mark
 		}
 		for _, o := range g.effects.Outputs {
 			if _, ok := t.chain.logs[o.Name]; ok && outputs {

@@ -231,7 +231,7 @@ func (t *Task) changelogRoom(j *job) (limit, fatal error) {
 			kw.Timers = append(kw.Timers, store.TimerOp{Name: op.Name, Delete: op.Delete, Domain: uint8(op.Domain), Due: op.Due, Payload: op.Payload})
 		}
 		for _, key := range order {
-			e := g.entries[key]
+			e := g.entryOf(key)
 			if n, ok := e.SnapshotBytes(); ok && n+changeBytes(changes[key]) <= kafka.MaxRecordBatchBytes {
 				continue // within the limit by the bound: no need to read the key's state
 			}
@@ -268,7 +268,7 @@ func roomByBound(g *group) bool {
 		add += len(op.Name) + len(op.Payload) + 32
 	}
 	within := func(key []byte) bool {
-		e := g.entries[string(key)]
+		e := g.entry(key)
 		n, ok := 0, false
 		if e != nil {
 			n, ok = e.SnapshotBytes()

@@ -53,8 +53,8 @@
 // scheduler under their sequencing key (S7), stamped with the watermark they were read at, and
 // event-time timers the watermark passed are queued, each before its key's items stamped at or
 // above its time (placeFiring, sched.Insert) → step/dispatch: while a worker is free, sched.Next forms a batch (a key is in at most
-// one batch at a time), newJob pins its keys' cache entries → carryOut sends the job → a worker
-// runs each stream's unit (runUnit) and returns the job → finish: on success apply writes state
+// one batch at a time), newJob pins its keys' cache entries (each once, in a list) → carryOut sends the job → a worker
+// indexes the keys and runs each stream's unit (runUnit) and returns the job → finish: on success apply writes state
 // and timers to the cache, sets the keys' marks, writes the outputs to the sink and completes
 // the offsets in the stream's tracker (a batch that set a timer due before a later item of its
 // key runs again one item per call: dueWithinCall); on failure a batch is split, an item retried after a

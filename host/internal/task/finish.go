@@ -167,7 +167,7 @@ func (t *Task) exhausted(j *job, st *stream, what string, re *RecordError) error
 		// Nothing to complete: the key's next use tries its migration again.
 	} else if v.fire != nil {
 		// The timer is spent: deleted like a fired one, so it does not fire again.
-		e := j.groups[0].entries[string(key)]
+		e := j.groups[0].entry(key)
 		if err := e.Load(t.cache.Loader()); err != nil {
 			return err
 		}

@@ -1,6 +1,7 @@
 package task
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"time"
@@ -30,8 +31,9 @@ type group struct {
 	wm     int64   // the stream's watermark at dispatch
 	groupBufs
 	effects  modrt.Effects
-	stateVer uint32   // the state version of the instance that ran the unit
-	migrated []string // keys whose state the unit migrated to stateVer
+	stateVer uint32              // the state version of the instance that ran the unit
+	migrated []*statecache.Entry // keys whose state the unit migrated to stateVer
+	owner    uint64              // the group's pins in the cache (PinOnce): unique to it
 }
 
 // keyMark is a key's first and last record in a group. A key's items are consecutive in a
@@ -57,10 +59,12 @@ func (t *Task) newJob(b sched.Batch[*item]) *job {
 			// rest of the batch, rather than grown record by record.
 			rest := len(b.Items) - n
 			st := t.streams[it.Stream]
+			t.owners++
 			j.groups = append(j.groups, group{
 				stream:    it.Stream,
 				st:        st,
 				wm:        st.tm.watermark(),
+				owner:     t.owners,
 				groupBufs: t.takeBufs(rest),
 			})
 			g = &j.groups[len(j.groups)-1]
@@ -72,10 +76,16 @@ func (t *Task) newJob(b sched.Batch[*item]) *job {
 		if v.fire != nil {
 			key = v.fire.Key
 		}
-		e, ok := g.entries[string(key)]
-		if !ok {
-			e = t.cache.Pin(it.Stream, key)
-			g.entries[e.KeyString()] = e
+		// A key's items are adjacent in a batch (by the sequencing key; not so by partition):
+		// the key of the item before is the first guess.
+		var e *statecache.Entry
+		if k := len(g.keys); k > 0 && bytes.Equal(g.keys[k-1].Key(), key) {
+			e = g.keys[k-1]
+		} else if pe, first := t.cache.PinOnce(it.Stream, key, g.owner); first {
+			e = pe
+			g.keys = append(g.keys, e)
+		} else {
+			e = pe
 		}
 		if v.fire == nil && !v.migrate {
 			g.recs = append(g.recs, v.rec)
@@ -94,10 +104,60 @@ func (t *Task) newJob(b sched.Batch[*item]) *job {
 // every partition in turn, so a job has a group per partition): making them anew for every batch
 // was a fifth of the loop's work of forming it.
 type groupBufs struct {
-	recs    []abi.Record
-	work    []*item                      // records and firings in batch order
-	marks   []keyMark                    // per record key: its first and last record in the call
-	entries map[string]*statecache.Entry // by key: the unit's state scope
+	recs  []abi.Record
+	work  []*item             // records and firings in batch order
+	marks []keyMark           // per record key: its first and last record in the call
+	keys  []*statecache.Entry // the unit's state scope, each key once, pinned: the loop forms it
+	// entries indexes keys by key. The worker that runs the group builds it (index), off the
+	// loop; the loop builds it only for a group no worker ran (entry).
+	entries map[string]*statecache.Entry
+	// writeEntries and timerEntries are the entries of effects.Writes and effects.Timers, in
+	// their order: the worker looks them up as it loads them, and the loop applies the effects
+	// without looking them up again.
+	writeEntries, timerEntries []*statecache.Entry
+}
+
+// index brings entries up to date with keys: keys only grow, and entries holds a prefix of them.
+func (g *group) index() {
+	if g.entries == nil {
+		g.entries = make(map[string]*statecache.Entry, len(g.keys))
+	}
+	for _, e := range g.keys[len(g.entries):] {
+		g.entries[e.KeyString()] = e
+	}
+}
+
+// entry returns the entry of key in the group's scope, nil if it has none. Only the goroutine
+// that holds the job calls it (the worker while it runs it, the loop after).
+func (g *group) entry(key []byte) *statecache.Entry {
+	if len(g.entries) < len(g.keys) {
+		g.index()
+	}
+	return g.entries[string(key)]
+}
+
+// entryOf is entry for a key held as a string.
+func (g *group) entryOf(key string) *statecache.Entry {
+	if len(g.entries) < len(g.keys) {
+		g.index()
+	}
+	return g.entries[key]
+}
+
+// writeEntry returns the entry of the group's i-th write, as the worker found it.
+func (g *group) writeEntry(i int) *statecache.Entry {
+	if len(g.writeEntries) == len(g.effects.Writes) {
+		return g.writeEntries[i]
+	}
+	return g.entry(g.effects.Writes[i].Key) // effects the worker did not produce (tests)
+}
+
+// timerEntry returns the entry of the group's i-th timer operation, as the worker found it.
+func (g *group) timerEntry(i int) *statecache.Entry {
+	if len(g.timerEntries) == len(g.effects.Timers) {
+		return g.timerEntries[i]
+	}
+	return g.entry(g.effects.Timers[i].Key)
 }
 
 // takeBufs returns empty buffers with room for n records, a released job's if there is one.
@@ -116,8 +176,8 @@ func (t *Task) takeBufs(n int) groupBufs {
 	if cap(g.marks) < n {
 		g.marks = make([]keyMark, 0, n)
 	}
-	if g.entries == nil {
-		g.entries = make(map[string]*statecache.Entry, n)
+	if cap(g.keys) < n {
+		g.keys = make([]*statecache.Entry, 0, n)
 	}
 	return g
 }
@@ -128,16 +188,20 @@ func (t *Task) takeBufs(n int) groupBufs {
 func (t *Task) release(j *job) {
 	for gi := range j.groups {
 		g := &j.groups[gi]
-		for _, e := range g.entries {
+		for _, e := range g.keys {
 			t.cache.Unpin(e)
 		}
-		if g.entries != nil && len(t.freeBufs) < 4*(t.cfg.Workers+1) {
+		if g.keys != nil && len(t.freeBufs) < 4*(t.cfg.Workers+1) {
 			// Cleared: the buffers must not keep records, items or cache entries alive.
 			clear(g.recs)
 			clear(g.work)
 			clear(g.marks)
+			clear(g.keys)
 			clear(g.entries)
-			t.freeBufs = append(t.freeBufs, groupBufs{g.recs[:0], g.work[:0], g.marks[:0], g.entries})
+			clear(g.writeEntries)
+			clear(g.timerEntries)
+			t.freeBufs = append(t.freeBufs, groupBufs{recs: g.recs[:0], work: g.work[:0], marks: g.marks[:0],
+				keys: g.keys[:0], entries: g.entries, writeEntries: g.writeEntries[:0], timerEntries: g.timerEntries[:0]})
 		}
 		g.groupBufs = groupBufs{}
 	}
@@ -200,16 +264,17 @@ func (t *Task) runUnit(ctx context.Context, inst Processor, g *group, load state
 	u := unitOf(g, g.wm)
 	g.stateVer = inst.StateVersion()
 	g.migrated = g.migrated[:0]
+	g.index()
 	if inst.HasExport(modrt.StepMigrate) {
 		var mig []modrt.Step
-		for k, e := range g.entries {
+		for _, e := range g.keys {
 			if err := e.Load(load); err != nil {
 				return err
 			}
 			if e.HasState() && e.StateVersion() != g.stateVer {
 				mig = append(mig, modrt.Step{Kind: modrt.StepMigrate, Migrate: abi.Migrate{
 					From: e.StateVersion(), To: g.stateVer, Partition: g.partition(), Key: e.Key()}})
-				g.migrated = append(g.migrated, k)
+				g.migrated = append(g.migrated, e)
 			}
 		}
 		u.Steps = append(mig, u.Steps...)
@@ -245,15 +310,20 @@ func (t *Task) runUnit(ctx context.Context, inst Processor, g *group, load state
 	t.meters.fuel.Add(eff.Fuel)
 	// Every key the unit changed must be loaded before the loop applies its changes: its mark
 	// and state version come from the store.
+	g.writeEntries, g.timerEntries = g.writeEntries[:0], g.timerEntries[:0]
 	for _, w := range eff.Writes {
-		if err := g.entries[string(w.Key)].Load(load); err != nil {
+		e := g.entries[string(w.Key)]
+		if err := e.Load(load); err != nil {
 			return err
 		}
+		g.writeEntries = append(g.writeEntries, e)
 	}
 	for _, op := range eff.Timers {
-		if err := g.entries[string(op.Key)].Load(load); err != nil {
+		e := g.entries[string(op.Key)]
+		if err := e.Load(load); err != nil {
 			return err
 		}
+		g.timerEntries = append(g.timerEntries, e)
 	}
 	for _, it := range g.work {
 		if it.fire != nil && !it.cancelled {

@@ -237,6 +237,7 @@ type Task struct {
 	chain     *chainSide                    // the chain logs the task's outputs feed, if any (chain.go)
 	chainHeld bool                          // dispatch holds for a chain log's backlog (counted once per hold)
 	freeBufs  []groupBufs                   // released jobs' buffers, cleared, for the next jobs (loop only)
+	owners    uint64                        // the last group's owner number (newJob, PinOnce)
 	carve     carver                        // admitted records' items and sequencing keys (loop only)
 	txnCosts  map[*statecache.Entry]txnCost // outgrowsTxn's per-key sums, reused (loop only)
 	kafka     *kafkaSide                    // the Kafka input, if any

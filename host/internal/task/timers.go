@@ -485,7 +485,7 @@ func (t *Task) tickDue() error {
 		t.tickSeq++
 		j := &job{id: tickJobID(t.tickSeq), tick: &abi.Tick{
 			Partition: uint32(st.tp.Partition), Now: now.UnixMilli(), Watermark: tm.watermark(), Source: st.sourceName(),
-		}, groups: []group{{stream: st.id, st: st, groupBufs: groupBufs{entries: map[string]*statecache.Entry{}}}}}
+		}, groups: []group{{stream: st.id, st: st}}}
 		t.stats.Ticks++
 		t.startJob(j)
 	}
@@ -535,10 +535,10 @@ func (t *Task) finishTick(j *job) error {
 	// touches them.
 	load := t.cache.Loader()
 	entry := func(key []byte) (*statecache.Entry, error) {
-		e, ok := g.entries[string(key)]
-		if !ok {
+		e := g.entry(key)
+		if e == nil {
 			e = t.cache.Pin(st.id, key)
-			g.entries[string(key)] = e
+			g.keys = append(g.keys, e)
 		}
 		return e, e.Load(load)
 	}
