@@ -1,0 +1,242 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
+)
+
+// TestKafkaResetGroupThroughBinary: two `wasmstream run` processes share a wordcount's
+// partitions (one group, a changelog, each its own data directory and admin address, the same
+// admin token). Once both process their partitions and every output of the input is there,
+// `wasmstream reset --admin-addr <first host> --task wc --to earliest` resets the group with both
+// running: the command names the other host and its backup, and the outputs after it are
+// exactly one replay from earliest (every key's counts again from 1, in order, none missing,
+// none twice), whichever host owns which partition. Both hosts answer every key with one pass's
+// state (an admin state query, routed to the key's owner), and once they stop, every key's state
+// in their stores is one pass's. Before the group's reset (reset_group.go), the reset of a task
+// whose group had another member was refused (409).
+func TestKafkaResetGroupThroughBinary(t *testing.T) {
+	t.Parallel() // it mostly waits (group joins, the reset), on a broker, ports and directories of its own
+	r := newDeliveryRig(t, "words", "counts")
+	module := guestbuild.Go(t, "wordcount")
+	type member struct {
+		addr string
+		data string
+		run  *hostRun
+	}
+	hosts := make([]*member, 2)
+	for i := range hosts {
+		m := &member{addr: fmt.Sprintf("127.0.0.1:%d", freePort(t)), data: filepath.Join(r.dir, fmt.Sprintf("data%d", i))}
+		r.cfg = filepath.Join(r.dir, fmt.Sprintf("h%d.yaml", i))
+		yaml := fmt.Sprintf(`data_dir: %s
+checkpoint_interval: 100ms
+admin:
+  addr: %s
+  token: s3cret
+  read_token: reader
+kafka:
+  brokers: [%s]
+  session_timeout: 6s
+  rebalance_timeout: 10s
+tasks:
+  - name: wc
+    module: %s
+    inputs:
+      - name: words
+        type: kafka
+        topics: [words]
+    output:
+      type: kafka
+      topic: counts
+    changelog:
+      enabled: true
+`, m.data, m.addr, r.brokers, module)
+		if err := os.WriteFile(r.cfg, []byte(yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		m.run = r.start()
+		hosts[i] = m
+	}
+	logs := func() string {
+		var b strings.Builder
+		for i, m := range hosts {
+			fmt.Fprintf(&b, "--- host %d:\n%s\n", i, tail(m.run.logs.String(), 6000))
+		}
+		return b.String()
+	}
+	alive := func() {
+		t.Helper()
+		for i, m := range hosts {
+			select {
+			case err := <-m.run.done:
+				m.run.done <- err
+				t.Fatalf("host %d exited (%v); the logs:\n%s", i, err, logs())
+			default:
+			}
+		}
+	}
+	owned := func(m *member) int {
+		l := m.run.logs.String()
+		return strings.Count(l, "partition assigned") - strings.Count(l, "partition revoked") - strings.Count(l, "partition lost")
+	}
+	// The records are produced once each host owns partitions: the first pass has no
+	// rebalance in it (so no output twice), and the reset has a group of two to reset.
+	adm := kadm.NewClient(r.cl)
+	hosttest.WaitFor(t, time.Minute, "both hosts owning partitions of a stable group", func() bool {
+		alive()
+		groups, err := adm.DescribeGroups(context.Background(), "wasmstream-wc")
+		g := groups["wasmstream-wc"]
+		return err == nil && g.State == "Stable" && len(g.Members) == 2 &&
+			owned(hosts[0]) > 0 && owned(hosts[1]) > 0 && owned(hosts[0])+owned(hosts[1]) == 4
+	})
+	want := r.produceWords(1200, time.Time{}, 31)
+	total := wordTotalOf(want)
+	if _, dups := consumeCounts(t, r.brokers, want, 2*time.Minute, logs, false); dups > 0 {
+		t.Fatalf("the first pass produced %d outputs twice", dups)
+	}
+	ends, err := adm.ListEndOffsets(context.Background(), "counts")
+	if err != nil || ends.Error() != nil {
+		t.Fatalf("the outputs' end offsets: %v %v", err, ends.Error())
+	}
+	before := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) { before[o.Partition] = kgo.NewOffset().At(o.Offset) })
+
+	began := time.Now()
+	code, out, errOut := runBinary(t, r.bin, nil, "reset", "--admin-addr", hosts[0].addr, "--admin-token", "s3cret", "--task", "wc", "--to", "earliest")
+	took := time.Since(began)
+	if code != 0 || !strings.Contains(out, "the task runs again") || !strings.Contains(out, hosts[1].addr) {
+		t.Fatalf("reset through the first host: exit %d, want 0 naming the second host\n%s%s\nthe logs:\n%s", code, out, errOut, logs())
+	}
+	if backups := regexp.MustCompile(`wc\.reset-[0-9TZ]+`).FindAllString(out, -1); len(backups) < 2 || strings.Contains(out, "not told") || strings.Contains(out, "warning") {
+		t.Fatalf("the reset does not name both hosts' backups (%v), or warns:\n%s", backups, out)
+	}
+
+	// The outputs after the reset: exactly one pass, counted from 1 again on both hosts.
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"counts": before}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	replay := map[string][]string{}
+	n := 0
+	collect := func(fs kgo.Fetches) {
+		fs.EachRecord(func(rec *kgo.Record) {
+			replay[string(rec.Key)] = append(replay[string(rec.Key)], string(rec.Value))
+			n++
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for n < total {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%d of the replay's %d outputs arrived; the logs:\n%s", n, total, logs())
+		}
+		collect(fs)
+	}
+	// Whatever else comes shortly after: an output twice would show here.
+	settle, stop := context.WithTimeout(context.Background(), time.Second)
+	for settle.Err() == nil {
+		collect(cl.PollFetches(settle))
+	}
+	stop()
+	if n != total {
+		t.Fatalf("the replay produced %d outputs, want %d (one pass)", n, total)
+	}
+	for user, words := range want {
+		next := map[string]int{}
+		for _, v := range replay[user] {
+			w, c, _ := strings.Cut(v, " ")
+			k, _ := strconv.Atoi(c)
+			if k != next[w]+1 {
+				t.Fatalf("key %s: replay output %q after count %d (the count did not start again from 1, or went out of order)", user, v, next[w])
+			}
+			next[w] = k
+		}
+		for w, k := range words {
+			if next[w] != k {
+				t.Fatalf("key %s word %s: the replay's last count %d, want %d", user, w, next[w], k)
+			}
+		}
+	}
+
+	// Both hosts answer every key with one pass's counts, whichever owns it.
+	hosttest.WaitFor(t, time.Minute, "both hosts answering every key with one pass's counts", func() bool {
+		alive()
+		for _, m := range hosts {
+			for user, words := range want {
+				got, ok := queryCounts(m.addr, user)
+				if !ok {
+					return false // 503 while the group settles
+				}
+				if d := diffState(wordcountExpect{user: words}, wordcountExpect{user: got}); len(d) > 0 {
+					t.Fatalf("host %s answers for %s: %s", m.addr, user, strings.Join(d, "; "))
+				}
+			}
+		}
+		return true
+	})
+	for _, m := range hosts {
+		m.run.stop(t)
+	}
+	// Each key's state is in the store of its partition's owner: one pass's, never twice counted.
+	seen := map[string]bool{}
+	for i, m := range hosts {
+		got := readState(t, m.data, "wc")
+		for user, words := range got {
+			seen[user] = true
+			if d := diffState(wordcountExpect{user: want[user]}, wordcountExpect{user: words}); len(d) > 0 {
+				t.Errorf("host %d's store: %s", i, strings.Join(d, "; "))
+			}
+		}
+	}
+	if len(seen) != len(want) {
+		t.Errorf("the hosts' stores hold %d keys, want %d", len(seen), len(want))
+	}
+	t.Logf("group reset of two wasmstream processes through the first: answered in %s; %d outputs again, each key counted from 1 in order; state one pass's on both hosts", took.Round(time.Millisecond), n)
+}
+
+// queryCounts asks the host at addr (admin API, read token) for user's wordcount state; false
+// when it does not answer 200 (its group rebalancing).
+func queryCounts(addr, user string) (map[string]int, bool) {
+	req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/tasks/wc/state/"+url.PathEscape(user), nil)
+	req.Header.Set("Authorization", "Bearer reader")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, false
+	}
+	defer resp.Body.Close()
+	var body struct {
+		States []struct {
+			KeyText string `json:"key_text"`
+			Values  []struct {
+				NameText  string `json:"name_text"`
+				ValueText string `json:"value_text"`
+			} `json:"values"`
+		} `json:"states"`
+	}
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&body) != nil || len(body.States) != 1 {
+		return nil, false
+	}
+	got := map[string]int{}
+	for _, v := range body.States[0].Values {
+		got[v.NameText], _ = strconv.Atoi(v.ValueText)
+	}
+	return got, true
+}
