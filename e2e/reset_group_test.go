@@ -159,22 +159,7 @@ tasks:
 	if n != total {
 		t.Fatalf("the replay produced %d outputs, want %d (one pass)", n, total)
 	}
-	for user, words := range want {
-		next := map[string]int{}
-		for _, v := range replay[user] {
-			w, c, _ := strings.Cut(v, " ")
-			k, _ := strconv.Atoi(c)
-			if k != next[w]+1 {
-				t.Fatalf("key %s: replay output %q after count %d (the count did not start again from 1, or went out of order)", user, v, next[w])
-			}
-			next[w] = k
-		}
-		for w, k := range words {
-			if next[w] != k {
-				t.Fatalf("key %s word %s: the replay's last count %d, want %d", user, w, next[w], k)
-			}
-		}
-	}
+	checkCountsFrom1(t, replay, want)
 
 	// Both hosts answer every key with one pass's counts, whichever owns it.
 	hosttest.WaitFor(t, time.Minute, "both hosts answering every key with one pass's counts", func() bool {
@@ -239,4 +224,186 @@ func queryCounts(addr, user string) (map[string]int, bool) {
 		got[v.NameText], _ = strconv.Atoi(v.ValueText)
 	}
 	return got, true
+}
+
+// TestKafkaResetHaltedRecreatedTopic: the input topic is deleted and recreated while the host is
+// down; at the restart the task halts on the topic's changed id (and would halt again at every
+// restart), while the host runs on. `wasmstream reset --task wc --to earliest` through the
+// running host's admin API resets the halted task and starts it again: the command says why it
+// had halted, the task processes the new topic from its start (every count from 1 again, none
+// missing, none twice), it no longer shows halted, and once the host stops its state is the new
+// topic's alone (the old topic's state moved aside under the backup). Before, the online reset
+// refused a halted task (409: restart it first), and a restart halted again: only a reset with
+// the whole host stopped got the task going.
+func TestKafkaResetHaltedRecreatedTopic(t *testing.T) {
+	t.Parallel()                                      // it mostly waits (group joins, sessions), on a broker, port and directory of its own
+	r := newDeliveryRig(t, "words", "counts", "side") // task other reads side: the host runs on while wc halts
+	old := r.produceWords(200, time.Time{}, 21)
+	addr := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+	data := filepath.Join(r.dir, "data")
+	r.writeConfig(fmt.Sprintf(`data_dir: %s
+checkpoint_interval: 100ms
+admin:
+  addr: %s
+  token: s3cret
+kafka:
+  brokers: [%s]
+  session_timeout: 6s
+  rebalance_timeout: 10s
+tasks:
+  - name: wc
+    module: %s
+    inputs:
+      - name: words
+        type: kafka
+        topics: [words]
+    output:
+      type: kafka
+      topic: counts
+  - name: other
+    module: %[4]s
+    inputs:
+      - name: side
+        type: kafka
+        topics: [side]
+    output: {type: file, path: %[5]s}
+`, data, addr, r.brokers, guestbuild.Go(t, "wordcount"), filepath.Join(r.dir, "side.ndjson")))
+	h := r.start()
+	consumeCounts(t, r.brokers, old, 2*time.Minute, h.logs.String, false)
+	h.stop(t)
+
+	adm := kadm.NewClient(r.cl)
+	resp, err := adm.DeleteTopics(context.Background(), "words")
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("deleting words: %v", err)
+	}
+	r.createTopic("words")
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers)) // the rig's client knows the old topic's id
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	r.cl = cl
+	want := r.produceWords(2000, time.Time{}, 22) // ~500 a partition, against ~50 processed of the old
+	total := wordTotalOf(want)
+
+	h = r.start()
+	status := func() (halted bool, why string) {
+		req, _ := http.NewRequest(http.MethodGet, "http://"+addr+"/v1/status", nil)
+		req.Header.Set("Authorization", "Bearer s3cret")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, ""
+		}
+		defer resp.Body.Close()
+		var body struct {
+			Tasks []wireTaskStatus `json:"tasks"`
+		}
+		if resp.StatusCode != http.StatusOK || json.NewDecoder(resp.Body).Decode(&body) != nil {
+			return false, ""
+		}
+		for _, ts := range body.Tasks {
+			if ts.Task == "wc" {
+				return ts.Halted, ts.Error
+			}
+		}
+		return false, ""
+	}
+	h.await(t, "task wc halted on the recreated topic", time.Minute, func() bool {
+		halted, why := status()
+		return halted && strings.Contains(why, "the topic's id changed")
+	})
+	ends, err := adm.ListEndOffsets(context.Background(), "counts")
+	if err != nil || ends.Error() != nil {
+		t.Fatalf("the outputs' end offsets: %v %v", err, ends.Error())
+	}
+	before := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) { before[o.Partition] = kgo.NewOffset().At(o.Offset) })
+
+	reset := func(args ...string) (int, string, string) {
+		return runBinary(t, r.bin, nil, append([]string{"reset", "--admin-addr", addr, "--admin-token", "s3cret", "--task", "wc", "--to", "earliest"}, args...)...)
+	}
+	if code, out, errOut := reset("--dry-run"); code != 0 || !strings.Contains(out, "the task has halted") || !strings.Contains(out, "the reset would start it again") {
+		t.Fatalf("dry run of the halted task's reset: exit %d\n%s%s", code, out, errOut)
+	}
+	if halted, _ := status(); !halted {
+		t.Fatal("the dry run started the task")
+	}
+	code, out, errOut := reset()
+	if code != 0 || !strings.Contains(out, "the task had halted") || !strings.Contains(out, "the topic's id changed") || !strings.Contains(out, "it was started again") {
+		t.Fatalf("reset of the halted task: exit %d, want 0 saying why it had halted\n%s%s\nthe host's log:\n%s", code, out, errOut, tail(h.logs.String(), 8000))
+	}
+	backup := regexp.MustCompile(`wc\.reset-[0-9TZ]+`).FindString(out)
+	if backup == "" {
+		t.Fatalf("the reset does not name its backup:\n%s", out)
+	}
+
+	// The outputs after the reset: the new topic's, each count from 1.
+	out2, err := kgo.NewClient(kgo.SeedBrokers(r.brokers), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"counts": before}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out2.Close()
+	got := map[string][]string{}
+	n := 0
+	collect := func(fs kgo.Fetches) {
+		fs.EachRecord(func(rec *kgo.Record) {
+			got[string(rec.Key)] = append(got[string(rec.Key)], string(rec.Value))
+			n++
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for n < total {
+		fs := out2.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%d of the new topic's %d outputs arrived; the host's log:\n%s", n, total, tail(h.logs.String(), 8000))
+		}
+		collect(fs)
+	}
+	settle, stop := context.WithTimeout(context.Background(), time.Second)
+	for settle.Err() == nil {
+		collect(out2.PollFetches(settle))
+	}
+	stop()
+	if n != total {
+		t.Fatalf("%d outputs after the reset, want %d (the new topic once)", n, total)
+	}
+	checkCountsFrom1(t, got, want)
+	if halted, why := status(); halted {
+		t.Fatalf("task wc still halted after the reset: %s", why)
+	}
+	h.stop(t)
+	if d := diffState(want, readState(t, data, "wc")); len(d) > 0 {
+		t.Fatalf("the state after the reset is not the new topic's:\n%s", strings.Join(d[:min(len(d), 20)], "\n"))
+	}
+	if d := diffState(old, readState(t, data, backup)); len(d) > 0 {
+		t.Fatalf("the backup %s is not the old topic's state:\n%s", backup, strings.Join(d[:min(len(d), 20)], "\n"))
+	}
+	t.Logf("halted on the recreated topic, reset online: %d outputs of the new topic, each key counted from 1; %q", n, strings.SplitN(out, "\n", 2)[0])
+}
+
+// checkCountsFrom1 checks that got (each key's outputs, in order) counts every word of want from
+// 1 up to its count, in order, once.
+func checkCountsFrom1(t *testing.T, got map[string][]string, want wordcountExpect) {
+	t.Helper()
+	for user, words := range want {
+		next := map[string]int{}
+		for _, v := range got[user] {
+			w, c, _ := strings.Cut(v, " ")
+			k, _ := strconv.Atoi(c)
+			if k != next[w]+1 {
+				t.Fatalf("key %s: output %q after count %d (the count did not start again from 1, or went out of order)", user, v, next[w])
+			}
+			next[w] = k
+		}
+		for w, k := range words {
+			if next[w] != k {
+				t.Fatalf("key %s word %s: the last count %d, want %d", user, w, next[w], k)
+			}
+		}
+	}
 }

@@ -141,6 +141,9 @@ type ResetReport struct {
 	Hosts []HostReset `json:"hosts,omitempty"`
 	// Warnings say what of a group's reset is not done yet, and what finishes it.
 	Warnings []string `json:"warnings,omitempty"`
+	// Halted is why the task had halted, for a reset on a running host of a halted task (which
+	// it started again); "" for a task that ran.
+	Halted string `json:"halted,omitempty"`
 }
 
 // HostReset is what another host of a group did in a reset on a running host.

@@ -63,28 +63,36 @@ var groupResetHold = 5 * time.Minute
 var resetClient = &http.Client{Timeout: 3 * time.Minute}
 
 // groupOthers returns the other members of the task's group, refusing (before anything
-// stops) when one advertises no admin address.
-func (h *Host) groupOthers(ctx context.Context, r *running, name string) ([]kafka.Member, error) {
+// stops) when one advertises no admin address. halted is the Kafka configuration of a task that
+// halted here, and group its group (it has no consumer in the group: every member is another
+// host's); nil for a running task, whose consumer describes its group.
+func (h *Host) groupOthers(ctx context.Context, r *running, name string, halted *kafka.Config, group string) ([]kafka.Member, error) {
 	h.mu.Lock()
 	t := r.task
 	h.mu.Unlock()
-	if t == nil {
+	describe := func() (kafka.GroupView, error) {
+		if halted != nil {
+			return kafka.DescribeGroup(ctx, *halted, group)
+		}
+		return t.Group(ctx)
+	}
+	if t == nil && halted == nil {
 		return nil, nil
 	}
 	// While the group rebalances, the coordinator may not have every member's metadata (its
-	// address): the members are read from a stable group.
+	// address): the members are read from a stable group (or one with no member).
 	deadline := time.Now().Add(groupStableWait)
 	var view kafka.GroupView
 	for {
 		var err error
-		view, err = t.Group(ctx)
+		view, err = describe()
 		if errors.Is(err, task.ErrNoGroup) {
 			return nil, nil // a bounded run reads every partition alone
 		}
 		if err != nil {
 			return nil, fmt.Errorf("%w: task %s: the group's members could not be listed (%v): retry", ErrResetRefused, name, err)
 		}
-		if view.Stable() {
+		if view.Stable() || len(view.Members) == 0 {
 			break
 		}
 		if time.Now().After(deadline) {

@@ -29,8 +29,12 @@ import (
 // cannot be reached or refuses, or that remains in the group after a few seconds, has the
 // task started again as it was on every host and the reset refused with ErrResetRefused,
 // naming it. A task reading stdin, which cannot be read again, and a task chained to another
-// (an input or an output of type task) are refused with ErrResetRefused too. A halted task is refused with ErrNotRunning (restart it first:
-// RestartTask, or a deploy of a version that works), and so is a reset while the host is starting or stopping.
+// (an input or an output of type task) are refused with ErrResetRefused too, and a reset while
+// the host is starting or stopping with ErrNotRunning.
+//
+// A halted task is reset too, and started again (resetHalted): the case that needs a reset most,
+// an input topic deleted and recreated, halts the task again at each restart until its positions
+// move. ResetReport.Halted says why it had halted.
 //
 // ResetTask is serialised with the deploys, activations and rollbacks of the task. If the reset
 // fails after the task stopped, the task stays stopped (Stats shows it halted with the cause):
@@ -72,11 +76,11 @@ func (h *Host) resetTask(ctx context.Context, name string, to ResetTo, dryRun bo
 		return nil, fmt.Errorf("%w: task %s feeds other tasks (inputs of type task): a reset on a running host does not reset them with it; "+
 			"stop the host and use wasmstream reset on each task of the chain", ErrResetRefused, name)
 	}
-	h.mu.Lock()
-	halted := h.halted[name]
-	h.mu.Unlock()
-	if halted != nil || r.tcfg == nil {
-		return nil, fmt.Errorf("%w: task %q halted (%v): restart it (wasmstream restart, or a deploy or rollback of a version that works), then reset it", ErrNotRunning, name, halted)
+	if halted := h.haltedWith(name); halted != nil {
+		return h.resetHalted(ctx, lv, r, rep, items, kin, to, dryRun, auth, halted)
+	}
+	if r.tcfg == nil {
+		return nil, fmt.Errorf("%w: task %q has not started yet: retry", ErrNotRunning, name)
 	}
 	var kc kafka.Config
 	if kin != nil {
@@ -97,7 +101,7 @@ func (h *Host) resetTask(ctx context.Context, name string, to ResetTo, dryRun bo
 	if dryRun {
 		if kin != nil {
 			// The other hosts the reset would ask (refused as it would be when one cannot be).
-			others, err := h.groupOthers(ctx, r, name)
+			others, err := h.groupOthers(ctx, r, name, nil, "")
 			if err != nil {
 				return nil, err
 			}
@@ -116,7 +120,7 @@ func (h *Host) resetTask(ctx context.Context, name string, to ResetTo, dryRun bo
 	// advertises no address.
 	var others []kafka.Member
 	if kin != nil {
-		if others, err = h.groupOthers(ctx, r, name); err != nil {
+		if others, err = h.groupOthers(ctx, r, name, nil, ""); err != nil {
 			return nil, err
 		}
 	}
@@ -352,4 +356,110 @@ func liveResetItems(tc TaskConfig, to ResetTo) ([]resetItem, *InputConfig, error
 		items = append(items, it)
 	}
 	return items, kin, nil
+}
+
+// resetHalted is resetTask for a task that halted here: nothing runs to stop. Its outputs open
+// anew and its active version is prepared (as RestartTask does: a task whose outputs cannot open
+// or whose version no longer passes stays halted, nothing reset), the other hosts of its group
+// are asked to stop and follow as for a running task (its consumer left the group as it halted:
+// every member is another host), the reset applies, and the task starts again on the reset's
+// positions with its halt cleared. rep.Halted says why it had halted.
+func (h *Host) resetHalted(ctx context.Context, lv *live, r *running, rep *ResetReport, items []resetItem, kin *InputConfig,
+	to ResetTo, dryRun bool, auth string, halted error) (*ResetReport, error) {
+	name := r.cfg.Name
+	rep.Halted = haltCause(halted)
+	if lv.ctx.Err() != nil {
+		return nil, fmt.Errorf("%w: task %q: the host is stopping", ErrNotRunning, name)
+	}
+	ro, err := h.reopen(ctx, lv, r, halted)
+	if err != nil {
+		return nil, err
+	}
+	defer ro.release()
+	var kc kafka.Config
+	if kin != nil {
+		if ro.tcfg.Kafka == nil {
+			return nil, fmt.Errorf("%w: task %q halted before its kafka input was set up (%v): restart it (wasmstream restart), then reset it", ErrNotRunning, name, halted)
+		}
+		kc, rep.Group = ro.tcfg.Kafka.Client, ro.tcfg.Kafka.Group
+		if r.cfg.Changelog.Enabled {
+			rep.Changelog = r.cfg.Changelog.Topic
+		}
+		ks, err := kafkaResetItems(ctx, kc, rep.Group, kin, to)
+		if err != nil {
+			return nil, err
+		}
+		if dryRun {
+			items = append(items, ks...)
+		}
+	}
+	var others []kafka.Member
+	if kin != nil {
+		if others, err = h.groupOthers(ctx, r, name, &kc, rep.Group); err != nil {
+			return nil, err
+		}
+	}
+	if dryRun {
+		for _, m := range others {
+			rep.Hosts = append(rep.Hosts, HostReset{Addr: m.Addr, Member: m.Client})
+		}
+		if err := applyReset(ctx, lv.db, kc, rep, items, false); err != nil {
+			return nil, err
+		}
+		return rep, nil
+	}
+
+	active, mv, hasActive, err := activeVersionIfAny(lv.db, name, true)
+	if err != nil {
+		return nil, err
+	}
+	if !hasActive {
+		return nil, fmt.Errorf("%w: task %q halted before its first version was registered (%v): restart it (wasmstream restart), then reset it", ErrNotRunning, name, halted)
+	}
+	wasm, err := lv.db.ModuleBytes(mv.SHA256)
+	if err != nil {
+		return nil, fmt.Errorf("wasmstream: task %s version %d: %w", name, mv.Version, err)
+	}
+	mod, _, err := h.prepare(ctx, lv, r, ro.tcfg, wasm)
+	if err != nil {
+		return nil, err
+	}
+	closeMod := func() { mod.Close(context.WithoutCancel(ctx)) }
+
+	var g *groupReset
+	if len(others) > 0 {
+		g = h.newGroupReset(name, to, auth, rep.Backup, others)
+		if err := g.stopOthers(ctx); err != nil {
+			closeMod()
+			return nil, err
+		}
+	}
+	if kin != nil {
+		// A member that is not a host of this reset would take the partitions and checkpoint
+		// their old state again: refused, the others run again as they were.
+		if err := waitGroupEmpty(ctx, kc, rep.Group); err != nil {
+			g.resume(ctx)
+			closeMod()
+			return nil, fmt.Errorf("%w: %v: a member that is not a host of this group's reset remains; stop it, or make it advertise its admin API (admin.advertise_addr), then reset again", ErrResetRefused, err)
+		}
+		ks, err := kafkaResetItems(ctx, kc, rep.Group, kin, to)
+		if err != nil {
+			g.resume(ctx)
+			closeMod()
+			return nil, err
+		}
+		items = append(items, ks...)
+	}
+	if err := applyReset(ctx, lv.db, kc, rep, items, false); err != nil {
+		g.resume(ctx)
+		closeMod()
+		return nil, err
+	}
+	g.apply(ctx, rep)
+	if _, err := h.restart(ctx, lv, r, ro, mod, mv, int64(mv.Version), active.Origin, time.Now()); err != nil {
+		return nil, fmt.Errorf("the reset was applied, but the task stays halted (start it with wasmstream restart): %w", err)
+	}
+	h.cfg.Logger.Info("reset: the halted task was reset and runs again", "task", name, "to", rep.To, "backup", rep.Backup,
+		"version", mv.Version, "hosts", 1+len(others), "halted", rep.Halted)
+	return rep, nil
 }

@@ -179,6 +179,11 @@ func printReset(w io.Writer, r *host.ResetReport, online bool) {
 	if r.Changelog != "" {
 		fmt.Fprintf(w, "changelog %s: a tombstone per key and a position at TO, so that no host restores the old state\n", r.Changelog)
 	}
+	if r.Halted != "" && r.DryRun {
+		fmt.Fprintf(w, "the task has halted (%s): the reset would start it again\n", r.Halted)
+	} else if r.Halted != "" {
+		fmt.Fprintf(w, "the task had halted (%s): reset, it was started again\n", r.Halted)
+	}
 	if r.DryRun {
 		if len(r.Hosts) > 0 {
 			fmt.Fprintf(w, "the other hosts of the group would reset with it (each moving its own state aside):\n")

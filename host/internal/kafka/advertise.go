@@ -138,19 +138,46 @@ type partCounts struct {
 func (c *Consumer) Describe(ctx context.Context) (GroupView, error) {
 	<-c.ready
 	adm := kadm.NewClient(c.cl)
-	groups, err := adm.DescribeGroups(ctx, c.group)
-	if err == nil {
-		err = groups.Error()
-	}
+	v, err := describeGroup(ctx, adm, c.group)
 	if err != nil {
-		return GroupView{}, fmt.Errorf("kafka: describing group %s: %w", c.group, err)
+		return GroupView{}, err
 	}
-	g, ok := groups[c.group]
+	v.Self, _ = c.cl.GroupMetadata()
+	if v.Partitions, err = c.partitionCounts(ctx, adm); err != nil {
+		return GroupView{}, err
+	}
+	return v, nil
+}
+
+// DescribeGroup is the coordinator's view of group for a host that has no consumer in it (a
+// task that halted): its state and members, with the admin addresses they advertise. Self and
+// Partitions are not set.
+func DescribeGroup(ctx context.Context, cfg Config, group string) (GroupView, error) {
+	var v GroupView
+	err := withAdmin(cfg, func(_ *kgo.Client, adm *kadm.Client) error {
+		var err error
+		v, err = describeGroup(ctx, adm, group)
+		return err
+	})
+	return v, err
+}
+
+func describeGroup(ctx context.Context, adm *kadm.Client, group string) (GroupView, error) {
+	groups, err := adm.DescribeGroups(ctx, group)
+	if err != nil {
+		return GroupView{}, fmt.Errorf("kafka: describing group %s: %w", group, err)
+	}
+	g, ok := groups[group]
 	if !ok {
-		return GroupView{}, fmt.Errorf("kafka: group %s not described", c.group)
+		return GroupView{}, fmt.Errorf("kafka: group %s not described", group)
+	}
+	if errors.Is(g.Err, kerr.GroupIDNotFound) {
+		return GroupView{State: "Dead", Owners: map[TopicPartition]Member{}}, nil // no member
+	}
+	if g.Err != nil {
+		return GroupView{}, fmt.Errorf("kafka: describing group %s: %w", group, g.Err)
 	}
 	v := GroupView{State: g.State, Owners: map[TopicPartition]Member{}}
-	v.Self, _ = c.cl.GroupMetadata()
 	for _, m := range g.Members {
 		mem := Member{ID: m.MemberID, Client: m.ClientID + "@" + m.ClientHost}
 		if meta, ok := m.Join.AsConsumer(); ok {
@@ -166,9 +193,6 @@ func (c *Consumer) Describe(ctx context.Context) (GroupView, error) {
 		}
 	}
 	slices.SortFunc(v.Members, func(a, b Member) int { return strings.Compare(a.ID, b.ID) })
-	if v.Partitions, err = c.partitionCounts(ctx, adm); err != nil {
-		return GroupView{}, err
-	}
 	return v, nil
 }
 

@@ -430,7 +430,7 @@ func (t *Task) commitStarts() {
 func (t *Task) recreated(tp kafka.TopicPartition, end, at int64) error {
 	return fmt.Errorf("input %s: topic %s partition %d ends at offset %d, below offset %d up to which this task has processed it: "+
 		"the topic was deleted and recreated (or truncated) since, and reading on would skip its records, so the task halts; "+
-		"to process the new topic from its beginning, stop the host and run: wasmstream reset --task %s --to earliest",
+		"to process the new topic from its beginning, run: wasmstream reset --task %s --to earliest (with --admin-addr while the host runs)",
 		t.cfg.Kafka.Name, tp.Topic, tp.Partition, end, at, t.cfg.Name)
 }
 
@@ -439,8 +439,8 @@ func (t *Task) recreated(tp kafka.TopicPartition, end, at int64) error {
 func (t *Task) recreatedID(tp kafka.TopicPartition, pos store.Position) error {
 	return fmt.Errorf("input %s: topic %s partition %d is not the partition up to whose offset %d this task has processed: the topic's id changed: "+
 		"the topic was deleted and recreated since, and reading on would skip its records, so the task halts; "+
-		"to process the new topic from its beginning, stop the host, move the task's state aside and reset (or rename) its consumer group",
-		t.cfg.Kafka.Name, tp.Topic, tp.Partition, pos.Next)
+		"to process the new topic from its beginning, run: wasmstream reset --task %s --to earliest (with --admin-addr while the host runs)",
+		t.cfg.Kafka.Name, tp.Topic, tp.Partition, pos.Next, t.cfg.Name)
 }
 
 // ingestKafka admits a fetch's records, dropping those of partitions no longer assigned. A
