@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
@@ -231,4 +232,113 @@ func TestAdminResetGroupInitiatorGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameCounts(t, want, stateOf(t, dataDir, "wc"))
+}
+
+// TestAdminResetHaltedInGroup: a reset through a host whose task halted, in a group with
+// another host running the task. The first host's wc halts on its missing output topic (its
+// other task runs on, so the host does too); the second host's wc processes every partition.
+// Once the topic exists, a reset to earliest through the first host's admin API (the halted
+// one) answers 200 saying why the task had halted and naming the second host, which it asked to
+// stop and follow: the task runs again on both, every key is counted again from 1 (the outputs
+// after the reset hold every count of one pass and none past it), and both hosts answer every
+// key with one pass's state. Before, the reset of a halted task was refused (409: restart it
+// first).
+func TestAdminResetHaltedInGroup(t *testing.T) {
+	t.Parallel() // it mostly waits (a delivery timeout, group joins)
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts", "side") // no "counts0": the first host's wc cannot produce
+	dir := t.TempDir()
+	wc := wordcountKafkaTask(module)
+	wc.Changelog = host.ChangelogConfig{Enabled: true}
+	cfgFor := func(m int, tasks ...host.TaskConfig) host.Config {
+		return host.Config{
+			DataDir: filepath.Join(dir, "host"+strconv.Itoa(m)), Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
+			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second,
+				DeliveryTimeout: 2 * time.Second},
+			Admin: host.AdminConfig{Addr: "127.0.0.1:0", Token: "full", ReadToken: "reader"},
+			Tasks: tasks,
+		}
+	}
+	halting := wc
+	halting.Output.Topic = "counts0"
+	other := wordcountKafkaTask(module)
+	other.Name, other.Output.Topic = "other", "side"
+	want := produceWords(t, newClient(t, c), "words", 600, 16, 43)
+	total := wordTotal(want)
+	first := hosttest.Start(t, cfgFor(0, halting, other))
+	hosttest.WaitFor(t, time.Minute, "the first host's wc halted on its missing topic", func() bool {
+		select {
+		case <-first.Done():
+			t.Fatalf("the first host stopped: %v", first.Wait())
+		default:
+		}
+		return first.Host.Stats()[0].Halted
+	})
+	second := hosttest.Start(t, cfgFor(1, wc))
+	consumeOutputs(t, c, "counts", total, 90*time.Second) // the second host processed everything
+	adm := kadm.NewClient(newClient(t, c))
+	if _, err := adm.CreateTopics(context.Background(), 4, 1, nil, "counts0"); err != nil {
+		t.Fatal(err)
+	}
+	ends, err := adm.ListEndOffsets(context.Background(), "counts")
+	if err != nil || ends.Error() != nil {
+		t.Fatalf("the outputs' end offsets: %v %v", err, ends.Error())
+	}
+	before := map[int32]kgo.Offset{}
+	ends.Each(func(o kadm.ListedOffset) { before[o.Partition] = kgo.NewOffset().At(o.Offset) })
+
+	api := apiClient{t: t, base: "http://" + first.Host.AdminAddr(), token: "full"}
+	code, rep := api.call("POST", "/v1/tasks/wc/reset", strings.NewReader(`{"to":"earliest"}`))
+	if code != http.StatusOK || !strings.Contains(fmt.Sprint(rep["halted"]), "UNKNOWN_TOPIC_OR_PARTITION") {
+		t.Fatalf("reset of the halted task: %d %v, want 200 saying why it had halted", code, rep)
+	}
+	hs, _ := rep["hosts"].([]any)
+	if len(hs) != 1 || hs[0].(map[string]any)["addr"] != second.Host.AdminAddr() || hs[0].(map[string]any)["error"] != nil {
+		t.Fatalf("reset: hosts %v, want the second host, told", rep["hosts"])
+	}
+
+	// The outputs after the reset, on either host's topic: one pass's counts, from 1 again.
+	cl := newClient(t, c, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{
+		"counts": before, "counts0": {0: kgo.NewOffset().AtStart(), 1: kgo.NewOffset().AtStart(), 2: kgo.NewOffset().AtStart(), 3: kgo.NewOffset().AtStart()}}))
+	seen := map[string]bool{}
+	need := map[string]bool{}
+	for user, words := range want {
+		for w, n := range words {
+			for k := 1; k <= n; k++ {
+				need[user+"/"+w+" "+strconv.Itoa(k)] = true
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	for len(seen) < len(need) {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%d of the replay's %d distinct outputs arrived", len(seen), len(need))
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			k := string(r.Key) + "/" + string(r.Value)
+			if !need[k] {
+				t.Fatalf("output %s after the reset: not a count of one pass (the state was not moved aside)", k)
+			}
+			seen[k] = true
+		})
+	}
+	hosttest.WaitFor(t, 60*time.Second, "both hosts answering every key with one pass's counts", func() bool {
+		for _, h := range []*hosttest.Running{first, second} {
+			for user, words := range want {
+				code, s, _, err := getState(h.Host.AdminAddr(), "reader", user)
+				if err != nil || code != http.StatusOK {
+					return false // 503 while the group rebalances
+				}
+				if _, err := checkAnswer(user, s, words); err != nil {
+					t.Fatalf("%s: %v", h.Host.AdminAddr(), err)
+				}
+			}
+		}
+		return true
+	})
+	if st := first.Host.Stats()[0]; st.Halted {
+		t.Fatalf("the first host's wc still halted: %s", st.Error)
+	}
 }
