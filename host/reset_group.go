@@ -362,7 +362,7 @@ func (h *Host) runHold(hold *resetHold, name string, to ResetTo) {
 	halted := h.halted[name]
 	h.mu.Unlock()
 	if halted != nil {
-		hold.stopped <- fmt.Errorf("%w: task %q halted here (%v): restart this host, then reset again", ErrNotRunning, name, halted)
+		hold.stopped <- fmt.Errorf("%w: task %q halted here (%v): reset through this host instead (a reset through the host of a halted task resets it and starts it again), or restart it here first", ErrNotRunning, name, halted)
 		return
 	}
 	ctx := lv.ctx

@@ -53,7 +53,9 @@ the host asked has the others (the members of the task's group, found at the adm
 advertises) stop the task too, resets the group's offsets and the changelog, and has each move
 its own state aside and take the new positions before they all run again. A member that cannot
 be reached (or advertises no address) is named and nothing is reset; a member that is not a
-wasmstream host of the group is refused likewise.
+wasmstream host of the group is refused likewise. A task that halted on that host (say on an
+input topic deleted and recreated, which a restart halts on again) is reset too and started
+again; the output says why it had halted.
 
 --dry-run prints what would move and writes nothing. A reset that fails midway can be run
 again. Until each input caught up with its end as it stood at the reset, status, /metrics
