@@ -15,6 +15,7 @@ help:
 	@echo "make dedupe    build the dedupe example (processing-time timers) and run it over its sample file"
 	@echo "make test      every test: host, store, ABI, Go SDK, examples, Rust SDK, TinyGo guests, short fuzzing, crash test"
 	@echo "make test-long make test with the crash tests' full kill counts and the load tests' full sizes (WASMSTREAM_TEST_LONG=1)"
+	@echo "make test-unit / test-race / test-e2e  parts of make test: each Go test once / the race detector's run / the e2e package"
 	@echo "make tinygo    install TinyGo (once, outside the source tree; needs root for apt-get) and print its path"
 	@echo "make test-tinygo  build the Go examples and the conformance guest with TinyGo and test them through the host"
 	@echo "make bench     benchmarks (wasm vs native vs no-op; compile, instantiate, 1M keys RSS)"
