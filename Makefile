@@ -7,7 +7,7 @@ RUSTDOC ?= $(shell test -x /usr/bin/rustdoc && echo /usr/bin/rustdoc || echo rus
 BUILD := .build
 FUZZTIME ?= 5s
 
-.PHONY: help demo sessions dedupe build examples deps test test-long test-go test-rust test-tinygo tinygo fuzz fuzz-short race bench bench-compare bench-bundle check lint clean
+.PHONY: help demo sessions dedupe build examples deps test test-long test-go test-unit test-race test-e2e test-rust test-tinygo tinygo fuzz fuzz-short race bench bench-compare bench-bundle check lint clean
 
 help:
 	@echo "make demo      build the wordcount example and run it on the embedded file source"
@@ -15,6 +15,7 @@ help:
 	@echo "make dedupe    build the dedupe example (processing-time timers) and run it over its sample file"
 	@echo "make test      every test: host, store, ABI, Go SDK, examples, Rust SDK, TinyGo guests, short fuzzing, crash test"
 	@echo "make test-long make test with the crash tests' full kill counts and the load tests' full sizes (WASMSTREAM_TEST_LONG=1)"
+	@echo "make test-unit / test-race / test-e2e  parts of make test: each Go test once / the race detector's run / the e2e package"
 	@echo "make tinygo    install TinyGo (once, outside the source tree; needs root for apt-get) and print its path"
 	@echo "make test-tinygo  build the Go examples and the conformance guest with TinyGo and test them through the host"
 	@echo "make bench     benchmarks (wasm vs native vs no-op; compile, instantiate, 1M keys RSS)"
@@ -57,8 +58,14 @@ sessions dedupe: | $(BUILD)
 	rm -rf $(BUILD)/$@-data
 	$(GO) run ./cmd/wasmstream run -c examples/wasm/$@/config.yaml --log-level warn
 
-# The README's second command.
-test: deps test-go test-rust test-tinygo fuzz-short
+# The README's second command. Its parts run as make jobs two at a time, each part's output
+# printed together once it ends (-O): the e2e package first, as it takes longest and mostly
+# waits (brokers, timeouts, killed binaries), beside the others in turn; a failed part fails
+# make test. TEST_JOBS=1 runs them one after another.
+TEST_JOBS ?= 2
+TEST_PARTS := test-e2e test-unit test-race test-rust test-tinygo fuzz-short
+test: deps
+	$(MAKE) --no-print-directory -j$(TEST_JOBS) -O $(TEST_PARTS)
 
 # make test with the long form of the tests (internal/hosttest.Long): 20 SIGKILLs per crash test
 # instead of fewer, the full record counts and deploys of the load tests. make test checks the
@@ -71,18 +78,36 @@ test-long:
 deps:
 	@.ci/install-deps.sh
 
-# e2e runs -parallel 4: its tests marked t.Parallel mostly wait (broker sessions, timeouts,
-# outages), so twice as many as a 2-core machine's GOMAXPROCS run at once.
-test-go:
+# Every Go test: test-unit runs each test once, test-race those of RACE_PKGS and the
+# concurrency tests of host and task under the race detector (and so test-unit leaves them
+# out: the race run checks what a plain run would, and more), test-e2e the e2e package.
+test-go: test-unit test-race test-e2e
+
+# The packages whose every test runs under the race detector, and the tests of host and task
+# that do (the others there run plain: the race detector slows them tenfold).
+RACE_PKGS = $$($(GO) list ./host/internal/... | grep -v /task$$) ./store/...
+RACE_TASK_TESTS := ^(TestTickExclusive|TestTimersProcessingTimeOrder|TestHTTPSlowKeyDoesNotStallOthers)$$
+RACE_HOST_TESTS := ^(TestPerKeyOrderUnderConcurrency|TestTrapRetriedThenDeadLettered|TestBackpressureBoundsQueues|TestKafkaEndToEnd|TestKafkaRebalanceUnderLoad|TestExactlyOncePause)$$
+
+test-unit:
 	cd abi && $(GO) vet ./... && $(GO) test ./...
 	cd guest-sdk/go && $(GO) vet ./... && $(GO) test ./...
 	cd examples/wasm && $(GO) vet ./... && $(GO) test ./...
 	$(GO) vet ./...
-	$(GO) test -timeout 20m -skip '$(TINYGO_TESTS)' $$($(GO) list ./... | grep -v /e2e$$)
-	$(GO) test -race -timeout 20m -skip '$(TINYGO_TESTS)' $$($(GO) list ./host/internal/... | grep -v /task$$) ./store/...
-	$(GO) test -race -timeout 20m -run 'TestTickExclusive|TestTimersProcessingTimeOrder|TestHTTPSlowKeyDoesNotStallOthers' ./host/internal/task/
-	$(GO) test -race -timeout 20m -run 'TestPerKeyOrderUnderConcurrency|TestTrapRetriedThenDeadLettered|TestBackpressureBoundsQueues|TestKafkaEndToEnd|TestKafkaRebalanceUnderLoad|TestExactlyOncePause' ./host/
-	$(GO) test -v -timeout 20m -parallel 4 -skip '$(TINYGO_TESTS)' ./e2e
+	$(GO) test -timeout 20m -skip '$(TINYGO_TESTS)|$(RACE_TASK_TESTS)|$(RACE_HOST_TESTS)' \
+	  $$($(GO) list ./... | grep -v -e '/e2e$$' -e '/store$$' -e '/host/internal/' ) ./host/internal/task
+
+test-race:
+	$(GO) test -race -timeout 20m -skip '$(TINYGO_TESTS)' $(RACE_PKGS)
+	$(GO) test -race -timeout 20m -run '$(RACE_TASK_TESTS)' ./host/internal/task/
+	$(GO) test -race -timeout 20m -run '$(RACE_HOST_TESTS)' ./host/
+
+# e2e runs -parallel 4: its tests marked t.Parallel mostly wait (broker sessions, timeouts,
+# outages), so twice as many as a 2-core machine's GOMAXPROCS run at once. Its timeout is
+# 30m: under make test it shares the machine with the other parts (6 minutes alone on an idle
+# 2-core machine; it passed 20m on a shared one at load 20).
+test-e2e:
+	$(GO) test -v -timeout 30m -parallel 4 -skip '$(TINYGO_TESTS)' ./e2e
 
 # The crates' tests build into a target directory outside the source tree, beside the Go tests'.
 test-rust:

@@ -427,11 +427,11 @@ func TestKafkaBrokerRestartRiddenOut(t *testing.T) {
 		"  unreachable_timeout: 90s\n  delivery_timeout: 90s\n") + fmt.Sprintf("admin:\n  addr: 127.0.0.1:%d\n", admin))
 	h := r.start()
 	consumeCounts(t, r.brokers, want, 2*time.Minute, h.logs.String, false)
-	h.await(t, "/readyz 200", time.Minute, func() bool { return readyz(admin) == 200 })
+	h.await(t, "/readyz 200", 2*time.Minute, func() bool { return readyz(admin) == 200 })
 
 	b.kill()
 	down := time.Now()
-	h.await(t, "/readyz 503 with the broker gone", time.Minute, func() bool { return readyz(admin) == 503 })
+	h.await(t, "/readyz 503 with the broker gone", 2*time.Minute, func() bool { return readyz(admin) == 503 })
 	notReady := time.Since(down)
 	// Five seconds down, as in the report: longer than a session's heartbeats go unanswered.
 	time.Sleep(time.Until(down.Add(5 * time.Second))) // the outage itself, not a synchronisation
@@ -446,7 +446,7 @@ func TestKafkaBrokerRestartRiddenOut(t *testing.T) {
 		}
 	}
 	outputs, _ := consumeCounts(t, r.brokers, want, 2*time.Minute, h.logs.String, false)
-	h.await(t, "/readyz 200 after the broker came back", time.Minute, func() bool { return readyz(admin) == 200 })
+	h.await(t, "/readyz 200 after the broker came back", 2*time.Minute, func() bool { return readyz(admin) == 200 })
 	h.stop(t)
 	t.Logf("broker killed and restarted 5 s later: not ready %s after the kill, every one of the %d outputs arrived (%d with duplicates), ready again %s after the kill",
 		notReady.Round(time.Millisecond), wordTotalOf(want), outputs, time.Since(down).Round(time.Millisecond))
@@ -463,11 +463,11 @@ func TestKafkaBrokerGoneLosesNothing(t *testing.T) {
 	r.writeConfig(r.wordcountYAML(guestbuild.Go(t, "wordcount"), "at_least_once",
 		"  unreachable_timeout: 3s\n  delivery_timeout: 3s\n"))
 	h := r.start()
-	if !waitNewOutputs(r.brokers, time.Minute) {
+	if !waitNewOutputs(r.brokers, 2*time.Minute) {
 		t.Fatalf("no outputs; the host's log:\n%s", tail(h.logs.String(), 8000))
 	}
 	b.kill() // while outputs are being produced
-	log := h.awaitHalt(t, time.Minute)
+	log := h.awaitHalt(t, 2*time.Minute)
 	if !strings.Contains(log, "unreachable for") && !strings.Contains(log, "not acknowledged within") {
 		t.Fatalf("the halt does not say why; the log:\n%s", tail(log, 8000))
 	}
@@ -554,7 +554,7 @@ func TestKafkaStaticMembership(t *testing.T) {
 
 			restart := time.Now()
 			h = r.start()
-			h.await(t, "partitions assigned after the restart", time.Minute, func() bool {
+			h.await(t, "partitions assigned after the restart", 2*time.Minute, func() bool {
 				return strings.Contains(h.logs.String(), "partition assigned")
 			})
 			assigned := time.Since(restart)

@@ -30,12 +30,12 @@ func TestKafkaExactlyOnceBrokerRestart(t *testing.T) {
 	r.writeConfig(r.wordcountYAML(guestbuild.Go(t, "wordcount"), "exactly_once",
 		"  unreachable_timeout: 60s\n  delivery_timeout: 60s\n") + eosChangelog + fmt.Sprintf("admin:\n  addr: 127.0.0.1:%d\n", admin))
 	h := r.start()
-	if !waitNewOutputs(r.brokers, time.Minute) {
+	if !waitNewOutputs(r.brokers, 2*time.Minute) {
 		t.Fatalf("no outputs; the host's log:\n%s", tail(h.logs.String(), 8000))
 	}
 	b.kill() // while transactions are open
 	down := time.Now()
-	h.await(t, "/readyz 503 with the broker gone", time.Minute, func() bool { return readyz(admin) == 503 })
+	h.await(t, "/readyz 503 with the broker gone", 2*time.Minute, func() bool { return readyz(admin) == 503 })
 	notReady := time.Since(down)
 	time.Sleep(time.Until(down.Add(5 * time.Second))) // the outage itself, not a synchronisation
 	b.start()
@@ -102,11 +102,11 @@ func TestKafkaExactlyOnceBrokerGone(t *testing.T) {
 	r.writeConfig(r.wordcountYAML(guestbuild.Go(t, "wordcount"), "exactly_once",
 		"  unreachable_timeout: 3s\n  delivery_timeout: 3s\n") + eosChangelog)
 	h := r.start()
-	if !waitNewOutputs(r.brokers, time.Minute) {
+	if !waitNewOutputs(r.brokers, 2*time.Minute) {
 		t.Fatalf("no outputs; the host's log:\n%s", tail(h.logs.String(), 8000))
 	}
 	b.kill()
-	log := h.awaitHalt(t, time.Minute)
+	log := h.awaitHalt(t, 2*time.Minute)
 	if !strings.Contains(log, "unreachable for") && !strings.Contains(log, "not acknowledged within") &&
 		!strings.Contains(log, "did not end the transaction within") {
 		t.Fatalf("the halt does not say why; the log:\n%s", tail(log, 8000))

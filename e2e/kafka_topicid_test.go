@@ -42,7 +42,7 @@ func TestKafkaRecreatedTopicByID(t *testing.T) {
 	r.produceWords(4000, time.Time{}, 22) // ~1000 a partition, against ~50 processed of the old
 
 	h = r.start()
-	log := h.awaitHalt(t, time.Minute)
+	log := h.awaitHalt(t, 2*time.Minute)
 	if !strings.Contains(log, "the topic's id changed") || !strings.Contains(log, "the topic was deleted and recreated") {
 		t.Fatalf("the halt does not say the topic's id changed; the log:\n%s", tail(log, 8000))
 	}

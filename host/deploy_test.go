@@ -159,7 +159,7 @@ func versionedTask(t *testing.T, dir string, module []byte) host.TaskConfig {
 	}
 }
 
-// S19 under load: 20 deploys and 5 rollbacks while records flow (8 and 2 over 200,000 records
+// S19 under load: 20 deploys and 5 rollbacks while records flow (4 and 1 over 200,000 records
 // unless hosttest.Long: each deploy compiles a 2 MB module). Every record's output appears
 // exactly once, state is kept across versions, and per key every output of a version precedes
 // every output of the versions activated after it.
@@ -167,7 +167,7 @@ func TestHotDeployUnderLoad(t *testing.T) {
 	base := versionedModule(t)
 	dir := t.TempDir()
 	const keys = 1000
-	minRecords, deploys := hosttest.Scale(200_000, 1_000_000), hosttest.Scale(8, 20)
+	minRecords, deploys := hosttest.Scale(200_000, 1_000_000), hosttest.Scale(4, 20)
 	tc := versionedTask(t, dir, guestbuild.Retag(t, base, 0))
 	feed, stdin := newFeeder(keys, minRecords)
 	h := hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, "data"), Stdin: stdin,

@@ -199,7 +199,7 @@ func TestExactlyOnceRebalance(t *testing.T) {
 		return len(stats(0).Inputs) == 4 && processedAll(p.records)(h0)
 	})
 	total := wordTotal(p.want)
-	got := consumeOutputs(t, c, "counts", total, 30*time.Second)
+	got := consumeOutputs(t, c, "counts", total, 60*time.Second)
 	stop(0)
 	checkCountsOutputs(t, got, p.want)
 	outputs := 0

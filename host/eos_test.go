@@ -96,7 +96,7 @@ func TestExactlyOnceBrokerFaults(t *testing.T) {
 	if a.TxnAborts == 0 {
 		t.Fatalf("no transaction aborted under %d transaction-end and %d offset-commit faults", endFaults.Hits(), offsetFaults.Hits())
 	}
-	checkCountsOutputs(t, consumeOutputs(t, c, "counts", total, 30*time.Second), want)
+	checkCountsOutputs(t, consumeOutputs(t, c, "counts", total, 60*time.Second), want)
 	sameCounts(t, want, stateOf(t, dirA, "wc"))
 
 	b := runEOSHost(t, c, module, dirB, func(h *host.Host) bool {
@@ -201,5 +201,5 @@ func TestExactlyOncePause(t *testing.T) {
 			want[u][w] += n
 		}
 	}
-	checkCountsOutputs(t, consumeOutputs(t, c, "counts", wordTotal(want), 30*time.Second), want)
+	checkCountsOutputs(t, consumeOutputs(t, c, "counts", wordTotal(want), 60*time.Second), want)
 }

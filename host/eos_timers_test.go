@@ -215,7 +215,7 @@ func (g *eosTimerInput) keysUpTo(p int, ts int64) int {
 // firings' outputs, each once (checkLog).
 func (g *eosTimerInput) checkExactly(t *testing.T, c *kfake.Cluster, records, firings int) {
 	t.Helper()
-	got := consumeOutputs(t, c, "log", records+firings, 20*time.Second)
+	got := consumeOutputs(t, c, "log", records+firings, 60*time.Second)
 	n := 0
 	for _, vs := range got {
 		n += len(vs)
@@ -391,14 +391,14 @@ func TestExactlyOnceTimers(t *testing.T) {
 		f := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 2})
 		faults = append(faults, f)
 		g.produce(t, cl)
-		waitFault(t, f, 2, 15*time.Second)
-		a.waitFor(fmt.Sprintf("batch %d committed", b), 15*time.Second, func(s host.TaskStats) bool {
+		waitFault(t, f, 2, 60*time.Second)
+		a.waitFor(fmt.Sprintf("batch %d committed", b), 60*time.Second, func(s host.TaskStats) bool {
 			return committedRecords(s) >= int64(g.total)
 		})
 	}
 	records, firings := g.totalOutputs()
 	// Every output committed (the last firings come in the transactions after the last record's).
-	consumeOutputs(t, c, "log", records+firings, 20*time.Second)
+	consumeOutputs(t, c, "log", records+firings, 60*time.Second)
 	sa := a.stop()
 
 	g.checkExactly(t, c, records, firings)
@@ -477,21 +477,21 @@ func TestExactlyOnceTicks(t *testing.T) {
 		}
 		f := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 1})
 		g.produce(t, cl)
-		waitFault(t, f, 1, 15*time.Second)
+		waitFault(t, f, 1, 60*time.Second)
 		hits++
-		s := a.waitFor(fmt.Sprintf("batch %d committed", b), 15*time.Second, func(s host.TaskStats) bool {
+		s := a.waitFor(fmt.Sprintf("batch %d committed", b), 60*time.Second, func(s host.TaskStats) bool {
 			return committedRecords(s) >= int64(g.total)
 		})
 		// Ticks over the batch's committed state, then an idle transaction (tick outputs only)
 		// aborted.
 		a.waitFor("ticks after the batch", 60*time.Second, func(n host.TaskStats) bool { return n.Ticks >= s.Ticks+2*eosTimerParts })
 		f = c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 1})
-		waitFault(t, f, 1, 15*time.Second)
+		waitFault(t, f, 1, 60*time.Second)
 		hits++
 		idleHits++
 	}
 	records, firings := g.totalOutputs()
-	consumeOutputs(t, c, "log", records+firings, 20*time.Second)
+	consumeOutputs(t, c, "log", records+firings, 60*time.Second)
 
 	// Wait for a committed tick of every partition that sees its final state.
 	final := map[int]string{}
@@ -520,12 +520,12 @@ func TestExactlyOnceTicks(t *testing.T) {
 	}
 	sa := a.stop()
 
-	got := consumeOutputs(t, c, "log", records+firings, 20*time.Second)
+	got := consumeOutputs(t, c, "log", records+firings, 60*time.Second)
 	g.checkLog(t, got)
 	sameCounts(t, g.expectedState(), stateOf(t, dir, "tm"))
 
 	tickOuts := 0
-	for _, vs := range consumeOutputs(t, c, "ticks", 1, 20*time.Second) {
+	for _, vs := range consumeOutputs(t, c, "ticks", 1, 60*time.Second) {
 		for _, v := range vs {
 			tickOuts++
 			var p int
@@ -594,7 +594,7 @@ func TestExactlyOnceTimersRebalance(t *testing.T) {
 	g.produce(t, cl)
 	a.waitFor("every record committed", 60*time.Second, committedAll)
 	records, firings := g.totalOutputs()
-	consumeOutputs(t, c, "log", records+firings, 20*time.Second)
+	consumeOutputs(t, c, "log", records+firings, 60*time.Second)
 	sa := a.stop()
 
 	g.checkExactly(t, c, records, firings)

@@ -63,6 +63,19 @@ func (h ownHandler) Handle(ctx context.Context, r slog.Record) error {
 	return nil
 }
 
+// assignments is how many times a member was assigned a partition so far.
+func (o *ownership) assignments() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, e := range o.events {
+		if e.assigned {
+			n++
+		}
+	}
+	return n
+}
+
 // check asserts that no partition was ever held by two members at once.
 func (o *ownership) check(t *testing.T) int {
 	o.mu.Lock()
@@ -175,6 +188,9 @@ func TestKafkaRebalanceUnderLoad(t *testing.T) {
 	}
 	// Wait for every value of every key; duplicates are allowed.
 	got := consumeUntil(t, c, "echoes", records, 90*time.Second)
+	// And for partitions to have moved: on a slow machine the churn can end, and the outputs
+	// arrive, before the group's rebalances assigned anything beyond the first member's four.
+	hosttest.WaitFor(t, 2*time.Minute, "a partition assigned beyond the first four", func() bool { return own.assignments() > 4 })
 	for m := range running {
 		stop(m)
 	}

@@ -456,7 +456,7 @@ func TestKafkaOutputRecordTooLarge(t *testing.T) {
 	if err := h.Run(context.Background()); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	got := consumeOutputs(t, c, "echoes", 2, 30*time.Second)
+	got := consumeOutputs(t, c, "echoes", 2, 60*time.Second)
 	if len(got["a"]) != 1 || len(got["c"]) != 1 || len(got["k"]) != 0 {
 		t.Errorf("outputs %v, want those of a and c", got)
 	}

@@ -247,7 +247,7 @@ func resetRefusedWithOtherMember(t *testing.T, c *kfake.Cluster, h *hosttest.Run
 	// Another member of the group: refused, naming it; the task goes on.
 	other := newClient(t, c, kgo.ConsumerGroup("wasmstream-wc"), kgo.ConsumeTopics("words"), kgo.ClientID("other-host"),
 		kgo.DisableAutoCommit())
-	hosttest.WaitFor(t, 30*time.Second, "the other member joined", func() bool {
+	hosttest.WaitFor(t, 60*time.Second, "the other member joined", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		defer cancel()
 		other.PollFetches(ctx)

@@ -364,7 +364,7 @@ func TestQueryStateDecode(t *testing.T) {
 	}
 	var d decoded
 	got := map[string]string{}
-	hosttest.WaitFor(t, 30*time.Second, "the raw value stored", func() bool {
+	hosttest.WaitFor(t, 60*time.Second, "the raw value stored", func() bool {
 		if code := adminGet(t, "GET", h.AdminAddr(), "/v1/tasks/wc/state/k1?"+rules.Encode(), "full", &d); code != http.StatusOK {
 			t.Fatalf("GET state with decode: HTTP %d", code)
 		}
@@ -422,7 +422,7 @@ func TestQueryStateTwoTopics(t *testing.T) {
 	wantA := produceWords(t, cl, "ta", 600, 12, 31)
 	wantB := produceWords(t, cl, "tb", 600, 12, 32)
 	consumeOutputs(t, c, "counts", wordTotal(wantA)+wordTotal(wantB), 60*time.Second)
-	hosttest.WaitFor(t, 30*time.Second, "both topics' state through both hosts", func() bool {
+	hosttest.WaitFor(t, 60*time.Second, "both topics' state through both hosts", func() bool {
 		for _, r := range hosts {
 			for user := range wantA {
 				code, s, _, err := getState(r.Host.AdminAddr(), "full", user)

@@ -379,7 +379,7 @@ func TestHTTPConcurrencyBound(t *testing.T) {
 	}
 	// One request enters the server; the other waits for its slot, not at the server.
 	<-srv.entered
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for m.http.waiting.Load() != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("the second request never waited for a slot")

@@ -45,7 +45,7 @@ func TestCheckpointWhenSinksFull(t *testing.T) {
 	r := startRig(t, rigOpts{checkpoint: time.Hour, holdBytes: maxHeldOutputs / 4})
 	r.send(r0("a", "count"), r0("b", "count"), r0("c", "count"), r0("d", "count"))
 	r.waitLines("log rec", 4)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(60 * time.Second)
 	for r.tk.Stats().Checkpoints == 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("no checkpoint although the sink holds %d outputs of %d bytes", 4, maxHeldOutputs/4)
