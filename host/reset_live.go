@@ -84,18 +84,9 @@ func (h *Host) resetTask(ctx context.Context, name string, to ResetTo, dryRun bo
 	}
 	var kc kafka.Config
 	if kin != nil {
-		kc, rep.Group = r.tcfg.Kafka.Client, r.tcfg.Kafka.Group
-		if r.cfg.Changelog.Enabled {
-			rep.Changelog = r.cfg.Changelog.Topic
-		}
-		// The targets are checked before anything stops (a partition the topic does not
-		// have, an offset past the end), and listed again once the task left the group.
-		ks, err := kafkaResetItems(ctx, kc, rep.Group, kin, to)
-		if err != nil {
+		kc = r.tcfg.Kafka.Client
+		if err := checkKafkaReset(ctx, kc, r.tcfg.Kafka.Group, r.cfg, kin, to, rep, &items, dryRun); err != nil {
 			return nil, err
-		}
-		if dryRun {
-			items = append(items, ks...)
 		}
 	}
 	if dryRun {
@@ -381,16 +372,9 @@ func (h *Host) resetHalted(ctx context.Context, lv *live, r *running, rep *Reset
 		if ro.tcfg.Kafka == nil {
 			return nil, fmt.Errorf("%w: task %q halted before its kafka input was set up (%v): restart it (wasmstream restart), then reset it", ErrNotRunning, name, halted)
 		}
-		kc, rep.Group = ro.tcfg.Kafka.Client, ro.tcfg.Kafka.Group
-		if r.cfg.Changelog.Enabled {
-			rep.Changelog = r.cfg.Changelog.Topic
-		}
-		ks, err := kafkaResetItems(ctx, kc, rep.Group, kin, to)
-		if err != nil {
+		kc = ro.tcfg.Kafka.Client
+		if err := checkKafkaReset(ctx, kc, ro.tcfg.Kafka.Group, r.cfg, kin, to, rep, &items, dryRun); err != nil {
 			return nil, err
-		}
-		if dryRun {
-			items = append(items, ks...)
 		}
 	}
 	var others []kafka.Member
@@ -462,4 +446,23 @@ func (h *Host) resetHalted(ctx context.Context, lv *live, r *running, rep *Reset
 	h.cfg.Logger.Info("reset: the halted task was reset and runs again", "task", name, "to", rep.To, "backup", rep.Backup,
 		"version", mv.Version, "hosts", 1+len(others), "halted", rep.Halted)
 	return rep, nil
+}
+
+// checkKafkaReset names the group and changelog of task tc's kafka input kin in rep and checks
+// the reset's targets before anything stops (a partition the topic does not have, an offset past
+// the end); they are listed again once the task left the group. With dryRun the targets are
+// added to items.
+func checkKafkaReset(ctx context.Context, kc kafka.Config, group string, tc TaskConfig, kin *InputConfig, to ResetTo, rep *ResetReport, items *[]resetItem, dryRun bool) error {
+	rep.Group = group
+	if tc.Changelog.Enabled {
+		rep.Changelog = tc.Changelog.Topic
+	}
+	ks, err := kafkaResetItems(ctx, kc, group, kin, to)
+	if err != nil {
+		return err
+	}
+	if dryRun {
+		*items = append(*items, ks...)
+	}
+	return nil
 }

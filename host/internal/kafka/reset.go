@@ -92,27 +92,18 @@ func CheckGroupEmpty(ctx context.Context, cfg Config, group string) error {
 
 // CommittedOffsets returns group's committed offsets for the partitions of topics it has one for.
 func CommittedOffsets(ctx context.Context, cfg Config, group string, topics []string) (map[TopicPartition]int64, error) {
-	out := map[TopicPartition]int64{}
-	err := withAdmin(cfg, func(_ *kgo.Client, adm *kadm.Client) error {
-		rs, err := adm.FetchOffsetsForTopics(ctx, group, topics...)
-		if err != nil {
-			return fmt.Errorf("kafka: fetching the offsets of group %s: %w", group, err)
-		}
-		for t, ps := range rs {
-			for p, r := range ps {
-				if r.Err == nil && r.At >= 0 {
-					out[TopicPartition{t, p}] = r.At
-				}
-			}
-		}
-		return nil
-	})
-	return out, err
+	return committedOffsets(ctx, cfg, group, topics, func(kadm.OffsetResponse) bool { return true })
 }
 
 // ResetCommits returns group's committed offsets of the partitions of topics that `wasmstream
 // reset` set (their metadata is ResetMetadata): no member has committed there since.
 func ResetCommits(ctx context.Context, cfg Config, group string, topics []string) (map[TopicPartition]int64, error) {
+	return committedOffsets(ctx, cfg, group, topics, func(r kadm.OffsetResponse) bool { return r.Metadata == ResetMetadata })
+}
+
+// committedOffsets returns group's committed offsets for the partitions of topics that keep
+// accepts.
+func committedOffsets(ctx context.Context, cfg Config, group string, topics []string, keep func(kadm.OffsetResponse) bool) (map[TopicPartition]int64, error) {
 	out := map[TopicPartition]int64{}
 	err := withAdmin(cfg, func(_ *kgo.Client, adm *kadm.Client) error {
 		rs, err := adm.FetchOffsetsForTopics(ctx, group, topics...)
@@ -121,7 +112,7 @@ func ResetCommits(ctx context.Context, cfg Config, group string, topics []string
 		}
 		for t, ps := range rs {
 			for p, r := range ps {
-				if r.Err == nil && r.At >= 0 && r.Metadata == ResetMetadata {
+				if r.Err == nil && r.At >= 0 && keep(r) {
 					out[TopicPartition{t, p}] = r.At
 				}
 			}
