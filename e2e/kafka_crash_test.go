@@ -192,12 +192,14 @@ func consumeCounts(t *testing.T, brokers string, want wordcountExpect, timeout t
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	seen := map[string]bool{}
+	read := map[int32]int{} // records read by partition
 	for len(seen) < need {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("%d of %d distinct outputs arrived; the host's log:\n%s", len(seen), need, logs())
+			t.Fatalf("%d of %d distinct outputs arrived (%s); the host's log:\n%s", len(seen), need, outputOffsets(brokers, read), logs())
 		}
 		fs.EachRecord(func(r *kgo.Record) {
+			read[r.Partition]++
 			outputs++
 			k := string(r.Key) + "/" + string(r.Value)
 			if seen[k] {
@@ -216,6 +218,34 @@ func consumeCounts(t *testing.T, brokers string, want wordcountExpect, timeout t
 		}
 	}
 	return outputs, dups
+}
+
+// outputOffsets describes, for a failure, what the reader read of each partition of the counts
+// topic beside the partition's end offset and last stable offset (the end for read_committed
+// readers): an LSO below the end holds a reader back behind an open transaction.
+func outputOffsets(brokers string, read map[int32]int) string {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	if err != nil {
+		return err.Error()
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(ctx, "counts")
+	if err != nil {
+		return fmt.Sprintf("read by partition %v; end offsets: %v", read, err)
+	}
+	stable, err := adm.ListCommittedOffsets(ctx, "counts")
+	if err != nil {
+		return fmt.Sprintf("read by partition %v; last stable offsets: %v", read, err)
+	}
+	var b strings.Builder
+	ends.Each(func(o kadm.ListedOffset) {
+		lso, _ := stable.Lookup(o.Topic, o.Partition)
+		fmt.Fprintf(&b, "partition %d: read %d, end %d, last stable %d; ", o.Partition, read[o.Partition], o.Offset, lso.Offset)
+	})
+	return strings.TrimSuffix(b.String(), "; ")
 }
 
 // waitNewOutputs waits until a record is appended to the counts topic after the call, and
