@@ -128,37 +128,7 @@ tasks:
 	}
 
 	// The outputs after the reset: exactly one pass, counted from 1 again on both hosts.
-	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"counts": before}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	replay := map[string][]string{}
-	n := 0
-	collect := func(fs kgo.Fetches) {
-		fs.EachRecord(func(rec *kgo.Record) {
-			replay[string(rec.Key)] = append(replay[string(rec.Key)], string(rec.Value))
-			n++
-		})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	for n < total {
-		fs := cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("%d of the replay's %d outputs arrived; the logs:\n%s", n, total, logs())
-		}
-		collect(fs)
-	}
-	// Whatever else comes shortly after: an output twice would show here.
-	settle, stop := context.WithTimeout(context.Background(), time.Second)
-	for settle.Err() == nil {
-		collect(cl.PollFetches(settle))
-	}
-	stop()
-	if n != total {
-		t.Fatalf("the replay produced %d outputs, want %d (one pass)", n, total)
-	}
+	replay := readOnePass(t, r.brokers, before, total, "the replay", logs)
 	checkCountsFrom1(t, replay, want)
 
 	// Both hosts answer every key with one pass's counts, whichever owns it.
@@ -194,7 +164,7 @@ tasks:
 	if len(seen) != len(want) {
 		t.Errorf("the hosts' stores hold %d keys, want %d", len(seen), len(want))
 	}
-	t.Logf("group reset of two wasmstream processes through the first: answered in %s; %d outputs again, each key counted from 1 in order; state one pass's on both hosts", took.Round(time.Millisecond), n)
+	t.Logf("group reset of two wasmstream processes through the first: answered in %s; %d outputs again, each key counted from 1 in order; state one pass's on both hosts", took.Round(time.Millisecond), total)
 }
 
 // queryCounts asks the host at addr (admin API, read token) for user's wordcount state; false
@@ -342,36 +312,7 @@ tasks:
 	}
 
 	// The outputs after the reset: the new topic's, each count from 1.
-	out2, err := kgo.NewClient(kgo.SeedBrokers(r.brokers), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"counts": before}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer out2.Close()
-	got := map[string][]string{}
-	n := 0
-	collect := func(fs kgo.Fetches) {
-		fs.EachRecord(func(rec *kgo.Record) {
-			got[string(rec.Key)] = append(got[string(rec.Key)], string(rec.Value))
-			n++
-		})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	for n < total {
-		fs := out2.PollFetches(ctx)
-		if ctx.Err() != nil {
-			t.Fatalf("%d of the new topic's %d outputs arrived; the host's log:\n%s", n, total, tail(h.logs.String(), 8000))
-		}
-		collect(fs)
-	}
-	settle, stop := context.WithTimeout(context.Background(), time.Second)
-	for settle.Err() == nil {
-		collect(out2.PollFetches(settle))
-	}
-	stop()
-	if n != total {
-		t.Fatalf("%d outputs after the reset, want %d (the new topic once)", n, total)
-	}
+	got := readOnePass(t, r.brokers, before, total, "the new topic", func() string { return tail(h.logs.String(), 8000) })
 	checkCountsFrom1(t, got, want)
 	if halted, why := status(); halted {
 		t.Fatalf("task wc still halted after the reset: %s", why)
@@ -383,7 +324,44 @@ tasks:
 	if d := diffState(old, readState(t, data, backup)); len(d) > 0 {
 		t.Fatalf("the backup %s is not the old topic's state:\n%s", backup, strings.Join(d[:min(len(d), 20)], "\n"))
 	}
-	t.Logf("halted on the recreated topic, reset online: %d outputs of the new topic, each key counted from 1; %q", n, strings.SplitN(out, "\n", 2)[0])
+	t.Logf("halted on the recreated topic, reset online: %d outputs of the new topic, each key counted from 1; %q", total, strings.SplitN(out, "\n", 2)[0])
+}
+
+// readOnePass reads the counts topic from the offsets before, by key in order, until total
+// outputs (what's: one pass) arrived, and a second longer: an output twice would show there.
+func readOnePass(t *testing.T, brokers string, before map[int32]kgo.Offset, total int, what string, logs func() string) map[string][]string {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers), kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{"counts": before}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	got := map[string][]string{}
+	n := 0
+	collect := func(fs kgo.Fetches) {
+		fs.EachRecord(func(rec *kgo.Record) {
+			got[string(rec.Key)] = append(got[string(rec.Key)], string(rec.Value))
+			n++
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for n < total {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("%d of %s's %d outputs arrived; the logs:\n%s", n, what, total, logs())
+		}
+		collect(fs)
+	}
+	settle, stop := context.WithTimeout(context.Background(), time.Second)
+	for settle.Err() == nil {
+		collect(cl.PollFetches(settle))
+	}
+	stop()
+	if n != total {
+		t.Fatalf("%s produced %d outputs, want %d (one pass)", what, n, total)
+	}
+	return got
 }
 
 // checkCountsFrom1 checks that got (each key's outputs, in order) counts every word of want from
