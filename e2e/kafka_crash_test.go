@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -196,7 +197,7 @@ func consumeCounts(t *testing.T, brokers string, want wordcountExpect, timeout t
 	for len(seen) < need {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
-			t.Fatalf("%d of %d distinct outputs arrived (%s); the host's log:\n%s", len(seen), need, outputOffsets(brokers, read), logs())
+			t.Fatalf("%d of %d distinct outputs arrived (%s); missing %s; the host's log:\n%s", len(seen), need, outputOffsets(brokers, read), missingCounts(want, seen), logs())
 		}
 		fs.EachRecord(func(r *kgo.Record) {
 			read[r.Partition]++
@@ -218,6 +219,28 @@ func consumeCounts(t *testing.T, brokers string, want wordcountExpect, timeout t
 		}
 	}
 	return outputs, dups
+}
+
+// missingCounts describes, for a failure, the expected outputs not seen: how many, how many of
+// them are a word's last count (a lost update of the state) rather than one before it (an output
+// lost while the state moved on), and the first few, "user/word count (of last)".
+func missingCounts(want wordcountExpect, seen map[string]bool) string {
+	var miss []string
+	last := 0
+	for user, ws := range want {
+		for word, n := range ws {
+			for c := 1; c <= n; c++ {
+				if !seen[fmt.Sprintf("%s/%s %d", user, word, c)] {
+					miss = append(miss, fmt.Sprintf("%s/%s %d (of %d)", user, word, c, n))
+					if c == n {
+						last++
+					}
+				}
+			}
+		}
+	}
+	slices.Sort(miss)
+	return fmt.Sprintf("%d (%d of them a word's last count): %s", len(miss), last, strings.Join(miss[:min(len(miss), 30)], ", "))
 }
 
 // outputOffsets describes, for a failure, what the reader read of each partition of the counts

@@ -184,6 +184,17 @@ func multiHostChaos(t *testing.T, eos bool) {
 		hosts[i] = h
 	}
 
+	// WASMSTREAM_DEBUG_LOGS=prefix keeps each host's whole log in prefix.N.
+	if p := os.Getenv("WASMSTREAM_DEBUG_LOGS"); p != "" {
+		t.Cleanup(func() {
+			for i, h := range hosts {
+				if h != nil {
+					os.WriteFile(fmt.Sprintf("%s.%d", p, i), []byte(h.logs.String()), 0o644)
+				}
+			}
+		})
+	}
+
 	// Records flow during the whole chaos phase.
 	stopProducing := make(chan struct{})
 	produced := make(chan struct{})
@@ -284,11 +295,6 @@ func multiHostChaos(t *testing.T, eos bool) {
 	// Partitions did move: hosts restored from the changelog, some with an empty disk.
 	if restores == 0 || full == 0 {
 		t.Errorf("%d restores, %d of them full: the chaos did not move partitions between hosts", restores, full)
-	}
-	if os.Getenv("WASMSTREAM_DEBUG_LOGS") != "" {
-		for i, h := range hosts {
-			os.WriteFile(fmt.Sprintf("%s.%d", os.Getenv("WASMSTREAM_DEBUG_LOGS"), i), []byte(h.logs.String()), 0o644)
-		}
 	}
 	slices.Sort(recoveries)
 	t.Logf("multi-host test (%s): %d records, 3 hosts, %d SIGKILLs of partition owners (%d restarts with an empty disk), state exact over %d users; %d outputs, %d duplicates; %d partition restores from the changelog (%d full); kill to every partition owned again (session timeout 2s): median %s, max %s",

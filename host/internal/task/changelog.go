@@ -551,7 +551,6 @@ func (t *Task) releasePartition(tp kafka.TopicPartition, id uint32) {
 	}
 	if t.changelog.standby == nil {
 		if t.cfg.Changelog.DropRevoked {
-			t.cache.DropStream(id)
 			if err := t.cfg.Store.DropStream(t.cfg.Name, id); err != nil {
 				t.log.Warn("dropping a revoked partition's local state failed; the next assignment replaces it anyway",
 					"topic", tp.Topic, "partition", tp.Partition, "err", err)

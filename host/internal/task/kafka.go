@@ -619,13 +619,17 @@ func (t *Task) onLost(req lostReq) {
 }
 
 // dropStream forgets a stream. Results of its batches still in flight are discarded when they
-// come back (finish compares streams by identity), and records it had queued are not
-// complete, so nothing of it beyond the last checkpoint is ever committed.
+// come back (finish compares streams by identity), records it had queued are not complete, and
+// what the cache holds of its keys goes with it — a lost partition's applied but uncommitted
+// state too, which the next checkpoint would otherwise commit (and write to the changelog)
+// after the partition's new owner took over —, so nothing of it beyond the last checkpoint is
+// ever committed.
 func (t *Task) dropStream(st *stream) {
 	if t.streams[st.id] == st {
 		delete(t.streams, st.id)
 		t.sched.RemoveStream(st.id)
 	}
+	t.cache.DropStream(st.id)
 	for i, o := range t.order {
 		if o == st {
 			t.order = append(t.order[:i], t.order[i+1:]...)
