@@ -33,8 +33,8 @@ func runChangelogHost(t *testing.T, c *kfake.Cluster, module, dir string, output
 		Tasks: []host.TaskConfig{tc},
 	})
 	consumeOutputs(t, c, "counts", outputs, 60*time.Second)
-	// Wait for a checkpoint after the last output, so the figures include it.
-	waitCheckpoints(t, h)
+	// Wait for the checkpoint of the last record, so the figures include it.
+	waitCommitted(t, h)
 	st := h.Stats()[0]
 	if err := h.Stop(); err != nil {
 		t.Fatal(err)
@@ -42,12 +42,23 @@ func runChangelogHost(t *testing.T, c *kfake.Cluster, module, dir string, output
 	return st
 }
 
-// waitCheckpoints waits until task 0 of h has committed two checkpoints more than when called:
-// the second began after the call, so it covers everything the task had done by then.
-func waitCheckpoints(t *testing.T, h interface{ Stats() []host.TaskStats }) {
+// waitCommitted waits until task 0 of h has committed everything it read: no record pending and
+// no partition behind its high watermark. (An idle task takes no checkpoints: counting them
+// would wait forever.)
+func waitCommitted(t *testing.T, h interface{ Stats() []host.TaskStats }) {
 	t.Helper()
-	from := h.Stats()[0].Checkpoints
-	hosttest.WaitFor(t, 60*time.Second, "two more checkpoints", func() bool { return h.Stats()[0].Checkpoints >= from+2 })
+	hosttest.WaitFor(t, 60*time.Second, "every record read committed", func() bool {
+		s := h.Stats()
+		if len(s) == 0 || s[0].Pending != 0 || len(s[0].Inputs) == 0 {
+			return false
+		}
+		for _, in := range s[0].Inputs {
+			if in.Lag > 0 {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // TestChangelogRestore moves a task's partitions between two hosts with separate disks through
@@ -136,7 +147,7 @@ func TestChangelogStandby(t *testing.T) {
 	}
 	// Once a has checkpointed everything, b's standby catches up with all of a's partitions'
 	// changelog: b never owned them, so its standby applied every record they hold.
-	waitCheckpoints(t, ha)
+	waitCommitted(t, ha)
 	var need int64
 	adm := kadm.NewClient(newClient(t, c))
 	ends, err := adm.ListEndOffsets(context.Background(), "wc-changelog")
@@ -184,7 +195,7 @@ func TestChangelogStandby(t *testing.T) {
 		}
 	}
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
-	waitCheckpoints(t, hb)
+	waitCommitted(t, hb)
 	after = hb.Stats()[0]
 	if err := hb.Stop(); err != nil {
 		t.Fatal(err)
@@ -307,14 +318,14 @@ func partitionComesBack(t *testing.T, drop bool) {
 	waitOwned(ha.Host, 2) // cooperative-sticky: two partitions move to b
 	add(produceWords(t, newClient(t, c), "words", 2000, 40, 12))
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
-	waitCheckpoints(t, hb)
+	waitCommitted(t, hb)
 	if err := hb.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	waitOwned(ha.Host, 4) // they come back to a
 	add(produceWords(t, newClient(t, c), "words", 1000, 40, 13))
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
-	waitCheckpoints(t, ha)
+	waitCommitted(t, ha)
 	st := ha.Stats()[0]
 	// a's first four restores were full (an empty disk); the two partitions that came back are
 	// restored in full only when a dropped them.
@@ -467,7 +478,7 @@ func TestChangelogKeyStateTooLarge(t *testing.T) {
 	// Key j's record may complete before key k's last fills (another key, another worker): the
 	// stop would interrupt them before the one too large reached the dead letters.
 	hosttest.WaitFor(t, 60*time.Second, "all 9 records processed", func() bool { return h.Stats()[0].Processed >= 9 })
-	waitCheckpoints(t, h) // a checkpoint after the last record
+	waitCommitted(t, h) // a checkpoint after the last record
 	// Every output, once (the loop above read the topic from its start each time).
 	got = consumeOutputs(t, c, "echoes", 1, 60*time.Second)
 	if err := h.Stop(); err != nil {
@@ -531,4 +542,80 @@ func TestChangelogStopDuringStart(t *testing.T) {
 	if err := h.Run(ctx); err != nil {
 		t.Fatalf("stopped while starting: Run = %v, want nil", err)
 	}
+}
+
+// TestChangelogCheckpointNotPublished fails the changelog writes of a checkpoint (the task
+// halts), then runs the host again on the same disk, then restores its state on a host with an
+// empty disk. The keys the failed checkpoint changed (users b*, not touched afterwards) must be
+// in the changelog with their counts: a store that committed the checkpoint before its changelog
+// write resumed from state the changelog never got, and the restored host lacked those counts.
+func TestChangelogCheckpointNotPublished(t *testing.T) {
+	t.Parallel() // it mostly waits (client retries, timeouts): it runs beside the other tests that do
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	cl := newClient(t, c)
+	want := map[string]map[string]int{}
+	records := 0
+	produce := func(prefix string, n int) {
+		var recs []*kgo.Record
+		for i := 0; i < n; i++ {
+			user := fmt.Sprintf("%s%02d", prefix, i%20)
+			w1, w2 := fmt.Sprintf("w%02d", i%7), fmt.Sprintf("w%02d", i%11)
+			if want[user] == nil {
+				want[user] = map[string]int{}
+			}
+			want[user][w1]++
+			want[user][w2]++
+			recs = append(recs, &kgo.Record{Topic: "words", Key: []byte(user), Value: []byte(w1 + " " + w2)})
+		}
+		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		records += n
+	}
+	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	cfg := func(dir string) host.Config {
+		return host.Config{DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}}
+	}
+	runAll := func(dir string) {
+		t.Helper()
+		h := hosttest.Start(t, cfg(dir))
+		hosttest.WaitFor(t, 2*time.Minute, "every record committed", func() bool {
+			s := h.Stats()
+			return len(s) > 0 && committedRecords(s[0]) >= int64(records)
+		})
+		if err := h.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	produce("a", 1000)
+	runAll(dirA)
+
+	// The changelog refuses every write: the first checkpoint of the b records fails and the
+	// task halts (the host, whose only task it is, stops).
+	fault := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "wc-changelog", Err: kerr.TopicAuthorizationFailed, Count: -1})
+	produce("b", 1000)
+	h := hosttest.Start(t, cfg(dirA))
+	select {
+	case <-h.Done():
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the host did not stop after its changelog writes failed")
+	}
+	if err := h.Wait(); err == nil || !strings.Contains(err.Error(), "changelog") {
+		t.Fatalf("host stopped with %v, want the changelog's failure", err)
+	}
+	fault.Remove()
+
+	// The same disk again, then records of other keys only.
+	produce("c", 1000)
+	runAll(dirA)
+	sameCounts(t, want, stateOf(t, dirA, "wc"))
+
+	// What the changelog holds: an empty disk restores every partition from it.
+	runAll(dirB)
+	sameCounts(t, want, stateOf(t, dirB, "wc"))
 }

@@ -129,12 +129,50 @@ func parseChangelogPosition(b []byte) (store.Position, error) {
 	}, nil
 }
 
-// produceChangelog writes a just committed checkpoint's Kafka partitions to the changelog and
-// waits for the acknowledgements; only then may the group offsets be committed.
+// produceChangelog writes a checkpoint's Kafka partitions to the changelog and waits for the
+// acknowledgements, before the checkpoint commits to the store (then the group offsets): the
+// store never holds a checkpoint the changelog lacks. A host killed between the two would
+// otherwise resume from key states that no other host can restore, and write only the keys
+// changed afterwards, behind positions that say the rest is there too (lost updates for the
+// next owner). The positions' resume offsets move past the records written.
 func (t *Task) produceChangelog(cp *store.Checkpoint) error {
 	if t.changelog == nil {
 		return nil
 	}
+	wrote, err := t.writeChangelog(cp)
+	if err != nil || !wrote {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	next, err := t.changelog.w.Flush(ctx)
+	if err != nil {
+		return fmt.Errorf("changelog %s: producing the checkpoint failed; it is not committed: %w", t.changelog.topic, err)
+	}
+	t.changelogWritten(cp, next)
+	return nil
+}
+
+// changelogWritten records the changelog's next offsets after a checkpoint's records, and
+// moves the checkpoint's positions' resume offsets past them.
+func (t *Task) changelogWritten(cp *store.Checkpoint, next map[int32]int64) {
+	for p, n := range next {
+		t.changelog.next[p] = max(t.changelog.next[p], n)
+	}
+	for i := range cp.Positions {
+		sp := &cp.Positions[i]
+		if st := t.streams[sp.Stream]; st != nil && st.kafka {
+			sp.Position.Resume = max(sp.Position.Resume, t.changelog.next[st.tp.Partition])
+		}
+	}
+	t.stats.ChangelogRecords += int64(len(cp.Keys))
+}
+
+// writeChangelog writes a checkpoint of Kafka partitions, before it commits to the store, to the
+// changelog: each partition's position as of its durable state (with the new horizon), then the
+// whole state of every changed key (the store's with the change applied), then the positions
+// the checkpoint commits. It reports whether it wrote anything.
+func (t *Task) writeChangelog(cp *store.Checkpoint) (bool, error) {
 	w := t.changelog.w
 	wrote := false
 	for _, sp := range cp.Positions {
@@ -147,30 +185,31 @@ func (t *Task) produceChangelog(cp *store.Checkpoint) error {
 		w.Write(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(early))
 		wrote = true
 	}
-	// The changed keys' snapshots, read in one store transaction.
+	// The store's state of every changed key, read in one transaction, with the change applied
+	// (the mark comes from the change: Apply sets it).
 	refs := make([]store.KeyRef, 0, len(cp.Keys))
-	var keyStreams []*stream
+	var changes []*store.KeyWrites
 	for i := range cp.Keys {
 		kw := &cp.Keys[i]
-		st := t.streams[kw.Stream]
-		if st == nil || !st.kafka {
+		if st := t.streams[kw.Stream]; st == nil || !st.kafka {
 			continue
 		}
-		refs = append(refs, store.KeyRef{Stream: kw.Stream, Key: kw.Key, Written: kw}) // just committed: its mark is known
-		keyStreams = append(keyStreams, st)
+		refs = append(refs, store.KeyRef{Stream: kw.Stream, Key: kw.Key, Written: kw})
+		changes = append(changes, kw)
 	}
 	// Encoded first, written after: Write may block on the producer's buffer, which must not
 	// happen while the store's read lock is held (a Close would wait on it).
 	snaps := make([][]byte, len(refs))
 	if err := t.cfg.Store.Snapshots(t.cfg.Name, refs, func(i int, snap *store.KeySnapshot) error {
+		snap.Apply(changes[i])
 		snaps[i] = store.EncodeSnapshot(nil, snap)
 		return nil
 	}); err != nil {
-		return fmt.Errorf("changelog: %w", err)
+		return false, fmt.Errorf("changelog: %w", err)
 	}
 	for i, v := range snaps {
-		st := keyStreams[i]
-		w.Write(st.tp.Partition, changelogKey('k', st.tp.Topic, refs[i].Key), v)
+		kw := changes[i]
+		w.Write(t.streams[kw.Stream].tp.Partition, changelogKey('k', t.streams[kw.Stream].tp.Topic, kw.Key), v)
 	}
 	wrote = wrote || len(refs) > 0
 	for _, sp := range cp.Positions {
@@ -180,20 +219,7 @@ func (t *Task) produceChangelog(cp *store.Checkpoint) error {
 		}
 		w.Write(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(sp.Position))
 	}
-	if !wrote {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	next, err := w.Flush(ctx)
-	if err != nil {
-		return fmt.Errorf("changelog %s: producing the checkpoint failed; its group offsets are not committed: %w", t.changelog.topic, err)
-	}
-	for p, n := range next {
-		t.changelog.next[p] = n
-	}
-	t.stats.ChangelogRecords += int64(len(cp.Keys))
-	return nil
+	return wrote, nil
 }
 
 // changelogRoom checks that the job's writes and timer operations leave each of its keys a

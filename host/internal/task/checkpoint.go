@@ -11,7 +11,8 @@ import (
 	"github.com/wasmstream/wasmstream/store"
 )
 
-// checkpoint makes outputs durable, then commits state, marks and positions in the store (S9).
+// checkpoint makes outputs durable, then writes the changelog (if any), then commits state,
+// marks and positions in the store (S9), then the group offsets.
 func (t *Task) checkpoint() error {
 	defer func(start time.Time) { t.meters.checkpointSeconds.Observe(time.Since(start).Seconds()) }(time.Now())
 	if t.eos() {
@@ -30,14 +31,15 @@ func (t *Task) checkpoint() error {
 	t.collectPositions(&cp)
 	t.chainCollect(&cp)
 	if len(cp.Keys) > 0 || len(cp.Positions) > 0 || len(cp.Chain) > 0 {
+		// The changelog first: the store must never hold what the changelog lacks.
+		if err := t.produceChangelog(&cp); err != nil {
+			return err
+		}
 		if err := t.cfg.Store.Commit(&cp); err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
 		}
 		if err := t.chainCommitted(&cp); err != nil {
 			return fmt.Errorf("checkpoint: %w", err)
-		}
-		if err := t.produceChangelog(&cp); err != nil {
-			return err
 		}
 		for _, sp := range cp.Positions {
 			t.streams[sp.Stream].durable = sp.Position

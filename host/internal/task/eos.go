@@ -84,7 +84,7 @@ func (t *Task) commitTxn(startTicks bool) error {
 	// this transaction, which the revoke aborts anyway; they never reach the store.
 	cp.Keys = slices.DeleteFunc(cp.Keys, func(kw store.KeyWrites) bool { return t.streams[kw.Stream] == nil })
 	t.collectPositions(&cp)
-	if err := t.writeTxnChangelog(&cp); err != nil {
+	if _, err := t.writeChangelog(&cp); err != nil {
 		return err
 	}
 	waited := t.waitingOnCluster()
@@ -147,45 +147,6 @@ func (t *Task) txnFailed(cause error) error {
 	return nil
 }
 
-// writeTxnChangelog writes the transaction's changelog records: each partition's position as
-// of its durable state (with the new horizon), then the whole state of every changed key, then
-// the positions the transaction commits.
-func (t *Task) writeTxnChangelog(cp *store.Checkpoint) error {
-	w := t.changelog.w
-	for _, sp := range cp.Positions {
-		st := t.streams[sp.Stream]
-		early := st.durable
-		early.Horizon = max(early.Horizon, sp.Position.Horizon)
-		w.Write(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(early))
-	}
-	// The store's state of every changed key, read in one transaction, with the change applied
-	// (the mark comes from the change: Apply sets it).
-	refs := make([]store.KeyRef, len(cp.Keys))
-	for i := range cp.Keys {
-		refs[i] = store.KeyRef{Stream: cp.Keys[i].Stream, Key: cp.Keys[i].Key, Written: &cp.Keys[i]}
-	}
-	// Encoded first, written after: Write may block on the producer's buffer, which must not
-	// happen while the store's read lock is held (a Close would wait on it).
-	snaps := make([][]byte, len(refs))
-	if err := t.cfg.Store.Snapshots(t.cfg.Name, refs, func(i int, snap *store.KeySnapshot) error {
-		snap.Apply(&cp.Keys[i])
-		snaps[i] = store.EncodeSnapshot(nil, snap)
-		return nil
-	}); err != nil {
-		return fmt.Errorf("changelog: %w", err)
-	}
-	for i, v := range snaps {
-		kw := &cp.Keys[i]
-		st := t.streams[kw.Stream]
-		w.Write(st.tp.Partition, changelogKey('k', st.tp.Topic, kw.Key), v)
-	}
-	for _, sp := range cp.Positions {
-		st := t.streams[sp.Stream]
-		w.Write(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(sp.Position))
-	}
-	return nil
-}
-
 // flushTxn waits until every record of the transaction (changelog, outputs, dead letters) is
 // acknowledged, and returns the changelog's next offsets and the first failure: with one, the
 // transaction cannot commit.
@@ -208,13 +169,7 @@ func (t *Task) flushTxn() (next map[int32]int64, ferr error) {
 // committedTxn brings the store up to the transaction Kafka committed: its keys and positions
 // (each position's resume offset past the changelog records written), then the counts.
 func (t *Task) committedTxn(cp *store.Checkpoint, next map[int32]int64) error {
-	for p, n := range next {
-		t.changelog.next[p] = max(t.changelog.next[p], n)
-	}
-	for i := range cp.Positions {
-		sp := &cp.Positions[i]
-		sp.Position.Resume = max(sp.Position.Resume, t.changelog.next[t.streams[sp.Stream].tp.Partition])
-	}
+	t.changelogWritten(cp, next)
 	if len(cp.Keys) == 0 && len(cp.Positions) == 0 {
 		return nil
 	}
@@ -226,7 +181,6 @@ func (t *Task) committedTxn(cp *store.Checkpoint, next map[int32]int64) error {
 	}
 	t.timersCommitted()
 	t.stats.Checkpoints++
-	t.stats.ChangelogRecords += int64(len(cp.Keys))
 	t.cache.Evict()
 	return nil
 }
