@@ -189,4 +189,3 @@ func TestDevBrokerCleanRestartKeepsOpenTxn(t *testing.T) {
 		t.Fatalf("a read_committed reader read %q; want %q", got, want)
 	}
 }
-
