@@ -101,9 +101,14 @@ func endCrashedTxns(ctx context.Context, l *gatedListener) ([]CrashAbortedTxn, e
 		return nil, err
 	}
 	defer cl.Close()
-	md, err := kadm.NewClient(cl).Metadata(ctx)
+	adm := kadm.NewClient(cl)
+	md, err := adm.Metadata(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("metadata: %w", err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, md.Topics.Names()...)
+	if err != nil {
+		return nil, fmt.Errorf("start offsets: %w", err)
 	}
 	type open struct {
 		epoch int16
@@ -116,8 +121,12 @@ func endCrashedTxns(ctx context.Context, l *gatedListener) ([]CrashAbortedTxn, e
 			return nil, fmt.Errorf("metadata of %s: %w", td.Topic, td.Err)
 		}
 		for _, pd := range td.Partitions.Sorted() {
+			start, ok := starts.Lookup(td.Topic, pd.Partition)
+			if !ok || start.Err != nil {
+				return nil, fmt.Errorf("the start offset of %s/%d: %v", td.Topic, pd.Partition, start.Err)
+			}
 			opens := map[int64]open{}
-			err := scanBatches(ctx, cl, td.Topic, td.ID, pd.Partition, func(b *kmsg.RecordBatch) {
+			err := scanBatches(ctx, cl, td.Topic, td.ID, pd.Partition, start.Offset, func(b *kmsg.RecordBatch) {
 				const transactional, control = 0x10, 0x20
 				switch {
 				case b.Attributes&control != 0:
@@ -167,10 +176,10 @@ func endCrashedTxns(ctx context.Context, l *gatedListener) ([]CrashAbortedTxn, e
 	return found, nil
 }
 
-// scanBatches calls fn with the header of every batch of a partition, from its start to its high
+// scanBatches calls fn with the header of every batch of a partition, from offset to its high
 // watermark at the time of the first fetch (nothing is produced meanwhile: no client is in).
-func scanBatches(ctx context.Context, cl *kgo.Client, topic string, id kadm.TopicID, partition int32, fn func(*kmsg.RecordBatch)) error {
-	offset, end := int64(0), int64(-1)
+func scanBatches(ctx context.Context, cl *kgo.Client, topic string, id kadm.TopicID, partition int32, offset int64, fn func(*kmsg.RecordBatch)) error {
+	end := int64(-1)
 	for end < 0 || offset < end {
 		req := kmsg.NewPtrFetchRequest()
 		req.ReplicaID = -1
@@ -193,12 +202,8 @@ func scanBatches(ctx context.Context, cl *kgo.Client, topic string, id kadm.Topi
 			return errors.New("a fetch answered without the partition")
 		}
 		p := resp.Topics[0].Partitions[0]
-		switch err := kerr.ErrorForCode(p.ErrorCode); {
-		case errors.Is(err, kerr.OffsetOutOfRange) && offset < p.LogStartOffset:
-			offset = p.LogStartOffset // records deleted from the start
-			continue
-		case err != nil:
-			return err
+		if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+			return fmt.Errorf("fetching from %d: %w", offset, err)
 		}
 		if end < 0 {
 			end = p.HighWatermark
