@@ -337,6 +337,7 @@ type brokerProc struct {
 	port   int
 	topics []string
 	cmd    *exec.Cmd
+	line   string // the line its last start printed
 }
 
 func (b *brokerProc) start() {
@@ -359,7 +360,7 @@ func (b *brokerProc) start() {
 		cmd.Wait()
 		b.t.Fatalf("broker did not start: %q %v", line, err)
 	}
-	b.cmd = cmd
+	b.cmd, b.line = cmd, strings.TrimSpace(line)
 }
 
 func (b *brokerProc) kill() {

@@ -112,6 +112,7 @@ func TestKafkaExactlyOnceBrokerGone(t *testing.T) {
 		t.Fatalf("the halt does not say why; the log:\n%s", tail(log, 8000))
 	}
 	b.start()
+	t.Logf("the broker restarted: %s", b.line) // says whether the kill left a transaction open
 	h = r.start()
 	outputs, dups := consumeCounts(t, r.brokers, want, 2*time.Minute, h.logs.String, true)
 	h.stop(t)

@@ -327,6 +327,10 @@ func startEmbedded(cfg *Config) (stop func(), err error) {
 		return nil, fmt.Errorf("wasmstream: embedded broker: %w", err)
 	}
 	cfg.Kafka.Brokers = b.Addrs()
+	for _, t := range b.CrashAborted() {
+		cfg.Logger.Warn("embedded Kafka broker: aborted a transaction that its last run left open when it was killed",
+			"topic", t.Topic, "partition", t.Partition, "producer_id", t.ProducerID, "first_offset", t.FirstOffset)
+	}
 	cfg.Logger.Info("embedded Kafka broker listening", "addrs", b.Addrs(), "dir", e.Dir, "topics", cfg.kafkaTopics())
 	return b.Close, nil
 }

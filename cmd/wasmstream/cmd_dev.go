@@ -40,7 +40,12 @@ until SIGINT or SIGTERM.
 				if err != nil {
 					return failure(err)
 				}
-				fmt.Fprintf(stdout, "broker listening on %v (data in %s); topics %v\n", b.Addrs(), dir, topics)
+				// One line, which scripts wait for; the crash note goes on its end.
+				var crashed string
+				if n := b.CrashAborted(); n > 0 {
+					crashed = fmt.Sprintf("; aborted %d transaction(s) that a kill of its last run left open", n)
+				}
+				fmt.Fprintf(stdout, "broker listening on %v (data in %s); topics %v%s\n", b.Addrs(), dir, topics, crashed)
 				<-cmd.Context().Done()
 				b.Close()
 				return nil

@@ -1,7 +1,9 @@
 package kafka
 
 import (
+	"context"
 	"fmt"
+	"net"
 	"os"
 	"time"
 
@@ -11,7 +13,8 @@ import (
 // DevBroker is the embedded development broker: an in-process Kafka-protocol cluster
 // (franz-go's kfake) on loopback, with its data kept in a directory across restarts.
 type DevBroker struct {
-	c *kfake.Cluster
+	c       *kfake.Cluster
+	crashed []CrashAbortedTxn
 }
 
 // DevBrokerConfig configures the development broker.
@@ -22,11 +25,14 @@ type DevBrokerConfig struct {
 	Topics     []string // topics to create
 }
 
-// StartDevBroker starts the broker. Close stops it.
+// StartDevBroker starts the broker. Close stops it. With a Dir that a killed broker left, it
+// first ends with an abort marker every transaction that the kill left open (CrashAborted), before
+// it lets any client in.
 func StartDevBroker(cfg DevBrokerConfig) (*DevBroker, error) {
 	if cfg.Partitions <= 0 {
 		cfg.Partitions = 4
 	}
+	var gate *gatedListener // with a Dir: clients wait until crash-aborted transactions are ended
 	opts := []kfake.Opt{
 		kfake.NumBrokers(1),
 		kfake.Ports(cfg.Port),
@@ -43,6 +49,14 @@ func StartDevBroker(cfg DevBrokerConfig) (*DevBroker, error) {
 		// Written through the page cache, as a real broker does by default: a killed broker
 		// process loses nothing, a power loss may.
 		opts = append(opts, kfake.DataDir(cfg.Dir))
+		opts = append(opts, kfake.ListenFn(func(network, addr string) (net.Listener, error) {
+			ln, err := net.Listen(network, addr)
+			if err != nil {
+				return nil, err
+			}
+			gate = newGatedListener(ln)
+			return gate, nil
+		}))
 	}
 	if len(cfg.Topics) > 0 {
 		opts = append(opts, kfake.SeedTopics(cfg.Partitions, cfg.Topics...))
@@ -51,8 +65,23 @@ func StartDevBroker(cfg DevBrokerConfig) (*DevBroker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: dev broker: %w", err)
 	}
-	return &DevBroker{c: c}, nil
+	b := &DevBroker{c: c}
+	if gate != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
+		b.crashed, err = endCrashedTxns(ctx, gate)
+		cancel()
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("kafka: dev broker: ending the transactions a crash left open in %s: %w", cfg.Dir, err)
+		}
+		gate.open()
+	}
+	return b, nil
 }
+
+// CrashAborted are the transactions that the broker's start found open after a crash and ended
+// with an abort marker.
+func (b *DevBroker) CrashAborted() []CrashAbortedTxn { return b.crashed }
 
 // Addrs are the broker's listen addresses (host:port).
 func (b *DevBroker) Addrs() []string { return b.c.ListenAddrs() }

@@ -30,4 +30,11 @@
 // or checks it). A ChangelogWriter appends changes to explicit partitions; its Flush gives each
 // partition's next offset, which the checkpoint records. ReadChangelog restores a partition from
 // an offset up to the committed end (read_committed) taken when it starts.
+//
+// StartDevBroker runs kfake on a directory. A broker killed with a transaction open comes back
+// with that transaction aborted in kfake's index but without an abort marker, which would hide
+// from read_committed readers what the same producer commits next; before letting clients in
+// (its listener hands out only in-memory connections until then) the start scans the batch
+// headers of every partition and writes an abort marker for each such transaction
+// (devrecover.go).
 package kafka
