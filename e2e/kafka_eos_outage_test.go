@@ -108,7 +108,7 @@ func TestKafkaExactlyOnceBrokerGone(t *testing.T) {
 	b.kill()
 	log := h.awaitHalt(t, 2*time.Minute)
 	if !strings.Contains(log, "unreachable for") && !strings.Contains(log, "not acknowledged within") &&
-		!strings.Contains(log, "did not end the transaction within") {
+		!strings.Contains(log, "did not end the transaction within") && !strings.Contains(log, "unreachable when the transaction was to end") {
 		t.Fatalf("the halt does not say why; the log:\n%s", tail(log, 8000))
 	}
 	b.start()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sync"
 	"time"
@@ -96,8 +97,14 @@ func (t *Task) commitTxn(startTicks bool) error {
 	cancel()
 	waited()
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) {
+		var op *net.OpError
+		switch {
+		case errors.Is(err, context.DeadlineExceeded):
 			err = fmt.Errorf("the cluster did not end the transaction within %s (kafka.unreachable_timeout; the cluster has been unreachable for that long?): %w", t.txnBound(), err)
+		case errors.As(err, &op) && op.Op == "dial":
+			// The client gives up ending a transaction when it cannot connect to its
+			// coordinator at all; whether the transaction committed is the cluster's to say.
+			err = fmt.Errorf("the cluster was unreachable when the transaction was to end (whether it committed, the cluster says: a restart resumes from what it committed): %w", err)
 		}
 		return &txnEndError{fmt.Errorf("exactly-once: %w", err)}
 	}
