@@ -532,3 +532,63 @@ func TestChangelogStopDuringStart(t *testing.T) {
 		t.Fatalf("stopped while starting: Run = %v, want nil", err)
 	}
 }
+
+// TestChangelogCheckpointNotAcknowledged: a host whose last checkpoint reached its store but not
+// the changelog (the changelog refused it here; a kill between the two does the same) must not
+// resume from its store when it restarts: the changelog would lack the state that checkpoint
+// wrote for good (the restarted host skips those records as applied, so it never writes those
+// keys again), and a host restoring from the changelog later would lose their updates. It
+// restores from scratch instead, and a host with an empty disk that restores from the changelog
+// afterwards has the exact state. Before, the restarted host resumed from its store (ahead of the
+// changelog and of the group's offsets, which it then committed), and the second host's state
+// lacked the second batch's counts of every user the third batch did not touch: in the
+// multi-host kill test, outputs missing for good ("of … distinct outputs arrived").
+func TestChangelogCheckpointNotAcknowledged(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	cl := newClient(t, c)
+	want := map[string]map[string]int{}
+	add := func(more map[string]map[string]int) {
+		for u, ws := range more {
+			if want[u] == nil {
+				want[u] = map[string]int{}
+			}
+			for w, n := range ws {
+				want[u][w] += n
+			}
+		}
+	}
+	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	add(produceWords(t, cl, "words", 1000, 50, 21))
+	runChangelogHost(t, c, module, dirA, wordTotal(want))
+
+	// The changelog refuses every record: the next checkpoint commits to the store, then fails.
+	refused := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "wc-changelog", Err: kerr.InvalidRecord, Count: -1})
+	add(produceWords(t, cl, "words", 500, 50, 22))
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	cfg := host.Config{DataDir: dirA, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}}
+	h := hosttest.Start(t, cfg)
+	select {
+	case <-h.Done():
+	case <-time.After(2 * time.Minute):
+		t.Fatal("the host did not halt on the changelog's refusal")
+	}
+	if err := h.Wait(); err == nil || !strings.Contains(err.Error(), "changelog") {
+		t.Fatalf("the host stopped with %v, want the changelog's refusal", err)
+	}
+	refused.Remove()
+
+	// Host a again, its disk kept, over records of one user only: the second batch's other users
+	// are not touched again.
+	add(produceWords(t, cl, "words", 200, 1, 23))
+	runChangelogHost(t, c, module, dirA, wordTotal(want))
+	sameCounts(t, want, stateOf(t, dirA, "wc"))
+
+	// Host b, empty disk: what it restores from the changelog is the whole state (and a few
+	// records of the same user on top, for it to checkpoint).
+	add(produceWords(t, cl, "words", 20, 1, 24))
+	runChangelogHost(t, c, module, dirB, wordTotal(want))
+	sameCounts(t, want, stateOf(t, dirB, "wc"))
+}

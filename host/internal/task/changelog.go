@@ -196,6 +196,38 @@ func (t *Task) produceChangelog(cp *store.Checkpoint) error {
 	return nil
 }
 
+// changelogUnconfirmed is the Resume of a Kafka partition's position that a checkpoint committed
+// to the store before its changelog records were acknowledged. The store then holds state that
+// the changelog may lack: if the host stops before confirmChangelog replaces it, its next restore
+// of the partition starts from scratch (replayFrom). Resuming from the store instead would let
+// the changelog miss those keys' latest state for good (replay skips their records, so they are
+// not written again), and another host restoring from it later would lose their updates.
+const changelogUnconfirmed = -1
+
+// confirmChangelog records in the store, once a checkpoint's changelog records are acknowledged,
+// the changelog offset the store now covers of each partition (Position.Resume): a restore here
+// then replays only what follows.
+func (t *Task) confirmChangelog(cp *store.Checkpoint) error {
+	if t.changelog == nil || t.eos() {
+		return nil
+	}
+	var confirmed []store.StreamPosition
+	for _, sp := range cp.Positions {
+		st := t.streams[sp.Stream]
+		if st == nil || !st.kafka || sp.Position.Resume != changelogUnconfirmed {
+			continue
+		}
+		// Only the store's copy: the stream's durable position keeps Resume unconfirmed, so
+		// that the next checkpoint compares it with the changelog's end as before.
+		sp.Position.Resume = t.changelog.next[st.tp.Partition]
+		confirmed = append(confirmed, sp)
+	}
+	if len(confirmed) == 0 {
+		return nil
+	}
+	return t.cfg.Store.Commit(&store.Checkpoint{Task: t.cfg.Name, Positions: confirmed})
+}
+
 // changelogRoom checks that the job's writes and timer operations leave each of its keys a
 // state that one changelog record holds: the checkpoint writes a key's whole state (names,
 // timers, mark) as one Kafka record, and one Kafka refuses would fail every checkpoint, or,
@@ -415,6 +447,9 @@ func (t *Task) replayFrom(tp kafka.TopicPartition, pos store.Position, ok bool, 
 	case ok && pos.Resume > end:
 		t.log.Warn("the changelog is shorter than this store's copy (recreated?): restoring the partition from scratch",
 			"topic", tp.Topic, "partition", tp.Partition, "changelog", t.changelog.topic, "local_offset", pos.Resume, "end", end)
+	case ok && pos.Resume == changelogUnconfirmed:
+		t.log.Warn("this store's last checkpoint of the partition may be missing from the changelog (the host stopped before the changelog acknowledged it): restoring the partition from scratch",
+			"topic", tp.Topic, "partition", tp.Partition, "changelog", t.changelog.topic, "local_next", pos.Next)
 	}
 	return 0
 }

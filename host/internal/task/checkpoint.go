@@ -39,6 +39,9 @@ func (t *Task) checkpoint() error {
 		if err := t.produceChangelog(&cp); err != nil {
 			return err
 		}
+		if err := t.confirmChangelog(&cp); err != nil {
+			return fmt.Errorf("checkpoint: %w", err)
+		}
 		for _, sp := range cp.Positions {
 			t.streams[sp.Stream].durable = sp.Position
 		}
@@ -89,6 +92,16 @@ func (t *Task) replaysCaughtUp() error {
 
 // collectPositions adds to cp the streams' new positions: their committed prefix as of now.
 func (t *Task) collectPositions(cp *store.Checkpoint) {
+	// The streams whose keys the checkpoint writes: with a changelog, a Kafka partition's
+	// position goes with them even when it did not move (state changed by timers), to be
+	// marked unconfirmed until the changelog has them.
+	var keyed map[uint32]bool
+	if t.changelog != nil && !t.eos() {
+		keyed = map[uint32]bool{}
+		for i := range cp.Keys {
+			keyed[cp.Keys[i].Stream] = true
+		}
+	}
 	for _, st := range t.order {
 		if st.tracker == nil {
 			continue // a Kafka partition that has not had a record yet
@@ -118,7 +131,14 @@ func (t *Task) collectPositions(cp *store.Checkpoint) {
 			pos.Resume = max(pos.Resume, t.changelog.next[st.tp.Partition])
 		}
 		pos.Watermark = st.tm.committedWatermark(next, t.cfg.Lateness, pos.Watermark)
-		if pos != st.durable {
+		confirm := st.kafka && t.changelog != nil && !t.eos()
+		if pos != st.durable || (confirm && keyed[st.id]) {
+			if confirm {
+				// Unconfirmed until this checkpoint's changelog records are acknowledged
+				// (confirmChangelog): a host that stops before then has state here that the
+				// changelog may lack, and a restore here must start from scratch (replayFrom).
+				pos.Resume = changelogUnconfirmed
+			}
 			cp.Positions = append(cp.Positions, store.StreamPosition{Stream: st.id, Position: pos})
 		} else {
 			cp.Partial = cp.Partial[:partial]
