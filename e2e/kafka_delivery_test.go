@@ -529,7 +529,7 @@ func TestKafkaRecreatedTopicHalts(t *testing.T) {
 // has one member, not the dead one beside the new one until the dead one's session times out.
 // A host stopped cleanly leaves the group all the same.
 // It reports the time from the restart to the first new output, with static and with dynamic
-// membership (kafka.static_membership).
+// membership (kafka.dynamic_membership).
 func TestKafkaStaticMembership(t *testing.T) {
 	t.Parallel() // it mostly waits (timeouts, sessions, outages), on a broker, port and directory of its own
 	for _, static := range []bool{true, false} {
@@ -539,7 +539,7 @@ func TestKafkaStaticMembership(t *testing.T) {
 			r := newDeliveryRig(t, "words", "counts")
 			want := r.produceWords(1000, time.Time{}, 8)
 			r.writeConfig(strings.Replace(r.wordcountYAML(guestbuild.Go(t, "wordcount"), "at_least_once",
-				fmt.Sprintf("  static_membership: %t\n", static)), "session_timeout: 6s", "session_timeout: 20s", 1))
+				fmt.Sprintf("  dynamic_membership: %t\n", dynamic)), "session_timeout: 6s", "session_timeout: 20s", 1))
 			h := r.start()
 			consumeCounts(t, r.brokers, want, 2*time.Minute, h.logs.String, false)
 			h.cmd.Process.Signal(syscall.SIGKILL)
@@ -615,7 +615,7 @@ func TestKafkaDuplicateHostID(t *testing.T) {
 	r := newDeliveryRig(t, "words", "counts")
 	r.produceWords(500, time.Time{}, 11)
 	module := guestbuild.Go(t, "wordcount")
-	yaml := "host_id: twin\n" + r.wordcountYAML(module, "at_least_once", "  static_membership: true\n")
+	yaml := "host_id: twin\n" + r.wordcountYAML(module, "at_least_once", "") // static membership: the default
 	r.writeConfig(yaml)
 	first := r.start()
 	first.await(t, "the first host's partitions", 2*time.Minute, func() bool {
