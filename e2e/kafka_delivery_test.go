@@ -530,7 +530,7 @@ func TestKafkaRecreatedTopicHalts(t *testing.T) {
 // has one member, not the dead one beside the new one until the dead one's session times out.
 // A host stopped cleanly leaves the group all the same.
 // It reports the time from the restart to the first new output, with static and with dynamic
-// membership (kafka.static_membership).
+// membership (kafka.dynamic_membership).
 func TestKafkaStaticMembership(t *testing.T) {
 	t.Parallel() // it mostly waits (timeouts, sessions, outages), on a broker, port and directory of its own
 	for _, static := range []bool{true, false} {
@@ -540,7 +540,7 @@ func TestKafkaStaticMembership(t *testing.T) {
 			r := newDeliveryRig(t, "words", "counts")
 			want := r.produceWords(1000, time.Time{}, 8)
 			r.writeConfig(strings.Replace(r.wordcountYAML(guestbuild.Go(t, "wordcount"), "at_least_once",
-				fmt.Sprintf("  static_membership: %t\n", static)), "session_timeout: 6s", "session_timeout: 20s", 1))
+				fmt.Sprintf("  dynamic_membership: %t\n", dynamic)), "session_timeout: 6s", "session_timeout: 20s", 1))
 			h := r.start()
 			consumeCounts(t, r.brokers, want, 2*time.Minute, h.logs.String, false)
 			h.cmd.Process.Signal(syscall.SIGKILL)
@@ -604,4 +604,68 @@ func TestKafkaStaticMembership(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestKafkaDuplicateHostID: two hosts started with the same host_id (each with its own data
+// directory) under static membership share one group.instance.id, and the second to join fences
+// the first. The first halts with an error that names the cause (the same host_id), and does not
+// leave the group by that instance id on its way out, which would throw out the second; the
+// second keeps the partitions, alone in the group, and processes what comes.
+func TestKafkaDuplicateHostID(t *testing.T) {
+	t.Parallel() // it mostly waits (sessions, heartbeats), on a broker, port and directory of its own
+	r := newDeliveryRig(t, "words", "counts")
+	r.produceWords(500, time.Time{}, 11)
+	module := guestbuild.Go(t, "wordcount")
+	yaml := "host_id: twin\n" + r.wordcountYAML(module, "at_least_once", "") // static membership: the default
+	r.writeConfig(yaml)
+	first := r.start()
+	first.await(t, "the first host's partitions", 2*time.Minute, func() bool {
+		return strings.Count(first.logs.String(), "partition assigned") == 4
+	})
+	r.writeConfig(strings.Replace(yaml, filepath.Join(r.dir, "data"), filepath.Join(r.dir, "data2"), 1))
+	second := r.start()
+	log := first.awaitHalt(t, time.Minute)
+	for _, cause := range []string{"another consumer joined the group", "wasmstream-wc-twin", "the same host_id"} {
+		if !strings.Contains(log, cause) {
+			t.Fatalf("the fenced host's halt does not say why (want %q); its log:\n%s", cause, tail(log, 8000))
+		}
+	}
+	// The second host owns every partition, and processes new records.
+	second.await(t, "the second host's partitions", 2*time.Minute, func() bool {
+		return strings.Count(second.logs.String(), "partition assigned") >= 4
+	})
+	ends, err := kadm.NewClient(r.cl).ListEndOffsets(context.Background(), "counts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.produceWords(50, time.Time{}, 12)
+	from := map[string]map[int32]kgo.Offset{"counts": {}}
+	ends.Each(func(o kadm.ListedOffset) { from["counts"][o.Partition] = kgo.NewOffset().At(o.Offset) })
+	cl, err := kgo.NewClient(kgo.SeedBrokers(r.brokers), kgo.ConsumePartitions(from))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	for got := false; !got; {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("no output from the second host; its log:\n%s", tail(second.logs.String(), 8000))
+		}
+		got = len(fs.Records()) > 0
+	}
+	groups, err := kadm.NewClient(r.cl).DescribeGroups(context.Background(), "wasmstream-wc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := groups["wasmstream-wc"].Members
+	if len(members) != 1 || members[0].InstanceID == nil || *members[0].InstanceID != "wasmstream-wc-twin" {
+		t.Fatalf("the group's members after the first host halted: %+v, want the second host alone", members)
+	}
+	l := second.logs.String()
+	if n := strings.Count(l, "partition lost") + strings.Count(l, "partition revoked"); n > 0 {
+		t.Fatalf("the second host lost or gave up %d partitions after it joined (the fenced host left the group by its instance id?); its log:\n%s", n, tail(l, 8000))
+	}
+	second.stop(t)
 }

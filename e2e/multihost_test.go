@@ -79,6 +79,7 @@ type wcHostConfig struct {
 	txnTimeout            string // kafka.transaction_timeout; "" the default
 	changelog, standby    bool
 	delivery              string // "" the default
+	dynamic               bool   // kafka.dynamic_membership
 }
 
 func (c wcHostConfig) yaml() string {
@@ -87,6 +88,9 @@ func (c wcHostConfig) yaml() string {
 		c.data, c.brokers, c.session, c.rebalance)
 	if c.txnTimeout != "" {
 		fmt.Fprintf(&b, "  transaction_timeout: %s\n", c.txnTimeout)
+	}
+	if c.dynamic {
+		b.WriteString("  dynamic_membership: true\n")
 	}
 	fmt.Fprintf(&b, `tasks:
   - name: wc

@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"net/http"
 	"os"
@@ -618,4 +619,53 @@ func TestChangelogCheckpointNotPublished(t *testing.T) {
 	// What the changelog holds: an empty disk restores every partition from it.
 	runAll(dirB)
 	sameCounts(t, want, stateOf(t, dirB, "wc"))
+}
+
+// TestChangelogPositionsHaveOffsets: every position record in the changelog names an offset, the
+// first checkpoint's of a partition that had no position before too (the record written before
+// the snapshots, which raises the horizon). Before, that record carried offset -1: a host killed
+// after writing it and before the checkpoint's last record left a changelog whose restore failed
+// ("position {Next:-1 ...} out of range") on every host, and all three hosts of the multi-host
+// kill test halted.
+func TestChangelogPositionsHaveOffsets(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	want := produceWords(t, newClient(t, c), "words", 500, 20, 31)
+	runChangelogHost(t, c, module, filepath.Join(t.TempDir(), "a"), wordTotal(want))
+
+	cl := newClient(t, c, kgo.ConsumeTopics("wc-changelog"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ends, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), "wc-changelog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+		}
+	})
+	positions := 0
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for len(left) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("the changelog was not read to its end: %v left", left)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset+1 >= left[r.Partition] {
+				delete(left, r.Partition)
+			}
+			if len(r.Key) == 0 || r.Key[0] != 'p' || len(r.Value) != 24 {
+				return
+			}
+			positions++
+			if next := int64(binary.BigEndian.Uint64(r.Value)); next < 0 {
+				t.Errorf("changelog partition %d offset %d: a position record with offset %d", r.Partition, r.Offset, next)
+			}
+		})
+	}
+	if positions == 0 {
+		t.Fatal("no position record in the changelog")
+	}
 }

@@ -62,7 +62,7 @@ type Config struct {
 	// the others finished — and HaltHost stops every task and Run returns at once.
 	OnTaskFailure TaskFailure `yaml:"on_task_failure"`
 	// HostID names this host in the transactional ids of exactly-once tasks and in its
-	// consumers' group instance ids (static membership, KafkaConfig.StaticMembership), which
+	// consumers' group instance ids (static membership, unless KafkaConfig.DynamicMembership), which
 	// must be stable across its restarts and differ from every other host's: a restarted host
 	// then fences what its previous run left open and takes its partitions back. Default: the machine's host name and a hash of
 	// the data directory's absolute path (several hosts on one machine have their own

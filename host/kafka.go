@@ -53,14 +53,15 @@ type KafkaConfig struct {
 	// restarting): its clients retry with back-off and /readyz answers 503 meanwhile; after it
 	// the task halts. Default 2m.
 	UnreachableTimeout time.Duration `yaml:"unreachable_timeout"`
-	// StaticMembership makes each task's consumer a static member of its group
-	// (group.instance.id "wasmstream-<task>-<host_id>"): a host that died (a crash, a kill)
-	// and restarts within the session timeout takes its partitions back at once, without a
-	// rebalance, where a dynamic member waits for the dead one's session to time out. A host
-	// that stops cleanly leaves its group either way. Default false: with the development
-	// broker, one of three runs of the at-least-once multi-host kill test with it on ended with
-	// a count too high, and whether the broker or the host is at fault is not established.
-	StaticMembership bool `yaml:"static_membership"`
+	// DynamicMembership turns static group membership off. By default each task's consumer is a
+	// static member of its group (group.instance.id "wasmstream-<task>-<host_id>"): a host that
+	// died (a crash, a kill) and restarts within the session timeout takes its partitions back
+	// at once, without a rebalance, where a dynamic member waits for the dead one's session to
+	// time out. A host that stops cleanly leaves its group either way. host_id must be stable
+	// across a host's restarts and differ from every other host's: a second host started with
+	// the same one takes the first one's place, and the first one's task halts saying so.
+	// Default false (static).
+	DynamicMembership bool `yaml:"dynamic_membership"`
 	// ExternalOffsetReset is what a task does at start with a partition whose group offset was
 	// set from outside the group (kafka-consumer-groups --reset-offsets, an admin client) to
 	// another offset than its local checkpoint's: "report" (default) logs a warning naming the
@@ -217,7 +218,7 @@ func kafkaInput(cfg Config, tc TaskConfig, in InputConfig) *task.KafkaInput {
 		SessionTimeout: cfg.Kafka.SessionTimeout, RebalanceTimeout: cfg.Kafka.RebalanceTimeout,
 	}
 	ki.FollowExternalReset = cfg.Kafka.ExternalOffsetReset == ExternalResetFollow
-	if cfg.Kafka.StaticMembership {
+	if !cfg.Kafka.DynamicMembership {
 		ki.InstanceID = "wasmstream-" + tc.Name + "-" + cfg.HostID
 	}
 	if tc.Delivery == "exactly_once" {

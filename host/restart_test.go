@@ -56,7 +56,7 @@ func testRestartHaltedKafkaTask(t *testing.T, tc host.TaskConfig, static bool, r
 	other.Name, other.Output.Topic = "other", "side"
 	dataDir := t.TempDir()
 	h := hosttest.Start(t, host.Config{DataDir: dataDir, Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
-		HostID: "h1", Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), DeliveryTimeout: 2 * time.Second, StaticMembership: static},
+		HostID: "h1", Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), DeliveryTimeout: 2 * time.Second, DynamicMembership: !static},
 		Tasks: []host.TaskConfig{tc, other}})
 	hosttest.WaitFor(t, time.Minute, "task wc halted on the missing topic", func() bool {
 		select {

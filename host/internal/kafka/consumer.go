@@ -9,6 +9,7 @@ import (
 	"net"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -156,6 +157,8 @@ type Consumer struct {
 	// base's options.
 	group, instanceID string
 	base              []kgo.Opt
+	// fenced: another member joined with the instance id, which is now its own (handOver).
+	fenced atomic.Bool
 
 	counts partCounts // the topics' partition counts, for Describe
 
@@ -624,6 +627,25 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 			}
 			return
 		}
+		if errors.Is(err, kerr.FencedInstanceID) && fatal == nil {
+			// Another member took this one's group.instance.id: it now owns our partitions.
+			// Rejoining would fence it in turn, and leaving by the instance id would throw it
+			// out (Close): the task stops.
+			c.fenced.Store(true)
+			fatal = fmt.Errorf("kafka: another consumer joined the group %q with this host's group.instance.id %q and took its partitions: "+
+				"another host runs with the same host_id (each host needs its own, stable across its restarts), so this task stops: %w",
+				c.group, c.instanceID, err)
+			return
+		}
+		if rejoins(err) {
+			// The coordinator no longer knows this member (its session expired while it was
+			// slow to rejoin, or it was removed from outside the group): the client has called
+			// Lost and joins again.
+			if c.log != nil {
+				c.log.Warn("kafka: the group no longer knew this member; its partitions were dropped and it joins again", "group", c.group, "err", err)
+			}
+			return
+		}
 		// Retryable fetch errors are retried by the client; report what reaches us.
 		if fatal == nil && !kgo.IsRetryableBrokerErr(err) {
 			fatal = fmt.Errorf("kafka: fetching %s/%d: %w", t, p, err)
@@ -658,6 +680,14 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 		}
 	})
 	return ok, fatal
+}
+
+// rejoins reports whether err is the client's notice that the group no longer knew the member
+// (kgo.ErrGroupSession with UNKNOWN_MEMBER_ID or ILLEGAL_GENERATION): the client has dropped the
+// partitions (Handler.Lost) and joins the group again by itself.
+func rejoins(err error) bool {
+	var gs *kgo.ErrGroupSession
+	return errors.As(err, &gs) && (errors.Is(err, kerr.UnknownMemberID) || errors.Is(err, kerr.IllegalGeneration))
 }
 
 // runTxn is Run for a transactional consumer. Rebalances are held from one commit to the next,
@@ -879,7 +909,8 @@ func (c *Consumer) Commit(offsets map[TopicPartition]int64, done func(error)) {
 }
 
 // Close leaves the group and closes the client; a transaction still open is aborted. Call it
-// after Run returned, never from a Handler method.
+// after Run returned, never from a Handler method. A static member fenced by another with its
+// instance id (Run's error says so) does not leave: the instance id is the other's now.
 func (c *Consumer) Close() {
 	if c.sess != nil && c.inTxn {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -888,7 +919,7 @@ func (c *Consumer) Close() {
 		c.inTxn = false
 	}
 	c.cl.CloseAllowingRebalance()
-	if c.instanceID != "" {
+	if c.instanceID != "" && !c.fenced.Load() {
 		c.leave()
 	}
 }

@@ -23,7 +23,11 @@
 // ConsumerConfig.UnreachableTimeout. Assigned is given each new partition's end offset and its
 // topic's id, so that the task can tell a recreated topic (another id, or its end below the task's
 // position) from the old one. With
-// ConsumerConfig.InstanceID the consumer is a static group member.
+// ConsumerConfig.InstanceID the consumer is a static group member; one fenced by another member
+// with the same instance id fails Run saying so (two hosts with one host_id) and does not leave
+// the group by that id. A member the coordinator no longer knows (UNKNOWN_MEMBER_ID,
+// ILLEGAL_GENERATION) has had its partitions dropped through Handler.Lost and joins again: Run
+// goes on.
 //
 // Changelogs back up task state so that it follows its partition to another host: a compacted
 // topic whose partition p holds the state changes of input partition p (EnsureChangelog creates

@@ -182,6 +182,12 @@ func (t *Task) writeChangelog(cp *store.Checkpoint) (bool, error) {
 		}
 		early := st.durable
 		early.Horizon = max(early.Horizon, sp.Position.Horizon)
+		if early.Next < 0 {
+			// The partition's first checkpoint here, without a position before it: a restore
+			// that ends on this record resumes where this host started the partition (a
+			// position without an offset would fail the restore on every host).
+			early.Next = st.origin
+		}
 		w.Write(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(early))
 		wrote = true
 	}

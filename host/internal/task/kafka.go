@@ -318,7 +318,7 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64, ids map[st
 			st.durable.TopicID = topicID // written with the partition's next position
 		}
 		if at >= 0 {
-			st.tracker = positions.NewTracker(at)
+			st.tracker, st.origin = positions.NewTracker(at), at
 			start[tp] = at
 		}
 		st.boundEnd = -1
@@ -469,7 +469,7 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 			break
 		}
 		if st.tracker == nil {
-			st.tracker = positions.NewTracker(r.Offset)
+			st.tracker, st.origin = positions.NewTracker(r.Offset), r.Offset
 		} else if r.Offset < st.tracker.Committable() || r.Offset <= st.lastAdded {
 			continue // already admitted
 		}

@@ -149,6 +149,9 @@ type stream struct {
 	ends    []endMark // (offset, end) of records added and not yet below a checkpoint
 	durable store.Position
 	horizon int64 // highest offset whose effects may be in state
+	// origin is the offset a Kafka partition's tracker started at: where a partition without a
+	// durable position resumes if its first checkpoint's changelog records land only in part.
+	origin  int64
 	replay  int64 // records at or below this offset may have been applied before a crash
 	done    bool  // the reader reached the end of its input
 	closer  io.Closer

@@ -1,0 +1,158 @@
+package kafka
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+)
+
+// groupHandler counts a consumer's rebalance callbacks.
+type groupHandler struct {
+	mu             sync.Mutex
+	assigned, lost int
+}
+
+func (h *groupHandler) Assigned(_ context.Context, committed, _ map[TopicPartition]int64, _ map[string]TopicID, _ map[TopicPartition]bool) (map[TopicPartition]int64, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.assigned += len(committed)
+	return nil, nil
+}
+
+func (h *groupHandler) Revoked(context.Context, []TopicPartition) map[TopicPartition]int64 {
+	return nil
+}
+
+func (h *groupHandler) Lost(_ context.Context, parts []TopicPartition) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lost += len(parts)
+}
+
+func (h *groupHandler) counts() (assigned, lost int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.assigned, h.lost
+}
+
+// runConsumer starts a static member of group "g" reading topic "in" and returns it with its
+// handler and Run's result; Run ends when the test does.
+func runConsumer(t *testing.T, cfg Config, instance string) (*Consumer, *groupHandler, chan error) {
+	t.Helper()
+	h := &groupHandler{}
+	c, err := NewConsumer(cfg, ConsumerConfig{Group: "g", Topics: []string{"in"}, Handler: h, InstanceID: instance,
+		SessionTimeout: 6 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan Fetch)
+	go func() {
+		for range out {
+		}
+	}()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, out) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		done <- nil
+		c.Close()
+		close(out)
+	})
+	return c, h, done
+}
+
+// waitFor polls cond until it holds, failing the test after a minute or as soon as Run returned.
+func waitFor(t *testing.T, what string, done chan error, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
+		select {
+		case err := <-done:
+			done <- err
+			t.Fatalf("waiting for %s: Run returned %v", what, err)
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waiting for %s: timed out", what)
+		}
+	}
+}
+
+func groupInstances(t *testing.T, adm *kadm.Client) []string {
+	t.Helper()
+	groups, err := adm.DescribeGroups(testCtx(t), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, m := range groups["g"].Members {
+		id := "<dynamic>"
+		if m.InstanceID != nil {
+			id = *m.InstanceID
+		}
+		ids = append(ids, id)
+	}
+	return ids
+}
+
+// TestConsumerRejoinsWhenRemoved: a member the coordinator no longer knows (its session expired
+// while it was slow to rejoin, or it was removed from outside the group) loses its partitions and
+// joins again; Run goes on. Before, Run failed with the group session's UNKNOWN_MEMBER_ID and the
+// task halted for good: a host killed and restarted under load could take a live one down with it.
+func TestConsumerRejoinsWhenRemoved(t *testing.T) {
+	_, cfg := testCluster(t, kfake.SeedTopics(2, "in"))
+	_, h, done := runConsumer(t, cfg, "member-1")
+	waitFor(t, "the first assignment", done, func() bool { a, _ := h.counts(); return a == 2 })
+
+	// Removed from outside the group, as kafka-consumer-groups --delete-members does.
+	adm := testAdmin(t, cfg)
+	resp, err := adm.LeaveGroup(testCtx(t), kadm.LeaveGroup("g").InstanceIDs("member-1"))
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the partitions lost and assigned again", done, func() bool {
+		a, l := h.counts()
+		return l == 2 && a == 4
+	})
+	if ids := groupInstances(t, adm); len(ids) != 1 || ids[0] != "member-1" {
+		t.Fatalf("the group's members after the rejoin: %v, want member-1 alone", ids)
+	}
+}
+
+// TestConsumerFencedByItsInstanceID: a second consumer joining with the same group.instance.id
+// (two hosts with one host_id) takes the first one's place; the first's Run fails with an error
+// that names the cause, and its Close does not leave the group by the instance id, which would
+// throw the second out.
+func TestConsumerFencedByItsInstanceID(t *testing.T) {
+	_, cfg := testCluster(t, kfake.SeedTopics(2, "in"))
+	first, h1, done1 := runConsumer(t, cfg, "twin")
+	waitFor(t, "the first consumer's assignment", done1, func() bool { a, _ := h1.counts(); return a == 2 })
+	_, h2, done2 := runConsumer(t, cfg, "twin")
+	waitFor(t, "the second consumer's assignment", done2, func() bool { a, _ := h2.counts(); return a == 2 })
+
+	var err error
+	select {
+	case err = <-done1:
+		done1 <- err
+	case <-time.After(time.Minute):
+		t.Fatal("the fenced consumer's Run did not end")
+	}
+	wantErr(t, err, `group.instance.id "twin"`, "same host_id", "FENCED_INSTANCE_ID")
+	first.Close()
+
+	adm := testAdmin(t, cfg)
+	if ids := groupInstances(t, adm); len(ids) != 1 || ids[0] != "twin" {
+		t.Fatalf("the group's members after the fenced consumer closed: %v, want the second alone", ids)
+	}
+	if _, lost := h2.counts(); lost != 0 {
+		t.Fatalf("the second consumer lost %d partitions after the first one closed", lost)
+	}
+}
