@@ -176,8 +176,8 @@ func TestCrashEventTimeKafkaBacklog(t *testing.T) {
 checkpoint_interval: 100ms
 kafka:
   brokers: [%s]
-  session_timeout: 6s
-  rebalance_timeout: 10s
+  session_timeout: 2s
+  rebalance_timeout: 5s
 tasks:
   - name: ev
     module: %s

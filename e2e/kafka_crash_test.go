@@ -96,7 +96,7 @@ func TestKafkaCrashExactState(t *testing.T) {
 	produce(15_000)
 	cfg := filepath.Join(dir, "wasmstream.yaml")
 	os.WriteFile(cfg, []byte(wcHostConfig{data: filepath.Join(dir, "data"), brokers: brokers, module: module,
-		session: "6s", rebalance: "10s"}.yaml()), 0o644)
+		session: "2s", rebalance: "5s"}.yaml()), 0o644)
 
 	kills, midRun := 0, 0
 	for minKills := hosttest.Scale(6, 10); kills < minKills; {
@@ -141,7 +141,7 @@ func TestKafkaCrashExactState(t *testing.T) {
 		kills++
 	}
 	// The last run goes until every output is there, then stops cleanly. It starts once the
-	// group has no members left (the killed members' sessions, 6s, ran out), so that the group
+	// group has no members left (the killed members' sessions, 2s, ran out), so that the group
 	// has only live members: with the in-process broker, a live member has been seen waiting
 	// minutes for the partitions of a member whose session expired while it was in the group
 	// (an open question, noted in the closing note of the Kafka issue).

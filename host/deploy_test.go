@@ -528,7 +528,8 @@ func TestPauseResume(t *testing.T) {
 
 // Switch latency for a small module (the Rust wordcount, ~47 KB), measured like
 // TestHotDeployUnderLoad measures it for the Go guest: 20 deploys and 5 rollbacks under load
-// (over 50,000 records unless hosttest.Long, 200,000 then). Every record is processed exactly
+// over 200,000 records with hosttest.Long, 4 deploys and 1 rollback over 50,000 records
+// otherwise (the records flow for as long as the deploys last). Every record is processed exactly
 // once: wordcount emits "<word> <count>", and every record's value is a word of its own
 // ("<seq>"), so each output is "<seq> 1", once per record.
 func TestHotDeploySmallModule(t *testing.T) {
@@ -562,7 +563,7 @@ func TestHotDeploySmallModule(t *testing.T) {
 		latencies = append(latencies, first.Sub(d.Requested))
 		validations = append(validations, d.Switched.Sub(d.Requested))
 	}
-	for gen := 1; gen <= 20; gen++ {
+	for gen := 1; gen <= hosttest.Scale(4, 20); gen++ {
 		live(h.Deploy(ctx, "wc", version(gen)))
 		if gen%4 == 0 {
 			live(h.Rollback(ctx, "wc", 0))

@@ -43,7 +43,7 @@ func TestHTTPSlowKeyDoesNotStallOthers(t *testing.T) {
 	u, _ := url.Parse(srv.URL)
 
 	ctx := context.Background()
-	rt, err := modrt.NewRuntime(ctx, modrt.RuntimeConfig{})
+	rt, err := modrt.NewRuntime(ctx, modrt.RuntimeConfig{CacheDir: compileCache(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

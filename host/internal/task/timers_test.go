@@ -95,6 +95,18 @@ var (
 	timersGuestErr  error
 )
 
+// compileCache is the compilation cache the hosts of tests share (hosttest.CompileCache, which
+// this package's tests cannot import: hosttest imports host, which imports task). Every rig
+// compiles the timers guest, a 2 MB Go module: from the second rig on, in this test process or
+// a later one (the race detector's run), it is read back from the cache instead.
+func compileCache(t testing.TB) string {
+	dir := filepath.Join(guestbuild.Dir(), "compile-cache")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
 func timersModule(t *testing.T, rt *modrt.Runtime) *modrt.Module {
 	t.Helper()
 	timersGuestOnce.Do(func() { timersGuest, timersGuestErr = os.ReadFile(guestbuild.Go(t, "testguests/timers")) })
@@ -141,7 +153,7 @@ type rigOpts struct {
 func startRig(t *testing.T, o rigOpts) *rig {
 	t.Helper()
 	ctx := context.Background()
-	rt, err := modrt.NewRuntime(ctx, modrt.RuntimeConfig{})
+	rt, err := modrt.NewRuntime(ctx, modrt.RuntimeConfig{CacheDir: compileCache(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
