@@ -70,15 +70,17 @@ func runConsumer(t *testing.T, cfg Config, instance string) (*Consumer, *groupHa
 // waitFor polls cond until it holds, failing the test after a minute or as soon as Run returned.
 func waitFor(t *testing.T, what string, done chan error, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(time.Minute)
+	for !cond() {
 		select {
 		case err := <-done:
 			done <- err
 			t.Fatalf("waiting for %s: Run returned %v", what, err)
-		default:
-		}
-		if time.Now().After(deadline) {
+		case <-deadline:
 			t.Fatalf("waiting for %s: timed out", what)
+		case <-tick.C:
 		}
 	}
 }

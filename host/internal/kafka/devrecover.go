@@ -307,8 +307,5 @@ func writeAbortMarkers(ctx context.Context, cl *kgo.Client, txns []CrashAbortedT
 			}
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	return nil
+	return errors.Join(errs...)
 }

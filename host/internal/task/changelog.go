@@ -194,28 +194,29 @@ func (t *Task) writeChangelog(cp *store.Checkpoint) (bool, error) {
 	// The store's state of every changed key, read in one transaction, with the change applied
 	// (the mark comes from the change: Apply sets it).
 	refs := make([]store.KeyRef, 0, len(cp.Keys))
-	var changes []*store.KeyWrites
+	var keyStreams []*stream
 	for i := range cp.Keys {
 		kw := &cp.Keys[i]
-		if st := t.streams[kw.Stream]; st == nil || !st.kafka {
+		st := t.streams[kw.Stream]
+		if st == nil || !st.kafka {
 			continue
 		}
 		refs = append(refs, store.KeyRef{Stream: kw.Stream, Key: kw.Key, Written: kw})
-		changes = append(changes, kw)
+		keyStreams = append(keyStreams, st)
 	}
 	// Encoded first, written after: Write may block on the producer's buffer, which must not
 	// happen while the store's read lock is held (a Close would wait on it).
 	snaps := make([][]byte, len(refs))
 	if err := t.cfg.Store.Snapshots(t.cfg.Name, refs, func(i int, snap *store.KeySnapshot) error {
-		snap.Apply(changes[i])
+		snap.Apply(refs[i].Written)
 		snaps[i] = store.EncodeSnapshot(nil, snap)
 		return nil
 	}); err != nil {
 		return false, fmt.Errorf("changelog: %w", err)
 	}
 	for i, v := range snaps {
-		kw := changes[i]
-		w.Write(t.streams[kw.Stream].tp.Partition, changelogKey('k', t.streams[kw.Stream].tp.Topic, kw.Key), v)
+		st := keyStreams[i]
+		w.Write(st.tp.Partition, changelogKey('k', st.tp.Topic, refs[i].Key), v)
 	}
 	wrote = wrote || len(refs) > 0
 	for _, sp := range cp.Positions {

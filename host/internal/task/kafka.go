@@ -263,9 +263,8 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64, ids map[st
 		if err != nil {
 			return nil, err
 		}
-		// What the cache still holds of this partition is from an earlier ownership: another host
-		// may have processed it since.
-		t.cache.DropStream(id)
+		// The cache holds nothing of this partition: dropStream took it out with the earlier
+		// ownership's stream (another host may have processed the partition since).
 		if external[tp] {
 			end, known := ends[tp]
 			if !known {
@@ -621,9 +620,9 @@ func (t *Task) onLost(req lostReq) {
 // dropStream forgets a stream. Results of its batches still in flight are discarded when they
 // come back (finish compares streams by identity), records it had queued are not complete, and
 // what the cache holds of its keys goes with it — a lost partition's applied but uncommitted
-// state too, which the next checkpoint would otherwise commit (and write to the changelog)
-// after the partition's new owner took over —, so nothing of it beyond the last checkpoint is
-// ever committed.
+// state too, which the next checkpoint would otherwise commit to the store after the partition's
+// new owner took over; an assignment later starts from the store and the changelog —, so
+// nothing of it beyond the last checkpoint is ever committed.
 func (t *Task) dropStream(st *stream) {
 	if t.streams[st.id] == st {
 		delete(t.streams, st.id)
