@@ -139,7 +139,8 @@ func TestExactlyOnceSlowRestore(t *testing.T) {
 			c.SleepControl(func() {
 				tick := time.NewTicker(2 * time.Millisecond)
 				defer tick.Stop()
-				for range tick.C {
+				// (Bounded only so that a host that stopped producing cannot hang the test.)
+				for giveUp := time.Now().Add(30 * time.Second); time.Now().Before(giveUp); <-tick.C {
 					if dirty.Load() && time.Since(time.Unix(0, lastEnd.Load())) < checkpoint/3 {
 						return
 					}
@@ -224,6 +225,9 @@ func TestExactlyOnceSlowRestore(t *testing.T) {
 		t.Fatalf("%d committed outputs, want exactly %d", outputs, total)
 	}
 	sameCounts(t, p.want, stateOf(t, filepath.Join(dir, "a"), "wc"))
+	if syncsHeld.Load() == 0 {
+		t.Errorf("a's assignment of b's partitions was not held until its transaction held outputs")
+	}
 	// The kept partitions went on while the restore was held: their transactions committed.
 	if commitsHeld == 0 {
 		t.Errorf("a committed no transaction while its restore was held for %s", hold)

@@ -347,16 +347,29 @@ func shortKey(key string) string {
 // restorePartition brings the local store's copy of a newly assigned partition up to date with
 // the changelog (replayChangelog), on the loop, and counts it.
 func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) error {
+	r, err := t.replayOwned(context.Background(), tp, id)
+	if err != nil {
+		return err
+	}
+	t.restoredPartition(tp, r)
+	return nil
+}
+
+// replayOwned takes a newly assigned partition from the standby, if any, and replays its
+// changelog. It touches only the store and the standby: exactly once, it runs beside the loop
+// (assignAside).
+func (t *Task) replayOwned(ctx context.Context, tp kafka.TopicPartition, id uint32) (replayed, error) {
 	if sb := t.changelog.standby; sb != nil {
 		// A standby round of this partition finishes first; from now on the loop owns it.
 		sb.mu.Lock()
 		sb.owned[tp] = true
 		sb.mu.Unlock()
 	}
-	r, err := t.replayChangelog(context.Background(), tp, id, true)
-	if err != nil {
-		return err
-	}
+	return t.replayChangelog(ctx, tp, id, true)
+}
+
+// restoredPartition counts a partition's restore, on the loop.
+func (t *Task) restoredPartition(tp kafka.TopicPartition, r replayed) {
 	t.changelog.next[tp.Partition] = max(t.changelog.next[tp.Partition], r.end)
 	t.stats.RestoredRecords += r.records
 	t.stats.RestoredBytes += r.bytes
@@ -364,7 +377,6 @@ func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) error {
 	if r.full {
 		t.stats.FullRestores++
 	}
-	return nil
 }
 
 // replayed is what one replayChangelog did.

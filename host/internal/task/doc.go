@@ -39,6 +39,7 @@
 //	kafka.go      the Kafka input: rebalance requests (onAssign, onRevoke, onLost), fetches
 //	changelog.go  changelog writes per checkpoint, restores on assignment, standbys
 //	eos.go        exactly-once mode: barriers and one Kafka transaction per interval
+//	eosassign.go  exactly-once assignments: restores beside the loop (assignAside, onRestored)
 //	sinks.go      output and dead-letter sinks, dead letters of records
 //	recent.go     the ring of recent errors (Stats.Recent)
 //	query.go      state queries on a running task (Query, QueryScan), answered by the loop
