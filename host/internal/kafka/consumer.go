@@ -174,6 +174,10 @@ type Consumer struct {
 	inTxn    bool
 	polledAt map[TopicPartition]int64 // per partition polled in the open transaction, its first offset
 	backoff  time.Duration            // how long Run waits before polling again after an abort; zero after a commit
+	// unhanded: Run returned with records polled in the open transaction that it never handed
+	// over (it stopped mid-poll). Their offsets are the client's to commit with the transaction,
+	// so it may only abort (EndTxn).
+	unhanded atomic.Bool
 }
 
 // StartOffset parses a start position: "earliest", "latest" or an RFC 3339 time.
@@ -705,10 +709,14 @@ func (c *Consumer) runTxn(ctx context.Context, out chan<- Fetch) error {
 		fs := c.cl.PollRecords(pctx, c.max)
 		cancel()
 		if ctx.Err() != nil || errors.Is(fs.Err0(), kgo.ErrClientClosed) {
+			if len(fs.Records()) > 0 {
+				c.unhanded.Store(true)
+			}
 			return nil // rebalances stay held: the task ends the transaction, then Close
 		}
 		ok, fatal := c.handOver(ctx, fs, out)
 		if !ok {
+			c.unhanded.Store(true)
 			return nil
 		}
 		if fatal != nil {
@@ -747,6 +755,10 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 	if !c.inTxn {
 		return TxnOutcome{}, errors.New("kafka: no transaction is open")
 	}
+	if c.unhanded.Load() {
+		// The transaction would commit the offsets of records the task never got.
+		commit = false
+	}
 	if idle && commit && len(c.polledAt) == 0 {
 		return TxnOutcome{Committed: true}, nil
 	}
@@ -775,6 +787,11 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 	c.inTxn = true
 	return out, nil
 }
+
+// Unhanded reports whether Run returned (stopped) with records of the open transaction that it
+// polled but did not hand over: the client would commit their offsets with the transaction, so
+// the transaction can only abort, and EndTxn aborts it. Call it after Run returned.
+func (c *Consumer) Unhanded() bool { return c.unhanded.Load() }
 
 // The back-off of a transactional consumer after an abort: doubled from txnBackoffMin with each
 // abort in a row, up to txnBackoffMax.
