@@ -263,6 +263,11 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 			kgo.TransactionalID(tc.ID),
 			kgo.TransactionTimeout(tc.Timeout),
 			kgo.RecordPartitioner(txnPartitioner{changelog: tc.Changelog}),
+			// The client retries a batch the broker refused with a retriable error (e.g.
+			// NOT_ENOUGH_REPLICAS) only after a metadata refresh, at most one per min age: at
+			// the default 5 s, three refusals in a row outlasted a 15 s transaction, which the
+			// broker then aborted, fencing the producer (the task halted).
+			kgo.MetadataMinAge(txnMetadataMinAge),
 		)
 		c.txn, c.polledAt = tc, map[TopicPartition]int64{}
 		c.sess, err = kgo.NewGroupTransactSession(opts...)
@@ -792,6 +797,10 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 // polled but did not hand over: the client would commit their offsets with the transaction, so
 // the transaction can only abort, and EndTxn aborts it. Call it after Run returned.
 func (c *Consumer) Unhanded() bool { return c.unhanded.Load() }
+
+// txnMetadataMinAge is a transactional client's minimum time between metadata refreshes, which
+// paces its retries of refused batches (franz-go's default: 5 s).
+const txnMetadataMinAge = 250 * time.Millisecond
 
 // The back-off of a transactional consumer after an abort: doubled from txnBackoffMin with each
 // abort in a row, up to txnBackoffMax.
