@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -634,5 +635,27 @@ func TestPinAllocs(t *testing.T) {
 	t.Logf("a cache of %d new keys: %.0f allocations", n, got)
 	if got > n*3/2 {
 		t.Errorf("a cache of %d new keys: %.0f allocations, want at most %d (one per entry, and the map's growth)", n, got, n*3/2)
+	}
+}
+
+// BenchmarkPinOnce measures finding a key's entry (ns/op is per key): PinOnce and Unpin of keys
+// taken at random from 100,000 cached ones (more than the CPU caches hold, as on the task loop,
+// where a key's entry was last touched many records ago).
+func BenchmarkPinOnce(b *testing.B) {
+	const n = 100_000
+	c := New(func(uint32, []byte, *Meta, func(name, val []byte)) error { return nil }, 1<<30)
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = fmt.Appendf(nil, "user%05d", i)
+		c.Unpin(c.Pin(1, keys[i]))
+	}
+	order := rand.New(rand.NewPCG(1, 2)).Perm(n)
+	owner := uint64(0)
+	i := 0
+	for b.Loop() {
+		owner++
+		e, _ := c.PinOnce(1, keys[order[i%n]], owner)
+		c.Unpin(e)
+		i++
 	}
 }
