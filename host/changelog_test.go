@@ -652,3 +652,240 @@ func TestChangelogPositionsHaveOffsets(t *testing.T) {
 		t.Fatal("no position record in the changelog")
 	}
 }
+
+// changelogRecords reads every partition of topic to its end and returns the records in offset
+// order per partition.
+func changelogRecords(t *testing.T, c *kfake.Cluster, topic string) []*kgo.Record {
+	t.Helper()
+	cl := newClient(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ends, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+		}
+	})
+	var got []*kgo.Record
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for len(left) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("changelog %s was not read to its end: %v left", topic, left)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := left[r.Partition]; ok && r.Offset < end {
+				got = append(got, r)
+				if r.Offset+1 >= end {
+					delete(left, r.Partition)
+				}
+			}
+		})
+	}
+	return got
+}
+
+// recordEpoch is a changelog record's owner epoch header (0 without one).
+func recordEpoch(r *kgo.Record) uint64 {
+	for _, h := range r.Headers {
+		if h.Key == "wasmstream.epoch" && len(h.Value) == 8 {
+			return binary.BigEndian.Uint64(h.Value)
+		}
+	}
+	return 0
+}
+
+// produceAgain produces recs again to topic, each to its partition, with headers as given
+// (withHeaders false: none, as a host before owner epochs wrote them).
+func produceAgain(t *testing.T, c *kfake.Cluster, topic string, recs []*kgo.Record, withHeaders bool) {
+	t.Helper()
+	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	out := make([]*kgo.Record, 0, len(recs))
+	for _, r := range recs {
+		nr := &kgo.Record{Topic: topic, Partition: r.Partition, Key: r.Key, Value: r.Value}
+		if withHeaders {
+			nr.Headers = r.Headers
+		}
+		out = append(out, nr)
+	}
+	if err := cl.ProduceSync(context.Background(), out...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// produceUsersWords produces n records of users named prefix000 and on, one word each, and
+// returns the counts.
+func produceUsersWords(t *testing.T, cl *kgo.Client, topic, prefix string, n, users int) map[string]map[string]int {
+	t.Helper()
+	want := map[string]map[string]int{}
+	var recs []*kgo.Record
+	for i := range n {
+		user, w := fmt.Sprintf("%s%03d", prefix, i%users), fmt.Sprintf("w%02d", i%7)
+		if want[user] == nil {
+			want[user] = map[string]int{}
+		}
+		want[user][w]++
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(user), Value: []byte(w)})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+// restoreAll starts a host with a changelog on an empty disk dir, waits until it restored all four
+// partitions and committed what it read, stops it and returns its figures.
+func restoreAll(t *testing.T, c *kfake.Cluster, tc host.TaskConfig, dir string) host.TaskStats {
+	t.Helper()
+	h := hosttest.Start(t, host.Config{DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	hosttest.WaitFor(t, 60*time.Second, "all four partitions restored", func() bool {
+		s := h.Stats()
+		return len(s) > 0 && s[0].Restores >= 4
+	})
+	waitCommitted(t, h)
+	st := h.Stats()[0]
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestChangelogZombieWritesIgnored: a host removed from the group while it still processes (a
+// zombie: its revoke outlasted the rebalance timeout, or its session expired during a stall)
+// writes a partition's changelog after the partition's new owner restored it and wrote its own
+// records. Kafka fences the zombie's offset commits, not these plain produces. The zombie's
+// writes are made here by producing the first owner's changelog records again, with its epoch
+// header, after the second owner's: its stale snapshots of keys the second owner had counted
+// further, and its positions. The second owner then counts other keys only, so its later
+// positions follow the zombie's records while its snapshots of the first keys precede them. A
+// host with an empty disk then restores every partition: before owner epochs it ended with the
+// zombie's stale counts under the second owner's position (the second owner's counts of those
+// keys lost); now it ignores the records of an owner below the highest epoch it read.
+func TestChangelogZombieWritesIgnored(t *testing.T) {
+	t.Parallel() // it mostly waits (client retries, timeouts): it runs beside the other tests that do
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	cl := newClient(t, c)
+	want := map[string]map[string]int{}
+	total := 0
+	add := func(more map[string]map[string]int) { total += addCounts(want, more) }
+	dirA, dirB, dirC := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b"), filepath.Join(t.TempDir(), "c")
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+
+	// Host a owns every partition first; its changelog records are the zombie's.
+	add(produceWords(t, cl, "words", 1000, 20, 41))
+	runChangelogHost(t, c, module, dirA, total)
+	zombie := changelogRecords(t, c, "wc-changelog")
+
+	// Host b, an empty disk, takes every partition over and counts the same users further.
+	hb := hosttest.Start(t, host.Config{DataDir: dirB, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	add(produceWords(t, cl, "words", 1000, 20, 42))
+	consumeOutputs(t, c, "counts", total, 60*time.Second)
+	waitCommitted(t, hb)
+	// a, a zombie, writes its last checkpoint's records again, after b's.
+	produceAgain(t, c, "wc-changelog", zombie, true)
+	// b goes on with other users: its next checkpoints write positions, not those keys.
+	add(produceUsersWords(t, cl, "words", "z", 400, 40))
+	consumeOutputs(t, c, "counts", total, 60*time.Second)
+	waitCommitted(t, hb)
+	if err := hb.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	sameCounts(t, want, stateOf(t, dirB, "wc"))
+
+	// Host c, an empty disk, restores what the changelog holds.
+	st := restoreAll(t, c, tc, dirC)
+	sameCounts(t, want, stateOf(t, dirC, "wc"))
+	if st.FullRestores != 4 {
+		t.Errorf("host c: %d full restores, want 4", st.FullRestores)
+	}
+
+	// Every record carries its writer's epoch, b's above a's.
+	epochA, epochB := uint64(0), uint64(0)
+	for _, r := range zombie {
+		if e := recordEpoch(r); e == 0 || (epochA != 0 && e != epochA) {
+			t.Fatalf("host a's changelog record at %d/%d has epoch %#x (a's others %#x)", r.Partition, r.Offset, e, epochA)
+		} else {
+			epochA = e
+		}
+	}
+	for _, r := range changelogRecords(t, c, "wc-changelog") {
+		if e := recordEpoch(r); e != epochA {
+			epochB = max(epochB, e)
+		}
+	}
+	if epochB <= epochA {
+		t.Errorf("host b's changelog epoch %#x, want above a's %#x", epochB, epochA)
+	}
+	t.Logf("epochs: a %d.%d, b %d.%d; %d zombie records ignored by the restore", epochA>>32, uint32(epochA), epochB>>32, uint32(epochB), len(zombie))
+}
+
+// TestChangelogWithoutEpochsRestores: a changelog written before owner epochs (records without the
+// epoch header) still restores, and once a host of this version has written to it (records with
+// epochs after the old ones) a host with an empty disk restores both.
+func TestChangelogWithoutEpochsRestores(t *testing.T) {
+	t.Parallel() // it mostly waits (client retries, timeouts): it runs beside the other tests that do
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	cl := newClient(t, c)
+	want := map[string]map[string]int{}
+	total := 0
+	add := func(more map[string]map[string]int) { total += addCounts(want, more) }
+	dirA, dirB, dirC := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b"), filepath.Join(t.TempDir(), "c")
+
+	// The old changelog: what host a wrote, without its epoch headers, in topic wc-old.
+	add(produceWords(t, cl, "words", 1000, 20, 51))
+	runChangelogHost(t, c, module, dirA, total)
+	compact := "compact"
+	if _, err := kadm.NewClient(cl).CreateTopic(context.Background(), 4, 1, map[string]*string{"cleanup.policy": &compact}, "wc-old"); err != nil {
+		t.Fatal(err)
+	}
+	old := changelogRecords(t, c, "wc-changelog")
+	produceAgain(t, c, "wc-old", old, false)
+
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true, Topic: "wc-old"}
+	// Host b restores the old changelog, then counts more.
+	hb := hosttest.Start(t, host.Config{DataDir: dirB, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	add(produceWords(t, cl, "words", 1000, 20, 52))
+	consumeOutputs(t, c, "counts", total, 60*time.Second)
+	waitCommitted(t, hb)
+	if s := hb.Stats()[0]; s.Restores != 4 || s.RestoredRecords != int64(len(old)) {
+		t.Errorf("host b: %d restores of %d records, want 4 of %d", s.Restores, s.RestoredRecords, len(old))
+	}
+	if err := hb.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	sameCounts(t, want, stateOf(t, dirB, "wc"))
+	recs := changelogRecords(t, c, "wc-old")
+	if len(recs) <= len(old) {
+		t.Fatalf("wc-old holds %d records, host b wrote none after the %d old ones", len(recs), len(old))
+	}
+	for _, r := range recs {
+		if e := recordEpoch(r); (e == 0) != (r.Offset < int64(countIn(old, r.Partition))) {
+			t.Fatalf("wc-old record %d/%d has epoch %#x: want none on the old records only", r.Partition, r.Offset, e)
+		}
+	}
+
+	// Host c, an empty disk, restores the old records and b's.
+	restoreAll(t, c, tc, dirC)
+	sameCounts(t, want, stateOf(t, dirC, "wc"))
+}
+
+// countIn is how many of recs are in partition p.
+func countIn(recs []*kgo.Record, p int32) int {
+	n := 0
+	for _, r := range recs {
+		if r.Partition == p {
+			n++
+		}
+	}
+	return n
+}

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -241,15 +242,27 @@ func NewTxnChangelogWriter(topic string, log *slog.Logger) *ChangelogWriter {
 
 func (w *ChangelogWriter) attach(cl *kgo.Client) { w.cl = cl }
 
-// Write queues a record for partition p. key and value are copied: the caller may reuse them at
-// once. A nil value is a tombstone (the key's state is deleted); a nil key stays nil. Records of
-// one partition are written in call order. Write may block while the client's buffer is full
+// EpochHeader is the Kafka record header that carries a changelog record's owner epoch: 8
+// bytes, a big-endian uint64. A record without it (written before epochs existed) has epoch 0.
+const EpochHeader = "wasmstream.epoch"
+
+// Write queues a record for partition p, without an epoch (see WriteEpoch).
+func (w *ChangelogWriter) Write(p int32, key, value []byte) { w.WriteEpoch(p, key, value, 0) }
+
+// WriteEpoch queues a record for partition p that carries epoch in its EpochHeader (none when
+// epoch is 0). key and value are copied: the caller may reuse them at once. A nil value is a
+// tombstone (the key's state is deleted); a nil key stays nil. Records of one partition are
+// written in call order. WriteEpoch may block while the client's buffer is full
 // (backpressure); a record that cannot be written (e.g. p is not a partition of the topic)
 // fails the next Flush.
-func (w *ChangelogWriter) Write(p int32, key, value []byte) {
-	// One allocation for both; nil stays nil (a nil value is a tombstone).
-	buf := make([]byte, len(key)+len(value))
-	k, v := buf[:len(key):len(key)], buf[len(key):]
+func (w *ChangelogWriter) WriteEpoch(p int32, key, value []byte, epoch uint64) {
+	// One allocation for the three; nil stays nil (a nil value is a tombstone).
+	n := len(key) + len(value)
+	if epoch != 0 {
+		n += 8
+	}
+	buf := make([]byte, n)
+	k, v := buf[:len(key):len(key)], buf[len(key):len(key)+len(value):len(key)+len(value)]
 	copy(k, key)
 	copy(v, value)
 	if key == nil {
@@ -258,7 +271,23 @@ func (w *ChangelogWriter) Write(p int32, key, value []byte) {
 	if value == nil {
 		v = nil
 	}
-	w.cl.Produce(context.Background(), &kgo.Record{Topic: w.topic, Partition: p, Key: k, Value: v}, w.done)
+	r := &kgo.Record{Topic: w.topic, Partition: p, Key: k, Value: v}
+	if epoch != 0 {
+		e := binary.BigEndian.AppendUint64(buf[len(key)+len(value):len(key)+len(value)], epoch)
+		r.Headers = []kgo.RecordHeader{{Key: EpochHeader, Value: e}}
+	}
+	w.cl.Produce(context.Background(), r, w.done)
+}
+
+// RecordEpoch is a changelog record's owner epoch: its EpochHeader, or 0 without one (or with
+// one that is not 8 bytes).
+func RecordEpoch(headers []kgo.RecordHeader) uint64 {
+	for _, h := range headers {
+		if h.Key == EpochHeader && len(h.Value) == 8 {
+			return binary.BigEndian.Uint64(h.Value)
+		}
+	}
+	return 0
 }
 
 func (w *ChangelogWriter) done(r *kgo.Record, err error) {
@@ -307,7 +336,8 @@ func (w *ChangelogWriter) Close() {
 // committed end offset (its last stable offset, see EndOffset) taken when it starts, calling fn
 // for each record in offset order (read_committed: records of aborted transactions and control
 // records are skipped). fn's key and value are valid only during the call; a nil value is a
-// tombstone. An error from fn stops the read and is returned wrapped.
+// tombstone; epoch is the record's owner epoch (RecordEpoch: 0 without the header). An error from
+// fn stops the read and is returned wrapped.
 //
 // A from below the partition's log start (compaction, retention, or a negative from: no local
 // state) reads from the log start. A from beyond the end is an error wrapping
@@ -319,7 +349,7 @@ func (w *ChangelogWriter) Close() {
 // once a second with the records and bytes so far and the total number of offsets to read
 // (end minus the start offset; records removed by compaction make the real count lower).
 func ReadChangelog(ctx context.Context, cfg Config, topic string, p int32, from int64,
-	fn func(key, value []byte, offset int64) error, progress func(records, bytes, total int64),
+	fn func(key, value []byte, epoch uint64, offset int64) error, progress func(records, bytes, total int64),
 ) (end int64, records, bytes int64, err error) {
 	var start int64
 	err = withAdmin(cfg, func(_ *kgo.Client, adm *kadm.Client) error {
@@ -386,7 +416,7 @@ func ReadChangelog(ctx context.Context, cfg Config, topic string, p int32, from 
 				continue
 			}
 			if !r.Attrs.IsControl() {
-				if err := fn(r.Key, r.Value, r.Offset); err != nil {
+				if err := fn(r.Key, r.Value, RecordEpoch(r.Headers), r.Offset); err != nil {
 					return next, records, bytes, fmt.Errorf("kafka: restoring from changelog %s/%d at offset %d: %w", topic, p, r.Offset, err)
 				}
 				records++

@@ -142,14 +142,15 @@ func TestEnsureChangelog(t *testing.T) {
 
 type rec struct {
 	key, value []byte
+	epoch      uint64
 	offset     int64
 }
 
 // readAll reads partition p from from and returns what ReadChangelog returned and the records.
 func readAll(t *testing.T, cfg Config, topic string, p int32, from int64) (end, n, size int64, got []rec, err error) {
 	t.Helper()
-	end, n, size, err = ReadChangelog(testCtx(t), cfg, topic, p, from, func(k, v []byte, o int64) error {
-		got = append(got, rec{bytes.Clone(k), bytes.Clone(v), o})
+	end, n, size, err = ReadChangelog(testCtx(t), cfg, topic, p, from, func(k, v []byte, e uint64, o int64) error {
+		got = append(got, rec{bytes.Clone(k), bytes.Clone(v), e, o})
 		return nil
 	}, nil)
 	return end, n, size, got, err
@@ -191,8 +192,8 @@ func TestChangelogWriterFlush(t *testing.T) {
 		t.Fatalf("first Flush = %v, want %v", next, want)
 	}
 
-	w.Write(0, []byte("k0"), []byte("v0005"))
-	w.Write(0, []byte("k0"), nil) // tombstone
+	w.WriteEpoch(0, []byte("k0"), []byte("v0005"), 0x100000002)
+	w.WriteEpoch(0, []byte("k0"), nil, 3) // tombstone
 	next, err = w.Flush(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -222,6 +223,10 @@ func TestChangelogWriterFlush(t *testing.T) {
 		}
 		if string(r.key) != "k0" || r.offset != int64(i) {
 			t.Errorf("record %d: key %q offset %d", i, r.key, r.offset)
+		}
+		// Write writes no epoch header (epoch 0); WriteEpoch's header reads back.
+		if want := map[int]uint64{5: 0x100000002, 6: 3}[i]; r.epoch != want {
+			t.Errorf("offset %d: epoch %#x, want %#x", r.offset, r.epoch, want)
 		}
 	}
 }
@@ -286,7 +291,7 @@ func TestReadChangelog(t *testing.T) {
 
 	t.Run("fn error", func(t *testing.T) {
 		boom := errors.New("boom")
-		end, n, _, err := ReadChangelog(ctx, cfg, "cl", 0, 2, func(_, _ []byte, o int64) error {
+		end, n, _, err := ReadChangelog(ctx, cfg, "cl", 0, 2, func(_, _ []byte, _ uint64, o int64) error {
 			if o == 5 {
 				return boom
 			}

@@ -36,6 +36,19 @@ import (
 // Record keys: 'k' | u16 len(topic) | topic | key for a key snapshot, 'p' | u16 len(topic) | topic
 // for a position (several input topics share a changelog partition). A position value is
 // i64 Next | i64 Horizon | i64 Watermark, big-endian.
+//
+// Owner epochs. Kafka fences a removed member's offset commits, not its changelog writes (plain
+// produces under at least once), so a host removed from the group while still processing (a
+// zombie: its revoke outlasted the rebalance timeout, or its session expired during a stall)
+// could write a partition's changelog after the new owner took over, and every later restore
+// would end with its stale keys and position. So each owner of an input partition writes every
+// changelog record of it with its epoch (kafka.EpochHeader), and every reader ignores, per input
+// partition, a record whose epoch is below the highest it has read there: the first record a new
+// owner writes is its claim. The epoch (nextEpoch) is above every epoch the owner's restore read,
+// which it reads to the end anyway, and orders owners by the group generation they were assigned
+// the partition in, so that of two owners whose restores read the same changelog (the older one
+// assigned, then removed before it wrote anything) the later owner still wins. Records without
+// the header (changelogs written before epochs) have epoch 0 and are all read as before.
 
 // ChangelogConfig turns on a task's changelog.
 type ChangelogConfig struct {
@@ -153,6 +166,21 @@ func (t *Task) produceChangelog(cp *store.Checkpoint) error {
 	return nil
 }
 
+// nextEpoch is the owner epoch of a partition assigned in group generation gen after its
+// changelog's highest epoch read was highest: era<<32 | generation, so that epochs order by era,
+// then generation. It keeps highest's era when gen is above highest's generation (the usual
+// case: the coordinator raised the generation since the last owner was assigned) and otherwise
+// starts the next era: after a static member rejoined without a rebalance (the same
+// generation), a group recreated or renamed (generations start again), or a reset (gen 0). It is
+// never 0, and always above highest.
+func nextEpoch(highest uint64, gen int32) uint64 {
+	g := uint32(max(gen, 0))
+	if era := highest >> 32; g > uint32(highest) {
+		return era<<32 | uint64(g)
+	}
+	return (highest>>32+1)<<32 | uint64(g)
+}
+
 // changelogWritten records the changelog's next offsets after a checkpoint's records, and
 // moves the checkpoint's positions' resume offsets past them.
 func (t *Task) changelogWritten(cp *store.Checkpoint, next map[int32]int64) {
@@ -188,7 +216,7 @@ func (t *Task) writeChangelog(cp *store.Checkpoint) (bool, error) {
 			// position without an offset would fail the restore on every host).
 			early.Next = st.origin
 		}
-		w.Write(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(early))
+		w.WriteEpoch(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(early), st.durable.Epoch)
 		wrote = true
 	}
 	// The store's state of every changed key, read in one transaction, with the change applied
@@ -216,7 +244,7 @@ func (t *Task) writeChangelog(cp *store.Checkpoint) (bool, error) {
 	}
 	for i, v := range snaps {
 		st := keyStreams[i]
-		w.Write(st.tp.Partition, changelogKey('k', st.tp.Topic, refs[i].Key), v)
+		w.WriteEpoch(st.tp.Partition, changelogKey('k', st.tp.Topic, refs[i].Key), v, st.durable.Epoch)
 	}
 	wrote = wrote || len(refs) > 0
 	for _, sp := range cp.Positions {
@@ -224,7 +252,7 @@ func (t *Task) writeChangelog(cp *store.Checkpoint) (bool, error) {
 		if st == nil || !st.kafka {
 			continue
 		}
-		w.Write(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(sp.Position))
+		w.WriteEpoch(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(sp.Position), sp.Position.Epoch)
 	}
 	return wrote, nil
 }
@@ -345,8 +373,10 @@ func shortKey(key string) string {
 }
 
 // restorePartition brings the local store's copy of a newly assigned partition up to date with
-// the changelog (replayChangelog), on the loop, and counts it.
-func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) error {
+// the changelog (replayChangelog), on the loop, and counts it. It returns this owner's epoch of
+// the partition (nextEpoch of the highest epoch read and the group generation of the
+// assignment), which every changelog record it writes of the partition carries.
+func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) (uint64, error) {
 	if sb := t.changelog.standby; sb != nil {
 		// A standby round of this partition finishes first; from now on the loop owns it.
 		sb.mu.Lock()
@@ -355,7 +385,7 @@ func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) error {
 	}
 	r, err := t.replayChangelog(context.Background(), tp, id, true)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	t.changelog.next[tp.Partition] = max(t.changelog.next[tp.Partition], r.end)
 	t.stats.RestoredRecords += r.records
@@ -364,13 +394,31 @@ func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) error {
 	if r.full {
 		t.stats.FullRestores++
 	}
-	return nil
+	gen := int32(-1)
+	if t.kafka != nil && t.kafka.consumer != nil {
+		gen = t.kafka.consumer.Generation()
+	}
+	epoch := nextEpoch(r.epoch, gen)
+	if r.stale > 0 {
+		t.log.Warn("the changelog holds records of an earlier owner written after a later one took the partition over (a host removed from the group while it still processed): ignored",
+			"topic", tp.Topic, "partition", tp.Partition, "changelog", t.changelog.topic, "stale_records", r.stale)
+	}
+	t.log.Info("partition claimed", "topic", tp.Topic, "partition", tp.Partition, "epoch", epochString(epoch),
+		"highest_read", epochString(r.epoch), "generation", gen)
+	return epoch, nil
+}
+
+// epochString shows an owner epoch as era.generation.
+func epochString(e uint64) string {
+	return strconv.FormatUint(e>>32, 10) + "." + strconv.FormatUint(e&0xffffffff, 10)
 }
 
 // replayed is what one replayChangelog did.
 type replayed struct {
 	end, records, bytes int64
 	full                bool
+	epoch               uint64 // the highest owner epoch of the partition read (or the local copy's)
+	stale               int64  // records ignored: an earlier owner's, after a later owner's
 }
 
 // replayChangelog brings the local store's copy of a partition up to date with the changelog:
@@ -380,6 +428,12 @@ type replayed struct {
 // the changelog, with the local horizon kept when higher: local keys may carry marks above the
 // changelog's horizon. It touches only the store (a standby calls it off the loop); logs when
 // loud.
+//
+// It reads only records of owners at or above the highest epoch read so far (restoring.add),
+// starting a tail replay from the epoch the local copy holds. A tail replay that finds records of
+// the local copy's own epoch ignored (this host went on writing after a later owner took the
+// partition over) cannot trust the local copy, which holds what they wrote: it restores the
+// partition in full instead.
 func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id uint32, loud bool) (replayed, error) {
 	db, name, topic := t.cfg.Store, t.cfg.Name, t.changelog.topic
 	var r replayed
@@ -391,15 +445,6 @@ func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id 
 		return r, fmt.Errorf("changelog %s partition %d: %w", topic, tp.Partition, err)
 	}
 	from := t.replayFrom(tp, pos, ok, r.end)
-	r.full = from == 0
-	if !r.full && from == r.end {
-		return r, nil // nothing new
-	}
-	if r.full {
-		if err := db.DropStream(name, id); err != nil {
-			return r, err
-		}
-	}
 	began := time.Now()
 	var progress func(records, bytes, total int64)
 	if loud {
@@ -413,16 +458,40 @@ func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id 
 				"of", total, "bytes", bytes, "elapsed", el.Round(time.Millisecond), "remaining_estimate", eta.Round(time.Second))
 		}
 	}
-	rs := &restoring{db: db, task: name, id: id, topic: tp.Topic}
-	_, r.records, r.bytes, err = kafka.ReadChangelog(ctx, t.cfg.Kafka.Client, topic, tp.Partition, from, rs.add, progress)
-	if err != nil {
-		return r, fmt.Errorf("changelog %s partition %d: restore: %w", topic, tp.Partition, err)
+	var rs *restoring
+	for {
+		r.full = from == 0
+		if !r.full && from == r.end {
+			r.epoch = pos.Epoch
+			return r, nil // nothing new
+		}
+		if r.full {
+			if err := db.DropStream(name, id); err != nil {
+				return r, err
+			}
+		}
+		rs = &restoring{db: db, task: name, id: id, topic: tp.Topic}
+		if !r.full {
+			rs.highest, rs.own = pos.Epoch, pos.Epoch
+		}
+		_, r.records, r.bytes, err = kafka.ReadChangelog(ctx, t.cfg.Kafka.Client, topic, tp.Partition, from, rs.add, progress)
+		if err != nil {
+			return r, fmt.Errorf("changelog %s partition %d: restore: %w", topic, tp.Partition, err)
+		}
+		if err := rs.flush(); err != nil {
+			return r, err
+		}
+		if !rs.tainted {
+			break
+		}
+		t.log.Warn("this host's copy of the partition holds changelog writes of its own that a later owner superseded: restoring the partition from scratch",
+			"topic", tp.Topic, "partition", tp.Partition, "changelog", topic, "epoch", epochString(pos.Epoch), "from", from)
+		from = 0
 	}
-	if err := rs.flush(); err != nil {
-		return r, err
-	}
+	r.epoch, r.stale = rs.highest, rs.stale
 	if last := restoredPosition(rs.last, pos, ok && !r.full, r.records); last != nil {
 		last.Resume = r.end
+		last.Epoch = max(last.Epoch, rs.highest)
 		if err := db.Restore(name, id, nil, last); err != nil {
 			return r, err
 		}
@@ -461,13 +530,21 @@ type restoring struct {
 	topic string // the input topic: other topics' records in a shared changelog partition are skipped
 	snaps []store.KeySnapshot
 	last  *store.Position
+
+	// highest is the highest owner epoch read (a tail replay starts from the local copy's): a
+	// record below it is an earlier owner's, written after a later owner took over, and is
+	// ignored (counted in stale). own is the local copy's epoch on a tail replay: one of its
+	// records ignored sets tainted.
+	highest, own uint64
+	stale        int64
+	tainted      bool
 }
 
 // restoreBatch is the number of key snapshots restored in one store transaction.
 const restoreBatch = 1000
 
 // add takes one changelog record (kafka.ReadChangelog's callback).
-func (rs *restoring) add(key, value []byte, offset int64) error {
+func (rs *restoring) add(key, value []byte, epoch uint64, offset int64) error {
 	kind, topic, k, err := parseChangelogKey(key)
 	if err != nil {
 		return fmt.Errorf("offset %d: %w", offset, err)
@@ -475,6 +552,14 @@ func (rs *restoring) add(key, value []byte, offset int64) error {
 	if topic != rs.topic {
 		return nil
 	}
+	if epoch < rs.highest {
+		rs.stale++
+		if epoch == rs.own {
+			rs.tainted = true
+		}
+		return nil
+	}
+	rs.highest = epoch
 	switch kind {
 	case 'k':
 		// A tombstone (written by a reset, ResetChangelog) restores to no state: an empty

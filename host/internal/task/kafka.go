@@ -274,9 +274,10 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64, ids map[st
 				return nil, err
 			}
 		}
+		var epoch uint64
 		if t.changelog != nil {
 			// The partition stays unread until its state is restored: the loop replies only after.
-			if err := t.restorePartition(tp, id); err != nil {
+			if epoch, err = t.restorePartition(tp, id); err != nil {
 				return nil, err
 			}
 		}
@@ -316,6 +317,7 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64, ids map[st
 		if idKnown {
 			st.durable.TopicID = topicID // written with the partition's next position
 		}
+		st.durable.Epoch = epoch // this owner's: every changelog record of the partition carries it
 		if at >= 0 {
 			st.tracker, st.origin = positions.NewTracker(at), at
 			start[tp] = at
