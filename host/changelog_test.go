@@ -889,3 +889,54 @@ func countIn(recs []*kgo.Record, p int32) int {
 	}
 	return n
 }
+
+// TestChangelogFencedHostStops: a host whose input partitions a later owner took over, as the
+// changelog shows (a record of each partition with a higher owner epoch, produced here as the
+// later owner's restore and first checkpoint would write it), finds out at its next checkpoint,
+// which reads what other writers put between its records: it commits nothing more and its task
+// stops, naming the epochs. Before, the host went on writing the partitions' changelog (records
+// every reader now ignores) and committing their state to its store.
+func TestChangelogFencedHostStops(t *testing.T) {
+	t.Parallel() // it mostly waits (client retries, timeouts): it runs beside the other tests that do
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	cl := newClient(t, c)
+	dir := t.TempDir()
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	h := hosttest.Start(t, host.Config{DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	want := produceWords(t, cl, "words", 1000, 20, 61)
+	consumeOutputs(t, c, "counts", wordTotal(want), 60*time.Second)
+	waitCommitted(t, h)
+
+	// The later owner's records: the host's last position record of each partition, with an
+	// epoch one above the host's.
+	last := map[int32]*kgo.Record{}
+	for _, r := range changelogRecords(t, c, "wc-changelog") {
+		if len(r.Key) > 0 && r.Key[0] == 'p' {
+			last[r.Partition] = r
+		}
+	}
+	var later []*kgo.Record
+	for _, r := range last {
+		r.Headers = []kgo.RecordHeader{{Key: "wasmstream.epoch", Value: binary.BigEndian.AppendUint64(nil, recordEpoch(r)+1)}}
+		later = append(later, r)
+	}
+	if len(later) != 4 {
+		t.Fatalf("position records in %d changelog partitions, want 4", len(later))
+	}
+	produceAgain(t, c, "wc-changelog", later, true)
+
+	produceWords(t, cl, "words", 1000, 20, 62)
+	select {
+	case <-h.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the host went on processing partitions a later owner took over")
+	}
+	if err := h.Wait(); err == nil || !strings.Contains(err.Error(), "another host took input partition words/") {
+		t.Fatalf("host stopped with %v, want the later owner named", err)
+	}
+	// Nothing of the second batch committed to the store.
+	sameCounts(t, want, stateOf(t, dir, "wc"))
+}

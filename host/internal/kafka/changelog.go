@@ -209,6 +209,11 @@ type ChangelogWriter struct {
 	mu   sync.Mutex
 	next map[int32]int64 // per partition written since the last Flush: the offset after its last acknowledged record
 	err  error           // first produce failure since the last Flush
+	// after is, per partition, where this writer's next record would land if nobody else wrote
+	// (the offset after its last acknowledged record, or the one Expect named); gaps holds the
+	// partitions where another writer's records came first since the last Gaps, each with the
+	// first offset of such records.
+	after, gaps map[int32]int64
 }
 
 // NewChangelogWriter creates the producer client for topic; it does not contact the cluster
@@ -229,7 +234,7 @@ func NewChangelogWriter(cfg Config, topic string, log *slog.Logger) (*ChangelogW
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
-	return &ChangelogWriter{cl: cl, topic: topic, log: log, next: map[int32]int64{}}, nil
+	return &ChangelogWriter{cl: cl, topic: topic, log: log, next: map[int32]int64{}, after: map[int32]int64{}, gaps: map[int32]int64{}}, nil
 }
 
 // NewTxnChangelogWriter returns a writer without a client of its own: it writes through the
@@ -237,7 +242,31 @@ func NewChangelogWriter(cfg Config, topic string, log *slog.Logger) (*ChangelogW
 // Flush then waits for the records' acknowledgements, which does not commit them: the
 // transaction does.
 func NewTxnChangelogWriter(topic string, log *slog.Logger) *ChangelogWriter {
-	return &ChangelogWriter{topic: topic, log: log, next: map[int32]int64{}, shared: true}
+	return &ChangelogWriter{topic: topic, log: log, next: map[int32]int64{}, after: map[int32]int64{}, gaps: map[int32]int64{}, shared: true}
+}
+
+// Expect says that the caller has read partition p up to offset at (a restore): a record of this
+// writer acknowledged at a higher offset shows that others wrote the records between (Gaps).
+func (w *ChangelogWriter) Expect(p int32, at int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.after[p] = at
+	delete(w.gaps, p)
+}
+
+// Gaps returns, and forgets, the partitions in which records of other writers came before a
+// record of this writer since the last call (after the offset Expect named, or between two
+// of this writer's records), each with the first offset of those records. Under a transaction
+// its markers count as such records.
+func (w *ChangelogWriter) Gaps() map[int32]int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.gaps) == 0 {
+		return nil
+	}
+	g := w.gaps
+	w.gaps = map[int32]int64{}
+	return g
 }
 
 func (w *ChangelogWriter) attach(cl *kgo.Client) { w.cl = cl }
@@ -304,6 +333,12 @@ func (w *ChangelogWriter) done(r *kgo.Record, err error) {
 	}
 	// Acknowledgements of one partition come in offset order; max() guards anyway.
 	w.next[r.Partition] = max(w.next[r.Partition], r.Offset+1)
+	if a, ok := w.after[r.Partition]; ok && r.Offset > a {
+		if _, seen := w.gaps[r.Partition]; !seen {
+			w.gaps[r.Partition] = a
+		}
+	}
+	w.after[r.Partition] = max(w.after[r.Partition], r.Offset+1)
 }
 
 // Flush waits until every record written so far is acknowledged or has failed. It returns, for

@@ -69,6 +69,10 @@ type changelogSide struct {
 	next  map[int32]int64 // per changelog partition, the offset after the last acknowledged record
 
 	standby *standby // nil unless ChangelogConfig.Standby
+
+	// fenced is checkOwners' finding that a later owner took one of this host's partitions
+	// over: every later checkpoint fails with it (the one on the task's way out too).
+	fenced error
 }
 
 // startChangelog checks the input topics are co-partitioned, creates or checks the changelog
@@ -152,6 +156,9 @@ func (t *Task) produceChangelog(cp *store.Checkpoint) error {
 	if t.changelog == nil {
 		return nil
 	}
+	if t.changelog.fenced != nil {
+		return t.changelog.fenced
+	}
 	wrote, err := t.writeChangelog(cp)
 	if err != nil || !wrote {
 		return err
@@ -162,7 +169,61 @@ func (t *Task) produceChangelog(cp *store.Checkpoint) error {
 	if err != nil {
 		return fmt.Errorf("changelog %s: producing the checkpoint failed; it is not committed: %w", t.changelog.topic, err)
 	}
+	if err := t.checkOwners(ctx); err != nil {
+		return err
+	}
 	t.changelogWritten(cp, next)
+	return nil
+}
+
+// errFenced stops checkOwners' read at the first record of a later owner.
+var errFenced = errors.New("a later owner's record")
+
+// checkOwners reads what other writers wrote between this host's changelog records, in each
+// changelog partition where some did (kafka.ChangelogWriter.Gaps: after the end its restore read,
+// or between two of its checkpoints), for records of the input partitions it owns. One with an
+// epoch above this host's means that a later owner took the partition over: the group removed
+// this host while it still processed (a zombie), and every reader ignores what it writes now.
+// Then the checkpoint is not committed and the task stops, naming both epochs (a restart joins
+// the group again). Otherwise the coverage of the local copy (each position's resume offset)
+// may move past those records: they are other input topics' (a shared changelog partition), or
+// an earlier owner's, which no reader applies after this host's. At least once only: under
+// exactly once the transactions fence a removed host, and their markers take offsets too.
+func (t *Task) checkOwners(ctx context.Context) error {
+	if t.eos() || t.kafka == nil {
+		return nil
+	}
+	for p, from := range t.changelog.w.Gaps() {
+		owned := map[string]*stream{}
+		for tp, st := range t.kafka.streams {
+			if tp.Partition == p {
+				owned[tp.Topic] = st
+			}
+		}
+		if len(owned) == 0 {
+			continue
+		}
+		var later error
+		_, _, _, err := kafka.ReadChangelog(ctx, t.cfg.Kafka.Client, t.changelog.topic, p, from, func(key, _ []byte, epoch uint64, offset int64) error {
+			_, topic, _, err := parseChangelogKey(key)
+			if st := owned[topic]; err == nil && st != nil && epoch > st.durable.Epoch {
+				later = fmt.Errorf("changelog %s partition %d offset %d: another host took input partition %s/%d over (its records carry owner epoch %s, above this host's %s): "+
+					"the group removed this host while it still processed (a revoke longer than the rebalance timeout, or a session that expired during a stall), "+
+					"so what it writes now is ignored by every reader; the checkpoint is not committed and the task stops (restart it, or its host, to join the group again)",
+					t.changelog.topic, p, offset, topic, p, epochString(epoch), epochString(st.durable.Epoch))
+				return errFenced
+			}
+			return nil
+		}, nil)
+		if later != nil {
+			t.changelog.fenced = later
+			return later
+		}
+		if err != nil {
+			return fmt.Errorf("changelog %s partition %d: reading what other hosts wrote (from offset %d) failed; the checkpoint is not committed: %w",
+				t.changelog.topic, p, from, err)
+		}
+	}
 	return nil
 }
 
@@ -388,6 +449,7 @@ func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) (uint64, err
 		return 0, err
 	}
 	t.changelog.next[tp.Partition] = max(t.changelog.next[tp.Partition], r.end)
+	t.changelog.w.Expect(tp.Partition, r.end) // records of others after it show in Gaps (checkOwners)
 	t.stats.RestoredRecords += r.records
 	t.stats.RestoredBytes += r.bytes
 	t.stats.Restores++
