@@ -491,11 +491,11 @@ type replayed struct {
 // changelog's horizon. It touches only the store (a standby calls it off the loop); logs when
 // loud.
 //
-// It reads only records of owners at or above the highest epoch read so far (restoring.add),
-// starting a tail replay from the epoch the local copy holds. A tail replay that finds records of
-// the local copy's own epoch ignored (this host went on writing after a later owner took the
-// partition over) cannot trust the local copy, which holds what they wrote: it restores the
-// partition in full instead.
+// It applies only records of owners at or above the highest epoch read so far (restoring.add),
+// a tail replay starting from the epoch the local copy holds. The local copy itself needs no such
+// check: this host commits a checkpoint to its store only after checkOwners found no later
+// owner's record between its changelog records, so the copy, up to its resume offset, holds
+// nothing that a later owner's records precede.
 func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id uint32, loud bool) (replayed, error) {
 	db, name, topic := t.cfg.Store, t.cfg.Name, t.changelog.topic
 	var r replayed
@@ -520,35 +520,26 @@ func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id 
 				"of", total, "bytes", bytes, "elapsed", el.Round(time.Millisecond), "remaining_estimate", eta.Round(time.Second))
 		}
 	}
-	var rs *restoring
-	for {
-		r.full = from == 0
-		if !r.full && from == r.end {
-			r.epoch = pos.Epoch
-			return r, nil // nothing new
-		}
-		if r.full {
-			if err := db.DropStream(name, id); err != nil {
-				return r, err
-			}
-		}
-		rs = &restoring{db: db, task: name, id: id, topic: tp.Topic}
-		if !r.full {
-			rs.highest, rs.own = pos.Epoch, pos.Epoch
-		}
-		_, r.records, r.bytes, err = kafka.ReadChangelog(ctx, t.cfg.Kafka.Client, topic, tp.Partition, from, rs.add, progress)
-		if err != nil {
-			return r, fmt.Errorf("changelog %s partition %d: restore: %w", topic, tp.Partition, err)
-		}
-		if err := rs.flush(); err != nil {
+	r.full = from == 0
+	if !r.full && from == r.end {
+		r.epoch = pos.Epoch
+		return r, nil // nothing new
+	}
+	if r.full {
+		if err := db.DropStream(name, id); err != nil {
 			return r, err
 		}
-		if !rs.tainted {
-			break
-		}
-		t.log.Warn("this host's copy of the partition holds changelog writes of its own that a later owner superseded: restoring the partition from scratch",
-			"topic", tp.Topic, "partition", tp.Partition, "changelog", topic, "epoch", epochString(pos.Epoch), "from", from)
-		from = 0
+	}
+	rs := &restoring{db: db, task: name, id: id, topic: tp.Topic}
+	if !r.full {
+		rs.highest = pos.Epoch
+	}
+	_, r.records, r.bytes, err = kafka.ReadChangelog(ctx, t.cfg.Kafka.Client, topic, tp.Partition, from, rs.add, progress)
+	if err != nil {
+		return r, fmt.Errorf("changelog %s partition %d: restore: %w", topic, tp.Partition, err)
+	}
+	if err := rs.flush(); err != nil {
+		return r, err
 	}
 	r.epoch, r.stale = rs.highest, rs.stale
 	if last := restoredPosition(rs.last, pos, ok && !r.full, r.records); last != nil {
@@ -595,11 +586,9 @@ type restoring struct {
 
 	// highest is the highest owner epoch read (a tail replay starts from the local copy's): a
 	// record below it is an earlier owner's, written after a later owner took over, and is
-	// ignored (counted in stale). own is the local copy's epoch on a tail replay: one of its
-	// records ignored sets tainted.
-	highest, own uint64
-	stale        int64
-	tainted      bool
+	// ignored (counted in stale).
+	highest uint64
+	stale   int64
 }
 
 // restoreBatch is the number of key snapshots restored in one store transaction.
@@ -616,9 +605,6 @@ func (rs *restoring) add(key, value []byte, epoch uint64, offset int64) error {
 	}
 	if epoch < rs.highest {
 		rs.stale++
-		if epoch == rs.own {
-			rs.tainted = true
-		}
 		return nil
 	}
 	rs.highest = epoch
