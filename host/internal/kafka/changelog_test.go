@@ -440,3 +440,50 @@ func TestChangelogWriterErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestChangelogWriterGaps: Gaps names the partitions where another writer's records came before
+// one of this writer's (after the offset Expect named, or between two of its own), with the
+// first offset of those records, once.
+func TestChangelogWriterGaps(t *testing.T) {
+	_, cfg := testCluster(t)
+	ctx := testCtx(t)
+	if err := EnsureChangelog(ctx, cfg, "cl", 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	w, other := newWriter(t, cfg, "cl"), newWriter(t, cfg, "cl")
+	flush := func(w *ChangelogWriter) {
+		t.Helper()
+		if _, err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Expect(0, 0)
+	w.Expect(1, 0)
+	w.Write(0, []byte("a"), []byte("1"))
+	w.Write(1, []byte("a"), []byte("1"))
+	flush(w)
+	if g := w.Gaps(); len(g) != 0 {
+		t.Fatalf("Gaps = %v after writing alone, want none", g)
+	}
+	other.Write(0, []byte("b"), []byte("2")) // offsets 1 and 2 of partition 0
+	other.Write(0, []byte("b"), []byte("3"))
+	flush(other)
+	w.Write(0, []byte("a"), []byte("4")) // offset 3
+	w.Write(1, []byte("a"), []byte("5")) // offset 1: nobody else wrote partition 1
+	flush(w)
+	if g := w.Gaps(); len(g) != 1 || g[0] != 1 {
+		t.Fatalf("Gaps = %v, want partition 0 from offset 1", g)
+	}
+	if g := w.Gaps(); len(g) != 0 {
+		t.Fatalf("Gaps again = %v, want none (it forgets what it returned)", g)
+	}
+	// After a read up to the end, a record of this writer right there shows no gap.
+	other.Write(1, []byte("b"), []byte("6")) // offset 2
+	flush(other)
+	w.Expect(1, 3)
+	w.Write(1, []byte("a"), []byte("7"))
+	flush(w)
+	if g := w.Gaps(); len(g) != 0 {
+		t.Fatalf("Gaps = %v after Expect at the end, want none", g)
+	}
+}
