@@ -366,7 +366,7 @@ func (t *Task) changelogRoom(j *job) (limit, fatal error) {
 			snap.Apply(changes[key])
 			v := store.EncodeSnapshot(nil, &snap)
 			k := changelogKey('k', g.st.tp.Topic, []byte(key))
-			n := kafka.RecordBytes(k, v, nil)
+			n := kafka.RecordBytes(k, v, epochHeaders)
 			if n > kafka.MaxRecordBatchBytes {
 				return fmt.Errorf("%w: the state of key %q would take %d bytes in its changelog record, over the %d bytes a Kafka record holds: keep less state per key",
 					modrt.ErrOverLimit, shortKey(key), n, kafka.MaxRecordBatchBytes), nil
@@ -376,6 +376,9 @@ func (t *Task) changelogRoom(j *job) (limit, fatal error) {
 	}
 	return nil, nil
 }
+
+// epochHeaders stands for a changelog record's owner epoch header in the size of its record.
+var epochHeaders = []kafka.Header{{Name: []byte(kafka.EpochHeader), Value: make([]byte, 8)}}
 
 // roomByBound reports whether every key the group writes is within the changelog record's limit
 // by its entry's bound alone, counting against each key what the whole group adds (more than
