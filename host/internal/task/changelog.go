@@ -25,8 +25,9 @@ import (
 // it from host to host.
 //
 // A changelog record is a whole key — every name, every timer, its applied mark and state version
-// (store.KeySnapshot), read from the store after the local commit — so compaction keeps exactly the
-// latest state of each key and replaying any suffix is idempotent. A checkpoint writes, per
+// (store.KeySnapshot): the store's state with the checkpoint's change applied, written before the
+// checkpoint commits to the store — so compaction keeps exactly the latest state of each key and
+// replaying any suffix is idempotent. A checkpoint writes, per
 // partition and in this order: a position record with the new horizon (and the old committed
 // position), the snapshots of its changed keys, and the final position record. The producer keeps
 // a partition's records in order, so a crash leaves a prefix, and any prefix restores to a state
