@@ -940,3 +940,33 @@ func TestChangelogFencedHostStops(t *testing.T) {
 	// Nothing of the second batch committed to the store.
 	sameCounts(t, want, stateOf(t, dir, "wc"))
 }
+
+// TestChangelogEpochsAfterReset: after `wasmstream reset` (offline, to earliest) the host that
+// kept its disk processes the input again and writes the changelog; a host with an empty disk
+// then restores what it wrote. The reset's records carry an epoch of a new era, above every
+// owner's before it: the host after it must take an epoch above the reset's although its own
+// restore reads nothing new (its position, set by the reset, starts at the reset's end), or every
+// reader would ignore its records.
+func TestChangelogEpochsAfterReset(t *testing.T) {
+	t.Parallel() // it mostly waits (client retries, timeouts): it runs beside the other tests that do
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	want := produceWords(t, newClient(t, c), "words", 600, 20, 71)
+	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	runChangelogHost(t, c, module, dirA, wordTotal(want))
+
+	cfg := host.Config{DataDir: dirA, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}}
+	if _, err := host.OfflineReset(context.Background(), cfg, "wc", host.ResetTo{Where: "earliest"}, false); err != nil {
+		t.Fatal(err)
+	}
+	// Host a counts every record again (2 × the outputs in the topic), from count 1.
+	runChangelogHost(t, c, module, dirA, 2*wordTotal(want))
+	sameCounts(t, want, stateOf(t, dirA, "wc"))
+
+	// Host b restores the changelog: the reset's tombstones, then a's counts after it.
+	restoreAll(t, c, tc, dirB)
+	sameCounts(t, want, stateOf(t, dirB, "wc"))
+}

@@ -388,7 +388,7 @@ func (t *Task) externalReset(tp kafka.TopicPartition, id uint32, committed, end 
 		if err != nil {
 			return err
 		}
-		np.Resume = cr.End
+		np.Resume, np.Epoch = cr.End, cr.Epoch
 	}
 	if err := t.cfg.Store.Restore(t.cfg.Name, id, nil, &np); err != nil {
 		return err

@@ -27,6 +27,10 @@ type ChangelogReset struct {
 	Tombstones int64 // keys whose snapshot was tombstoned
 	Read       int64 // changelog records read to find them
 	End        int64 // the changelog partition's offset after the reset's records
+	// Epoch is the owner epoch the reset's records carry: a position that resumes the changelog
+	// at End must carry it (store.Position.Epoch), or the next owner, which reads nothing before
+	// End, would take an epoch below it and every reader would ignore its records.
+	Epoch uint64
 }
 
 // ResetChangelog makes partition tp.Partition of changelog topic restore to no state at offset
@@ -72,6 +76,7 @@ func ResetChangelog(ctx context.Context, cfg kafka.Config, topic string, tp kafk
 	// The reset's records carry an epoch above every owner's so far (a new era): restores read
 	// them, and ignore whatever an earlier owner might still write after them.
 	epoch := nextEpoch(highest, 0)
+	r.Epoch = epoch
 	for k, on := range live {
 		if on {
 			w.WriteEpoch(tp.Partition, changelogKey('k', tp.Topic, []byte(k)), nil, epoch)
