@@ -49,7 +49,9 @@ import (
 // which it reads to the end anyway, and orders owners by the group generation they were assigned
 // the partition in, so that of two owners whose restores read the same changelog (the older one
 // assigned, then removed before it wrote anything) the later owner still wins. Records without
-// the header (changelogs written before epochs) have epoch 0 and are all read as before.
+// the header (epoch 0: written by a host before epochs) are all read, as before, wherever they
+// are: a changelog from before epochs restores as it did, and so does one that hosts of both
+// versions write during a rolling upgrade (a removed host of the older version is not kept out).
 
 // ChangelogConfig turns on a task's changelog.
 type ChangelogConfig struct {
@@ -469,8 +471,6 @@ func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) (uint64, err
 		t.log.Warn("the changelog holds records of an earlier owner written after a later one took the partition over (a host removed from the group while it still processed): ignored",
 			"topic", tp.Topic, "partition", tp.Partition, "changelog", t.changelog.topic, "stale_records", r.stale)
 	}
-	t.log.Info("partition claimed", "topic", tp.Topic, "partition", tp.Partition, "epoch", epochString(epoch),
-		"highest_read", epochString(r.epoch), "generation", gen)
 	return epoch, nil
 }
 
@@ -590,7 +590,7 @@ type restoring struct {
 
 	// highest is the highest owner epoch read (a tail replay starts from the local copy's): a
 	// record below it is an earlier owner's, written after a later owner took over, and is
-	// ignored (counted in stale).
+	// ignored (counted in stale). A record without an epoch (0) is read whatever highest is.
 	highest uint64
 	stale   int64
 }
@@ -607,11 +607,15 @@ func (rs *restoring) add(key, value []byte, epoch uint64, offset int64) error {
 	if topic != rs.topic {
 		return nil
 	}
-	if epoch < rs.highest {
-		rs.stale++
-		return nil
+	if epoch != 0 {
+		// Epoch 0: a host before owner epochs wrote it (no header), and it is read as then, so
+		// that a group that mixes versions during an upgrade loses nothing.
+		if epoch < rs.highest {
+			rs.stale++
+			return nil
+		}
+		rs.highest = epoch
 	}
-	rs.highest = epoch
 	switch kind {
 	case 'k':
 		// A tombstone (written by a reset, ResetChangelog) restores to no state: an empty

@@ -347,7 +347,12 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64, ids map[st
 		if err := t.loadReplay(st); err != nil {
 			return nil, err
 		}
-		t.log.Info("partition assigned", "topic", tp.Topic, "partition", tp.Partition, "start", at, "replay_through", st.replay)
+		if t.changelog != nil {
+			t.log.Info("partition assigned", "topic", tp.Topic, "partition", tp.Partition, "start", at, "replay_through", st.replay,
+				"owner_epoch", epochString(epoch))
+		} else {
+			t.log.Info("partition assigned", "topic", tp.Topic, "partition", tp.Partition, "start", at, "replay_through", st.replay)
+		}
 	}
 	return start, nil
 }

@@ -47,10 +47,10 @@ func ResetChangelog(ctx context.Context, cfg kafka.Config, topic string, tp kafk
 		if err != nil {
 			return fmt.Errorf("offset %d: %w", offset, err)
 		}
-		if t != tp.Topic || epoch < highest {
+		if t != tp.Topic || (epoch != 0 && epoch < highest) {
 			return nil // another topic's, or an earlier owner's after a later one's: no restore reads it
 		}
-		highest = epoch
+		highest = max(highest, epoch)
 		if kind == 'k' {
 			live[string(k)] = value != nil
 		}
