@@ -970,3 +970,94 @@ func TestChangelogEpochsAfterReset(t *testing.T) {
 	restoreAll(t, c, tc, dirB)
 	sameCounts(t, want, stateOf(t, dirB, "wc"))
 }
+
+// TestChangelogLiveZombie makes a real zombie: host a's heartbeats and offset commits are
+// answered by the test as if the group still knew it, so the coordinator expires its session and
+// gives its partitions to host b while a goes on processing, unaware, as after a stall the host
+// did not notice. Both process the same records and write the changelog. a's first checkpoint
+// after b's records must find b's higher epoch there and stop the task without committing; then
+// a host with an empty disk restores every partition exactly. Before, a went on for ever.
+func TestChangelogLiveZombie(t *testing.T) {
+	t.Parallel() // it mostly waits (client retries, timeouts): it runs beside the other tests that do
+	module := guestbuild.Go(t, "wordcount")
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "words", "counts"), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl := newClient(t, c)
+	want := map[string]map[string]int{}
+	total := 0
+	add := func(more map[string]map[string]int) { total += addCounts(want, more) }
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	cfg := func(id, dir string) host.Config {
+		return host.Config{HostID: id, DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 2 * time.Second, RebalanceTimeout: 2 * time.Second},
+			Tasks: []host.TaskConfig{tc}}
+	}
+	ha := hosttest.Start(t, cfg("a", t.TempDir()))
+	add(produceWords(t, cl, "words", 1000, 20, 81))
+	consumeOutputs(t, c, "counts", total, 60*time.Second)
+	waitCommitted(t, ha)
+
+	// From now on the coordinator hears nothing from a, and a hears that all is well.
+	zombie := "wasmstream-wc-a"
+	c.ControlKey(int16(kmsg.Heartbeat), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.HeartbeatRequest)
+		if req.InstanceID == nil || *req.InstanceID != zombie {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		return resp, nil, true
+	})
+	c.ControlKey(int16(kmsg.OffsetCommit), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.OffsetCommitRequest)
+		if req.InstanceID == nil || *req.InstanceID != zombie {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.OffsetCommitResponseTopic{Topic: rt.Topic, TopicID: rt.TopicID}
+			for _, rp := range rt.Partitions {
+				st.Partitions = append(st.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: rp.Partition})
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	hb := hosttest.Start(t, cfg("b", t.TempDir()))
+	hosttest.WaitFor(t, 60*time.Second, "b owning every partition", func() bool {
+		s := hb.Stats()
+		return len(s) > 0 && s[0].Restores >= 4 && len(s[0].Inputs) == 4
+	})
+	if len(ha.Stats()[0].Inputs) != 4 {
+		t.Fatalf("a owns %d partitions, want all 4 still (a zombie)", len(ha.Stats()[0].Inputs))
+	}
+	// Both count these; b's checkpoints go to the changelog, so do a's.
+	add(produceWords(t, cl, "words", 1000, 20, 82))
+	hosttest.WaitFor(t, 60*time.Second, "b committing the second batch", func() bool {
+		s := hb.Stats()[0]
+		return s.Pending == 0 && committedRecords(s) >= 2000
+	})
+	// a's next checkpoint writes after b's records.
+	add(produceWords(t, cl, "words", 1000, 20, 83))
+	select {
+	case <-ha.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatal("host a, removed from the group, went on processing")
+	}
+	if err := ha.Wait(); err == nil || !strings.Contains(err.Error(), "another host took input partition words/") {
+		t.Fatalf("host a stopped with %v, want the later owner named", err)
+	}
+	consumeOutputs(t, c, "counts", total, 60*time.Second) // b's, at least
+	waitCommitted(t, hb)
+	if err := hb.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	dirC := filepath.Join(t.TempDir(), "c")
+	restoreAll(t, c, tc, dirC)
+	sameCounts(t, want, stateOf(t, dirC, "wc"))
+}
