@@ -698,6 +698,25 @@ func recordEpoch(r *kgo.Record) uint64 {
 	return 0
 }
 
+// staleLast lists the keys (and positions) of the changelog records recs whose last record
+// carries an epoch below the highest of its partition: once compacted, only that record would
+// be left of the key, and every reader skips it.
+func staleLast(recs []*kgo.Record) []string {
+	highest := map[int32]uint64{}
+	last := map[string]*kgo.Record{}
+	for _, r := range recs {
+		highest[r.Partition] = max(highest[r.Partition], recordEpoch(r))
+		last[fmt.Sprintf("%d/%q", r.Partition, r.Key)] = r
+	}
+	var out []string
+	for k, r := range last {
+		if e := recordEpoch(r); e != 0 && e < highest[r.Partition] {
+			out = append(out, fmt.Sprintf("%s at offset %d (epoch %#x < %#x)", k, r.Offset, e, highest[r.Partition]))
+		}
+	}
+	return out
+}
+
 // produceAgain produces recs again to topic, each to its partition, with headers as given
 // (withHeaders false: none, as a host before owner epochs wrote them).
 func produceAgain(t *testing.T, c *kfake.Cluster, topic string, recs []*kgo.Record, withHeaders bool) {
@@ -798,6 +817,11 @@ func TestChangelogZombieWritesIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameCounts(t, want, stateOf(t, dirB, "wc"))
+	// b saw the zombie's records between its own and wrote those keys again: no key's last
+	// record is the zombie's, which compaction would otherwise keep alone.
+	if stale := staleLast(changelogRecords(t, c, "wc-changelog")); len(stale) > 0 {
+		t.Errorf("%d keys' last changelog record is a stale owner's: %v", len(stale), stale[:min(len(stale), 5)])
+	}
 
 	// Host c, an empty disk, restores what the changelog holds.
 	st := restoreAll(t, c, tc, dirC)
@@ -1052,10 +1076,15 @@ func TestChangelogLiveZombie(t *testing.T) {
 	if err := ha.Wait(); err == nil || !strings.Contains(err.Error(), "another host took input partition words/") {
 		t.Fatalf("host a stopped with %v, want the later owner named", err)
 	}
+	// b's checkpoints after a's last records write the keys a wrote over again.
+	add(produceWords(t, cl, "words", 1000, 20, 84))
 	consumeOutputs(t, c, "counts", total, 60*time.Second) // b's, at least
 	waitCommitted(t, hb)
 	if err := hb.Stop(); err != nil {
 		t.Fatal(err)
+	}
+	if stale := staleLast(changelogRecords(t, c, "wc-changelog")); len(stale) > 0 {
+		t.Errorf("%d keys' last changelog record is the removed host's: %v", len(stale), stale[:min(len(stale), 5)])
 	}
 	dirC := filepath.Join(t.TempDir(), "c")
 	restoreAll(t, c, tc, dirC)

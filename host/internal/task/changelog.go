@@ -172,7 +172,7 @@ func (t *Task) produceChangelog(cp *store.Checkpoint) error {
 	if err != nil {
 		return fmt.Errorf("changelog %s: producing the checkpoint failed; it is not committed: %w", t.changelog.topic, err)
 	}
-	if err := t.checkOwners(ctx); err != nil {
+	if err := t.checkOwners(ctx, cp, next); err != nil {
 		return err
 	}
 	t.changelogWritten(cp, next)
@@ -190,12 +190,15 @@ var errFenced = errors.New("a later owner's record")
 // Then the checkpoint is not committed and the task stops, naming both epochs (a restart joins
 // the group again). Otherwise the coverage of the local copy (each position's resume offset)
 // may move past those records: they are other input topics' (a shared changelog partition), or
-// an earlier owner's, which no reader applies after this host's. At least once only: under
-// exactly once the transactions fence a removed host, and their markers take offsets too.
-func (t *Task) checkOwners(ctx context.Context) error {
+// an earlier owner's, which no reader applies after this host's; the keys such an earlier owner
+// wrote are written again (rewriteStale) and their next offsets go into next. At least once
+// only: under exactly once the transactions fence a removed host, and their markers take offsets
+// too.
+func (t *Task) checkOwners(ctx context.Context, cp *store.Checkpoint, next map[int32]int64) error {
 	if t.eos() || t.kafka == nil {
 		return nil
 	}
+	stale := map[*stream]map[string]bool{}
 	for p, from := range t.changelog.w.Gaps() {
 		owned := map[string]*stream{}
 		for tp, st := range t.kafka.streams {
@@ -208,8 +211,22 @@ func (t *Task) checkOwners(ctx context.Context) error {
 		}
 		var later error
 		_, _, _, err := kafka.ReadChangelog(ctx, t.cfg.Kafka.Client, t.changelog.topic, p, from, func(key, _ []byte, epoch uint64, offset int64) error {
-			_, topic, _, err := parseChangelogKey(key)
-			if st := owned[topic]; err == nil && st != nil && epoch > st.durable.Epoch {
+			kind, topic, k, err := parseChangelogKey(key)
+			st := owned[topic]
+			if err != nil || st == nil {
+				return nil
+			}
+			if epoch != 0 && epoch < st.durable.Epoch {
+				// An earlier owner's: skipped by every reader, but once compacted it would
+				// replace this host's record of the key.
+				if stale[st] == nil {
+					stale[st] = map[string]bool{}
+				}
+				if kind == 'k' {
+					stale[st][string(k)] = true
+				}
+			}
+			if epoch > st.durable.Epoch {
 				later = fmt.Errorf("changelog %s partition %d offset %d: another host took input partition %s/%d over (its records carry owner epoch %s, above this host's %s): "+
 					"the group removed this host while it still processed (a revoke longer than the rebalance timeout, or a session that expired during a stall), "+
 					"so what it writes now is ignored by every reader; the checkpoint is not committed and the task stops (restart it, or its host, to join the group again)",
@@ -227,6 +244,70 @@ func (t *Task) checkOwners(ctx context.Context) error {
 				t.changelog.topic, p, from, err)
 		}
 	}
+	if len(stale) == 0 {
+		return nil
+	}
+	return t.rewriteStale(ctx, cp, stale, next)
+}
+
+// rewriteStale writes again, with this host's epoch, each key of its partitions that an earlier
+// owner's records wrote between this host's changelog records (stale: every reader skips them),
+// and each such partition's position, as the checkpoint cp commits them; then it flushes and
+// adds the partitions' next offsets to next. Compaction keeps the latest record of each key: a
+// stale record left last would, once compacted, replace this host's record of its key, and a
+// reader, skipping it, would restore no state for the key (or no position).
+func (t *Task) rewriteStale(ctx context.Context, cp *store.Checkpoint, stale map[*stream]map[string]bool, next map[int32]int64) error {
+	inCp := map[uint32]map[string]*store.KeyWrites{}
+	for i := range cp.Keys {
+		kw := &cp.Keys[i]
+		if inCp[kw.Stream] == nil {
+			inCp[kw.Stream] = map[string]*store.KeyWrites{}
+		}
+		inCp[kw.Stream][string(kw.Key)] = kw
+	}
+	var refs []store.KeyRef
+	var keyStreams []*stream
+	for st, keys := range stale {
+		for k := range keys {
+			refs = append(refs, store.KeyRef{Stream: st.id, Key: []byte(k), Written: inCp[st.id][k]})
+			keyStreams = append(keyStreams, st)
+		}
+	}
+	snaps := make([][]byte, len(refs))
+	if err := t.cfg.Store.Snapshots(t.cfg.Name, refs, func(i int, snap *store.KeySnapshot) error {
+		if refs[i].Written != nil {
+			snap.Apply(refs[i].Written) // the key's state as this checkpoint commits it
+		}
+		snaps[i] = store.EncodeSnapshot(nil, snap)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("changelog: %w", err)
+	}
+	w := t.changelog.w
+	for i, v := range snaps {
+		st := keyStreams[i]
+		w.WriteEpoch(st.tp.Partition, changelogKey('k', st.tp.Topic, refs[i].Key), v, st.durable.Epoch)
+	}
+	for st := range stale {
+		pos := st.durable
+		for _, sp := range cp.Positions {
+			if sp.Stream == st.id {
+				pos = sp.Position
+			}
+		}
+		if pos.Next >= 0 {
+			w.WriteEpoch(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(pos), st.durable.Epoch)
+		}
+	}
+	more, err := w.Flush(ctx)
+	if err != nil {
+		return fmt.Errorf("changelog %s: writing again the keys an earlier owner wrote over failed; the checkpoint is not committed: %w", t.changelog.topic, err)
+	}
+	for p, n := range more {
+		next[p] = max(next[p], n)
+	}
+	t.log.Warn("the changelog holds records an earlier owner of this host's partitions wrote after this host took them over (a host removed from the group while it still processed): every reader skips them; their keys are written again",
+		"changelog", t.changelog.topic, "keys", len(refs), "partitions", len(stale))
 	return nil
 }
 
