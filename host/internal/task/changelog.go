@@ -251,11 +251,14 @@ func (t *Task) checkOwners(ctx context.Context, cp *store.Checkpoint, next map[i
 }
 
 // rewriteStale writes again, with this host's epoch, each key of its partitions that an earlier
-// owner's records wrote between this host's changelog records (stale: every reader skips them),
-// and each such partition's position, as the checkpoint cp commits them; then it flushes and
-// adds the partitions' next offsets to next. Compaction keeps the latest record of each key: a
-// stale record left last would, once compacted, replace this host's record of its key, and a
-// reader, skipping it, would restore no state for the key (or no position).
+// owner's records wrote between this host's changelog records, and each such partition's
+// position, as the checkpoint cp commits them; then it flushes and adds the partitions' next
+// offsets to next. Records after this host's first are skipped by every reader, but compaction
+// keeps the latest record of each key: one left last would, once compacted, replace this host's
+// record of its key, and a reader, skipping it, would restore no state for the key (or no
+// position). Records before this host's first (written after its restore read the partition)
+// are read, and their keys' states are not this host's: written again, the last record of each
+// key is this host's.
 func (t *Task) rewriteStale(ctx context.Context, cp *store.Checkpoint, stale map[*stream]map[string]bool, next map[int32]int64) error {
 	inCp := map[uint32]map[string]*store.KeyWrites{}
 	for i := range cp.Keys {
@@ -306,7 +309,7 @@ func (t *Task) rewriteStale(ctx context.Context, cp *store.Checkpoint, stale map
 	for p, n := range more {
 		next[p] = max(next[p], n)
 	}
-	t.log.Warn("the changelog holds records an earlier owner of this host's partitions wrote after this host took them over (a host removed from the group while it still processed): every reader skips them; their keys are written again",
+	t.log.Warn("the changelog holds records an earlier owner of this host's partitions wrote after this host took them over (a host removed from the group while it still processed): their keys are written again",
 		"changelog", t.changelog.topic, "keys", len(refs), "partitions", len(stale))
 	return nil
 }
