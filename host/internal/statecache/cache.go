@@ -2,6 +2,7 @@ package statecache
 
 import (
 	"bytes"
+	"hash/maphash"
 	"math"
 	"slices"
 	"sort"
@@ -37,12 +38,17 @@ type slot struct {
 // Entry is the state of one (stream, key). Its methods other than Load, Get and Scan are the
 // loop's; Load, Get and Scan may run on the worker that holds the key's batch.
 type Entry struct {
-	stream    uint32
+	// The fields a lookup reads come first, with short keys' bytes in the entry itself
+	// (inline): finding a key then reads one run of memory instead of three (the map's key
+	// string, the entry, its key's bytes), each of which missed the CPU caches.
 	key       []byte
-	slots     []slot // sorted by name
-	loaded    bool
+	stream    uint32
 	pins      int
 	owner     uint64 // the last PinOnce owner: a pin of that owner is held
+	next      *Entry // the next entry whose lookup hash is the same (Cache.entries)
+	inline    [inlineKey]byte
+	slots     []slot // sorted by name
+	loaded    bool
 	mark      int64
 	first     int64           // the lowest record offset applied since the last Collect; MaxInt64: none
 	stateVers uint32          // the state version of the module that last wrote the key
@@ -173,10 +179,18 @@ func (e *Entry) Scan(prefix, after []byte, fromStart bool, fn func(name, val []b
 	}
 }
 
+// inlineKey is the longest key an entry holds in itself rather than in a slice of its own.
+const inlineKey = 32
+
 // Cache is a task's state cache. It is owned by one goroutine (the task loop).
 type Cache struct {
-	load    Loader
-	entries map[string]*Entry // by skey(stream, key)
+	load Loader
+	// entries holds the entries by a hash of (stream, key) (hashKey): a map of fixed-size keys
+	// that compares no string, and no copy of the key made to look one up. The rare entries
+	// whose hashes collide are chained through Entry.next.
+	entries map[uint64]*Entry
+	seed    maphash.Seed
+	count   int // entries held
 	// dirty lists the entries with something to collect, each once: an entry is appended when
 	// it becomes dirty, and Collect walks the list. (A set of them cost the loop a map insert
 	// per changed key and a map walk per checkpoint.) An entry DropStream dropped is taken
@@ -184,37 +198,98 @@ type Cache struct {
 	dirty  []*Entry
 	budget int64
 	size   int64
-	keyBuf []byte
 	hits   int64 // Pins that found the entry (Lookups)
 	misses int64 // Pins that made it
 }
 
 // New returns a cache that loads from load and keeps about budget bytes of clean state.
 func New(load Loader, budget int64) *Cache {
-	return &Cache{load: load, entries: map[string]*Entry{}, budget: budget}
+	return &Cache{load: load, entries: map[uint64]*Entry{}, seed: maphash.MakeSeed(), budget: budget}
 }
 
 // Loader returns the cache's loader, for workers to Load entries with.
 func (c *Cache) Loader() Loader { return c.load }
 
-func (c *Cache) skey(stream uint32, key []byte) []byte {
-	b := append(c.keyBuf[:0], byte(stream>>24), byte(stream>>16), byte(stream>>8), byte(stream))
-	c.keyBuf = append(b, key...)
-	return c.keyBuf
+// hashMask is all ones but in tests that make every hash collide, to exercise the chains.
+var hashMask = ^uint64(0)
+
+// hashKey is the map key of (stream, key).
+func (c *Cache) hashKey(stream uint32, key []byte) uint64 {
+	return (maphash.Bytes(c.seed, key) ^ uint64(stream)*0x9e3779b97f4a7c15) & hashMask
+}
+
+// lookup returns the entry of (stream, key), nil if none, and the key's hash.
+func (c *Cache) lookup(stream uint32, key []byte) (*Entry, uint64) {
+	h := c.hashKey(stream, key)
+	for e := c.entries[h]; e != nil; e = e.next {
+		if e.stream == stream && bytes.Equal(e.key, key) {
+			return e, h
+		}
+	}
+	return nil, h
+}
+
+// add makes the entry of (stream, key), whose hash is h and which the cache does not hold.
+func (c *Cache) add(stream uint32, key []byte, h uint64) *Entry {
+	e := &Entry{stream: stream, mark: -1, first: math.MaxInt64, size: entryOverhead + int64(len(key))}
+	if len(key) <= inlineKey {
+		e.key = e.inline[:len(key):len(key)]
+		copy(e.key, key)
+	} else {
+		e.key = bytes.Clone(key)
+	}
+	e.next = c.entries[h]
+	c.entries[h] = e
+	c.count++
+	c.account(e)
+	return e
+}
+
+// remove takes e, whose hash is h, out of the cache's map.
+func (c *Cache) remove(e *Entry, h uint64) {
+	c.count--
+	head := c.entries[h]
+	if head == e {
+		if e.next == nil {
+			delete(c.entries, h)
+		} else {
+			c.entries[h] = e.next
+		}
+		e.next = nil
+		return
+	}
+	for p := head; p != nil; p = p.next {
+		if p.next == e {
+			p.next = e.next
+			e.next = nil
+			return
+		}
+	}
+}
+
+// each calls fn for every entry the cache holds, with its hash, until fn returns false; fn may
+// remove the entry it is given.
+func (c *Cache) each(fn func(e *Entry, h uint64) bool) {
+	for h, e := range c.entries {
+		for e != nil {
+			next := e.next
+			if !fn(e, h) {
+				return
+			}
+			e = next
+		}
+	}
 }
 
 // Pin returns the entry of (stream, key), creating an unloaded one if needed, and protects it
 // from eviction until Unpin.
 func (c *Cache) Pin(stream uint32, key []byte) *Entry {
-	k := c.skey(stream, key)
-	e, ok := c.entries[string(k)]
-	if ok {
+	e, h := c.lookup(stream, key)
+	if e != nil {
 		c.hits++
 	} else {
 		c.misses++
-		e = &Entry{stream: stream, key: bytes.Clone(key), mark: -1, first: math.MaxInt64, size: entryOverhead + int64(len(key))}
-		c.entries[string(k)] = e
-		c.account(e)
+		e = c.add(stream, key, h)
 	}
 	e.pins++
 	return e
@@ -225,18 +300,15 @@ func (c *Cache) Pin(stream uint32, key []byte) *Entry {
 // owner already holds the entry it returns it unpinned again. A job forms its set of keys
 // with it, without a map of its own (the loop's cost per record).
 func (c *Cache) PinOnce(stream uint32, key []byte, owner uint64) (*Entry, bool) {
-	k := c.skey(stream, key)
-	e, ok := c.entries[string(k)]
+	e, h := c.lookup(stream, key)
 	switch {
-	case ok && e.owner == owner:
+	case e != nil && e.owner == owner:
 		return e, false
-	case ok:
+	case e != nil:
 		c.hits++
 	default:
 		c.misses++
-		e = &Entry{stream: stream, key: bytes.Clone(key), mark: -1, first: math.MaxInt64, size: entryOverhead + int64(len(key))}
-		c.entries[string(k)] = e
-		c.account(e)
+		e = c.add(stream, key, h)
 	}
 	e.owner = owner
 	e.pins++
@@ -246,16 +318,13 @@ func (c *Cache) PinOnce(stream uint32, key []byte, owner uint64) (*Entry, bool) 
 // Peek returns the entry of (stream, key) if the cache holds one, without pinning it or
 // counting a lookup; nil if none. The loop reads a Peeked entry only while it is not Pinned.
 func (c *Cache) Peek(stream uint32, key []byte) *Entry {
-	return c.entries[string(c.skey(stream, key))]
+	e, _ := c.lookup(stream, key)
+	return e
 }
 
 // Entries calls fn for every entry the cache holds, in no order, until fn returns false.
 func (c *Cache) Entries(fn func(e *Entry) bool) {
-	for _, e := range c.entries {
-		if !fn(e) {
-			return
-		}
-	}
+	c.each(func(e *Entry, _ uint64) bool { return fn(e) })
 }
 
 // Pinned reports whether a batch holds the entry: its worker may be loading or reading it.
@@ -283,11 +352,11 @@ func (c *Cache) Unpin(e *Entry) {
 // valid for that job but is no longer the cache's: a later Pin of its key makes a new one.
 func (c *Cache) DropStream(stream uint32) int {
 	n := 0
-	for k, e := range c.entries {
+	c.each(func(e *Entry, h uint64) bool {
 		if e.stream != stream {
-			continue
+			return true
 		}
-		delete(c.entries, k)
+		c.remove(e, h)
 		e.dropped = true
 		c.size -= e.counted
 		e.counted = 0
@@ -295,7 +364,8 @@ func (c *Cache) DropStream(stream uint32) int {
 			e.orphan = true
 		}
 		n++
-	}
+		return true
+	})
 	if n > 0 {
 		c.dirty = slices.DeleteFunc(c.dirty, func(e *Entry) bool { return e.dropped })
 	}
@@ -405,7 +475,7 @@ func (c *Cache) Size() int64 { return c.size }
 func (c *Cache) Lookups() (hits, misses int64) { return c.hits, c.misses }
 
 // Len is the number of cached entries.
-func (c *Cache) Len() int { return len(c.entries) }
+func (c *Cache) Len() int { return c.count }
 
 // Per-name and per-timer bytes a snapshot's encoding adds at most to the name and value or
 // payload (lengths, domain, due time).
@@ -489,16 +559,17 @@ func (c *Cache) dropTombstones(e *Entry) {
 // random, so eviction samples entries at random.
 func (c *Cache) Evict() int {
 	n := 0
-	for k, e := range c.entries {
+	c.each(func(e *Entry, h uint64) bool {
 		if c.size <= c.budget {
-			break
+			return false
 		}
 		if e.pins > 0 || e.dirty {
-			continue
+			return true
 		}
-		delete(c.entries, k)
+		c.remove(e, h)
 		c.size -= e.counted
 		n++
-	}
+		return true
+	})
 	return n
 }

@@ -44,6 +44,18 @@ func modelKey(sk string) (uint32, []byte) {
 // sequences and checks, after every step, Get and Scan against the model, that Collect emits
 // exactly the names changed since the previous Collect, and the cache's bookkeeping.
 func TestCacheModel(t *testing.T) {
+	testCacheModel(t)
+}
+
+// TestCacheModelCollisions is TestCacheModel with every entry's lookup hash the same, so that
+// every lookup, eviction and drop walks a chain of entries (Cache.entries).
+func TestCacheModelCollisions(t *testing.T) {
+	hashMask = 0
+	defer func() { hashMask = ^uint64(0) }()
+	testCacheModel(t)
+}
+
+func testCacheModel(t *testing.T) {
 	for seed := range uint64(40) {
 		t.Run(fmt.Sprint("seed ", seed), func(t *testing.T) {
 			m := &cacheModel{
@@ -77,7 +89,8 @@ func (m *cacheModel) randomKey() string {
 // entry returns the cache's entry of sk, or nil.
 func (m *cacheModel) entry(sk string) *Entry {
 	stream, key := modelKey(sk)
-	return m.c.entries[string(m.c.skey(stream, key))]
+	e, _ := m.c.lookup(stream, key)
+	return e
 }
 
 // pinned returns a random key the test holds a pin on, or "".
@@ -292,8 +305,12 @@ func (m *cacheModel) collect() {
 
 func (m *cacheModel) liveEntries() map[string]*Entry {
 	out := map[string]*Entry{}
-	for _, e := range m.c.entries {
+	m.c.each(func(e *Entry, _ uint64) bool {
 		out[fmt.Sprintf("%d/%s", e.stream, e.key)] = e
+		return true
+	})
+	if len(out) != m.c.Len() {
+		m.t.Errorf("the cache holds %d entries, Len() = %d", len(out), m.c.Len())
 	}
 	return out
 }

@@ -184,8 +184,13 @@ func (t *Task) takeBufs(n int) groupBufs {
 
 // release unpins a finished job's keys and keeps its groups' buffers for later jobs: nothing
 // refers to them once the job is back on the loop (the guest call copied the records into guest
-// memory, and effects hold copies).
+// memory, and effects hold copies). Its items go back to the scheduler for a later batch once
+// their batch is completed or retried (sched.Reuse).
 func (t *Task) release(j *job) {
+	if j.items != nil {
+		t.sched.Reuse(sched.Batch[*item]{ID: j.id, Items: j.items})
+		j.items = nil
+	}
 	for gi := range j.groups {
 		g := &j.groups[gi]
 		for _, e := range g.keys {
