@@ -180,6 +180,17 @@ type Consumer struct {
 	unhanded atomic.Bool
 }
 
+// Generation is the group generation this member is in (-1 while it is in none): called from
+// Handler.Assigned, the generation in which the coordinator assigned the partitions. The
+// coordinator raises it at every rebalance, so a partition's later owner was assigned it in a
+// higher generation than every earlier owner (a static member that rejoins without a
+// rebalance keeps its generation).
+func (c *Consumer) Generation() int32 {
+	<-c.ready
+	_, g := c.cl.GroupMetadata()
+	return g
+}
+
 // StartOffset parses a start position: "earliest", "latest" or an RFC 3339 time.
 func StartOffset(s string) (kgo.Offset, error) {
 	switch s {

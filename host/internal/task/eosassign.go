@@ -75,11 +75,12 @@ func (t *Task) onRestored(res restoredReq) error {
 		if err != nil {
 			break
 		}
+		var epoch uint64
 		if t.changelog != nil {
-			t.restoredPartition(tp, res.got[tp])
+			epoch = t.restoredPartition(tp, res.got[tp])
 		}
 		var at int64
-		if at, err = t.openPartition(tp, res.stream[tp], committed, res.ends, res.ids); err == nil && at >= 0 {
+		if at, err = t.openPartition(tp, res.stream[tp], epoch, committed, res.ends, res.ids); err == nil && at >= 0 {
 			start[tp] = at
 		}
 	}

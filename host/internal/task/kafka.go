@@ -280,13 +280,14 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64, ids map[st
 		if err != nil {
 			return nil, err
 		}
+		var epoch uint64
 		if t.changelog != nil {
 			// The partition stays unread until its state is restored: the loop replies only after.
-			if err := t.restorePartition(tp, id); err != nil {
+			if epoch, err = t.restorePartition(tp, id); err != nil {
 				return nil, err
 			}
 		}
-		at, err := t.openPartition(tp, id, committed, ends, ids)
+		at, err := t.openPartition(tp, id, epoch, committed, ends, ids)
 		if err != nil {
 			return nil, err
 		}
@@ -323,9 +324,9 @@ func (t *Task) claimPartition(tp kafka.TopicPartition, committed int64, ends map
 }
 
 // openPartition is the last step of assigning a partition, after its restore: it opens the
-// partition's stream from the store's position and returns the offset it starts at (-1: where
-// the group starts).
-func (t *Task) openPartition(tp kafka.TopicPartition, id uint32, committed int64, ends map[kafka.TopicPartition]int64, ids map[string]kafka.TopicID) (int64, error) {
+// partition's stream from the store's position, with this owner's epoch of it (0 without a
+// changelog), and returns the offset it starts at (-1: where the group starts).
+func (t *Task) openPartition(tp kafka.TopicPartition, id uint32, epoch uint64, committed int64, ends map[kafka.TopicPartition]int64, ids map[string]kafka.TopicID) (int64, error) {
 	pos, ok, err := t.cfg.Store.Position(t.cfg.Name, id)
 	if err != nil {
 		return -1, err
@@ -362,6 +363,7 @@ func (t *Task) openPartition(tp kafka.TopicPartition, id uint32, committed int64
 	if idKnown {
 		st.durable.TopicID = topicID // written with the partition's next position
 	}
+	st.durable.Epoch = epoch // this owner's: every changelog record of the partition carries it
 	if at >= 0 {
 		st.tracker, st.origin = positions.NewTracker(at), at
 	}
@@ -390,7 +392,12 @@ func (t *Task) openPartition(tp kafka.TopicPartition, id uint32, committed int64
 	if err := t.loadReplay(st); err != nil {
 		return -1, err
 	}
-	t.log.Info("partition assigned", "topic", tp.Topic, "partition", tp.Partition, "start", at, "replay_through", st.replay)
+	if t.changelog != nil {
+		t.log.Info("partition assigned", "topic", tp.Topic, "partition", tp.Partition, "start", at, "replay_through", st.replay,
+			"owner_epoch", epochString(epoch))
+	} else {
+		t.log.Info("partition assigned", "topic", tp.Topic, "partition", tp.Partition, "start", at, "replay_through", st.replay)
+	}
 	return at, nil
 }
 
@@ -430,7 +437,7 @@ func (t *Task) externalReset(tp kafka.TopicPartition, id uint32, committed, end 
 		if err != nil {
 			return err
 		}
-		np.Resume = cr.End
+		np.Resume, np.Epoch = cr.End, cr.Epoch
 	}
 	if err := t.cfg.Store.Restore(t.cfg.Name, id, nil, &np); err != nil {
 		return err
