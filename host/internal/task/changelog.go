@@ -129,57 +129,42 @@ func parseChangelogPosition(b []byte) (store.Position, error) {
 	}, nil
 }
 
-// produceChangelog writes a checkpoint's Kafka partitions to the changelog and waits for the
-// acknowledgements, before the checkpoint commits to the store (then the group offsets): the
-// store never holds a checkpoint the changelog lacks. A host killed between the two would
-// otherwise resume from key states that no other host can restore, and write only the keys
-// changed afterwards, behind positions that say the rest is there too (lost updates for the
-// next owner). The positions' resume offsets move past the records written.
-func (t *Task) produceChangelog(cp *store.Checkpoint) error {
+// changelogPlan is what a checkpoint writes to the changelog, gathered by the loop when it
+// collects the checkpoint (planChangelog): the checkpoint goroutine that writes it
+// (produceChangelog) reads no state of the loop's.
+type changelogPlan struct {
+	early []changelogRec    // a position record per partition, before the snapshots
+	refs  []store.KeyRef    // the changed keys of Kafka partitions, their changes in Written
+	at    []changelogRec    // per ref: its partition and topic (key and value made when written)
+	final []changelogRec    // the positions the checkpoint commits, after the snapshots
+	parts []int32           // per cp.Positions entry: its changelog partition, -1 if none
+	cp    *store.Checkpoint // the checkpoint it belongs to
+}
+
+// changelogRec is a changelog record: its partition, and its key and value (or, for a key
+// snapshot, the topic its key is made with).
+type changelogRec struct {
+	part     int32
+	topic    string
+	key, val []byte
+}
+
+// planChangelog gathers what the checkpoint cp of Kafka partitions writes to the changelog:
+// each partition's position as of its durable state (with the new horizon), then the whole state
+// of every changed key (the store's with the change applied), then the positions the checkpoint
+// commits. Nil without a changelog or when cp has nothing of a Kafka partition.
+func (t *Task) planChangelog(cp *store.Checkpoint) *changelogPlan {
 	if t.changelog == nil {
 		return nil
 	}
-	wrote, err := t.writeChangelog(cp)
-	if err != nil || !wrote {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	next, err := t.changelog.w.Flush(ctx)
-	if err != nil {
-		return fmt.Errorf("changelog %s: producing the checkpoint failed; it is not committed: %w", t.changelog.topic, err)
-	}
-	t.changelogWritten(cp, next)
-	return nil
-}
-
-// changelogWritten records the changelog's next offsets after a checkpoint's records, and
-// moves the checkpoint's positions' resume offsets past them.
-func (t *Task) changelogWritten(cp *store.Checkpoint, next map[int32]int64) {
-	for p, n := range next {
-		t.changelog.next[p] = max(t.changelog.next[p], n)
-	}
-	for i := range cp.Positions {
-		sp := &cp.Positions[i]
-		if st := t.streams[sp.Stream]; st != nil && st.kafka {
-			sp.Position.Resume = max(sp.Position.Resume, t.changelog.next[st.tp.Partition])
-		}
-	}
-	t.stats.ChangelogRecords += int64(len(cp.Keys))
-}
-
-// writeChangelog writes a checkpoint of Kafka partitions, before it commits to the store, to the
-// changelog: each partition's position as of its durable state (with the new horizon), then the
-// whole state of every changed key (the store's with the change applied), then the positions
-// the checkpoint commits. It reports whether it wrote anything.
-func (t *Task) writeChangelog(cp *store.Checkpoint) (bool, error) {
-	w := t.changelog.w
-	wrote := false
-	for _, sp := range cp.Positions {
+	pl := &changelogPlan{cp: cp, parts: make([]int32, len(cp.Positions))}
+	for i, sp := range cp.Positions {
+		pl.parts[i] = -1
 		st := t.streams[sp.Stream]
 		if st == nil || !st.kafka {
 			continue
 		}
+		pl.parts[i] = st.tp.Partition
 		early := st.durable
 		early.Horizon = max(early.Horizon, sp.Position.Horizon)
 		if early.Next < 0 {
@@ -188,45 +173,103 @@ func (t *Task) writeChangelog(cp *store.Checkpoint) (bool, error) {
 			// position without an offset would fail the restore on every host).
 			early.Next = st.origin
 		}
-		w.Write(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(early))
-		wrote = true
+		pl.early = append(pl.early, changelogRec{part: st.tp.Partition, key: changelogKey('p', st.tp.Topic, nil), val: changelogPosition(early)})
+		// The final record's value is made when written: the resume offset may move first.
+		pl.final = append(pl.final, changelogRec{part: st.tp.Partition, topic: st.tp.Topic})
 	}
-	// The store's state of every changed key, read in one transaction, with the change applied
-	// (the mark comes from the change: Apply sets it).
-	refs := make([]store.KeyRef, 0, len(cp.Keys))
-	var keyStreams []*stream
+	pl.refs = make([]store.KeyRef, 0, len(cp.Keys))
+	pl.at = make([]changelogRec, 0, len(cp.Keys))
 	for i := range cp.Keys {
 		kw := &cp.Keys[i]
 		st := t.streams[kw.Stream]
 		if st == nil || !st.kafka {
 			continue
 		}
-		refs = append(refs, store.KeyRef{Stream: kw.Stream, Key: kw.Key, Written: kw})
-		keyStreams = append(keyStreams, st)
+		pl.refs = append(pl.refs, store.KeyRef{Stream: kw.Stream, Key: kw.Key, Written: kw})
+		pl.at = append(pl.at, changelogRec{part: st.tp.Partition, topic: st.tp.Topic})
+	}
+	if len(pl.early) == 0 && len(pl.refs) == 0 {
+		return nil
+	}
+	return pl
+}
+
+// produceChangelog writes a checkpoint's Kafka partitions to the changelog (planChangelog) and
+// waits for the acknowledgements, before the checkpoint commits to the store (then the group
+// offsets): the store never holds a checkpoint the changelog lacks. A host killed between the
+// two would otherwise resume from key states that no other host can restore, and write only the
+// keys changed afterwards, behind positions that say the rest is there too (lost updates for
+// the next owner). It returns the changelog partitions' next offsets; the positions' resume
+// offsets move past the records written. It runs on the checkpoint goroutine (or inline), with
+// the checkpoint before it committed to the store.
+func (t *Task) produceChangelog(pl *changelogPlan) (map[int32]int64, error) {
+	if err := t.writeChangelog(pl); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	next, err := t.changelog.w.Flush(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("changelog %s: producing the checkpoint failed; it is not committed: %w", t.changelog.topic, err)
+	}
+	pl.resume(next)
+	return next, nil
+}
+
+// resume moves the resume offsets of the checkpoint's positions past the changelog records
+// written, given the changelog partitions' next offsets (those before are in them already:
+// collectPositions).
+func (pl *changelogPlan) resume(next map[int32]int64) {
+	for i := range pl.cp.Positions {
+		if p := pl.parts[i]; p >= 0 {
+			sp := &pl.cp.Positions[i]
+			sp.Position.Resume = max(sp.Position.Resume, next[p])
+		}
+	}
+}
+
+// changelogWritten records the changelog's next offsets after a checkpoint's records (loop).
+func (t *Task) changelogWritten(pl *changelogPlan, next map[int32]int64) {
+	for p, n := range next {
+		t.changelog.next[p] = max(t.changelog.next[p], n)
+	}
+	if pl != nil {
+		t.stats.ChangelogRecords += int64(len(pl.refs))
+	}
+}
+
+// writeChangelog writes what pl plans: the position records, then the store's state of every
+// changed key, read in one transaction, with the change applied (the mark comes from the
+// change: Apply sets it), then the final position records.
+func (t *Task) writeChangelog(pl *changelogPlan) error {
+	w := t.changelog.w
+	for _, r := range pl.early {
+		w.Write(r.part, r.key, r.val)
 	}
 	// Encoded first, written after: Write may block on the producer's buffer, which must not
 	// happen while the store's read lock is held (a Close would wait on it).
-	snaps := make([][]byte, len(refs))
-	if err := t.cfg.Store.Snapshots(t.cfg.Name, refs, func(i int, snap *store.KeySnapshot) error {
-		snap.Apply(refs[i].Written)
+	snaps := make([][]byte, len(pl.refs))
+	if err := t.cfg.Store.Snapshots(t.cfg.Name, pl.refs, func(i int, snap *store.KeySnapshot) error {
+		snap.Apply(pl.refs[i].Written)
 		snaps[i] = store.EncodeSnapshot(nil, snap)
 		return nil
 	}); err != nil {
-		return false, fmt.Errorf("changelog: %w", err)
+		return fmt.Errorf("changelog: %w", err)
 	}
 	for i, v := range snaps {
-		st := keyStreams[i]
-		w.Write(st.tp.Partition, changelogKey('k', st.tp.Topic, refs[i].Key), v)
+		r := &pl.at[i]
+		w.Write(r.part, changelogKey('k', r.topic, pl.refs[i].Key), v)
 	}
-	wrote = wrote || len(refs) > 0
-	for _, sp := range cp.Positions {
-		st := t.streams[sp.Stream]
-		if st == nil || !st.kafka {
+	j := 0
+	for i, sp := range pl.cp.Positions {
+		if pl.parts[i] < 0 {
 			continue
 		}
-		w.Write(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(sp.Position))
+		r := &pl.final[j]
+		j++
+		w.Write(r.part, changelogKey('p', r.topic, nil), changelogPosition(sp.Position))
 	}
-	return wrote, nil
+	return nil
 }
 
 // changelogRoom checks that the job's writes and timer operations leave each of its keys a
@@ -267,6 +310,11 @@ func (t *Task) changelogRoom(j *job) (limit, fatal error) {
 			e := g.entryOf(key)
 			if n, ok := e.SnapshotBytes(); ok && n+changeBytes(changes[key]) <= kafka.MaxRecordBatchBytes {
 				continue // within the limit by the bound: no need to read the key's state
+			}
+			// The store must hold every checkpoint collected: the key's uncollected changes
+			// are applied to its snapshot.
+			if err := t.awaitCheckpoint(); err != nil {
+				return nil, err
 			}
 			snap, err := t.cfg.Store.Snapshot(t.cfg.Name, g.stream, []byte(key))
 			if err != nil {

@@ -89,10 +89,11 @@ func (t *Task) step() (turn, error) {
 }
 
 // afterEvent checkpoints early when the sinks hold too much (maxHeldOutputs) or the entries
-// emitted to a chain log reach its readers' bound.
+// emitted to a chain log reach its readers' bound, and takes a checkpoint that fell due while
+// another was in flight once that one was reported.
 func (t *Task) afterEvent() error {
-	if (!t.eos() && t.sinksFull()) || t.chainPendingFull() {
-		return t.checkpoint()
+	if (!t.eos() && t.sinksFull()) || t.chainPendingFull() || t.cpDue {
+		return t.checkpointDue()
 	}
 	return nil
 }
