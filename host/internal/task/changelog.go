@@ -25,8 +25,9 @@ import (
 // it from host to host.
 //
 // A changelog record is a whole key — every name, every timer, its applied mark and state version
-// (store.KeySnapshot), read from the store after the local commit — so compaction keeps exactly the
-// latest state of each key and replaying any suffix is idempotent. A checkpoint writes, per
+// (store.KeySnapshot): the store's state, with the checkpoint before committed, and the
+// checkpoint's change applied, written before the checkpoint commits to the store — so compaction
+// keeps exactly the latest state of each key and replaying any suffix is idempotent. A checkpoint writes, per
 // partition and in this order: a position record with the new horizon (and the old committed
 // position), the snapshots of its changed keys, and the final position record. The producer keeps
 // a partition's records in order, so a crash leaves a prefix, and any prefix restores to a state
@@ -425,8 +426,9 @@ type replayed struct {
 // from the changelog offset this store last covered (a host that kept its disk, or a standby,
 // replays only the tail), or from the start after dropping the local copy when there is none or it
 // is ahead of the changelog (the topic was recreated). The position restored is the last one in
-// the changelog, with the local horizon kept when higher: local keys may carry marks above the
-// changelog's horizon. It touches only the store (a standby calls it off the loop); logs when
+// the changelog, with the local horizon kept when higher (a guard: the store commits a
+// checkpoint only after the changelog acknowledged it, so its horizon is not above the
+// changelog's). It touches only the store (a standby calls it off the loop); logs when
 // loud.
 func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id uint32, loud bool) (replayed, error) {
 	db, name, topic := t.cfg.Store, t.cfg.Name, t.changelog.topic
@@ -562,9 +564,9 @@ func (rs *restoring) flush() error {
 
 // restoredPosition is the position a replay leaves in the store, or nil to leave none (the
 // group's offsets then decide where to start): the changelog's last position record, with the
-// local horizon kept when higher on a tail replay (local keys may carry marks above the
-// changelog's horizon); on a tail replay with no position record, the local one; on a full
-// replay with none, the start of the partition if any key was restored.
+// local horizon kept when higher on a tail replay (a guard, see replayChangelog); on a tail
+// replay with no position record, the local one; on a full replay with none, the start of the
+// partition if any key was restored.
 func restoredPosition(last *store.Position, local store.Position, tail bool, records int64) *store.Position {
 	switch {
 	case last != nil:
