@@ -81,6 +81,7 @@ func (t *Task) serveBarrier() error {
 func (t *Task) commitTxn(startTicks bool) error {
 	cp := store.Checkpoint{Task: t.cfg.Name}
 	t.cache.Collect(&cp)
+	t.timersCollected()
 	// Changes of a partition revoked since the last commit (a firing or tick after it) belong to
 	// this transaction, which the revoke aborts anyway; they never reach the store.
 	cp.Keys = slices.DeleteFunc(cp.Keys, func(kw store.KeyWrites) bool { return t.streams[kw.Stream] == nil })
