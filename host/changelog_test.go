@@ -658,8 +658,9 @@ func TestChangelogPositionsHaveOffsets(t *testing.T) {
 // checkpoint's changelog records, the task goes on applying records: their outputs reach the
 // output topic. Before the checkpoint pipeline, the loop itself waited for the changelog's
 // acknowledgements (and then for the store's commit), so no record was applied until the
-// broker answered; this test then timed out waiting for the outputs. Once the broker answers,
-// every record is committed and the state is exact.
+// broker answered; this test then timed out waiting for the outputs. A stop meanwhile waits for
+// the checkpoint in flight; once the broker answers, it commits, the last checkpoint follows and
+// the state is exact.
 func TestChangelogHeldBackLoopGoesOn(t *testing.T) {
 	module := guestbuild.Go(t, "wordcount")
 	c := newCluster(t, "words", "counts")
@@ -737,9 +738,20 @@ func TestChangelogHeldBackLoopGoesOn(t *testing.T) {
 		t.Fatal("every record committed while the changelog was held")
 	}
 
+	// A stop while the checkpoint is in flight waits for it, then takes the last checkpoint.
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.Stop() }()
+	hosttest.WaitFor(t, time.Minute, "the task's loop stopped (its queries refused)", func() bool {
+		_, err := h.QueryState(context.Background(), "wc", []byte("u000"))
+		return err != nil
+	})
+	select {
+	case err := <-stopped:
+		t.Fatalf("the host stopped (%v) while a checkpoint's changelog write was held", err)
+	default:
+	}
 	close(release)
-	hosttest.WaitFor(t, time.Minute, "every record committed", committed)
-	if err := h.Stop(); err != nil {
+	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
 	sameCounts(t, want, stateOf(t, dir, "wc"))
