@@ -33,9 +33,10 @@
 //	dispatch.go   back-pressure to the readers (applyFlow) and batches to free workers (dispatch)
 //	finish.go     jobs back: finish, succeeded, itemFailed (split, retry, backoff), exhausted
 //	apply.go      a successful job's writes, timers and outputs into the cache and the sink
-//	checkpoint.go checkpoint (state, marks and positions to the store), publish, logProgress
+//	checkpoint.go checkpoint (collected on the loop, committed off it: cpWork, commitWork,
+//	              checkpointed), checkpointWait, publish, logProgress
 //	core.go       the core's events and actions, step
-//	driver.go     Run and its start/stop functions, drive, carryOut
+//	driver.go     Run and its start/stop functions, the checkpoint goroutine (cpPipe), drive, carryOut
 //	job.go        jobs and groups; the worker (work, runUnit, runTick) and its state environment
 //	timers.go     watermarks, timers (fireDue, collectDue, applyTimer) and partition ticks
 //	deploy.go     versions, Switch/Pause/Resume (serve), activation migration passes
