@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -1089,4 +1090,107 @@ func TestChangelogLiveZombie(t *testing.T) {
 	dirC := filepath.Join(t.TempDir(), "c")
 	restoreAll(t, c, tc, dirC)
 	sameCounts(t, want, stateOf(t, dirC, "wc"))
+}
+
+// TestChangelogHeldBackLoopGoesOn: while the broker holds back the acknowledgement of a
+// checkpoint's changelog records, the task goes on applying records: their outputs reach the
+// output topic. Before the checkpoint pipeline, the loop itself waited for the changelog's
+// acknowledgements (and then for the store's commit), so no record was applied until the
+// broker answered; this test then timed out waiting for the outputs. A stop meanwhile waits for
+// the checkpoint in flight; once the broker answers, it commits, the last checkpoint follows and
+// the state is exact.
+func TestChangelogHeldBackLoopGoesOn(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	cl := newClient(t, c)
+	dir := filepath.Join(t.TempDir(), "a")
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	h := hosttest.Start(t, host.Config{DataDir: dir, Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	want := map[string]map[string]int{}
+	records := 0
+	produce := func(n int, seed uint64) {
+		addCounts(want, produceWords(t, cl, "words", n, 20, seed))
+		records += n
+	}
+	outputs := func() int64 {
+		ends, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), "counts")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		ends.Each(func(o kadm.ListedOffset) { n += o.Offset })
+		return n
+	}
+	committed := func() bool {
+		s := h.Stats()
+		return len(s) > 0 && committedRecords(s[0]) >= int64(records)
+	}
+
+	produce(200, 41)
+	hosttest.WaitFor(t, time.Minute, "the first records committed", committed)
+
+	// From now on the broker holds every changelog write until release is closed. (Requests
+	// name the topic by its id.)
+	topics, err := kadm.NewClient(cl).ListTopics(context.Background(), "wc-changelog")
+	if err != nil || topics.Error() != nil {
+		t.Fatal(err, topics.Error())
+	}
+	clID := topics["wc-changelog"].ID
+	release := make(chan struct{})
+	var held atomic.Int32
+	c.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		for _, tp := range req.(*kmsg.ProduceRequest).Topics {
+			if tp.Topic != "wc-changelog" && tp.TopicID != clID {
+				continue
+			}
+			select {
+			case <-release:
+			default:
+				held.Add(1)
+				c.SleepControl(func() { <-release })
+			}
+			break
+		}
+		return nil, nil, false // the broker handles it as usual
+	})
+	t.Cleanup(func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	})
+
+	// A few records: their checkpoint's changelog write is held.
+	produce(5, 42)
+	hosttest.WaitFor(t, time.Minute, "a changelog write held", func() bool { return held.Load() > 0 })
+	// Many more, applied while that checkpoint is in flight: 2 outputs (words) per record.
+	before := outputs()
+	produce(300, 43)
+	hosttest.WaitFor(t, 30*time.Second, "the outputs of records read while the changelog is held", func() bool {
+		return outputs() >= before+2*300
+	})
+	if committed() {
+		t.Fatal("every record committed while the changelog was held")
+	}
+
+	// A stop while the checkpoint is in flight waits for it, then takes the last checkpoint.
+	stopped := make(chan error, 1)
+	go func() { stopped <- h.Stop() }()
+	hosttest.WaitFor(t, time.Minute, "the task's loop stopped (its queries refused)", func() bool {
+		_, err := h.QueryState(context.Background(), "wc", []byte("u000"))
+		return err != nil
+	})
+	select {
+	case err := <-stopped:
+		t.Fatalf("the host stopped (%v) while a checkpoint's changelog write was held", err)
+	default:
+	}
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	sameCounts(t, want, stateOf(t, dir, "wc"))
 }

@@ -52,6 +52,7 @@ type Entry struct {
 	mark      int64
 	first     int64           // the lowest record offset applied since the last Collect; MaxInt64: none
 	stateVers uint32          // the state version of the module that last wrote the key
+	versSet   bool            // the loop set stateVers (SetStateVersion): Load keeps it
 	timers    []store.TimerOp // timer ops not yet collected, in order
 	dirty     bool            // some slot or the mark is dirty; the entry is in Cache.dirty
 	written   bool            // some slot is dirty
@@ -105,7 +106,9 @@ func (e *Entry) Load(load Loader) error {
 		// A key changed before its load (by a timer firing or a tick, which carry no offset)
 		// keeps the persisted mark: replay must still skip what it covers.
 		e.mark = max(e.mark, meta.Mark)
-		if !e.dirty {
+		if !e.versSet {
+			// A version the loop set wins, committed or not: the store may not have it yet
+			// (a checkpoint in flight).
 			e.stateVers = meta.StateVersion
 		}
 	}
@@ -434,6 +437,7 @@ func (c *Cache) SetFirst(e *Entry, offset int64) {
 // SetStateVersion records the state version of the module whose effects were just applied to
 // the key.
 func (c *Cache) SetStateVersion(e *Entry, v uint32) {
+	e.versSet = true
 	if e.stateVers != v {
 		e.stateVers = v
 		c.markDirty(e)

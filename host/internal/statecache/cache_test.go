@@ -198,6 +198,43 @@ func TestLoad(t *testing.T) {
 	checkSizes(t, c)
 }
 
+// TestLoadKeepsSetStateVersion: an entry whose state version the loop set, then collected into a
+// checkpoint that is not committed yet (the store still has the older version), keeps its version
+// when a worker loads it. Before, Load took the store's version once the entry was clean.
+func TestLoadKeepsSetStateVersion(t *testing.T) {
+	load := func(_ uint32, _ []byte, meta *Meta, _ func(name, val []byte)) error {
+		meta.Found, meta.Mark, meta.StateVersion = true, 5, 1
+		return nil
+	}
+	c := New(load, 1<<30)
+	e := c.Pin(1, []byte("k"))
+	c.Unpin(e)
+	// A firing changed the key without loading it: its mark and the version that ran.
+	c.SetMark(e, 9)
+	c.SetStateVersion(e, 2)
+	var cp store.Checkpoint
+	c.Collect(&cp)
+	if len(cp.Keys) != 1 || cp.Keys[0].StateVersion != 2 {
+		t.Fatalf("collected %+v, want the key with state version 2", cp.Keys)
+	}
+	c.Pin(1, []byte("k"))
+	if err := e.Load(c.Loader()); err != nil {
+		t.Fatal(err)
+	}
+	if e.StateVersion() != 2 || e.mark != 9 {
+		t.Errorf("after the load: state version %d, mark %d; want 2 and 9", e.StateVersion(), e.mark)
+	}
+
+	// A key the loop never set a version of takes the store's.
+	f := c.Pin(1, []byte("other"))
+	if err := f.Load(c.Loader()); err != nil {
+		t.Fatal(err)
+	}
+	if f.StateVersion() != 1 {
+		t.Errorf("state version of a key loaded as it is stored: %d, want 1", f.StateVersion())
+	}
+}
+
 func TestLoadError(t *testing.T) {
 	errDown := errors.New("store down")
 	fail := true

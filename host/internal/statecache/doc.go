@@ -9,7 +9,9 @@
 // after the worker's result came back over a channel.
 //
 // Writes are applied by the loop when a batch succeeds (Apply, SetMark). Collect gathers every
-// dirty entry's writes and mark into a store checkpoint; the caller commits it and then calls
-// Evict, which removes clean, unpinned entries while the cache holds more than its byte budget.
-// Dirty or pinned entries are never evicted.
+// dirty entry's writes and mark into a store checkpoint; the caller commits it (possibly on
+// another goroutine, while the loop goes on) and only then calls Evict, which removes clean,
+// unpinned entries while the cache holds more than its byte budget: an entry collected into a
+// checkpoint not yet committed must stay, or its key would be read back from a store that lacks
+// its change. Dirty or pinned entries are never evicted.
 package statecache

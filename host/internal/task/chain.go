@@ -198,9 +198,18 @@ func (t *Task) chainApplied(j *job) {
 }
 
 // chainCollect numbers the entries emitted since the last checkpoint after each log's head and
-// adds them to cp.
+// hands them to cp: the entries emitted from now on are the next checkpoint's. The heads are
+// those of the checkpoints committed: the one before cp is reported before cp is collected.
 func (t *Task) chainCollect(cp *store.Checkpoint) {
-	if t.chain == nil || len(t.chain.pending) == 0 {
+	if t.chain == nil {
+		return
+	}
+	defer func() {
+		t.chain.pending = nil // cp.Chain has them
+		clear(t.chain.pendingBy)
+		t.chain.cost = txnCost{}
+	}()
+	if len(t.chain.pending) == 0 {
 		return
 	}
 	next := make(map[string]uint64, len(t.chain.logs))
@@ -227,10 +236,6 @@ func (t *Task) chainCommitted(cp *store.Checkpoint) error {
 			t.chain.logs[name].Committed(h)
 		}
 		t.stats.ChainEntries += int64(len(cp.Chain))
-		clear(t.chain.pending)
-		t.chain.pending = t.chain.pending[:0]
-		clear(t.chain.pendingBy)
-		t.chain.cost = txnCost{}
 	}
 	for _, sp := range cp.Positions {
 		if st := t.streams[sp.Stream]; st != nil && st.in != nil && st.in.Chain != nil {

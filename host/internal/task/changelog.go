@@ -25,9 +25,9 @@ import (
 // it from host to host.
 //
 // A changelog record is a whole key — every name, every timer, its applied mark and state version
-// (store.KeySnapshot): the store's state with the checkpoint's change applied, written before the
-// checkpoint commits to the store — so compaction keeps exactly the latest state of each key and
-// replaying any suffix is idempotent. A checkpoint writes, per
+// (store.KeySnapshot): the store's state, with the checkpoint before committed, and the
+// checkpoint's change applied, written before the checkpoint commits to the store — so compaction
+// keeps exactly the latest state of each key and replaying any suffix is idempotent. A checkpoint writes, per
 // partition and in this order: a position record with the new horizon (and the old committed
 // position), the snapshots of its changed keys, and the final position record. The producer keeps
 // a partition's records in order, so a crash leaves a prefix, and any prefix restores to a state
@@ -149,34 +149,114 @@ func parseChangelogPosition(b []byte) (store.Position, error) {
 	}, nil
 }
 
-// produceChangelog writes a checkpoint's Kafka partitions to the changelog and waits for the
-// acknowledgements, before the checkpoint commits to the store (then the group offsets): the
-// store never holds a checkpoint the changelog lacks. A host killed between the two would
-// otherwise resume from key states that no other host can restore, and write only the keys
-// changed afterwards, behind positions that say the rest is there too (lost updates for the
-// next owner). The positions' resume offsets move past the records written.
-func (t *Task) produceChangelog(cp *store.Checkpoint) error {
+// changelogPlan is what a checkpoint writes to the changelog, gathered by the loop when it
+// collects the checkpoint (planChangelog): the checkpoint goroutine that writes it
+// (produceChangelog) reads no state of the loop's.
+type changelogPlan struct {
+	early []changelogRec    // a position record per partition, before the snapshots
+	refs  []store.KeyRef    // the changed keys of Kafka partitions, their changes in Written
+	at    []changelogRec    // per ref: its partition, topic and epoch (key and value made when written)
+	final []changelogRec    // the positions the checkpoint commits, after the snapshots
+	parts []int32           // per cp.Positions entry: its changelog partition, -1 if none
+	cp    *store.Checkpoint // the checkpoint it belongs to
+	owned []ownedPart       // the Kafka partitions this host owns (checkOwners); at least once only
+}
+
+// changelogRec is a changelog record: its partition, its owner epoch, and its key and value
+// (or, for a key snapshot, the topic its key is made with).
+type changelogRec struct {
+	part     int32
+	topic    string
+	epoch    uint64
+	key, val []byte
+}
+
+// ownedPart is a Kafka partition this host owns as the loop saw it when it collected a
+// checkpoint: what checkOwners and rewriteStale need of its stream.
+type ownedPart struct {
+	tp      kafka.TopicPartition
+	id      uint32
+	durable store.Position // its Epoch is this host's owner epoch of the partition
+}
+
+// planChangelog gathers what the checkpoint cp of Kafka partitions writes to the changelog:
+// each partition's position as of its durable state (with the new horizon), then the whole state
+// of every changed key (the store's with the change applied), then the positions the checkpoint
+// commits, each record with its partition's owner epoch. Nil without a changelog or when cp has
+// nothing of a Kafka partition.
+func (t *Task) planChangelog(cp *store.Checkpoint) *changelogPlan {
 	if t.changelog == nil {
 		return nil
 	}
-	if t.changelog.fenced != nil {
-		return t.changelog.fenced
+	pl := &changelogPlan{cp: cp, parts: make([]int32, len(cp.Positions))}
+	for i, sp := range cp.Positions {
+		pl.parts[i] = -1
+		st := t.streams[sp.Stream]
+		if st == nil || !st.kafka {
+			continue
+		}
+		pl.parts[i] = st.tp.Partition
+		early := st.durable
+		early.Horizon = max(early.Horizon, sp.Position.Horizon)
+		if early.Next < 0 {
+			// The partition's first checkpoint here, without a position before it: a restore
+			// that ends on this record resumes where this host started the partition (a
+			// position without an offset would fail the restore on every host).
+			early.Next = st.origin
+		}
+		pl.early = append(pl.early, changelogRec{part: st.tp.Partition, epoch: st.durable.Epoch, key: changelogKey('p', st.tp.Topic, nil), val: changelogPosition(early)})
+		// The final record's value is made when written: the resume offset may move first.
+		pl.final = append(pl.final, changelogRec{part: st.tp.Partition, topic: st.tp.Topic, epoch: sp.Position.Epoch})
 	}
-	wrote, err := t.writeChangelog(cp)
-	if err != nil || !wrote {
-		return err
+	pl.refs = make([]store.KeyRef, 0, len(cp.Keys))
+	pl.at = make([]changelogRec, 0, len(cp.Keys))
+	for i := range cp.Keys {
+		kw := &cp.Keys[i]
+		st := t.streams[kw.Stream]
+		if st == nil || !st.kafka {
+			continue
+		}
+		pl.refs = append(pl.refs, store.KeyRef{Stream: kw.Stream, Key: kw.Key, Written: kw})
+		pl.at = append(pl.at, changelogRec{part: st.tp.Partition, topic: st.tp.Topic, epoch: st.durable.Epoch})
+	}
+	if len(pl.early) == 0 && len(pl.refs) == 0 {
+		return nil
+	}
+	if !t.eos() && t.kafka != nil {
+		for tp, st := range t.kafka.streams {
+			pl.owned = append(pl.owned, ownedPart{tp: tp, id: st.id, durable: st.durable})
+		}
+	}
+	return pl
+}
+
+// produceChangelog writes a checkpoint's Kafka partitions to the changelog (planChangelog) and
+// waits for the acknowledgements, before the checkpoint commits to the store (then the group
+// offsets): the store never holds a checkpoint the changelog lacks. A host killed between the
+// two would otherwise resume from key states that no other host can restore, and write only the
+// keys changed afterwards, behind positions that say the rest is there too (lost updates for
+// the next owner). Then checkOwners looks at what other hosts wrote between this host's
+// records. It returns the changelog partitions' next offsets; the positions' resume offsets
+// move past the records written. It runs on the checkpoint goroutine (or inline), with the
+// checkpoint before it committed to the store.
+func (t *Task) produceChangelog(pl *changelogPlan) (map[int32]int64, error) {
+	if t.changelog.fenced != nil {
+		return nil, t.changelog.fenced
+	}
+	if err := t.writeChangelog(pl); err != nil {
+		return nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	next, err := t.changelog.w.Flush(ctx)
 	if err != nil {
-		return fmt.Errorf("changelog %s: producing the checkpoint failed; it is not committed: %w", t.changelog.topic, err)
+		return nil, fmt.Errorf("changelog %s: producing the checkpoint failed; it is not committed: %w", t.changelog.topic, err)
 	}
-	if err := t.checkOwners(ctx, cp, next); err != nil {
-		return err
+	if err := t.checkOwners(ctx, pl, next); err != nil {
+		return nil, err
 	}
-	t.changelogWritten(cp, next)
-	return nil
+	pl.resume(next)
+	return next, nil
 }
 
 // errFenced stops checkOwners' read at the first record of a later owner.
@@ -194,16 +274,16 @@ var errFenced = errors.New("a later owner's record")
 // wrote are written again (rewriteStale) and their next offsets go into next. At least once
 // only: under exactly once the transactions fence a removed host, and their markers take offsets
 // too.
-func (t *Task) checkOwners(ctx context.Context, cp *store.Checkpoint, next map[int32]int64) error {
-	if t.eos() || t.kafka == nil {
+func (t *Task) checkOwners(ctx context.Context, pl *changelogPlan, next map[int32]int64) error {
+	if len(pl.owned) == 0 {
 		return nil
 	}
-	stale := map[*stream]map[string]bool{}
+	stale := map[*ownedPart]map[string]bool{}
 	for p, from := range t.changelog.w.Gaps() {
-		owned := map[string]*stream{}
-		for tp, st := range t.kafka.streams {
-			if tp.Partition == p {
-				owned[tp.Topic] = st
+		owned := map[string]*ownedPart{}
+		for i := range pl.owned {
+			if op := &pl.owned[i]; op.tp.Partition == p {
+				owned[op.tp.Topic] = op
 			}
 		}
 		if len(owned) == 0 {
@@ -247,7 +327,7 @@ func (t *Task) checkOwners(ctx context.Context, cp *store.Checkpoint, next map[i
 	if len(stale) == 0 {
 		return nil
 	}
-	return t.rewriteStale(ctx, cp, stale, next)
+	return t.rewriteStale(ctx, pl.cp, stale, next)
 }
 
 // rewriteStale writes again, with this host's epoch, each key of its partitions that an earlier
@@ -259,7 +339,7 @@ func (t *Task) checkOwners(ctx context.Context, cp *store.Checkpoint, next map[i
 // position). Records before this host's first (written after its restore read the partition)
 // are read, and their keys' states are not this host's: written again, the last record of each
 // key is this host's.
-func (t *Task) rewriteStale(ctx context.Context, cp *store.Checkpoint, stale map[*stream]map[string]bool, next map[int32]int64) error {
+func (t *Task) rewriteStale(ctx context.Context, cp *store.Checkpoint, stale map[*ownedPart]map[string]bool, next map[int32]int64) error {
 	inCp := map[uint32]map[string]*store.KeyWrites{}
 	for i := range cp.Keys {
 		kw := &cp.Keys[i]
@@ -269,7 +349,7 @@ func (t *Task) rewriteStale(ctx context.Context, cp *store.Checkpoint, stale map
 		inCp[kw.Stream][string(kw.Key)] = kw
 	}
 	var refs []store.KeyRef
-	var keyStreams []*stream
+	var keyStreams []*ownedPart
 	for st, keys := range stale {
 		for k := range keys {
 			refs = append(refs, store.KeyRef{Stream: st.id, Key: []byte(k), Written: inCp[st.id][k]})
@@ -329,80 +409,60 @@ func nextEpoch(highest uint64, gen int32) uint64 {
 	return (highest>>32+1)<<32 | uint64(g)
 }
 
-// changelogWritten records the changelog's next offsets after a checkpoint's records, and
-// moves the checkpoint's positions' resume offsets past them.
-func (t *Task) changelogWritten(cp *store.Checkpoint, next map[int32]int64) {
+// resume moves the resume offsets of the checkpoint's positions past the changelog records
+// written, given the changelog partitions' next offsets (those before are in them already:
+// collectPositions).
+func (pl *changelogPlan) resume(next map[int32]int64) {
+	for i := range pl.cp.Positions {
+		if p := pl.parts[i]; p >= 0 {
+			sp := &pl.cp.Positions[i]
+			sp.Position.Resume = max(sp.Position.Resume, next[p])
+		}
+	}
+}
+
+// changelogWritten records the changelog's next offsets after a checkpoint's records (loop).
+func (t *Task) changelogWritten(pl *changelogPlan, next map[int32]int64) {
 	for p, n := range next {
 		t.changelog.next[p] = max(t.changelog.next[p], n)
 	}
-	for i := range cp.Positions {
-		sp := &cp.Positions[i]
-		if st := t.streams[sp.Stream]; st != nil && st.kafka {
-			sp.Position.Resume = max(sp.Position.Resume, t.changelog.next[st.tp.Partition])
-		}
+	if pl != nil {
+		t.stats.ChangelogRecords += int64(len(pl.refs))
 	}
-	t.stats.ChangelogRecords += int64(len(cp.Keys))
 }
 
-// writeChangelog writes a checkpoint of Kafka partitions, before it commits to the store, to the
-// changelog: each partition's position as of its durable state (with the new horizon), then the
-// whole state of every changed key (the store's with the change applied), then the positions
-// the checkpoint commits. It reports whether it wrote anything.
-func (t *Task) writeChangelog(cp *store.Checkpoint) (bool, error) {
+// writeChangelog writes what pl plans: the position records, then the store's state of every
+// changed key, read in one transaction, with the change applied (the mark comes from the
+// change: Apply sets it), then the final position records; each with its owner epoch.
+func (t *Task) writeChangelog(pl *changelogPlan) error {
 	w := t.changelog.w
-	wrote := false
-	for _, sp := range cp.Positions {
-		st := t.streams[sp.Stream]
-		if st == nil || !st.kafka {
-			continue
-		}
-		early := st.durable
-		early.Horizon = max(early.Horizon, sp.Position.Horizon)
-		if early.Next < 0 {
-			// The partition's first checkpoint here, without a position before it: a restore
-			// that ends on this record resumes where this host started the partition (a
-			// position without an offset would fail the restore on every host).
-			early.Next = st.origin
-		}
-		w.WriteEpoch(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(early), st.durable.Epoch)
-		wrote = true
-	}
-	// The store's state of every changed key, read in one transaction, with the change applied
-	// (the mark comes from the change: Apply sets it).
-	refs := make([]store.KeyRef, 0, len(cp.Keys))
-	var keyStreams []*stream
-	for i := range cp.Keys {
-		kw := &cp.Keys[i]
-		st := t.streams[kw.Stream]
-		if st == nil || !st.kafka {
-			continue
-		}
-		refs = append(refs, store.KeyRef{Stream: kw.Stream, Key: kw.Key, Written: kw})
-		keyStreams = append(keyStreams, st)
+	for _, r := range pl.early {
+		w.WriteEpoch(r.part, r.key, r.val, r.epoch)
 	}
 	// Encoded first, written after: Write may block on the producer's buffer, which must not
 	// happen while the store's read lock is held (a Close would wait on it).
-	snaps := make([][]byte, len(refs))
-	if err := t.cfg.Store.Snapshots(t.cfg.Name, refs, func(i int, snap *store.KeySnapshot) error {
-		snap.Apply(refs[i].Written)
+	snaps := make([][]byte, len(pl.refs))
+	if err := t.cfg.Store.Snapshots(t.cfg.Name, pl.refs, func(i int, snap *store.KeySnapshot) error {
+		snap.Apply(pl.refs[i].Written)
 		snaps[i] = store.EncodeSnapshot(nil, snap)
 		return nil
 	}); err != nil {
-		return false, fmt.Errorf("changelog: %w", err)
+		return fmt.Errorf("changelog: %w", err)
 	}
 	for i, v := range snaps {
-		st := keyStreams[i]
-		w.WriteEpoch(st.tp.Partition, changelogKey('k', st.tp.Topic, refs[i].Key), v, st.durable.Epoch)
+		r := &pl.at[i]
+		w.WriteEpoch(r.part, changelogKey('k', r.topic, pl.refs[i].Key), v, r.epoch)
 	}
-	wrote = wrote || len(refs) > 0
-	for _, sp := range cp.Positions {
-		st := t.streams[sp.Stream]
-		if st == nil || !st.kafka {
+	j := 0
+	for i, sp := range pl.cp.Positions {
+		if pl.parts[i] < 0 {
 			continue
 		}
-		w.WriteEpoch(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(sp.Position), sp.Position.Epoch)
+		r := &pl.final[j]
+		j++
+		w.WriteEpoch(r.part, changelogKey('p', r.topic, nil), changelogPosition(sp.Position), r.epoch)
 	}
-	return wrote, nil
+	return nil
 }
 
 // changelogRoom checks that the job's writes and timer operations leave each of its keys a
@@ -443,6 +503,11 @@ func (t *Task) changelogRoom(j *job) (limit, fatal error) {
 			e := g.entryOf(key)
 			if n, ok := e.SnapshotBytes(); ok && n+changeBytes(changes[key]) <= kafka.MaxRecordBatchBytes {
 				continue // within the limit by the bound: no need to read the key's state
+			}
+			// The store must hold every checkpoint collected: the key's uncollected changes
+			// are applied to its snapshot.
+			if err := t.awaitCheckpoint(); err != nil {
+				return nil, err
 			}
 			snap, err := t.cfg.Store.Snapshot(t.cfg.Name, g.stream, []byte(key))
 			if err != nil {
@@ -588,8 +653,9 @@ type replayed struct {
 // from the changelog offset this store last covered (a host that kept its disk, or a standby,
 // replays only the tail), or from the start after dropping the local copy when there is none or it
 // is ahead of the changelog (the topic was recreated). The position restored is the last one in
-// the changelog, with the local horizon kept when higher: local keys may carry marks above the
-// changelog's horizon. It touches only the store (a standby calls it off the loop); logs when
+// the changelog, with the local horizon kept when higher (a guard: the store commits a
+// checkpoint only after the changelog acknowledged it, so its horizon is not above the
+// changelog's). It touches only the store (a standby calls it off the loop); logs when
 // loud.
 //
 // It applies only records of owners at or above the highest epoch read so far (restoring.add),
@@ -752,9 +818,9 @@ func (rs *restoring) flush() error {
 
 // restoredPosition is the position a replay leaves in the store, or nil to leave none (the
 // group's offsets then decide where to start): the changelog's last position record, with the
-// local horizon kept when higher on a tail replay (local keys may carry marks above the
-// changelog's horizon); on a tail replay with no position record, the local one; on a full
-// replay with none, the start of the partition if any key was restored.
+// local horizon kept when higher on a tail replay (a guard, see replayChangelog); on a tail
+// replay with no position record, the local one; on a full replay with none, the start of the
+// partition if any key was restored.
 func restoredPosition(last *store.Position, local store.Position, tail bool, records int64) *store.Position {
 	switch {
 	case last != nil:

@@ -11,49 +11,156 @@ import (
 	"github.com/wasmstream/wasmstream/store"
 )
 
-// checkpoint makes outputs durable, then writes the changelog (if any), then commits state,
-// marks and positions in the store (S9), then the group offsets.
+// Checkpoints are a pipeline of depth one. checkpoint collects checkpoint N on the loop — the
+// sinks flushed, the cache's dirty entries, the streams' positions, the chain logs' entries, the
+// changelog's records (planChangelog) — and hands it to the driver's checkpoint goroutine
+// (cpPipe), which writes the changelog and waits for its acknowledgements, then commits N to
+// the store (commitWork), and reports back; the loop then does what follows a commit
+// (checkpointed): durable positions, group offsets, timers, eviction, stats. Meanwhile the loop
+// goes on admitting, dispatching and applying. N+1 is collected only once N was reported
+// (checkpoint waits for it), so the store holds every checkpoint before the one in flight, and
+// the order changelog → store → group offsets holds for each.
+//
+// What must not run beside a checkpoint in flight waits for it: checkpointWait is the "commit
+// and wait" form for whatever reads the store next (a tick, an activation migration pass, a
+// revoke's last commit, the run's last checkpoint); awaitCheckpoint waits for the one in flight
+// (a rebalance, a scan query, changelogRoom's exact check). The cache evicts nothing between
+// a collect and its report (Evict runs in checkpointed), so no entry of N is read again from a
+// store that lacks it.
+
+// cpWork is a checkpoint in flight: collected by the loop, committed by the checkpoint goroutine
+// (or inline), reported back to the loop.
+type cpWork struct {
+	cp    store.Checkpoint
+	cl    *changelogPlan // its changelog records; nil: none
+	start time.Time
+	// Set by commitWork:
+	next map[int32]int64 // the changelog partitions' next offsets after its records
+	err  error
+}
+
+// checkpoint makes outputs durable, then hands the dirty state, marks and positions to the
+// checkpoint goroutine, which writes the changelog (if any), then commits them to the store (S9);
+// the group offsets follow when the loop hears of it (checkpointed). A checkpoint in flight is
+// waited for first. Without a pipeline (pipe nil) it all happens here, before it returns.
 func (t *Task) checkpoint() error {
-	defer func(start time.Time) { t.meters.checkpointSeconds.Observe(time.Since(start).Seconds()) }(time.Now())
+	if err := t.awaitCheckpoint(); err != nil {
+		return err
+	}
+	start := time.Now()
 	if t.eos() {
 		// Exactly once: state commits with the transactions (commitTxn).
 		t.publish()
+		t.meters.checkpointSeconds.Observe(time.Since(start).Seconds())
 		return nil
 	}
+	t.cpDue = false
 	if err := t.cfg.Output.Flush(); err != nil {
 		return err
 	}
 	if err := t.cfg.DeadLetter.Flush(); err != nil {
 		return err
 	}
-	cp := store.Checkpoint{Task: t.cfg.Name}
-	t.cache.Collect(&cp)
-	t.collectPositions(&cp)
-	t.chainCollect(&cp)
-	if len(cp.Keys) > 0 || len(cp.Positions) > 0 || len(cp.Chain) > 0 {
-		// The changelog first: the store must never hold what the changelog lacks.
-		if err := t.produceChangelog(&cp); err != nil {
-			return err
-		}
-		if err := t.cfg.Store.Commit(&cp); err != nil {
-			return fmt.Errorf("checkpoint: %w", err)
-		}
-		if err := t.chainCommitted(&cp); err != nil {
-			return fmt.Errorf("checkpoint: %w", err)
-		}
-		for _, sp := range cp.Positions {
-			t.streams[sp.Stream].durable = sp.Position
-		}
-		t.commitKafka(cp.Positions)
-		t.timersCommitted()
-		t.stats.Checkpoints++
-		t.cache.Evict()
+	w := &cpWork{cp: store.Checkpoint{Task: t.cfg.Name}, start: start}
+	cp := &w.cp
+	t.cache.Collect(cp)
+	t.timersCollected()
+	t.collectPositions(cp)
+	t.chainCollect(cp)
+	if len(cp.Keys) == 0 && len(cp.Positions) == 0 && len(cp.Chain) == 0 {
+		return t.afterCommit(w)
 	}
+	w.cl = t.planChangelog(cp)
+	t.flight = w
+	if t.pipe == nil {
+		t.commitWork(w)
+		return t.checkpointed(w)
+	}
+	t.pipe.send(w)
+	return nil
+}
+
+// checkpointWait is checkpoint, then waits until the store holds it: for what reads the store
+// next.
+func (t *Task) checkpointWait() error {
+	if err := t.checkpoint(); err != nil {
+		return err
+	}
+	return t.awaitCheckpoint()
+}
+
+// checkpointDue takes a checkpoint the interval (or the sinks, or a chain log) made due: at
+// once, or when the one in flight is reported.
+func (t *Task) checkpointDue() error {
+	if t.flight != nil {
+		t.cpDue = true
+		return nil
+	}
+	return t.checkpoint()
+}
+
+// awaitCheckpoint waits for the checkpoint in flight, if any, and does what follows its commit.
+// After a failed checkpoint it returns that failure: nothing is committed after it.
+func (t *Task) awaitCheckpoint() error {
+	if t.flight != nil {
+		return t.checkpointed(t.pipe.wait())
+	}
+	return t.cpFailed
+}
+
+// commitWork writes w's changelog records and waits for them, then commits w to the store. It
+// runs on the checkpoint goroutine (or inline) and touches nothing of the loop's but the
+// changelog writer, which only checkpoints use.
+func (t *Task) commitWork(w *cpWork) {
+	if w.cl != nil {
+		// The changelog first: the store must never hold what the changelog lacks.
+		if w.next, w.err = t.produceChangelog(w.cl); w.err != nil {
+			return
+		}
+	}
+	if err := t.cfg.Store.Commit(&w.cp); err != nil {
+		w.err = fmt.Errorf("checkpoint: %w", err)
+	}
+}
+
+// checkpointed does what follows the commit of w, the checkpoint in flight: the streams'
+// positions become durable, the group offsets are committed, the committed timers leave the
+// loop's maps, the cache may evict. A failed w halts the task (its error).
+func (t *Task) checkpointed(w *cpWork) error {
+	t.flight = nil
+	if w.err != nil {
+		t.cpFailed = w.err
+		return w.err
+	}
+	cp := &w.cp
+	if w.cl != nil {
+		t.changelogWritten(w.cl, w.next)
+	}
+	if err := t.chainCommitted(cp); err != nil {
+		t.cpFailed = fmt.Errorf("checkpoint: %w", err)
+		return t.cpFailed
+	}
+	for _, sp := range cp.Positions {
+		if st := t.streams[sp.Stream]; st != nil {
+			st.durable = sp.Position
+		}
+	}
+	t.commitKafka(cp.Positions)
+	t.timersCommitted()
+	t.stats.Checkpoints++
+	t.cache.Evict()
+	return t.afterCommit(w)
+}
+
+// afterCommit ends a checkpoint, committed or with nothing to commit.
+func (t *Task) afterCommit(w *cpWork) error {
 	t.commitStarts()
-	if err := t.replaysCaughtUp(); err != nil {
+	err := t.replaysCaughtUp()
+	t.publish()
+	t.meters.checkpointSeconds.Observe(time.Since(w.start).Seconds())
+	if err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
-	t.publish()
 	return nil
 }
 

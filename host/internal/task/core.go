@@ -15,7 +15,8 @@ import (
 //	ingest(chunk)           a chunk of records read from a file or stdin input
 //	ingestKafka(fetch)      a fetch of one Kafka partition
 //	finish(job)             a worker returned a job (a batch or a tick)
-//	checkpoint()            the checkpoint interval elapsed (also called by the core itself)
+//	checkpointDue()         the checkpoint interval elapsed (checkpoint, also called by the core itself)
+//	checkpointed(work)      the checkpoint goroutine committed the checkpoint in flight (or failed)
 //	serve(request)          Switch (a deploy), Pause or Resume
 //	onAssign/onRevoke/onLost  a Kafka rebalance
 //	onRestored              exactly-once: an assignment's partitions were restored beside the loop
@@ -28,8 +29,9 @@ import (
 // Actions out, in t.out, which the driver carries out after every call into the core
 // (carryOut): jobs to hand to the workers, consumer pauses, resumes and offset commits, and
 // replies to the goroutines that asked something of the loop. State, marks and positions are
-// committed to the store by checkpoint itself, and outputs and dead letters go to the sinks as
-// they are applied: both are synchronous calls the core makes.
+// collected by checkpoint and committed by the driver's checkpoint goroutine (checkpoint.go);
+// outputs and dead letters go to the sinks as they are applied, a synchronous call the core
+// makes.
 
 // actions is what the core asks the driver to do; the driver does it in this order: consumer
 // calls, jobs, replies (a reply may tell a rebalance callback that the consumer may go on, so it
@@ -90,10 +92,11 @@ func (t *Task) step() (turn, error) {
 }
 
 // afterEvent checkpoints early when the sinks hold too much (maxHeldOutputs) or the entries
-// emitted to a chain log reach its readers' bound.
+// emitted to a chain log reach its readers' bound, and takes a checkpoint that fell due while
+// another was in flight once that one was reported.
 func (t *Task) afterEvent() error {
-	if (!t.eos() && t.sinksFull()) || t.chainPendingFull() {
-		return t.checkpoint()
+	if (!t.eos() && t.sinksFull()) || t.chainPendingFull() || t.cpDue {
+		return t.checkpointDue()
 	}
 	return nil
 }

@@ -236,7 +236,7 @@ func (t *Task) feedMigrations() error {
 	}
 	if !t.passes[0].started {
 		// A new pass reads the store: commit first, so that it sees every key written so far.
-		if err := t.checkpoint(); err != nil {
+		if err := t.checkpointWait(); err != nil {
 			return err
 		}
 	}

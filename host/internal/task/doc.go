@@ -13,13 +13,16 @@
 //     state updated, and actions out in Task.out: jobs for the workers, consumer pauses, resumes
 //     and offset commits, and replies to the goroutines waiting on the loop. Task.step does the
 //     work of a turn that no event triggers (due timers and ticks, migrations, dispatch, drained
-//     revokes and barriers) and says when to wake. The core calls the store (a checkpoint commits
-//     synchronously), the sinks and, in exactly-once mode, the consumer's EndTxn directly; it
-//     starts no goroutine and never waits on a channel. TestCore drives it step by step with the
-//     golden scripts of testdata.
+//     revokes and barriers) and says when to wake. The core calls the store, the sinks and, in
+//     exactly-once mode, the consumer's EndTxn directly; it starts no goroutine. A checkpoint it
+//     collects goes to the driver's checkpoint goroutine (cpPipe.send) and comes back as an
+//     event (checkpointed); where the core must have it committed before it goes on, it waits
+//     through the driver (cpPipe.wait), the one wait it makes. Without a driver (pipe nil) a
+//     checkpoint commits inline. TestCore drives it step by step with the golden scripts of
+//     testdata.
 //   - The driver (driver.go) owns the goroutines and channels. Run calls start functions —
-//     startInputs, startKafkaInput, startWorkers — each returning the function that stops what it
-//     started, runs the loop (drive: one select over every event source, then carryOut to do
+//     startInputs, startKafkaInput, startWorkers, startCheckpointer — each returning the
+//     function that stops what it started, runs the loop (drive: one select over every event source, then carryOut to do
 //     what the core asked), finishes the jobs in flight, takes the last checkpoint and calls the
 //     stop functions in reverse order.
 //
@@ -30,9 +33,10 @@
 //	dispatch.go   back-pressure to the readers (applyFlow) and batches to free workers (dispatch)
 //	finish.go     jobs back: finish, succeeded, itemFailed (split, retry, backoff), exhausted
 //	apply.go      a successful job's writes, timers and outputs into the cache and the sink
-//	checkpoint.go checkpoint (state, marks and positions to the store), publish, logProgress
+//	checkpoint.go checkpoint (collected on the loop, committed off it: cpWork, commitWork,
+//	              checkpointed), checkpointWait, publish, logProgress
 //	core.go       the core's events and actions, step
-//	driver.go     Run and its start/stop functions, drive, carryOut
+//	driver.go     Run and its start/stop functions, the checkpoint goroutine (cpPipe), drive, carryOut
 //	job.go        jobs and groups; the worker (work, runUnit, runTick) and its state environment
 //	timers.go     watermarks, timers (fireDue, collectDue, applyTimer) and partition ticks
 //	deploy.go     versions, Switch/Pause/Resume (serve), activation migration passes
@@ -64,18 +68,23 @@
 //
 // # Checkpoints
 //
-// checkpoint (checkpoint.go) flushes the sinks, then commits the dirty cache entries with their marks
-// and each stream's committable position in one store.Checkpoint, writes the changelog and has
-// the driver commit the Kafka offsets. It runs every Config.Checkpoint (the driver's ticker), when
-// the sinks hold too much (afterEvent), before a job whose writes would overflow a key's store
-// transaction (finish), before a tick and before an activation migration pass (both read the
-// store), when a revoke has drained, and once more when Run ends. In exactly-once mode state
-// commits with each Kafka transaction instead (commitTxn, at a barrier).
+// checkpoint (checkpoint.go) flushes the sinks and collects the dirty cache entries with their
+// marks and each stream's committable position in one store.Checkpoint; the checkpoint goroutine
+// writes the changelog, then commits it to the store; reported back (checkpointed), the loop has
+// the driver commit the Kafka offsets. One checkpoint is in flight at most: the loop goes on
+// meanwhile, and collects the next only once it was reported. It runs every Config.Checkpoint
+// (the driver's ticker), when the sinks hold too much (afterEvent), before a job whose writes
+// would overflow a key's store transaction (finish), when a revoke has drained, before a tick and
+// before an activation migration pass (these three wait for the commit: checkpointWait), and
+// once more when Run ends. In exactly-once mode state commits with each Kafka transaction
+// instead (commitTxn, at a barrier), on the loop.
 //
 // # Goroutines and locks
 //
 // The loop goroutine (drive) alone calls the core, so the core's state — streams, scheduler,
-// trackers, the cache's map, the sinks, t.stats — has no lock. Workers own a job between its
+// trackers, the cache's map, the sinks, t.stats — has no lock. The checkpoint goroutine
+// (startCheckpointer) owns the checkpoint in flight between send and report, and reads only it,
+// the store and the changelog writer. Workers own a job between its
 // send and its return on t.results; the cache entries it pins are theirs meanwhile. Other
 // goroutines reach the loop only through channels: readers (chunks), the Kafka poller (fetches),
 // the group's rebalance callbacks and the exactly-once barrier (requests answered by a reply in

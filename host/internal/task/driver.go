@@ -59,6 +59,7 @@ func (t *Task) Run(ctx context.Context) error {
 		return err
 	}
 	stops = append(stops, stopWorkers)
+	stops = append(stops, t.startCheckpointer())
 
 	err = t.drive(ctx, chunks, instErr)
 	loopDone()
@@ -94,7 +95,8 @@ func (t *Task) finishRun(waitPoller func()) error {
 			err = t.finalTxn()
 		}
 		t.publish()
-	} else if cerr := t.checkpoint(); cerr != nil && err == nil {
+	} else if cerr := t.checkpointWait(); cerr != nil && err == nil {
+		// A checkpoint in flight is waited for (or its failure) before the last one.
 		err = cerr
 	}
 	t.carryOut()
@@ -233,6 +235,53 @@ func (t *Task) startWorkers(workCtx context.Context, instErr chan<- error) (stop
 	return stop, nil
 }
 
+// cpPipe is the checkpoint goroutine (startCheckpointer) as the loop sees it: at most one
+// checkpoint in flight (Task.flight), so neither channel ever holds more than one.
+type cpPipe struct {
+	in  chan *cpWork // to the goroutine
+	out chan *cpWork // back, committed or failed
+}
+
+// send hands w to the checkpoint goroutine; it never blocks (nothing else is in flight).
+func (p *cpPipe) send(w *cpWork) { p.in <- w }
+
+// wait returns the checkpoint in flight once the goroutine is done with it.
+func (p *cpPipe) wait() *cpWork { return <-p.out }
+
+// startCheckpointer starts the checkpoint goroutine, which writes each checkpoint the loop hands
+// it to the changelog and commits it to the store (commitWork), off the loop. Its stop waits for
+// it (the loop has waited for the last checkpoint by then: finishRun). Exactly-once tasks commit
+// with their transactions, on the loop: none is started.
+func (t *Task) startCheckpointer() (stop func()) {
+	if t.eos() {
+		return func() {}
+	}
+	p := &cpPipe{in: make(chan *cpWork, 1), out: make(chan *cpWork, 1)}
+	var done sync.WaitGroup
+	done.Add(1)
+	go func() {
+		defer done.Done()
+		for w := range p.in {
+			t.commitWork(w)
+			p.out <- w
+		}
+	}()
+	t.pipe = p
+	return func() {
+		close(p.in)
+		done.Wait()
+	}
+}
+
+// checkpointReports is the channel of the checkpoint goroutine's reports; nil (never ready)
+// without one.
+func (t *Task) checkpointReports() chan *cpWork {
+	if t.pipe == nil {
+		return nil
+	}
+	return t.pipe.out
+}
+
 // drive is the task's loop: the only goroutine that calls the core, so the only one that touches
 // the scheduler, the trackers, the cache's map and the sinks. It returns nil when the task is
 // done or ctx is, and the error that stops the task otherwise.
@@ -269,12 +318,14 @@ func (t *Task) drive(ctx context.Context, chunks <-chan source.Chunk, instErr <-
 		case req := <-t.kafkaRevokes():
 			t.onRevoke(req)
 		case req := <-t.kafkaLosses():
-			t.onLost(req)
+			err = t.onLost(req)
 		case req := <-t.kafkaBarriers():
 			t.barrier = &req
 		case err = <-t.kafkaErr:
 		case <-tick.C:
-			err = t.checkpoint()
+			err = t.checkpointDue()
+		case w := <-t.checkpointReports():
+			err = t.checkpointed(w) // then afterEvent takes the one that fell due meanwhile
 		case r := <-t.ctl:
 			t.serve(context.WithoutCancel(ctx), r)
 		case <-progress.C:

@@ -81,12 +81,16 @@ func (t *Task) serveBarrier() error {
 func (t *Task) commitTxn(startTicks bool) error {
 	cp := store.Checkpoint{Task: t.cfg.Name}
 	t.cache.Collect(&cp)
+	t.timersCollected()
 	// Changes of a partition revoked since the last commit (a firing or tick after it) belong to
 	// this transaction, which the revoke aborts anyway; they never reach the store.
 	cp.Keys = slices.DeleteFunc(cp.Keys, func(kw store.KeyWrites) bool { return t.streams[kw.Stream] == nil })
 	t.collectPositions(&cp)
-	if _, err := t.writeChangelog(&cp); err != nil {
-		return err
+	pl := t.planChangelog(&cp)
+	if pl != nil {
+		if err := t.writeChangelog(pl); err != nil {
+			return err
+		}
 	}
 	waited := t.waitingOnCluster()
 	next, ferr := t.flushTxn()
@@ -113,7 +117,7 @@ func (t *Task) commitTxn(startTicks bool) error {
 		return t.txnFailed(ferr)
 	}
 	t.txnFailingSince = time.Time{}
-	if err := t.committedTxn(&cp, next); err != nil {
+	if err := t.committedTxn(&cp, pl, next); err != nil {
 		return err
 	}
 	if !idle {
@@ -175,8 +179,11 @@ func (t *Task) flushTxn() (next map[int32]int64, ferr error) {
 
 // committedTxn brings the store up to the transaction Kafka committed: its keys and positions
 // (each position's resume offset past the changelog records written), then the counts.
-func (t *Task) committedTxn(cp *store.Checkpoint, next map[int32]int64) error {
-	t.changelogWritten(cp, next)
+func (t *Task) committedTxn(cp *store.Checkpoint, pl *changelogPlan, next map[int32]int64) error {
+	if pl != nil {
+		pl.resume(next)
+	}
+	t.changelogWritten(pl, next)
 	if len(cp.Keys) == 0 && len(cp.Positions) == 0 {
 		return nil
 	}

@@ -236,6 +236,11 @@ func (t *Task) startKafka() error {
 // the task. Exactly once, the partitions' restore runs beside the loop (assignAside) and
 // onRestored opens them.
 func (t *Task) onAssign(req assignReq) error {
+	// The checkpoint in flight lands first: an assignment reads and restores the store.
+	if err := t.awaitCheckpoint(); err != nil {
+		t.reply(func() { req.reply <- assignReply{err: err} })
+		return err
+	}
 	n := int32(0)
 	if t.changelog != nil {
 		// None of the partitions is read before the reply, which waits for every restore: the
@@ -641,7 +646,9 @@ func (t *Task) finishRevokes() error {
 	if len(ready) == 0 {
 		return nil
 	}
-	err := t.checkpoint()
+	// The partitions are handed over only once the store (and the changelog) hold their last
+	// checkpoint.
+	err := t.checkpointWait()
 	for _, pr := range ready {
 		offs := map[kafka.TopicPartition]int64{}
 		for _, st := range pr.streams {
@@ -656,8 +663,11 @@ func (t *Task) finishRevokes() error {
 	return err
 }
 
-// onLost drops the partitions at once, without committing anything.
-func (t *Task) onLost(req lostReq) {
+// onLost drops the partitions at once, without committing anything more: the checkpoint in
+// flight, collected before the loss, lands first (as it would have before the loss was heard of
+// had it committed on the loop).
+func (t *Task) onLost(req lostReq) error {
+	err := t.awaitCheckpoint()
 	for _, tp := range req.parts {
 		if st := t.kafka.streams[tp]; st != nil {
 			t.pending -= len(t.sched.RemoveStream(st.id))
@@ -666,6 +676,7 @@ func (t *Task) onLost(req lostReq) {
 		}
 	}
 	t.reply(func() { req.reply <- struct{}{} })
+	return err
 }
 
 // dropStream forgets a stream. Results of its batches still in flight are discarded when they

@@ -177,6 +177,11 @@ func (t *Task) answerQueries() {
 // checkpoint are only there), merged, in the store's key order (keyOrder), up to the limit. A
 // prefix does not narrow the store's walk: keys sort by length first.
 func (t *Task) listKeys(q *queryReq) error {
+	// The store's keys are those of the checkpoints committed: the one in flight lands first
+	// (a key it deletes would be listed otherwise).
+	if err := t.awaitCheckpoint(); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	var keys [][]byte
 	add := func(k []byte) bool {

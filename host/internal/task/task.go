@@ -276,6 +276,16 @@ type Task struct {
 	// txnFailingSince is when the first of the transactions that aborted in a row since the last
 	// commit aborted; zero when the last one committed (txnFailed).
 	txnFailingSince time.Time
+
+	// The checkpoint pipeline (checkpoint.go): flight is the checkpoint collected and handed to
+	// the driver's checkpoint goroutine (pipe) and not yet reported back; cpDue says a checkpoint
+	// fell due meanwhile and is taken when flight is reported; cpFailed is the error of a
+	// checkpoint that failed: nothing is committed after it. pipe is nil where no driver runs
+	// one (TestCore, exactly-once mode): checkpoints then commit inline.
+	flight   *cpWork
+	pipe     *cpPipe
+	cpDue    bool
+	cpFailed error
 }
 
 type attemptKey struct {

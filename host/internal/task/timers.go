@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"container/heap"
+	"maps"
 	"math"
 	"slices"
 	"time"
@@ -19,6 +20,8 @@ import (
 //
 // A timer lives in the store (committed with its key's state, S9) and, until the next checkpoint,
 // in the stream's dirty map, which overrides the store: the set or delete the loop applied last.
+// A checkpoint collected and not yet committed holds its ops in the committing map, which the
+// dirty map overrides and which overrides the store (the commit lands while the loop reads it).
 // Due timers are found from two ordered sources, never by scanning all timers: the store's due
 // index (read from a cursor that only moves forward until the next commit changes the index) and a
 // heap of the dirty sets. A due timer becomes a firing: an item in its key's queue, so it never
@@ -47,11 +50,12 @@ type streamTime struct {
 	ended    bool      // a finite input was read to its end and is done: the watermark is the end of time
 	lastRead time.Time // when the stream last had a record (idle timeout)
 
-	dirty  map[timerID]dirtyTimer
-	heaps  [2]dueHeap         // dirty sets by due time, per domain (entries may be stale)
-	queued map[timerID]*item  // firings queued or in flight
-	after  [2]*store.TimerRef // the store's due index is read after this, until the next commit
-	next   [2]int64           // the store's next due time after `after`; math.MinInt64: unknown
+	dirty      map[timerID]dirtyTimer
+	committing map[timerID]dirtyTimer // the dirty ops of the checkpoint in flight (timersCollected)
+	heaps      [2]dueHeap             // dirty sets by due time, per domain (entries may be stale)
+	queued     map[timerID]*item      // firings queued or in flight
+	after      [2]*store.TimerRef     // the store's due index is read after this, until the next commit
+	next       [2]int64               // the store's next due time after `after`; math.MinInt64: unknown
 
 	// The watermark a checkpoint persists is that of the committed prefix: the highest timestamp
 	// of the records below the committed position. A restart replays the records after it in
@@ -69,7 +73,7 @@ type streamTime struct {
 func newStreamTime(now time.Time, tickEvery time.Duration) streamTime {
 	tm := streamTime{
 		maxTs: -1, wm: -1, lastRead: now, prefixMaxTs: -1,
-		dirty: map[timerID]dirtyTimer{}, queued: map[timerID]*item{},
+		dirty: map[timerID]dirtyTimer{}, committing: map[timerID]dirtyTimer{}, queued: map[timerID]*item{},
 		next: [2]int64{math.MinInt64, math.MinInt64},
 	}
 	if tickEvery > 0 {
@@ -150,16 +154,51 @@ func (h *dueHeap) Pop() any {
 	return e
 }
 
-// timerCommitted forgets the dirty timers once a checkpoint made them durable: from now on the
-// store's index holds them.
+// timersCollected moves the dirty timers into the checkpoint being collected (committing): ops
+// applied from now on go to the next one.
+func (t *Task) timersCollected() {
+	for _, st := range t.order {
+		tm := &st.tm
+		if len(tm.committing) == 0 {
+			tm.committing, tm.dirty = tm.dirty, tm.committing
+			continue
+		}
+		maps.Copy(tm.committing, tm.dirty)
+		clear(tm.dirty)
+	}
+}
+
+// timersCommitted forgets the committing timers once their checkpoint made them durable: from
+// now on the store's index holds them. The heaps keep the dirty sets applied since.
 func (t *Task) timersCommitted() {
 	for _, st := range t.order {
 		tm := &st.tm
-		clear(tm.dirty)
-		tm.heaps[0], tm.heaps[1] = tm.heaps[0][:0], tm.heaps[1][:0]
+		clear(tm.committing)
+		for d := range tm.heaps {
+			h := tm.heaps[d]
+			kept := h[:0]
+			for _, e := range h {
+				if op, ok := tm.dirty[e.id]; ok && !op.del && op.domain == int32(d) && op.due == e.due {
+					kept = append(kept, e)
+				}
+			}
+			clear(h[len(kept):])
+			tm.heaps[d] = kept
+			heap.Init(&tm.heaps[d])
+		}
 		tm.after = [2]*store.TimerRef{}
 		tm.next = [2]int64{math.MinInt64, math.MinInt64}
 	}
+}
+
+// uncommitted returns the op the loop applied last to the timer and not yet committed: the dirty
+// one, else the committing one.
+func (tm *streamTime) uncommitted(id timerID) (dirtyTimer, bool) {
+	if op, ok := tm.dirty[id]; ok {
+		return op, true
+	}
+	op, ok := tm.committing[id]
+	return op, ok
 }
 
 // applyTimer records a timer op of a succeeded unit (or the implicit delete of a fired timer).
@@ -244,7 +283,7 @@ func (t *Task) collectDue(st *stream, d int, upTo int64, budget *int) error {
 		next, ok, err := t.cfg.Store.DueTimers(t.cfg.Name, st.id, uint8(d), upTo, tm.after[d], *budget, func(tr store.Timer) bool {
 			tm.after[d] = &store.TimerRef{Due: tr.Due, Key: tr.Key, Name: tr.Name}
 			id := timerID{string(tr.Key), string(tr.Name)}
-			if _, ok := tm.dirty[id]; ok {
+			if _, ok := tm.uncommitted(id); ok {
 				return true // the dirty op decides (a set is in the heap)
 			}
 			if _, ok := tm.queued[id]; ok {
@@ -265,7 +304,7 @@ func (t *Task) collectDue(st *stream, d int, upTo int64, budget *int) error {
 	h := &tm.heaps[d]
 	for len(cands)-fromStore < *budget && h.Len() > 0 && (*h)[0].due <= upTo {
 		e := heap.Pop(h).(dueEntry)
-		op, ok := tm.dirty[e.id]
+		op, ok := tm.uncommitted(e.id)
 		if !ok || op.del || op.domain != int32(d) || op.due != e.due {
 			continue // stale: replaced or deleted since
 		}
@@ -478,7 +517,7 @@ func (t *Task) tickDue() error {
 			continue
 		}
 		// Everything the tick may read is committed first: it reads the store, not the cache.
-		if err := t.checkpoint(); err != nil {
+		if err := t.checkpointWait(); err != nil {
 			return err
 		}
 		tm.tickWaiting, tm.tickRunning = false, true

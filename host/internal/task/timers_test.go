@@ -774,3 +774,42 @@ func TestPendingTimersStats(t *testing.T) {
 	r2.waitLines("log fired", 5)
 	r2.waitPending(0)
 }
+
+// TestTimerOpsDuringCheckpointInFlight: the timer ops applied while a checkpoint is in flight
+// (collected, not yet committed) override the ones it carries and survive its commit, with
+// their due-heap entries; the ones it carries are forgotten only then. Before the pipeline,
+// timersCommitted forgot every dirty op, those applied since the collect included.
+func TestTimerOpsDuringCheckpointInFlight(t *testing.T) {
+	st := &stream{tm: newStreamTime(time.UnixMilli(0), 0)}
+	tk := &Task{order: []*stream{st}}
+	tm := &st.tm
+	a, b := timerID{"k", "a"}, timerID{"k", "b"}
+	set := func(id timerID, due int64) {
+		tm.dirty[id] = dirtyTimer{due: due}
+		tm.heaps[0] = append(tm.heaps[0], dueEntry{due: due, id: id})
+	}
+	set(a, 10)
+	tk.timersCollected() // checkpoint N takes a's set
+	if op, ok := tm.uncommitted(a); !ok || op.due != 10 || len(tm.dirty) != 0 {
+		t.Fatalf("after the collect: a = %+v, %v; dirty %v", op, ok, tm.dirty)
+	}
+	// While N is in flight: b is set, a deleted.
+	set(b, 20)
+	tm.dirty[a] = dirtyTimer{del: true}
+	if op, _ := tm.uncommitted(a); !op.del {
+		t.Fatalf("a = %+v while N is in flight, want the delete applied since", op)
+	}
+	tk.timersCommitted() // N committed
+	if len(tm.committing) != 0 {
+		t.Errorf("committing after the commit: %v", tm.committing)
+	}
+	if op, ok := tm.uncommitted(b); !ok || op.due != 20 {
+		t.Errorf("b = %+v, %v after N's commit, want its set (due 20)", op, ok)
+	}
+	if op, ok := tm.uncommitted(a); !ok || !op.del {
+		t.Errorf("a = %+v, %v after N's commit, want its delete", op, ok)
+	}
+	if len(tm.heaps[0]) != 1 || tm.heaps[0][0].id != b {
+		t.Errorf("due heap after N's commit: %v, want b's entry alone", tm.heaps[0])
+	}
+}
