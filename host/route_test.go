@@ -145,10 +145,13 @@ func TestQueryStateAcrossHosts(t *testing.T) {
 	// all asks every host for every key; it returns the first wrong answer, and counts the
 	// exact ones, the forwarded ones among them, and the 503s.
 	type tally struct{ exact, forwarded, unavailable int }
+	var hostsMu sync.Mutex
 	all := func(members []int) (tally, error) {
 		var n tally
 		for _, m := range members {
+			hostsMu.Lock() // the hosts change while the clients below ask
 			addr := hosts[m].Host.AdminAddr()
+			hostsMu.Unlock()
 			for user, words := range want {
 				code, s, retry, err := getState(addr, "reader", user)
 				switch {
@@ -295,9 +298,14 @@ func TestQueryStateAcrossHosts(t *testing.T) {
 	if err := hosts[2].Stop(); err != nil {
 		t.Fatal(err)
 	}
+	hostsMu.Lock()
 	delete(hosts, 2)
+	hostsMu.Unlock()
 	settled([]int{0, 1})
-	hosts[3] = hosttest.Start(t, cfgFor(3))
+	h3 := hosttest.Start(t, cfgFor(3))
+	hostsMu.Lock()
+	hosts[3] = h3
+	hostsMu.Unlock()
 	settled([]int{0, 1, 3})
 	close(stop)
 	wg.Wait()
