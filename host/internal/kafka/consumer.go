@@ -125,10 +125,19 @@ type ConsumerConfig struct {
 	// Advertise, if set, returns the address of this host's admin API, which the member
 	// advertises to the group at every join (advertise.go; "" advertises none).
 	Advertise func() string
+	// MetadataMaxAge is how often the client reads the topics' metadata again at most, which
+	// is how soon partitions added to an input topic are noticed (the group's leader then
+	// rebalances them in). Default DefaultMetadataMaxAge.
+	MetadataMaxAge time.Duration
 }
 
 // DefaultUnreachableTimeout is ConsumerConfig.UnreachableTimeout's default.
 const DefaultUnreachableTimeout = 2 * time.Minute
+
+// DefaultMetadataMaxAge is ConsumerConfig.MetadataMaxAge's default. franz-go's and Kafka's own
+// (metadata.max.age.ms) is 5 minutes, during which records produced to an added partition wait
+// unread; one metadata request per member every 10 s costs the cluster next to nothing.
+const DefaultMetadataMaxAge = 10 * time.Second
 
 // Bounds are a partition's offsets for a bounded run (ConsumerConfig.Bounded): its log start
 // offset when the partition was assigned, and its end offset when the consumer first listed the
@@ -211,6 +220,9 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 	if c.unreachableTimeout <= 0 {
 		c.unreachableTimeout = DefaultUnreachableTimeout
 	}
+	if cc.MetadataMaxAge <= 0 {
+		cc.MetadataMaxAge = DefaultMetadataMaxAge
+	}
 	opts = append(opts,
 		kgo.ConsumerGroup(cc.Group),
 		kgo.ConsumeTopics(cc.Topics...),
@@ -229,6 +241,8 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		kgo.AdjustFetchOffsetsFn(c.adjust),
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.lost),
+		kgo.MetadataMaxAge(cc.MetadataMaxAge),
+		kgo.MetadataMinAge(min(5*time.Second, cc.MetadataMaxAge)),
 	)
 	if cc.SessionTimeout > 0 {
 		// Heartbeats at a third of the session (franz-go's default of 3 s would outlast a short one).

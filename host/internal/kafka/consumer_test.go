@@ -158,3 +158,23 @@ func TestConsumerFencedByItsInstanceID(t *testing.T) {
 		t.Fatalf("the second consumer lost %d partitions after the first one closed", lost)
 	}
 }
+
+// TestConsumerPicksUpAddedPartitions: partitions added to an input topic while the consumer
+// runs are assigned to it within DefaultMetadataMaxAge, not franz-go's 5 minutes of metadata
+// age, during which their records waited unread (the waitFor gives up after a minute).
+func TestConsumerPicksUpAddedPartitions(t *testing.T) {
+	_, cfg := testCluster(t, kfake.SeedTopics(2, "in"))
+	_, h, done := runConsumer(t, cfg, "member-1")
+	waitFor(t, "the first assignment", done, func() bool { a, _ := h.counts(); return a == 2 })
+
+	resp, err := testAdmin(t, cfg).CreatePartitions(testCtx(t), 2, "in")
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	added := time.Now()
+	waitFor(t, "the added partitions assigned", done, func() bool { a, _ := h.counts(); return a == 4 })
+	t.Logf("the added partitions were assigned %v after they were added", time.Since(added).Round(time.Millisecond))
+}
