@@ -171,6 +171,14 @@ type Consumer struct {
 
 	counts partCounts // the topics' partition counts, for Describe
 
+	// StartAt "latest": the topics' partition counts at the first assignment (the group
+	// goroutine's alone). A partition added later, without a committed offset, starts at its
+	// beginning: every record in it arrived after the task started, which is what latest means,
+	// while its end would skip those produced before the group noticed the partition.
+	latest        bool
+	partsAtStart  map[string]int32
+	partsListedAt bool
+
 	// The cluster's reachability, Run's goroutine only (health).
 	unreachableTimeout time.Duration
 	reachable          func(bool)
@@ -216,7 +224,7 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 	c := &Consumer{ready: make(chan struct{}), log: cfg.Logger, connectTimeout: cfg.ConnectTimeout, max: cc.MaxPollRecords, handler: cc.Handler, paused: map[TopicPartition]bool{}, start: start,
 		bounded: cc.Bounded, topics: cc.Topics, bounds: map[TopicPartition]Bounds{},
 		unreachableTimeout: cc.UnreachableTimeout, reachable: cc.Reachable,
-		group: cc.Group, instanceID: cc.InstanceID, base: slices.Clone(opts)}
+		group: cc.Group, instanceID: cc.InstanceID, base: slices.Clone(opts), latest: cc.StartAt == "latest"}
 	if c.unreachableTimeout <= 0 {
 		c.unreachableTimeout = DefaultUnreachableTimeout
 	}
@@ -408,6 +416,9 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 			return nil, err
 		}
 	}
+	if c.latest {
+		c.addedFromStart(ctx, offs, committed)
+	}
 	start, err := c.handler.Assigned(ctx, committed, c.endOffsets(ctx, fresh), c.topicIDs(ctx, fresh), c.externalCommits(ctx, committed))
 	if err != nil {
 		return nil, err
@@ -418,6 +429,40 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 		}
 	}
 	return offs, nil
+}
+
+// addedFromStart (StartAt "latest") starts the partitions without a committed offset that were
+// added to their topics after the first assignment at their beginning instead of their end. The
+// first call lists the topics' partition counts; while that fails, no partition counts as added.
+func (c *Consumer) addedFromStart(ctx context.Context, offs map[string]map[int32]kgo.Offset, committed map[TopicPartition]int64) {
+	if !c.partsListedAt {
+		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		details, err := kadm.NewClient(c.cl).ListTopics(lctx, c.topics...)
+		cancel()
+		if err == nil {
+			err = details.Error()
+		}
+		if err != nil {
+			if c.log != nil {
+				c.log.Warn("kafka: listing the input topics' partitions failed; start_at latest starts the partitions assigned now at their end", "err", err)
+			}
+			return
+		}
+		c.partsAtStart, c.partsListedAt = map[string]int32{}, true
+		for name, d := range details {
+			c.partsAtStart[name] = int32(len(d.Partitions))
+		}
+		return
+	}
+	for tp, v := range committed {
+		if n, ok := c.partsAtStart[tp.Topic]; ok && v < 0 && tp.Partition >= n {
+			offs[tp.Topic][tp.Partition] = kgo.NewOffset().AtStart()
+			if c.log != nil {
+				c.log.Info("kafka: a partition added to the topic since the task started: read from its beginning (start_at latest)",
+					"topic", tp.Topic, "partition", tp.Partition)
+			}
+		}
+	}
 }
 
 // TopicID is a Kafka topic's id (Kafka 2.8 and later): a topic deleted and created again under
