@@ -24,6 +24,7 @@ import (
 // (`changelog topic "wc-changelog" has 4 partitions, but 6 are needed`), advising to delete the
 // changelog and with it every partition's state.
 func TestKafkaInputPartitionsAdded(t *testing.T) {
+	t.Parallel() // it mostly waits for the metadata age, on a cluster of its own
 	module := guestbuild.Go(t, "wordcount")
 	c := newCluster(t, "words", "counts")
 	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))

@@ -165,6 +165,7 @@ func TestConsumerFencedByItsInstanceID(t *testing.T) {
 // runs are assigned to it within DefaultMetadataMaxAge, not franz-go's 5 minutes of metadata
 // age, during which their records waited unread (the waitFor gives up after a minute).
 func TestConsumerPicksUpAddedPartitions(t *testing.T) {
+	t.Parallel() // it mostly waits for the metadata age, on a cluster of its own
 	_, cfg := testCluster(t, kfake.SeedTopics(2, "in"))
 	_, h, done := runConsumer(t, cfg, "member-1")
 	waitFor(t, "the first assignment", done, func() bool { a, _ := h.counts(); return a == 2 })
@@ -186,6 +187,7 @@ func TestConsumerPicksUpAddedPartitions(t *testing.T) {
 // and they were produced before the group noticed the partition. Before, it started at its end
 // and those records were skipped for good.
 func TestConsumerLatestReadsAddedPartitions(t *testing.T) {
+	t.Parallel() // it mostly waits for the metadata age, on a cluster of its own
 	_, cfg := testCluster(t, kfake.SeedTopics(2, "in"))
 	produce := func(p int32, v string) {
 		t.Helper()
