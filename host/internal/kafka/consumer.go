@@ -706,7 +706,14 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 			return
 		}
 		// Retryable fetch errors are retried by the client; report what reaches us.
-		if fatal == nil && !kgo.IsRetryableBrokerErr(err) {
+		switch {
+		case fatal != nil || kgo.IsRetryableBrokerErr(err):
+		case errors.Is(err, kerr.UnknownTopicID):
+			// The client fetches by topic id: the topic it was assigned is gone.
+			fatal = fmt.Errorf("kafka: fetching %s/%d: input topic %s was deleted while the task read it "+
+				"(a topic created again under its name is a new topic: to process it, reset the task: "+
+				"wasmstream reset --task <task> --to earliest): %w", t, p, t, err)
+		default:
 			fatal = fmt.Errorf("kafka: fetching %s/%d: %w", t, p, err)
 		}
 	})

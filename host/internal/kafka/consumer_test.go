@@ -246,3 +246,27 @@ func TestConsumerLatestReadsAddedPartitions(t *testing.T) {
 		t.Error("read the record produced before the start")
 	}
 }
+
+// TestConsumerInputTopicDeleted: an input topic deleted while the consumer reads it fails Run
+// with an error that says so. Before, it said only `UNKNOWN_TOPIC_ID: This server does not
+// host this topic ID`.
+func TestConsumerInputTopicDeleted(t *testing.T) {
+	t.Parallel() // it mostly waits for the client's retries, on a cluster of its own
+	_, cfg := testCluster(t, kfake.SeedTopics(2, "in"))
+	_, h, done := runConsumer(t, cfg, "member-1")
+	waitFor(t, "the first assignment", done, func() bool { a, _ := h.counts(); return a == 2 })
+	resp, err := testAdmin(t, cfg).DeleteTopics(testCtx(t), "in")
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err = <-done:
+		done <- err
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not end after its topic was deleted")
+	}
+	wantErr(t, err, "input topic in was deleted", "wasmstream reset", "UNKNOWN_TOPIC_ID")
+}
