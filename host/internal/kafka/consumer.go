@@ -171,13 +171,13 @@ type Consumer struct {
 
 	counts partCounts // the topics' partition counts, for Describe
 
-	// StartAt "latest": the topics' partition counts at the first assignment (the group
-	// goroutine's alone). A partition added later, without a committed offset, starts at its
-	// beginning: every record in it arrived after the task started, which is what latest means,
-	// while its end would skip those produced before the group noticed the partition.
-	latest        bool
-	partsAtStart  map[string]int32
-	partsListedAt bool
+	// StartAt "latest": the topics' partition counts when Run started (or at the first
+	// assignment, if that came first or the listing failed then; under mu). A partition added
+	// later, without a committed offset, starts at its beginning: every record in it arrived
+	// after the task started, which is what latest means, while its end would skip those
+	// produced before the group noticed the partition.
+	latest       bool
+	partsAtStart map[string]int32
 
 	// The cluster's reachability, Run's goroutine only (health).
 	unreachableTimeout time.Duration
@@ -431,31 +431,52 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 	return offs, nil
 }
 
+// listPartsAtStart records the topics' partition counts (StartAt "latest"), unless they were
+// recorded already, and reports whether they are. A failure is logged and leaves them unset.
+func (c *Consumer) listPartsAtStart(ctx context.Context) bool {
+	c.mu.Lock()
+	listed := c.partsAtStart != nil
+	c.mu.Unlock()
+	if listed {
+		return true
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	details, err := kadm.NewClient(c.cl).ListTopics(lctx, c.topics...)
+	cancel()
+	if err == nil {
+		err = details.Error()
+	}
+	if err != nil {
+		if c.log != nil {
+			c.log.Warn("kafka: listing the input topics' partitions failed; start_at latest starts the partitions assigned now at their end", "err", err)
+		}
+		return false
+	}
+	counts := map[string]int32{}
+	for name, d := range details {
+		counts[name] = int32(len(d.Partitions))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.partsAtStart == nil {
+		c.partsAtStart = counts
+	}
+	return true
+}
+
 // addedFromStart (StartAt "latest") starts the partitions without a committed offset that were
-// added to their topics after the first assignment at their beginning instead of their end. The
-// first call lists the topics' partition counts; while that fails, no partition counts as added.
+// added to their topics since Run started (listPartsAtStart) at their beginning instead of their
+// end. Until the counts are listed, no partition counts as added.
 func (c *Consumer) addedFromStart(ctx context.Context, offs map[string]map[int32]kgo.Offset, committed map[TopicPartition]int64) {
-	if !c.partsListedAt {
-		lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		details, err := kadm.NewClient(c.cl).ListTopics(lctx, c.topics...)
-		cancel()
-		if err == nil {
-			err = details.Error()
-		}
-		if err != nil {
-			if c.log != nil {
-				c.log.Warn("kafka: listing the input topics' partitions failed; start_at latest starts the partitions assigned now at their end", "err", err)
-			}
-			return
-		}
-		c.partsAtStart, c.partsListedAt = map[string]int32{}, true
-		for name, d := range details {
-			c.partsAtStart[name] = int32(len(d.Partitions))
-		}
+	c.mu.Lock()
+	counts := c.partsAtStart
+	c.mu.Unlock()
+	if counts == nil {
+		c.listPartsAtStart(ctx) // the first assignment came first: its partitions were all there
 		return
 	}
 	for tp, v := range committed {
-		if n, ok := c.partsAtStart[tp.Topic]; ok && v < 0 && tp.Partition >= n {
+		if n, ok := counts[tp.Topic]; ok && v < 0 && tp.Partition >= n {
 			offs[tp.Topic][tp.Partition] = kgo.NewOffset().AtStart()
 			if c.log != nil {
 				c.log.Info("kafka: a partition added to the topic since the task started: read from its beginning (start_at latest)",
@@ -642,6 +663,9 @@ func (c *Consumer) forget(parts []TopicPartition) {
 func (c *Consumer) Run(ctx context.Context, out chan<- Fetch) error {
 	if err := ping(ctx, c.cl, c.connectTimeout, c.log); err != nil {
 		return err
+	}
+	if c.latest {
+		c.listPartsAtStart(ctx)
 	}
 	if c.txn != nil {
 		return c.runTxn(ctx, out)
