@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
@@ -90,4 +91,63 @@ func TestKafkaInputRecordShapes(t *testing.T) {
 	if len(got) != len(want) {
 		t.Errorf("outputs for %d keys, want %d", len(got), len(want))
 	}
+}
+
+// TestKafkaTransactionalInputLag: an input partition written by a transactional producer, two
+// transactions committed and two aborted (the log ends with an abort marker): the task sees the
+// committed records alone, and once they are processed its lag is 0 and the group's committed
+// offset is the partition's end, past the markers. Before, the committed offset stayed after the
+// last record (32 with the end at 44) and the lag at 12 for good.
+func TestKafkaTransactionalInputLag(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/counter")
+	c := newCluster(t, "in", "counts")
+	txn := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.TransactionalID("input-producer"))
+	ctx := context.Background()
+	for i, commit := range []bool{true, false, true, false} {
+		if err := txn.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 10 {
+			r := &kgo.Record{Topic: "in", Partition: 0, Key: []byte("k"), Value: fmt.Appendf(nil, "t%d %d", i, j)}
+			if err := txn.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := txn.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	adm := kadm.NewClient(newClient(t, c))
+	ends, err := adm.ListEndOffsets(ctx, "in")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup("in", 0)
+
+	tc := host.TaskConfig{
+		Name: "c", Module: module,
+		Inputs: []host.InputConfig{{Name: "in", Type: "kafka", Topics: []string{"in"}}},
+		Output: host.OutputConfig{Type: "kafka", Topic: "counts"},
+	}
+	h := hosttest.Start(t, host.Config{
+		DataDir: filepath.Join(t.TempDir(), "data"), Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
+		Tasks: []host.TaskConfig{tc},
+	})
+	var got []string
+	for _, r := range consumeRecords(t, c, "counts", 20) {
+		got = append(got, string(r.Value))
+	}
+	if len(got) != 20 || got[19] != "20" {
+		t.Fatalf("outputs %v, want 1..20: the committed transactions' records once each", got)
+	}
+	waitCommitted(t, h) // every input's lag 0
+	hosttest.WaitFor(t, 30*time.Second, "the group's offset at the partition's end", func() bool {
+		offs, err := adm.FetchOffsets(ctx, "wasmstream-c")
+		if err != nil {
+			return false
+		}
+		o, ok := offs.Lookup("in", 0)
+		return ok && o.At == end.Offset
+	})
 }

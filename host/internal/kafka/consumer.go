@@ -34,6 +34,11 @@ type Fetch struct {
 	Records []Record
 	// HighWatermark is the offset after the partition's last record, as of this fetch.
 	HighWatermark int64
+	// ControlEnd, when positive, is the offset after the fetch's last control record
+	// (a transaction's commit or abort marker), which comes after its last record: the
+	// partition's offsets below it hold nothing more to process (Records may be empty).
+	// Only a consumer that is not transactional sets it.
+	ControlEnd int64
 }
 
 // Handler is the task's side of the group's rebalances. Its methods are called from the
@@ -297,7 +302,11 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		close(c.ready)
 		return c, nil
 	}
-	c.cl, err = kgo.NewClient(opts...)
+	// Control records (transaction markers) are handed over as Fetch.ControlEnd, so that the
+	// offset committed after a transaction's last record passes its marker (and the aborted
+	// records after it): otherwise the group's lag stayed above 0 for good. (A transactional
+	// consumer's offsets commit with its transactions, from what the client polled.)
+	c.cl, err = kgo.NewClient(append(opts, kgo.KeepControlRecords())...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
@@ -750,15 +759,23 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 			return
 		}
 		tp := TopicPartition{p.Topic, p.Partition}
-		f := Fetch{TopicPartition: tp, Records: make([]Record, len(p.Records)), HighWatermark: p.HighWatermark}
-		for i, r := range p.Records {
+		f := Fetch{TopicPartition: tp, Records: make([]Record, 0, len(p.Records)), HighWatermark: p.HighWatermark}
+		for _, r := range p.Records {
+			if r.Attrs.IsControl() {
+				f.ControlEnd = r.Offset + 1
+				continue
+			}
+			f.ControlEnd = 0
 			rec := Record{Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), Key: r.Key, Value: r.Value}
 			for _, h := range r.Headers {
 				rec.Headers = append(rec.Headers, Header{Name: []byte(h.Key), Value: h.Value})
 			}
-			f.Records[i] = rec
+			f.Records = append(f.Records, rec)
 		}
-		if c.polledAt != nil {
+		if len(f.Records) == 0 && f.ControlEnd == 0 {
+			return
+		}
+		if c.polledAt != nil && len(f.Records) > 0 {
 			if _, seen := c.polledAt[tp]; !seen {
 				c.polledAt[tp] = f.Records[0].Offset
 			}
