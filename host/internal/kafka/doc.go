@@ -16,6 +16,10 @@
 // a partition, added after the first assignment and without a committed offset, starts at its
 // beginning (addedFromStart).
 //
+// A consumer that is not transactional keeps control records (transaction markers) and tells
+// the task, as Fetch.ControlEnd, where the markers after a fetch's last record end, so that the
+// committed offset can pass them.
+//
 // The Producer produces asynchronously; Flush waits until every record produced so far is
 // acknowledged, at most ProducerConfig.DeliveryTimeout from when the first of them was produced
 // (never from record timestamps, which are event time), and returns the first delivery error.
