@@ -88,7 +88,7 @@ test-go: test-unit test-race test-e2e
 # that do (the others there run plain: the race detector slows them tenfold).
 RACE_PKGS = $$($(GO) list ./host/internal/... | grep -v /task$$) ./store/...
 RACE_TASK_TESTS := ^(TestTickExclusive|TestTimersProcessingTimeOrder|TestHTTPSlowKeyDoesNotStallOthers)$$
-RACE_HOST_TESTS := ^(TestPerKeyOrderUnderConcurrency|TestTrapRetriedThenDeadLettered|TestBackpressureBoundsQueues|TestKafkaEndToEnd|TestKafkaRebalanceUnderLoad|TestExactlyOncePause)$$
+RACE_HOST_TESTS := ^(TestPerKeyOrderUnderConcurrency|TestTrapRetriedThenDeadLettered|TestBackpressureBoundsQueues|TestKafkaEndToEnd|TestKafkaRebalanceUnderLoad|TestExactlyOncePause|TestExactlyOnceSlowRestore)$$
 # Tests of RACE_PKGS that run plain instead: one goroutine compiling real guests, which wazero's
 # compiler does fifteen times slower under the race detector (TestFuelRealGuests: 3 s plain,
 # 49 s raced, most of the race run of its package).

@@ -652,3 +652,441 @@ func TestChangelogPositionsHaveOffsets(t *testing.T) {
 		t.Fatal("no position record in the changelog")
 	}
 }
+
+// changelogRecords reads every partition of topic to its end and returns the records in offset
+// order per partition.
+func changelogRecords(t *testing.T, c *kfake.Cluster, topic string) []*kgo.Record {
+	t.Helper()
+	cl := newClient(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ends, err := kadm.NewClient(cl).ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) {
+		if o.Offset > 0 {
+			left[o.Partition] = o.Offset
+		}
+	})
+	var got []*kgo.Record
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for len(left) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("changelog %s was not read to its end: %v left", topic, left)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if end, ok := left[r.Partition]; ok && r.Offset < end {
+				got = append(got, r)
+				if r.Offset+1 >= end {
+					delete(left, r.Partition)
+				}
+			}
+		})
+	}
+	return got
+}
+
+// recordEpoch is a changelog record's owner epoch header (0 without one).
+func recordEpoch(r *kgo.Record) uint64 {
+	for _, h := range r.Headers {
+		if h.Key == "wasmstream.epoch" && len(h.Value) == 8 {
+			return binary.BigEndian.Uint64(h.Value)
+		}
+	}
+	return 0
+}
+
+// staleLast lists the keys (and positions) of the changelog records recs whose last record
+// carries an epoch below the highest of its partition: once compacted, only that record would
+// be left of the key, and every reader skips it.
+func staleLast(recs []*kgo.Record) []string {
+	highest := map[int32]uint64{}
+	last := map[string]*kgo.Record{}
+	for _, r := range recs {
+		highest[r.Partition] = max(highest[r.Partition], recordEpoch(r))
+		last[fmt.Sprintf("%d/%q", r.Partition, r.Key)] = r
+	}
+	var out []string
+	for k, r := range last {
+		if e := recordEpoch(r); e != 0 && e < highest[r.Partition] {
+			out = append(out, fmt.Sprintf("%s at offset %d (epoch %#x < %#x)", k, r.Offset, e, highest[r.Partition]))
+		}
+	}
+	return out
+}
+
+// produceAgain produces recs again to topic, each to its partition, with headers as given
+// (withHeaders false: none, as a host before owner epochs wrote them).
+func produceAgain(t *testing.T, c *kfake.Cluster, topic string, recs []*kgo.Record, withHeaders bool) {
+	t.Helper()
+	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	out := make([]*kgo.Record, 0, len(recs))
+	for _, r := range recs {
+		nr := &kgo.Record{Topic: topic, Partition: r.Partition, Key: r.Key, Value: r.Value}
+		if withHeaders {
+			nr.Headers = r.Headers
+		}
+		out = append(out, nr)
+	}
+	if err := cl.ProduceSync(context.Background(), out...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// produceUsersWords produces n records of users named prefix000 and on, one word each, and
+// returns the counts.
+func produceUsersWords(t *testing.T, cl *kgo.Client, topic, prefix string, n, users int) map[string]map[string]int {
+	t.Helper()
+	want := map[string]map[string]int{}
+	var recs []*kgo.Record
+	for i := range n {
+		user, w := fmt.Sprintf("%s%03d", prefix, i%users), fmt.Sprintf("w%02d", i%7)
+		if want[user] == nil {
+			want[user] = map[string]int{}
+		}
+		want[user][w]++
+		recs = append(recs, &kgo.Record{Topic: topic, Key: []byte(user), Value: []byte(w)})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return want
+}
+
+// restoreAll starts a host with a changelog on an empty disk dir, waits until it restored all four
+// partitions and committed what it read, stops it and returns its figures.
+func restoreAll(t *testing.T, c *kfake.Cluster, tc host.TaskConfig, dir string) host.TaskStats {
+	t.Helper()
+	h := hosttest.Start(t, host.Config{DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	hosttest.WaitFor(t, 60*time.Second, "all four partitions restored", func() bool {
+		s := h.Stats()
+		return len(s) > 0 && s[0].Restores >= 4
+	})
+	waitCommitted(t, h)
+	st := h.Stats()[0]
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+// TestChangelogZombieWritesIgnored: a host removed from the group while it still processes (a
+// zombie: its revoke outlasted the rebalance timeout, or its session expired during a stall)
+// writes a partition's changelog after the partition's new owner restored it and wrote its own
+// records. Kafka fences the zombie's offset commits, not these plain produces. The zombie's
+// writes are made here by producing the first owner's changelog records again, with its epoch
+// header, after the second owner's: its stale snapshots of keys the second owner had counted
+// further, and its positions. The second owner then counts other keys only, so its later
+// positions follow the zombie's records while its snapshots of the first keys precede them. A
+// host with an empty disk then restores every partition: before owner epochs it ended with the
+// zombie's stale counts under the second owner's position (the second owner's counts of those
+// keys lost); now it ignores the records of an owner below the highest epoch it read.
+func TestChangelogZombieWritesIgnored(t *testing.T) {
+	t.Parallel() // it mostly waits (client retries, timeouts): it runs beside the other tests that do
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	cl := newClient(t, c)
+	want := map[string]map[string]int{}
+	total := 0
+	add := func(more map[string]map[string]int) { total += addCounts(want, more) }
+	dirA, dirB, dirC := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b"), filepath.Join(t.TempDir(), "c")
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+
+	// Host a owns every partition first; its changelog records are the zombie's.
+	add(produceWords(t, cl, "words", 1000, 20, 41))
+	runChangelogHost(t, c, module, dirA, total)
+	zombie := changelogRecords(t, c, "wc-changelog")
+
+	// Host b, an empty disk, takes every partition over and counts the same users further.
+	hb := hosttest.Start(t, host.Config{DataDir: dirB, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	add(produceWords(t, cl, "words", 1000, 20, 42))
+	consumeOutputs(t, c, "counts", total, 60*time.Second)
+	waitCommitted(t, hb)
+	// a, a zombie, writes its last checkpoint's records again, after b's.
+	produceAgain(t, c, "wc-changelog", zombie, true)
+	// b goes on with other users: its next checkpoints write positions, not those keys.
+	add(produceUsersWords(t, cl, "words", "z", 400, 40))
+	consumeOutputs(t, c, "counts", total, 60*time.Second)
+	waitCommitted(t, hb)
+	if err := hb.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	sameCounts(t, want, stateOf(t, dirB, "wc"))
+	// b saw the zombie's records between its own and wrote those keys again: no key's last
+	// record is the zombie's, which compaction would otherwise keep alone.
+	if stale := staleLast(changelogRecords(t, c, "wc-changelog")); len(stale) > 0 {
+		t.Errorf("%d keys' last changelog record is a stale owner's: %v", len(stale), stale[:min(len(stale), 5)])
+	}
+
+	// Host c, an empty disk, restores what the changelog holds.
+	st := restoreAll(t, c, tc, dirC)
+	sameCounts(t, want, stateOf(t, dirC, "wc"))
+	if st.FullRestores != 4 {
+		t.Errorf("host c: %d full restores, want 4", st.FullRestores)
+	}
+
+	// Every record carries its writer's epoch, b's above a's.
+	epochA, epochB := uint64(0), uint64(0)
+	for _, r := range zombie {
+		if e := recordEpoch(r); e == 0 || (epochA != 0 && e != epochA) {
+			t.Fatalf("host a's changelog record at %d/%d has epoch %#x (a's others %#x)", r.Partition, r.Offset, e, epochA)
+		} else {
+			epochA = e
+		}
+	}
+	for _, r := range changelogRecords(t, c, "wc-changelog") {
+		if e := recordEpoch(r); e != epochA {
+			epochB = max(epochB, e)
+		}
+	}
+	if epochB <= epochA {
+		t.Errorf("host b's changelog epoch %#x, want above a's %#x", epochB, epochA)
+	}
+	t.Logf("epochs: a %d.%d, b %d.%d; %d zombie records ignored by the restore", epochA>>32, uint32(epochA), epochB>>32, uint32(epochB), len(zombie))
+}
+
+// TestChangelogWithoutEpochsRestores: a changelog written before owner epochs (records without the
+// epoch header) still restores, and once a host of this version has written to it (records with
+// epochs after the old ones) a host with an empty disk restores both.
+func TestChangelogWithoutEpochsRestores(t *testing.T) {
+	t.Parallel() // it mostly waits (client retries, timeouts): it runs beside the other tests that do
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	cl := newClient(t, c)
+	want := map[string]map[string]int{}
+	total := 0
+	add := func(more map[string]map[string]int) { total += addCounts(want, more) }
+	dirA, dirB, dirC := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b"), filepath.Join(t.TempDir(), "c")
+
+	// The old changelog: what host a wrote, without its epoch headers, in topic wc-old.
+	add(produceWords(t, cl, "words", 1000, 20, 51))
+	runChangelogHost(t, c, module, dirA, total)
+	compact := "compact"
+	if _, err := kadm.NewClient(cl).CreateTopic(context.Background(), 4, 1, map[string]*string{"cleanup.policy": &compact}, "wc-old"); err != nil {
+		t.Fatal(err)
+	}
+	old := changelogRecords(t, c, "wc-changelog")
+	produceAgain(t, c, "wc-old", old, false)
+
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true, Topic: "wc-old"}
+	// Host b restores the old changelog, then counts more.
+	hb := hosttest.Start(t, host.Config{DataDir: dirB, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	add(produceWords(t, cl, "words", 1000, 20, 52))
+	consumeOutputs(t, c, "counts", total, 60*time.Second)
+	waitCommitted(t, hb)
+	if s := hb.Stats()[0]; s.Restores != 4 || s.RestoredRecords != int64(len(old)) {
+		t.Errorf("host b: %d restores of %d records, want 4 of %d", s.Restores, s.RestoredRecords, len(old))
+	}
+	if err := hb.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	sameCounts(t, want, stateOf(t, dirB, "wc"))
+	recs := changelogRecords(t, c, "wc-old")
+	if len(recs) <= len(old) {
+		t.Fatalf("wc-old holds %d records, host b wrote none after the %d old ones", len(recs), len(old))
+	}
+	for _, r := range recs {
+		if e := recordEpoch(r); (e == 0) != (r.Offset < int64(countIn(old, r.Partition))) {
+			t.Fatalf("wc-old record %d/%d has epoch %#x: want none on the old records only", r.Partition, r.Offset, e)
+		}
+	}
+
+	// Host c, an empty disk, restores the old records and b's.
+	restoreAll(t, c, tc, dirC)
+	sameCounts(t, want, stateOf(t, dirC, "wc"))
+}
+
+// countIn is how many of recs are in partition p.
+func countIn(recs []*kgo.Record, p int32) int {
+	n := 0
+	for _, r := range recs {
+		if r.Partition == p {
+			n++
+		}
+	}
+	return n
+}
+
+// TestChangelogFencedHostStops: a host whose input partitions a later owner took over, as the
+// changelog shows (a record of each partition with a higher owner epoch, produced here as the
+// later owner's restore and first checkpoint would write it), finds out at its next checkpoint,
+// which reads what other writers put between its records: it commits nothing more and its task
+// stops, naming the epochs. Before, the host went on writing the partitions' changelog (records
+// every reader now ignores) and committing their state to its store.
+func TestChangelogFencedHostStops(t *testing.T) {
+	t.Parallel() // it mostly waits (client retries, timeouts): it runs beside the other tests that do
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	cl := newClient(t, c)
+	dir := t.TempDir()
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	h := hosttest.Start(t, host.Config{DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	want := produceWords(t, cl, "words", 1000, 20, 61)
+	consumeOutputs(t, c, "counts", wordTotal(want), 60*time.Second)
+	waitCommitted(t, h)
+
+	// The later owner's records: the host's last position record of each partition, with an
+	// epoch one above the host's.
+	last := map[int32]*kgo.Record{}
+	for _, r := range changelogRecords(t, c, "wc-changelog") {
+		if len(r.Key) > 0 && r.Key[0] == 'p' {
+			last[r.Partition] = r
+		}
+	}
+	var later []*kgo.Record
+	for _, r := range last {
+		r.Headers = []kgo.RecordHeader{{Key: "wasmstream.epoch", Value: binary.BigEndian.AppendUint64(nil, recordEpoch(r)+1)}}
+		later = append(later, r)
+	}
+	if len(later) != 4 {
+		t.Fatalf("position records in %d changelog partitions, want 4", len(later))
+	}
+	produceAgain(t, c, "wc-changelog", later, true)
+
+	produceWords(t, cl, "words", 1000, 20, 62)
+	select {
+	case <-h.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatal("the host went on processing partitions a later owner took over")
+	}
+	if err := h.Wait(); err == nil || !strings.Contains(err.Error(), "another host took input partition words/") {
+		t.Fatalf("host stopped with %v, want the later owner named", err)
+	}
+	// Nothing of the second batch committed to the store.
+	sameCounts(t, want, stateOf(t, dir, "wc"))
+}
+
+// TestChangelogEpochsAfterReset: after `wasmstream reset` (offline, to earliest) the host that
+// kept its disk processes the input again and writes the changelog; a host with an empty disk
+// then restores what it wrote. The reset's records carry an epoch of a new era, above every
+// owner's before it: the host after it must take an epoch above the reset's although its own
+// restore reads nothing new (its position, set by the reset, starts at the reset's end), or every
+// reader would ignore its records.
+func TestChangelogEpochsAfterReset(t *testing.T) {
+	t.Parallel() // it mostly waits (client retries, timeouts): it runs beside the other tests that do
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	want := produceWords(t, newClient(t, c), "words", 600, 20, 71)
+	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	runChangelogHost(t, c, module, dirA, wordTotal(want))
+
+	cfg := host.Config{DataDir: dirA, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}}
+	if _, err := host.OfflineReset(context.Background(), cfg, "wc", host.ResetTo{Where: "earliest"}, false); err != nil {
+		t.Fatal(err)
+	}
+	// Host a counts every record again (2 × the outputs in the topic), from count 1.
+	runChangelogHost(t, c, module, dirA, 2*wordTotal(want))
+	sameCounts(t, want, stateOf(t, dirA, "wc"))
+
+	// Host b restores the changelog: the reset's tombstones, then a's counts after it.
+	restoreAll(t, c, tc, dirB)
+	sameCounts(t, want, stateOf(t, dirB, "wc"))
+}
+
+// TestChangelogLiveZombie makes a real zombie: host a's heartbeats and offset commits are
+// answered by the test as if the group still knew it, so the coordinator expires its session and
+// gives its partitions to host b while a goes on processing, unaware, as after a stall the host
+// did not notice. Both process the same records and write the changelog. a's first checkpoint
+// after b's records must find b's higher epoch there and stop the task without committing; then
+// a host with an empty disk restores every partition exactly. Before, a went on for ever.
+func TestChangelogLiveZombie(t *testing.T) {
+	t.Parallel() // it mostly waits (client retries, timeouts): it runs beside the other tests that do
+	module := guestbuild.Go(t, "wordcount")
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "words", "counts"), kfake.GroupMinSessionTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl := newClient(t, c)
+	want := map[string]map[string]int{}
+	total := 0
+	add := func(more map[string]map[string]int) { total += addCounts(want, more) }
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	cfg := func(id, dir string) host.Config {
+		return host.Config{HostID: id, DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 2 * time.Second, RebalanceTimeout: 2 * time.Second},
+			Tasks: []host.TaskConfig{tc}}
+	}
+	ha := hosttest.Start(t, cfg("a", t.TempDir()))
+	add(produceWords(t, cl, "words", 1000, 20, 81))
+	consumeOutputs(t, c, "counts", total, 60*time.Second)
+	waitCommitted(t, ha)
+
+	// From now on the coordinator hears nothing from a, and a hears that all is well.
+	zombie := "wasmstream-wc-a"
+	c.ControlKey(int16(kmsg.Heartbeat), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.HeartbeatRequest)
+		if req.InstanceID == nil || *req.InstanceID != zombie {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.HeartbeatResponse)
+		return resp, nil, true
+	})
+	c.ControlKey(int16(kmsg.OffsetCommit), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.OffsetCommitRequest)
+		if req.InstanceID == nil || *req.InstanceID != zombie {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.OffsetCommitResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.OffsetCommitResponseTopic{Topic: rt.Topic, TopicID: rt.TopicID}
+			for _, rp := range rt.Partitions {
+				st.Partitions = append(st.Partitions, kmsg.OffsetCommitResponseTopicPartition{Partition: rp.Partition})
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	hb := hosttest.Start(t, cfg("b", t.TempDir()))
+	hosttest.WaitFor(t, 60*time.Second, "b owning every partition", func() bool {
+		s := hb.Stats()
+		return len(s) > 0 && s[0].Restores >= 4 && len(s[0].Inputs) == 4
+	})
+	if len(ha.Stats()[0].Inputs) != 4 {
+		t.Fatalf("a owns %d partitions, want all 4 still (a zombie)", len(ha.Stats()[0].Inputs))
+	}
+	// Both count these; b's checkpoints go to the changelog, so do a's.
+	add(produceWords(t, cl, "words", 1000, 20, 82))
+	hosttest.WaitFor(t, 60*time.Second, "b committing the second batch", func() bool {
+		s := hb.Stats()[0]
+		return s.Pending == 0 && committedRecords(s) >= 2000
+	})
+	// a's next checkpoint writes after b's records.
+	add(produceWords(t, cl, "words", 1000, 20, 83))
+	select {
+	case <-ha.Done():
+	case <-time.After(60 * time.Second):
+		t.Fatal("host a, removed from the group, went on processing")
+	}
+	if err := ha.Wait(); err == nil || !strings.Contains(err.Error(), "another host took input partition words/") {
+		t.Fatalf("host a stopped with %v, want the later owner named", err)
+	}
+	// b's checkpoints after a's last records write the keys a wrote over again.
+	add(produceWords(t, cl, "words", 1000, 20, 84))
+	consumeOutputs(t, c, "counts", total, 60*time.Second) // b's, at least
+	waitCommitted(t, hb)
+	if err := hb.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if stale := staleLast(changelogRecords(t, c, "wc-changelog")); len(stale) > 0 {
+		t.Errorf("%d keys' last changelog record is the removed host's: %v", len(stale), stale[:min(len(stale), 5)])
+	}
+	dirC := filepath.Join(t.TempDir(), "c")
+	restoreAll(t, c, tc, dirC)
+	sameCounts(t, want, stateOf(t, dirC, "wc"))
+}

@@ -203,3 +203,35 @@ func TestExactlyOncePause(t *testing.T) {
 	}
 	checkCountsOutputs(t, consumeOutputs(t, c, "counts", wordTotal(want), 60*time.Second), want)
 }
+
+// TestExactlyOnceProduceRetriesInTime: outputs the broker refuses twice in a row with a retriable
+// error (NOT_ENOUGH_REPLICAS) are produced again soon enough for their transaction to commit
+// within a short kafka.transaction_timeout. The client retries such a batch after refreshing its
+// metadata, which it did at most every 5 s by default: the second retry came 5 s after the first,
+// the broker aborted the transaction at its timeout, and the producer, fenced by the epoch bump,
+// halted the task (TestExactlyOnceBrokerFaults' flake: three faults, 15 s, the 15 s default
+// timeout).
+func TestExactlyOnceProduceRetriesInTime(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	want := produceWords(t, newClient(t, c), "words", 400, 20, 9)
+	faults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "counts", Err: kerr.NotEnoughReplicas, Count: 2})
+	h := hosttest.Start(t, host.Config{
+		DataDir: t.TempDir(), Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), TransactionTimeout: 3 * time.Second},
+		Tasks: []host.TaskConfig{eosTask(module)},
+	})
+	hosttest.WaitFor(t, 60*time.Second, "every record committed", func() bool {
+		if s := h.Stats(); len(s) > 0 && s[0].Halted {
+			t.Fatalf("the task halted: %s", s[0].Error)
+		}
+		return processedAll(400)(h.Host)
+	})
+	if faults.Hits() != 2 {
+		t.Fatalf("%d produce faults hit, want 2", faults.Hits())
+	}
+	checkCountsOutputs(t, consumeOutputs(t, c, "counts", wordTotal(want), 30*time.Second), want)
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+}

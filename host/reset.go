@@ -122,6 +122,9 @@ type ResetStream struct {
 	// ChangelogEnd is the changelog partition's end after the tombstones: a host restores the
 	// partition's state from there (0: from the changelog's start).
 	ChangelogEnd int64 `json:"changelog_end,omitempty"`
+	// ChangelogEpoch is the owner epoch of the reset's changelog records, which the position
+	// resuming the changelog at ChangelogEnd carries (the next owner takes an epoch above it).
+	ChangelogEpoch uint64 `json:"changelog_epoch,omitempty"`
 }
 
 // ResetReport is what OfflineReset did (or would do, with DryRun).
@@ -317,7 +320,7 @@ func applyReset(ctx context.Context, db *store.DB, kc kafka.Config, rep *ResetRe
 			if err != nil {
 				return fmt.Errorf("wasmstream: task %s: %w", name, err)
 			}
-			it.Tombstones, it.ChangelogEnd = cr.Tombstones, cr.End
+			it.Tombstones, it.ChangelogEnd, it.ChangelogEpoch = cr.Tombstones, cr.End, cr.Epoch
 		}
 	}
 	if !dryRun {
@@ -332,7 +335,7 @@ func applyReset(ctx context.Context, db *store.DB, kc kafka.Config, rep *ResetRe
 			}
 			pos := store.Position{Next: it.To, Horizon: -1, Resume: it.bytes, Watermark: -1}
 			if it.kafka {
-				pos.Resume = it.ChangelogEnd
+				pos.Resume, pos.Epoch = it.ChangelogEnd, it.ChangelogEpoch
 			}
 			if err := db.Restore(name, id, nil, &pos); err != nil {
 				return fmt.Errorf("wasmstream: task %s: position of %s: %w", name, it.Stream, err)

@@ -191,13 +191,13 @@ func (db *DB) Commit(cp *Checkpoint) error {
 		w.keys++
 	}
 	if len(cp.Positions) > 0 {
-		posSize := len(cp.Positions) * (positionKeyLen(cp.Task) + positionValueLen + entryOverhead)
+		posSize := len(cp.Positions) * (positionKeyLen(cp.Task) + positionValueMax + entryOverhead)
 		if err := w.reserve(len(cp.Positions), posSize); err != nil {
 			return err
 		}
 		for _, sp := range cp.Positions {
 			k := appendPositionKey(w.alloc(positionKeyLen(cp.Task)), cp.Task, sp.Stream)
-			v := appendPosition(w.alloc(positionValueLen), sp.Position)
+			v := appendPosition(w.alloc(positionValueMax), sp.Position)
 			if err := w.txn.Set(k, v); err != nil {
 				return fmt.Errorf("store: commit: stream %d position: %w", sp.Stream, err)
 			}
@@ -585,7 +585,7 @@ func (w *txnWriter) alloc(n int) []byte {
 
 // fitsOneTxn reports whether cp is written in a single transaction.
 func (db *DB) fitsOneTxn(cp *Checkpoint) bool {
-	entries, size := len(cp.Positions), len(cp.Positions)*(positionKeyLen(cp.Task)+positionValueLen+entryOverhead)
+	entries, size := len(cp.Positions), len(cp.Positions)*(positionKeyLen(cp.Task)+positionValueMax+entryOverhead)
 	entries, size = addCost(entries, size)(chainSize(cp))
 	for i := range cp.Keys {
 		e, s := keyGroupSize(cp.Task, &cp.Keys[i])
@@ -661,7 +661,7 @@ func newPartialWriter(cp *Checkpoint, stored map[uint32]Position) *partialWriter
 // reserve returns the entries and bytes one transaction needs for the partial positions.
 func (p *partialWriter) reserve() (entries, size int) {
 	n := len(p.streams)
-	return n, n * (positionKeyLen(p.cp.Task) + positionValueLen + entryOverhead)
+	return n, n * (positionKeyLen(p.cp.Task) + positionValueMax + entryOverhead)
 }
 
 // write adds to txn the positions that hold once the first keys of the checkpoint are committed.

@@ -186,6 +186,8 @@
 //	                                                              added without a format change:
 //	                                                              a host older than it refuses
 //	                                                              the 48-byte value as corrupt)
+//	                                                            | u64 changelog Epoch (written
+//	                                                              only when not 0, likewise)
 //	mark     'm' (0x6d) | u16 len(task) | task | u32 stream    i64 applied mark
 //	                      | key                                 | u32 state version
 //	state    's' (0x73) | u16 len(task) | task | u32 stream    value bytes

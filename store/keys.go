@@ -61,13 +61,14 @@ const (
 	stateKeyOverhead   = 3 + 4 + 4 // tag+u16, u32 stream, u32 len(key)
 	markKeyOverhead    = 3 + 4     // tag+u16, u32 stream
 	positionValueLen   = 4*8 + 16
-	positionValueLenV2 = 4 * 8             // before the topic id
-	positionValueLenV1 = 3 * 8             // before the watermark
-	markValueLen       = 8 + 4             // i64 mark | u32 state version
-	markValueLenV1     = 8                 // i64 mark, as format 1 wrote it
-	timerKeyOverhead   = 3 + 4 + 4         // tag+u16, u32 stream, u32 len(key)
-	dueKeyOverhead     = 3 + 4 + 1 + 8 + 4 // tag+u16, u32 stream, u8 domain, u64 due, u32 len(key)
-	timerValueOverhead = 1 + 8             // u8 domain | i64 due
+	positionValueMax   = positionValueLen + 8 // with the changelog epoch (written only when not 0)
+	positionValueLenV2 = 4 * 8                // before the topic id
+	positionValueLenV1 = 3 * 8                // before the watermark
+	markValueLen       = 8 + 4                // i64 mark | u32 state version
+	markValueLenV1     = 8                    // i64 mark, as format 1 wrote it
+	timerKeyOverhead   = 3 + 4 + 4            // tag+u16, u32 stream, u32 len(key)
+	dueKeyOverhead     = 3 + 4 + 1 + 8 + 4    // tag+u16, u32 stream, u8 domain, u64 due, u32 len(key)
+	timerValueOverhead = 1 + 8                // u8 domain | i64 due
 	u32ValueLen        = 4
 )
 
@@ -186,11 +187,15 @@ func appendPosition(dst []byte, p Position) []byte {
 	dst = appendI64(dst, p.Horizon)
 	dst = appendI64(dst, p.Resume)
 	dst = appendI64(dst, p.Watermark)
-	return append(dst, p.TopicID[:]...)
+	dst = append(dst, p.TopicID[:]...)
+	if p.Epoch != 0 {
+		dst = binary.BigEndian.AppendUint64(dst, p.Epoch)
+	}
+	return dst
 }
 
 func decodePosition(v []byte) (Position, error) {
-	if len(v) != positionValueLen && len(v) != positionValueLenV2 && len(v) != positionValueLenV1 {
+	if len(v) != positionValueMax && len(v) != positionValueLen && len(v) != positionValueLenV2 && len(v) != positionValueLenV1 {
 		return Position{}, fmt.Errorf("%w: position value of %d bytes", ErrCorrupt, len(v))
 	}
 	p := Position{
@@ -202,8 +207,11 @@ func decodePosition(v []byte) (Position, error) {
 	if len(v) >= positionValueLenV2 {
 		p.Watermark = int64(binary.BigEndian.Uint64(v[24:]))
 	}
-	if len(v) == positionValueLen {
+	if len(v) >= positionValueLen {
 		copy(p.TopicID[:], v[32:])
+	}
+	if len(v) == positionValueMax {
+		p.Epoch = binary.BigEndian.Uint64(v[48:])
 	}
 	return p, nil
 }

@@ -30,6 +30,15 @@ func TestStateKeyGolden(t *testing.T) {
 	if p, err := decodePosition(wantVal); err != nil || p.TopicID != id || p.Watermark != 1000 {
 		t.Fatalf("position = %+v, %v", p, err)
 	}
+	// With a changelog epoch, 8 bytes more; without one (0) the value stays 48 bytes, which
+	// hosts older than the epoch read.
+	withEpoch := appendPosition(nil, Position{Next: 1, Horizon: -1, Resume: 258, Watermark: 1000, TopicID: id, Epoch: 0x0000000300000007})
+	if want := append(append([]byte(nil), wantVal...), 0, 0, 0, 3, 0, 0, 0, 7); !bytes.Equal(withEpoch, want) {
+		t.Fatalf("position value with an epoch = %x, want %x", withEpoch, want)
+	}
+	if p, err := decodePosition(withEpoch); err != nil || p.Epoch != 0x0000000300000007 || p.TopicID != id || p.Resume != 258 {
+		t.Fatalf("position with an epoch = %+v, %v", p, err)
+	}
 	// A position written before the topic id (32 bytes) reads with a zero id.
 	if p, err := decodePosition(wantVal[:32]); err != nil || p != (Position{Next: 1, Horizon: -1, Resume: 258, Watermark: 1000}) {
 		t.Fatalf("position without a topic id = %+v, %v", p, err)

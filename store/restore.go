@@ -83,10 +83,10 @@ func (db *DB) Restore(task string, stream uint32, snaps []KeySnapshot, pos *Posi
 	}
 	if pos != nil {
 		k := appendPositionKey(w.alloc(positionKeyLen(task)), task, stream)
-		if err := w.reserve(1, len(k)+positionValueLen+entryOverhead); err != nil {
+		if err := w.reserve(1, len(k)+positionValueMax+entryOverhead); err != nil {
 			return err
 		}
-		if err := w.txn.Set(k, appendPosition(w.alloc(positionValueLen), *pos)); err != nil {
+		if err := w.txn.Set(k, appendPosition(w.alloc(positionValueMax), *pos)); err != nil {
 			return fmt.Errorf("store: restore: stream %d position: %w", stream, err)
 		}
 	}

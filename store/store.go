@@ -63,6 +63,11 @@ type Position struct {
 	// Kafka, or written before it existed). The store does not interpret it; a host compares it
 	// with the topic's id to tell a recreated topic of the same name.
 	TopicID [16]byte
+	// Epoch is, for a Kafka partition with a changelog, the highest changelog owner epoch this
+	// copy of the partition has read or claimed as of Resume (0: none, or written before it
+	// existed). The store does not interpret it; a changelog replay that starts at Resume ignores
+	// the records of owners below it.
+	Epoch uint64
 }
 
 // StreamInfo names one stream of a task.

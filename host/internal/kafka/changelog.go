@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -236,6 +237,11 @@ type ChangelogWriter struct {
 	mu   sync.Mutex
 	next map[int32]int64 // per partition written since the last Flush: the offset after its last acknowledged record
 	err  error           // first produce failure since the last Flush
+	// after is, per partition, where this writer's next record would land if nobody else wrote
+	// (the offset after its last acknowledged record, or the one Expect named); gaps holds the
+	// partitions where another writer's records came first since the last Gaps, each with the
+	// first offset of such records.
+	after, gaps map[int32]int64
 }
 
 // NewChangelogWriter creates the producer client for topic; it does not contact the cluster
@@ -256,7 +262,7 @@ func NewChangelogWriter(cfg Config, topic string, log *slog.Logger) (*ChangelogW
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
-	return &ChangelogWriter{cl: cl, topic: topic, log: log, next: map[int32]int64{}}, nil
+	return &ChangelogWriter{cl: cl, topic: topic, log: log, next: map[int32]int64{}, after: map[int32]int64{}, gaps: map[int32]int64{}}, nil
 }
 
 // NewTxnChangelogWriter returns a writer without a client of its own: it writes through the
@@ -264,7 +270,31 @@ func NewChangelogWriter(cfg Config, topic string, log *slog.Logger) (*ChangelogW
 // Flush then waits for the records' acknowledgements, which does not commit them: the
 // transaction does.
 func NewTxnChangelogWriter(topic string, log *slog.Logger) *ChangelogWriter {
-	return &ChangelogWriter{topic: topic, log: log, next: map[int32]int64{}, shared: true}
+	return &ChangelogWriter{topic: topic, log: log, next: map[int32]int64{}, after: map[int32]int64{}, gaps: map[int32]int64{}, shared: true}
+}
+
+// Expect says that the caller has read partition p up to offset at (a restore): a record of this
+// writer acknowledged at a higher offset shows that others wrote the records between (Gaps).
+func (w *ChangelogWriter) Expect(p int32, at int64) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.after[p] = at
+	delete(w.gaps, p)
+}
+
+// Gaps returns, and forgets, the partitions in which records of other writers came before a
+// record of this writer since the last call (after the offset Expect named, or between two
+// of this writer's records), each with the first offset of those records. Under a transaction
+// its markers count as such records.
+func (w *ChangelogWriter) Gaps() map[int32]int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.gaps) == 0 {
+		return nil
+	}
+	g := w.gaps
+	w.gaps = map[int32]int64{}
+	return g
 }
 
 func (w *ChangelogWriter) attach(cl *kgo.Client) { w.cl = cl }
@@ -289,15 +319,27 @@ func (w *ChangelogWriter) AwaitPartition(ctx context.Context, p int32) error {
 	}
 }
 
-// Write queues a record for partition p. key and value are copied: the caller may reuse them at
-// once. A nil value is a tombstone (the key's state is deleted); a nil key stays nil. Records of
-// one partition are written in call order. Write may block while the client's buffer is full
+// EpochHeader is the Kafka record header that carries a changelog record's owner epoch: 8
+// bytes, a big-endian uint64. A record without it (written before epochs existed) has epoch 0.
+const EpochHeader = "wasmstream.epoch"
+
+// Write queues a record for partition p, without an epoch (see WriteEpoch).
+func (w *ChangelogWriter) Write(p int32, key, value []byte) { w.WriteEpoch(p, key, value, 0) }
+
+// WriteEpoch queues a record for partition p that carries epoch in its EpochHeader (none when
+// epoch is 0). key and value are copied: the caller may reuse them at once. A nil value is a
+// tombstone (the key's state is deleted); a nil key stays nil. Records of one partition are
+// written in call order. WriteEpoch may block while the client's buffer is full
 // (backpressure); a record that cannot be written (e.g. p is not a partition of the topic)
 // fails the next Flush.
-func (w *ChangelogWriter) Write(p int32, key, value []byte) {
-	// One allocation for both; nil stays nil (a nil value is a tombstone).
-	buf := make([]byte, len(key)+len(value))
-	k, v := buf[:len(key):len(key)], buf[len(key):]
+func (w *ChangelogWriter) WriteEpoch(p int32, key, value []byte, epoch uint64) {
+	// One allocation for the three; nil stays nil (a nil value is a tombstone).
+	n := len(key) + len(value)
+	if epoch != 0 {
+		n += 8
+	}
+	buf := make([]byte, n)
+	k, v := buf[:len(key):len(key)], buf[len(key):len(key)+len(value):len(key)+len(value)]
 	copy(k, key)
 	copy(v, value)
 	if key == nil {
@@ -306,7 +348,23 @@ func (w *ChangelogWriter) Write(p int32, key, value []byte) {
 	if value == nil {
 		v = nil
 	}
-	w.cl.Produce(context.Background(), &kgo.Record{Topic: w.topic, Partition: p, Key: k, Value: v}, w.done)
+	r := &kgo.Record{Topic: w.topic, Partition: p, Key: k, Value: v}
+	if epoch != 0 {
+		e := binary.BigEndian.AppendUint64(buf[len(key)+len(value):len(key)+len(value)], epoch)
+		r.Headers = []kgo.RecordHeader{{Key: EpochHeader, Value: e}}
+	}
+	w.cl.Produce(context.Background(), r, w.done)
+}
+
+// RecordEpoch is a changelog record's owner epoch: its EpochHeader, or 0 without one (or with
+// one that is not 8 bytes).
+func RecordEpoch(headers []kgo.RecordHeader) uint64 {
+	for _, h := range headers {
+		if h.Key == EpochHeader && len(h.Value) == 8 {
+			return binary.BigEndian.Uint64(h.Value)
+		}
+	}
+	return 0
 }
 
 func (w *ChangelogWriter) done(r *kgo.Record, err error) {
@@ -323,6 +381,12 @@ func (w *ChangelogWriter) done(r *kgo.Record, err error) {
 	}
 	// Acknowledgements of one partition come in offset order; max() guards anyway.
 	w.next[r.Partition] = max(w.next[r.Partition], r.Offset+1)
+	if a, ok := w.after[r.Partition]; ok && r.Offset > a {
+		if _, seen := w.gaps[r.Partition]; !seen {
+			w.gaps[r.Partition] = a
+		}
+	}
+	w.after[r.Partition] = max(w.after[r.Partition], r.Offset+1)
 }
 
 // Flush waits until every record written so far is acknowledged or has failed. It returns, for
@@ -355,7 +419,8 @@ func (w *ChangelogWriter) Close() {
 // committed end offset (its last stable offset, see EndOffset) taken when it starts, calling fn
 // for each record in offset order (read_committed: records of aborted transactions and control
 // records are skipped). fn's key and value are valid only during the call; a nil value is a
-// tombstone. An error from fn stops the read and is returned wrapped.
+// tombstone; epoch is the record's owner epoch (RecordEpoch: 0 without the header). An error from
+// fn stops the read and is returned wrapped.
 //
 // A from below the partition's log start (compaction, retention, or a negative from: no local
 // state) reads from the log start. A from beyond the end is an error wrapping
@@ -367,7 +432,7 @@ func (w *ChangelogWriter) Close() {
 // once a second with the records and bytes so far and the total number of offsets to read
 // (end minus the start offset; records removed by compaction make the real count lower).
 func ReadChangelog(ctx context.Context, cfg Config, topic string, p int32, from int64,
-	fn func(key, value []byte, offset int64) error, progress func(records, bytes, total int64),
+	fn func(key, value []byte, epoch uint64, offset int64) error, progress func(records, bytes, total int64),
 ) (end int64, records, bytes int64, err error) {
 	var start int64
 	err = withAdmin(cfg, func(_ *kgo.Client, adm *kadm.Client) error {
@@ -434,7 +499,7 @@ func ReadChangelog(ctx context.Context, cfg Config, topic string, p int32, from 
 				continue
 			}
 			if !r.Attrs.IsControl() {
-				if err := fn(r.Key, r.Value, r.Offset); err != nil {
+				if err := fn(r.Key, r.Value, RecordEpoch(r.Headers), r.Offset); err != nil {
 					return next, records, bytes, fmt.Errorf("kafka: restoring from changelog %s/%d at offset %d: %w", topic, p, r.Offset, err)
 				}
 				records++

@@ -153,14 +153,15 @@ func TestEnsureChangelog(t *testing.T) {
 
 type rec struct {
 	key, value []byte
+	epoch      uint64
 	offset     int64
 }
 
 // readAll reads partition p from from and returns what ReadChangelog returned and the records.
 func readAll(t *testing.T, cfg Config, topic string, p int32, from int64) (end, n, size int64, got []rec, err error) {
 	t.Helper()
-	end, n, size, err = ReadChangelog(testCtx(t), cfg, topic, p, from, func(k, v []byte, o int64) error {
-		got = append(got, rec{bytes.Clone(k), bytes.Clone(v), o})
+	end, n, size, err = ReadChangelog(testCtx(t), cfg, topic, p, from, func(k, v []byte, e uint64, o int64) error {
+		got = append(got, rec{bytes.Clone(k), bytes.Clone(v), e, o})
 		return nil
 	}, nil)
 	return end, n, size, got, err
@@ -202,8 +203,8 @@ func TestChangelogWriterFlush(t *testing.T) {
 		t.Fatalf("first Flush = %v, want %v", next, want)
 	}
 
-	w.Write(0, []byte("k0"), []byte("v0005"))
-	w.Write(0, []byte("k0"), nil) // tombstone
+	w.WriteEpoch(0, []byte("k0"), []byte("v0005"), 0x100000002)
+	w.WriteEpoch(0, []byte("k0"), nil, 3) // tombstone
 	next, err = w.Flush(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -233,6 +234,10 @@ func TestChangelogWriterFlush(t *testing.T) {
 		}
 		if string(r.key) != "k0" || r.offset != int64(i) {
 			t.Errorf("record %d: key %q offset %d", i, r.key, r.offset)
+		}
+		// Write writes no epoch header (epoch 0); WriteEpoch's header reads back.
+		if want := map[int]uint64{5: 0x100000002, 6: 3}[i]; r.epoch != want {
+			t.Errorf("offset %d: epoch %#x, want %#x", r.offset, r.epoch, want)
 		}
 	}
 }
@@ -297,7 +302,7 @@ func TestReadChangelog(t *testing.T) {
 
 	t.Run("fn error", func(t *testing.T) {
 		boom := errors.New("boom")
-		end, n, _, err := ReadChangelog(ctx, cfg, "cl", 0, 2, func(_, _ []byte, o int64) error {
+		end, n, _, err := ReadChangelog(ctx, cfg, "cl", 0, 2, func(_, _ []byte, _ uint64, o int64) error {
 			if o == 5 {
 				return boom
 			}
@@ -445,4 +450,51 @@ func TestChangelogWriterErrors(t *testing.T) {
 			t.Fatal("Flush after Close: no error for the record that was never written")
 		}
 	})
+}
+
+// TestChangelogWriterGaps: Gaps names the partitions where another writer's records came before
+// one of this writer's (after the offset Expect named, or between two of its own), with the
+// first offset of those records, once.
+func TestChangelogWriterGaps(t *testing.T) {
+	_, cfg := testCluster(t)
+	ctx := testCtx(t)
+	if err := EnsureChangelog(ctx, cfg, "cl", 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	w, other := newWriter(t, cfg, "cl"), newWriter(t, cfg, "cl")
+	flush := func(w *ChangelogWriter) {
+		t.Helper()
+		if _, err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w.Expect(0, 0)
+	w.Expect(1, 0)
+	w.Write(0, []byte("a"), []byte("1"))
+	w.Write(1, []byte("a"), []byte("1"))
+	flush(w)
+	if g := w.Gaps(); len(g) != 0 {
+		t.Fatalf("Gaps = %v after writing alone, want none", g)
+	}
+	other.Write(0, []byte("b"), []byte("2")) // offsets 1 and 2 of partition 0
+	other.Write(0, []byte("b"), []byte("3"))
+	flush(other)
+	w.Write(0, []byte("a"), []byte("4")) // offset 3
+	w.Write(1, []byte("a"), []byte("5")) // offset 1: nobody else wrote partition 1
+	flush(w)
+	if g := w.Gaps(); len(g) != 1 || g[0] != 1 {
+		t.Fatalf("Gaps = %v, want partition 0 from offset 1", g)
+	}
+	if g := w.Gaps(); len(g) != 0 {
+		t.Fatalf("Gaps again = %v, want none (it forgets what it returned)", g)
+	}
+	// After a read up to the end, a record of this writer right there shows no gap.
+	other.Write(1, []byte("b"), []byte("6")) // offset 2
+	flush(other)
+	w.Expect(1, 3)
+	w.Write(1, []byte("a"), []byte("7"))
+	flush(w)
+	if g := w.Gaps(); len(g) != 0 {
+		t.Fatalf("Gaps = %v after Expect at the end, want none", g)
+	}
 }

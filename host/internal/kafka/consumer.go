@@ -196,6 +196,21 @@ type Consumer struct {
 	inTxn    bool
 	polledAt map[TopicPartition]int64 // per partition polled in the open transaction, its first offset
 	backoff  time.Duration            // how long Run waits before polling again after an abort; zero after a commit
+	// unhanded: Run returned with records polled in the open transaction that it never handed
+	// over (it stopped mid-poll). Their offsets are the client's to commit with the transaction,
+	// so it may only abort (EndTxn).
+	unhanded atomic.Bool
+}
+
+// Generation is the group generation this member is in (-1 while it is in none): called from
+// Handler.Assigned, the generation in which the coordinator assigned the partitions. The
+// coordinator raises it at every rebalance, so a partition's later owner was assigned it in a
+// higher generation than every earlier owner (a static member that rejoins without a
+// rebalance keeps its generation).
+func (c *Consumer) Generation() int32 {
+	<-c.ready
+	_, g := c.cl.GroupMetadata()
+	return g
 }
 
 // StartOffset parses a start position: "earliest", "latest" or an RFC 3339 time.
@@ -286,6 +301,11 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 			kgo.TransactionalID(tc.ID),
 			kgo.TransactionTimeout(tc.Timeout),
 			kgo.RecordPartitioner(txnPartitioner{changelog: tc.Changelog}),
+			// The client retries a batch the broker refused with a retriable error (e.g.
+			// NOT_ENOUGH_REPLICAS) only after a metadata refresh, at most one per min age: at
+			// the default 5 s, three refusals in a row outlasted a 15 s transaction, which the
+			// broker then aborted, fencing the producer (the task halted).
+			kgo.MetadataMinAge(txnMetadataMinAge),
 		)
 		c.txn, c.polledAt = tc, map[TopicPartition]int64{}
 		c.sess, err = kgo.NewGroupTransactSession(opts...)
@@ -812,10 +832,14 @@ func (c *Consumer) runTxn(ctx context.Context, out chan<- Fetch) error {
 		fs := c.cl.PollRecords(pctx, c.max)
 		cancel()
 		if ctx.Err() != nil || errors.Is(fs.Err0(), kgo.ErrClientClosed) {
+			if len(fs.Records()) > 0 {
+				c.unhanded.Store(true)
+			}
 			return nil // rebalances stay held: the task ends the transaction, then Close
 		}
 		ok, fatal := c.handOver(ctx, fs, out)
 		if !ok {
+			c.unhanded.Store(true)
 			return nil
 		}
 		if fatal != nil {
@@ -854,6 +878,10 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 	if !c.inTxn {
 		return TxnOutcome{}, errors.New("kafka: no transaction is open")
 	}
+	if c.unhanded.Load() {
+		// The transaction would commit the offsets of records the task never got.
+		commit = false
+	}
 	if idle && commit && len(c.polledAt) == 0 {
 		return TxnOutcome{Committed: true}, nil
 	}
@@ -882,6 +910,15 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 	c.inTxn = true
 	return out, nil
 }
+
+// Unhanded reports whether Run returned (stopped) with records of the open transaction that it
+// polled but did not hand over: the client would commit their offsets with the transaction, so
+// the transaction can only abort, and EndTxn aborts it. Call it after Run returned.
+func (c *Consumer) Unhanded() bool { return c.unhanded.Load() }
+
+// txnMetadataMinAge is a transactional client's minimum time between metadata refreshes, which
+// paces its retries of refused batches (franz-go's default: 5 s).
+const txnMetadataMinAge = 250 * time.Millisecond
 
 // The back-off of a transactional consumer after an abort: doubled from txnBackoffMin with each
 // abort in a row, up to txnBackoffMax.

@@ -270,3 +270,77 @@ func TestConsumerInputTopicDeleted(t *testing.T) {
 	}
 	wantErr(t, err, "input topic in was deleted", "wasmstream reset", "UNKNOWN_TOPIC_ID")
 }
+
+// txnHandler is a groupHandler for a transactional consumer whose commit interval never ends.
+type txnHandler struct{ groupHandler }
+
+func (*txnHandler) Commit(context.Context) error { return nil }
+
+// TestTxnConsumerStoppedMidPollAborts: a transactional consumer stopped while handing a poll
+// over has polled records the task never got; the client would commit their offsets with the
+// transaction, so ending it commits nothing (it aborts), and the group's offset stays where the
+// records handed over begin. Before, the final transaction committed offset 10 with only the
+// first 5 records handed over: the other 5 were lost to the next owner.
+func TestTxnConsumerStoppedMidPollAborts(t *testing.T) {
+	_, cfg := testCluster(t, kfake.SeedTopics(1, "in"))
+	adm := testAdmin(t, cfg)
+	pr, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	var recs []*kgo.Record
+	for i := range 10 {
+		recs = append(recs, &kgo.Record{Topic: "in", Value: []byte{byte(i)}})
+	}
+	if err := pr.ProduceSync(testCtx(t), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := NewConsumer(cfg, ConsumerConfig{Group: "g", Topics: []string{"in"}, Handler: &txnHandler{}, MaxPollRecords: 5,
+		Txn: &TxnConfig{ID: "txn", Interval: time.Hour}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan Fetch) // read once: the second poll's hand-over then waits
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, out) }()
+	var first Fetch
+	select {
+	case first = <-out:
+	case err := <-done:
+		t.Fatalf("Run returned: %v", err)
+	case <-testCtx(t).Done():
+		t.Fatal("no records handed over")
+	}
+	if len(first.Records) != 5 {
+		t.Fatalf("first poll handed over %d records, want 5", len(first.Records))
+	}
+	waitFor(t, "the second poll", done, func() bool {
+		return c.cl.UncommittedOffsets()["in"][0].Offset == 10
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if !c.Unhanded() {
+		t.Fatal("Unhanded: false after Run stopped while handing over a poll")
+	}
+	outcome, err := c.EndTxn(testCtx(t), true, false)
+	if err != nil {
+		t.Fatalf("EndTxn: %v", err)
+	}
+	if outcome.Committed {
+		t.Errorf("EndTxn committed a transaction with records polled but not handed over")
+	}
+	offs, err := adm.FetchOffsets(testCtx(t), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := offs.Lookup("in", 0); ok && o.At > first.Records[0].Offset {
+		t.Fatalf("the group committed offset %d; only the records from offset %d were handed over, through %d",
+			o.At, first.Records[0].Offset, first.Records[len(first.Records)-1].Offset)
+	}
+}

@@ -42,7 +42,12 @@
 // topic whose partition p holds the state changes of input partition p (EnsureChangelog creates
 // or checks it, and adds the partitions it lacks once partitions were added to the inputs). A ChangelogWriter appends changes to explicit partitions; its Flush gives each
 // partition's next offset, which the checkpoint records. ReadChangelog restores a partition from
-// an offset up to the committed end (read_committed) taken when it starts.
+// an offset up to the committed end (read_committed) taken when it starts. WriteEpoch stamps a
+// record with its owner's epoch (the EpochHeader header) and ReadChangelog hands each record's
+// epoch over (0 without the header); Gaps names the partitions where another writer's records
+// came between this writer's, for the task's check that no later owner took its partitions over.
+// Consumer.Generation is the group generation a partition was assigned in, from which the task
+// derives its epoch.
 //
 // StartDevBroker runs kfake on a directory. A broker killed with a transaction open comes back
 // with that transaction aborted in kfake's index but without an abort marker, which would hide

@@ -25,8 +25,9 @@ import (
 // it from host to host.
 //
 // A changelog record is a whole key — every name, every timer, its applied mark and state version
-// (store.KeySnapshot), read from the store after the local commit — so compaction keeps exactly the
-// latest state of each key and replaying any suffix is idempotent. A checkpoint writes, per
+// (store.KeySnapshot): the store's state with the checkpoint's change applied, written before the
+// checkpoint commits to the store — so compaction keeps exactly the latest state of each key and
+// replaying any suffix is idempotent. A checkpoint writes, per
 // partition and in this order: a position record with the new horizon (and the old committed
 // position), the snapshots of its changed keys, and the final position record. The producer keeps
 // a partition's records in order, so a crash leaves a prefix, and any prefix restores to a state
@@ -36,6 +37,21 @@ import (
 // Record keys: 'k' | u16 len(topic) | topic | key for a key snapshot, 'p' | u16 len(topic) | topic
 // for a position (several input topics share a changelog partition). A position value is
 // i64 Next | i64 Horizon | i64 Watermark, big-endian.
+//
+// Owner epochs. Kafka fences a removed member's offset commits, not its changelog writes (plain
+// produces under at least once), so a host removed from the group while still processing (a
+// zombie: its revoke outlasted the rebalance timeout, or its session expired during a stall)
+// could write a partition's changelog after the new owner took over, and every later restore
+// would end with its stale keys and position. So each owner of an input partition writes every
+// changelog record of it with its epoch (kafka.EpochHeader), and every reader ignores, per input
+// partition, a record whose epoch is below the highest it has read there: the first record a new
+// owner writes is its claim. The epoch (nextEpoch) is above every epoch the owner's restore read,
+// which it reads to the end anyway, and orders owners by the group generation they were assigned
+// the partition in, so that of two owners whose restores read the same changelog (the older one
+// assigned, then removed before it wrote anything) the later owner still wins. Records without
+// the header (epoch 0: written by a host before epochs) are all read, as before, wherever they
+// are: a changelog from before epochs restores as it did, and so does one that hosts of both
+// versions write during a rolling upgrade (a removed host of the older version is not kept out).
 
 // ChangelogConfig turns on a task's changelog.
 type ChangelogConfig struct {
@@ -56,6 +72,10 @@ type changelogSide struct {
 	next  map[int32]int64 // per changelog partition, the offset after the last acknowledged record
 
 	standby *standby // nil unless ChangelogConfig.Standby
+
+	// fenced is checkOwners' finding that a later owner took one of this host's partitions
+	// over: every later checkpoint fails with it (the one on the task's way out too).
+	fenced error
 }
 
 // startChangelog checks the input topics are co-partitioned, creates or checks the changelog
@@ -160,6 +180,9 @@ func (t *Task) produceChangelog(cp *store.Checkpoint) error {
 	if t.changelog == nil {
 		return nil
 	}
+	if t.changelog.fenced != nil {
+		return t.changelog.fenced
+	}
 	wrote, err := t.writeChangelog(cp)
 	if err != nil || !wrote {
 		return err
@@ -170,8 +193,161 @@ func (t *Task) produceChangelog(cp *store.Checkpoint) error {
 	if err != nil {
 		return fmt.Errorf("changelog %s: producing the checkpoint failed; it is not committed: %w", t.changelog.topic, err)
 	}
+	if err := t.checkOwners(ctx, cp, next); err != nil {
+		return err
+	}
 	t.changelogWritten(cp, next)
 	return nil
+}
+
+// errFenced stops checkOwners' read at the first record of a later owner.
+var errFenced = errors.New("a later owner's record")
+
+// checkOwners reads what other writers wrote between this host's changelog records, in each
+// changelog partition where some did (kafka.ChangelogWriter.Gaps: after the end its restore read,
+// or between two of its checkpoints), for records of the input partitions it owns. One with an
+// epoch above this host's means that a later owner took the partition over: the group removed
+// this host while it still processed (a zombie), and every reader ignores what it writes now.
+// Then the checkpoint is not committed and the task stops, naming both epochs (a restart joins
+// the group again). Otherwise the coverage of the local copy (each position's resume offset)
+// may move past those records: they are other input topics' (a shared changelog partition), or
+// an earlier owner's, which no reader applies after this host's; the keys such an earlier owner
+// wrote are written again (rewriteStale) and their next offsets go into next. At least once
+// only: under exactly once the transactions fence a removed host, and their markers take offsets
+// too.
+func (t *Task) checkOwners(ctx context.Context, cp *store.Checkpoint, next map[int32]int64) error {
+	if t.eos() || t.kafka == nil {
+		return nil
+	}
+	stale := map[*stream]map[string]bool{}
+	for p, from := range t.changelog.w.Gaps() {
+		owned := map[string]*stream{}
+		for tp, st := range t.kafka.streams {
+			if tp.Partition == p {
+				owned[tp.Topic] = st
+			}
+		}
+		if len(owned) == 0 {
+			continue
+		}
+		var later error
+		_, _, _, err := kafka.ReadChangelog(ctx, t.cfg.Kafka.Client, t.changelog.topic, p, from, func(key, _ []byte, epoch uint64, offset int64) error {
+			kind, topic, k, err := parseChangelogKey(key)
+			st := owned[topic]
+			if err != nil || st == nil {
+				return nil
+			}
+			if epoch != 0 && epoch < st.durable.Epoch {
+				// An earlier owner's: skipped by every reader, but once compacted it would
+				// replace this host's record of the key.
+				if stale[st] == nil {
+					stale[st] = map[string]bool{}
+				}
+				if kind == 'k' {
+					stale[st][string(k)] = true
+				}
+			}
+			if epoch > st.durable.Epoch {
+				later = fmt.Errorf("changelog %s partition %d offset %d: another host took input partition %s/%d over (its records carry owner epoch %s, above this host's %s): "+
+					"the group removed this host while it still processed (a revoke longer than the rebalance timeout, or a session that expired during a stall), "+
+					"so what it writes now is ignored by every reader; the checkpoint is not committed and the task stops (restart it, or its host, to join the group again)",
+					t.changelog.topic, p, offset, topic, p, epochString(epoch), epochString(st.durable.Epoch))
+				return errFenced
+			}
+			return nil
+		}, nil)
+		if later != nil {
+			t.changelog.fenced = later
+			return later
+		}
+		if err != nil {
+			return fmt.Errorf("changelog %s partition %d: reading what other hosts wrote (from offset %d) failed; the checkpoint is not committed: %w",
+				t.changelog.topic, p, from, err)
+		}
+	}
+	if len(stale) == 0 {
+		return nil
+	}
+	return t.rewriteStale(ctx, cp, stale, next)
+}
+
+// rewriteStale writes again, with this host's epoch, each key of its partitions that an earlier
+// owner's records wrote between this host's changelog records, and each such partition's
+// position, as the checkpoint cp commits them; then it flushes and adds the partitions' next
+// offsets to next. Records after this host's first are skipped by every reader, but compaction
+// keeps the latest record of each key: one left last would, once compacted, replace this host's
+// record of its key, and a reader, skipping it, would restore no state for the key (or no
+// position). Records before this host's first (written after its restore read the partition)
+// are read, and their keys' states are not this host's: written again, the last record of each
+// key is this host's.
+func (t *Task) rewriteStale(ctx context.Context, cp *store.Checkpoint, stale map[*stream]map[string]bool, next map[int32]int64) error {
+	inCp := map[uint32]map[string]*store.KeyWrites{}
+	for i := range cp.Keys {
+		kw := &cp.Keys[i]
+		if inCp[kw.Stream] == nil {
+			inCp[kw.Stream] = map[string]*store.KeyWrites{}
+		}
+		inCp[kw.Stream][string(kw.Key)] = kw
+	}
+	var refs []store.KeyRef
+	var keyStreams []*stream
+	for st, keys := range stale {
+		for k := range keys {
+			refs = append(refs, store.KeyRef{Stream: st.id, Key: []byte(k), Written: inCp[st.id][k]})
+			keyStreams = append(keyStreams, st)
+		}
+	}
+	snaps := make([][]byte, len(refs))
+	if err := t.cfg.Store.Snapshots(t.cfg.Name, refs, func(i int, snap *store.KeySnapshot) error {
+		if refs[i].Written != nil {
+			snap.Apply(refs[i].Written) // the key's state as this checkpoint commits it
+		}
+		snaps[i] = store.EncodeSnapshot(nil, snap)
+		return nil
+	}); err != nil {
+		return fmt.Errorf("changelog: %w", err)
+	}
+	w := t.changelog.w
+	for i, v := range snaps {
+		st := keyStreams[i]
+		w.WriteEpoch(st.tp.Partition, changelogKey('k', st.tp.Topic, refs[i].Key), v, st.durable.Epoch)
+	}
+	for st := range stale {
+		pos := st.durable
+		for _, sp := range cp.Positions {
+			if sp.Stream == st.id {
+				pos = sp.Position
+			}
+		}
+		if pos.Next >= 0 {
+			w.WriteEpoch(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(pos), st.durable.Epoch)
+		}
+	}
+	more, err := w.Flush(ctx)
+	if err != nil {
+		return fmt.Errorf("changelog %s: writing again the keys an earlier owner wrote over failed; the checkpoint is not committed: %w", t.changelog.topic, err)
+	}
+	for p, n := range more {
+		next[p] = max(next[p], n)
+	}
+	t.log.Warn("the changelog holds records an earlier owner of this host's partitions wrote after this host took them over (a host removed from the group while it still processed): their keys are written again",
+		"changelog", t.changelog.topic, "keys", len(refs), "partitions", len(stale))
+	return nil
+}
+
+// nextEpoch is the owner epoch of a partition assigned in group generation gen after its
+// changelog's highest epoch read was highest: era<<32 | generation, so that epochs order by era,
+// then generation. It keeps highest's era when gen is above highest's generation (the usual
+// case: the coordinator raised the generation since the last owner was assigned) and otherwise
+// starts the next era: after a static member rejoined without a rebalance (the same
+// generation), a group recreated or renamed (generations start again), or a reset (gen 0). It is
+// never 0, and always above highest.
+func nextEpoch(highest uint64, gen int32) uint64 {
+	g := uint32(max(gen, 0))
+	if era := highest >> 32; g > uint32(highest) {
+		return era<<32 | uint64(g)
+	}
+	return (highest>>32+1)<<32 | uint64(g)
 }
 
 // changelogWritten records the changelog's next offsets after a checkpoint's records, and
@@ -209,7 +385,7 @@ func (t *Task) writeChangelog(cp *store.Checkpoint) (bool, error) {
 			// position without an offset would fail the restore on every host).
 			early.Next = st.origin
 		}
-		w.Write(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(early))
+		w.WriteEpoch(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(early), st.durable.Epoch)
 		wrote = true
 	}
 	// The store's state of every changed key, read in one transaction, with the change applied
@@ -237,7 +413,7 @@ func (t *Task) writeChangelog(cp *store.Checkpoint) (bool, error) {
 	}
 	for i, v := range snaps {
 		st := keyStreams[i]
-		w.Write(st.tp.Partition, changelogKey('k', st.tp.Topic, refs[i].Key), v)
+		w.WriteEpoch(st.tp.Partition, changelogKey('k', st.tp.Topic, refs[i].Key), v, st.durable.Epoch)
 	}
 	wrote = wrote || len(refs) > 0
 	for _, sp := range cp.Positions {
@@ -245,7 +421,7 @@ func (t *Task) writeChangelog(cp *store.Checkpoint) (bool, error) {
 		if st == nil || !st.kafka {
 			continue
 		}
-		w.Write(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(sp.Position))
+		w.WriteEpoch(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(sp.Position), sp.Position.Epoch)
 	}
 	return wrote, nil
 }
@@ -298,7 +474,7 @@ func (t *Task) changelogRoom(j *job) (limit, fatal error) {
 			snap.Apply(changes[key])
 			v := store.EncodeSnapshot(nil, &snap)
 			k := changelogKey('k', g.st.tp.Topic, []byte(key))
-			n := kafka.RecordBytes(k, v, nil)
+			n := kafka.RecordBytes(k, v, epochHeaders)
 			if n > kafka.MaxRecordBatchBytes {
 				return fmt.Errorf("%w: the state of key %q would take %d bytes in its changelog record, over the %d bytes a Kafka record holds: keep less state per key",
 					modrt.ErrOverLimit, shortKey(key), n, kafka.MaxRecordBatchBytes), nil
@@ -308,6 +484,9 @@ func (t *Task) changelogRoom(j *job) (limit, fatal error) {
 	}
 	return nil, nil
 }
+
+// epochHeaders stands for a changelog record's owner epoch header in the size of its record.
+var epochHeaders = []kafka.Header{{Name: []byte(kafka.EpochHeader), Value: make([]byte, 8)}}
 
 // roomByBound reports whether every key the group writes is within the changelog record's limit
 // by its entry's bound alone, counting against each key what the whole group adds (more than
@@ -366,32 +545,64 @@ func shortKey(key string) string {
 }
 
 // restorePartition brings the local store's copy of a newly assigned partition up to date with
-// the changelog (replayChangelog), on the loop, and counts it.
-func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) error {
+// the changelog (replayChangelog), on the loop, and counts it. It returns this owner's epoch of
+// the partition (restoredPartition).
+func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) (uint64, error) {
+	r, err := t.replayOwned(context.Background(), tp, id)
+	if err != nil {
+		return 0, err
+	}
+	return t.restoredPartition(tp, r), nil
+}
+
+// replayOwned takes a newly assigned partition from the standby, if any, and replays its
+// changelog. It touches only the store and the standby: exactly once, it runs beside the loop
+// (assignAside).
+func (t *Task) replayOwned(ctx context.Context, tp kafka.TopicPartition, id uint32) (replayed, error) {
 	if sb := t.changelog.standby; sb != nil {
 		// A standby round of this partition finishes first; from now on the loop owns it.
 		sb.mu.Lock()
 		sb.owned[tp] = true
 		sb.mu.Unlock()
 	}
-	r, err := t.replayChangelog(context.Background(), tp, id, true)
-	if err != nil {
-		return err
-	}
+	return t.replayChangelog(ctx, tp, id, true)
+}
+
+// restoredPartition counts a partition's restore, on the loop, and returns this owner's epoch of
+// the partition (nextEpoch of the highest epoch read and the group generation of the
+// assignment), which every changelog record it writes of the partition carries.
+func (t *Task) restoredPartition(tp kafka.TopicPartition, r replayed) uint64 {
 	t.changelog.next[tp.Partition] = max(t.changelog.next[tp.Partition], r.end)
+	t.changelog.w.Expect(tp.Partition, r.end) // records of others after it show in Gaps (checkOwners)
 	t.stats.RestoredRecords += r.records
 	t.stats.RestoredBytes += r.bytes
 	t.stats.Restores++
 	if r.full {
 		t.stats.FullRestores++
 	}
-	return nil
+	gen := int32(-1)
+	if t.kafka != nil && t.kafka.consumer != nil {
+		gen = t.kafka.consumer.Generation()
+	}
+	epoch := nextEpoch(r.epoch, gen)
+	if r.stale > 0 {
+		t.log.Warn("the changelog holds records of an earlier owner written after a later one took the partition over (a host removed from the group while it still processed): ignored",
+			"topic", tp.Topic, "partition", tp.Partition, "changelog", t.changelog.topic, "stale_records", r.stale)
+	}
+	return epoch
+}
+
+// epochString shows an owner epoch as era.generation.
+func epochString(e uint64) string {
+	return strconv.FormatUint(e>>32, 10) + "." + strconv.FormatUint(e&0xffffffff, 10)
 }
 
 // replayed is what one replayChangelog did.
 type replayed struct {
 	end, records, bytes int64
 	full                bool
+	epoch               uint64 // the highest owner epoch of the partition read (or the local copy's)
+	stale               int64  // records ignored: an earlier owner's, after a later owner's
 }
 
 // replayChangelog brings the local store's copy of a partition up to date with the changelog:
@@ -401,6 +612,12 @@ type replayed struct {
 // the changelog, with the local horizon kept when higher: local keys may carry marks above the
 // changelog's horizon. It touches only the store (a standby calls it off the loop); logs when
 // loud.
+//
+// It applies only records of owners at or above the highest epoch read so far (restoring.add),
+// a tail replay starting from the epoch the local copy holds. The local copy itself needs no such
+// check: this host commits a checkpoint to its store only after checkOwners found no later
+// owner's record between its changelog records, so the copy, up to its resume offset, holds
+// nothing that a later owner's records precede.
 func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id uint32, loud bool) (replayed, error) {
 	db, name, topic := t.cfg.Store, t.cfg.Name, t.changelog.topic
 	var r replayed
@@ -420,15 +637,6 @@ func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id 
 		return r, fmt.Errorf("changelog %s partition %d: %w", topic, tp.Partition, err)
 	}
 	from := t.replayFrom(tp, pos, ok, r.end)
-	r.full = from == 0
-	if !r.full && from == r.end {
-		return r, nil // nothing new
-	}
-	if r.full {
-		if err := db.DropStream(name, id); err != nil {
-			return r, err
-		}
-	}
 	began := time.Now()
 	var progress func(records, bytes, total int64)
 	if loud {
@@ -442,7 +650,20 @@ func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id 
 				"of", total, "bytes", bytes, "elapsed", el.Round(time.Millisecond), "remaining_estimate", eta.Round(time.Second))
 		}
 	}
+	r.full = from == 0
+	if !r.full && from == r.end {
+		r.epoch = pos.Epoch
+		return r, nil // nothing new
+	}
+	if r.full {
+		if err := db.DropStream(name, id); err != nil {
+			return r, err
+		}
+	}
 	rs := &restoring{db: db, task: name, id: id, topic: tp.Topic}
+	if !r.full {
+		rs.highest = pos.Epoch
+	}
 	_, r.records, r.bytes, err = kafka.ReadChangelog(ctx, t.cfg.Kafka.Client, topic, tp.Partition, from, rs.add, progress)
 	if err != nil {
 		return r, fmt.Errorf("changelog %s partition %d: restore: %w", topic, tp.Partition, err)
@@ -450,8 +671,10 @@ func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id 
 	if err := rs.flush(); err != nil {
 		return r, err
 	}
+	r.epoch, r.stale = rs.highest, rs.stale
 	if last := restoredPosition(rs.last, pos, ok && !r.full, r.records); last != nil {
 		last.Resume = r.end
+		last.Epoch = max(last.Epoch, rs.highest)
 		if err := db.Restore(name, id, nil, last); err != nil {
 			return r, err
 		}
@@ -490,19 +713,34 @@ type restoring struct {
 	topic string // the input topic: other topics' records in a shared changelog partition are skipped
 	snaps []store.KeySnapshot
 	last  *store.Position
+
+	// highest is the highest owner epoch read (a tail replay starts from the local copy's): a
+	// record below it is an earlier owner's, written after a later owner took over, and is
+	// ignored (counted in stale). A record without an epoch (0) is read whatever highest is.
+	highest uint64
+	stale   int64
 }
 
 // restoreBatch is the number of key snapshots restored in one store transaction.
 const restoreBatch = 1000
 
 // add takes one changelog record (kafka.ReadChangelog's callback).
-func (rs *restoring) add(key, value []byte, offset int64) error {
+func (rs *restoring) add(key, value []byte, epoch uint64, offset int64) error {
 	kind, topic, k, err := parseChangelogKey(key)
 	if err != nil {
 		return fmt.Errorf("offset %d: %w", offset, err)
 	}
 	if topic != rs.topic {
 		return nil
+	}
+	if epoch != 0 {
+		// Epoch 0: a host before owner epochs wrote it (no header), and it is read as then, so
+		// that a group that mixes versions during an upgrade loses nothing.
+		if epoch < rs.highest {
+			rs.stale++
+			return nil
+		}
+		rs.highest = epoch
 	}
 	switch kind {
 	case 'k':

@@ -18,6 +18,7 @@ import (
 //	checkpoint()            the checkpoint interval elapsed (also called by the core itself)
 //	serve(request)          Switch (a deploy), Pause or Resume
 //	onAssign/onRevoke/onLost  a Kafka rebalance
+//	onRestored              exactly-once: an assignment's partitions were restored beside the loop
 //	t.barrier = &req        exactly-once: the consumer asks to end the transaction
 //	afterEvent()            after each event: an early checkpoint when the sinks or a chain log hold too much
 //	step()                  once per turn, before waiting for the next event: due timers and

@@ -37,8 +37,9 @@
 //	timers.go     watermarks, timers (fireDue, collectDue, applyTimer) and partition ticks
 //	deploy.go     versions, Switch/Pause/Resume (serve), activation migration passes
 //	kafka.go      the Kafka input: rebalance requests (onAssign, onRevoke, onLost), fetches
-//	changelog.go  changelog writes per checkpoint, restores on assignment, standbys
+//	changelog.go  changelog writes per checkpoint, restores on assignment, standbys, owner epochs
 //	eos.go        exactly-once mode: barriers and one Kafka transaction per interval
+//	eosassign.go  exactly-once assignments: restores beside the loop (assignAside, onRestored)
 //	sinks.go      output and dead-letter sinks, dead letters of records
 //	recent.go     the ring of recent errors (Stats.Recent)
 //	query.go      state queries on a running task (Query, QueryScan), answered by the loop

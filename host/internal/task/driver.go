@@ -162,6 +162,7 @@ func (t *Task) startKafkaInput(ctx, readCtx context.Context, stopReading context
 			// its rebalance callbacks (leaving the group in Close included) are answered by
 			// kafkaFinal's positions, none, instead of waiting for a loop forever.
 			t.kafkaFinal()
+			t.kafka.stopRestores()
 			t.kafka.consumer.Close()
 			return none, err
 		}
@@ -193,6 +194,8 @@ func (t *Task) startKafkaInput(ctx, readCtx context.Context, stopReading context
 		// Runs after the last checkpoint: rebalance callbacks from now on (leaving the group
 		// included) commit the positions it made durable.
 		stop: func() {
+			t.kafka.stopRestores()
+			t.kafka.restores.Wait()
 			t.kafkaFinal()
 			stopReading()
 			poller.Wait()
@@ -261,6 +264,8 @@ func (t *Task) drive(ctx context.Context, chunks <-chan source.Chunk, instErr <-
 			err = t.ingestKafka(f)
 		case req := <-t.kafkaAssigns():
 			err = t.onAssign(req)
+		case res := <-t.kafkaRestored():
+			err = t.onRestored(res)
 		case req := <-t.kafkaRevokes():
 			t.onRevoke(req)
 		case req := <-t.kafkaLosses():

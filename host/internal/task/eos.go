@@ -218,7 +218,9 @@ func (t *Task) rollback(rewound map[kafka.TopicPartition]int64) {
 
 // finalTxn ends the last transaction when the task stops: with the poller stopped, it processes
 // what was read and commits it; what cannot be processed now (a paused task, a retry waiting for
-// its backoff) is aborted, to be read again by the partition's next owner.
+// its backoff) is aborted, to be read again by the partition's next owner, and so is a
+// transaction with records the poller polled but never handed over (kafka.Consumer.Unhanded:
+// it stopped mid-poll), whose offsets Kafka would commit with it.
 func (t *Task) finalTxn() error {
 	for t.pending > 0 || len(t.inflight) > 0 {
 		if !t.paused {
@@ -235,8 +237,10 @@ func (t *Task) finalTxn() error {
 		}
 	}
 	var err error
-	if t.pending > 0 {
-		t.log.Info("stopping: aborting the open transaction; its records are read again by the next owner", "records", t.pending)
+	if unhanded := t.kafka.consumer.Unhanded(); t.pending > 0 || unhanded {
+		// A poller stopped mid-poll left records polled that never reached the loop: Kafka
+		// would commit their offsets with the transaction, though they were not processed.
+		t.log.Info("stopping: aborting the open transaction; its records are read again by the next owner", "records", t.pending, "polled_not_processed", unhanded)
 		ctx, cancel := context.WithTimeout(context.Background(), t.txnBound())
 		_, aerr := t.kafka.consumer.EndTxn(ctx, false, false)
 		cancel()

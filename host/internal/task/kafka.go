@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
@@ -74,6 +75,13 @@ type kafkaSide struct {
 	stopped  <-chan struct{} // closed when the loop returned (exactly-once barriers fail then)
 	revoking []*pendingRevoke
 	final    map[kafka.TopicPartition]int64 // positions of the last checkpoint, once the loop ended
+
+	// Exactly once: restores beside the loop (eosassign.go). restoreCtx ends, and restores is
+	// waited for, when the task stops.
+	restored     chan restoredReq
+	restoreCtx   context.Context
+	stopRestores context.CancelFunc
+	restores     sync.WaitGroup
 }
 
 type assignReq struct {
@@ -190,7 +198,10 @@ func (t *Task) startKafka() error {
 		barrier: make(chan barrierReq),
 		done:    make(chan struct{}),
 		stopped: t.stopped,
+
+		restored: make(chan restoredReq),
 	}
+	k.restoreCtx, k.stopRestores = context.WithCancel(context.Background())
 	cc := kafka.ConsumerConfig{
 		Group: in.Group, Topics: in.Topics, StartAt: in.StartAt, Handler: kafkaHandler{k},
 		SessionTimeout: in.SessionTimeout, RebalanceTimeout: in.RebalanceTimeout, Bounded: in.Bounded,
@@ -222,7 +233,8 @@ func (t *Task) startKafka() error {
 
 // onAssign opens the newly assigned partitions' streams and replies with where each starts. An
 // error (the store's, or a partition whose records restart below this host's checkpoint) halts
-// the task.
+// the task. Exactly once, the partitions' restore runs beside the loop (assignAside) and
+// onRestored opens them.
 func (t *Task) onAssign(req assignReq) error {
 	n := int32(0)
 	if t.changelog != nil {
@@ -231,7 +243,16 @@ func (t *Task) onAssign(req assignReq) error {
 		n = int32(len(req.committed))
 		t.meters.restoring.Add(n)
 	}
+	if t.eos() {
+		return t.assignAside(req, n)
+	}
 	start, err := t.assign(req.committed, req.ends, req.ids, req.external)
+	t.replyAssign(req, n, start, err)
+	return err
+}
+
+// replyAssign answers an assignment once its n partitions' restores are over.
+func (t *Task) replyAssign(req assignReq, n int32, start map[kafka.TopicPartition]int64, err error) {
 	if err != nil {
 		start = nil
 	}
@@ -239,7 +260,6 @@ func (t *Task) onAssign(req assignReq) error {
 		req.reply <- assignReply{start: start, err: err}
 		t.meters.restoring.Add(-n)
 	})
-	return err
 }
 
 // assign opens the streams of newly assigned partitions and says where each starts: at the
@@ -256,98 +276,129 @@ func (t *Task) onAssign(req assignReq) error {
 func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64, ids map[string]kafka.TopicID, external map[kafka.TopicPartition]bool) (map[kafka.TopicPartition]int64, error) {
 	start := map[kafka.TopicPartition]int64{}
 	for tp, committed := range committed {
-		if old := t.kafka.streams[tp]; old != nil {
-			t.dropStream(old)
-		}
-		id, err := t.cfg.Store.StreamID(t.cfg.Name, kafkaStreamName(tp))
+		id, err := t.claimPartition(tp, committed, ends, external)
 		if err != nil {
 			return nil, err
 		}
-		// The cache holds nothing of this partition: dropStream took it out with the earlier
-		// ownership's stream (another host may have processed the partition since).
-		if external[tp] {
-			end, known := ends[tp]
-			if !known {
-				end = -1
-			}
-			if err := t.externalReset(tp, id, committed, end); err != nil {
-				return nil, err
-			}
-		}
+		var epoch uint64
 		if t.changelog != nil {
 			// The partition stays unread until its state is restored: the loop replies only after.
-			if err := t.restorePartition(tp, id); err != nil {
+			if epoch, err = t.restorePartition(tp, id); err != nil {
 				return nil, err
 			}
 		}
-		pos, ok, err := t.cfg.Store.Position(t.cfg.Name, id)
+		at, err := t.openPartition(tp, id, epoch, committed, ends, ids)
 		if err != nil {
 			return nil, err
 		}
-		st := &stream{id: id, in: &Input{Name: t.cfg.Kafka.Name}, kafka: true, tp: tp, horizon: -1, replay: -1,
-			source: []byte(tp.Topic), lastAdded: -1, highWater: -1, tm: newStreamTime(t.cfg.Now(), t.cfg.TickEvery)}
-		topicID, idKnown := ids[tp.Topic]
-		if ok {
-			st.tm.wm = pos.Watermark // the watermark moves with the checkpoint
-			if idKnown && pos.TopicID != ([16]byte{}) && pos.TopicID != topicID {
-				return nil, t.recreatedID(tp, pos)
-			}
-		} else {
-			st.durable = store.Position{Next: -1, Horizon: -1, Watermark: -1}
-		}
-		at := int64(-1)
-		switch {
-		case ok && committed > pos.Next:
-			t.log.Warn("the group committed further than this host's checkpoint: the partition was processed elsewhere, its local state is stale",
-				"topic", tp.Topic, "partition", tp.Partition, "committed", committed, "local", pos.Next)
-			at = committed
-			// Marks stay valid for this host's own state: records up to its horizon may be in it.
-			st.durable, st.horizon, st.replay = pos, max(pos.Horizon, committed-1), pos.Horizon
-		case ok:
-			at = pos.Next
-			st.durable, st.horizon, st.replay = pos, pos.Horizon, pos.Horizon
-			st.commitStart = !t.eos() && committed != at
-		case committed >= 0:
-			at = committed
-		}
-		if end, known := ends[tp]; known && at > end {
-			return nil, t.recreated(tp, end, at)
-		}
-		if idKnown {
-			st.durable.TopicID = topicID // written with the partition's next position
-		}
 		if at >= 0 {
-			st.tracker, st.origin = positions.NewTracker(at), at
 			start[tp] = at
 		}
-		st.boundEnd = -1
-		if b, ok := t.bound(tp); ok {
-			st.boundEnd = b.End
-			first := at
-			if first < 0 {
-				first = b.Start // start_at earliest
-				if t.cfg.Kafka.StartAt == "latest" {
-					first = b.End
-				}
-			}
-			if first >= b.End {
-				st.done = true // nothing to read in this run
-			}
-			t.kafka.bounded[tp] = true
-		}
-		t.streams[id] = st
-		t.order = append(t.order, st)
-		t.kafka.streams[tp] = st
-		t.sched.AddStream(id)
-		if t.eos() && t.paused {
-			t.pausePartition(tp, true)
-		}
-		if err := t.loadReplay(st); err != nil {
-			return nil, err
-		}
-		t.log.Info("partition assigned", "topic", tp.Topic, "partition", tp.Partition, "start", at, "replay_through", st.replay)
 	}
 	return start, nil
+}
+
+// claimPartition is the first step of assigning a partition, before its restore: the stream of
+// an earlier ownership goes, and an offset reset made from outside the group is followed (or
+// reported). It returns the partition's stream id.
+func (t *Task) claimPartition(tp kafka.TopicPartition, committed int64, ends map[kafka.TopicPartition]int64, external map[kafka.TopicPartition]bool) (uint32, error) {
+	if old := t.kafka.streams[tp]; old != nil {
+		t.dropStream(old)
+	}
+	id, err := t.cfg.Store.StreamID(t.cfg.Name, kafkaStreamName(tp))
+	if err != nil {
+		return 0, err
+	}
+	// The cache holds nothing of this partition: dropStream took it out with the earlier
+	// ownership's stream (another host may have processed the partition since).
+	if external[tp] {
+		end, known := ends[tp]
+		if !known {
+			end = -1
+		}
+		if err := t.externalReset(tp, id, committed, end); err != nil {
+			return 0, err
+		}
+	}
+	return id, nil
+}
+
+// openPartition is the last step of assigning a partition, after its restore: it opens the
+// partition's stream from the store's position, with this owner's epoch of it (0 without a
+// changelog), and returns the offset it starts at (-1: where the group starts).
+func (t *Task) openPartition(tp kafka.TopicPartition, id uint32, epoch uint64, committed int64, ends map[kafka.TopicPartition]int64, ids map[string]kafka.TopicID) (int64, error) {
+	pos, ok, err := t.cfg.Store.Position(t.cfg.Name, id)
+	if err != nil {
+		return -1, err
+	}
+	st := &stream{id: id, in: &Input{Name: t.cfg.Kafka.Name}, kafka: true, tp: tp, horizon: -1, replay: -1,
+		source: []byte(tp.Topic), lastAdded: -1, highWater: -1, tm: newStreamTime(t.cfg.Now(), t.cfg.TickEvery)}
+	topicID, idKnown := ids[tp.Topic]
+	if ok {
+		st.tm.wm = pos.Watermark // the watermark moves with the checkpoint
+		if idKnown && pos.TopicID != ([16]byte{}) && pos.TopicID != topicID {
+			return -1, t.recreatedID(tp, pos)
+		}
+	} else {
+		st.durable = store.Position{Next: -1, Horizon: -1, Watermark: -1}
+	}
+	at := int64(-1)
+	switch {
+	case ok && committed > pos.Next:
+		t.log.Warn("the group committed further than this host's checkpoint: the partition was processed elsewhere, its local state is stale",
+			"topic", tp.Topic, "partition", tp.Partition, "committed", committed, "local", pos.Next)
+		at = committed
+		// Marks stay valid for this host's own state: records up to its horizon may be in it.
+		st.durable, st.horizon, st.replay = pos, max(pos.Horizon, committed-1), pos.Horizon
+	case ok:
+		at = pos.Next
+		st.durable, st.horizon, st.replay = pos, pos.Horizon, pos.Horizon
+		st.commitStart = !t.eos() && committed != at
+	case committed >= 0:
+		at = committed
+	}
+	if end, known := ends[tp]; known && at > end {
+		return -1, t.recreated(tp, end, at)
+	}
+	if idKnown {
+		st.durable.TopicID = topicID // written with the partition's next position
+	}
+	st.durable.Epoch = epoch // this owner's: every changelog record of the partition carries it
+	if at >= 0 {
+		st.tracker, st.origin = positions.NewTracker(at), at
+	}
+	st.boundEnd = -1
+	if b, ok := t.bound(tp); ok {
+		st.boundEnd = b.End
+		first := at
+		if first < 0 {
+			first = b.Start // start_at earliest
+			if t.cfg.Kafka.StartAt == "latest" {
+				first = b.End
+			}
+		}
+		if first >= b.End {
+			st.done = true // nothing to read in this run
+		}
+		t.kafka.bounded[tp] = true
+	}
+	t.streams[id] = st
+	t.order = append(t.order, st)
+	t.kafka.streams[tp] = st
+	t.sched.AddStream(id)
+	if t.eos() && t.paused {
+		t.pausePartition(tp, true)
+	}
+	if err := t.loadReplay(st); err != nil {
+		return -1, err
+	}
+	if t.changelog != nil {
+		t.log.Info("partition assigned", "topic", tp.Topic, "partition", tp.Partition, "start", at, "replay_through", st.replay,
+			"owner_epoch", epochString(epoch))
+	} else {
+		t.log.Info("partition assigned", "topic", tp.Topic, "partition", tp.Partition, "start", at, "replay_through", st.replay)
+	}
+	return at, nil
 }
 
 // externalReset handles a partition whose committed offset was set from outside the group
@@ -386,7 +437,7 @@ func (t *Task) externalReset(tp kafka.TopicPartition, id uint32, committed, end 
 		if err != nil {
 			return err
 		}
-		np.Resume = cr.End
+		np.Resume, np.Epoch = cr.End, cr.Epoch
 	}
 	if err := t.cfg.Store.Restore(t.cfg.Name, id, nil, &np); err != nil {
 		return err

@@ -17,13 +17,20 @@ import (
 // position record at the new offset with no horizon and no watermark. A restore replays these
 // like any other records: a tombstone replaces the key's whole state with nothing (names,
 // timers and mark deleted), the position record sets where the partition resumes. Compaction
-// eventually drops the old snapshots and, after delete.retention.ms, the tombstones.
+// eventually drops the old snapshots and, after delete.retention.ms, the tombstones. The reset's
+// records carry an owner epoch of a new era (nextEpoch(highest, 0)), above every owner's so far,
+// and the keys it reads are those a restore reads (records of earlier owners after a later
+// owner's are not).
 
 // ChangelogReset is what ResetChangelog wrote to one changelog partition.
 type ChangelogReset struct {
 	Tombstones int64 // keys whose snapshot was tombstoned
 	Read       int64 // changelog records read to find them
 	End        int64 // the changelog partition's offset after the reset's records
+	// Epoch is the owner epoch the reset's records carry: a position that resumes the changelog
+	// at End must carry it (store.Position.Epoch), or the next owner, which reads nothing before
+	// End, would take an epoch below it and every reader would ignore its records.
+	Epoch uint64
 }
 
 // ResetChangelog makes partition tp.Partition of changelog topic restore to no state at offset
@@ -34,12 +41,17 @@ type ChangelogReset struct {
 func ResetChangelog(ctx context.Context, cfg kafka.Config, topic string, tp kafka.TopicPartition, next int64, dryRun bool) (ChangelogReset, error) {
 	var r ChangelogReset
 	live := map[string]bool{}
-	_, n, _, err := kafka.ReadChangelog(ctx, cfg, topic, tp.Partition, 0, func(key, value []byte, offset int64) error {
+	var highest uint64
+	_, n, _, err := kafka.ReadChangelog(ctx, cfg, topic, tp.Partition, 0, func(key, value []byte, epoch uint64, offset int64) error {
 		kind, t, k, err := parseChangelogKey(key)
 		if err != nil {
 			return fmt.Errorf("offset %d: %w", offset, err)
 		}
-		if kind == 'k' && t == tp.Topic {
+		if t != tp.Topic || (epoch != 0 && epoch < highest) {
+			return nil // another topic's, or an earlier owner's after a later one's: no restore reads it
+		}
+		highest = max(highest, epoch)
+		if kind == 'k' {
 			live[string(k)] = value != nil
 		}
 		return nil
@@ -61,12 +73,16 @@ func ResetChangelog(ctx context.Context, cfg kafka.Config, topic string, tp kafk
 		return r, err
 	}
 	defer w.Close()
+	// The reset's records carry an epoch above every owner's so far (a new era): restores read
+	// them, and ignore whatever an earlier owner might still write after them.
+	epoch := nextEpoch(highest, 0)
+	r.Epoch = epoch
 	for k, on := range live {
 		if on {
-			w.Write(tp.Partition, changelogKey('k', tp.Topic, []byte(k)), nil)
+			w.WriteEpoch(tp.Partition, changelogKey('k', tp.Topic, []byte(k)), nil, epoch)
 		}
 	}
-	w.Write(tp.Partition, changelogKey('p', tp.Topic, nil), changelogPosition(store.Position{Next: next, Horizon: -1, Watermark: -1}))
+	w.WriteEpoch(tp.Partition, changelogKey('p', tp.Topic, nil), changelogPosition(store.Position{Next: next, Horizon: -1, Watermark: -1}), epoch)
 	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	ends, err := w.Flush(fctx)
