@@ -25,6 +25,10 @@ import (
 // ErrNoTopic is returned (wrapped) by PartitionCount and EndOffset when the topic does not exist.
 var ErrNoTopic = errors.New("topic does not exist")
 
+// ErrNoPartition is returned (wrapped) by EndOffset when the topic exists without the partition
+// (partitions were added to the input topics: the changelog needs as many, EnsureChangelog).
+var ErrNoPartition = errors.New("no such partition")
+
 // ErrChangelogBehind is returned (wrapped) by ReadChangelog when the offset to read from is
 // beyond the changelog's end: the local state covers changes the changelog no longer has (it
 // was recreated or truncated), so the local state and the changelog disagree.
@@ -51,10 +55,13 @@ func withAdmin(cfg Config, fn func(cl *kgo.Client, adm *kadm.Client) error) erro
 
 // EnsureChangelog creates topic when it is missing, with partitions partitions, replication
 // factor rf (<= 0: the broker's default) and cleanup.policy=compact. When it exists, it checks
-// that it has exactly partitions partitions and that its cleanup.policy is compact (and not
-// also delete, which would drop the state of keys not written within the retention time).
-// It returns nil when the topic is usable as a changelog; another host creating the topic at
-// the same time is fine.
+// that its cleanup.policy is compact (and not also delete, which would drop the state of keys
+// not written within the retention time) and that it has partitions partitions: with fewer
+// (partitions were added to the input topics since it was created) it adds the missing ones,
+// which is safe because changelog partition p holds input partition p's state alone and the
+// new input partitions have none yet; with more it is an error. It returns nil when the topic
+// is usable as a changelog; another host creating or growing the topic at the same time is
+// fine.
 func EnsureChangelog(ctx context.Context, cfg Config, topic string, partitions int32, rf int16) error {
 	if partitions <= 0 {
 		return fmt.Errorf("kafka: changelog topic %q: %d partitions requested, want at least 1", topic, partitions)
@@ -66,6 +73,11 @@ func EnsureChangelog(ctx context.Context, cfg Config, topic string, partitions i
 		for attempt := 0; ; attempt++ {
 			n, err := partitionCount(ctx, cl, topic)
 			switch {
+			case err == nil && n < partitions:
+				if err := growChangelog(ctx, cl, adm, topic, partitions); err != nil {
+					return err
+				}
+				return checkChangelog(ctx, adm, topic, partitions, partitions)
 			case err == nil:
 				return checkChangelog(ctx, adm, topic, n, partitions)
 			case !errors.Is(err, ErrNoTopic):
@@ -86,6 +98,22 @@ func EnsureChangelog(ctx context.Context, cfg Config, topic string, partitions i
 			}
 		}
 	})
+}
+
+// growChangelog adds partitions to topic up to partitions. Another host growing it at the same
+// time is fine: the error is ignored once the topic has them.
+func growChangelog(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic string, partitions int32) error {
+	resp, err := adm.UpdatePartitions(ctx, int(partitions), topic)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err == nil {
+		return nil
+	}
+	if n, cerr := partitionCount(ctx, cl, topic); cerr == nil && n >= partitions {
+		return nil
+	}
+	return fmt.Errorf("kafka: adding partitions to changelog topic %q (to %d, one per input partition): %w", topic, partitions, err)
 }
 
 // checkChangelog checks an existing topic with have partitions against what a changelog needs.
@@ -188,7 +216,7 @@ func listOffset(ctx context.Context, list func(context.Context, ...string) (kadm
 	}
 	lo, ok := los.Lookup(topic, p)
 	if !ok {
-		return 0, fmt.Errorf("kafka: topic %q has no partition %d", topic, p)
+		return 0, fmt.Errorf("kafka: topic %q has no partition %d: %w", topic, p, ErrNoPartition)
 	}
 	if lo.Err != nil {
 		return 0, fmt.Errorf("kafka: listing offsets of %s/%d: %w", topic, p, lo.Err)
@@ -270,6 +298,26 @@ func (w *ChangelogWriter) Gaps() map[int32]int64 {
 }
 
 func (w *ChangelogWriter) attach(cl *kgo.Client) { w.cl = cl }
+
+// AwaitPartition makes the writer's client read the topic's metadata again and waits, at most
+// until ctx ends, until it knows partition p: a client that knew the topic before partitions
+// were added to it fails a record to a new partition at once for up to its metadata age. It
+// returns ctx's error when the client still does not know p.
+func (w *ChangelogWriter) AwaitPartition(ctx context.Context, p int32) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		w.cl.ForceMetadataRefresh()
+		if leader, _, _ := w.cl.PartitionLeader(w.topic, p); leader >= 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kafka: changelog %s: the client does not know partition %d yet: %w", w.topic, p, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
 
 // EpochHeader is the Kafka record header that carries a changelog record's owner epoch: 8
 // bytes, a big-endian uint64. A record without it (written before epochs existed) has epoch 0.

@@ -111,9 +111,20 @@ func TestEnsureChangelog(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	t.Run("partition count mismatch", func(t *testing.T) {
-		err := EnsureChangelog(ctx, cfg, "cl", 4, 0)
-		wantErr(t, err, `"cl"`, "has 3 partitions, but 4 are needed", "delete the changelog topic")
+	t.Run("input partitions added", func(t *testing.T) {
+		// The input topics grew from 3 partitions to 4: the changelog gets the fourth, empty.
+		// Before, the start was refused ("has 3 partitions, but 4 are needed") with advice to
+		// delete the changelog, and with it the state of every partition.
+		if err := EnsureChangelog(ctx, cfg, "cl", 4, 0); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := PartitionCount(ctx, cfg, "cl"); err != nil || n != 4 {
+			t.Fatalf("PartitionCount = %d, %v; want 4", n, err)
+		}
+	})
+	t.Run("more partitions than the inputs", func(t *testing.T) {
+		err := EnsureChangelog(ctx, cfg, "cl", 2, 0)
+		wantErr(t, err, `"cl"`, "has 4 partitions, but 2 are needed", "delete the changelog topic")
 	})
 	t.Run("not compacted", func(t *testing.T) {
 		wantErr(t, EnsureChangelog(ctx, cfg, "plain", 2, 0), `"plain"`, "cleanup.policy=delete", "want compact")
@@ -134,7 +145,7 @@ func TestEnsureChangelog(t *testing.T) {
 		if _, _, _, err := ReadChangelog(ctx, cfg, "nope", 0, 0, nil, nil); !errors.Is(err, ErrNoTopic) {
 			t.Errorf("ReadChangelog: %v, want ErrNoTopic", err)
 		}
-		if _, err := EndOffset(ctx, cfg, "cl", 7); err == nil || !strings.Contains(err.Error(), "no partition 7") {
+		if _, err := EndOffset(ctx, cfg, "cl", 7); !errors.Is(err, ErrNoPartition) || !strings.Contains(err.Error(), "no partition 7") {
 			t.Errorf("EndOffset of a missing partition: %v", err)
 		}
 	})

@@ -34,6 +34,11 @@ type Fetch struct {
 	Records []Record
 	// HighWatermark is the offset after the partition's last record, as of this fetch.
 	HighWatermark int64
+	// ControlEnd, when positive, is the offset after the fetch's last control record
+	// (a transaction's commit or abort marker), which comes after its last record: the
+	// partition's offsets below it hold nothing more to process (Records may be empty).
+	// Only a consumer that is not transactional sets it.
+	ControlEnd int64
 }
 
 // Handler is the task's side of the group's rebalances. Its methods are called from the
@@ -125,10 +130,19 @@ type ConsumerConfig struct {
 	// Advertise, if set, returns the address of this host's admin API, which the member
 	// advertises to the group at every join (advertise.go; "" advertises none).
 	Advertise func() string
+	// MetadataMaxAge is how often the client reads the topics' metadata again at most, which
+	// is how soon partitions added to an input topic are noticed (the group's leader then
+	// rebalances them in). Default DefaultMetadataMaxAge.
+	MetadataMaxAge time.Duration
 }
 
 // DefaultUnreachableTimeout is ConsumerConfig.UnreachableTimeout's default.
 const DefaultUnreachableTimeout = 2 * time.Minute
+
+// DefaultMetadataMaxAge is ConsumerConfig.MetadataMaxAge's default. franz-go's and Kafka's own
+// (metadata.max.age.ms) is 5 minutes, during which records produced to an added partition wait
+// unread; one metadata request per member every 10 s costs the cluster next to nothing.
+const DefaultMetadataMaxAge = 10 * time.Second
 
 // Bounds are a partition's offsets for a bounded run (ConsumerConfig.Bounded): its log start
 // offset when the partition was assigned, and its end offset when the consumer first listed the
@@ -161,6 +175,14 @@ type Consumer struct {
 	fenced atomic.Bool
 
 	counts partCounts // the topics' partition counts, for Describe
+
+	// StartAt "latest": the topics' partition counts when Run started (or at the first
+	// assignment, if that came first or the listing failed then; under mu). A partition added
+	// later, without a committed offset, starts at its beginning: every record in it arrived
+	// after the task started, which is what latest means, while its end would skip those
+	// produced before the group noticed the partition.
+	latest       bool
+	partsAtStart map[string]int32
 
 	// The cluster's reachability, Run's goroutine only (health).
 	unreachableTimeout time.Duration
@@ -222,9 +244,12 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 	c := &Consumer{ready: make(chan struct{}), log: cfg.Logger, connectTimeout: cfg.ConnectTimeout, max: cc.MaxPollRecords, handler: cc.Handler, paused: map[TopicPartition]bool{}, start: start,
 		bounded: cc.Bounded, topics: cc.Topics, bounds: map[TopicPartition]Bounds{},
 		unreachableTimeout: cc.UnreachableTimeout, reachable: cc.Reachable,
-		group: cc.Group, instanceID: cc.InstanceID, base: slices.Clone(opts)}
+		group: cc.Group, instanceID: cc.InstanceID, base: slices.Clone(opts), latest: cc.StartAt == "latest"}
 	if c.unreachableTimeout <= 0 {
 		c.unreachableTimeout = DefaultUnreachableTimeout
+	}
+	if cc.MetadataMaxAge <= 0 {
+		cc.MetadataMaxAge = DefaultMetadataMaxAge
 	}
 	opts = append(opts,
 		kgo.ConsumerGroup(cc.Group),
@@ -244,6 +269,8 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		kgo.AdjustFetchOffsetsFn(c.adjust),
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.lost),
+		kgo.MetadataMaxAge(cc.MetadataMaxAge),
+		kgo.MetadataMinAge(min(5*time.Second, cc.MetadataMaxAge)),
 	)
 	if cc.SessionTimeout > 0 {
 		// Heartbeats at a third of the session (franz-go's default of 3 s would outlast a short one).
@@ -295,7 +322,11 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		close(c.ready)
 		return c, nil
 	}
-	c.cl, err = kgo.NewClient(opts...)
+	// Control records (transaction markers) are handed over as Fetch.ControlEnd, so that the
+	// offset committed after a transaction's last record passes its marker (and the aborted
+	// records after it): otherwise the group's lag stayed above 0 for good. (A transactional
+	// consumer's offsets commit with its transactions, from what the client polled.)
+	c.cl, err = kgo.NewClient(append(opts, kgo.KeepControlRecords())...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
@@ -414,6 +445,9 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 			return nil, err
 		}
 	}
+	if c.latest {
+		c.addedFromStart(ctx, offs, committed)
+	}
 	start, err := c.handler.Assigned(ctx, committed, c.endOffsets(ctx, fresh), c.topicIDs(ctx, fresh), c.externalCommits(ctx, committed))
 	if err != nil {
 		return nil, err
@@ -424,6 +458,61 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 		}
 	}
 	return offs, nil
+}
+
+// listPartsAtStart records the topics' partition counts (StartAt "latest"), unless they were
+// recorded already, and reports whether they are. A failure is logged and leaves them unset.
+func (c *Consumer) listPartsAtStart(ctx context.Context) bool {
+	c.mu.Lock()
+	listed := c.partsAtStart != nil
+	c.mu.Unlock()
+	if listed {
+		return true
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	details, err := kadm.NewClient(c.cl).ListTopics(lctx, c.topics...)
+	cancel()
+	if err == nil {
+		err = details.Error()
+	}
+	if err != nil {
+		if c.log != nil {
+			c.log.Warn("kafka: listing the input topics' partitions failed; start_at latest starts the partitions assigned now at their end", "err", err)
+		}
+		return false
+	}
+	counts := map[string]int32{}
+	for name, d := range details {
+		counts[name] = int32(len(d.Partitions))
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.partsAtStart == nil {
+		c.partsAtStart = counts
+	}
+	return true
+}
+
+// addedFromStart (StartAt "latest") starts the partitions without a committed offset that were
+// added to their topics since Run started (listPartsAtStart) at their beginning instead of their
+// end. Until the counts are listed, no partition counts as added.
+func (c *Consumer) addedFromStart(ctx context.Context, offs map[string]map[int32]kgo.Offset, committed map[TopicPartition]int64) {
+	c.mu.Lock()
+	counts := c.partsAtStart
+	c.mu.Unlock()
+	if counts == nil {
+		c.listPartsAtStart(ctx) // the first assignment came first: its partitions were all there
+		return
+	}
+	for tp, v := range committed {
+		if n, ok := counts[tp.Topic]; ok && v < 0 && tp.Partition >= n {
+			offs[tp.Topic][tp.Partition] = kgo.NewOffset().AtStart()
+			if c.log != nil {
+				c.log.Info("kafka: a partition added to the topic since the task started: read from its beginning (start_at latest)",
+					"topic", tp.Topic, "partition", tp.Partition)
+			}
+		}
+	}
 }
 
 // TopicID is a Kafka topic's id (Kafka 2.8 and later): a topic deleted and created again under
@@ -604,6 +693,9 @@ func (c *Consumer) Run(ctx context.Context, out chan<- Fetch) error {
 	if err := ping(ctx, c.cl, c.connectTimeout, c.log); err != nil {
 		return err
 	}
+	if c.latest {
+		c.listPartsAtStart(ctx)
+	}
 	if c.txn != nil {
 		return c.runTxn(ctx, out)
 	}
@@ -667,7 +759,14 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 			return
 		}
 		// Retryable fetch errors are retried by the client; report what reaches us.
-		if fatal == nil && !kgo.IsRetryableBrokerErr(err) {
+		switch {
+		case fatal != nil || kgo.IsRetryableBrokerErr(err):
+		case errors.Is(err, kerr.UnknownTopicID):
+			// The client fetches by topic id: the topic it was assigned is gone.
+			fatal = fmt.Errorf("kafka: fetching %s/%d: input topic %s was deleted while the task read it "+
+				"(a topic created again under its name is a new topic: to process it, reset the task: "+
+				"wasmstream reset --task <task> --to earliest): %w", t, p, t, err)
+		default:
 			fatal = fmt.Errorf("kafka: fetching %s/%d: %w", t, p, err)
 		}
 	})
@@ -680,15 +779,23 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 			return
 		}
 		tp := TopicPartition{p.Topic, p.Partition}
-		f := Fetch{TopicPartition: tp, Records: make([]Record, len(p.Records)), HighWatermark: p.HighWatermark}
-		for i, r := range p.Records {
+		f := Fetch{TopicPartition: tp, Records: make([]Record, 0, len(p.Records)), HighWatermark: p.HighWatermark}
+		for _, r := range p.Records {
+			if r.Attrs.IsControl() {
+				f.ControlEnd = r.Offset + 1
+				continue
+			}
+			f.ControlEnd = 0
 			rec := Record{Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), Key: r.Key, Value: r.Value}
 			for _, h := range r.Headers {
 				rec.Headers = append(rec.Headers, Header{Name: []byte(h.Key), Value: h.Value})
 			}
-			f.Records[i] = rec
+			f.Records = append(f.Records, rec)
 		}
-		if c.polledAt != nil {
+		if len(f.Records) == 0 && f.ControlEnd == 0 {
+			return
+		}
+		if c.polledAt != nil && len(f.Records) > 0 {
 			if _, seen := c.polledAt[tp]; !seen {
 				c.polledAt[tp] = f.Records[0].Offset
 			}

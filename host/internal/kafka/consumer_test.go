@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -158,6 +159,116 @@ func TestConsumerFencedByItsInstanceID(t *testing.T) {
 	if _, lost := h2.counts(); lost != 0 {
 		t.Fatalf("the second consumer lost %d partitions after the first one closed", lost)
 	}
+}
+
+// TestConsumerPicksUpAddedPartitions: partitions added to an input topic while the consumer
+// runs are assigned to it within DefaultMetadataMaxAge, not franz-go's 5 minutes of metadata
+// age, during which their records waited unread (the waitFor gives up after a minute).
+func TestConsumerPicksUpAddedPartitions(t *testing.T) {
+	t.Parallel() // it mostly waits for the metadata age, on a cluster of its own
+	_, cfg := testCluster(t, kfake.SeedTopics(2, "in"))
+	_, h, done := runConsumer(t, cfg, "member-1")
+	waitFor(t, "the first assignment", done, func() bool { a, _ := h.counts(); return a == 2 })
+
+	resp, err := testAdmin(t, cfg).CreatePartitions(testCtx(t), 2, "in")
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	added := time.Now()
+	waitFor(t, "the added partitions assigned", done, func() bool { a, _ := h.counts(); return a == 4 })
+	t.Logf("the added partitions were assigned %v after they were added", time.Since(added).Round(time.Millisecond))
+}
+
+// TestConsumerLatestReadsAddedPartitions: with start_at latest, a partition added to the topic
+// while the consumer runs is read from its beginning: its records all arrived after the start,
+// and they were produced before the group noticed the partition. Before, it started at its end
+// and those records were skipped for good.
+func TestConsumerLatestReadsAddedPartitions(t *testing.T) {
+	t.Parallel() // it mostly waits for the metadata age, on a cluster of its own
+	_, cfg := testCluster(t, kfake.SeedTopics(2, "in"))
+	produce := func(p int32, v string) {
+		t.Helper()
+		cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cl.Close()
+		if err := cl.ProduceSync(testCtx(t), &kgo.Record{Topic: "in", Partition: p, Value: []byte(v)}).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	produce(0, "before the start")
+
+	h := &groupHandler{}
+	c, err := NewConsumer(cfg, ConsumerConfig{Group: "g", Topics: []string{"in"}, Handler: h, StartAt: "latest"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var got []string
+	read := func(v string) func() bool {
+		return func() bool { mu.Lock(); defer mu.Unlock(); return slices.Contains(got, v) }
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan Fetch)
+	go func() {
+		for f := range out {
+			mu.Lock()
+			for _, r := range f.Records {
+				got = append(got, string(r.Value))
+			}
+			mu.Unlock()
+		}
+	}()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, out) }()
+	t.Cleanup(func() { cancel(); <-done; c.Close(); close(out) })
+
+	waitFor(t, "the first assignment", done, func() bool { a, _ := h.counts(); return a == 2 })
+	produce(1, "after the start")
+	waitFor(t, "the record produced after the start", done, read("after the start"))
+
+	resp, err := testAdmin(t, cfg).UpdatePartitions(testCtx(t), 4, "in")
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	produce(2, "added 2") // before the group notices the partition (DefaultMetadataMaxAge)
+	produce(3, "added 3")
+	waitFor(t, "the added partitions assigned", done, func() bool { a, _ := h.counts(); return a == 4 })
+	waitFor(t, "the added partitions' records", done, func() bool { return read("added 2")() && read("added 3")() })
+	if read("before the start")() {
+		t.Error("read the record produced before the start")
+	}
+}
+
+// TestConsumerInputTopicDeleted: an input topic deleted while the consumer reads it fails Run
+// with an error that says so. Before, it said only `UNKNOWN_TOPIC_ID: This server does not
+// host this topic ID`.
+func TestConsumerInputTopicDeleted(t *testing.T) {
+	t.Parallel() // it mostly waits for the client's retries, on a cluster of its own
+	_, cfg := testCluster(t, kfake.SeedTopics(2, "in"))
+	_, h, done := runConsumer(t, cfg, "member-1")
+	waitFor(t, "the first assignment", done, func() bool { a, _ := h.counts(); return a == 2 })
+	resp, err := testAdmin(t, cfg).DeleteTopics(testCtx(t), "in")
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err = <-done:
+		done <- err
+	case <-time.After(time.Minute):
+		t.Fatal("Run did not end after its topic was deleted")
+	}
+	wantErr(t, err, "input topic in was deleted", "wasmstream reset", "UNKNOWN_TOPIC_ID")
 }
 
 // txnHandler is a groupHandler for a transactional consumer whose commit interval never ends.

@@ -2,11 +2,13 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 )
 
@@ -66,6 +68,17 @@ func StartDevBroker(cfg DevBrokerConfig) (*DevBroker, error) {
 		return nil, fmt.Errorf("kafka: dev broker: %w", err)
 	}
 	b := &DevBroker{c: c}
+	// kfake seeds its topics only into an empty directory: on a restart over an earlier run's,
+	// the topics that run did not have (a task or a --topic added since) are created here.
+	for _, t := range cfg.Topics {
+		if c.TopicInfo(t) != nil {
+			continue
+		}
+		if err := c.CreateTopic(t, cfg.Partitions, nil); err != nil && !errors.Is(err, kerr.TopicAlreadyExists) {
+			c.Close()
+			return nil, fmt.Errorf("kafka: dev broker: creating topic %q: %w", t, err)
+		}
+	}
 	if gate != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
 		b.crashed, err = endCrashedTxns(ctx, gate)

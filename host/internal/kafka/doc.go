@@ -11,6 +11,15 @@
 // callback commits synchronously before the rebalance goes on; Lost drops the partitions
 // without committing. The Handler must not call back into the Consumer's blocking methods.
 //
+// The consumer reads its topics' metadata every DefaultMetadataMaxAge (not franz-go's 5 minutes),
+// so that partitions added to an input topic are rebalanced in soon; with StartAt "latest" such
+// a partition, added after the first assignment and without a committed offset, starts at its
+// beginning (addedFromStart).
+//
+// A consumer that is not transactional keeps control records (transaction markers) and tells
+// the task, as Fetch.ControlEnd, where the markers after a fetch's last record end, so that the
+// committed offset can pass them.
+//
 // The Producer produces asynchronously; Flush waits until every record produced so far is
 // acknowledged, at most ProducerConfig.DeliveryTimeout from when the first of them was produced
 // (never from record timestamps, which are event time), and returns the first delivery error.
@@ -31,7 +40,7 @@
 //
 // Changelogs back up task state so that it follows its partition to another host: a compacted
 // topic whose partition p holds the state changes of input partition p (EnsureChangelog creates
-// or checks it). A ChangelogWriter appends changes to explicit partitions; its Flush gives each
+// or checks it, and adds the partitions it lacks once partitions were added to the inputs). A ChangelogWriter appends changes to explicit partitions; its Flush gives each
 // partition's next offset, which the checkpoint records. ReadChangelog restores a partition from
 // an offset up to the committed end (read_committed) taken when it starts. WriteEpoch stamps a
 // record with its owner's epoch (the EpochHeader header) and ReadChangelog hands each record's

@@ -112,6 +112,27 @@ func (t *Task) startChangelog(ctx context.Context) error {
 	return nil
 }
 
+// growChangelog adds partitions to the changelog up to the input topics' count, at least p+1, and
+// waits until the writer's client knows partition p.
+func (t *Task) growChangelog(ctx context.Context, p int32) error {
+	cc, in := t.cfg.Changelog, t.cfg.Kafka
+	parts := p + 1
+	for _, topic := range in.Topics {
+		n, err := kafka.PartitionCount(ctx, in.Client, topic)
+		if err != nil {
+			return fmt.Errorf("input topic %s: %w", topic, err)
+		}
+		parts = max(parts, n)
+	}
+	if err := kafka.EnsureChangelog(ctx, in.Client, cc.Topic, parts, cc.Replication); err != nil {
+		return err
+	}
+	t.log.Info("changelog partitions added for the partitions added to the input topics", "topic", cc.Topic, "partitions", parts)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	return t.changelog.w.AwaitPartition(wctx, p)
+}
+
 func changelogKey(kind byte, topic string, key []byte) []byte {
 	b := make([]byte, 0, 3+len(topic)+len(key))
 	b = append(b, kind)
@@ -670,7 +691,15 @@ func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id 
 	if err != nil {
 		return r, err
 	}
-	if r.end, err = kafka.EndOffset(ctx, t.cfg.Kafka.Client, topic, tp.Partition); err != nil {
+	r.end, err = kafka.EndOffset(ctx, t.cfg.Kafka.Client, topic, tp.Partition)
+	if errors.Is(err, kafka.ErrNoPartition) {
+		// Partitions were added to the input topics while the task ran: the changelog gets as
+		// many (kafka.EnsureChangelog), the new ones empty like the new input partitions.
+		if err = t.growChangelog(ctx, tp.Partition); err == nil {
+			r.end, err = kafka.EndOffset(ctx, t.cfg.Kafka.Client, topic, tp.Partition)
+		}
+	}
+	if err != nil {
 		return r, fmt.Errorf("changelog %s partition %d: %w", topic, tp.Partition, err)
 	}
 	from := t.replayFrom(tp, pos, ok, r.end)

@@ -545,6 +545,19 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 			return err
 		}
 	}
+	if f.ControlEnd > 0 && st.tracker != nil && !st.done && f.ControlEnd-1 > st.lastAdded && f.ControlEnd-1 >= st.tracker.Committable() {
+		// Transaction markers (and the aborted records before them) after the last record:
+		// nothing to process, but the committed position passes them (else the group's lag
+		// stays above 0 for good, and a bounded run waits for a record past its end).
+		at := f.ControlEnd - 1
+		if err := st.tracker.Add(at); err != nil {
+			return err
+		}
+		if err := st.tracker.Complete(at); err != nil {
+			return err
+		}
+		st.lastAdded = at
+	}
 	if st.boundEnd >= 0 && st.lastAdded+1 >= st.boundEnd {
 		t.endBounded(st)
 	}
