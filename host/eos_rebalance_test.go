@@ -7,9 +7,11 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/host"
@@ -123,48 +125,7 @@ func TestExactlyOnceRebalance(t *testing.T) {
 	}
 
 	// The producer: keyed text records flow the whole time, until told to stop.
-	producer := newClient(t, c, kgo.ProducerLinger(2*time.Millisecond))
-	stopProducing := make(chan struct{})
-	type produced struct {
-		want    map[string]map[string]int
-		records int
-		err     error
-	}
-	result := make(chan produced, 1)
-	go func() {
-		rng := rand.New(rand.NewPCG(21, 3))
-		p := produced{want: map[string]map[string]int{}}
-		defer func() { result <- p }()
-		for {
-			var recs []*kgo.Record
-			for i := 0; i < 20; i++ {
-				user := fmt.Sprintf("u%03d", rng.IntN(40))
-				w1, w2 := fmt.Sprintf("w%02d", rng.IntN(30)), fmt.Sprintf("w%02d", rng.IntN(30))
-				recs = append(recs, &kgo.Record{Topic: "words", Key: []byte(user), Value: []byte(w1 + " " + w2)})
-				if p.want[user] == nil {
-					p.want[user] = map[string]int{}
-				}
-				p.want[user][w1]++
-				p.want[user][w2]++
-			}
-			if p.err = producer.ProduceSync(context.Background(), recs...).FirstErr(); p.err != nil {
-				return
-			}
-			p.records += len(recs)
-			select {
-			case <-stopProducing:
-				return
-			case <-time.After(25 * time.Millisecond):
-			}
-		}
-	}()
-	producing := true
-	defer func() {
-		if producing {
-			close(stopProducing)
-			<-result
-		}
-	}()
+	stopProducing := flowWords(t, c, 21, 20, 25*time.Millisecond)
 
 	began := time.Now()
 	start(0)
@@ -186,9 +147,7 @@ func TestExactlyOnceRebalance(t *testing.T) {
 	stop(2)
 	settle("member 2 leaves again")
 	changes := time.Since(began)
-	close(stopProducing)
-	producing = false
-	p := <-result
+	p := stopProducing()
 	if p.err != nil {
 		t.Fatalf("producing: %v", p.err)
 	}
@@ -238,4 +197,59 @@ func TestExactlyOnceRebalance(t *testing.T) {
 	}
 	t.Logf("%d records (%d outputs) over %s of membership changes; %d partition assignments; %d runs: %d transactions committed, %d aborted, %d changelog records restored on takeovers; empty-disk host restored %d",
 		p.records, total, changes.Round(time.Millisecond), moves, len(runs), commits, aborts, restored, fresh.RestoredRecords)
+}
+
+// producedWords is what flowWords produced: each user's word counts, the records, the first
+// error.
+type producedWords struct {
+	want    map[string]map[string]int
+	records int
+	err     error
+}
+
+// flowWords produces keyed records of two words to "words", batch records every pause (random
+// from seed), until the stop it returns is called; stop returns what was produced. The test's
+// end stops it too.
+func flowWords(t *testing.T, c *kfake.Cluster, seed uint64, batch int, pause time.Duration) (stop func() producedWords) {
+	producer := newClient(t, c, kgo.ProducerLinger(2*time.Millisecond))
+	done := make(chan struct{})
+	result := make(chan producedWords, 1)
+	go func() {
+		rng := rand.New(rand.NewPCG(seed, 3))
+		p := producedWords{want: map[string]map[string]int{}}
+		defer func() { result <- p }()
+		for {
+			var recs []*kgo.Record
+			for i := 0; i < batch; i++ {
+				user := fmt.Sprintf("u%03d", rng.IntN(40))
+				w1, w2 := fmt.Sprintf("w%02d", rng.IntN(30)), fmt.Sprintf("w%02d", rng.IntN(30))
+				recs = append(recs, &kgo.Record{Topic: "words", Key: []byte(user), Value: []byte(w1 + " " + w2)})
+				if p.want[user] == nil {
+					p.want[user] = map[string]int{}
+				}
+				p.want[user][w1]++
+				p.want[user][w2]++
+			}
+			if p.err = producer.ProduceSync(context.Background(), recs...).FirstErr(); p.err != nil {
+				return
+			}
+			p.records += len(recs)
+			select {
+			case <-done:
+				return
+			case <-time.After(pause):
+			}
+		}
+	}()
+	var once sync.Once
+	var got producedWords
+	stop = func() producedWords {
+		once.Do(func() {
+			close(done)
+			got = <-result
+		})
+		return got
+	}
+	t.Cleanup(func() { stop() })
+	return stop
 }

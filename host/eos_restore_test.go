@@ -3,7 +3,6 @@ package host_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -11,7 +10,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wasmstream/wasmstream/host"
@@ -53,48 +51,7 @@ func TestExactlyOnceSlowRestore(t *testing.T) {
 
 	// Records flow the whole time, so that a transaction of the kept partitions holds
 	// outputs whenever the assignment comes.
-	producer := newClient(t, c, kgo.ProducerLinger(2*time.Millisecond))
-	stopProducing := make(chan struct{})
-	type produced struct {
-		want    map[string]map[string]int
-		records int
-		err     error
-	}
-	result := make(chan produced, 1)
-	go func() {
-		rng := rand.New(rand.NewPCG(7, 3))
-		p := produced{want: map[string]map[string]int{}}
-		defer func() { result <- p }()
-		for {
-			var recs []*kgo.Record
-			for i := 0; i < 10; i++ {
-				user := fmt.Sprintf("u%03d", rng.IntN(40))
-				w1, w2 := fmt.Sprintf("w%02d", rng.IntN(30)), fmt.Sprintf("w%02d", rng.IntN(30))
-				recs = append(recs, &kgo.Record{Topic: "words", Key: []byte(user), Value: []byte(w1 + " " + w2)})
-				if p.want[user] == nil {
-					p.want[user] = map[string]int{}
-				}
-				p.want[user][w1]++
-				p.want[user][w2]++
-			}
-			if p.err = producer.ProduceSync(context.Background(), recs...).FirstErr(); p.err != nil {
-				return
-			}
-			p.records += len(recs)
-			select {
-			case <-stopProducing:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-		}
-	}()
-	producing := true
-	defer func() {
-		if producing {
-			close(stopProducing)
-			<-result
-		}
-	}()
+	stopProducing := flowWords(t, c, 7, 10, 20*time.Millisecond)
 
 	a := start("a")
 	b := start("b")
@@ -201,9 +158,7 @@ func TestExactlyOnceSlowRestore(t *testing.T) {
 		alive()
 		return len(stats(a).Inputs) == 4
 	})
-	close(stopProducing)
-	producing = false
-	p := <-result
+	p := stopProducing()
 	if p.err != nil {
 		t.Fatalf("producing: %v", p.err)
 	}
