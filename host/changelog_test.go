@@ -23,17 +23,13 @@ import (
 	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
-// runUntil runs a host with a changelog over data dir until want outputs were produced in
+// runChangelogHost runs a host with a changelog over data dir until want outputs were produced in
 // total, stops it cleanly and returns its figures.
 func runChangelogHost(t *testing.T, c *kfake.Cluster, module, dir string, outputs int) host.TaskStats {
 	t.Helper()
 	tc := wordcountKafkaTask(module)
 	tc.Changelog = host.ChangelogConfig{Enabled: true}
-	h := hosttest.Start(t, host.Config{
-		DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
-		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
-		Tasks: []host.TaskConfig{tc},
-	})
+	h := startKafkaHost(t, c, tc, dir)
 	consumeOutputs(t, c, "counts", outputs, 60*time.Second)
 	// Wait for the checkpoint of the last record, so the figures include it.
 	waitCommitted(t, h)
@@ -42,6 +38,14 @@ func runChangelogHost(t *testing.T, c *kfake.Cluster, module, dir string, output
 		t.Fatal(err)
 	}
 	return st
+}
+
+// startKafkaHost starts a host of the one task tc over the data directory dir, on cluster c,
+// checkpointing every 100 ms.
+func startKafkaHost(t *testing.T, c *kfake.Cluster, tc host.TaskConfig, dir string) *hosttest.Running {
+	t.Helper()
+	return hosttest.Start(t, host.Config{DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
 }
 
 // waitCommitted waits until task 0 of h has committed everything it read: no record pending and
@@ -238,8 +242,7 @@ func TestChangelogBrokerFaults(t *testing.T) {
 
 	tc := wordcountKafkaTask(module)
 	tc.Changelog = host.ChangelogConfig{Enabled: true}
-	h := hosttest.Start(t, host.Config{DataDir: dirB, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
-		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	h := startKafkaHost(t, c, tc, dirB)
 	restored := func() int64 {
 		if s := h.Stats(); len(s) > 0 {
 			return s[0].Restores
@@ -760,8 +763,7 @@ func produceUsersWords(t *testing.T, cl *kgo.Client, topic, prefix string, n, us
 // partitions and committed what it read, stops it and returns its figures.
 func restoreAll(t *testing.T, c *kfake.Cluster, tc host.TaskConfig, dir string) host.TaskStats {
 	t.Helper()
-	h := hosttest.Start(t, host.Config{DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
-		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	h := startKafkaHost(t, c, tc, dir)
 	hosttest.WaitFor(t, 60*time.Second, "all four partitions restored", func() bool {
 		s := h.Stats()
 		return len(s) > 0 && s[0].Restores >= 4
@@ -803,8 +805,7 @@ func TestChangelogZombieWritesIgnored(t *testing.T) {
 	zombie := changelogRecords(t, c, "wc-changelog")
 
 	// Host b, an empty disk, takes every partition over and counts the same users further.
-	hb := hosttest.Start(t, host.Config{DataDir: dirB, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
-		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	hb := startKafkaHost(t, c, tc, dirB)
 	add(produceWords(t, cl, "words", 1000, 20, 42))
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
 	waitCommitted(t, hb)
@@ -877,8 +878,7 @@ func TestChangelogWithoutEpochsRestores(t *testing.T) {
 	tc := wordcountKafkaTask(module)
 	tc.Changelog = host.ChangelogConfig{Enabled: true, Topic: "wc-old"}
 	// Host b restores the old changelog, then counts more.
-	hb := hosttest.Start(t, host.Config{DataDir: dirB, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
-		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	hb := startKafkaHost(t, c, tc, dirB)
 	add(produceWords(t, cl, "words", 1000, 20, 52))
 	consumeOutputs(t, c, "counts", total, 60*time.Second)
 	waitCommitted(t, hb)
@@ -929,8 +929,7 @@ func TestChangelogFencedHostStops(t *testing.T) {
 	dir := t.TempDir()
 	tc := wordcountKafkaTask(module)
 	tc.Changelog = host.ChangelogConfig{Enabled: true}
-	h := hosttest.Start(t, host.Config{DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
-		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	h := startKafkaHost(t, c, tc, dir)
 	want := produceWords(t, cl, "words", 1000, 20, 61)
 	consumeOutputs(t, c, "counts", wordTotal(want), 60*time.Second)
 	waitCommitted(t, h)

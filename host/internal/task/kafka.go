@@ -397,12 +397,11 @@ func (t *Task) openPartition(tp kafka.TopicPartition, id uint32, epoch uint64, c
 	if err := t.loadReplay(st); err != nil {
 		return -1, err
 	}
+	args := []any{"topic", tp.Topic, "partition", tp.Partition, "start", at, "replay_through", st.replay}
 	if t.changelog != nil {
-		t.log.Info("partition assigned", "topic", tp.Topic, "partition", tp.Partition, "start", at, "replay_through", st.replay,
-			"owner_epoch", epochString(epoch))
-	} else {
-		t.log.Info("partition assigned", "topic", tp.Topic, "partition", tp.Partition, "start", at, "replay_through", st.replay)
+		args = append(args, "owner_epoch", epochString(epoch))
 	}
+	t.log.Info("partition assigned", args...)
 	return at, nil
 }
 
