@@ -1,0 +1,160 @@
+package fuel
+
+import (
+	"bufio"
+	"crypto/sha256"
+	"encoding/hex"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/instrumented.golden from this build")
+
+// goldenFile holds, for every module TestInstrumentUnchanged meters, the SHA-256 of the module
+// and of its instrumented bytes.
+const goldenFile = "testdata/instrumented.golden"
+
+// TestInstrumentUnchanged instruments every .wasm fixture the repository holds and every guest
+// module its tests build (standard Go, Rust, and TinyGo for the guests `make test-tinygo`
+// builds), and compares the SHA-256 of the output with testdata/instrumented.golden: a change
+// of the rewriter that is meant to leave its output as it was (a refactoring) must leave every
+// byte of it. A fixture whose own hash differs from the golden's fails (rerun with -update once
+// the change is intended); a built module whose hash differs (another toolchain, or a changed
+// guest or SDK) is skipped with a note, since its output cannot be compared. `go test
+// ./host/internal/fuel -run TestInstrumentUnchanged -update` rewrites the file (review its diff:
+// a changed output line is a changed rewriter).
+func TestInstrumentUnchanged(t *testing.T) {
+	golden := readGolden(t)
+	got := map[string][2]string{}
+	check := func(t *testing.T, name, path string, fixture bool) {
+		wasm, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := Instrument(wasm, Options{Initial: 1 << 20, Stack: 1 << 10})
+		out := "refused: " + fmt.Sprint(err)
+		if err == nil {
+			out = sum(res.Wasm)
+		}
+		in := sum(wasm)
+		got[name] = [2]string{in, out}
+		want, ok := golden[name]
+		switch {
+		case *update:
+		case !ok && fixture:
+			t.Errorf("%s is not in %s: rerun with -update", name, goldenFile)
+		case !ok || want[0] != in && !fixture:
+			t.Skipf("%s was built differently from the module of %s (another toolchain, or a changed guest): its output cannot be compared; rerun with -update", name, goldenFile)
+		case want[0] != in:
+			t.Errorf("the fixture %s changed (sha256 %s, golden %s): rerun with -update", name, in, want[0])
+		case want[1] != out:
+			t.Errorf("%s: instrumented output %s, golden %s", name, out, want[1])
+		}
+	}
+	root := guestbuild.Root()
+	fixtures, err := filepath.Glob(filepath.Join(root, "host", "internal", "modrt", "testdata", "*.wasm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	more, _ := filepath.Glob(filepath.Join(root, "e2e", "testdata", "*.wasm"))
+	for _, path := range append(fixtures, more...) {
+		name, _ := filepath.Rel(root, path)
+		name = filepath.ToSlash(name)
+		t.Run(name, func(t *testing.T) { check(t, name, path, true) })
+	}
+	goPkgs, crates := guests(t, root)
+	for _, pkg := range goPkgs {
+		t.Run("go/"+pkg, func(t *testing.T) { check(t, "go/"+pkg, guestbuild.Go(t, pkg), false) })
+	}
+	for _, crate := range crates {
+		t.Run("rust/"+crate, func(t *testing.T) { check(t, "rust/"+crate, guestbuild.Rust(t, crate), false) })
+	}
+	for _, pkg := range []string{"wordcount", "sessions", "dedupe", "testguests/conform", "testguests/trapper"} {
+		t.Run("tinygo/"+pkg, func(t *testing.T) { check(t, "tinygo/"+pkg, guestbuild.TinyGo(t, pkg), false) })
+	}
+	if *update {
+		writeGolden(t, golden, got)
+	}
+}
+
+func sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// guests lists the Go packages and Rust crates under examples/wasm and examples/wasm/testguests.
+func guests(t *testing.T, root string) (goPkgs, crates []string) {
+	base := filepath.Join(root, "examples", "wasm")
+	for _, pattern := range []string{"*", "testguests/*"} {
+		dirs, err := filepath.Glob(filepath.Join(base, pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range dirs {
+			rel, _ := filepath.Rel(base, d)
+			rel = filepath.ToSlash(rel)
+			if _, err := os.Stat(filepath.Join(d, "Cargo.toml")); err == nil {
+				crates = append(crates, rel)
+			} else if m, _ := filepath.Glob(filepath.Join(d, "*.go")); len(m) > 0 {
+				goPkgs = append(goPkgs, rel)
+			}
+		}
+	}
+	return goPkgs, crates
+}
+
+// readGolden reads lines "name input-sha256 output" (output: a SHA-256 or "refused: error").
+func readGolden(t *testing.T) map[string][2]string {
+	golden := map[string][2]string{}
+	f, err := os.Open(goldenFile)
+	if os.IsNotExist(err) && *update {
+		return golden
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		line := s.Text()
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		fields := strings.SplitN(line, " ", 3)
+		if len(fields) != 3 {
+			t.Fatalf("%s: malformed line %q", goldenFile, line)
+		}
+		golden[fields[0]] = [2]string{fields[1], fields[2]}
+	}
+	if err := s.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return golden
+}
+
+// writeGolden writes got, keeping the golden lines of modules this run skipped.
+func writeGolden(t *testing.T, golden, got map[string][2]string) {
+	for name, v := range got {
+		golden[name] = v
+	}
+	names := make([]string, 0, len(golden))
+	for name := range golden {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	b.WriteString("# TestInstrumentUnchanged: module, SHA-256 of the module, SHA-256 of its instrumented bytes.\n")
+	for _, name := range names {
+		fmt.Fprintf(&b, "%s %s %s\n", name, golden[name][0], golden[name][1])
+	}
+	if err := os.WriteFile(goldenFile, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
