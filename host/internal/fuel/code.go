@@ -356,6 +356,8 @@ type analysis struct {
 	dispatchs int
 	lead      int // the instructions before this ordinal are all block or loop
 	in, peek  inst
+	// prev1 and prev2 are the two instructions before in, for the Go jump idiom (labels unset).
+	prev1, prev2 inst
 }
 
 func maxCost(a, b int64) int64 {
@@ -469,213 +471,266 @@ func (a *analysis) costs(r *Reader, dispatch bool) error {
 	a.points = append(a.points[:0], point{at: -1})
 	a.regs = append(a.regs[:0], region{point: 0})
 	a.loops, a.dispatchs, a.bulk, a.loopDepth = 0, 0, false, 0
-	in := &a.in
-	close := func(g *region) {
-		a.points[g.point].charge = maxCost(1, g.max)
-	}
-	// The two instructions before the current one, for the Go jump idiom.
-	var prev1, prev2 inst
 	a.lead = 0
+	in := &a.in
+	a.prev1, a.prev2 = inst{}, inst{}
 	for ord := 0; ; ord++ {
-		prev2, prev1 = prev1, *in
-		prev1.labels = nil
+		a.prev2, a.prev1 = a.prev1, *in
+		a.prev1.labels = nil
 		if err := next(r, in); err != nil {
 			return err
 		}
-		if bulkShift(in) >= 0 {
-			a.bulk = true
-		}
-		if a.lead == ord && (in.op == opBlock || in.op == opLoop) {
-			a.lead++
-		}
-		top := &a.regs[len(a.regs)-1]
-		a.loopDepth = max(a.loopDepth, len(a.regs)-1) // the loops around this instruction
-		live := top.cur != dead
-		if live && !free(in.op) {
-			top.cur++
-			top.max = maxCost(top.max, top.cur)
-		}
-		// inner is the dispatch loop whose segment the instruction is in, if any.
-		var inner *dispatchLoop
-		for k := len(a.frames) - 1; k > 0 && len(a.regs) > 1; k-- {
-			if a.frames[k].kind == opLoop {
-				inner = a.frames[k].disp
-				break
-			}
-		}
-		branch := func(l uint32, table bool) error {
-			if int(l) >= len(a.frames) {
-				return fmt.Errorf("branch depth %d out of range", l)
-			}
-			fi := len(a.frames) - 1 - int(l)
-			t := &a.frames[fi]
-			if t.owner != nil && live && len(t.owner.segs) > 1 {
-				// Straight to the start of a later segment of a dispatch loop.
-				d := t.owner
-				a.addMove(d, len(d.segs)-1, d.segOf(fi), ord)
-			}
-			if t.kind == opLoop && t.disp != nil {
-				// A branch back to a dispatch loop's header.
-				d := t.disp
-				target := 0
-				if in.op == opBr && prev1.op == opLocalSet && uint32(prev1.imm) == d.pc && prev2.op == opI32Const && inner == d {
-					if k := uint64(uint32(prev2.imm)); k < uint64(len(d.table)) {
-						target = d.table[k]
-					} else {
-						target = d.table[len(d.table)-1]
-					}
-					if cur := len(d.segs) - 1; target > cur {
-						// A forward jump: paid by the backward jump or entry before it.
-						if live {
-							a.addMove(d, cur, target, ord)
-						}
-						return nil
-					}
-				}
-				d.edges = append(d.edges, edge{point: len(a.points), source: len(d.segs) - 1, target: target})
-				a.points = append(a.points, point{at: ord, kind: chargeBefore})
-				return nil
-			}
-			if t.kind != opBlock && t.kind != opIf {
-				return nil // a loop header or the function's exit: the segment ends
-			}
-			if table && dispatch && (inner == nil || !inner.seen) {
-				t.dispatch = true
-				if inner != nil && fi >= inner.depth && fi < inner.depth+inner.blocks {
-					t.owner = inner
-				}
-			}
-			if live {
-				t.acc = maxCost(t.acc, a.regs[t.reg].cur)
-				t.edgeFrom(a.regs[t.reg].point)
-			}
-			return nil
-		}
-		// join starts a new segment at the current instruction, a point where paths from
-		// different segments meet (an else or the end of a block or if): the cost of each path so
-		// far was charged by the segment it came through, and what follows must be charged where
-		// every path passes. Adding one path's cost to the other's segment would let the first
-		// skip the charge.
-		join := func() {
-			close(top)
-			*top = region{point: len(a.points)}
-			a.points = append(a.points, point{at: ord, kind: chargeAfter})
-		}
+		s := a.account(ord, dispatch)
 		switch in.op {
 		case opBlock, opIf:
-			a.frames = append(a.frames, frame{kind: in.op, reg: len(a.regs) - 1, acc: dead, ifCost: top.cur, ifPoint: top.point, from: -1})
+			a.frames = append(a.frames, frame{kind: in.op, reg: len(a.regs) - 1, acc: dead, ifCost: s.top.cur, ifPoint: s.top.point, from: -1})
 		case opLoop:
-			var d *dispatchLoop
-			if dispatch {
-				d = a.dispatchAt(*r)
-			}
-			a.frames = append(a.frames, frame{kind: opLoop, reg: len(a.regs) - 1, disp: d})
-			a.loops++
-			if d == nil {
-				a.regs = append(a.regs, region{point: len(a.points)})
-				a.points = append(a.points, point{at: ord})
-				break
-			}
-			a.dispatchs++
-			d.depth = len(a.frames)
-			d.entry = len(a.points)
-			a.points = append(a.points, point{at: ord, kind: chargeBefore})
-			d.segs = append(d.segs, len(a.points))
-			a.regs = append(a.regs, region{point: len(a.points)})
-			a.points = append(a.points, point{at: ord, kind: chargeNone})
+			a.openLoop(r, ord, dispatch)
 		case opElse:
-			f := &a.frames[len(a.frames)-1]
-			if f.kind != opIf || f.else_ {
-				return fmt.Errorf("else without if")
+			if err := a.elseArm(&s); err != nil {
+				return err
 			}
-			f.acc = maxCost(f.acc, top.cur)
-			if top.cur != dead {
-				f.edgeFrom(top.point)
-			}
-			f.else_ = true
-			if top.point != f.ifPoint && f.ifCost != dead {
-				// The then-arm started a segment of its own: the else-arm is reached from the
-				// condition's segment, which that segment's charge does not cover.
-				join()
-				break
-			}
-			top.cur = f.ifCost
 		case opEnd:
-			f := a.frames[len(a.frames)-1]
-			a.frames = a.frames[:len(a.frames)-1]
-			switch f.kind {
-			case opBlock, opIf:
-				if f.dispatch {
-					// A new segment starts after the end, whatever the path into it.
-					kind := uint8(chargeAfter)
-					if d := f.owner; d != nil {
-						kind = chargeNone
-						if top.cur != dead {
-							a.addMove(d, len(d.segs)-1, len(d.segs), ord)
-						}
-						d.segs = append(d.segs, len(a.points))
-					}
-					close(top)
-					*top = region{point: len(a.points)}
-					a.points = append(a.points, point{at: ord, kind: kind})
-					break
-				}
-				if f.kind == opIf && !f.else_ && f.ifCost != dead {
-					f.acc = maxCost(f.acc, f.ifCost)
-					f.edgeFrom(f.ifPoint)
-				}
-				if top.cur != dead {
-					f.edgeFrom(top.point)
-				}
-				if f.mixed || f.from >= 0 && f.from != top.point {
-					join()
-					break
-				}
-				top.cur = maxCost(top.cur, f.acc)
-				top.max = maxCost(top.max, top.cur)
-			case opLoop:
-				close(top)
-				fell := top.cur != dead
-				a.regs = a.regs[:len(a.regs)-1]
-				if outer := &a.regs[len(a.regs)-1]; !fell {
-					outer.cur = dead
-				}
-				if d := f.disp; d != nil {
-					a.chargeDispatch(d)
-				}
-			case 0:
+			if len(a.frames) == 1 { // the function's end
+				a.frames = a.frames[:0]
 				if len(r.b) != 0 {
 					return fmt.Errorf("%d bytes after the end of the function", len(r.b))
 				}
-				close(top)
+				a.close(s.top)
 				return nil
 			}
+			a.end(&s)
 		case opBr:
-			if err := branch(in.label, false); err != nil {
+			if err := a.branch(&s, in.label, false); err != nil {
 				return err
 			}
-			top.cur = dead
+			s.top.cur = dead
 		case opBrIf:
-			if err := branch(in.label, false); err != nil {
+			if err := a.branch(&s, in.label, false); err != nil {
 				return err
 			}
 		case opBrTable:
 			for _, l := range in.labels {
-				if err := branch(l, true); err != nil {
+				if err := a.branch(&s, l, true); err != nil {
 					return err
 				}
 			}
-			if err := branch(in.label, true); err != nil {
+			if err := a.branch(&s, in.label, true); err != nil {
 				return err
 			}
-			if inner != nil {
-				inner.seen = true
+			if s.inner != nil {
+				s.inner.seen = true
 			}
-			top.cur = dead
+			s.top.cur = dead
 		case opReturn, opUnreachable, opReturnCall, opReturnCallI:
-			top.cur = dead
+			s.top.cur = dead
 		}
 	}
+}
+
+// step is what costs knows of the instruction it is at (a.in).
+type step struct {
+	ord      int           // the instruction's ordinal in the body
+	top      *region       // the current segment, already charged for the instruction
+	live     bool          // some path reaches the instruction
+	inner    *dispatchLoop // the dispatch loop whose segment the instruction is in, if any
+	dispatch bool          // the pass that recognises dispatch loops (costs)
+}
+
+// account counts the instruction at ordinal ord (a.in) into the function's figures and the
+// current segment's cost, and returns the step the instruction's own handling starts from.
+func (a *analysis) account(ord int, dispatch bool) step {
+	in := &a.in
+	if bulkShift(in) >= 0 {
+		a.bulk = true
+	}
+	if a.lead == ord && (in.op == opBlock || in.op == opLoop) {
+		a.lead++
+	}
+	top := &a.regs[len(a.regs)-1]
+	a.loopDepth = max(a.loopDepth, len(a.regs)-1) // the loops around this instruction
+	live := top.cur != dead
+	if live && !free(in.op) {
+		top.cur++
+		top.max = maxCost(top.max, top.cur)
+	}
+	s := step{ord: ord, top: top, live: live, dispatch: dispatch}
+	for k := len(a.frames) - 1; k > 0 && len(a.regs) > 1; k-- {
+		if a.frames[k].kind == opLoop {
+			s.inner = a.frames[k].disp
+			break
+		}
+	}
+	return s
+}
+
+// close sets the charge of the segment g.
+func (a *analysis) close(g *region) {
+	a.points[g.point].charge = maxCost(1, g.max)
+}
+
+// join starts a new segment at the current instruction, a point where paths from different
+// segments meet (an else or the end of a block or if): the cost of each path so far was charged
+// by the segment it came through, and what follows must be charged where every path passes.
+// Adding one path's cost to the other's segment would let the first skip the charge.
+func (a *analysis) join(s *step) {
+	a.close(s.top)
+	*s.top = region{point: len(a.points)}
+	a.points = append(a.points, point{at: s.ord, kind: chargeAfter})
+}
+
+// openLoop opens the loop at ordinal ord (r is after the loop instruction): a region of its own,
+// charged at its header, or, for a dispatch loop, its entry charge and the dispatch segment.
+func (a *analysis) openLoop(r *Reader, ord int, dispatch bool) {
+	var d *dispatchLoop
+	if dispatch {
+		d = a.dispatchAt(*r)
+	}
+	a.frames = append(a.frames, frame{kind: opLoop, reg: len(a.regs) - 1, disp: d})
+	a.loops++
+	if d == nil {
+		a.regs = append(a.regs, region{point: len(a.points)})
+		a.points = append(a.points, point{at: ord})
+		return
+	}
+	a.dispatchs++
+	d.depth = len(a.frames)
+	d.entry = len(a.points)
+	a.points = append(a.points, point{at: ord, kind: chargeBefore})
+	d.segs = append(d.segs, len(a.points))
+	a.regs = append(a.regs, region{point: len(a.points)})
+	a.points = append(a.points, point{at: ord, kind: chargeNone})
+}
+
+// elseArm ends the then-arm of the innermost if and starts its else-arm.
+func (a *analysis) elseArm(s *step) error {
+	f := &a.frames[len(a.frames)-1]
+	if f.kind != opIf || f.else_ {
+		return fmt.Errorf("else without if")
+	}
+	top := s.top
+	f.acc = maxCost(f.acc, top.cur)
+	if top.cur != dead {
+		f.edgeFrom(top.point)
+	}
+	f.else_ = true
+	if top.point != f.ifPoint && f.ifCost != dead {
+		// The then-arm started a segment of its own: the else-arm is reached from the
+		// condition's segment, which that segment's charge does not cover.
+		a.join(s)
+		return nil
+	}
+	top.cur = f.ifCost
+	return nil
+}
+
+// end closes the innermost block, if or loop (not the function's own frame).
+func (a *analysis) end(s *step) {
+	f := a.frames[len(a.frames)-1]
+	a.frames = a.frames[:len(a.frames)-1]
+	top := s.top
+	switch f.kind {
+	case opBlock, opIf:
+		if f.dispatch {
+			a.endDispatchBlock(s, &f)
+			return
+		}
+		if f.kind == opIf && !f.else_ && f.ifCost != dead {
+			f.acc = maxCost(f.acc, f.ifCost)
+			f.edgeFrom(f.ifPoint)
+		}
+		if top.cur != dead {
+			f.edgeFrom(top.point)
+		}
+		if f.mixed || f.from >= 0 && f.from != top.point {
+			a.join(s)
+			return
+		}
+		top.cur = maxCost(top.cur, f.acc)
+		top.max = maxCost(top.max, top.cur)
+	case opLoop:
+		a.close(top)
+		fell := top.cur != dead
+		a.regs = a.regs[:len(a.regs)-1]
+		if outer := &a.regs[len(a.regs)-1]; !fell {
+			outer.cur = dead
+		}
+		if d := f.disp; d != nil {
+			a.chargeDispatch(d)
+		}
+	}
+}
+
+// endDispatchBlock ends a block a br_table targets: a new segment starts after its end,
+// whatever the path into it (a segment of its dispatch loop if it has one).
+func (a *analysis) endDispatchBlock(s *step, f *frame) {
+	kind := uint8(chargeAfter)
+	if d := f.owner; d != nil {
+		kind = chargeNone
+		if s.top.cur != dead {
+			a.addMove(d, len(d.segs)-1, len(d.segs), s.ord)
+		}
+		d.segs = append(d.segs, len(a.points))
+	}
+	a.close(s.top)
+	*s.top = region{point: len(a.points)}
+	a.points = append(a.points, point{at: s.ord, kind: kind})
+}
+
+// branch records a branch to label l of the instruction at s (table: from a br_table).
+func (a *analysis) branch(s *step, l uint32, table bool) error {
+	if int(l) >= len(a.frames) {
+		return fmt.Errorf("branch depth %d out of range", l)
+	}
+	fi := len(a.frames) - 1 - int(l)
+	t := &a.frames[fi]
+	if t.owner != nil && s.live && len(t.owner.segs) > 1 {
+		// Straight to the start of a later segment of a dispatch loop.
+		d := t.owner
+		a.addMove(d, len(d.segs)-1, d.segOf(fi), s.ord)
+	}
+	if t.kind == opLoop && t.disp != nil {
+		a.branchToDispatch(s, t.disp)
+		return nil
+	}
+	if t.kind != opBlock && t.kind != opIf {
+		return nil // a loop header or the function's exit: the segment ends
+	}
+	if table && s.dispatch && (s.inner == nil || !s.inner.seen) {
+		t.dispatch = true
+		if inner := s.inner; inner != nil && fi >= inner.depth && fi < inner.depth+inner.blocks {
+			t.owner = inner
+		}
+	}
+	if s.live {
+		t.acc = maxCost(t.acc, a.regs[t.reg].cur)
+		t.edgeFrom(a.regs[t.reg].point)
+	}
+	return nil
+}
+
+// branchToDispatch records a branch back to the header of the dispatch loop d: a forward jump of
+// the Go code (i32.const target; local.set $pc; br) is a move, paid by the backward jump or entry
+// before it; any other branch is a back edge, charged before it.
+func (a *analysis) branchToDispatch(s *step, d *dispatchLoop) {
+	in, prev1, prev2 := &a.in, &a.prev1, &a.prev2
+	target := 0
+	if in.op == opBr && prev1.op == opLocalSet && uint32(prev1.imm) == d.pc && prev2.op == opI32Const && s.inner == d {
+		if k := uint64(uint32(prev2.imm)); k < uint64(len(d.table)) {
+			target = d.table[k]
+		} else {
+			target = d.table[len(d.table)-1]
+		}
+		if cur := len(d.segs) - 1; target > cur {
+			// A forward jump: paid by the backward jump or entry before it.
+			if s.live {
+				a.addMove(d, cur, target, s.ord)
+			}
+			return
+		}
+	}
+	d.edges = append(d.edges, edge{point: len(a.points), source: len(d.segs) - 1, target: target})
+	a.points = append(a.points, point{at: s.ord, kind: chargeBefore})
 }
 
 // ---- rewriting ----
