@@ -27,7 +27,10 @@ const goldenFile = "testdata/instrumented.golden"
 // of the rewriter that is meant to leave its output as it was (a refactoring) must leave every
 // byte of it. A fixture whose own hash differs from the golden's fails (rerun with -update once
 // the change is intended); a built module whose hash differs (another toolchain, or a changed
-// guest or SDK) is skipped with a note, since its output cannot be compared. `go test
+// guest or SDK) is skipped with a note, since its output cannot be compared. Each fixture is also
+// mutated at every byte (truncated there, and the byte inverted): the outputs and errors of the
+// mutants hash to the golden's "<fixture>~mutants" line, so that the paths that refuse a module
+// keep their errors too. `go test
 // ./host/internal/fuel -run TestInstrumentUnchanged -update` rewrites the file (review its diff:
 // a changed output line is a changed rewriter).
 func TestInstrumentUnchanged(t *testing.T) {
@@ -46,6 +49,9 @@ func TestInstrumentUnchanged(t *testing.T) {
 		in := sum(wasm)
 		got[name] = [2]string{in, out}
 		want, ok := golden[name]
+		if fixture {
+			got[name+"~mutants"] = [2]string{in, mutants(wasm)}
+		}
 		switch {
 		case *update:
 		case !ok && fixture:
@@ -56,6 +62,8 @@ func TestInstrumentUnchanged(t *testing.T) {
 			t.Errorf("the fixture %s changed (sha256 %s, golden %s): rerun with -update", name, in, want[0])
 		case want[1] != out:
 			t.Errorf("%s: instrumented output %s, golden %s", name, out, want[1])
+		case fixture && golden[name+"~mutants"] != got[name+"~mutants"]:
+			t.Errorf("%s: the mutants' outputs and errors hash to %s, golden %s", name, got[name+"~mutants"][1], golden[name+"~mutants"][1])
 		}
 	}
 	root := guestbuild.Root()
@@ -82,6 +90,28 @@ func TestInstrumentUnchanged(t *testing.T) {
 	if *update {
 		writeGolden(t, golden, got)
 	}
+}
+
+// mutants instruments wasm truncated at every byte and with every byte inverted in turn, and
+// returns the SHA-256 of the outputs and error messages.
+func mutants(wasm []byte) string {
+	h := sha256.New()
+	one := func(b []byte) {
+		res, err := Instrument(b, Options{Initial: 1 << 20, Stack: 1 << 10})
+		if err != nil {
+			fmt.Fprintf(h, "error %v\n", err)
+			return
+		}
+		fmt.Fprintf(h, "ok %s\n", sum(res.Wasm))
+	}
+	b := make([]byte, len(wasm))
+	for i := range wasm {
+		one(wasm[:i])
+		copy(b, wasm)
+		b[i] ^= 0xff
+		one(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 func sum(b []byte) string {
