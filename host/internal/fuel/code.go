@@ -345,7 +345,7 @@ type point struct {
 	charge int64
 }
 
-// analysis holds the scratch state of costs, reused between functions.
+// analysis holds the scratch state of costs (and of the rewriter), reused between functions.
 type analysis struct {
 	frames    []frame
 	regs      []region
@@ -356,8 +356,7 @@ type analysis struct {
 	dispatchs int
 	lead      int // the instructions before this ordinal are all block or loop
 	in, peek  inst
-	// prev1 and prev2 are the two instructions before in, for the Go jump idiom (labels unset).
-	prev1, prev2 inst
+	after     []int64 // the rewriter's: the charges due after the current instruction (chargePoints)
 }
 
 func maxCost(a, b int64) int64 {
@@ -473,14 +472,13 @@ func (a *analysis) costs(r *Reader, dispatch bool) error {
 	a.loops, a.dispatchs, a.bulk, a.loopDepth = 0, 0, false, 0
 	a.lead = 0
 	in := &a.in
-	a.prev1, a.prev2 = inst{}, inst{}
+	s := step{dispatch: dispatch}
 	for ord := 0; ; ord++ {
-		a.prev2, a.prev1 = a.prev1, *in
-		a.prev1.labels = nil
+		s.prev2, s.prev1 = s.prev1, recent{op: in.op, imm: in.imm}
 		if err := next(r, in); err != nil {
 			return err
 		}
-		s := a.account(ord, dispatch)
+		a.account(&s, ord)
 		switch in.op {
 		case opBlock, opIf:
 			a.frames = append(a.frames, frame{kind: in.op, reg: len(a.regs) - 1, acc: dead, ifCost: s.top.cur, ifPoint: s.top.point, from: -1})
@@ -535,11 +533,20 @@ type step struct {
 	live     bool          // some path reaches the instruction
 	inner    *dispatchLoop // the dispatch loop whose segment the instruction is in, if any
 	dispatch bool          // the pass that recognises dispatch loops (costs)
+	// prev1 and prev2 are the two instructions before, for the Go jump idiom.
+	prev1, prev2 recent
+}
+
+// recent is what costs keeps of an instruction it has passed.
+type recent struct {
+	op  byte
+	imm int64
 }
 
 // account counts the instruction at ordinal ord (a.in) into the function's figures and the
-// current segment's cost, and returns the step the instruction's own handling starts from.
-func (a *analysis) account(ord int, dispatch bool) step {
+// current segment's cost, and sets the step its own handling starts from (s: the step of the
+// instruction before, and its prev1 and prev2 already set).
+func (a *analysis) account(s *step, ord int) {
 	in := &a.in
 	if bulkShift(in) >= 0 {
 		a.bulk = true
@@ -554,14 +561,13 @@ func (a *analysis) account(ord int, dispatch bool) step {
 		top.cur++
 		top.max = maxCost(top.max, top.cur)
 	}
-	s := step{ord: ord, top: top, live: live, dispatch: dispatch}
+	s.ord, s.top, s.live, s.inner = ord, top, live, nil
 	for k := len(a.frames) - 1; k > 0 && len(a.regs) > 1; k-- {
 		if a.frames[k].kind == opLoop {
 			s.inner = a.frames[k].disp
 			break
 		}
 	}
-	return s
 }
 
 // close sets the charge of the segment g.
@@ -713,7 +719,7 @@ func (a *analysis) branch(s *step, l uint32, table bool) error {
 // the Go code (i32.const target; local.set $pc; br) is a move, paid by the backward jump or entry
 // before it; any other branch is a back edge, charged before it.
 func (a *analysis) branchToDispatch(s *step, d *dispatchLoop) {
-	in, prev1, prev2 := &a.in, &a.prev1, &a.prev2
+	in, prev1, prev2 := &a.in, s.prev1, s.prev2
 	target := 0
 	if in.op == opBr && prev1.op == opLocalSet && uint32(prev1.imm) == d.pc && prev2.op == opI32Const && s.inner == d {
 		if k := uint64(uint32(prev2.imm)); k < uint64(len(d.table)) {
@@ -869,9 +875,9 @@ type rewriter struct {
 	// cached: the counter is kept in local while the function runs (see newRewriter).
 	cached bool
 
-	depth    int    // open blocks, loops and ifs
-	p        int    // the next charge point
-	remapped []byte // scratch for an instruction whose function index moves
+	depth    int     // open blocks, loops and ifs
+	p        int     // the next charge point
+	remapped [6]byte // scratch for a call or ref.func whose function index moves (remap)
 }
 
 // newRewriter returns the rewriter of a function with nlocals params and locals, analysed in a.
@@ -1054,9 +1060,8 @@ func (w *rewriter) rewriteBody(out []byte, cr *Reader, fn int, res *Result) ([]b
 		// A call that may run guest code: the counter is restored when it returns. (A host
 		// function leaves it as it is.)
 		guestCall := in.op == opCallIndirect || in.op == opCall && int(in.fn) >= w.m.importedFuncs
-		var after []int64
-		out, after = w.chargePoints(out, ord, after, res)
-		if len(after) > 0 {
+		out = w.chargePoints(out, ord, res)
+		if len(w.a.after) > 0 {
 			switch in.op {
 			case opLoop:
 				w.depth++
@@ -1067,7 +1072,7 @@ func (w *rewriter) rewriteBody(out []byte, cr *Reader, fn int, res *Result) ([]b
 			if guestCall {
 				out = w.restore(out)
 			}
-			for _, c := range after {
+			for _, c := range w.a.after {
 				out = w.charge(out, c)
 			}
 			continue
@@ -1093,15 +1098,15 @@ func (w *rewriter) rewriteBody(out []byte, cr *Reader, fn int, res *Result) ([]b
 func (w *rewriter) remap(in *inst, raw []byte) []byte {
 	if (in.op == opCall || in.op == opReturnCall || in.op == opRefFunc) && int(in.fn) >= w.m.importedFuncs {
 		raw = appendU32(append(w.remapped[:0], in.op), w.m.fn(in.fn))
-		w.remapped = raw
 	}
 	return raw
 }
 
-// chargePoints appends the charges due before the instruction at ordinal ord and appends those
-// due after it to after.
-func (w *rewriter) chargePoints(out []byte, ord int, after []int64, res *Result) ([]byte, []int64) {
+// chargePoints appends the charges due before the instruction at ordinal ord and sets a.after
+// to those due after it.
+func (w *rewriter) chargePoints(out []byte, ord int, res *Result) []byte {
 	points := w.a.points
+	w.a.after = w.a.after[:0]
 	for ; w.p < len(points) && points[w.p].at == ord; w.p++ {
 		switch points[w.p].kind {
 		case chargeBefore:
@@ -1110,11 +1115,11 @@ func (w *rewriter) chargePoints(out []byte, ord int, after []int64, res *Result)
 				res.Points++
 			}
 		case chargeAfter:
-			after = append(after, points[w.p].charge)
+			w.a.after = append(w.a.after, points[w.p].charge)
 			res.Points++
 		}
 	}
-	return out, after
+	return out
 }
 
 // around appends the counter bookkeeping an instruction without charges after it needs before
