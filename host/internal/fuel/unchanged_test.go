@@ -30,7 +30,8 @@ const goldenFile = "testdata/instrumented.golden"
 // guest or SDK) is skipped with a note, since its output cannot be compared. Each fixture is also
 // mutated at every byte (truncated there, and the byte inverted): the outputs and errors of the
 // mutants hash to the golden's "<fixture>~mutants" line, so that the paths that refuse a module
-// keep their errors too. `go test
+// keep their errors too. What Declarations and LimitTables make of each module (and mutant) is
+// compared the same way ("<module>~read"). `go test
 // ./host/internal/fuel -run TestInstrumentUnchanged -update` rewrites the file (review its diff:
 // a changed output line is a changed rewriter).
 func TestInstrumentUnchanged(t *testing.T) {
@@ -48,6 +49,7 @@ func TestInstrumentUnchanged(t *testing.T) {
 		}
 		in := sum(wasm)
 		got[name] = [2]string{in, out}
+		got[name+"~read"] = [2]string{in, readers(wasm)}
 		want, ok := golden[name]
 		if fixture {
 			got[name+"~mutants"] = [2]string{in, mutants(wasm)}
@@ -62,6 +64,8 @@ func TestInstrumentUnchanged(t *testing.T) {
 			t.Errorf("the fixture %s changed (sha256 %s, golden %s): rerun with -update", name, in, want[0])
 		case want[1] != out:
 			t.Errorf("%s: instrumented output %s, golden %s", name, out, want[1])
+		case golden[name+"~read"] != got[name+"~read"]:
+			t.Errorf("%s: Declarations and LimitTables hash to %s, golden %s", name, got[name+"~read"][1], golden[name+"~read"][1])
 		case fixture && golden[name+"~mutants"] != got[name+"~mutants"]:
 			t.Errorf("%s: the mutants' outputs and errors hash to %s, golden %s", name, got[name+"~mutants"][1], golden[name+"~mutants"][1])
 		}
@@ -100,9 +104,10 @@ func mutants(wasm []byte) string {
 		res, err := Instrument(b, Options{Initial: 1 << 20, Stack: 1 << 10})
 		if err != nil {
 			fmt.Fprintf(h, "error %v\n", err)
-			return
+		} else {
+			fmt.Fprintf(h, "ok %s\n", sum(res.Wasm))
 		}
-		fmt.Fprintf(h, "ok %s\n", sum(res.Wasm))
+		fmt.Fprintf(h, "%s\n", readers(b))
 	}
 	b := make([]byte, len(wasm))
 	for i := range wasm {
@@ -110,6 +115,19 @@ func mutants(wasm []byte) string {
 		copy(b, wasm)
 		b[i] ^= 0xff
 		one(b)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// readers returns the SHA-256 of what Declarations and LimitTables (at 10 and at 0 elements)
+// make of wasm.
+func readers(wasm []byte) string {
+	h := sha256.New()
+	d, err := Declarations(wasm)
+	fmt.Fprintf(h, "%+v %v\n", d, err)
+	for _, limit := range []uint32{10, 0} {
+		b, err := LimitTables(wasm, limit)
+		fmt.Fprintf(h, "%s %v\n", sum(b), err)
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
