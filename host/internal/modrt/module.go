@@ -255,6 +255,19 @@ func builtAsCommand(s *wasmShape) bool {
 
 // checkShape checks exports, imports and memory minimums against the ABI.
 func checkShape(s *wasmShape, eng *engine, lim Limits) []string {
+	problems := checkExports(s)
+	problems = append(problems, checkImports(s, eng)...)
+	for _, min := range s.memMins {
+		if min > uint64(lim.MaxMemoryPages) {
+			problems = append(problems, fmt.Sprintf("memory minimum %d pages exceeds the limit of %d", min, lim.MaxMemoryPages))
+		}
+	}
+	return problems
+}
+
+// checkExports checks the memory and the function exports of ABI §3: present when required,
+// with their signatures.
+func checkExports(s *wasmShape) []string {
 	var problems []string
 	exports := make(map[string]*wasmExport, len(s.exports))
 	for k := range s.exports {
@@ -289,7 +302,13 @@ func checkShape(s *wasmShape, eng *engine, lim Limits) []string {
 	checkFunc(abi.ExportOnTick, sigPayload, false)
 	checkFunc(abi.ExportMigrate, sigPayload, false)
 	checkFunc(abi.ExportStateVersion, sigVersion, false)
+	return problems
+}
 
+// checkImports checks that every import is a host function of ABI §4 or a WASI function, with
+// its signature.
+func checkImports(s *wasmShape, eng *engine) []string {
+	var problems []string
 	for _, im := range s.imports {
 		full := im.module + "." + im.name
 		var (
@@ -317,12 +336,6 @@ func checkShape(s *wasmShape, eng *engine, lim Limits) []string {
 			problems = append(problems, fmt.Sprintf("imports unknown %s %s", what, full))
 		case im.typ != want:
 			problems = append(problems, fmt.Sprintf("import %s has type %s; want %s", full, im.typ, want))
-		}
-	}
-
-	for _, min := range s.memMins {
-		if min > uint64(lim.MaxMemoryPages) {
-			problems = append(problems, fmt.Sprintf("memory minimum %d pages exceeds the limit of %d", min, lim.MaxMemoryPages))
 		}
 	}
 	return problems
