@@ -70,23 +70,7 @@ func next(r *Reader, in *inst) error {
 		in.label, err = r.U32()
 		return err
 	case op == opBrTable:
-		n, err := r.U32()
-		if err != nil {
-			return err
-		}
-		if int(n) > len(r.b) {
-			return ErrTruncated
-		}
-		in.labels = in.labels[:0]
-		for i := uint32(0); i < n; i++ {
-			l, err := r.U32()
-			if err != nil {
-				return err
-			}
-			in.labels = append(in.labels, l)
-		}
-		in.label, err = r.U32()
-		return err
+		return brTable(r, in)
 	case op == opCall || op == opReturnCall:
 		in.fn, err = r.U32()
 		return err
@@ -97,16 +81,7 @@ func next(r *Reader, in *inst) error {
 		_, err = r.U32() // table
 		return err
 	case op == 0x1c: // select t*
-		n, err := r.U32()
-		if err != nil {
-			return err
-		}
-		for i := uint32(0); i < n; i++ {
-			if _, err := r.SLEB(33); err != nil {
-				return err
-			}
-		}
-		return nil
+		return valueTypes(r)
 	case op >= opLocalGet && op <= 0x26: // local.*, global.*, table.get, table.set
 		v, err := r.U32()
 		in.imm = int64(v)
@@ -146,6 +121,41 @@ func next(r *Reader, in *inst) error {
 		return errUnsupported{fmt.Sprintf("unsupported opcode 0x%02x (typed function references)", op)}
 	}
 	return fmt.Errorf("unknown opcode 0x%02x", op)
+}
+
+// brTable decodes the immediates of a br_table: its labels, then its default label.
+func brTable(r *Reader, in *inst) error {
+	n, err := r.U32()
+	if err != nil {
+		return err
+	}
+	if int(n) > len(r.b) {
+		return ErrTruncated
+	}
+	in.labels = in.labels[:0]
+	for i := uint32(0); i < n; i++ {
+		l, err := r.U32()
+		if err != nil {
+			return err
+		}
+		in.labels = append(in.labels, l)
+	}
+	in.label, err = r.U32()
+	return err
+}
+
+// valueTypes skips a vector of value types (select t*).
+func valueTypes(r *Reader) error {
+	n, err := r.U32()
+	if err != nil {
+		return err
+	}
+	for i := uint32(0); i < n; i++ {
+		if _, err := r.SLEB(33); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // memarg skips a memory argument: alignment (bit 6: a memory index follows) and offset.
