@@ -189,29 +189,7 @@ func (c *adminClient) do(ctx context.Context, method, path string, body io.Reade
 		return failure(fmt.Errorf("admin API: reading the answer: %w", err))
 	}
 	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Error    string   `json:"error"`
-			Problems []string `json:"problems"`
-		}
-		if json.Unmarshal(data, &e) != nil || e.Error == "" {
-			e.Error = strings.TrimSpace(string(data))
-		}
-		var errs []error
-		if len(e.Problems) > 0 {
-			errs = append(errs, fmt.Errorf("%s (HTTP %d):", e.Error, resp.StatusCode))
-			for _, p := range e.Problems {
-				errs = append(errs, errors.New(p))
-			}
-			return failure(errors.Join(errs...))
-		}
-		ee := &exitError{code: exitFailure, err: fmt.Errorf("%s (HTTP %d)", e.Error, resp.StatusCode)}
-		switch {
-		case resp.StatusCode == http.StatusUnauthorized:
-			ee.hint = c.tokenHint()
-		case resp.StatusCode == http.StatusNotFound && strings.Contains(e.Error, "no such task"):
-			ee.hint = c.unknownTaskHint(ctx)
-		}
-		return ee
+		return c.answerError(ctx, resp.StatusCode, data)
 	}
 	if out == nil {
 		return nil
@@ -224,6 +202,34 @@ func (c *adminClient) do(ctx context.Context, method, path string, body io.Reade
 		return failure(fmt.Errorf("admin API: unexpected answer: %w", err))
 	}
 	return nil
+}
+
+// answerError is the error of a non-2xx answer (status, body data): the server's message and
+// problems, with a hint for a refused token or an unknown task.
+func (c *adminClient) answerError(ctx context.Context, status int, data []byte) error {
+	var e struct {
+		Error    string   `json:"error"`
+		Problems []string `json:"problems"`
+	}
+	if json.Unmarshal(data, &e) != nil || e.Error == "" {
+		e.Error = strings.TrimSpace(string(data))
+	}
+	var errs []error
+	if len(e.Problems) > 0 {
+		errs = append(errs, fmt.Errorf("%s (HTTP %d):", e.Error, status))
+		for _, p := range e.Problems {
+			errs = append(errs, errors.New(p))
+		}
+		return failure(errors.Join(errs...))
+	}
+	ee := &exitError{code: exitFailure, err: fmt.Errorf("%s (HTTP %d)", e.Error, status)}
+	switch {
+	case status == http.StatusUnauthorized:
+		ee.hint = c.tokenHint()
+	case status == http.StatusNotFound && strings.Contains(e.Error, "no such task"):
+		ee.hint = c.unknownTaskHint(ctx)
+	}
+	return ee
 }
 
 // jsonBody is a request body of JSON (do sends the others as a module).
