@@ -200,6 +200,10 @@ type Consumer struct {
 	// over (it stopped mid-poll). Their offsets are the client's to commit with the transaction,
 	// so it may only abort (EndTxn).
 	unhanded atomic.Bool
+	// joinedAt: the group is joining and syncing since then (zero otherwise; joinWatch), during
+	// which the topics are paused (joining).
+	joinMu   sync.Mutex
+	joinedAt time.Time
 }
 
 // Generation is the group generation this member is in (-1 while it is in none): called from
@@ -265,7 +269,7 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		// alone, and the long poll short enough that a resumed partition is fetched soon.
 		kgo.FetchMaxPartitionBytes(256<<10),
 		kgo.FetchMaxWait(200*time.Millisecond),
-		kgo.Balancers(balancers(cc.Progress, cc.Advertise)...),
+		kgo.Balancers(c.watchJoins(cc.Txn != nil, balancers(cc.Progress, cc.Advertise))...),
 		kgo.AdjustFetchOffsetsFn(c.adjust),
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.lost),
@@ -643,6 +647,11 @@ func flatten(m map[string][]int32) []TopicPartition {
 func (c *Consumer) revoked(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 	parts := flatten(m)
 	if len(parts) == 0 {
+		if c.txn != nil {
+			// The end of a group session: the join follows. Called before the next poll
+			// takes records (the rebalance goes first), so that the poll finds the topics paused.
+			c.joining(true)
+		}
 		return
 	}
 	offsets := c.handler.Revoked(ctx, parts)
