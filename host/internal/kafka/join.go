@@ -12,10 +12,12 @@ import (
 // kafka.rebalance_timeout: a transaction that took records during the join waited that long
 // to end, and one that outlasted kafka.transaction_timeout was aborted by the broker, which
 // fenced the producer (the task halted). A transaction only has something to commit (and the
-// broker a timeout to count) once it polled records or produced; so while the group joins and
-// syncs, the consumer's topics are paused: the polls return nothing, the transaction of the
-// moment stays empty and ends without waiting (EndTxn: idle), and reading goes on once the
-// member synced.
+// broker a timeout to count) once it polled records or produced, and waits for a join only
+// with input offsets to commit (franz-go's offset commit carries only the partitions polled
+// since the last one); so while the group joins and syncs, the consumer's topics are paused:
+// the polls return nothing, the transaction of the moment commits no offsets and ends without
+// waiting (what the task produced on its own meanwhile, a timer's outputs, included), and
+// reading goes on once the member synced.
 //
 // The window begins at the end of the group session (the revoke callback that every session
 // ends with, before the client sends its JoinGroup, and before a poll can take records since a
