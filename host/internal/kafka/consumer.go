@@ -204,6 +204,7 @@ type Consumer struct {
 	// which the topics are paused (joining).
 	joinMu   sync.Mutex
 	joinedAt time.Time
+	begunAt  time.Time // when the open transaction began, or last ended idle (Run's goroutine, or the loop's in Commit)
 }
 
 // Generation is the group generation this member is in (-1 while it is in none): called from
@@ -834,7 +835,7 @@ func (c *Consumer) runTxn(ctx context.Context, out chan<- Fetch) error {
 	if err := c.sess.Begin(); err != nil {
 		return fmt.Errorf("kafka: beginning a transaction: %w", err)
 	}
-	c.inTxn = true
+	c.inTxn, c.begunAt = true, time.Now()
 	next := time.Now().Add(c.txn.Interval)
 	for {
 		pctx, cancel := context.WithDeadline(ctx, next)
@@ -892,10 +893,12 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 		commit = false
 	}
 	if idle && commit && len(c.polledAt) == 0 {
+		c.begunAt = time.Now() // nothing is in it: the broker has not begun it either
 		return TxnOutcome{Committed: true}, nil
 	}
 	committed, err := c.sess.End(ctx, kgo.TransactionEndTry(commit))
 	c.inTxn = false
+	open := time.Since(c.begunAt) // until its end: ending it may wait (a join, the cluster)
 	out := TxnOutcome{Committed: committed && err == nil}
 	if !out.Committed {
 		out.Rewound = c.rewind()
@@ -907,6 +910,13 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 		c.backoff = 0
 	}
 	clear(c.polledAt)
+	if open >= c.txn.Timeout && (errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.InvalidTxnState)) {
+		// The broker aborts a transaction open longer than its timeout and bumps the
+		// producer's epoch, which fences this producer as a newer one would (kfake answers a
+		// commit of a transaction it aborted so with INVALID_TXN_STATE).
+		return out, fmt.Errorf("kafka: ending the transaction: it was open %s, longer than kafka.transaction_timeout %s, so the broker aborted it and fenced this producer (or another host runs with the same host_id); nothing of it was committed: %w",
+			open.Round(time.Millisecond), c.txn.Timeout, err)
+	}
 	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
 		return out, fmt.Errorf("kafka: ending the transaction: fenced by a newer producer with the transactional id %q (does another host run with the same host_id?): %w", c.txn.ID, err)
 	}
@@ -916,7 +926,7 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 	if err := c.sess.Begin(); err != nil {
 		return out, fmt.Errorf("kafka: beginning a transaction: %w", err)
 	}
-	c.inTxn = true
+	c.inTxn, c.begunAt = true, time.Now()
 	return out, nil
 }
 
