@@ -925,9 +925,9 @@ func (t *Task) runStandby(ctx context.Context, sb *standby) {
 }
 
 // standbyCount raises the standby's partition count to the input topics' when partitions were
-// added to them: their changelog partitions (empty until their owner writes, and added by
-// replayChangelog if no host has yet) are tailed from then on. A failure to count is logged and
-// tried again at the next count.
+// added to them: their changelog partitions are tailed from then on (once an owner's restore
+// added them to the changelog: skipped until then). A failure to count is logged and tried
+// again at the next count.
 func (t *Task) standbyCount(ctx context.Context, sb *standby) {
 	n := sb.parts
 	for _, topic := range sb.topics {
