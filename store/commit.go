@@ -441,8 +441,6 @@ type txnWriter struct {
 	single bool
 	nexts  []StreamPosition
 	nextOf map[uint32]int64 // nexts by stream, once there are many
-	// marksKept counts the mark entries writeKey left as they were.
-	marksKept int
 }
 
 // keepMark reports whether writeKey may leave kw's stored mark entry as it is: the store holds
@@ -548,7 +546,6 @@ func (w *txnWriter) writeKey(task string, kw *KeyWrites) error {
 		}
 	}
 	if w.keepMark(kw) {
-		w.marksKept++
 		return nil
 	}
 	mk := appendMarkKey(w.alloc(markKeyLen(task, kw.Key)), task, kw.Stream, kw.Key)
