@@ -155,9 +155,10 @@ type stream struct {
 	replay  int64 // records at or below this offset may have been applied before a crash
 	done    bool  // the reader reached the end of its input
 	closer  io.Closer
-	records int64 // records read this run
-	skipped int64 // records skipped because their key's mark showed them applied
-	malform int64 // malformed lines sent to the dead letters
+	print   *filePrint // a file input's: the fingerprints of its positions
+	records int64      // records read this run
+	skipped int64      // records skipped because their key's mark showed them applied
+	malform int64      // malformed lines sent to the dead letters
 
 	kafka     bool                 // a Kafka partition; tracker is nil until its first record when its start is unknown
 	tp        kafka.TopicPartition // for a Kafka partition
@@ -458,8 +459,17 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 			return nil, fmt.Errorf("input %s: %w", in.Name, err)
 		}
 		if fi.Size() < pos.Resume {
-			return nil, fmt.Errorf("input %s: %s holds %d bytes but %d were already processed: the file was replaced or truncated since the last checkpoint", in.Name, in.Path, fi.Size(), pos.Resume)
+			return nil, fmt.Errorf("input %s: %s holds %d bytes but %d were already processed: the file was replaced or truncated since the last checkpoint; to read it from its first line, reset the task (wasmstream reset -c <config> --task %s --to earliest) or use a new data directory", in.Name, in.Path, fi.Size(), pos.Resume, t.cfg.Name)
 		}
+		midLine, err := checkFile(f, t.cfg.Name, in.Name, in.Path, pos.Resume, pos.TopicID)
+		if err != nil {
+			return nil, err
+		}
+		if midLine {
+			t.log.Warn("input resumes in the middle of a line: the last line read had no line ending and the file has grown since, so what was appended to it up to the next line ending is read as a line of its own; write whole lines to a file being read",
+				"input", in.Name, "path", in.Path, "byte", pos.Resume)
+		}
+		st.print = &filePrint{f: f}
 		if _, err := f.Seek(pos.Resume, io.SeekStart); err != nil {
 			return nil, fmt.Errorf("input %s: %w", in.Name, err)
 		}

@@ -1,0 +1,148 @@
+package host_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
+)
+
+// A file input resumes after its last committed line, at a byte position. The position is only
+// right for the file it was taken in: a file replaced by another one as long or longer (an
+// export written again, a rotated log, an edit of its first lines) must be refused with a clear
+// error, not read from the middle with its first lines skipped silently. One grown by appending
+// resumes; one truncated below the position is refused.
+func TestFileInputReplacedBetweenRuns(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/order")
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.txt")
+	out := filepath.Join(dir, "out.ndjson")
+	tc := host.TaskConfig{
+		Name: "files", Module: module,
+		Inputs: []host.InputConfig{{Name: "in", Path: input, Format: "text", KeySeparator: "\t"}},
+		Output: host.OutputConfig{Type: "file", Path: out},
+	}
+	cfg := host.Config{DataDir: filepath.Join(dir, "data"), CacheDir: hosttest.CompileCache(t), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}}
+	// lines returns the records from..to-1 of keys k0..k4 ("k<i%5>\t<seq> 0"), padded so that
+	// the first run's file is over the 4 KiB a fingerprint covers.
+	lines := func(prefix string, from, to int) string {
+		var b strings.Builder
+		for i := from; i < to; i++ {
+			fmt.Fprintf(&b, "%sk%d\t%d 0 %s\n", prefix, i%5, i/5+1, strings.Repeat("x", 40))
+		}
+		return b.String()
+	}
+	write := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(input, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run := func() error {
+		t.Helper()
+		h, err := host.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h.Run(context.Background())
+	}
+	first := lines("", 0, 100) // 5.2 KB
+	write(first)
+	if err := run(); err != nil {
+		t.Fatal(err)
+	}
+	write(first + lines("", 100, 120)) // grown: the 20 new lines only
+	if err := run(); err != nil {
+		t.Fatalf("after appending: %v", err)
+	}
+	checkOrder(t, readOutputs(t, out), map[string]int{"k0": 24, "k1": 24, "k2": 24, "k3": 24, "k4": 24})
+
+	// Replaced by another file, longer than what was read: its first lines differ.
+	write(lines("new-", 0, 200))
+	err := run()
+	if err == nil || !strings.Contains(err.Error(), "is not the file the last checkpoint read") || !strings.Contains(err.Error(), "--to earliest") {
+		t.Fatalf("a replaced file: Run = %v; want it refused, naming the reset", err)
+	}
+	if outs := readOutputs(t, out); len(outs) != 120 {
+		t.Fatalf("%d outputs after the replaced file, want the 120 of the first two runs", len(outs))
+	}
+	// An edit of one byte of the first line, the length kept, is a replaced file too.
+	edited := []byte(first + lines("", 100, 120))
+	edited[0] = 'K'
+	write(string(edited))
+	if err := run(); err == nil || !strings.Contains(err.Error(), "replaced or rewritten") {
+		t.Fatalf("a file edited in its first line: Run = %v; want it refused", err)
+	}
+	// Truncated below the position.
+	write(first)
+	if err := run(); err == nil || !strings.Contains(err.Error(), "replaced or truncated") {
+		t.Fatalf("a truncated file: Run = %v; want it refused", err)
+	}
+	// Back to what was read, grown: it resumes after the 120 lines.
+	write(first + lines("", 100, 125))
+	if err := run(); err != nil {
+		t.Fatalf("the same file grown again: %v", err)
+	}
+	checkOrder(t, readOutputs(t, out), map[string]int{"k0": 25, "k1": 25, "k2": 25, "k3": 25, "k4": 25})
+}
+
+// A short file (the fingerprint covers fewer bytes than the usual 4 KiB) replaced by a longer
+// one is refused too. A last line without a line ending that a writer then extends was read
+// part way: the run after reads on and warns.
+func TestFileInputShortReplaced(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/order")
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.txt")
+	out := filepath.Join(dir, "out.ndjson")
+	tc := host.TaskConfig{
+		Name: "short", Module: module,
+		Inputs: []host.InputConfig{{Name: "in", Path: input, Format: "text", KeySeparator: "\t"}},
+		Output: host.OutputConfig{Type: "file", Path: out},
+	}
+	var logs syncBuffer
+	cfg := host.Config{DataDir: filepath.Join(dir, "data"), CacheDir: hosttest.CompileCache(t), Logger: slog.New(slog.NewTextHandler(&logs, nil)), Tasks: []host.TaskConfig{tc}}
+	if err := os.WriteFile(input, []byte("a\t1 0\nb\t1 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hosttest.RunToEnd(t, cfg)
+	// As many bytes per line, other keys: only the fingerprint tells them apart.
+	if err := os.WriteFile(input, []byte("c\t1 0\nd\t1 0\ne\t1 0\nf\t1 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h, err := host.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "is not the file the last checkpoint read 12 bytes of") {
+		t.Fatalf("a replaced short file: Run = %v; want it refused", err)
+	}
+	checkOrder(t, readOutputs(t, out), map[string]int{"a": 1, "b": 1})
+
+	// A last line without its line ending, then extended.
+	if err := os.WriteFile(input, []byte("a\t1 0\nb\t1 0\na\t2"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = filepath.Join(dir, "data2")
+	os.Remove(out)
+	hosttest.RunToEnd(t, cfg)
+	if strings.Contains(logs.String(), "middle of a line") {
+		t.Fatalf("a warning before the file grew: %s", logs.String())
+	}
+	f, err := os.OpenFile(input, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(" 0\nb\t2 0\n")
+	f.Close()
+	hosttest.RunToEnd(t, cfg)
+	if !strings.Contains(logs.String(), "input resumes in the middle of a line") {
+		t.Fatalf("no warning of the line read part way; logs:\n%s", logs.String())
+	}
+}
