@@ -236,6 +236,12 @@ type TimeConfig struct {
 	// queue at once, so that due timers cannot starve records (a record queues every firing it
 	// makes due: their place is before its key's next record). Default 1000.
 	MaxFiringsPerTurn int `yaml:"max_firings_per_turn"`
+	// MaxFuture, when set, sends a record whose timestamp is more than this ahead of the host's
+	// clock when it is read to the dead letters (malformed: it halts the task with on_malformed:
+	// halt) instead of letting it move the watermark: one record stamped a year ahead (a device
+	// with a wrong clock, a timestamp in microseconds) would otherwise fire every window and
+	// timer and make every later record late. Default 0 (no bound).
+	MaxFuture time.Duration `yaml:"max_future"`
 }
 
 // GrantsConfig grants a task's module capabilities, each explicitly (see TaskConfig.Grants).
@@ -603,7 +609,7 @@ func validateDelivery(t TaskConfig, p string, bad func(string, string, ...any)) 
 	for _, d := range []struct {
 		key string
 		v   time.Duration
-	}{{"time.allowed_lateness", t.Time.AllowedLateness}, {"time.idle_timeout", t.Time.IdleTimeout}, {"time.tick_interval", t.Time.TickInterval}} {
+	}{{"time.allowed_lateness", t.Time.AllowedLateness}, {"time.idle_timeout", t.Time.IdleTimeout}, {"time.tick_interval", t.Time.TickInterval}, {"time.max_future", t.Time.MaxFuture}} {
 		if d.v < 0 {
 			bad(p+d.key, "must not be negative, got %s", d.v)
 		}

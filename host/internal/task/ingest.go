@@ -84,6 +84,19 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 		st.tracker.Complete(r.Offset)
 		return nil
 	}
+	if t.cfg.MaxFuture > 0 && r.Timestamp > now.Add(t.cfg.MaxFuture).UnixMilli() {
+		err := fmt.Errorf("%w: timestamp %d (%s) is %s ahead of the clock, more than time.max_future (%s)", ErrFutureTimestamp,
+			r.Timestamp, time.UnixMilli(r.Timestamp).UTC().Format(time.RFC3339), time.UnixMilli(r.Timestamp).Sub(now).Round(time.Second), t.cfg.MaxFuture)
+		if st.in.HaltOnError {
+			return fmt.Errorf("%s: %w", st.where(r.Offset), err)
+		}
+		st.malform++
+		if err := t.deadLetter(st, r.Offset, key, r.Value, err, 0); err != nil {
+			return err
+		}
+		st.tracker.Complete(r.Offset)
+		return nil
+	}
 	stamp := st.tm.wm
 	late := st.tm.observe(r.Offset, r.Timestamp, t.cfg.Lateness, now)
 	if late {
@@ -178,3 +191,7 @@ func (t *Task) sequence(st *stream, r *source.Record) (key []byte, seq string, e
 // ErrKeyTooLarge is the dead-letter cause of a record whose key is longer than the store can hold
 // for the task (store.StateKeyRoom): refused when it is read.
 var ErrKeyTooLarge = errors.New("record key too large")
+
+// ErrFutureTimestamp is the dead-letter cause of a record stamped further ahead of the clock than
+// Config.MaxFuture.
+var ErrFutureTimestamp = errors.New("timestamp in the future")

@@ -109,6 +109,9 @@ type Config struct {
 	IdleTimeout time.Duration
 	// TickEvery, when positive, calls the module's partition callback that often per stream (S16).
 	TickEvery time.Duration
+	// MaxFuture, when positive, makes a record whose timestamp is more than this ahead of the
+	// clock when it is read malformed (ErrFutureTimestamp): it never reaches the watermark.
+	MaxFuture time.Duration
 	// MigrateAtActivation makes Switch queue a migration check for every key with state, so that
 	// migrations run as soon as a version is activated instead of as each key is next used.
 	MigrateAtActivation bool
