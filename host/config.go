@@ -526,7 +526,7 @@ func validateInputs(t TaskConfig, p string, bad func(string, string, ...any)) {
 		if in.Format == "text" && (in.KeyField != "" || in.ValueField != "" || in.TimestampField != "") {
 			bad(q+"format", "text inputs take key_separator, not key_field/value_field/timestamp_field")
 		}
-		if in.KeySeparator != "" && in.Format != FormatText {
+		if in.KeySeparator != "" && in.Format != FormatText && in.Type != InputKafka {
 			// Ignored, every line of a text file would go to the dead letters as "not a JSON object".
 			bad(q+"key_separator", "applies to text inputs only: set format: text (--format text) to split lines at %q, or key_field for JSON lines", in.KeySeparator)
 		}
