@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -373,4 +374,17 @@ func FuzzLoadConfig(f *testing.F) {
 			t.Fatalf("valid configuration without a data directory")
 		}
 	})
+}
+
+// A WASMSTREAM_ variable that sets nothing, a misspelt override or a key only the file sets, is
+// named (run and check log a warning for each): it was ignored without a word. The overrides and
+// the tools' own variables are not.
+func TestUnknownEnvNamed(t *testing.T) {
+	got := unknownEnv([]string{
+		"WASMSTREAM_CHECKPOINTINTERVAL=1s", "WASMSTREAM_CHECKPOINT_INTERVAL=1s", "WASMSTREAM_KAFKA_BROKERS=b:9092",
+		"WASMSTREAM_ADMIN_READ_TOKEN=x", "WASMSTREAM_TEST_LONG=1", "HOME=/", "XWASMSTREAM_DATA_DIR=d",
+	})
+	if want := []string{"WASMSTREAM_CHECKPOINTINTERVAL", "WASMSTREAM_KAFKA_BROKERS"}; !slices.Equal(got, want) {
+		t.Fatalf("unknownEnv = %v; want %v", got, want)
+	}
 }
