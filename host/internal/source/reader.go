@@ -135,6 +135,7 @@ func (rd *Reader) readChunk(br *bufio.Reader) ([]Record, bool, error) {
 		}
 		line, n, err := readLine(br)
 		if n > 0 {
+			atStart := rd.pos == 0
 			rd.pos += int64(n)
 			off := rd.offset
 			rd.offset++
@@ -142,12 +143,18 @@ func (rd *Reader) readChunk(br *bufio.Reader) ([]Record, bool, error) {
 			if err == nil {
 				content--
 			}
-			maxLine := rd.format.maxLineBytes()
-			long := content > maxLine
 			body := line
 			if len(body) == n { // the whole line is here: drop its line ending
 				body = bytes.TrimRight(line, "\r\n")
 			}
+			if atStart && bytes.HasPrefix(body, utf8BOM) {
+				// A byte order mark (files saved "UTF-8 with BOM") is not the first key's or the
+				// first JSON object's: dropped, its bytes still counted in the positions.
+				body = body[len(utf8BOM):]
+				content -= len(utf8BOM)
+			}
+			maxLine := rd.format.maxLineBytes()
+			long := content > maxLine
 			if len(bytes.TrimSpace(body)) > 0 || long {
 				rec := Record{Offset: off, End: rd.pos, Raw: body}
 				if long {
@@ -169,6 +176,9 @@ func (rd *Reader) readChunk(br *bufio.Reader) ([]Record, bool, error) {
 	}
 	return recs, false, nil
 }
+
+// utf8BOM is the UTF-8 byte order mark, which a Reader drops from the start of its input.
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
 // readLine returns the next line with its newline (a copy), and the number of bytes consumed.
 // A line over MaxKeptLineBytes is consumed whole but only its first MaxKeptLineBytes bytes
