@@ -146,3 +146,32 @@ func TestFileInputShortReplaced(t *testing.T) {
 		t.Fatalf("no warning of the line read part way; logs:\n%s", logs.String())
 	}
 }
+
+// An output or dead-letter file that cannot be opened (its directory missing) halts the task with
+// an error naming which of the two it is: before, only "open <path>: no such file or directory".
+func TestSinkFileErrorsNameTheSink(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/order")
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.txt")
+	if err := os.WriteFile(input, []byte("a\t1 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ out, dead, want string }{
+		{filepath.Join(dir, "missing", "out.ndjson"), "", "output: open "},
+		{filepath.Join(dir, "out.ndjson"), filepath.Join(dir, "missing", "dead.ndjson"), "dead letters: open "},
+	} {
+		tc := host.TaskConfig{
+			Name: "sinks", Module: module,
+			Inputs:     []host.InputConfig{{Name: "in", Path: input, Format: "text", KeySeparator: "\t"}},
+			Output:     host.OutputConfig{Type: "file", Path: c.out},
+			DeadLetter: host.DeadLetterConfig{Path: c.dead},
+		}
+		h, err := host.New(host.Config{DataDir: filepath.Join(dir, "data"), CacheDir: hosttest.CompileCache(t), Logger: testLogger(t), Tasks: []host.TaskConfig{tc}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := h.Run(context.Background()); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("Run with output %s, dead letters %s: %v; want %q", c.out, c.dead, err, c.want)
+		}
+	}
+}
