@@ -90,6 +90,9 @@ func (h *Host) Run(ctx context.Context) (err error) {
 	}
 	db, err := store.Open(filepath.Join(cfg.DataDir, "state"), store.Options{SyncWrites: cfg.SyncWrites, Logger: log,
 		MinFreeBytes: cfg.MinFreeDiskBytes})
+	if errors.Is(err, store.ErrLocked) {
+		return fmt.Errorf("wasmstream: data directory %s is in use by another wasmstream process (a running host, or a state or reset command): each host needs a data directory of its own: %w", cfg.DataDir, err)
+	}
 	if err != nil {
 		return fmt.Errorf("wasmstream: %w", err)
 	}
