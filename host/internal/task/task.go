@@ -452,6 +452,10 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 		st.replay = -1
 		r = in.Stdin
 	} else {
+		// Checked before the open, which on a named pipe would wait for a writer.
+		if fi, err := os.Stat(in.Path); err == nil && !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("input %s: %s is not a regular file (a pipe or a device): a file input resumes at a byte position after a restart; feed a stream on stdin instead (type: stdin)", in.Name, in.Path)
+		}
 		f, err := os.Open(in.Path)
 		if err != nil {
 			return nil, fmt.Errorf("input %s: %w", in.Name, err)
