@@ -137,6 +137,17 @@ func warnUnknownEnv(log *slog.Logger) {
 	}
 }
 
+// tabIndented returns the number (from 1) of the first line of data indented with a tab, 0 if
+// none: the usual cause of YAML's "found character that cannot start any token".
+func tabIndented(data []byte) int {
+	for i, line := range bytes.Split(data, []byte("\n")) {
+		if indent := bytes.TrimLeft(line, " "); len(indent) > 0 && indent[0] == '\t' {
+			return i + 1
+		}
+	}
+	return 0
+}
+
 // configErrors lists every problem of a configuration. It maps to exit status 2.
 type configErrors struct {
 	file string
@@ -173,6 +184,9 @@ func (e *configErrors) Unwrap() []error { return e.errs }
 func loadConfig(data []byte, dir string, flags *pflag.FlagSet) (settings, error) {
 	var doc any
 	if err := yaml.Unmarshal(data, &doc); err != nil {
+		if line := tabIndented(data); line > 0 {
+			err = fmt.Errorf("%w (line %d is indented with a tab: YAML indents with spaces)", err, line)
+		}
 		return settings{}, &configErrors{errs: []error{fmt.Errorf("not valid YAML: %w", err)}}
 	}
 	if doc == nil {

@@ -388,3 +388,15 @@ func TestUnknownEnvNamed(t *testing.T) {
 		t.Fatalf("unknownEnv = %v; want %v", got, want)
 	}
 }
+
+// A configuration indented with a tab (YAML refuses tabs) says so, with the line: before, only
+// YAML's "found character that cannot start any token".
+func TestTabIndentNamed(t *testing.T) {
+	_, err := loadConfig([]byte("tasks:\n  - name: a\n\t  module: a.wasm\n"), "", nil)
+	if err == nil || !strings.Contains(err.Error(), "line 3 is indented with a tab") {
+		t.Fatalf("loadConfig with a tab: %v; want the line named", err)
+	}
+	if tabIndented([]byte("a: 1\nb: \"x\ty\"\n")) != 0 {
+		t.Error("a tab inside a value is not indentation")
+	}
+}
