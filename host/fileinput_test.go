@@ -80,6 +80,12 @@ func TestFileInputReplacedBetweenRuns(t *testing.T) {
 	if err := run(); err == nil || !strings.Contains(err.Error(), "replaced or rewritten") {
 		t.Fatalf("a file edited in its first line: Run = %v; want it refused", err)
 	}
+	// The same first 4 KiB, the lines after them rewritten longer: the position falls inside a
+	// line.
+	write(first + lines("zz", 100, 130))
+	if err := run(); err == nil || !strings.Contains(err.Error(), "a line ending moved") {
+		t.Fatalf("a file rewritten after its first 4 KiB: Run = %v; want it refused", err)
+	}
 	// Truncated below the position.
 	write(first)
 	if err := run(); err == nil || !strings.Contains(err.Error(), "replaced or truncated") {

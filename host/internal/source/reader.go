@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 )
 
 // Record is one line of an input.
@@ -59,7 +60,15 @@ type Reader struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	paused bool
+
+	// unterminated is the End of a last line read without its line ending (at the end of the
+	// input), 0 if none: only such a line ends without one.
+	unterminated atomic.Int64
 }
+
+// Unterminated returns the End of the line the reader read without a line ending (the last of
+// its input), or 0 if it read none. Safe from any goroutine.
+func (rd *Reader) Unterminated() int64 { return rd.unterminated.Load() }
 
 // NewReader reads r, whose first byte is at byte position pos and whose first line is line
 // number offset.
@@ -142,6 +151,8 @@ func (rd *Reader) readChunk(br *bufio.Reader) ([]Record, bool, error) {
 			content := n // the line's length without its newline, which err == nil means it has
 			if err == nil {
 				content--
+			} else {
+				rd.unterminated.Store(rd.pos)
 			}
 			body := line
 			if len(body) == n { // the whole line is here: drop its line ending

@@ -486,7 +486,11 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 	if err := t.loadReplay(st); err != nil {
 		return nil, err
 	}
-	st.reader = source.NewReader(id, r, in.Format, start, resume)
+	rd := source.NewReader(id, r, in.Format, start, resume)
+	st.reader = rd
+	if st.print != nil {
+		st.print.unterminated = rd.Unterminated
+	}
 	t.streams[id] = st
 	t.order = append(t.order, st)
 	t.sched.AddStream(id)
