@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
@@ -111,6 +112,8 @@ func TestFileInputShortReplaced(t *testing.T) {
 		Name: "short", Module: module,
 		Inputs: []host.InputConfig{{Name: "in", Path: input, Format: "text", KeySeparator: "\t"}},
 		Output: host.OutputConfig{Type: "file", Path: out},
+		// The rest of the extended line, " 0", is no "<seq> <spin>": it fails, once.
+		Retry: host.RetryConfig{MaxAttempts: 1, Backoff: time.Millisecond},
 	}
 	var logs syncBuffer
 	cfg := host.Config{DataDir: filepath.Join(dir, "data"), CacheDir: hosttest.CompileCache(t), Logger: slog.New(slog.NewTextHandler(&logs, nil)), Tasks: []host.TaskConfig{tc}}
