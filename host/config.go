@@ -447,6 +447,7 @@ func (c Config) Validate() error {
 	}
 	validateAdmin(c.Admin, bad)
 	validateChains(c, bad)
+	validateSharedFiles(c, bad)
 	names := map[string]bool{}
 	for i, t := range c.Tasks {
 		p := fmt.Sprintf("tasks[%d].", i)
@@ -533,6 +534,52 @@ func validateInputs(t TaskConfig, p string, bad func(string, string, ...any)) {
 	}
 	if stdin > 1 {
 		bad(p+"inputs", "stdin can be read by one input only")
+	}
+}
+
+// validateSharedFiles refuses a file that two sinks write (outputs and dead letters of every
+// task): each writer appends at its own offset, so they overwrite each other's lines (two
+// tasks' 20,000 outputs each to one file left 20,000 lines). And a file that a sink writes and a
+// file input reads: the task would read its own outputs. Paths are compared cleaned and
+// absolute; links are not followed.
+func validateSharedFiles(c Config, bad func(key, format string, args ...any)) {
+	type use struct {
+		key   string
+		write bool
+	}
+	seen := map[string]use{}
+	add := func(key, path string, write bool) {
+		if path == "" {
+			return
+		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return
+		}
+		prev, ok := seen[abs]
+		switch {
+		case !ok:
+			seen[abs] = use{key, write}
+		case write && prev.write:
+			bad(key, "%s is also written by %s: two writers of one file overwrite each other's lines; give each its own file", path, prev.key)
+		case write || prev.write:
+			bad(key, "%s is also the file of %s: a task would read what it writes", path, prev.key)
+		}
+	}
+	for i, t := range c.Tasks {
+		for j, in := range t.Inputs {
+			if in.Type == "" || in.Type == InputFile {
+				add(fmt.Sprintf("tasks[%d].inputs[%d].path", i, j), in.Path, false)
+			}
+		}
+	}
+	for i, t := range c.Tasks {
+		if t.Output.Type == OutputFile {
+			add(fmt.Sprintf("tasks[%d].output.path", i), t.Output.Path, true)
+		}
+		if t.DeadLetter.Topic == "" {
+			add(fmt.Sprintf("tasks[%d].dead_letter.path", i), t.DeadLetter.Path, true)
+		}
 	}
 }
 

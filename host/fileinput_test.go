@@ -184,3 +184,41 @@ func TestSinkFileErrorsNameTheSink(t *testing.T) {
 		}
 	}
 }
+
+// Two sinks on one file overwrite each other's lines (each writer appends at its own offset: two
+// tasks' 20,000 outputs each to one output file left 20,000 lines), and a sink on a file input's
+// file makes the task read what it writes: Validate refuses both, naming the other key. Before,
+// both were accepted.
+func TestValidateSharedFiles(t *testing.T) {
+	dir := t.TempDir()
+	p := func(name string) string { return filepath.Join(dir, name) }
+	task := func(name, in, out, dead string) host.TaskConfig {
+		return host.TaskConfig{Name: name, Module: "m.wasm",
+			Inputs:     []host.InputConfig{{Name: "in", Path: in}},
+			Output:     host.OutputConfig{Type: "file", Path: out},
+			DeadLetter: host.DeadLetterConfig{Path: dead}}
+	}
+	for _, c := range []struct {
+		name  string
+		tasks []host.TaskConfig
+		want  string // "" = valid
+	}{
+		{"apart", []host.TaskConfig{task("a", p("in"), p("a.out"), ""), task("b", p("in"), p("b.out"), "")}, ""},
+		{"one output", []host.TaskConfig{task("a", p("in"), p("out"), ""), task("b", p("in"), filepath.Join(dir, ".", "out"), "")},
+			"tasks[1].output.path: " + p("out") + " is also written by tasks[0].output.path"},
+		{"output is dead letters", []host.TaskConfig{task("a", p("in"), p("out"), p("out"))},
+			"tasks[0].dead_letter.path: " + p("out") + " is also written by tasks[0].output.path"},
+		{"reads its output", []host.TaskConfig{task("a", p("in"), p("in"), "")},
+			"tasks[0].output.path: " + p("in") + " is also the file of tasks[0].inputs[0].path"},
+		{"reads another's dead letters", []host.TaskConfig{task("a", p("in"), p("a.out"), p("dead")), task("b", p("dead"), p("b.out"), "")},
+			"tasks[0].dead_letter.path: " + p("dead") + " is also the file of tasks[1].inputs[0].path"},
+	} {
+		err := host.Config{DataDir: p("data"), Tasks: c.tasks}.Validate()
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: Validate() = %v; want nil", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: Validate() = %v; want %q", c.name, err, c.want)
+		}
+	}
+}
