@@ -222,3 +222,31 @@ func TestValidateSharedFiles(t *testing.T) {
 		}
 	}
 }
+
+// A JSON input whose key_field no line has (a nested "user.id", a misspelt name) gives every
+// record the empty key: the first such line is logged, once, with the hint about nested fields.
+// Before, nothing said so.
+func TestMissingKeyFieldLoggedOnce(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/order")
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.ndjson")
+	if err := os.WriteFile(input, []byte(`{"k":"a","v":"1 0"}`+"\n"+`{"user":{"id":"a"},"v":"1 0"}`+"\n"+`{"v":"2 0"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	for _, kf := range []string{"k", "user.id"} {
+		tc := host.TaskConfig{Name: "nokey", Module: module,
+			Inputs: []host.InputConfig{{Name: "in", Path: input, KeyField: kf, ValueField: "v"}},
+			Output: host.OutputConfig{Type: "file", Path: filepath.Join(dir, kf+".ndjson")}}
+		hosttest.RunToEnd(t, host.Config{DataDir: filepath.Join(dir, "data-"+kf), CacheDir: hosttest.CompileCache(t),
+			Logger: slog.New(slog.NewTextHandler(&logs, nil)), Tasks: []host.TaskConfig{tc}})
+	}
+	got := logs.String()
+	if n := strings.Count(got, "a line has no key field"); n != 2 {
+		t.Fatalf("%d warnings of a missing key field, want one per run:\n%s", n, got)
+	}
+	if !strings.Contains(got, `at="input in line 2" key_field=k`) || !strings.Contains(got, `at="input in line 1" key_field=user.id`) ||
+		!strings.Contains(got, `\"user.id\" names a top-level field of that name`) {
+		t.Errorf("the warnings do not name the first line without the field, or the nested-field hint:\n%s", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
@@ -58,6 +59,17 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 		}
 		st.tracker.Complete(r.Offset)
 		return nil
+	}
+	if f := &st.in.Format; f.JSON && f.KeyField != "" && !st.keyWarned && r.Fields != nil {
+		if _, ok := r.Fields[f.KeyField]; !ok {
+			st.keyWarned = true // once per input and run: a mistaken key_field would log every line
+			hint := ""
+			if strings.Contains(f.KeyField, ".") {
+				hint = fmt.Sprintf("; fields are not looked up in nested objects: %q names a top-level field of that name", f.KeyField)
+			}
+			t.log.Warn("a line has no key field: its record has the empty key (key_required: true sends such lines to the dead letters instead); later lines without it are not logged"+hint,
+				"at", st.where(r.Offset), "key_field", f.KeyField)
+		}
 	}
 	key, seq, err := t.sequence(st, r)
 	if err != nil {

@@ -162,6 +162,8 @@ type stream struct {
 	records int64      // records read this run
 	skipped int64      // records skipped because their key's mark showed them applied
 	malform int64      // malformed lines sent to the dead letters
+	// keyWarned: a line without the input's key field was logged (once per input and run).
+	keyWarned bool
 
 	kafka     bool                 // a Kafka partition; tracker is nil until its first record when its start is unknown
 	tp        kafka.TopicPartition // for a Kafka partition
