@@ -60,7 +60,7 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 		st.tracker.Complete(r.Offset)
 		return nil
 	}
-	if f := &st.in.Format; f.JSON && f.KeyField != "" && !st.keyWarned && r.Fields != nil {
+	if f := &st.in.Format; len(r.Key) == 0 && f.JSON && f.KeyField != "" && !st.keyWarned && r.Fields != nil {
 		if _, ok := r.Fields[f.KeyField]; !ok {
 			st.keyWarned = true // once per input and run: a mistaken key_field would log every line
 			hint := ""
