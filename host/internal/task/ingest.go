@@ -60,8 +60,8 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 		st.tracker.Complete(r.Offset)
 		return nil
 	}
-	if f := &st.in.Format; len(r.Key) == 0 && f.JSON && f.KeyField != "" && !st.keyWarned && r.Fields != nil {
-		if _, ok := r.Fields[f.KeyField]; !ok {
+	if len(r.Key) == 0 && r.Fields != nil && !st.keyWarned && st.in != nil && st.in.Format.JSON && st.in.Format.KeyField != "" {
+		if f := &st.in.Format; !hasField(r.Fields, f.KeyField) {
 			st.keyWarned = true // once per input and run: a mistaken key_field would log every line
 			hint := ""
 			if strings.Contains(f.KeyField, ".") {
@@ -198,6 +198,11 @@ func (t *Task) sequence(st *stream, r *source.Record) (key []byte, seq string, e
 		return []byte{}, "", nil // no such header: the empty key
 	}
 	return key, t.carve.string(key), nil
+}
+
+func hasField(fields map[string]json.RawMessage, name string) bool {
+	_, ok := fields[name]
+	return ok
 }
 
 // ErrKeyTooLarge is the dead-letter cause of a record whose key is longer than the store can hold
