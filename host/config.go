@@ -537,11 +537,10 @@ func validateInputs(t TaskConfig, p string, bad func(string, string, ...any)) {
 	}
 }
 
-// validateSharedFiles refuses a file that two sinks write (outputs and dead letters of every
-// task): each writer appends at its own offset, so they overwrite each other's lines (two
-// tasks' 20,000 outputs each to one file left 20,000 lines). And a file that a sink writes and a
-// file input reads: the task would read its own outputs. Paths are compared cleaned and
-// absolute; links are not followed.
+// validateSharedFiles refuses a file that a sink (the outputs or dead letters of any task) writes
+// and a file input reads: the task would read what it writes. Two sinks may share a file: each
+// flush is appended whole (sink.OpenFile). Paths are compared cleaned and absolute; links are
+// not followed.
 func validateSharedFiles(c Config, bad func(key, format string, args ...any)) {
 	type use struct {
 		key   string
@@ -561,7 +560,7 @@ func validateSharedFiles(c Config, bad func(key, format string, args ...any)) {
 		case !ok:
 			seen[abs] = use{key, write}
 		case write && prev.write:
-			bad(key, "%s is also written by %s: two writers of one file overwrite each other's lines; give each its own file", path, prev.key)
+			// Two sinks: each flush is appended whole.
 		case write || prev.write:
 			bad(key, "%s is also the file of %s: a task would read what it writes", path, prev.key)
 		}
