@@ -236,6 +236,12 @@ type TimeConfig struct {
 	// queue at once, so that due timers cannot starve records (a record queues every firing it
 	// makes due: their place is before its key's next record). Default 1000.
 	MaxFiringsPerTurn int `yaml:"max_firings_per_turn"`
+	// MaxFuture, when set, sends a record whose timestamp is more than this ahead of the host's
+	// clock when it is read to the dead letters (malformed: it halts the task with on_malformed:
+	// halt) instead of letting it move the watermark: one record stamped a year ahead (a device
+	// with a wrong clock, a timestamp in microseconds) would otherwise fire every window and
+	// timer and make every later record late. Default 0 (no bound).
+	MaxFuture time.Duration `yaml:"max_future"`
 }
 
 // GrantsConfig grants a task's module capabilities, each explicitly (see TaskConfig.Grants).
@@ -441,6 +447,7 @@ func (c Config) Validate() error {
 	}
 	validateAdmin(c.Admin, bad)
 	validateChains(c, bad)
+	validateSharedFiles(c, bad)
 	names := map[string]bool{}
 	for i, t := range c.Tasks {
 		p := fmt.Sprintf("tasks[%d].", i)
@@ -520,9 +527,58 @@ func validateInputs(t TaskConfig, p string, bad func(string, string, ...any)) {
 		if in.Format == "text" && (in.KeyField != "" || in.ValueField != "" || in.TimestampField != "") {
 			bad(q+"format", "text inputs take key_separator, not key_field/value_field/timestamp_field")
 		}
+		if in.KeySeparator != "" && in.Format != FormatText && in.Type != InputKafka {
+			// Ignored, every line of a text file would go to the dead letters as "not a JSON object".
+			bad(q+"key_separator", "applies to text inputs only: set format: text (--format text) to split lines at %q, or key_field for JSON lines", in.KeySeparator)
+		}
 	}
 	if stdin > 1 {
 		bad(p+"inputs", "stdin can be read by one input only")
+	}
+}
+
+// validateSharedFiles refuses a file that a sink (the outputs or dead letters of any task) writes
+// and a file input reads: the task would read what it writes. Two sinks may share a file: each
+// flush is appended whole (sink.OpenFile). Paths are compared cleaned and absolute; links are
+// not followed.
+func validateSharedFiles(c Config, bad func(key, format string, args ...any)) {
+	type use struct {
+		key   string
+		write bool
+	}
+	seen := map[string]use{}
+	add := func(key, path string, write bool) {
+		if path == "" {
+			return
+		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return
+		}
+		prev, ok := seen[abs]
+		switch {
+		case !ok:
+			seen[abs] = use{key, write}
+		case write && prev.write:
+			// Two sinks: each flush is appended whole.
+		case write || prev.write:
+			bad(key, "%s is also the file of %s: a task would read what it writes", path, prev.key)
+		}
+	}
+	for i, t := range c.Tasks {
+		for j, in := range t.Inputs {
+			if in.Type == "" || in.Type == InputFile {
+				add(fmt.Sprintf("tasks[%d].inputs[%d].path", i, j), in.Path, false)
+			}
+		}
+	}
+	for i, t := range c.Tasks {
+		if t.Output.Type == OutputFile {
+			add(fmt.Sprintf("tasks[%d].output.path", i), t.Output.Path, true)
+		}
+		if t.DeadLetter.Topic == "" {
+			add(fmt.Sprintf("tasks[%d].dead_letter.path", i), t.DeadLetter.Path, true)
+		}
 	}
 }
 
@@ -603,7 +659,7 @@ func validateDelivery(t TaskConfig, p string, bad func(string, string, ...any)) 
 	for _, d := range []struct {
 		key string
 		v   time.Duration
-	}{{"time.allowed_lateness", t.Time.AllowedLateness}, {"time.idle_timeout", t.Time.IdleTimeout}, {"time.tick_interval", t.Time.TickInterval}} {
+	}{{"time.allowed_lateness", t.Time.AllowedLateness}, {"time.idle_timeout", t.Time.IdleTimeout}, {"time.tick_interval", t.Time.TickInterval}, {"time.max_future", t.Time.MaxFuture}} {
 		if d.v < 0 {
 			bad(p+d.key, "must not be negative, got %s", d.v)
 		}

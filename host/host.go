@@ -90,6 +90,9 @@ func (h *Host) Run(ctx context.Context) (err error) {
 	}
 	db, err := store.Open(filepath.Join(cfg.DataDir, "state"), store.Options{SyncWrites: cfg.SyncWrites, Logger: log,
 		MinFreeBytes: cfg.MinFreeDiskBytes})
+	if errors.Is(err, store.ErrLocked) {
+		return fmt.Errorf("wasmstream: data directory %s is in use by another wasmstream process (a running host, or a state or reset command): each host needs a data directory of its own: %w", cfg.DataDir, err)
+	}
 	if err != nil {
 		return fmt.Errorf("wasmstream: %w", err)
 	}
@@ -477,6 +480,7 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 		IdleTimeout:            tc.Time.IdleTimeout,
 		TickEvery:              tc.Time.TickInterval,
 		MaxFiringsPerTurn:      tc.Time.MaxFiringsPerTurn,
+		MaxFuture:              tc.Time.MaxFuture,
 		MigrateAtActivation:    tc.StateMigration == "activation",
 		ChainOutputs:           ch.outputs(tc.Name),
 		Now:                    cfg.Now,

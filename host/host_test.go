@@ -421,16 +421,17 @@ func TestBadModuleRefused(t *testing.T) {
 	}
 }
 
-// Config.Validate names every bad key at once.
+// Config.Validate names every bad key at once. (A key separator on a JSON input, the default
+// format, would be ignored: every line of a text file dead-lettered as "not a JSON object".)
 func TestValidateNamesEveryKey(t *testing.T) {
 	err := host.Config{Tasks: []host.TaskConfig{{
 		Name:       "bad name",
-		Inputs:     []host.InputConfig{{Type: "socket"}, {Format: "xml", Path: "x"}},
+		Inputs:     []host.InputConfig{{Type: "socket"}, {Format: "xml", Path: "x"}, {Path: "y", KeySeparator: " "}},
 		Sequencing: host.SequencingConfig{Policy: "field"},
 		Retry:      host.RetryConfig{OnExhausted: "explode"},
 	}}}.Validate()
 	for _, key := range []string{"tasks[0].name", "tasks[0].module", "tasks[0].inputs[0].type",
-		"tasks[0].inputs[1].format", "tasks[0].sequencing.field", "tasks[0].retry.on_exhausted"} {
+		"tasks[0].inputs[1].format", "tasks[0].inputs[2].key_separator", "tasks[0].sequencing.field", "tasks[0].retry.on_exhausted"} {
 		if err == nil || !strings.Contains(err.Error(), key+":") {
 			t.Errorf("Validate() = %v; want a problem for %s", err, key)
 		}

@@ -259,7 +259,7 @@ func openSinks(cfg Config, tc TaskConfig) (task.OutputSink, task.DeadLetterSink,
 	case "file":
 		w, err := sink.OpenFile(tc.Output.Path, cfg.SyncWrites)
 		if err != nil {
-			return nil, nil, closers, err
+			return nil, nil, closers, fmt.Errorf("output: %w", err)
 		}
 		closers = append(closers, w)
 		out = w
@@ -275,7 +275,7 @@ func openSinks(cfg Config, tc TaskConfig) (task.OutputSink, task.DeadLetterSink,
 	}
 	w, err := sink.OpenFile(tc.DeadLetter.Path, cfg.SyncWrites)
 	if err != nil {
-		return nil, nil, closers, err
+		return nil, nil, closers, fmt.Errorf("dead letters: %w", err)
 	}
 	closers = append(closers, w)
 	return out, task.FileDeadLetters{W: w}, closers, nil

@@ -61,7 +61,8 @@ type Position struct {
 	Watermark int64
 	// TopicID is the Kafka topic id of the partition the position is in (all zero: unknown, not
 	// Kafka, or written before it existed). The store does not interpret it; a host compares it
-	// with the topic's id to tell a recreated topic of the same name.
+	// with the topic's id to tell a recreated topic of the same name. For a file input it is the
+	// host's fingerprint of the file's first bytes, to tell a replaced file at a restart.
 	TopicID [16]byte
 	// Epoch is, for a Kafka partition with a changelog, the highest changelog owner epoch this
 	// copy of the partition has read or claimed as of Resume (0: none, or written before it

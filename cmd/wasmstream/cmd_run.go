@@ -117,6 +117,7 @@ func runHost(ctx context.Context, s settings, watch bool, stdin io.Reader, stdou
 		return err
 	}
 	logger := newLogger(stderr, s.Log)
+	warnUnknownEnv(logger)
 	logMemoryLimit(logger)
 	cfg := s.Host
 	cfg.Logger = logger
@@ -327,6 +328,7 @@ configuration error.
 			}
 			cfg := s.Host
 			cfg.Logger = newLogger(stderr, s.Log)
+			warnUnknownEnv(cfg.Logger)
 			reports, err := host.Check(cmd.Context(), cfg)
 			for _, r := range reports {
 				printReport(stdout, r)

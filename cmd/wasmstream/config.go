@@ -95,6 +95,59 @@ func envName(key string) string {
 	return "WASMSTREAM_" + strings.ToUpper(strings.ReplaceAll(key, ".", "_"))
 }
 
+// toolEnv are the WASMSTREAM_ variables of the project's own tools and tests: not settings,
+// but not mistakes either.
+var toolEnv = map[string]bool{
+	"WASMSTREAM_TEST_LONG": true, "WASMSTREAM_SDK": true, "WASMSTREAM_GUEST_DIR": true, "WASMSTREAM_TINYGO": true,
+	"WASMSTREAM_DEBUG_LOGS": true, "WASMSTREAM_DEBUG_PANICS": true, "WASMSTREAM_DASHBOARD_SCREENSHOT": true,
+}
+
+// unknownEnv returns the variables of environ ("NAME=value") named WASMSTREAM_... that set
+// nothing: a misspelt override (WASMSTREAM_CHECKPOINTINTERVAL) or a key the environment cannot
+// set (WASMSTREAM_KAFKA_BROKERS) would otherwise be ignored without a word. Sorted.
+func unknownEnv(environ []string) []string {
+	known := map[string]bool{}
+	for _, o := range overrides {
+		known[envName(o.key)] = true
+	}
+	var out []string
+	for _, kv := range environ {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, "WASMSTREAM_") && !known[name] && !toolEnv[name] {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// warnUnknownEnv logs each variable unknownEnv finds in the process's environment.
+func warnUnknownEnv(log *slog.Logger) {
+	names := unknownEnv(os.Environ())
+	if len(names) == 0 {
+		return
+	}
+	var settable []string
+	for _, o := range overrides {
+		settable = append(settable, envName(o.key))
+	}
+	for _, name := range names {
+		log.Warn("environment variable ignored: it is not one of the settings the environment overrides (the other keys go in the configuration file)",
+			"name", name, "settings", strings.Join(settable, " "))
+	}
+}
+
+// tabIndented returns the number (from 1) of the first line of data indented with a tab, 0 if
+// none: the usual cause of YAML's "found character that cannot start any token".
+func tabIndented(data []byte) int {
+	for i, line := range bytes.Split(data, []byte("\n")) {
+		if indent := bytes.TrimLeft(line, " "); len(indent) > 0 && indent[0] == '\t' {
+			return i + 1
+		}
+	}
+	return 0
+}
+
 // configErrors lists every problem of a configuration. It maps to exit status 2.
 type configErrors struct {
 	file string
@@ -131,6 +184,9 @@ func (e *configErrors) Unwrap() []error { return e.errs }
 func loadConfig(data []byte, dir string, flags *pflag.FlagSet) (settings, error) {
 	var doc any
 	if err := yaml.Unmarshal(data, &doc); err != nil {
+		if line := tabIndented(data); line > 0 {
+			err = fmt.Errorf("%w (line %d is indented with a tab: YAML indents with spaces)", err, line)
+		}
 		return settings{}, &configErrors{errs: []error{fmt.Errorf("not valid YAML: %w", err)}}
 	}
 	if doc == nil {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -373,4 +374,29 @@ func FuzzLoadConfig(f *testing.F) {
 			t.Fatalf("valid configuration without a data directory")
 		}
 	})
+}
+
+// A WASMSTREAM_ variable that sets nothing, a misspelt override or a key only the file sets, is
+// named (run and check log a warning for each): it was ignored without a word. The overrides and
+// the tools' own variables are not.
+func TestUnknownEnvNamed(t *testing.T) {
+	got := unknownEnv([]string{
+		"WASMSTREAM_CHECKPOINTINTERVAL=1s", "WASMSTREAM_CHECKPOINT_INTERVAL=1s", "WASMSTREAM_KAFKA_BROKERS=b:9092",
+		"WASMSTREAM_ADMIN_READ_TOKEN=x", "WASMSTREAM_TEST_LONG=1", "HOME=/", "XWASMSTREAM_DATA_DIR=d",
+	})
+	if want := []string{"WASMSTREAM_CHECKPOINTINTERVAL", "WASMSTREAM_KAFKA_BROKERS"}; !slices.Equal(got, want) {
+		t.Fatalf("unknownEnv = %v; want %v", got, want)
+	}
+}
+
+// A configuration indented with a tab (YAML refuses tabs) says so, with the line: before, only
+// YAML's "found character that cannot start any token".
+func TestTabIndentNamed(t *testing.T) {
+	_, err := loadConfig([]byte("tasks:\n  - name: a\n\t  module: a.wasm\n"), "", nil)
+	if err == nil || !strings.Contains(err.Error(), "line 3 is indented with a tab") {
+		t.Fatalf("loadConfig with a tab: %v; want the line named", err)
+	}
+	if tabIndented([]byte("a: 1\nb: \"x\ty\"\n")) != 0 {
+		t.Error("a tab inside a value is not indentation")
+	}
 }

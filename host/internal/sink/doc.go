@@ -9,7 +9,9 @@
 // outputs of a checkpoint whose commit was cut short appear twice. A stream Writer (standard
 // output) writes out every 64 KiB.
 // When a file is opened after a crash that tore its last line, the torn tail is cut off: it was
-// never covered by a checkpoint, so the records that produced it run again.
+// never covered by a checkpoint, so the records that produced it run again. A file is written
+// in append mode: each flush lands at the end of the file as it is then, so two writers of one
+// file (two hosts) interleave whole flushes rather than overwrite each other's lines.
 //
 // Output lines look like
 //

@@ -29,9 +29,11 @@ type Writer struct {
 }
 
 // OpenFile opens path for appending, creating it and cutting a torn last line. With sync,
-// Flush also fsyncs.
+// Flush also fsyncs. Every flush goes to the end of the file as it is then (O_APPEND): two
+// writers of one file (two hosts given the same output path) interleave their flushes instead of
+// overwriting each other's lines, as writers at their own offsets did.
 func OpenFile(path string, sync bool) (*Writer, error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		return nil, err // an *os.PathError: it names the file
 	}

@@ -92,6 +92,39 @@ func TestOpenFileAppends(t *testing.T) {
 	}
 }
 
+// Two writers of one file (two hosts given one output path: Validate refuses it within a host)
+// each flush to the end of the file as it is then: every line of both is there. Before, each
+// wrote at its own offset and the second overwrote the first's lines (4 of 8 left).
+func TestTwoWritersOfOneFileKeepEveryLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.ndjson")
+	a, err := OpenFile(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := OpenFile(path, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 4 {
+		for _, w := range []*Writer{a, b} {
+			if err := w.WriteOutput("o", []byte("k"), []byte{byte('a' + i)}, int64(i), nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Flush(); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for _, w := range []*Writer{a, b} {
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if lines := strings.Count(readFile(t, path), "\n"); lines != 8 {
+		t.Errorf("%d lines, want the 8 both wrote:\n%s", lines, readFile(t, path))
+	}
+}
+
 func TestOpenFileError(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "missing-dir", "out.ndjson")
 	if _, err := OpenFile(path, false); !errors.Is(err, os.ErrNotExist) {

@@ -59,7 +59,7 @@ func (f *Format) Decode(line []byte) (Decoded, error) {
 		return d, nil
 	}
 	if err := json.Unmarshal(line, &d.Fields); err != nil {
-		return d, fmt.Errorf("%w: not a JSON object: %v", ErrMalformed, err)
+		return d, fmt.Errorf("%w: not a JSON object: %v%s", ErrMalformed, err, wholeObjectHint(line, err))
 	}
 	if d.Fields == nil {
 		return d, fmt.Errorf("%w: not a JSON object: null", ErrMalformed)
@@ -94,6 +94,18 @@ func (f *Format) Decode(line []byte) (Decoded, error) {
 		}
 	}
 	return d, nil
+}
+
+// wholeObjectHint says why a line that starts an array or ends before its object does is
+// malformed: a pretty-printed JSON document or a JSON array fed as an input makes every line so.
+func wholeObjectHint(line []byte, err error) string {
+	t := bytes.TrimSpace(line)
+	var se *json.SyntaxError
+	ends := errors.As(err, &se) && se.Error() == "unexpected end of JSON input" // the line ended inside the value
+	if len(t) > 0 && (t[0] == '[' || (t[0] == '{' && ends)) {
+		return " (an input holds one whole JSON object per line, newline-delimited JSON: a document spread over several lines, or an array, is not read)"
+	}
+	return ""
 }
 
 // Field returns the text of a JSON field as scalar returns it, for sequencing by field.

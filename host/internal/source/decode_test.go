@@ -366,3 +366,20 @@ func BenchmarkDecodeJSON(b *testing.B) {
 		}
 	}
 }
+
+// A pretty-printed JSON document or a JSON array fed as an input makes every line malformed;
+// the lines that start an array or an object that does not end on them say why (before, only
+// "unexpected end of JSON input"). Other malformed lines do not.
+func TestDecodeWholeObjectHint(t *testing.T) {
+	f := Format{JSON: true, KeyField: "k"}
+	for _, line := range []string{"[", `[{"k":"a"}]`, "  {", `{"k": "a",`} {
+		if _, err := f.Decode([]byte(line)); err == nil || !strings.Contains(err.Error(), "one whole JSON object per line") {
+			t.Errorf("Decode(%q) = %v; want the hint", line, err)
+		}
+	}
+	for _, line := range []string{`"k": "a"`, "}", `{"k": 1} x`, "not json"} {
+		if _, err := f.Decode([]byte(line)); err == nil || strings.Contains(err.Error(), "one whole JSON object per line") {
+			t.Errorf("Decode(%q) = %v; want an error without the hint", line, err)
+		}
+	}
+}

@@ -8,6 +8,7 @@
 //
 // Offsets are line numbers, counted from 0 at the start of the file. Each record carries the byte
 // position just after its line (End), so a checkpoint can resume the file exactly after the last
-// committed line. Blank lines carry no record; their offsets are skipped. A line that cannot be
+// committed line. A UTF-8 byte order mark at the very start of the input is dropped (its bytes
+// still count in End). Blank lines carry no record; their offsets are skipped. A line that cannot be
 // decoded is still delivered, with Err set and the raw line, so that nothing is dropped silently.
 package source

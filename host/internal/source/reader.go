@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 )
 
 // Record is one line of an input.
@@ -59,7 +60,15 @@ type Reader struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	paused bool
+
+	// unterminated is the End of a last line read without its line ending (at the end of the
+	// input), 0 if none: only such a line ends without one.
+	unterminated atomic.Int64
 }
+
+// Unterminated returns the End of the line the reader read without a line ending (the last of
+// its input), or 0 if it read none. Safe from any goroutine.
+func (rd *Reader) Unterminated() int64 { return rd.unterminated.Load() }
 
 // NewReader reads r, whose first byte is at byte position pos and whose first line is line
 // number offset.
@@ -135,19 +144,28 @@ func (rd *Reader) readChunk(br *bufio.Reader) ([]Record, bool, error) {
 		}
 		line, n, err := readLine(br)
 		if n > 0 {
+			atStart := rd.pos == 0
 			rd.pos += int64(n)
 			off := rd.offset
 			rd.offset++
 			content := n // the line's length without its newline, which err == nil means it has
 			if err == nil {
 				content--
+			} else {
+				rd.unterminated.Store(rd.pos)
 			}
-			maxLine := rd.format.maxLineBytes()
-			long := content > maxLine
 			body := line
 			if len(body) == n { // the whole line is here: drop its line ending
 				body = bytes.TrimRight(line, "\r\n")
 			}
+			if atStart && bytes.HasPrefix(body, utf8BOM) {
+				// A byte order mark (files saved "UTF-8 with BOM") is not the first key's or the
+				// first JSON object's: dropped, its bytes still counted in the positions.
+				body = body[len(utf8BOM):]
+				content -= len(utf8BOM)
+			}
+			maxLine := rd.format.maxLineBytes()
+			long := content > maxLine
 			if len(bytes.TrimSpace(body)) > 0 || long {
 				rec := Record{Offset: off, End: rd.pos, Raw: body}
 				if long {
@@ -169,6 +187,9 @@ func (rd *Reader) readChunk(br *bufio.Reader) ([]Record, bool, error) {
 	}
 	return recs, false, nil
 }
+
+// utf8BOM is the UTF-8 byte order mark, which a Reader drops from the start of its input.
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
 // readLine returns the next line with its newline (a copy), and the number of bytes consumed.
 // A line over MaxKeptLineBytes is consumed whole but only its first MaxKeptLineBytes bytes

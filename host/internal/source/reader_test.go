@@ -516,3 +516,32 @@ func TestReaderStopsOnCancel(t *testing.T) {
 		})
 	}
 }
+
+// A UTF-8 byte order mark at the start of the input (a file saved "UTF-8 with BOM") is dropped:
+// before, the first JSON line was malformed ("invalid character 'ï'") and the first text key was
+// "\ufeffa", another key than the "a" of every later line. Its bytes still count in the ends, a
+// BOM anywhere else is kept, and a reader resuming past the start strips nothing.
+func TestReaderDropsLeadingBOM(t *testing.T) {
+	bom := "\xef\xbb\xbf"
+	recs := allRecords(readAll(t, strings.NewReader(bom+`{"k":"a"}`+"\n"+`{"k":"a"}`+"\n"), Format{JSON: true, KeyField: "k"}, 0, 0))
+	if len(recs) != 2 || recs[0].Err != nil || string(recs[0].Key) != "a" || string(recs[1].Key) != "a" {
+		t.Fatalf("JSON after a BOM: %+v; want two records of key a", recs)
+	}
+	if recs[0].End != int64(len(bom)+10) || recs[1].End != int64(len(bom)+20) {
+		t.Errorf("ends %d, %d; want the BOM's 3 bytes counted: %d, %d", recs[0].End, recs[1].End, len(bom)+10, len(bom)+20)
+	}
+	text := bom + "a 1\n" + bom + "a 2\n"
+	recs = allRecords(readAll(t, strings.NewReader(text), Format{KeySeparator: " "}, 0, 0))
+	if len(recs) != 2 || string(recs[0].Key) != "a" || string(recs[1].Key) != bom+"a" {
+		t.Fatalf("text: keys %q, %q; want a, then the second line's BOM kept", recs[0].Key, recs[1].Key)
+	}
+	// Resumed at the second line (byte 7): its BOM is data.
+	recs = allRecords(readAll(t, strings.NewReader(text[7:]), Format{KeySeparator: " "}, 1, 7))
+	if len(recs) != 1 || string(recs[0].Key) != bom+"a" || recs[0].End != int64(len(text)) {
+		t.Fatalf("resumed: %+v; want the second line whole", recs)
+	}
+	// A line of only a BOM is blank.
+	if recs := allRecords(readAll(t, strings.NewReader(bom+"\nb 1\n"), Format{KeySeparator: " "}, 0, 0)); len(recs) != 1 || string(recs[0].Key) != "b" {
+		t.Fatalf("a BOM alone on the first line: %+v; want only b's record", recs)
+	}
+}

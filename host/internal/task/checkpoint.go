@@ -222,6 +222,9 @@ func (t *Task) collectPositions(cp *store.Checkpoint) {
 		if st.in.Stdin != nil {
 			pos.Resume = 0
 		}
+		if st.print != nil {
+			pos.TopicID = st.print.at(pos.Resume)
+		}
 		if st.kafka && t.changelog != nil {
 			// What this store covers of the changelog: a restore here replays only what follows.
 			pos.Resume = max(pos.Resume, t.changelog.next[st.tp.Partition])
@@ -260,6 +263,7 @@ func partialPositions(partial []store.StreamPosition, keys []store.KeyWrites, st
 		// Resume: the byte after the last line below f.
 		if i, _ := slices.BinarySearchFunc(st.ends, f, func(e endMark, f int64) int { return cmp.Compare(e.offset, f) }); i > 0 {
 			pos.Resume = st.ends[i-1].end
+			pos.TopicID = st.print.at(pos.Resume)
 		}
 		partial = append(partial, store.StreamPosition{Stream: st.id, Position: pos})
 	}

@@ -29,6 +29,7 @@
 // # Files
 //
 //	task.go       Config, Input, Task, New, Stats, opening streams and instances
+//	fileprint.go  a file input's fingerprint in its positions, checked before it resumes
 //	ingest.go     records in: ingest, admit, sequence, enqueue
 //	dispatch.go   back-pressure to the readers (applyFlow) and batches to free workers (dispatch)
 //	finish.go     jobs back: finish, succeeded, itemFailed (split, retry, backoff), exhausted
@@ -53,8 +54,8 @@
 //
 // # The life of a record
 //
-// A reader goroutine sends a chunk (driver) → ingest/admit: malformed records and keys too large
-// go to the dead letters, replays of applied records are skipped, the rest are pushed to the
+// A reader goroutine sends a chunk (driver) → ingest/admit: malformed records, keys too large and
+// timestamps further ahead of the clock than Config.MaxFuture go to the dead letters, replays of applied records are skipped, the rest are pushed to the
 // scheduler under their sequencing key (S7), stamped with the watermark they were read at, and
 // event-time timers the watermark passed are queued, each before its key's items stamped at or
 // above its time (placeFiring, sched.Insert) → step/dispatch: while a worker is free, sched.Next forms a batch (a key is in at most

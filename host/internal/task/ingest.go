@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/wasmstream/wasmstream/abi"
@@ -59,6 +60,17 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 		st.tracker.Complete(r.Offset)
 		return nil
 	}
+	if len(r.Key) == 0 && r.Fields != nil && !st.keyWarned && st.in != nil && st.in.Format.JSON && st.in.Format.KeyField != "" {
+		if f := &st.in.Format; !hasField(r.Fields, f.KeyField) {
+			st.keyWarned = true // once per input and run: a mistaken key_field would log every line
+			hint := ""
+			if strings.Contains(f.KeyField, ".") {
+				hint = fmt.Sprintf("; fields are not looked up in nested objects: %q names a top-level field of that name", f.KeyField)
+			}
+			t.log.Warn("a line has no key field: its record has the empty key (key_required: true sends such lines to the dead letters instead); later lines without it are not logged"+hint,
+				"at", st.where(r.Offset), "key_field", f.KeyField)
+		}
+	}
 	key, seq, err := t.sequence(st, r)
 	if err != nil {
 		if st.in.HaltOnError {
@@ -78,6 +90,19 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 		if st.in.HaltOnError {
 			return fmt.Errorf("%s: %w", st.where(r.Offset), err)
 		}
+		if err := t.deadLetter(st, r.Offset, key, r.Value, err, 0); err != nil {
+			return err
+		}
+		st.tracker.Complete(r.Offset)
+		return nil
+	}
+	if t.cfg.MaxFuture > 0 && r.Timestamp > now.Add(t.cfg.MaxFuture).UnixMilli() {
+		err := fmt.Errorf("%w: timestamp %d (%s) is %s ahead of the clock, more than time.max_future (%s)", ErrFutureTimestamp,
+			r.Timestamp, time.UnixMilli(r.Timestamp).UTC().Format(time.RFC3339), time.UnixMilli(r.Timestamp).Sub(now).Round(time.Second), t.cfg.MaxFuture)
+		if st.in.HaltOnError {
+			return fmt.Errorf("%s: %w", st.where(r.Offset), err)
+		}
+		st.malform++
 		if err := t.deadLetter(st, r.Offset, key, r.Value, err, 0); err != nil {
 			return err
 		}
@@ -175,6 +200,15 @@ func (t *Task) sequence(st *stream, r *source.Record) (key []byte, seq string, e
 	return key, t.carve.string(key), nil
 }
 
+func hasField(fields map[string]json.RawMessage, name string) bool {
+	_, ok := fields[name]
+	return ok
+}
+
 // ErrKeyTooLarge is the dead-letter cause of a record whose key is longer than the store can hold
 // for the task (store.StateKeyRoom): refused when it is read.
 var ErrKeyTooLarge = errors.New("record key too large")
+
+// ErrFutureTimestamp is the dead-letter cause of a record stamped further ahead of the clock than
+// Config.MaxFuture.
+var ErrFutureTimestamp = errors.New("timestamp in the future")

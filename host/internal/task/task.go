@@ -109,6 +109,9 @@ type Config struct {
 	IdleTimeout time.Duration
 	// TickEvery, when positive, calls the module's partition callback that often per stream (S16).
 	TickEvery time.Duration
+	// MaxFuture, when positive, makes a record whose timestamp is more than this ahead of the
+	// clock when it is read malformed (ErrFutureTimestamp): it never reaches the watermark.
+	MaxFuture time.Duration
 	// MigrateAtActivation makes Switch queue a migration check for every key with state, so that
 	// migrations run as soon as a version is activated instead of as each key is next used.
 	MigrateAtActivation bool
@@ -155,9 +158,12 @@ type stream struct {
 	replay  int64 // records at or below this offset may have been applied before a crash
 	done    bool  // the reader reached the end of its input
 	closer  io.Closer
-	records int64 // records read this run
-	skipped int64 // records skipped because their key's mark showed them applied
-	malform int64 // malformed lines sent to the dead letters
+	print   *filePrint // a file input's: the fingerprints of its positions
+	records int64      // records read this run
+	skipped int64      // records skipped because their key's mark showed them applied
+	malform int64      // malformed lines sent to the dead letters
+	// keyWarned: a line without the input's key field was logged (once per input and run).
+	keyWarned bool
 
 	kafka     bool                 // a Kafka partition; tracker is nil until its first record when its start is unknown
 	tp        kafka.TopicPartition // for a Kafka partition
@@ -448,6 +454,10 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 		st.replay = -1
 		r = in.Stdin
 	} else {
+		// Checked before the open, which on a named pipe would wait for a writer.
+		if fi, err := os.Stat(in.Path); err == nil && !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("input %s: %s is not a regular file (a pipe or a device): a file input resumes at a byte position after a restart; feed a stream on stdin instead (type: stdin)", in.Name, in.Path)
+		}
 		f, err := os.Open(in.Path)
 		if err != nil {
 			return nil, fmt.Errorf("input %s: %w", in.Name, err)
@@ -458,8 +468,17 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 			return nil, fmt.Errorf("input %s: %w", in.Name, err)
 		}
 		if fi.Size() < pos.Resume {
-			return nil, fmt.Errorf("input %s: %s holds %d bytes but %d were already processed: the file was replaced or truncated since the last checkpoint", in.Name, in.Path, fi.Size(), pos.Resume)
+			return nil, fmt.Errorf("input %s: %s holds %d bytes but %d were already processed: the file was replaced or truncated since the last checkpoint; to read it from its first line, reset the task (wasmstream reset -c <config> --task %s --to earliest) or use a new data directory", in.Name, in.Path, fi.Size(), pos.Resume, t.cfg.Name)
 		}
+		midLine, err := checkFile(f, t.cfg.Name, in.Name, in.Path, pos.Resume, pos.TopicID)
+		if err != nil {
+			return nil, err
+		}
+		if midLine {
+			t.log.Warn("input resumes in the middle of a line: the last line read had no line ending and the file has grown since, so what was appended to it up to the next line ending is read as a line of its own; write whole lines to a file being read",
+				"input", in.Name, "path", in.Path, "byte", pos.Resume)
+		}
+		st.print = &filePrint{f: f}
 		if _, err := f.Seek(pos.Resume, io.SeekStart); err != nil {
 			return nil, fmt.Errorf("input %s: %w", in.Name, err)
 		}
@@ -469,7 +488,11 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 	if err := t.loadReplay(st); err != nil {
 		return nil, err
 	}
-	st.reader = source.NewReader(id, r, in.Format, start, resume)
+	rd := source.NewReader(id, r, in.Format, start, resume)
+	st.reader = rd
+	if st.print != nil {
+		st.print.unterminated = rd.Unterminated
+	}
 	t.streams[id] = st
 	t.order = append(t.order, st)
 	t.sched.AddStream(id)
