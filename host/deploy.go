@@ -98,11 +98,11 @@ func (d *Deployment) FirstBatch(ctx context.Context) (time.Time, error) {
 // running is what Deploy and its siblings need of a running task.
 type running struct {
 	cfg    TaskConfig
-	idx    int          // in Config.Tasks
-	tcfg   *task.Config // the task's configuration without its module; nil if it was never made
+	idx    int           // in Config.Tasks
+	tcfg   *task.Config  // the task's configuration without its module; nil if it was never made
 	lanes  []task.Config // that of each of its loops (laneConfigs); the first is *tcfg
 	task   *lanes        // nil when the task could not start; replaced by a restart (h.mu)
-	halted error        // why the task could not start
+	halted error         // why the task could not start
 	// sinks close the task's outputs and dead letters (its Kafka producer); a restart of a
 	// task that uses Kafka replaces them (r.deploy), Run closes the last ones.
 	sinks []io.Closer
@@ -448,10 +448,10 @@ func (h *Host) switchTo(ctx context.Context, lv *live, r *running, mod *modrt.Mo
 type reopened struct {
 	tcfg   task.Config
 	lanes  []task.Config // of each loop; the first is tcfg
-	halted error       // why the task halted; nil if it runs
-	sinks  []io.Closer // the new sinks; nil when the task keeps its own
-	fresh  bool        // tcfg and sinks are new: restart installs them
-	used   bool        // restart took the sinks over
+	halted error         // why the task halted; nil if it runs
+	sinks  []io.Closer   // the new sinks; nil when the task keeps its own
+	fresh  bool          // tcfg and sinks are new: restart installs them
+	used   bool          // restart took the sinks over
 }
 
 // reopen returns what r runs with: for a running task its configuration; for a halted one that
