@@ -1,0 +1,170 @@
+package host_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
+)
+
+// newClusterParts is newCluster with parts partitions per topic.
+func newClusterParts(t testing.TB, parts int32, topics ...string) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, topics...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// groupAssignment returns, per member of group in a stable state, its group.instance.id ("" for a
+// dynamic member) and its partitions; nil while the group is not stable.
+func groupAssignment(t *testing.T, c *kfake.Cluster, group string) map[string][]int32 {
+	t.Helper()
+	gs, err := kadm.NewClient(newClient(t, c)).DescribeGroups(context.Background(), group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := gs[group]
+	if g.Err != nil || g.State != "Stable" {
+		return nil
+	}
+	out := map[string][]int32{}
+	for _, m := range g.Members {
+		id := ""
+		if m.InstanceID != nil {
+			id = *m.InstanceID
+		}
+		var parts []int32
+		if a, ok := m.Assigned.AsConsumer(); ok {
+			for _, tp := range a.Topics {
+				parts = append(parts, tp.Partitions...)
+			}
+		}
+		slices.Sort(parts)
+		out[id] = parts
+	}
+	return out
+}
+
+// waitLoopsAssigned waits until group has one member per loop, static members named after the
+// task's instance id (loop 0's unchanged, the others with -loop<i>), each with partitions, and
+// every partition of the input assigned once.
+func waitLoopsAssigned(t *testing.T, c *kfake.Cluster, group, instance string, loops, parts int) map[string][]int32 {
+	t.Helper()
+	var got map[string][]int32
+	hosttest.WaitFor(t, 30*time.Second, "every loop a member of the group with partitions", func() bool {
+		got = groupAssignment(t, c, group)
+		if len(got) != loops {
+			return false
+		}
+		n := 0
+		for id, ps := range got {
+			if len(ps) == 0 || !strings.HasPrefix(id, instance) {
+				return false
+			}
+			n += len(ps)
+		}
+		return n == parts
+	})
+	for i := range loops {
+		id := instance
+		if i > 0 {
+			id += "-loop" + string(rune('0'+i))
+		}
+		if _, ok := got[id]; !ok {
+			t.Fatalf("group members %v: no member %q", got, id)
+		}
+	}
+	return got
+}
+
+// waitPartitionsCommitted is waitCommitted for a task whose figures must list parts partitions
+// (each loop lists its own once it checkpointed).
+func waitPartitionsCommitted(t *testing.T, h interface{ Stats() []host.TaskStats }, parts int) {
+	t.Helper()
+	hosttest.WaitFor(t, 60*time.Second, "every partition listed and committed", func() bool {
+		s := h.Stats()
+		if len(s) == 0 || s[0].Pending != 0 || len(s[0].Inputs) != parts {
+			return false
+		}
+		for _, in := range s[0].Inputs {
+			if in.Lag > 0 {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// A task with loops 4 over 8 partitions: the host's four loops are four static members of the
+// task's group with two partitions each; the outputs are each count once, in order, and the
+// state is exact. Restarted with loops 2 (the partitions move between loops through the store),
+// then loops 1, it goes on from the checkpoints with nothing processed twice.
+func TestLoopsCountExactly(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newClusterParts(t, 8, "words", "counts")
+	want := produceWords(t, newClient(t, c), "words", 3000, 60, 11)
+	total := wordTotal(want)
+	dir := t.TempDir()
+	tc := wordcountKafkaTask(module)
+	tc.Loops = 4
+	cfg := func(tc host.TaskConfig) host.Config {
+		return host.Config{DataDir: dir, HostID: "h1", Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}}
+	}
+	h := hosttest.Start(t, cfg(tc))
+	got := consumeOutputs(t, c, "counts", total, 60*time.Second)
+	members := waitLoopsAssigned(t, c, "wasmstream-wc", "wasmstream-wc-h1", 4, 8)
+	for id, ps := range members {
+		if len(ps) != 2 {
+			t.Errorf("member %s has partitions %v, want 2 of the 8", id, ps)
+		}
+	}
+	waitPartitionsCommitted(t, h, 8)
+	st := h.Stats()[0]
+	var parts []int32
+	for _, in := range st.Inputs {
+		parts = append(parts, in.Partition)
+	}
+	if !slices.Equal(parts, []int32{0, 1, 2, 3, 4, 5, 6, 7}) {
+		t.Errorf("stats list partitions %v, want each of the 8 once", parts)
+	}
+	if st.Records != 3000 || st.Processed != 3000 || st.Outputs != int64(total) {
+		t.Errorf("stats: %d records, %d processed, %d outputs; want 3000, 3000, %d", st.Records, st.Processed, st.Outputs, total)
+	}
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	checkCountsOutputs(t, got, want)
+	sameCounts(t, want, stateOf(t, dir, "wc"))
+
+	for i, loops := range []int{2, 1} {
+		total += addCounts(want, produceWords(t, newClient(t, c), "words", 1000, 60, uint64(12+i)))
+		tc.Loops = loops
+		h := hosttest.Start(t, cfg(tc))
+		got := consumeOutputs(t, c, "counts", total, 60*time.Second)
+		waitLoopsAssigned(t, c, "wasmstream-wc", "wasmstream-wc-h1", loops, 8)
+		if err := h.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		checkCountsOutputs(t, got, want)
+		n := 0
+		for _, vs := range got {
+			n += len(vs)
+		}
+		if n != total {
+			t.Fatalf("loops %d: %d outputs, want exactly %d", loops, n, total)
+		}
+		sameCounts(t, want, stateOf(t, dir, "wc"))
+	}
+}
