@@ -369,7 +369,8 @@ func firstBatch(ctx context.Context, sws []task.Switched) (time.Time, error) {
 }
 
 // Stats sums the loops' figures: counters and histograms add up, each input partition is listed
-// once (by the loop that lists it first), the recent errors are merged in time order.
+// once (by the loop that lists it first), the recent errors are merged in time order, and the
+// version is the lowest any loop runs.
 func (l *lanes) Stats() TaskStats {
 	if len(l.ts) == 1 {
 		return l.ts[0].Stats()
@@ -389,7 +390,10 @@ func mergeStats(all []TaskStats) TaskStats {
 		sv := reflect.ValueOf(s)
 		for f := range ov.NumField() {
 			switch ov.Type().Field(f).Name {
-			case "Version", "Deploys", "LogDropped": // the same in every loop (one module's log limit)
+			case "Version": // the lowest any loop runs: a loop left behind shows
+				out.Version = min(out.Version, s.Version)
+				continue
+			case "Deploys", "LogDropped": // the same in every loop (one module's log limit)
 				continue
 			}
 			o, v := ov.Field(f), sv.Field(f)

@@ -2,7 +2,10 @@ package host_test
 
 import (
 	"context"
+	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -166,5 +169,117 @@ func TestLoopsCountExactly(t *testing.T) {
 			t.Fatalf("loops %d: %d outputs, want exactly %d", loops, n, total)
 		}
 		sameCounts(t, want, stateOf(t, dir, "wc"))
+	}
+}
+
+// wireCounts adds the counts of a state answer to got.
+func wireCounts(t *testing.T, got map[string]map[string]int, s wireState) {
+	t.Helper()
+	for _, ks := range s.States {
+		if got[ks.KeyText] == nil {
+			got[ks.KeyText] = map[string]int{}
+		}
+		for _, v := range ks.Values {
+			n, err := strconv.Atoi(v.ValueText)
+			if err != nil {
+				t.Fatalf("key %s name %s: value %q", ks.KeyText, v.NameText, v.ValueText)
+			}
+			got[ks.KeyText][v.NameText] = n
+		}
+	}
+}
+
+// queryAll reads every key of want through the admin API (each key from the loop that owns its
+// partition), then every key again by a scan in pages of 7 (which must cover every loop's
+// partitions), and checks both against want.
+func queryAll(t *testing.T, addr string, want map[string]map[string]int) {
+	t.Helper()
+	got := map[string]map[string]int{}
+	for user := range want {
+		var s wireState
+		if code := adminGet(t, "GET", addr, "/v1/tasks/wc/state/"+url.PathEscape(user), "full", &s); code != http.StatusOK {
+			t.Fatalf("GET state of %s: HTTP %d", user, code)
+		}
+		if len(s.States) != 1 || s.States[0].KeyText != user {
+			t.Fatalf("GET state of %s: %+v, want the key in one partition", user, s)
+		}
+		wireCounts(t, got, s)
+	}
+	sameCounts(t, want, got)
+	got = map[string]map[string]int{}
+	after := ""
+	for pages := 0; ; pages++ {
+		var s wireState
+		path := "/v1/tasks/wc/state?limit=7"
+		if pages > 0 {
+			path += "&after_b64=" + url.QueryEscape(after)
+		}
+		if code := adminGet(t, "GET", addr, path, "full", &s); code != http.StatusOK {
+			t.Fatalf("GET %s: HTTP %d", path, code)
+		}
+		wireCounts(t, got, s)
+		if s.Next == "" {
+			break
+		}
+		after = s.Next
+		if pages > 100 {
+			t.Fatal("the scan does not end")
+		}
+	}
+	sameCounts(t, want, got)
+}
+
+// A task with loops 3 over 6 partitions through the admin API: a key's state is answered by the
+// loop that owns its partition and a scan covers every loop's; pause and resume reach every
+// loop; a deploy switches every loop (the figures' version is the lowest a loop runs), its first
+// batch is seen, and the counts go on exactly on the new version.
+func TestLoopsDeployQueryStats(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newClusterParts(t, 6, "words", "counts")
+	want := produceWords(t, newClient(t, c), "words", 1500, 40, 31)
+	total := wordTotal(want)
+	tc := wordcountKafkaTask(module)
+	tc.Loops = 3
+	h := hosttest.Start(t, host.Config{DataDir: t.TempDir(), HostID: "h1", Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
+		Admin: host.AdminConfig{Addr: "127.0.0.1:0", Token: "full"},
+		Tasks: []host.TaskConfig{tc}})
+	consumeOutputs(t, c, "counts", total, 60*time.Second)
+	waitLoopsAssigned(t, c, "wasmstream-wc", "wasmstream-wc-h1", 3, 6)
+	waitPartitionsCommitted(t, h, 6)
+	addr := h.AdminAddr()
+	queryAll(t, addr, want)
+
+	ctx := t.Context()
+	if err := h.Pause(ctx, "wc"); err != nil {
+		t.Fatal(err)
+	}
+	if !h.Stats()[0].Paused {
+		t.Error("paused: the figures do not say so")
+	}
+	if err := h.Resume(ctx, "wc"); err != nil {
+		t.Fatal(err)
+	}
+
+	d, err := h.Deploy(ctx, "wc", withCustomSection(t, module, "v2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := h.Stats()[0]; d.Version.Version != 2 || st.Version != 2 || st.Paused {
+		t.Fatalf("after the deploy: deployed version %d, figures' version %d (paused %v); want 2 in every loop, running",
+			d.Version.Version, st.Version, st.Paused)
+	}
+	total += addCounts(want, produceWords(t, newClient(t, c), "words", 600, 40, 32))
+	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if _, err := d.FirstBatch(fctx); err != nil {
+		t.Fatalf("first batch on version 2: %v", err)
+	}
+	got := consumeOutputs(t, c, "counts", total, 60*time.Second)
+	checkCountsOutputs(t, got, want)
+	waitPartitionsCommitted(t, h, 6)
+	queryAll(t, addr, want)
+	if st := h.Stats()[0]; st.Records != 2100 || st.Outputs != int64(total) {
+		t.Errorf("figures: %d records, %d outputs; want 2100 and %d", st.Records, st.Outputs, total)
 	}
 }
