@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -11,7 +12,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
@@ -282,4 +285,49 @@ func TestLoopsDeployQueryStats(t *testing.T) {
 	if st := h.Stats()[0]; st.Records != 2100 || st.Outputs != int64(total) {
 		t.Errorf("figures: %d records, %d outputs; want 2100 and %d", st.Records, st.Outputs, total)
 	}
+}
+
+// Exactly once with loops 2: each loop is a transactional producer of its own (loop 0 with the
+// task's transactional id), transactions that the broker fails to end abort and are processed
+// again, and a read_committed reader sees every count once, in order; the state is exact, on
+// this disk and restored from the changelog by a host with an empty disk running one loop.
+func TestLoopsExactlyOnce(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	want := produceWords(t, newClient(t, c), "words", 3000, 40, 41)
+	total := wordTotal(want)
+	endFaults := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 2})
+	run := func(dir string, loops int, done func(st host.TaskStats) bool) host.TaskStats {
+		tc := eosTask(module)
+		tc.Loops = loops
+		h := hosttest.Start(t, host.Config{DataDir: dir, HostID: "h1", Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+		if loops > 1 {
+			waitLoopsAssigned(t, c, "wasmstream-wc", "wasmstream-wc-h1", loops, 4)
+		}
+		hosttest.WaitFor(t, 90*time.Second, "the run's work done", func() bool { return done(h.Stats()[0]) })
+		if err := h.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		return h.Stats()[0]
+	}
+	committedAll := func(st host.TaskStats) bool {
+		var n int64
+		for _, in := range st.Inputs {
+			n += in.Committed
+		}
+		return len(st.Inputs) == 4 && n >= 3000
+	}
+	dirA, dirB := filepath.Join(t.TempDir(), "a"), filepath.Join(t.TempDir(), "b")
+	a := run(dirA, 2, committedAll)
+	if endFaults.Hits() == 0 || a.TxnAborts == 0 || a.TxnCommits == 0 {
+		t.Fatalf("transaction-end faults hit %d times: %d transactions aborted, %d committed; want some of each", endFaults.Hits(), a.TxnAborts, a.TxnCommits)
+	}
+	checkCountsOutputs(t, consumeOutputs(t, c, "counts", total, 60*time.Second), want)
+	sameCounts(t, want, stateOf(t, dirA, "wc"))
+
+	b := run(dirB, 1, func(st host.TaskStats) bool { return st.Restores >= 4 })
+	sameCounts(t, want, stateOf(t, dirB, "wc"))
+	t.Logf("loops 2: %d transactions committed, %d aborted; the host with one loop restored %d changelog records",
+		a.TxnCommits, a.TxnAborts, b.RestoredRecords)
 }
