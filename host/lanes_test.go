@@ -331,3 +331,49 @@ func TestLoopsExactlyOnce(t *testing.T) {
 	t.Logf("loops 2: %d transactions committed, %d aborted; the host with one loop restored %d changelog records",
 		a.TxnCommits, a.TxnAborts, b.RestoredRecords)
 }
+
+// Two hosts of loops 2 with a changelog, records flowing: host b joins the group (the partitions
+// spread over four loops) and leaves (its partitions go back to a's loops, which restore what b
+// wrote from the changelog); then a's state is exact.
+func TestLoopsHostJoinsAndLeaves(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newClusterParts(t, 8, "words", "counts")
+	stop := flowWords(t, c, 51, 40, 20*time.Millisecond)
+	dir := t.TempDir()
+	start := func(id string) *hosttest.Running {
+		tc := wordcountKafkaTask(module)
+		tc.Loops = 2
+		tc.Changelog = host.ChangelogConfig{Enabled: true}
+		return hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, id), HostID: id, Logger: testLogger(t).With("host", id),
+			CheckpointInterval: 100 * time.Millisecond,
+			Kafka:              host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second},
+			Tasks:              []host.TaskConfig{tc}})
+	}
+	processed := func(h *hosttest.Running, n int64) func() bool {
+		return func() bool { return h.Stats()[0].Processed >= n }
+	}
+	a := start("a")
+	hosttest.WaitFor(t, 60*time.Second, "host a processing", processed(a, 200))
+	b := start("b")
+	hosttest.WaitFor(t, 60*time.Second, "four loops in the group", func() bool { return len(groupAssignment(t, c, "wasmstream-wc")) == 4 })
+	hosttest.WaitFor(t, 60*time.Second, "host b processing", processed(b, 200))
+	if err := b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	waitLoopsAssigned(t, c, "wasmstream-wc", "wasmstream-wc-a", 2, 8)
+	p := stop()
+	if p.err != nil {
+		t.Fatal(p.err)
+	}
+	hosttest.WaitFor(t, 60*time.Second, "every record produced read", func() bool { return a.Stats()[0].Records+b.Stats()[0].Records >= int64(p.records) })
+	waitPartitionsCommitted(t, a, 8)
+	sa := a.Stats()[0]
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	sameCounts(t, p.want, stateOf(t, filepath.Join(dir, "a"), "wc"))
+	t.Logf("%d records; host a restored %d partitions (%d changelog records)", p.records, sa.Restores, sa.RestoredRecords)
+	if sa.Restores == 0 {
+		t.Error("host a restored nothing: no partition came back from host b")
+	}
+}
