@@ -80,6 +80,7 @@ type wcHostConfig struct {
 	changelog, standby    bool
 	delivery              string // "" the default
 	dynamic               bool   // kafka.dynamic_membership
+	loops                 int    // tasks[].loops; 0 leaves it out (1)
 }
 
 func (c wcHostConfig) yaml() string {
@@ -109,6 +110,9 @@ func (c wcHostConfig) yaml() string {
 	}
 	if c.delivery != "" {
 		fmt.Fprintf(&b, "    delivery: %s\n", c.delivery)
+	}
+	if c.loops != 0 {
+		fmt.Fprintf(&b, "    loops: %d\n", c.loops)
 	}
 	return b.String()
 }
