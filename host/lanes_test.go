@@ -377,3 +377,46 @@ func TestLoopsHostJoinsAndLeaves(t *testing.T) {
 		t.Error("host a restored nothing: no partition came back from host b")
 	}
 }
+
+// TestLoopsConfig: loops above 1 are refused, naming the key and why, for what assumes one loop
+// per task: a file input, a bounded input, standbys, dropping revoked state, a task another
+// reads; and a count out of range.
+func TestLoopsConfig(t *testing.T) {
+	kin := host.InputConfig{Name: "k", Type: "kafka", Topics: []string{"in"}}
+	err := host.Config{Kafka: host.KafkaConfig{Brokers: []string{"127.0.0.1:9"}}, Tasks: []host.TaskConfig{{
+		Name: "files", Module: "m.wasm", Loops: 2,
+		Inputs: []host.InputConfig{kin, {Name: "f", Type: "file", Path: "x"}},
+	}, {
+		Name: "bounded", Module: "m.wasm", Loops: 2,
+		Inputs: []host.InputConfig{{Name: "k", Type: "kafka", Topics: []string{"in"}, Bounded: true}},
+	}, {
+		Name: "standby", Module: "m.wasm", Loops: 2, Inputs: []host.InputConfig{kin},
+		Changelog: host.ChangelogConfig{Enabled: true, Standby: true, DropRevoked: true},
+	}, {
+		Name: "upstream", Module: "m.wasm", Loops: 3, Inputs: []host.InputConfig{kin}, Output: host.OutputConfig{Names: []string{"o"}},
+	}, {
+		Name: "downstream", Module: "m.wasm", Inputs: []host.InputConfig{{Name: "up", Type: "task", Task: "upstream", Output: "o"}},
+	}, {
+		Name: "many", Module: "m.wasm", Loops: 257, Inputs: []host.InputConfig{kin},
+	}, {
+		Name: "negative", Module: "m.wasm", Loops: -1, Inputs: []host.InputConfig{kin},
+	}, {
+		Name: "fine", Module: "m.wasm", Loops: 4, Inputs: []host.InputConfig{kin},
+	}}}.Validate()
+	for _, want := range []string{
+		"tasks[0].inputs[1].type: loops 2 needs kafka inputs only",
+		"tasks[1].inputs[0].bounded: loops 2",
+		"tasks[2].changelog.standby: does not run with loops 2",
+		"tasks[2].changelog.drop_revoked: does not run with loops 2",
+		"tasks[3].loops: task downstream reads this task's output",
+		"tasks[5].loops: must be at most 256",
+		"tasks[6].loops: must be positive",
+	} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v\nwant a problem %q", err, want)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), "tasks[7]") {
+		t.Errorf("Validate() = %v\nwant no problem with tasks[7]", err)
+	}
+}
