@@ -420,3 +420,13 @@ func TestLoopsConfig(t *testing.T) {
 		t.Errorf("Validate() = %v\nwant no problem with tasks[7]", err)
 	}
 }
+
+// A live reset of a task with loops 2 (POST /v1/tasks/{task}/reset): the host's other loop is
+// no other host to ask (the group view shows the host's loops as one member), every loop stops,
+// the group empties, and both loops start again on the reset's positions: every count is
+// replayed from 1, once.
+func TestLoopsAdminReset(t *testing.T) {
+	tc := wordcountKafkaTask(guestbuild.Go(t, "wordcount"))
+	tc.Loops = 2
+	testAdminResetKafkaTask(t, tc, false)
+}
