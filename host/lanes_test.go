@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wasmstream/wasmstream/host"
@@ -429,4 +430,54 @@ func TestLoopsAdminReset(t *testing.T) {
 	tc := wordcountKafkaTask(guestbuild.Go(t, "wordcount"))
 	tc.Loops = 2
 	testAdminResetKafkaTask(t, tc, false)
+}
+
+// One loop of two halting halts the task: a record that traps on every attempt (on_exhausted:
+// halt) in one loop's partition; the other loop stops as at a host's stop, its last checkpoint
+// committing its partitions' offsets (checkpoints are hours apart: only that stop commits);
+// nothing is committed past the record that failed.
+func TestLoopsOneHaltsAll(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/trapper")
+	c := newCluster(t, "events", "echoes")
+	tc := host.TaskConfig{Name: "echo", Module: module, Workers: 2, Loops: 2,
+		Inputs: []host.InputConfig{{Name: "events", Type: "kafka", Topics: []string{"events"}}},
+		Output: host.OutputConfig{Type: "kafka", Topic: "echoes"},
+		Retry:  host.RetryConfig{MaxAttempts: 1, OnExhausted: host.ExhaustedHalt}}
+	h := hosttest.Start(t, host.Config{DataDir: t.TempDir(), HostID: "h1", Logger: testLogger(t), CheckpointInterval: time.Hour,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	owners := waitLoopsAssigned(t, c, "wasmstream-echo", "wasmstream-echo-h1", 2, 4)
+	cl := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	var recs []*kgo.Record
+	for p := range int32(4) {
+		for i := range 50 {
+			recs = append(recs, &kgo.Record{Topic: "events", Partition: p, Key: []byte(strconv.Itoa(i)), Value: []byte("v")})
+		}
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	consumeOutputs(t, c, "echoes", 200, 60*time.Second)
+	if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "events", Partition: 0, Key: []byte("x"), Value: []byte("boom")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	hosttest.WaitFor(t, 60*time.Second, "the task halted", func() bool { return h.Stats()[0].Halted })
+	if msg := h.Stats()[0].Error; !strings.Contains(msg, "loop ") || !strings.Contains(msg, "boom") {
+		t.Errorf("halted with %q, want the loop and the trap named", msg)
+	}
+	offs, err := kadm.NewClient(newClient(t, c)).FetchOffsets(context.Background(), "wasmstream-echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id, parts := range owners {
+		halting := slices.Contains(parts, 0)
+		for _, p := range parts {
+			o, ok := offs.Lookup("events", p)
+			switch {
+			case !halting && (!ok || o.At != 50):
+				t.Errorf("partition %d of %s, the loop that did not fail: committed %v (%v), want 50: its last checkpoint at its stop", p, id, o.At, ok)
+			case halting && ok && o.At > 50:
+				t.Errorf("partition %d of %s, the failing loop: committed %d, past the record that failed (50)", p, id, o.At)
+			}
+		}
+	}
 }
