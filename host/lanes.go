@@ -110,7 +110,9 @@ func laneConfigs(cfg Config, tc TaskConfig, base task.Config, closers *[]io.Clos
 		if base.StateCacheBytes > 0 {
 			c.StateCacheBytes = max(base.StateCacheBytes/int64(n), 1)
 		}
-		c.Logger = base.Logger.With("loop", i)
+		if base.Logger != nil {
+			c.Logger = base.Logger.With("loop", i)
+		}
 		c.Output, c.DeadLetter = out, dlq
 		if i > 0 {
 			if err := laneProducer(cfg, tc, &c, closers); err != nil {
@@ -126,7 +128,9 @@ func laneConfigs(cfg Config, tc TaskConfig, base task.Config, closers *[]io.Clos
 			if k.TxnID != "" {
 				k.TxnID += loopSuffix(i)
 			}
-			k.Client.Logger = k.Client.Logger.With("loop", i)
+			if k.Client.Logger != nil {
+				k.Client.Logger = k.Client.Logger.With("loop", i)
+			}
 			if k.ExactlyOnce {
 				if ko, ok := c.Output.(task.KafkaOutput); ok {
 					k.TxnProducers = append(k.TxnProducers, ko.P)
