@@ -481,3 +481,15 @@ func TestLoopsOneHaltsAll(t *testing.T) {
 		}
 	}
 }
+
+// A task with loops 2 that halted (its output topic missing: every loop's producer fails)
+// restarts with RestartTask: new clients for every loop, both loops in the group again, every
+// record processed and the state exact.
+func TestLoopsRestartHalted(t *testing.T) {
+	tc := wordcountKafkaTask(guestbuild.Go(t, "wordcount"))
+	tc.Loops = 2
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	testRestartHaltedKafkaTask(t, tc, true, func(h *host.Host) (*host.Deployment, error) {
+		return h.RestartTask(context.Background(), "wc")
+	})
+}
