@@ -493,3 +493,13 @@ func TestLoopsRestartHalted(t *testing.T) {
 		return h.RestartTask(context.Background(), "wc")
 	})
 }
+
+// A reset of a group of two hosts with loops 2 each: the host asked sees the other host's two
+// loops as two members at one admin address and asks that host once; both hosts' loops stop,
+// reset and start again, every key's count from one pass.
+func TestLoopsAdminResetGroup(t *testing.T) {
+	tc := wordcountKafkaTask(guestbuild.Go(t, "wordcount"))
+	tc.Loops = 2
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	testAdminResetGroup(t, tc, false)
+}
