@@ -503,3 +503,41 @@ func TestLoopsAdminResetGroup(t *testing.T) {
 	tc.Changelog = host.ChangelogConfig{Enabled: true}
 	testAdminResetGroup(t, tc, false)
 }
+
+// State queries across two hosts with loops 2 each over 8 partitions: every key is answered
+// through either host (by its loop, or forwarded once to the other host, whose loops split the
+// partitions it was asked for), and a scan covers each partition exactly once.
+func TestLoopsQueryAcrossHosts(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newClusterParts(t, 8, "words", "counts")
+	dir := t.TempDir()
+	start := func(id string) *hosttest.Running {
+		tc := wordcountKafkaTask(module)
+		tc.Loops = 2
+		tc.Changelog = host.ChangelogConfig{Enabled: true}
+		return hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, id), HostID: id, Logger: testLogger(t).With("host", id),
+			CheckpointInterval: 100 * time.Millisecond,
+			Kafka:              host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second},
+			Admin:              host.AdminConfig{Addr: "127.0.0.1:0", Token: "full"},
+			Tasks:              []host.TaskConfig{tc}})
+	}
+	a, b := start("a"), start("b")
+	hosttest.WaitFor(t, 60*time.Second, "four loops in the group, each with partitions", func() bool {
+		g := groupAssignment(t, c, "wasmstream-wc")
+		if len(g) != 4 {
+			return false
+		}
+		for _, ps := range g {
+			if len(ps) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	want := produceWords(t, newClient(t, c), "words", 2000, 40, 61)
+	consumeOutputs(t, c, "counts", wordTotal(want), 60*time.Second)
+	waitPartitionsCommitted(t, a, 4)
+	waitPartitionsCommitted(t, b, 4)
+	queryAll(t, a.AdminAddr(), want)
+	queryAll(t, b.AdminAddr(), want)
+}
