@@ -373,7 +373,7 @@ func firstBatch(ctx context.Context, sws []task.Switched) (time.Time, error) {
 }
 
 // Stats sums the loops' figures: counters and histograms add up, each input partition is listed
-// once (by the loop that lists it first), the recent errors are merged in time order, and the
+// once (the entry furthest on), the recent errors are merged in time order, and the
 // version is the lowest any loop runs.
 func (l *lanes) Stats() TaskStats {
 	if len(l.ts) == 1 {
@@ -420,8 +420,11 @@ func mergeStats(all []TaskStats) TaskStats {
 		out.GuestMetrics = mergeGuestMetrics(out.GuestMetrics, s.GuestMetrics)
 	}
 	out.Inputs = slices.Clone(out.Inputs)
+	// A loop's figures may still list a partition that moved to another loop since its last
+	// checkpoint: the entry furthest on (its committed offset) is the owner's.
 	slices.SortStableFunc(out.Inputs, func(a, b InputStats) int {
-		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition))
+		return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.Topic, b.Topic), cmp.Compare(a.Partition, b.Partition),
+			cmp.Compare(b.Committed, a.Committed))
 	})
 	out.Inputs = slices.CompactFunc(out.Inputs, func(a, b InputStats) bool {
 		return a.Name == b.Name && a.Topic == b.Topic && a.Partition == b.Partition
