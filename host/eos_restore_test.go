@@ -76,7 +76,9 @@ func TestExactlyOnceSlowRestore(t *testing.T) {
 	// transaction holds records, but no longer than half an interval after the last commit: the
 	// client holds a transaction's offset commit while the group joins and syncs, so a held sync
 	// must end before the next commit begins (or it would wait for the sync, and the sync for
-	// its outputs: a deadlock until the broker's timeout fences the transaction).
+	// its outputs: a deadlock until the broker's timeout fences the transaction). Since the host
+	// takes no records while its group joins and syncs, the hold ends on the half interval, and
+	// the records read right after the sync are in the transaction when the assignment comes.
 	var dirty, syncArmed atomic.Bool
 	var lastEnd atomic.Int64 // unix nanoseconds of the last EndTxn
 	lastEnd.Store(time.Now().UnixNano())

@@ -73,6 +73,16 @@ type KeyWrites struct {
 	// the key's state (0: unknown or none), stored with the mark. Ignored
 	// with DropMark.
 	StateVersion uint32
+	// MarkStored tells Commit that the store already holds a mark entry for
+	// this (stream, key) with this StateVersion and a mark at most Mark (the
+	// caller read it, or a checkpoint committed before this one wrote it).
+	// Commit then leaves that entry as it is instead of writing Mark when the
+	// checkpoint is written in one transaction and Mark is below the Next of
+	// the position it commits for the key's stream: replay starts at that
+	// Next or later, so no replayed record is at or below Mark, and the
+	// stored mark, lower still, skips none either (see "Applied marks below
+	// the position" in the package documentation). Ignored with DropMark.
+	MarkStored bool
 	// Writes are applied in order; a later write of the same name wins.
 	Writes []Write
 	// Timers are applied in order after Writes; a later operation on the same
@@ -155,7 +165,8 @@ func (db *DB) Commit(cp *Checkpoint) error {
 		return err
 	}
 	defer db.leave()
-	if len(cp.Chain) > 0 && !db.fitsOneTxn(cp) {
+	oneTxn := db.fitsOneTxn(cp)
+	if len(cp.Chain) > 0 && !oneTxn {
 		return fmt.Errorf("%w: task %q: a checkpoint with %d chain log entries must fit in one transaction", ErrTxnTooBig, cp.Task, len(cp.Chain))
 	}
 	db.commitMu.Lock()
@@ -168,7 +179,18 @@ func (db *DB) Commit(cp *Checkpoint) error {
 
 	w := txnWriter{db: db, txn: db.bdb.NewTransaction(true)}
 	defer func() { w.txn.Discard() }()
-	if len(cp.Positions) > 0 && !db.fitsOneTxn(cp) {
+	if oneTxn {
+		// Every key and every position commit together: a key's mark below its stream's new
+		// Next need not be written (KeyWrites.MarkStored).
+		w.single, w.nexts = true, cp.Positions
+		if len(cp.Positions) > 16 {
+			w.nextOf = make(map[uint32]int64, len(cp.Positions))
+			for _, sp := range cp.Positions {
+				w.nextOf[sp.Stream] = sp.Position.Next
+			}
+		}
+	}
+	if len(cp.Positions) > 0 && !oneTxn {
 		cur, err := db.raiseHorizons(cp)
 		if err != nil {
 			return err
@@ -412,6 +434,34 @@ type txnWriter struct {
 	atSplit             func(txn *badger.Txn, keys int) error
 	keys                int // key groups written so far
 	resEntries, resSize int
+
+	// single says the write is one transaction holding every key and the positions nexts
+	// (Commit of a checkpoint that fits): writeKey then leaves a stored mark below its stream's
+	// new Next as it is (KeyWrites.MarkStored).
+	single bool
+	nexts  []StreamPosition
+	nextOf map[uint32]int64 // nexts by stream, once there are many
+}
+
+// keepMark reports whether writeKey may leave kw's stored mark entry as it is: the store holds
+// one with kw's state version (MarkStored), and this transaction commits a position for kw's
+// stream whose Next is above kw's new mark. Replay then starts at that Next or later, beyond
+// both the new mark and the stored one (at most the new one): neither skips a record replay
+// can see.
+func (w *txnWriter) keepMark(kw *KeyWrites) bool {
+	if !w.single || !kw.MarkStored || kw.Mark == DropMark {
+		return false
+	}
+	if w.nextOf != nil {
+		next, ok := w.nextOf[kw.Stream]
+		return ok && kw.Mark < next
+	}
+	for i := range w.nexts {
+		if sp := &w.nexts[i]; sp.Stream == kw.Stream {
+			return kw.Mark < sp.Position.Next
+		}
+	}
+	return false
 }
 
 // reserve makes room for a key group of the given estimated size, committing
@@ -420,6 +470,12 @@ type txnWriter struct {
 func (w *txnWriter) reserve(entries, size int) error {
 	o := &w.db.opts
 	if w.entries > 0 && (w.entries+entries+w.resEntries > o.MaxTxnEntries || w.size+size+w.resSize > o.MaxTxnBytes) {
+		if w.single {
+			// Keys written so far may have left their marks below positions this transaction
+			// was to carry: it must not commit without them. fitsOneTxn and reserve add the same
+			// estimates, so this does not happen.
+			return fmt.Errorf("store: commit: a checkpoint estimated to fit in one transaction needs more (%d entries, %d bytes)", w.entries+entries, w.size+size)
+		}
 		if split := w.beforeSplit; split != nil {
 			w.beforeSplit = nil
 			if err := split(); err != nil {
@@ -488,6 +544,9 @@ func (w *txnWriter) writeKey(task string, kw *KeyWrites) error {
 		if err := w.writeTimer(task, kw, &kw.Timers[i]); err != nil {
 			return fail(err)
 		}
+	}
+	if w.keepMark(kw) {
+		return nil
 	}
 	mk := appendMarkKey(w.alloc(markKeyLen(task, kw.Key)), task, kw.Stream, kw.Key)
 	var err error

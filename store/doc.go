@@ -79,7 +79,8 @@
 //  1. all writes and timer operations of one (stream, key) and that key's
 //     mark go in the same transaction, so every key is always
 //     self-consistent: its state, its timers, their due-index entries and
-//     its mark are all old or all new;
+//     its mark are all old or all new (a split checkpoint writes every
+//     mark: see "Applied marks below the position");
 //  2. positions go in the last transaction, committed after every key
 //     transaction has committed; before the first key transaction, each
 //     stream's horizon is raised to the new one in a transaction of its own.
@@ -100,6 +101,43 @@
 // A mark may be dropped (Mark: [DropMark], which is math.MinInt64) once it is
 // below the stream's durable Position.Next, because replay never goes back
 // that far. The key's state version goes with it.
+//
+// # Applied marks below the position
+//
+// For the same reason a mark need not be kept up to date once it is below the
+// Next committed with it. A key's mark is read only for a replayed record of
+// the key, and replay starts at the stream's durable Next: a record at offset
+// o ≥ Next is skipped when o ≤ mark. If the key's true mark m (the highest
+// offset whose effects are in its stored state) is below Next, no replayed
+// record is at or below m, and any stored mark at most m skips none either.
+// So Commit, for a key whose KeyWrites.MarkStored says the store already
+// holds its mark entry with the same state version, leaves that entry as it
+// is instead of writing the new mark when
+//
+//  1. the checkpoint is written in one transaction (the usual case: a split
+//     one writes every mark, since its key transactions commit before the
+//     positions, and a crash between them leaves the old Next); and
+//  2. the checkpoint commits a position for the key's stream whose Next is
+//     above the new mark (a stream whose position does not change keeps
+//     writing marks).
+//
+// A counter's checkpoint then writes one Badger entry per changed key, its
+// state, instead of two. Every key with state still has a mark entry, with
+// its current state version ([DB.KeysWithVersionNot] finds the keys to
+// migrate), and stored marks never decrease. The rule holds for every later
+// store too: a durable Next only grows, except where a reset moves the
+// stream's state and marks aside first ([DB.MoveStream]) or a restore writes
+// each key's mark from its snapshot ([DB.Restore]); a snapshot that
+// [DB.Snapshots] reads with the key's change (KeyRef.Written) carries the new
+// mark, and one read from the store alone (a changelog record written again)
+// carries the stored mark, below the Next of every position record written
+// before it. A crash leaves a prefix of Badger's transactions, each of which
+// keeps the rule.
+//
+// So the mark that [DB.Mark], [DB.MarkInfo] and [DB.Marks] return is exact
+// when it is at or above the stream's Position.Next; below it, it is a lower
+// bound of the key's last applied offset (all of which are below Next), and
+// says only that replay skips none of the key's records.
 //
 // # Snapshots and restore
 //

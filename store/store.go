@@ -544,7 +544,10 @@ func (db *DB) Position(task string, stream uint32) (Position, bool, error) {
 
 // Mark returns the applied mark of (task, stream, key) and whether it has one.
 // A mark of NoneApplied (-1) means that no record offset of the key was
-// applied.
+// applied. A mark below the stream's Position.Next may be older than the
+// key's state (a checkpoint leaves it when the new one is below Next too:
+// see the package documentation): it then says only that replay, which
+// starts at Next, skips none of the key's records.
 func (db *DB) Mark(task string, stream uint32, key []byte) (mark int64, ok bool, err error) {
 	mark, _, ok, err = db.MarkInfo(task, stream, key)
 	return mark, ok, err
@@ -552,7 +555,8 @@ func (db *DB) Mark(task string, stream uint32, key []byte) (mark int64, ok bool,
 
 // MarkInfo returns the applied mark of (task, stream, key), the state version
 // stored with it (KeyWrites.StateVersion; 0 for a mark written by format 1)
-// and whether the key has a mark.
+// and whether the key has a mark. The state version is always the current
+// one; the mark, as with Mark, may be older below the stream's Next.
 func (db *DB) MarkInfo(task string, stream uint32, key []byte) (mark int64, stateVersion uint32, ok bool, err error) {
 	if err := validTask(task); err != nil {
 		return 0, 0, false, err
@@ -566,8 +570,9 @@ func (db *DB) MarkInfo(task string, stream uint32, key []byte) (mark int64, stat
 }
 
 // Marks calls fn for every applied mark of (task, stream), in bytewise key
-// order, until fn returns false. key is valid only during the call to fn. fn
-// must not call other methods of db.
+// order, until fn returns false (a mark below the stream's Next may be older
+// than the key's state, as with Mark). key is valid only during the call to
+// fn. fn must not call other methods of db.
 func (db *DB) Marks(task string, stream uint32, fn func(key []byte, mark int64) (more bool)) error {
 	if err := validTask(task); err != nil {
 		return err

@@ -189,29 +189,7 @@ func (c *adminClient) do(ctx context.Context, method, path string, body io.Reade
 		return failure(fmt.Errorf("admin API: reading the answer: %w", err))
 	}
 	if resp.StatusCode/100 != 2 {
-		var e struct {
-			Error    string   `json:"error"`
-			Problems []string `json:"problems"`
-		}
-		if json.Unmarshal(data, &e) != nil || e.Error == "" {
-			e.Error = strings.TrimSpace(string(data))
-		}
-		var errs []error
-		if len(e.Problems) > 0 {
-			errs = append(errs, fmt.Errorf("%s (HTTP %d):", e.Error, resp.StatusCode))
-			for _, p := range e.Problems {
-				errs = append(errs, errors.New(p))
-			}
-			return failure(errors.Join(errs...))
-		}
-		ee := &exitError{code: exitFailure, err: fmt.Errorf("%s (HTTP %d)", e.Error, resp.StatusCode)}
-		switch {
-		case resp.StatusCode == http.StatusUnauthorized:
-			ee.hint = c.tokenHint()
-		case resp.StatusCode == http.StatusNotFound && strings.Contains(e.Error, "no such task"):
-			ee.hint = c.unknownTaskHint(ctx)
-		}
-		return ee
+		return c.answerError(ctx, resp.StatusCode, data)
 	}
 	if out == nil {
 		return nil
@@ -224,6 +202,34 @@ func (c *adminClient) do(ctx context.Context, method, path string, body io.Reade
 		return failure(fmt.Errorf("admin API: unexpected answer: %w", err))
 	}
 	return nil
+}
+
+// answerError is the error of a non-2xx answer (status, body data): the server's message and
+// problems, with a hint for a refused token or an unknown task.
+func (c *adminClient) answerError(ctx context.Context, status int, data []byte) error {
+	var e struct {
+		Error    string   `json:"error"`
+		Problems []string `json:"problems"`
+	}
+	if json.Unmarshal(data, &e) != nil || e.Error == "" {
+		e.Error = strings.TrimSpace(string(data))
+	}
+	var errs []error
+	if len(e.Problems) > 0 {
+		errs = append(errs, fmt.Errorf("%s (HTTP %d):", e.Error, status))
+		for _, p := range e.Problems {
+			errs = append(errs, errors.New(p))
+		}
+		return failure(errors.Join(errs...))
+	}
+	ee := &exitError{code: exitFailure, err: fmt.Errorf("%s (HTTP %d)", e.Error, status)}
+	switch {
+	case status == http.StatusUnauthorized:
+		ee.hint = c.tokenHint()
+	case status == http.StatusNotFound && strings.Contains(e.Error, "no such task"):
+		ee.hint = c.unknownTaskHint(ctx)
+	}
+	return ee
 }
 
 // jsonBody is a request body of JSON (do sends the others as a module).
@@ -414,45 +420,7 @@ with the reason; the host does not start a bad version again by itself.
   wasmstream versions --task wordcount --json
   wasmstream versions --task wordcount --data-dir /var/lib/wasmstream   # host stopped`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var out struct {
-				Versions []wireVersion `json:"versions"`
-			}
-			if dir, ok := offlineDir(cmd.Flags()); ok {
-				if af.task == "" {
-					return usageError("--task is required")
-				}
-				vs, err := host.OfflineVersions(dir, af.task)
-				if err != nil {
-					return offlineFailure(err)
-				}
-				for _, v := range vs {
-					out.Versions = append(out.Versions, offlineVersion(v))
-				}
-				if af.json {
-					enc := json.NewEncoder(stdout)
-					enc.SetIndent("", "  ")
-					return enc.Encode(map[string]any{"task": af.task, "versions": out.Versions})
-				}
-				return printVersions(stdout, out.Versions)
-			}
-			c, err := af.client(cmd.Flags(), true)
-			if err != nil {
-				return err
-			}
-			if af.json {
-				var raw json.RawMessage
-				if err := c.do(cmd.Context(), http.MethodGet, taskPath(af.task, "/versions"), nil, 0, &raw); err != nil {
-					return err
-				}
-				_, err := stdout.Write(raw)
-				return err
-			}
-			if err := c.do(cmd.Context(), http.MethodGet, taskPath(af.task, "/versions"), nil, 0, &out); err != nil {
-				return err
-			}
-			return printVersions(stdout, out.Versions)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runVersions(cmd, stdout, &af) },
 	}
 	addAdminFlags(cmd.Flags(), &af, true)
 	addDataDirFlag(cmd.Flags())
@@ -482,6 +450,54 @@ func printVersions(w io.Writer, versions []wireVersion) error {
 		fmt.Fprintf(w, "version %d is bad: %s\n", v.Version, v.Reason)
 	}
 	return nil
+}
+
+// runVersions lists a task's module versions, from a stopped host's data directory (--data-dir)
+// or a running host.
+func runVersions(cmd *cobra.Command, stdout io.Writer, af *adminFlags) error {
+	if dir, ok := offlineDir(cmd.Flags()); ok {
+		return offlineVersions(stdout, dir, af)
+	}
+	c, err := af.client(cmd.Flags(), true)
+	if err != nil {
+		return err
+	}
+	if af.json {
+		var raw json.RawMessage
+		if err := c.do(cmd.Context(), http.MethodGet, taskPath(af.task, "/versions"), nil, 0, &raw); err != nil {
+			return err
+		}
+		_, err := stdout.Write(raw)
+		return err
+	}
+	var out struct {
+		Versions []wireVersion `json:"versions"`
+	}
+	if err := c.do(cmd.Context(), http.MethodGet, taskPath(af.task, "/versions"), nil, 0, &out); err != nil {
+		return err
+	}
+	return printVersions(stdout, out.Versions)
+}
+
+// offlineVersions lists a task's module versions from the data directory dir of a stopped host.
+func offlineVersions(stdout io.Writer, dir string, af *adminFlags) error {
+	if af.task == "" {
+		return usageError("--task is required")
+	}
+	vs, err := host.OfflineVersions(dir, af.task)
+	if err != nil {
+		return offlineFailure(err)
+	}
+	var versions []wireVersion
+	for _, v := range vs {
+		versions = append(versions, offlineVersion(v))
+	}
+	if af.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(map[string]any{"task": af.task, "versions": versions})
+	}
+	return printVersions(stdout, versions)
 }
 
 func newStatusCommand(stdout io.Writer) *cobra.Command {
@@ -519,35 +535,7 @@ that works.
 				return err
 			}
 			for _, t := range st.Tasks {
-				state := "running"
-				switch {
-				case t.Halted:
-					state = "HALTED (" + t.Error + ")"
-				case t.Paused:
-					state = "paused"
-				}
-				fmt.Fprintf(stdout, "task %s: %s, version %d; records %d, processed %d, pending %d, in flight %d, outputs %d, dead letters %d, retries %d, failures %d\n",
-					t.Task, state, t.Version, t.Records, t.Processed, t.Pending, t.InFlight, t.Outputs, t.DeadLetters, t.Retries, t.Failures)
-				for _, in := range t.Inputs {
-					fmt.Fprintln(stdout, statusInputLine(in))
-				}
-				if t.TimersSet+t.TimersFired+t.PendingTimers+t.Late+t.Ticks > 0 {
-					fmt.Fprintf(stdout, "  time: timers set %d, fired %d, pending %d; late records %d; ticks %d\n",
-						t.TimersSet, t.TimersFired, t.PendingTimers, t.Late, t.Ticks)
-				}
-				if t.Restores+t.ChangelogRecords+t.StandbyRecords > 0 {
-					fmt.Fprintf(stdout, "  changelog: %d key snapshots written; %d partitions restored (%d records, %d bytes); standby applied %d records\n",
-						t.ChangelogRecords, t.Restores, t.RestoredRecords, t.RestoredBytes, t.StandbyRecords)
-				}
-				if t.ChainEntries+t.ChainHolds > 0 {
-					fmt.Fprintf(stdout, "  chain: %d records appended for other tasks; held %d times for their backlog\n", t.ChainEntries, t.ChainHolds)
-				}
-				if t.TxnCommits+t.TxnAborts > 0 {
-					fmt.Fprintf(stdout, "  exactly once: %d transactions committed, %d aborted\n", t.TxnCommits, t.TxnAborts)
-				}
-				if t.LogDropped > 0 {
-					fmt.Fprintf(stdout, "  guest log: %d lines dropped by the rate limit (max_log_lines_per_second)\n", t.LogDropped)
-				}
+				printTaskStatus(stdout, t)
 			}
 			return nil
 		},
@@ -555,6 +543,40 @@ that works.
 	addAdminFlags(cmd.Flags(), &af, false)
 	cmd.Flags().BoolVar(&af.json, "json", false, "print the API's JSON answer")
 	return cmd
+}
+
+// printTaskStatus writes a task's status line, a line per input, and lines for the timers, the
+// changelog, the chain, exactly-once transactions and the guest log where they have figures.
+func printTaskStatus(w io.Writer, t host.TaskStats) {
+	state := "running"
+	switch {
+	case t.Halted:
+		state = "HALTED (" + t.Error + ")"
+	case t.Paused:
+		state = "paused"
+	}
+	fmt.Fprintf(w, "task %s: %s, version %d; records %d, processed %d, pending %d, in flight %d, outputs %d, dead letters %d, retries %d, failures %d\n",
+		t.Task, state, t.Version, t.Records, t.Processed, t.Pending, t.InFlight, t.Outputs, t.DeadLetters, t.Retries, t.Failures)
+	for _, in := range t.Inputs {
+		fmt.Fprintln(w, statusInputLine(in))
+	}
+	if t.TimersSet+t.TimersFired+t.PendingTimers+t.Late+t.Ticks > 0 {
+		fmt.Fprintf(w, "  time: timers set %d, fired %d, pending %d; late records %d; ticks %d\n",
+			t.TimersSet, t.TimersFired, t.PendingTimers, t.Late, t.Ticks)
+	}
+	if t.Restores+t.ChangelogRecords+t.StandbyRecords > 0 {
+		fmt.Fprintf(w, "  changelog: %d key snapshots written; %d partitions restored (%d records, %d bytes); standby applied %d records\n",
+			t.ChangelogRecords, t.Restores, t.RestoredRecords, t.RestoredBytes, t.StandbyRecords)
+	}
+	if t.ChainEntries+t.ChainHolds > 0 {
+		fmt.Fprintf(w, "  chain: %d records appended for other tasks; held %d times for their backlog\n", t.ChainEntries, t.ChainHolds)
+	}
+	if t.TxnCommits+t.TxnAborts > 0 {
+		fmt.Fprintf(w, "  exactly once: %d transactions committed, %d aborted\n", t.TxnCommits, t.TxnAborts)
+	}
+	if t.LogDropped > 0 {
+		fmt.Fprintf(w, "  guest log: %d lines dropped by the rate limit (max_log_lines_per_second)\n", t.LogDropped)
+	}
 }
 
 func newRestartCommand(stdout io.Writer) *cobra.Command {

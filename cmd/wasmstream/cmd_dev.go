@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -36,19 +37,7 @@ until SIGINT or SIGTERM.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if brokerOnly {
-				b, err := devkafka.Start(devkafka.Config{Dir: dir, Port: port, Partitions: partitions, Topics: topics})
-				if err != nil {
-					return failure(err)
-				}
-				// One line, which scripts wait for; the crash note goes on its end.
-				var crashed string
-				if n := b.CrashAborted(); n > 0 {
-					crashed = fmt.Sprintf("; aborted %d transaction(s) that a kill of its last run left open", n)
-				}
-				fmt.Fprintf(stdout, "broker listening on %v (data in %s); topics %v%s\n", b.Addrs(), dir, topics, crashed)
-				<-cmd.Context().Done()
-				b.Close()
-				return nil
+				return runBroker(cmd.Context(), stdout, devkafka.Config{Dir: dir, Port: port, Partitions: partitions, Topics: topics})
 			}
 			s, err := cf.load(cmd.Flags())
 			if err != nil {
@@ -75,4 +64,21 @@ until SIGINT or SIGTERM.
 	cmd.Flags().StringVar(&dir, "dir", "data/kafka", "where the broker keeps its data")
 	cmd.Flags().StringSliceVar(&topics, "topic", nil, "a topic to create (with --broker-only; repeatable)")
 	return cmd
+}
+
+// runBroker is dev --broker-only: it serves the embedded broker of cfg until ctx ends.
+func runBroker(ctx context.Context, stdout io.Writer, cfg devkafka.Config) error {
+	b, err := devkafka.Start(cfg)
+	if err != nil {
+		return failure(err)
+	}
+	// One line, which scripts wait for; the crash note goes on its end.
+	var crashed string
+	if n := b.CrashAborted(); n > 0 {
+		crashed = fmt.Sprintf("; aborted %d transaction(s) that a kill of its last run left open", n)
+	}
+	fmt.Fprintf(stdout, "broker listening on %v (data in %s); topics %v%s\n", b.Addrs(), cfg.Dir, cfg.Topics, crashed)
+	<-ctx.Done()
+	b.Close()
+	return nil
 }

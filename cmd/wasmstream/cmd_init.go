@@ -82,48 +82,53 @@ paths to edit, and init says so.`,
   wasmstream init tinygo mytask --dir tasks/mytask`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			lang, name := args[0], args[1]
-			if _, ok := map[string]bool{"go": true, "tinygo": true, "rust": true}[lang]; !ok {
-				return usageError("init: unknown language %q: use go, tinygo or rust", lang)
-			}
-			if !validProjectName(name) {
-				return usageError("init: project name %q: use lower-case letters, digits, '-' and '_', starting with a letter (it names the task, the module and the %s)", name, map[bool]string{true: "crate", false: "Go module"}[lang == "rust"])
-			}
-			if dir == "" {
-				dir = name
-			}
-			root, found, err := locateSDK(sdk, lang)
-			if err != nil {
-				return usageError("init: %v", err)
-			}
-			if err := checkEmptyDir(dir); err != nil {
-				return &exitError{code: exitFailure, err: err}
-			}
-			data := scaffoldData{Lang: lang, Name: name, Crate: strings.ReplaceAll(name, "-", "_"), TinyGo: lang == "tinygo", Rust: lang == "rust"}
-			if found {
-				data.SDK = filepath.ToSlash(root)
-			}
-			files, err := scaffold(dir, data)
-			if err != nil {
-				return failure(err)
-			}
-			fmt.Fprintf(stdout, "created %s (%s): %s\n", dir, lang, strings.Join(files, " "))
-			if found {
-				fmt.Fprintf(stdout, "SDK: the wasmstream checkout %s\n", root)
-			} else {
-				what := "go.mod's replace lines"
-				if lang == "rust" {
-					what = "Cargo.toml's wasmstream path"
-				}
-				fmt.Fprintf(stderr, "wasmstream: init: no wasmstream checkout found (--sdk, %s, or the one this binary or the current directory is in): edit %s in %s to point at one before building, or run init again with --sdk PATH\n", sdkEnv, what, dir)
-			}
-			fmt.Fprintf(stdout, "next: cd %s && make test && make run\n", dir)
-			return nil
+			return runInit(stdout, stderr, args[0], args[1], dir, sdk)
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "the directory to create (default NAME)")
 	cmd.Flags().StringVar(&sdk, "sdk", "", "a wasmstream checkout to build against (default $"+sdkEnv+", else the one this binary or the current directory is in)")
 	return cmd
+}
+
+// runInit creates the project name in language lang, in dir (default name), against the SDK
+// checkout sdk (or the one locateSDK finds).
+func runInit(stdout, stderr io.Writer, lang, name, dir, sdk string) error {
+	if _, ok := map[string]bool{"go": true, "tinygo": true, "rust": true}[lang]; !ok {
+		return usageError("init: unknown language %q: use go, tinygo or rust", lang)
+	}
+	if !validProjectName(name) {
+		return usageError("init: project name %q: use lower-case letters, digits, '-' and '_', starting with a letter (it names the task, the module and the %s)", name, map[bool]string{true: "crate", false: "Go module"}[lang == "rust"])
+	}
+	if dir == "" {
+		dir = name
+	}
+	root, found, err := locateSDK(sdk, lang)
+	if err != nil {
+		return usageError("init: %v", err)
+	}
+	if err := checkEmptyDir(dir); err != nil {
+		return &exitError{code: exitFailure, err: err}
+	}
+	data := scaffoldData{Lang: lang, Name: name, Crate: strings.ReplaceAll(name, "-", "_"), TinyGo: lang == "tinygo", Rust: lang == "rust"}
+	if found {
+		data.SDK = filepath.ToSlash(root)
+	}
+	files, err := scaffold(dir, data)
+	if err != nil {
+		return failure(err)
+	}
+	fmt.Fprintf(stdout, "created %s (%s): %s\n", dir, lang, strings.Join(files, " "))
+	if found {
+		fmt.Fprintf(stdout, "SDK: the wasmstream checkout %s\n", root)
+	} else {
+		what := "go.mod's replace lines"
+		if lang == "rust" {
+			what = "Cargo.toml's wasmstream path"
+		}
+		fmt.Fprintf(stderr, "wasmstream: init: no wasmstream checkout found (--sdk, %s, or the one this binary or the current directory is in): edit %s in %s to point at one before building, or run init again with --sdk PATH\n", sdkEnv, what, dir)
+	}
+	fmt.Fprintf(stdout, "next: cd %s && make test && make run\n", dir)
+	return nil
 }
 
 // validProjectName reports whether name suits a task name, a Go module path and a Rust crate.

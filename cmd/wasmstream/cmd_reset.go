@@ -10,19 +10,13 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/wasmstream/wasmstream/host"
 )
 
-func newResetCommand(stdout io.Writer) *cobra.Command {
-	var (
-		file, task, to, drop string
-		dryRun, asJSON       bool
-	)
-	cmd := &cobra.Command{
-		Use:   "reset --task NAME --to earliest|latest|TIME|P:O,... [--dry-run]",
-		Short: "Replay a task: reset its input positions, state, timers, group offsets and changelog together",
-		Long: `Reset moves a task back (or forward) on its inputs, on a stopped host, and resets together what
+// resetHelp is reset's long help.
+const resetHelp = `Reset moves a task back (or forward) on its inputs, on a stopped host, and resets together what
 must move together:
 
   - each input's position in the local checkpoint, and for a kafka input the consumer
@@ -64,65 +58,85 @@ again. Until each input caught up with its end as it stood at the reset, status,
 --drop-backup <task>.reset-<time> deletes such a backup once it is no longer wanted.
 
 The data directory is --data-dir, else WASMSTREAM_DATA_DIR, else the data_dir of the
-configuration file (--config, or ` + defaultConfigFile + ` if it exists).`,
+configuration file (--config, or ` + defaultConfigFile + ` if it exists).`
+
+// resetOptions are reset's flags.
+type resetOptions struct {
+	file, task, to, drop string
+	dryRun, asJSON       bool
+}
+
+func newResetCommand(stdout io.Writer) *cobra.Command {
+	var o resetOptions
+	cmd := &cobra.Command{
+		Use:   "reset --task NAME --to earliest|latest|TIME|P:O,... [--dry-run]",
+		Short: "Replay a task: reset its input positions, state, timers, group offsets and changelog together",
+		Long:  resetHelp,
 		Example: `  wasmstream reset -c kafka.yaml --task wordcount --to earliest --dry-run
   wasmstream reset -c kafka.yaml --task wordcount --to earliest
   wasmstream reset -c kafka.yaml --task wordcount --to 2026-11-27T09:00:00Z
   wasmstream reset -c kafka.yaml --task wordcount --to 0:1200,3:950
   wasmstream reset --admin-addr :7070 --admin-token s3cret --task clicks --to earliest`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if drop != "" {
-				return dropBackup(cmd, stdout, file, drop)
-			}
-			if task == "" {
-				return usageError("--task is required")
-			}
-			if to == "" {
-				return usageError("--to is required: earliest, latest, an RFC 3339 time or partition:offset,...")
-			}
-			target, err := host.ParseResetTo(to)
-			if err != nil {
-				return usageError("--to %v", err)
-			}
-			if cmd.Flags().Changed("admin-addr") {
-				if cmd.Flags().Changed("data-dir") {
-					return usageError("--admin-addr resets through a running host, --data-dir a stopped host's data directory: pass one")
-				}
-				return onlineReset(cmd, stdout, file, task, to, dryRun, asJSON)
-			}
-			path, err := configPath(file, true)
-			if err != nil {
-				return err
-			}
-			s, err := loadFile(path, cmd.Flags(), false)
-			if err != nil {
-				return exitFor(err)
-			}
-			rep, err := host.OfflineReset(cmd.Context(), s.Host, task, target, dryRun)
-			if err != nil {
-				return resetFailure(err)
-			}
-			if asJSON {
-				enc := json.NewEncoder(stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(rep)
-			}
-			printReset(stdout, rep, false)
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, stdout) },
 	}
-	fs := cmd.Flags()
-	fs.StringVarP(&file, "config", "c", "", "configuration file (default "+defaultConfigFile+" if it exists)")
+	o.addFlags(cmd.Flags())
+	return cmd
+}
+
+func (o *resetOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVarP(&o.file, "config", "c", "", "configuration file (default "+defaultConfigFile+" if it exists)")
 	fs.String("data-dir", "", "the host's data directory (env WASMSTREAM_DATA_DIR)")
-	fs.StringVar(&task, "task", "", "the task to reset (required)")
-	fs.StringVar(&to, "to", "", "where to: earliest, latest, an RFC 3339 time, or partition:offset,... (required)")
-	fs.BoolVar(&dryRun, "dry-run", false, "print what would move; write nothing")
-	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	fs.StringVar(&o.task, "task", "", "the task to reset (required)")
+	fs.StringVar(&o.to, "to", "", "where to: earliest, latest, an RFC 3339 time, or partition:offset,... (required)")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "print what would move; write nothing")
+	fs.BoolVar(&o.asJSON, "json", false, "print the report as JSON")
 	fs.String("admin-addr", "", "reset through the running host whose admin API listens here (env WASMSTREAM_ADMIN_ADDR does not switch to it)")
 	fs.String("admin-token", "", "with --admin-addr: the admin API's bearer token (env WASMSTREAM_ADMIN_TOKEN)")
-	fs.StringVar(&drop, "drop-backup", "", "delete this backup of an earlier reset (<task>.reset-<time>) instead")
-	return cmd
+	fs.StringVar(&o.drop, "drop-backup", "", "delete this backup of an earlier reset (<task>.reset-<time>) instead")
+}
+
+// run drops a backup (--drop-backup), resets through a running host (--admin-addr), or resets
+// a stopped host's task.
+func (o *resetOptions) run(cmd *cobra.Command, stdout io.Writer) error {
+	if o.drop != "" {
+		return dropBackup(cmd, stdout, o.file, o.drop)
+	}
+	if o.task == "" {
+		return usageError("--task is required")
+	}
+	if o.to == "" {
+		return usageError("--to is required: earliest, latest, an RFC 3339 time or partition:offset,...")
+	}
+	target, err := host.ParseResetTo(o.to)
+	if err != nil {
+		return usageError("--to %v", err)
+	}
+	if cmd.Flags().Changed("admin-addr") {
+		if cmd.Flags().Changed("data-dir") {
+			return usageError("--admin-addr resets through a running host, --data-dir a stopped host's data directory: pass one")
+		}
+		return onlineReset(cmd, stdout, o.file, o.task, o.to, o.dryRun, o.asJSON)
+	}
+	path, err := configPath(o.file, true)
+	if err != nil {
+		return err
+	}
+	s, err := loadFile(path, cmd.Flags(), false)
+	if err != nil {
+		return exitFor(err)
+	}
+	rep, err := host.OfflineReset(cmd.Context(), s.Host, o.task, target, o.dryRun)
+	if err != nil {
+		return resetFailure(err)
+	}
+	if o.asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	printReset(stdout, rep, false)
+	return nil
 }
 
 // onlineReset is reset --admin-addr: the running host resets the task (POST

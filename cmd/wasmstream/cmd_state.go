@@ -12,20 +12,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host"
 )
 
-func newStateCommand(stdout io.Writer) *cobra.Command {
-	var (
-		file, task, key, prefix, format string
-		decodes                         []string
-	)
-	cmd := &cobra.Command{
-		Use:   "state",
-		Short: "Print the state of a stopped host, or of a running one through its admin API",
-		Long: `State reads the state store of a stopped host (a running host holds it locked) and prints
+// stateHelp is state's long help.
+const stateHelp = `State reads the state store of a stopped host (a running host holds it locked) and prints
 the state of one task, or without --task the names of the tasks that have state. With
 --admin-addr it asks a running host instead, through its admin API (GET /v1/tasks/<task>/state,
 which admin.read_token, passed as --admin-token, may read): each key's state then includes every
@@ -57,7 +51,20 @@ key_base64, name_base64 or value_base64 in standard base64.
 path.Match pattern: seen, 'cards/*' for a Map's entries, 'items/*' for a List's items) as the
 SDKs' typed state writes them: i64, u64, f64 (8 bytes little-endian), bool (1 byte) or string.
 The text output shows the decoded value instead of the bytes, the JSON output adds it as
-"decoded"; a value without that type's layout is shown as bytes.`,
+"decoded"; a value without that type's layout is shown as bytes.`
+
+// stateOptions are state's flags.
+type stateOptions struct {
+	file, task, key, prefix, format string
+	decodes                         []string
+}
+
+func newStateCommand(stdout io.Writer) *cobra.Command {
+	var o stateOptions
+	cmd := &cobra.Command{
+		Use:   "state",
+		Short: "Print the state of a stopped host, or of a running one through its admin API",
+		Long:  stateHelp,
 		Example: `  wasmstream state
   wasmstream state --task wordcount
   wasmstream state --task wordcount --key alice --format json
@@ -65,55 +72,61 @@ The text output shows the decoded value instead of the bytes, the JSON output ad
   wasmstream state --task wordcount --key alice --admin-addr :7070 --admin-token "$READ_TOKEN"
   wasmstream state --task mytask --key alice --decode seen=i64 --decode 'cards/*=i64'`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if format != "text" && format != "json" {
-				return usageError("--format must be text or json, got %q", format)
-			}
-			if key != "" && prefix != "" {
-				return usageError("--key and --prefix do not go together")
-			}
-			if task == "" && (key != "" || prefix != "") {
-				return usageError("--key and --prefix need --task")
-			}
-			match, exact := prefix, false
-			if key != "" {
-				match, exact = key, true
-			}
-			dec, err := parseStateDecoder(decodes)
-			if err != nil {
-				return usageError("%v", err)
-			}
-			want, err := unescape(match)
-			if err != nil {
-				return usageError("--key/--prefix %q: %v", match, err)
-			}
-
-			if f := cmd.Flags().Lookup("admin-addr"); f.Changed {
-				af := adminFlags{config: file}
-				c, err := af.client(cmd.Flags(), false)
-				if err != nil {
-					return err
-				}
-				return printStateOnline(cmd.Context(), stdout, c, task, want, exact, format, dec)
-			}
-			dataDir, err := offlineDataDir(cmd, file)
-			if err != nil {
-				return err
-			}
-			return printState(stdout, dataDir, task, want, exact, format, dec)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, stdout) },
 	}
-	fs := cmd.Flags()
-	fs.StringVarP(&file, "config", "c", "", "configuration file to take data_dir from (default "+defaultConfigFile+" if it exists)")
+	o.addFlags(cmd.Flags())
+	return cmd
+}
+
+func (o *stateOptions) addFlags(fs *pflag.FlagSet) {
+	fs.StringVarP(&o.file, "config", "c", "", "configuration file to take data_dir from (default "+defaultConfigFile+" if it exists)")
 	fs.String("data-dir", "", "the host's data directory (env WASMSTREAM_DATA_DIR)")
-	fs.StringVar(&task, "task", "", "the task whose state to print; without it, list the tasks that have state")
-	fs.StringVar(&key, "key", "", "print only this key")
-	fs.StringVar(&prefix, "prefix", "", "print only the keys starting with this prefix")
-	fs.StringVar(&format, "format", "text", "output format: text or json")
-	fs.StringArrayVar(&decodes, "decode", nil, "show the values of the state names matching NAME as TYPE (i64, u64, f64, bool, string), e.g. seen=i64 or 'cards/*=i64' (repeatable)")
+	fs.StringVar(&o.task, "task", "", "the task whose state to print; without it, list the tasks that have state")
+	fs.StringVar(&o.key, "key", "", "print only this key")
+	fs.StringVar(&o.prefix, "prefix", "", "print only the keys starting with this prefix")
+	fs.StringVar(&o.format, "format", "text", "output format: text or json")
+	fs.StringArrayVar(&o.decodes, "decode", nil, "show the values of the state names matching NAME as TYPE (i64, u64, f64, bool, string), e.g. seen=i64 or 'cards/*=i64' (repeatable)")
 	fs.String("admin-addr", "", "ask the running host at this admin API address instead of reading a stopped host's store")
 	fs.String("admin-token", "", "the admin API's bearer token, or its read-only token (env WASMSTREAM_ADMIN_TOKEN)")
-	return cmd
+}
+
+// run checks the flags and prints the state, of a running host (--admin-addr) or of a stopped
+// host's store.
+func (o *stateOptions) run(cmd *cobra.Command, stdout io.Writer) error {
+	if o.format != "text" && o.format != "json" {
+		return usageError("--format must be text or json, got %q", o.format)
+	}
+	if o.key != "" && o.prefix != "" {
+		return usageError("--key and --prefix do not go together")
+	}
+	if o.task == "" && (o.key != "" || o.prefix != "") {
+		return usageError("--key and --prefix need --task")
+	}
+	match, exact := o.prefix, false
+	if o.key != "" {
+		match, exact = o.key, true
+	}
+	dec, err := parseStateDecoder(o.decodes)
+	if err != nil {
+		return usageError("%v", err)
+	}
+	want, err := unescape(match)
+	if err != nil {
+		return usageError("--key/--prefix %q: %v", match, err)
+	}
+	if f := cmd.Flags().Lookup("admin-addr"); f.Changed {
+		af := adminFlags{config: o.file}
+		c, err := af.client(cmd.Flags(), false)
+		if err != nil {
+			return err
+		}
+		return printStateOnline(cmd.Context(), stdout, c, o.task, want, exact, o.format, dec)
+	}
+	dataDir, err := offlineDataDir(cmd, o.file)
+	if err != nil {
+		return err
+	}
+	return printState(stdout, dataDir, o.task, want, exact, o.format, dec)
 }
 
 func printState(stdout io.Writer, dataDir, task string, match []byte, exact bool, format string, dec stateDecoder) (err error) {

@@ -136,12 +136,35 @@ func loadConfig(data []byte, dir string, flags *pflag.FlagSet) (settings, error)
 	if doc == nil {
 		doc = map[string]any{}
 	}
+	v, skip, err := overridesViper(data, doc, flags)
+	if err != nil {
+		return settings{}, &configErrors{errs: []error{err}}
+	}
+	var fc fileConfig
+	d := &decoder{skip: skip}
+	d.structure("", doc, reflect.ValueOf(&fc).Elem())
+	fromFile := d.decodeOverrides(v, flags, &fc)
+	d.checkLogAndMetrics(&fc)
+	cfg := fc.Config
+	if dir != "" {
+		resolvePaths(&cfg, dir, fromFile)
+	}
+	s := settings{Host: cfg, Log: fc.Log, Metrics: fc.Metrics}
+	if len(d.errs) > 0 {
+		return s, &configErrors{errs: d.errs}
+	}
+	return s, nil
+}
 
+// overridesViper returns a viper that layers the overridable keys (overrides) from the flags,
+// the environment and the file (data, decoded as doc), and the set of those keys, which the
+// decoder of the file skips.
+func overridesViper(data []byte, doc any, flags *pflag.FlagSet) (*viper.Viper, map[string]bool, error) {
 	v := viper.New()
 	v.SetConfigType("yaml")
 	if _, ok := doc.(map[string]any); ok && len(data) > 0 {
 		if err := v.ReadConfig(bytes.NewReader(data)); err != nil {
-			return settings{}, &configErrors{errs: []error{err}}
+			return nil, nil, err
 		}
 	}
 	skip := map[string]bool{}
@@ -156,12 +179,13 @@ func loadConfig(data []byte, dir string, flags *pflag.FlagSet) (settings, error)
 			}
 		}
 	}
+	return v, skip, nil
+}
 
-	var fc fileConfig
-	d := &decoder{skip: skip}
-	d.structure("", doc, reflect.ValueOf(&fc).Elem())
-
-	// The overridable keys: viper picks the flag, the environment or the file, in that order.
+// decodeOverrides decodes the overridable keys into fc: viper picks the flag, the environment or the
+// file, in that order, and a problem names the flag or variable it came from. It returns the keys
+// whose value came from the file.
+func (d *decoder) decodeOverrides(v *viper.Viper, flags *pflag.FlagSet, fc *fileConfig) map[string]bool {
 	fromFile := map[string]bool{}
 	for _, o := range overrides {
 		if !v.IsSet(o.key) {
@@ -175,7 +199,7 @@ func loadConfig(data []byte, dir string, flags *pflag.FlagSet) (settings, error)
 		} else {
 			fromFile[o.key] = true
 		}
-		field, ok := fieldByKey(reflect.ValueOf(&fc).Elem(), o.key)
+		field, ok := fieldByKey(reflect.ValueOf(fc).Elem(), o.key)
 		if !ok {
 			panic("wasmstream: override of an unknown key " + o.key)
 		}
@@ -187,7 +211,12 @@ func loadConfig(data []byte, dir string, flags *pflag.FlagSet) (settings, error)
 			}
 		}
 	}
+	return fromFile
+}
 
+// checkLogAndMetrics checks the settings of the command itself: log.format, log.level and
+// metrics.addr.
+func (d *decoder) checkLogAndMetrics(fc *fileConfig) {
 	switch fc.Log.Format {
 	case "", logText, logJSON:
 	default:
@@ -199,45 +228,39 @@ func loadConfig(data []byte, dir string, flags *pflag.FlagSet) (settings, error)
 			d.bad("log.level", "%q is not one of debug, info, warn, error", fc.Log.Level)
 		}
 	}
-
 	if fc.Metrics.Addr != "" {
 		if _, err := metricsListenAddr(fc.Metrics.Addr); err != nil {
 			d.bad("metrics.addr", "%v; give host:port, or :port for the loopback interface", err)
 		}
 	}
+}
 
-	cfg := fc.Config
-	if dir != "" {
-		// A configuration file's relative paths are relative to its directory, and so is the
-		// default data directory; flags' and environment variables' are relative to the
-		// current directory.
-		switch {
-		case cfg.DataDir == "":
-			cfg.DataDir = filepath.Join(dir, defaultDataDir)
-		case fromFile["data_dir"]:
-			cfg.DataDir = resolve(dir, cfg.DataDir)
+// resolvePaths resolves cfg's relative paths against dir, a configuration file's directory: a
+// file's relative paths are relative to its directory, and so is the default data directory;
+// flags' and environment variables' are relative to the current directory (fromFile: the
+// overridable keys the file set).
+func resolvePaths(cfg *host.Config, dir string, fromFile map[string]bool) {
+	switch {
+	case cfg.DataDir == "":
+		cfg.DataDir = filepath.Join(dir, defaultDataDir)
+	case fromFile["data_dir"]:
+		cfg.DataDir = resolve(dir, cfg.DataDir)
+	}
+	if fromFile["cache_dir"] && cfg.CacheDir != "-" {
+		cfg.CacheDir = resolve(dir, cfg.CacheDir)
+	}
+	for i := range cfg.Tasks {
+		t := &cfg.Tasks[i]
+		t.Module = resolve(dir, t.Module)
+		for j := range t.Inputs {
+			t.Inputs[j].Path = resolve(dir, t.Inputs[j].Path)
 		}
-		if fromFile["cache_dir"] && cfg.CacheDir != "-" {
-			cfg.CacheDir = resolve(dir, cfg.CacheDir)
-		}
-		for i := range cfg.Tasks {
-			t := &cfg.Tasks[i]
-			t.Module = resolve(dir, t.Module)
-			for j := range t.Inputs {
-				t.Inputs[j].Path = resolve(dir, t.Inputs[j].Path)
-			}
-			t.Output.Path = resolve(dir, t.Output.Path)
-			t.DeadLetter.Path = resolve(dir, t.DeadLetter.Path)
-			for j := range t.Grants.Dirs {
-				t.Grants.Dirs[j].Host = resolve(dir, t.Grants.Dirs[j].Host)
-			}
+		t.Output.Path = resolve(dir, t.Output.Path)
+		t.DeadLetter.Path = resolve(dir, t.DeadLetter.Path)
+		for j := range t.Grants.Dirs {
+			t.Grants.Dirs[j].Host = resolve(dir, t.Grants.Dirs[j].Host)
 		}
 	}
-	s := settings{Host: cfg, Log: fc.Log, Metrics: fc.Metrics}
-	if len(d.errs) > 0 {
-		return s, &configErrors{errs: d.errs}
-	}
-	return s, nil
 }
 
 func lookupFlag(flags *pflag.FlagSet, name string) *pflag.Flag {

@@ -170,7 +170,6 @@ func (d *decoder) value(key string, raw any, dst reflect.Value) {
 		return
 	}
 	t := dst.Type()
-	show := func(raw any) string { return shown(key, raw) }
 	switch {
 	case t == durationType:
 		d.duration(key, raw, dst)
@@ -188,77 +187,104 @@ func (d *decoder) value(key string, raw any, dst reflect.Value) {
 		}
 		dst.SetString(s)
 	case reflect.Bool:
-		switch b := raw.(type) {
-		case bool:
-			dst.SetBool(b)
-		case string:
-			v, err := strconv.ParseBool(b)
-			if err != nil {
-				d.bad(key, "must be true or false, got %s", show(b))
-				return
-			}
-			dst.SetBool(v)
-		default:
-			d.bad(key, "must be true or false, got %s", show(raw))
-		}
+		d.boolean(key, raw, dst)
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
-		n, problem := integer(raw, show)
-		if problem != "" {
-			d.bad(key, "%s", problem)
-			return
-		}
-		if dst.OverflowInt(n) {
-			d.bad(key, "%s is out of range", strings.TrimPrefix(show(n), "number "))
-			return
-		}
-		dst.SetInt(n)
+		d.signed(key, raw, dst)
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		n, problem := integer(raw, show)
-		if problem != "" {
-			d.bad(key, "%s", problem)
-			return
-		}
-		if n < 0 {
-			d.bad(key, "must not be negative, got %d", n)
-			return
-		}
-		if dst.OverflowUint(uint64(n)) {
-			d.bad(key, "%s is out of range", strings.TrimPrefix(show(n), "number "))
-			return
-		}
-		dst.SetUint(uint64(n))
+		d.unsigned(key, raw, dst)
 	case reflect.Slice:
-		items, ok := raw.([]any)
-		if !ok {
-			d.bad(key, "must be a list, got %s", show(raw))
-			return
-		}
-		s := reflect.MakeSlice(t, len(items), len(items))
-		for i, item := range items {
-			d.value(fmt.Sprintf("%s[%d]", key, i), item, s.Index(i))
-		}
-		dst.Set(s)
+		d.list(key, raw, dst)
 	case reflect.Struct:
 		d.structure(key, raw, dst)
 	case reflect.Map:
-		// A map with string keys whose values this decoder can decode (e.g. output.topics):
-		// its keys are data, not configuration keys.
-		m, ok := stringMap(raw)
-		if !ok || t.Key().Kind() != reflect.String {
-			d.bad(key, "must be a mapping, got %s", show(raw))
-			return
-		}
-		out := reflect.MakeMapWithSize(t, len(m))
-		for k, v := range m {
-			ev := reflect.New(t.Elem()).Elem()
-			d.value(key+"."+k, v, ev)
-			out.SetMapIndex(reflect.ValueOf(k).Convert(t.Key()), ev)
-		}
-		dst.Set(out)
+		d.mapping(key, raw, dst)
 	default:
 		// A field type this decoder does not know: TestEveryFieldIsDecodable catches it first.
 		d.bad(key, "cannot be set from a configuration file (type %s)", t)
 	}
+}
+
+// boolean decodes a bool: true or false, or a string strconv.ParseBool takes.
+func (d *decoder) boolean(key string, raw any, dst reflect.Value) {
+	switch b := raw.(type) {
+	case bool:
+		dst.SetBool(b)
+	case string:
+		v, err := strconv.ParseBool(b)
+		if err != nil {
+			d.bad(key, "must be true or false, got %s", shown(key, b))
+			return
+		}
+		dst.SetBool(v)
+	default:
+		d.bad(key, "must be true or false, got %s", shown(key, raw))
+	}
+}
+
+// signed decodes an integer into a signed field, within its range.
+func (d *decoder) signed(key string, raw any, dst reflect.Value) {
+	show := func(raw any) string { return shown(key, raw) }
+	n, problem := integer(raw, show)
+	if problem != "" {
+		d.bad(key, "%s", problem)
+		return
+	}
+	if dst.OverflowInt(n) {
+		d.bad(key, "%s is out of range", strings.TrimPrefix(show(n), "number "))
+		return
+	}
+	dst.SetInt(n)
+}
+
+// unsigned decodes a non-negative integer into an unsigned field, within its range.
+func (d *decoder) unsigned(key string, raw any, dst reflect.Value) {
+	show := func(raw any) string { return shown(key, raw) }
+	n, problem := integer(raw, show)
+	if problem != "" {
+		d.bad(key, "%s", problem)
+		return
+	}
+	if n < 0 {
+		d.bad(key, "must not be negative, got %d", n)
+		return
+	}
+	if dst.OverflowUint(uint64(n)) {
+		d.bad(key, "%s is out of range", strings.TrimPrefix(show(n), "number "))
+		return
+	}
+	dst.SetUint(uint64(n))
+}
+
+// list decodes a YAML sequence into a slice, each item named key[i].
+func (d *decoder) list(key string, raw any, dst reflect.Value) {
+	items, ok := raw.([]any)
+	if !ok {
+		d.bad(key, "must be a list, got %s", shown(key, raw))
+		return
+	}
+	s := reflect.MakeSlice(dst.Type(), len(items), len(items))
+	for i, item := range items {
+		d.value(fmt.Sprintf("%s[%d]", key, i), item, s.Index(i))
+	}
+	dst.Set(s)
+}
+
+// mapping decodes a map with string keys whose values this decoder can decode (e.g.
+// output.topics): its keys are data, not configuration keys.
+func (d *decoder) mapping(key string, raw any, dst reflect.Value) {
+	t := dst.Type()
+	m, ok := stringMap(raw)
+	if !ok || t.Key().Kind() != reflect.String {
+		d.bad(key, "must be a mapping, got %s", shown(key, raw))
+		return
+	}
+	out := reflect.MakeMapWithSize(t, len(m))
+	for k, v := range m {
+		ev := reflect.New(t.Elem()).Elem()
+		d.value(key+"."+k, v, ev)
+		out.SetMapIndex(reflect.ValueOf(k).Convert(t.Key()), ev)
+	}
+	dst.Set(out)
 }
 
 func (d *decoder) duration(key string, raw any, dst reflect.Value) {

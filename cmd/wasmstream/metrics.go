@@ -289,87 +289,110 @@ func (guestCollector) Describe(chan<- *prometheus.Desc) {}
 // that would be one of the host's own wasmstream_guest_ metrics (call_failures,
 // call_duration_seconds, memory_bytes). A series still clashing there is left out.
 func (c guestCollector) Collect(ch chan<- prometheus.Metric) {
-	type family struct {
-		kind   prometheus.ValueType
-		labels string
-	}
-	seen := map[string]family{}
+	seen := map[string]guestFamily{}
 	// The host's own metrics under the same prefix: a guest name that would collide is left out.
 	for _, n := range []string{"call_failures_total", "call_duration_seconds", "call_duration_seconds_bucket",
 		"call_duration_seconds_sum", "call_duration_seconds_count", "memory_bytes"} {
-		seen[ns+"_guest_"+n] = family{labels: "\x00host"}
+		seen[ns+"_guest_"+n] = guestFamily{labels: "\x00host"}
 	}
 	for _, s := range c.stats() {
 		for _, g := range s.GuestMetrics {
+			var m prometheus.Metric
 			if g.Histogram != nil {
-				labels, values := []string{"task"}, []string{s.Task}
-				for _, l := range g.Labels {
-					labels, values = append(labels, l.Name), append(values, l.Value)
-				}
-				// A histogram is also its _bucket, _sum and _count series: none may be another
-				// family's name.
-				f := family{kind: prometheus.UntypedValue, labels: "histogram\x00" + strings.Join(labels, ",")}
-				clashes := func(name string) bool {
-					for _, n := range []string{name, name + "_bucket", name + "_sum", name + "_count"} {
-						if prev, ok := seen[n]; ok && prev != f {
-							return true
-						}
-					}
-					return false
-				}
-				name := ns + "_guest_" + g.Name
-				if clashes(name) {
-					name = c.own(s.Task, g.Name, "")
-					if clashes(name) {
-						continue
-					}
-				}
-				for _, n := range []string{name, name + "_bucket", name + "_sum", name + "_count"} {
-					seen[n] = f
-				}
-				h := g.Histogram
-				buckets := make(map[float64]uint64, len(h.Bounds))
-				var cum uint64
-				for k, b := range h.Bounds {
-					cum += h.Counts[k]
-					buckets[b] = cum
-				}
-				d := prometheus.NewDesc(name, "Declared by the guest of the task (metric_declare_histogram).", labels, nil)
-				m, err := prometheus.NewConstHistogram(d, h.Count, h.Sum, buckets, values...)
-				if err != nil {
-					continue // the host validated names, labels and bounds: cannot happen
-				}
+				m = c.histogram(seen, s.Task, g)
+			} else {
+				m = c.value(seen, s.Task, g)
+			}
+			if m != nil {
 				ch <- m
-				continue
 			}
-			name, kind, suffix := ns+"_guest_"+g.Name, prometheus.GaugeValue, ""
-			if g.Counter {
-				kind = prometheus.CounterValue
-				if !strings.HasSuffix(name, "_total") {
-					suffix = "_total"
-				}
-			}
-			name += suffix
-			labels, values := []string{"task"}, []string{s.Task}
-			for _, l := range g.Labels {
-				labels, values = append(labels, l.Name), append(values, l.Value)
-			}
-			f := family{kind, strings.Join(labels, ",")}
-			if prev, ok := seen[name]; ok && prev != f {
-				name = c.own(s.Task, g.Name, suffix)
-				if prev, ok := seen[name]; ok && prev != f {
-					continue
-				}
-			}
-			seen[name] = f
-			d := prometheus.NewDesc(name, "Declared by the guest of the task (metric_declare).", labels, nil)
-			m, err := prometheus.NewConstMetric(d, kind, float64(g.Value), values...)
-			if err != nil {
-				continue // the host validated names and labels: cannot happen
-			}
-			ch <- m
 		}
 	}
+}
+
+// guestFamily is what a metric name stands for in one scrape: every series of a name must have
+// the same.
+type guestFamily struct {
+	kind   prometheus.ValueType
+	labels string
+}
+
+// guestLabels returns the label names and values of a guest metric of task: task, then the
+// guest's own.
+func guestLabels(task string, g host.GuestMetric) (labels, values []string) {
+	labels, values = []string{"task"}, []string{task}
+	for _, l := range g.Labels {
+		labels, values = append(labels, l.Name), append(values, l.Value)
+	}
+	return labels, values
+}
+
+// histogram returns the metric of task's guest histogram g, under a name seen does not hold for
+// another family (which it then holds), or nil when there is none.
+func (c guestCollector) histogram(seen map[string]guestFamily, task string, g host.GuestMetric) prometheus.Metric {
+	labels, values := guestLabels(task, g)
+	// A histogram is also its _bucket, _sum and _count series: none may be another
+	// family's name.
+	f := guestFamily{kind: prometheus.UntypedValue, labels: "histogram\x00" + strings.Join(labels, ",")}
+	clashes := func(name string) bool {
+		for _, n := range []string{name, name + "_bucket", name + "_sum", name + "_count"} {
+			if prev, ok := seen[n]; ok && prev != f {
+				return true
+			}
+		}
+		return false
+	}
+	name := ns + "_guest_" + g.Name
+	if clashes(name) {
+		name = c.own(task, g.Name, "")
+		if clashes(name) {
+			return nil
+		}
+	}
+	for _, n := range []string{name, name + "_bucket", name + "_sum", name + "_count"} {
+		seen[n] = f
+	}
+	h := g.Histogram
+	buckets := make(map[float64]uint64, len(h.Bounds))
+	var cum uint64
+	for k, b := range h.Bounds {
+		cum += h.Counts[k]
+		buckets[b] = cum
+	}
+	d := prometheus.NewDesc(name, "Declared by the guest of the task (metric_declare_histogram).", labels, nil)
+	m, err := prometheus.NewConstHistogram(d, h.Count, h.Sum, buckets, values...)
+	if err != nil {
+		return nil // the host validated names, labels and bounds: cannot happen
+	}
+	return m
+}
+
+// value returns the metric of task's guest counter or gauge g, under a name seen does not hold
+// for another family (which it then holds), or nil when there is none.
+func (c guestCollector) value(seen map[string]guestFamily, task string, g host.GuestMetric) prometheus.Metric {
+	name, kind, suffix := ns+"_guest_"+g.Name, prometheus.GaugeValue, ""
+	if g.Counter {
+		kind = prometheus.CounterValue
+		if !strings.HasSuffix(name, "_total") {
+			suffix = "_total"
+		}
+	}
+	name += suffix
+	labels, values := guestLabels(task, g)
+	f := guestFamily{kind, strings.Join(labels, ",")}
+	if prev, ok := seen[name]; ok && prev != f {
+		name = c.own(task, g.Name, suffix)
+		if prev, ok := seen[name]; ok && prev != f {
+			return nil
+		}
+	}
+	seen[name] = f
+	d := prometheus.NewDesc(name, "Declared by the guest of the task (metric_declare).", labels, nil)
+	m, err := prometheus.NewConstMetric(d, kind, float64(g.Value), values...)
+	if err != nil {
+		return nil // the host validated names and labels: cannot happen
+	}
+	return m
 }
 
 // own returns the name of a task's guest metric in the task's own namespace, for a name another

@@ -305,49 +305,67 @@ func (p *jsonParser) str() (string, error) {
 			continue
 		}
 		p.i++ // backslash
-		if p.i >= len(p.b) {
-			return "", p.err("unterminated string")
-		}
-		e := p.b[p.i]
-		p.i++
-		switch e {
-		case '"', '\\', '/':
-			out = append(out, e)
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r, ok := p.hex4()
-			if !ok {
-				return "", p.err(`malformed \u escape`)
-			}
-			if hi := r; hi >= 0xD800 && hi < 0xDC00 {
-				// A high surrogate pairs with a following \uDC00-\uDFFF; alone it is U+FFFD (and
-				// whatever follows it is read on its own), as in encoding/json.
-				r = utf8.RuneError
-				if save := p.i; p.lit(`\u`) {
-					if lo, ok := p.hex4(); ok && lo >= 0xDC00 && lo < 0xE000 {
-						r = 0x10000 + (hi-0xD800)<<10 + (lo - 0xDC00)
-					} else {
-						p.i = save
-					}
-				}
-			} else if r >= 0xDC00 && r < 0xE000 {
-				r = utf8.RuneError
-			}
-			out = utf8.AppendRune(out, r)
-		default:
-			p.i--
-			return "", p.err("unknown escape \\" + string(rune(e)))
+		var err error
+		if out, err = p.escape(out); err != nil {
+			return "", err
 		}
 	}
+}
+
+// escape appends the character of the escape sequence at p.i (after its backslash) to out.
+func (p *jsonParser) escape(out []byte) ([]byte, error) {
+	if p.i >= len(p.b) {
+		return nil, p.err("unterminated string")
+	}
+	e := p.b[p.i]
+	p.i++
+	switch e {
+	case '"', '\\', '/':
+		out = append(out, e)
+	case 'b':
+		out = append(out, '\b')
+	case 'f':
+		out = append(out, '\f')
+	case 'n':
+		out = append(out, '\n')
+	case 'r':
+		out = append(out, '\r')
+	case 't':
+		out = append(out, '\t')
+	case 'u':
+		r, ok := p.unicode()
+		if !ok {
+			return nil, p.err(`malformed \u escape`)
+		}
+		out = utf8.AppendRune(out, r)
+	default:
+		p.i--
+		return nil, p.err("unknown escape \\" + string(rune(e)))
+	}
+	return out, nil
+}
+
+// unicode reads the four hex digits of a \u escape at p.i, and a low surrogate's escape after a
+// high surrogate's: a high surrogate pairs with a following \uDC00-\uDFFF; alone it is U+FFFD
+// (and whatever follows it is read on its own), as in encoding/json; so is a low one alone.
+func (p *jsonParser) unicode() (rune, bool) {
+	r, ok := p.hex4()
+	if !ok {
+		return 0, false
+	}
+	if hi := r; hi >= 0xD800 && hi < 0xDC00 {
+		r = utf8.RuneError
+		if save := p.i; p.lit(`\u`) {
+			if lo, ok := p.hex4(); ok && lo >= 0xDC00 && lo < 0xE000 {
+				r = 0x10000 + (hi-0xD800)<<10 + (lo - 0xDC00)
+			} else {
+				p.i = save
+			}
+		}
+	} else if r >= 0xDC00 && r < 0xE000 {
+		r = utf8.RuneError
+	}
+	return r, true
 }
 
 func (p *jsonParser) hex4() (rune, bool) {

@@ -170,9 +170,51 @@ func (w *Windows[A]) fold(st State, r *Record, start, end int64) error {
 }
 
 func (w *Windows[A]) addSession(st State, r *Record, ts int64) error {
+	joined, err := w.joinedSessions(st, ts)
+	if err != nil {
+		return err
+	}
+	var acc A
+	have := false
+	start, last := ts, ts
+	for _, s := range joined {
+		v, ok, err := w.acc(s.start).Get(st)
+		if err != nil {
+			return err
+		}
+		switch {
+		case ok && !have:
+			acc, have = v, true
+		case ok:
+			if acc, err = w.Merge(acc, v); err != nil {
+				return err
+			}
+		}
+		start, last = min(start, s.start), max(last, s.last)
+	}
+	if err := w.dropSessions(st, r, joined, start); err != nil {
+		return err
+	}
+	acc, err = w.Fold(acc, r)
+	if err != nil {
+		return err
+	}
+	if err := w.acc(start).Set(st, acc); err != nil {
+		return err
+	}
+	if err := w.last(start).Set(st, last); err != nil {
+		return err
+	}
+	return SetTimer(r.Key(), w.timer(start), EventTime, w.end(last), nil)
+}
+
+// session is one of a key's open sessions: its start and its last event.
+type session struct{ start, last int64 }
+
+// joinedSessions returns the key's open sessions that an event at ts joins (it falls within
+// their gap), by start.
+func (w *Windows[A]) joinedSessions(st State, ts int64) ([]session, error) {
 	gap := w.Kind.size
-	// The key's open sessions, start → last event.
-	type session struct{ start, last int64 }
 	var joined []session
 	prefix := w.Name + "/e/"
 	var derr error
@@ -196,31 +238,19 @@ func (w *Windows[A]) addSession(st State, r *Record, ts int64) error {
 		err = derr
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	for i := 1; i < len(joined); i++ { // by start; few sessions
 		for j := i; j > 0 && joined[j].start < joined[j-1].start; j-- {
 			joined[j], joined[j-1] = joined[j-1], joined[j]
 		}
 	}
-	var acc A
-	have := false
-	start, last := ts, ts
-	for _, s := range joined {
-		v, ok, err := w.acc(s.start).Get(st)
-		if err != nil {
-			return err
-		}
-		switch {
-		case ok && !have:
-			acc, have = v, true
-		case ok:
-			if acc, err = w.Merge(acc, v); err != nil {
-				return err
-			}
-		}
-		start, last = min(start, s.start), max(last, s.last)
-	}
+	return joined, nil
+}
+
+// dropSessions deletes the state and timers of the joined sessions merged into the one that
+// starts at start.
+func (w *Windows[A]) dropSessions(st State, r *Record, joined []session, start int64) error {
 	for _, s := range joined {
 		if s.start == start {
 			continue
@@ -235,17 +265,7 @@ func (w *Windows[A]) addSession(st State, r *Record, ts int64) error {
 			return err
 		}
 	}
-	acc, err = w.Fold(acc, r)
-	if err != nil {
-		return err
-	}
-	if err := w.acc(start).Set(st, acc); err != nil {
-		return err
-	}
-	if err := w.last(start).Set(st, last); err != nil {
-		return err
-	}
-	return SetTimer(r.Key(), w.timer(start), EventTime, w.end(last), nil)
+	return nil
 }
 
 // Fire closes the window whose timer fired and reports true, or reports false when f is not a

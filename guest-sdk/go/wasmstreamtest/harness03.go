@@ -103,6 +103,8 @@ func (h *Host) MetricDeclareHistogram(name, labels, bounds []byte) int32 {
 	return h.declare(abi.MetricHistogram, name, labels, bounds)
 }
 
+// declare checks a declaration as the host does, in the same order, and returns the id of the
+// series (kind, name, labels), adding it if it is new.
 func (h *Host) declare(kind int32, name, labels, bb []byte) int32 {
 	if h.phase != phaseInit {
 		return int32(abi.ErrNotAllowed)
@@ -113,59 +115,86 @@ func (h *Host) declare(kind int32, name, labels, bb []byte) int32 {
 	}
 	var bounds []float64
 	if kind == abi.MetricHistogram {
-		switch {
-		case len(bb) == 0 || len(bb)%8 != 0:
-			return int32(abi.ErrInvalid)
-		case len(bb)/8 > abi.MaxMetricBuckets:
-			return int32(abi.ErrLimit)
-		}
-		for k := 0; k < len(bb); k += 8 {
-			b := math.Float64frombits(binary.LittleEndian.Uint64(bb[k:]))
-			if math.IsNaN(b) || math.IsInf(b, 0) || len(bounds) > 0 && b <= bounds[len(bounds)-1] {
-				return int32(abi.ErrInvalid)
-			}
-			bounds = append(bounds, b)
+		var e abi.Errno
+		if bounds, e = decodeBounds(bb); e != abi.OK {
+			return int32(e)
 		}
 	}
-	if len(name) > abi.MaxMetricNameBytes {
-		return int32(abi.ErrTooLarge)
-	}
-	if !validMetricName(name) {
-		return int32(abi.ErrInvalid)
-	}
-	if len(hs) > abi.MaxMetricLabels {
-		return int32(abi.ErrLimit)
+	if e := checkMetric(name, hs); e != abi.OK {
+		return int32(e)
 	}
 	fam := []string{string(rune('0' + kind))}
 	var lv []string
-	for k, l := range hs {
-		if len(l.Name) > abi.MaxMetricNameBytes || len(l.Value) > abi.MaxMetricLabelValueBytes {
-			return int32(abi.ErrTooLarge)
-		}
-		if !validMetricName(l.Name) || string(l.Name) == "task" || !utf8.Valid(l.Value) {
-			return int32(abi.ErrInvalid)
-		}
-		for _, p := range hs[:k] {
-			if string(p.Name) == string(l.Name) {
-				return int32(abi.ErrInvalid)
-			}
-		}
+	for _, l := range hs {
 		fam = append(fam, string(l.Name))
 		lv = append(lv, string(l.Name), string(l.Value))
 	}
 	if bounds != nil {
 		fam = append(fam, "\x01"+fmt.Sprint(bounds))
 	}
-	m := &h.metrics
+	return h.metrics.id(kind, string(name), strings.Join(fam, "\x00"), lv, bounds)
+}
+
+// decodeBounds decodes a histogram's bucket bounds (little-endian f64s): finite, increasing, at
+// most abi.MaxMetricBuckets.
+func decodeBounds(bb []byte) ([]float64, abi.Errno) {
+	switch {
+	case len(bb) == 0 || len(bb)%8 != 0:
+		return nil, abi.ErrInvalid
+	case len(bb)/8 > abi.MaxMetricBuckets:
+		return nil, abi.ErrLimit
+	}
+	var bounds []float64
+	for k := 0; k < len(bb); k += 8 {
+		b := math.Float64frombits(binary.LittleEndian.Uint64(bb[k:]))
+		if math.IsNaN(b) || math.IsInf(b, 0) || len(bounds) > 0 && b <= bounds[len(bounds)-1] {
+			return nil, abi.ErrInvalid
+		}
+		bounds = append(bounds, b)
+	}
+	return bounds, abi.OK
+}
+
+// checkMetric checks a metric's name and labels: at most abi.MaxMetricLabels, names valid and
+// distinct and not "task", values UTF-8, each within its size limit.
+func checkMetric(name []byte, hs []abi.Header) abi.Errno {
+	if len(name) > abi.MaxMetricNameBytes {
+		return abi.ErrTooLarge
+	}
+	if !validMetricName(name) {
+		return abi.ErrInvalid
+	}
+	if len(hs) > abi.MaxMetricLabels {
+		return abi.ErrLimit
+	}
+	for k, l := range hs {
+		if len(l.Name) > abi.MaxMetricNameBytes || len(l.Value) > abi.MaxMetricLabelValueBytes {
+			return abi.ErrTooLarge
+		}
+		if !validMetricName(l.Name) || string(l.Name) == "task" || !utf8.Valid(l.Value) {
+			return abi.ErrInvalid
+		}
+		for _, p := range hs[:k] {
+			if string(p.Name) == string(l.Name) {
+				return abi.ErrInvalid
+			}
+		}
+	}
+	return abi.OK
+}
+
+// id returns the id of the series (name, label names and values lv) of family fam, adding the
+// series if it is new and the id if the guest has none for it yet.
+func (m *metricSet) id(kind int32, name, fam string, lv []string, bounds []float64) int32 {
 	if m.family == nil {
 		m.family = map[string]string{}
 	}
-	if f, ok := m.family[string(name)]; ok && f != strings.Join(fam, "\x00") {
+	if f, ok := m.family[name]; ok && f != fam {
 		return int32(abi.ErrInvalid)
 	}
 	var s *metricSeries
 	for _, p := range m.series {
-		if p.name == string(name) && strings.Join(p.labels, "\x00") == strings.Join(lv, "\x00") {
+		if p.name == name && strings.Join(p.labels, "\x00") == strings.Join(lv, "\x00") {
 			s = p
 		}
 	}
@@ -173,12 +202,12 @@ func (h *Host) declare(kind int32, name, labels, bb []byte) int32 {
 		if len(m.series) >= abi.MaxMetrics {
 			return int32(abi.ErrLimit)
 		}
-		s = &metricSeries{kind: kind, name: string(name), labels: lv}
+		s = &metricSeries{kind: kind, name: name, labels: lv}
 		if bounds != nil {
 			s.hist = &Histogram{Bounds: bounds, Counts: make([]uint64, len(bounds)+1)}
 		}
 		m.series = append(m.series, s)
-		m.family[string(name)] = strings.Join(fam, "\x00")
+		m.family[name] = fam
 	}
 	for id, p := range m.ids {
 		if p == s {

@@ -70,23 +70,7 @@ func next(r *Reader, in *inst) error {
 		in.label, err = r.U32()
 		return err
 	case op == opBrTable:
-		n, err := r.U32()
-		if err != nil {
-			return err
-		}
-		if int(n) > len(r.b) {
-			return ErrTruncated
-		}
-		in.labels = in.labels[:0]
-		for i := uint32(0); i < n; i++ {
-			l, err := r.U32()
-			if err != nil {
-				return err
-			}
-			in.labels = append(in.labels, l)
-		}
-		in.label, err = r.U32()
-		return err
+		return brTable(r, in)
 	case op == opCall || op == opReturnCall:
 		in.fn, err = r.U32()
 		return err
@@ -97,16 +81,7 @@ func next(r *Reader, in *inst) error {
 		_, err = r.U32() // table
 		return err
 	case op == 0x1c: // select t*
-		n, err := r.U32()
-		if err != nil {
-			return err
-		}
-		for i := uint32(0); i < n; i++ {
-			if _, err := r.SLEB(33); err != nil {
-				return err
-			}
-		}
-		return nil
+		return valueTypes(r)
 	case op >= opLocalGet && op <= 0x26: // local.*, global.*, table.get, table.set
 		v, err := r.U32()
 		in.imm = int64(v)
@@ -146,6 +121,41 @@ func next(r *Reader, in *inst) error {
 		return errUnsupported{fmt.Sprintf("unsupported opcode 0x%02x (typed function references)", op)}
 	}
 	return fmt.Errorf("unknown opcode 0x%02x", op)
+}
+
+// brTable decodes the immediates of a br_table: its labels, then its default label.
+func brTable(r *Reader, in *inst) error {
+	n, err := r.U32()
+	if err != nil {
+		return err
+	}
+	if int(n) > len(r.b) {
+		return ErrTruncated
+	}
+	in.labels = in.labels[:0]
+	for i := uint32(0); i < n; i++ {
+		l, err := r.U32()
+		if err != nil {
+			return err
+		}
+		in.labels = append(in.labels, l)
+	}
+	in.label, err = r.U32()
+	return err
+}
+
+// valueTypes skips a vector of value types (select t*).
+func valueTypes(r *Reader) error {
+	n, err := r.U32()
+	if err != nil {
+		return err
+	}
+	for i := uint32(0); i < n; i++ {
+		if _, err := r.SLEB(33); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // memarg skips a memory argument: alignment (bit 6: a memory index follows) and offset.
@@ -345,7 +355,7 @@ type point struct {
 	charge int64
 }
 
-// analysis holds the scratch state of costs, reused between functions.
+// analysis holds the scratch state of costs (and of the rewriter), reused between functions.
 type analysis struct {
 	frames    []frame
 	regs      []region
@@ -356,6 +366,7 @@ type analysis struct {
 	dispatchs int
 	lead      int // the instructions before this ordinal are all block or loop
 	in, peek  inst
+	after     []int64 // the rewriter's: the charges due after the current instruction (chargePoints)
 }
 
 func maxCost(a, b int64) int64 {
@@ -469,213 +480,273 @@ func (a *analysis) costs(r *Reader, dispatch bool) error {
 	a.points = append(a.points[:0], point{at: -1})
 	a.regs = append(a.regs[:0], region{point: 0})
 	a.loops, a.dispatchs, a.bulk, a.loopDepth = 0, 0, false, 0
-	in := &a.in
-	close := func(g *region) {
-		a.points[g.point].charge = maxCost(1, g.max)
-	}
-	// The two instructions before the current one, for the Go jump idiom.
-	var prev1, prev2 inst
 	a.lead = 0
+	in := &a.in
+	s := step{dispatch: dispatch}
 	for ord := 0; ; ord++ {
-		prev2, prev1 = prev1, *in
-		prev1.labels = nil
+		s.prev2, s.prev1 = s.prev1, recent{op: in.op, imm: in.imm}
 		if err := next(r, in); err != nil {
 			return err
 		}
-		if bulkShift(in) >= 0 {
-			a.bulk = true
-		}
-		if a.lead == ord && (in.op == opBlock || in.op == opLoop) {
-			a.lead++
-		}
-		top := &a.regs[len(a.regs)-1]
-		a.loopDepth = max(a.loopDepth, len(a.regs)-1) // the loops around this instruction
-		live := top.cur != dead
-		if live && !free(in.op) {
-			top.cur++
-			top.max = maxCost(top.max, top.cur)
-		}
-		// inner is the dispatch loop whose segment the instruction is in, if any.
-		var inner *dispatchLoop
-		for k := len(a.frames) - 1; k > 0 && len(a.regs) > 1; k-- {
-			if a.frames[k].kind == opLoop {
-				inner = a.frames[k].disp
-				break
-			}
-		}
-		branch := func(l uint32, table bool) error {
-			if int(l) >= len(a.frames) {
-				return fmt.Errorf("branch depth %d out of range", l)
-			}
-			fi := len(a.frames) - 1 - int(l)
-			t := &a.frames[fi]
-			if t.owner != nil && live && len(t.owner.segs) > 1 {
-				// Straight to the start of a later segment of a dispatch loop.
-				d := t.owner
-				a.addMove(d, len(d.segs)-1, d.segOf(fi), ord)
-			}
-			if t.kind == opLoop && t.disp != nil {
-				// A branch back to a dispatch loop's header.
-				d := t.disp
-				target := 0
-				if in.op == opBr && prev1.op == opLocalSet && uint32(prev1.imm) == d.pc && prev2.op == opI32Const && inner == d {
-					if k := uint64(uint32(prev2.imm)); k < uint64(len(d.table)) {
-						target = d.table[k]
-					} else {
-						target = d.table[len(d.table)-1]
-					}
-					if cur := len(d.segs) - 1; target > cur {
-						// A forward jump: paid by the backward jump or entry before it.
-						if live {
-							a.addMove(d, cur, target, ord)
-						}
-						return nil
-					}
-				}
-				d.edges = append(d.edges, edge{point: len(a.points), source: len(d.segs) - 1, target: target})
-				a.points = append(a.points, point{at: ord, kind: chargeBefore})
-				return nil
-			}
-			if t.kind != opBlock && t.kind != opIf {
-				return nil // a loop header or the function's exit: the segment ends
-			}
-			if table && dispatch && (inner == nil || !inner.seen) {
-				t.dispatch = true
-				if inner != nil && fi >= inner.depth && fi < inner.depth+inner.blocks {
-					t.owner = inner
-				}
-			}
-			if live {
-				t.acc = maxCost(t.acc, a.regs[t.reg].cur)
-				t.edgeFrom(a.regs[t.reg].point)
-			}
-			return nil
-		}
-		// join starts a new segment at the current instruction, a point where paths from
-		// different segments meet (an else or the end of a block or if): the cost of each path so
-		// far was charged by the segment it came through, and what follows must be charged where
-		// every path passes. Adding one path's cost to the other's segment would let the first
-		// skip the charge.
-		join := func() {
-			close(top)
-			*top = region{point: len(a.points)}
-			a.points = append(a.points, point{at: ord, kind: chargeAfter})
-		}
+		a.account(&s, ord)
 		switch in.op {
 		case opBlock, opIf:
-			a.frames = append(a.frames, frame{kind: in.op, reg: len(a.regs) - 1, acc: dead, ifCost: top.cur, ifPoint: top.point, from: -1})
+			a.frames = append(a.frames, frame{kind: in.op, reg: len(a.regs) - 1, acc: dead, ifCost: s.top.cur, ifPoint: s.top.point, from: -1})
 		case opLoop:
-			var d *dispatchLoop
-			if dispatch {
-				d = a.dispatchAt(*r)
-			}
-			a.frames = append(a.frames, frame{kind: opLoop, reg: len(a.regs) - 1, disp: d})
-			a.loops++
-			if d == nil {
-				a.regs = append(a.regs, region{point: len(a.points)})
-				a.points = append(a.points, point{at: ord})
-				break
-			}
-			a.dispatchs++
-			d.depth = len(a.frames)
-			d.entry = len(a.points)
-			a.points = append(a.points, point{at: ord, kind: chargeBefore})
-			d.segs = append(d.segs, len(a.points))
-			a.regs = append(a.regs, region{point: len(a.points)})
-			a.points = append(a.points, point{at: ord, kind: chargeNone})
+			a.openLoop(r, ord, dispatch)
 		case opElse:
-			f := &a.frames[len(a.frames)-1]
-			if f.kind != opIf || f.else_ {
-				return fmt.Errorf("else without if")
+			if err := a.elseArm(&s); err != nil {
+				return err
 			}
-			f.acc = maxCost(f.acc, top.cur)
-			if top.cur != dead {
-				f.edgeFrom(top.point)
-			}
-			f.else_ = true
-			if top.point != f.ifPoint && f.ifCost != dead {
-				// The then-arm started a segment of its own: the else-arm is reached from the
-				// condition's segment, which that segment's charge does not cover.
-				join()
-				break
-			}
-			top.cur = f.ifCost
 		case opEnd:
-			f := a.frames[len(a.frames)-1]
-			a.frames = a.frames[:len(a.frames)-1]
-			switch f.kind {
-			case opBlock, opIf:
-				if f.dispatch {
-					// A new segment starts after the end, whatever the path into it.
-					kind := uint8(chargeAfter)
-					if d := f.owner; d != nil {
-						kind = chargeNone
-						if top.cur != dead {
-							a.addMove(d, len(d.segs)-1, len(d.segs), ord)
-						}
-						d.segs = append(d.segs, len(a.points))
-					}
-					close(top)
-					*top = region{point: len(a.points)}
-					a.points = append(a.points, point{at: ord, kind: kind})
-					break
-				}
-				if f.kind == opIf && !f.else_ && f.ifCost != dead {
-					f.acc = maxCost(f.acc, f.ifCost)
-					f.edgeFrom(f.ifPoint)
-				}
-				if top.cur != dead {
-					f.edgeFrom(top.point)
-				}
-				if f.mixed || f.from >= 0 && f.from != top.point {
-					join()
-					break
-				}
-				top.cur = maxCost(top.cur, f.acc)
-				top.max = maxCost(top.max, top.cur)
-			case opLoop:
-				close(top)
-				fell := top.cur != dead
-				a.regs = a.regs[:len(a.regs)-1]
-				if outer := &a.regs[len(a.regs)-1]; !fell {
-					outer.cur = dead
-				}
-				if d := f.disp; d != nil {
-					a.chargeDispatch(d)
-				}
-			case 0:
+			if len(a.frames) == 1 { // the function's end
+				a.frames = a.frames[:0]
 				if len(r.b) != 0 {
 					return fmt.Errorf("%d bytes after the end of the function", len(r.b))
 				}
-				close(top)
+				a.close(s.top)
 				return nil
 			}
+			a.end(&s)
 		case opBr:
-			if err := branch(in.label, false); err != nil {
+			if err := a.branch(&s, in.label, false); err != nil {
 				return err
 			}
-			top.cur = dead
+			s.top.cur = dead
 		case opBrIf:
-			if err := branch(in.label, false); err != nil {
+			if err := a.branch(&s, in.label, false); err != nil {
 				return err
 			}
 		case opBrTable:
 			for _, l := range in.labels {
-				if err := branch(l, true); err != nil {
+				if err := a.branch(&s, l, true); err != nil {
 					return err
 				}
 			}
-			if err := branch(in.label, true); err != nil {
+			if err := a.branch(&s, in.label, true); err != nil {
 				return err
 			}
-			if inner != nil {
-				inner.seen = true
+			if s.inner != nil {
+				s.inner.seen = true
 			}
-			top.cur = dead
+			s.top.cur = dead
 		case opReturn, opUnreachable, opReturnCall, opReturnCallI:
-			top.cur = dead
+			s.top.cur = dead
 		}
 	}
+}
+
+// step is what costs knows of the instruction it is at (a.in).
+type step struct {
+	ord      int           // the instruction's ordinal in the body
+	top      *region       // the current segment, already charged for the instruction
+	live     bool          // some path reaches the instruction
+	inner    *dispatchLoop // the dispatch loop whose segment the instruction is in, if any
+	dispatch bool          // the pass that recognises dispatch loops (costs)
+	// prev1 and prev2 are the two instructions before, for the Go jump idiom.
+	prev1, prev2 recent
+}
+
+// recent is what costs keeps of an instruction it has passed.
+type recent struct {
+	op  byte
+	imm int64
+}
+
+// account counts the instruction at ordinal ord (a.in) into the function's figures and the
+// current segment's cost, and sets the step its own handling starts from (s: the step of the
+// instruction before, and its prev1 and prev2 already set).
+func (a *analysis) account(s *step, ord int) {
+	in := &a.in
+	if bulkShift(in) >= 0 {
+		a.bulk = true
+	}
+	if a.lead == ord && (in.op == opBlock || in.op == opLoop) {
+		a.lead++
+	}
+	top := &a.regs[len(a.regs)-1]
+	a.loopDepth = max(a.loopDepth, len(a.regs)-1) // the loops around this instruction
+	live := top.cur != dead
+	if live && !free(in.op) {
+		top.cur++
+		top.max = maxCost(top.max, top.cur)
+	}
+	s.ord, s.top, s.live, s.inner = ord, top, live, nil
+	for k := len(a.frames) - 1; k > 0 && len(a.regs) > 1; k-- {
+		if a.frames[k].kind == opLoop {
+			s.inner = a.frames[k].disp
+			break
+		}
+	}
+}
+
+// close sets the charge of the segment g.
+func (a *analysis) close(g *region) {
+	a.points[g.point].charge = maxCost(1, g.max)
+}
+
+// join starts a new segment at the current instruction, a point where paths from different
+// segments meet (an else or the end of a block or if): the cost of each path so far was charged
+// by the segment it came through, and what follows must be charged where every path passes.
+// Adding one path's cost to the other's segment would let the first skip the charge.
+func (a *analysis) join(s *step) {
+	a.close(s.top)
+	*s.top = region{point: len(a.points)}
+	a.points = append(a.points, point{at: s.ord, kind: chargeAfter})
+}
+
+// openLoop opens the loop at ordinal ord (r is after the loop instruction): a region of its own,
+// charged at its header, or, for a dispatch loop, its entry charge and the dispatch segment.
+func (a *analysis) openLoop(r *Reader, ord int, dispatch bool) {
+	var d *dispatchLoop
+	if dispatch {
+		d = a.dispatchAt(*r)
+	}
+	a.frames = append(a.frames, frame{kind: opLoop, reg: len(a.regs) - 1, disp: d})
+	a.loops++
+	if d == nil {
+		a.regs = append(a.regs, region{point: len(a.points)})
+		a.points = append(a.points, point{at: ord})
+		return
+	}
+	a.dispatchs++
+	d.depth = len(a.frames)
+	d.entry = len(a.points)
+	a.points = append(a.points, point{at: ord, kind: chargeBefore})
+	d.segs = append(d.segs, len(a.points))
+	a.regs = append(a.regs, region{point: len(a.points)})
+	a.points = append(a.points, point{at: ord, kind: chargeNone})
+}
+
+// elseArm ends the then-arm of the innermost if and starts its else-arm.
+func (a *analysis) elseArm(s *step) error {
+	f := &a.frames[len(a.frames)-1]
+	if f.kind != opIf || f.else_ {
+		return fmt.Errorf("else without if")
+	}
+	top := s.top
+	f.acc = maxCost(f.acc, top.cur)
+	if top.cur != dead {
+		f.edgeFrom(top.point)
+	}
+	f.else_ = true
+	if top.point != f.ifPoint && f.ifCost != dead {
+		// The then-arm started a segment of its own: the else-arm is reached from the
+		// condition's segment, which that segment's charge does not cover.
+		a.join(s)
+		return nil
+	}
+	top.cur = f.ifCost
+	return nil
+}
+
+// end closes the innermost block, if or loop (not the function's own frame).
+func (a *analysis) end(s *step) {
+	f := a.frames[len(a.frames)-1]
+	a.frames = a.frames[:len(a.frames)-1]
+	top := s.top
+	switch f.kind {
+	case opBlock, opIf:
+		if f.dispatch {
+			a.endDispatchBlock(s, &f)
+			return
+		}
+		if f.kind == opIf && !f.else_ && f.ifCost != dead {
+			f.acc = maxCost(f.acc, f.ifCost)
+			f.edgeFrom(f.ifPoint)
+		}
+		if top.cur != dead {
+			f.edgeFrom(top.point)
+		}
+		if f.mixed || f.from >= 0 && f.from != top.point {
+			a.join(s)
+			return
+		}
+		top.cur = maxCost(top.cur, f.acc)
+		top.max = maxCost(top.max, top.cur)
+	case opLoop:
+		a.close(top)
+		fell := top.cur != dead
+		a.regs = a.regs[:len(a.regs)-1]
+		if outer := &a.regs[len(a.regs)-1]; !fell {
+			outer.cur = dead
+		}
+		if d := f.disp; d != nil {
+			a.chargeDispatch(d)
+		}
+	}
+}
+
+// endDispatchBlock ends a block a br_table targets: a new segment starts after its end,
+// whatever the path into it (a segment of its dispatch loop if it has one).
+func (a *analysis) endDispatchBlock(s *step, f *frame) {
+	kind := uint8(chargeAfter)
+	if d := f.owner; d != nil {
+		kind = chargeNone
+		if s.top.cur != dead {
+			a.addMove(d, len(d.segs)-1, len(d.segs), s.ord)
+		}
+		d.segs = append(d.segs, len(a.points))
+	}
+	a.close(s.top)
+	*s.top = region{point: len(a.points)}
+	a.points = append(a.points, point{at: s.ord, kind: kind})
+}
+
+// branch records a branch to label l of the instruction at s (table: from a br_table).
+func (a *analysis) branch(s *step, l uint32, table bool) error {
+	if int(l) >= len(a.frames) {
+		return fmt.Errorf("branch depth %d out of range", l)
+	}
+	fi := len(a.frames) - 1 - int(l)
+	t := &a.frames[fi]
+	if t.owner != nil && s.live && len(t.owner.segs) > 1 {
+		// Straight to the start of a later segment of a dispatch loop.
+		d := t.owner
+		a.addMove(d, len(d.segs)-1, d.segOf(fi), s.ord)
+	}
+	if t.kind == opLoop && t.disp != nil {
+		a.branchToDispatch(s, t.disp)
+		return nil
+	}
+	if t.kind != opBlock && t.kind != opIf {
+		return nil // a loop header or the function's exit: the segment ends
+	}
+	if table && s.dispatch && (s.inner == nil || !s.inner.seen) {
+		t.dispatch = true
+		if inner := s.inner; inner != nil && fi >= inner.depth && fi < inner.depth+inner.blocks {
+			t.owner = inner
+		}
+	}
+	if s.live {
+		t.acc = maxCost(t.acc, a.regs[t.reg].cur)
+		t.edgeFrom(a.regs[t.reg].point)
+	}
+	return nil
+}
+
+// branchToDispatch records a branch back to the header of the dispatch loop d: a forward jump of
+// the Go code (i32.const target; local.set $pc; br) is a move, paid by the backward jump or entry
+// before it; any other branch is a back edge, charged before it.
+func (a *analysis) branchToDispatch(s *step, d *dispatchLoop) {
+	in, prev1, prev2 := &a.in, s.prev1, s.prev2
+	target := 0
+	if in.op == opBr && prev1.op == opLocalSet && uint32(prev1.imm) == d.pc && prev2.op == opI32Const && s.inner == d {
+		if k := uint64(uint32(prev2.imm)); k < uint64(len(d.table)) {
+			target = d.table[k]
+		} else {
+			target = d.table[len(d.table)-1]
+		}
+		if cur := len(d.segs) - 1; target > cur {
+			// A forward jump: paid by the backward jump or entry before it.
+			if s.live {
+				a.addMove(d, cur, target, s.ord)
+			}
+			return
+		}
+	}
+	d.edges = append(d.edges, edge{point: len(a.points), source: len(d.segs) - 1, target: target})
+	a.points = append(a.points, point{at: s.ord, kind: chargeBefore})
 }
 
 // ---- rewriting ----
@@ -719,296 +790,400 @@ func instrumentCode(m *module, s section, gidx uint32, res *Result) ([]byte, err
 
 // instrumentFunc appends the metered body of function fn (b, at offset off) to out.
 func instrumentFunc(m *module, a *analysis, fn int, b []byte, off int, gidx uint32, out []byte, res *Result) ([]byte, error) {
-	fail := func(r *Reader, err error) error { return wrapErr(err, r.Offset(), fn) }
 	t := m.funcTypes[fn]
 	if int(t) >= len(m.typeParams) {
 		return nil, &Error{Offset: off, Func: fn, Reason: fmt.Sprintf("type index %d out of range", t)}
 	}
-	// Locals: the new one goes after the parameters and every declared local.
 	r := &Reader{b: b, base: off}
-	groups, err := r.U32()
+	locals, err := readLocals(r, m.typeParams[t])
 	if err != nil {
-		return nil, fail(r, err)
+		return nil, wrapErr(err, r.Offset(), fn)
 	}
-	nlocals := uint64(m.typeParams[t])
-	for g := uint32(0); g < groups; g++ {
-		c, err := r.U32()
-		if err != nil {
-			return nil, fail(r, err)
-		}
-		if _, err := r.SLEB(33); err != nil {
-			return nil, fail(r, err)
-		}
-		nlocals += uint64(c)
-	}
-	if nlocals >= 1<<32-2 {
+	if locals.n >= 1<<32-2 {
 		return nil, &Error{Offset: off, Func: fn, Reason: "too many locals"}
 	}
-	local := uint32(nlocals)
-	sliceIdx := uint32(m.importedFuncs) // the slice import, after the module's own imports
-	declEnd := len(b) - len(r.b)
 	code := r.b
 	codeOff := r.Offset()
-
-	if err := a.costs(&Reader{b: code, base: codeOff}, false); err != nil {
+	if err := a.analyze(code, codeOff); err != nil {
 		return nil, wrapErr(err, codeOff, fn)
 	}
-	if a.loops > 0 {
-		// Again, with the charge points that only pay off where code repeats.
-		if err := a.costs(&Reader{b: code, base: codeOff}, true); err != nil {
-			return nil, wrapErr(err, codeOff, fn)
-		}
-	}
-	points := a.points
-	// Keep the counter in the local where loops run, but not in Go-style functions: they call
-	// other functions on most paths, and their dispatch loops charge only backward jumps. Nor
-	// where loops nest deeper than real code does: the local is a variable every loop changes,
-	// which the compiler carries through every loop header, and its time grows with the square
-	// of the depth (10,000 nested loops: 71 s to compile instead of 5.5 s); the global is not.
-	cached := a.loops > 0 && a.dispatchs == 0 && a.loopDepth <= maxCachedLoopDepth
-
-	size := local + 1 // an i32: the size operand of a bulk instruction, when the body has one
-	// stack, an i32: the stack counter as the function left it at its entry, less its frame
-	// (see enter), which it restores after every call.
-	stack := local + 1
-	if a.bulk {
-		stack++
-		out = appendU32(out, groups+3)
-	} else {
-		out = appendU32(out, groups+2)
-	}
-	gr := &Reader{b: b, base: off}
-	_, _ = gr.U32()
-	out = append(out, b[len(b)-len(gr.b):declEnd]...)
-	out = append(out, 1, 0x7e) // one i64
-	if a.bulk {
-		out = append(out, 1, 0x7f) // one i32
-	}
-	out = append(out, 1, 0x7f) // one i32
-	sidx := gidx + 1           // the stack counter
-	frame := FrameUnits(nlocals)
-
-	flush := func(out []byte) []byte {
-		out = append(out, opLocalGet)
-		out = appendU32(out, local)
-		out = append(out, opGlobalSet)
-		return appendU32(out, gidx)
-	}
-	reload := func(out []byte) []byte {
-		out = append(out, opGlobalGet)
-		out = appendU32(out, gidx)
-		out = append(out, opLocalSet)
-		return appendU32(out, local)
-	}
-	// charge subtracts c from the counter. When it goes negative the function calls the slice
-	// import with the counter's value and goes on with the counter it returns: the host hands
-	// out the call's budget one slice at a time, and gets control back at the end of each
-	// (Meter). A negative counter back from the host is the end of the budget: it is stored
-	// (the host sees a negative value) and the function traps. The test is "if ≥ 0 then nothing
-	// else refill": the runtime lays the then-arm out first, so the common case falls through
-	// (the inverse form costs a taken branch per charge: +15 % instead of +5 % on a Go tokenizer).
-	slice := func(out []byte) []byte {
-		out = append(out, opLocalGet)
-		out = appendU32(out, local)
-		out = append(out, opCall)
-		out = appendU32(out, sliceIdx)
-		out = append(out, opLocalTee)
-		return appendU32(out, local)
-	}
-	// chargeBy subtracts what amount pushes (an i64) from the counter.
-	chargeBy := func(out []byte, amount func([]byte) []byte) []byte {
-		if !cached {
-			out = append(out, opGlobalGet)
-			out = appendU32(out, gidx)
-			out = amount(out)
-			out = append(out, opI64Sub, opLocalTee)
-			out = appendU32(out, local)
-			out = append(out, opGlobalSet)
-			out = appendU32(out, gidx)
-			out = append(out, opLocalGet)
-			out = appendU32(out, local)
-			out = append(out, opI64Const, 0, opI64GeS, opIf, blockEmpty, opElse)
-			out = slice(out)
-			out = append(out, opGlobalSet)
-			out = appendU32(out, gidx)
-			out = append(out, opLocalGet)
-			out = appendU32(out, local)
-			return append(out, opI64Const, 0, opI64LtS, opIf, blockEmpty, opUnreachable, opEnd, opEnd)
-		}
-		out = append(out, opLocalGet)
-		out = appendU32(out, local)
-		out = amount(out)
-		out = append(out, opI64Sub, opLocalTee)
-		out = appendU32(out, local)
-		out = append(out, opI64Const, 0, opI64GeS, opIf, blockEmpty, opElse)
-		out = slice(out)
-		out = append(out, opI64Const, 0, opI64LtS, opIf, blockEmpty)
-		out = flush(out)
-		return append(out, opUnreachable, opEnd, opEnd)
-	}
-	charge := func(out []byte, c int64) []byte {
-		return chargeBy(out, func(out []byte) []byte {
-			out = append(out, opI64Const)
-			return appendS64(out, c)
-		})
-	}
-	// chargeSize charges a bulk instruction by its size operand, the i32 on top of the stack,
-	// shifted right by shift: the operand is kept in the size local and left on the stack.
-	chargeSize := func(out []byte, shift int) []byte {
-		out = append(out, opLocalTee)
-		out = appendU32(out, size)
-		return chargeBy(out, func(out []byte) []byte {
-			out = append(out, opLocalGet)
-			out = appendU32(out, size)
-			out = append(out, opI64ExtendI32U)
-			if shift > 0 {
-				out = append(out, opI64Const, byte(shift), opI64ShrU)
-			}
-			return out
-		})
-	}
-
+	w := newRewriter(m, a, locals.n, gidx)
+	// Locals: the new ones go after the parameters and every declared local.
+	out = w.appendLocals(out, locals.groups, b[locals.start:locals.end])
 	res.Functions++
 	res.Loops += a.loops
-	// The frame is paid at the entry: the counter goes down by the frame's units, and a negative
-	// counter traps (the host tells it from other traps by the counter it reads back). The
-	// counter goes back up when the function returns: not here, at every exit, but in its
-	// caller, which restores what it kept in its own stack local after each call returns. A
-	// tail call gives the frame back first, since the callee replaces it.
-	out = append(out, opGlobalGet)
-	out = appendU32(out, sidx)
-	out = append(out, opI32Const)
-	out = appendS64(out, int64(frame))
-	out = append(out, opI32Sub, opLocalTee)
-	out = appendU32(out, stack)
-	out = append(out, opGlobalSet)
-	out = appendU32(out, sidx)
-	out = append(out, opLocalGet)
-	out = appendU32(out, stack)
-	out = append(out, opI32Const, 0, opI32LtS, opIf, blockEmpty, opUnreachable, opEnd)
-	restore := func(out []byte) []byte {
-		out = append(out, opLocalGet)
-		out = appendU32(out, stack)
-		out = append(out, opGlobalSet)
-		return appendU32(out, sidx)
+	out = w.enter(out)
+	if w.cached {
+		out = w.reload(out)
 	}
-	if cached {
-		out = reload(out)
-	}
+	points := a.points
 	if len(points) > 1 && points[1].kind == chargeBefore && points[1].at < a.lead {
 		// A dispatch loop the function enters before doing anything: one charge at its
 		// entry pays for both.
 		points[1].charge += points[0].charge
 	} else {
-		out = charge(out, points[0].charge)
+		out = w.charge(out, points[0].charge)
 	}
+	return w.rewriteBody(out, &Reader{b: code, base: codeOff}, fn, res)
+}
 
-	cr := &Reader{b: code, base: codeOff}
-	in := &a.in
-	var remapped []byte
-	depth := 0 // open blocks, loops and ifs
-	p := 1     // next charge point
+// localDecls is where a function body declares its locals.
+type localDecls struct {
+	groups     uint32 // the number of local groups
+	n          uint64 // params and locals
+	start, end int    // the groups' bytes in the body, after their count
+}
+
+// readLocals reads the local declarations at the start of a function body (r), whose type has
+// params parameters, and leaves r at the function's code.
+func readLocals(r *Reader, params int) (localDecls, error) {
+	l := localDecls{n: uint64(params)}
+	all := len(r.b)
+	groups, err := r.U32()
+	if err != nil {
+		return l, err
+	}
+	l.groups, l.start = groups, all-len(r.b)
+	for g := uint32(0); g < groups; g++ {
+		c, err := r.U32()
+		if err != nil {
+			return l, err
+		}
+		if _, err := r.SLEB(33); err != nil {
+			return l, err
+		}
+		l.n += uint64(c)
+	}
+	l.end = all - len(r.b)
+	return l, nil
+}
+
+// analyze finds a function's charge points (code, at offset codeOff): a first pass, then, if
+// the function has loops, a second one with the charge points that only pay off where code
+// repeats (dispatch loops, br_table targets).
+func (a *analysis) analyze(code []byte, codeOff int) error {
+	if err := a.costs(&Reader{b: code, base: codeOff}, false); err != nil {
+		return err
+	}
+	if a.loops > 0 {
+		return a.costs(&Reader{b: code, base: codeOff}, true)
+	}
+	return nil
+}
+
+// rewriter writes the metered code of one function: where its counters are and how it charges.
+type rewriter struct {
+	m        *module
+	a        *analysis // the function's charge points
+	gidx     uint32    // the fuel counter, a global
+	sidx     uint32    // the stack counter, a global
+	local    uint32    // an i64 local: the counter while it is cached, a scratch copy otherwise
+	size     uint32    // an i32 local: the size operand of a bulk instruction, when the body has one
+	stack    uint32    // an i32 local: the stack counter as the function left it at its entry, less its frame (see enter)
+	sliceIdx uint32    // the slice import, after the module's own imports
+	frame    int32     // the frame's stack units
+	// cached: the counter is kept in local while the function runs (see newRewriter).
+	cached bool
+
+	depth    int     // open blocks, loops and ifs
+	p        int     // the next charge point
+	remapped [6]byte // scratch for a call or ref.func whose function index moves (remap)
+}
+
+// newRewriter returns the rewriter of a function with nlocals params and locals, analysed in a.
+func newRewriter(m *module, a *analysis, nlocals uint64, gidx uint32) rewriter {
+	local := uint32(nlocals)
+	w := rewriter{
+		m: m, a: a, gidx: gidx, sidx: gidx + 1, local: local, size: local + 1, stack: local + 1,
+		sliceIdx: uint32(m.importedFuncs), frame: FrameUnits(nlocals), p: 1,
+		// Keep the counter in the local where loops run, but not in Go-style functions: they
+		// call other functions on most paths, and their dispatch loops charge only backward
+		// jumps. Nor where loops nest deeper than real code does: the local is a variable every
+		// loop changes, which the compiler carries through every loop header, and its time grows
+		// with the square of the depth (10,000 nested loops: 71 s to compile instead of 5.5 s);
+		// the global is not.
+		cached: a.loops > 0 && a.dispatchs == 0 && a.loopDepth <= maxCachedLoopDepth,
+	}
+	if a.bulk {
+		w.stack++
+	}
+	return w
+}
+
+// appendLocals appends the function's local declarations: its own groups (decls, after their
+// count), then the counter's i64, the size operand's i32 when the body has a bulk instruction,
+// and the stack counter's i32.
+func (w *rewriter) appendLocals(out []byte, groups uint32, decls []byte) []byte {
+	if w.a.bulk {
+		out = appendU32(out, groups+3)
+	} else {
+		out = appendU32(out, groups+2)
+	}
+	out = append(out, decls...)
+	out = append(out, 1, 0x7e) // one i64
+	if w.a.bulk {
+		out = append(out, 1, 0x7f) // one i32
+	}
+	return append(out, 1, 0x7f) // one i32
+}
+
+// enter pays the frame at the function's entry: the stack counter goes down by the frame's
+// units, and a negative counter traps (the host tells it from other traps by the counter it
+// reads back). The counter goes back up when the function returns: not here, at every exit, but
+// in its caller, which restores what it kept in its own stack local after each call returns
+// (restore). A tail call gives the frame back first, since the callee replaces it.
+func (w *rewriter) enter(out []byte) []byte {
+	out = append(out, opGlobalGet)
+	out = appendU32(out, w.sidx)
+	out = append(out, opI32Const)
+	out = appendS64(out, int64(w.frame))
+	out = append(out, opI32Sub, opLocalTee)
+	out = appendU32(out, w.stack)
+	out = append(out, opGlobalSet)
+	out = appendU32(out, w.sidx)
+	out = append(out, opLocalGet)
+	out = appendU32(out, w.stack)
+	return append(out, opI32Const, 0, opI32LtS, opIf, blockEmpty, opUnreachable, opEnd)
+}
+
+// restore sets the stack counter back to what it was after the entry (after a call).
+func (w *rewriter) restore(out []byte) []byte {
+	out = append(out, opLocalGet)
+	out = appendU32(out, w.stack)
+	out = append(out, opGlobalSet)
+	return appendU32(out, w.sidx)
+}
+
+// giveBackFrame adds the frame's units back to the stack counter (before a tail call).
+func (w *rewriter) giveBackFrame(out []byte) []byte {
+	out = append(out, opLocalGet)
+	out = appendU32(out, w.stack)
+	out = append(out, opI32Const)
+	out = appendS64(out, int64(w.frame))
+	out = append(out, opI32Add, opGlobalSet)
+	return appendU32(out, w.sidx)
+}
+
+// flush stores the cached counter in the global.
+func (w *rewriter) flush(out []byte) []byte {
+	out = append(out, opLocalGet)
+	out = appendU32(out, w.local)
+	out = append(out, opGlobalSet)
+	return appendU32(out, w.gidx)
+}
+
+// reload caches the global counter in the local.
+func (w *rewriter) reload(out []byte) []byte {
+	out = append(out, opGlobalGet)
+	out = appendU32(out, w.gidx)
+	out = append(out, opLocalSet)
+	return appendU32(out, w.local)
+}
+
+// charge subtracts c from the counter. When it goes negative the function calls the slice
+// import with the counter's value and goes on with the counter it returns: the host hands out
+// the call's budget one slice at a time, and gets control back at the end of each (Meter). A
+// negative counter back from the host is the end of the budget: it is stored (the host sees a
+// negative value) and the function traps. The test is "if ≥ 0 then nothing else refill": the
+// runtime lays the then-arm out first, so the common case falls through (the inverse form costs
+// a taken branch per charge: +15 % instead of +5 % on a Go tokenizer).
+func (w *rewriter) charge(out []byte, c int64) []byte {
+	out = w.counter(out)
+	out = append(out, opI64Const)
+	out = appendS64(out, c)
+	return w.subtract(out)
+}
+
+// chargeSize charges a bulk instruction by its size operand, the i32 on top of the stack,
+// shifted right by shift: the operand is kept in the size local and left on the stack.
+func (w *rewriter) chargeSize(out []byte, shift int) []byte {
+	out = append(out, opLocalTee)
+	out = appendU32(out, w.size)
+	out = w.counter(out)
+	out = append(out, opLocalGet)
+	out = appendU32(out, w.size)
+	out = append(out, opI64ExtendI32U)
+	if shift > 0 {
+		out = append(out, opI64Const, byte(shift), opI64ShrU)
+	}
+	return w.subtract(out)
+}
+
+// counter pushes the counter, the start of a charge (charge, chargeSize).
+func (w *rewriter) counter(out []byte) []byte {
+	if w.cached {
+		out = append(out, opLocalGet)
+		return appendU32(out, w.local)
+	}
+	out = append(out, opGlobalGet)
+	return appendU32(out, w.gidx)
+}
+
+// subtract ends a charge: it subtracts the i64 on top of the stack from the counter below it,
+// stores the result, and calls the slice import when it is negative (see charge).
+func (w *rewriter) subtract(out []byte) []byte {
+	if !w.cached {
+		out = append(out, opI64Sub, opLocalTee)
+		out = appendU32(out, w.local)
+		out = append(out, opGlobalSet)
+		out = appendU32(out, w.gidx)
+		out = append(out, opLocalGet)
+		out = appendU32(out, w.local)
+		out = append(out, opI64Const, 0, opI64GeS, opIf, blockEmpty, opElse)
+		out = w.slice(out)
+		out = append(out, opGlobalSet)
+		out = appendU32(out, w.gidx)
+		out = append(out, opLocalGet)
+		out = appendU32(out, w.local)
+		return append(out, opI64Const, 0, opI64LtS, opIf, blockEmpty, opUnreachable, opEnd, opEnd)
+	}
+	out = append(out, opI64Sub, opLocalTee)
+	out = appendU32(out, w.local)
+	out = append(out, opI64Const, 0, opI64GeS, opIf, blockEmpty, opElse)
+	out = w.slice(out)
+	out = append(out, opI64Const, 0, opI64LtS, opIf, blockEmpty)
+	out = w.flush(out)
+	return append(out, opUnreachable, opEnd, opEnd)
+}
+
+// slice calls the slice import with the counter and keeps the counter it returns in the local,
+// leaving it on the stack.
+func (w *rewriter) slice(out []byte) []byte {
+	out = append(out, opLocalGet)
+	out = appendU32(out, w.local)
+	out = append(out, opCall)
+	out = appendU32(out, w.sliceIdx)
+	out = append(out, opLocalTee)
+	return appendU32(out, w.local)
+}
+
+// rewriteBody appends the function's instructions (cr: its code), each with the charges of its
+// charge points and the counter and stack bookkeeping around it, to out.
+func (w *rewriter) rewriteBody(out []byte, cr *Reader, fn int, res *Result) ([]byte, error) {
+	in := &w.a.in
 	for ord := 0; len(cr.b) > 0; ord++ {
 		start := cr.b
 		if err := next(cr, in); err != nil {
-			return nil, fail(cr, err)
+			return nil, wrapErr(err, cr.Offset(), fn)
 		}
-		raw := start[:len(start)-len(cr.b)]
+		raw := w.remap(in, start[:len(start)-len(cr.b)])
 		// A call that may run guest code: the counter is restored when it returns. (A host
 		// function leaves it as it is.)
-		guestCall := in.op == opCallIndirect || in.op == opCall && int(in.fn) >= m.importedFuncs
-		if (in.op == opCall || in.op == opReturnCall || in.op == opRefFunc) && int(in.fn) >= m.importedFuncs {
-			// A defined function: its index moved up by one (the slice import).
-			raw = appendU32(append(remapped[:0], in.op), m.fn(in.fn))
-			remapped = raw
-		}
-		var after []int64
-		for ; p < len(points) && points[p].at == ord; p++ {
-			switch points[p].kind {
-			case chargeBefore:
-				if points[p].charge > 0 { // a forward move that is no barrier costs nothing
-					out = charge(out, points[p].charge)
-					res.Points++
-				}
-			case chargeAfter:
-				after = append(after, points[p].charge)
-				res.Points++
-			}
-		}
-		if len(after) > 0 {
+		guestCall := in.op == opCallIndirect || in.op == opCall && int(in.fn) >= w.m.importedFuncs
+		out = w.chargePoints(out, ord, res)
+		if len(w.a.after) > 0 {
 			switch in.op {
 			case opLoop:
-				depth++
+				w.depth++
 			case opEnd:
-				depth--
+				w.depth--
 			}
 			out = append(out, raw...)
 			if guestCall {
-				out = restore(out)
+				out = w.restore(out)
 			}
-			for _, c := range after {
-				out = charge(out, c)
+			for _, c := range w.a.after {
+				out = w.charge(out, c)
 			}
 			continue
 		}
-		switch in.op {
-		case opBlock, opIf, opLoop:
-			depth++
-		case opEnd:
-			if depth == 0 && cached {
-				out = flush(out)
-			}
-			depth--
-		case opCall, opCallIndirect:
-			// Around a host function too: it may charge the call for the bytes it copies,
-			// from the global (modrt).
-			if cached {
-				out = flush(out)
-				out = append(out, raw...)
-				out = reload(out)
-				if guestCall {
-					out = restore(out)
-				}
-				continue
-			}
-		case opReturn, opReturnCall, opReturnCallI:
-			if cached {
-				out = flush(out)
-			}
-			if in.op != opReturn {
-				// The callee replaces this frame: its units go back first.
-				out = append(out, opLocalGet)
-				out = appendU32(out, stack)
-				out = append(out, opI32Const)
-				out = appendS64(out, int64(frame))
-				out = append(out, opI32Add, opGlobalSet)
-				out = appendU32(out, sidx)
-			}
-		case opBr, opBrIf:
-			if cached && int(in.label) == depth {
-				out = flush(out)
-			}
-		case opBrTable:
-			if cached {
-				exits := int(in.label) == depth
-				for _, l := range in.labels {
-					exits = exits || int(l) == depth
-				}
-				if exits {
-					out = flush(out)
-				}
-			}
+		var done bool
+		if out, done = w.around(out, in, raw, guestCall); done {
+			continue
 		}
 		if shift := bulkShift(in); shift >= 0 {
-			out = chargeSize(out, shift)
+			out = w.chargeSize(out, shift)
 			res.Sized++
 		}
 		out = append(out, raw...)
 		if guestCall {
-			out = restore(out)
+			out = w.restore(out)
 		}
 	}
 	return out, nil
+}
+
+// remap returns the bytes of the instruction in (raw), with its function index moved up by one
+// (the slice import) if it names a defined function.
+func (w *rewriter) remap(in *inst, raw []byte) []byte {
+	if (in.op == opCall || in.op == opReturnCall || in.op == opRefFunc) && int(in.fn) >= w.m.importedFuncs {
+		raw = appendU32(append(w.remapped[:0], in.op), w.m.fn(in.fn))
+	}
+	return raw
+}
+
+// chargePoints appends the charges due before the instruction at ordinal ord and sets a.after
+// to those due after it.
+func (w *rewriter) chargePoints(out []byte, ord int, res *Result) []byte {
+	points := w.a.points
+	w.a.after = w.a.after[:0]
+	for ; w.p < len(points) && points[w.p].at == ord; w.p++ {
+		switch points[w.p].kind {
+		case chargeBefore:
+			if points[w.p].charge > 0 { // a forward move that is no barrier costs nothing
+				out = w.charge(out, points[w.p].charge)
+				res.Points++
+			}
+		case chargeAfter:
+			w.a.after = append(w.a.after, points[w.p].charge)
+			res.Points++
+		}
+	}
+	return out
+}
+
+// around appends the counter bookkeeping an instruction without charges after it needs before
+// it: the cached counter stored at every exit and around every call (reloaded after it), the
+// frame given back before a tail call. It returns true when it has appended the instruction
+// itself (a call, with a cached counter).
+func (w *rewriter) around(out []byte, in *inst, raw []byte, guestCall bool) ([]byte, bool) {
+	switch in.op {
+	case opBlock, opIf, opLoop:
+		w.depth++
+	case opEnd:
+		if w.depth == 0 && w.cached {
+			out = w.flush(out)
+		}
+		w.depth--
+	case opCall, opCallIndirect:
+		// Around a host function too: it may charge the call for the bytes it copies, from
+		// the global (modrt).
+		if w.cached {
+			out = w.flush(out)
+			out = append(out, raw...)
+			out = w.reload(out)
+			if guestCall {
+				out = w.restore(out)
+			}
+			return out, true
+		}
+	case opReturn, opReturnCall, opReturnCallI:
+		if w.cached {
+			out = w.flush(out)
+		}
+		if in.op != opReturn {
+			// The callee replaces this frame: its units go back first.
+			out = w.giveBackFrame(out)
+		}
+	case opBr, opBrIf:
+		if w.cached && int(in.label) == w.depth {
+			out = w.flush(out)
+		}
+	case opBrTable:
+		if w.cached && w.exits(in) {
+			out = w.flush(out)
+		}
+	}
+	return out, false
+}
+
+// exits reports whether the br_table in may branch to the function's end.
+func (w *rewriter) exits(in *inst) bool {
+	exits := int(in.label) == w.depth
+	for _, l := range in.labels {
+		exits = exits || int(l) == w.depth
+	}
+	return exits
 }
 
 // maxCachedLoopDepth is the deepest loop nesting of a function that keeps its counter in a

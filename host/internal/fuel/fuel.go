@@ -3,6 +3,7 @@ package fuel
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -173,147 +174,183 @@ func Instrument(wasm []byte, opt Options) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	if err := m.checkReserved(); err != nil {
+		return Result{}, err
+	}
+	w := &writer{m: m, opt: opt, gidx: uint32(m.globals), res: Result{Start: m.start >= 0}}
+	w.out = make([]byte, 0, len(wasm)+len(wasm)/8+64)
+	w.out = append(w.out, wasm[:8]...)
+	for _, s := range m.sections {
+		if s.id == secCustom {
+			w.custom(s)
+			continue
+		}
+		if err := w.addMissing(rank(s.id)); err != nil {
+			return Result{}, err
+		}
+		if err := w.section(s); err != nil {
+			return Result{}, wrapErr(err, s.off, -1)
+		}
+	}
+	if err := w.addMissing(math.MaxInt); err != nil {
+		return Result{}, err
+	}
+	w.res.Wasm = w.out
+	return w.res, nil
+}
+
+// checkReserved refuses a module that exports one of the names Instrument adds.
+func (m *module) checkReserved() error {
 	for _, n := range m.exportNames {
 		if n == GlobalExport || n == StartExport || n == StackExport {
-			return Result{}, &Error{Func: -1, Unsupported: true,
+			return &Error{Func: -1, Unsupported: true,
 				Reason: fmt.Sprintf("the module exports %q, a name reserved for fuel metering", n)}
 		}
 	}
-	gidx := uint32(m.globals)
-	res := Result{Start: m.start >= 0}
-	out := make([]byte, 0, len(wasm)+len(wasm)/8+64)
-	out = append(out, wasm[:8]...)
-	// vec re-encodes a section that is a vector: its count plus extra, its entries (each
-	// rewritten by entries, or copied when nil), then more.
-	vec := func(id byte, old []byte, off int, extra uint32, entries func(r *Reader, n uint32, out []byte) ([]byte, error), more []byte) error {
-		var body []byte
-		if old == nil {
-			body = appendU32(body, extra)
-		} else {
-			r := &Reader{b: old, base: off}
-			n, err := r.U32()
-			if err != nil {
+	return nil
+}
+
+// writer writes the sections of the metered module.
+type writer struct {
+	m    *module
+	opt  Options
+	gidx uint32 // the fuel counter's global index; the stack counter's is gidx+1
+	out  []byte
+	res  Result
+	// extended[i]: the section additions[i] has been written.
+	extended [len(additions)]bool
+}
+
+// additions are the sections Instrument adds entries to, in section order: each is rewritten
+// where the module has it, or added where it would be (extend).
+var additions = [...]byte{secType, secImport, secGlobal, secExport}
+
+// addMissing writes the additions that come before the section of rank before and are not
+// written yet, as sections of their own.
+func (w *writer) addMissing(before int) error {
+	for i, id := range additions {
+		if !w.extended[i] && before > rank(id) {
+			if err := w.extend(id, nil, 0); err != nil {
 				return err
 			}
-			body = appendU32(make([]byte, 0, len(old)+len(more)+8), n+extra)
-			if entries == nil {
-				body = append(body, r.b...)
-			} else if body, err = entries(r, n, body); err != nil {
-				return err
-			} else if len(r.b) != 0 {
-				return fmt.Errorf("section %d has %d bytes after its entries", id, len(r.b))
+			w.extended[i] = true
+		}
+	}
+	return nil
+}
+
+// section writes the module's section s as the metered module has it.
+func (w *writer) section(s section) error {
+	switch s.id {
+	case secType, secImport, secGlobal, secExport:
+		for i, id := range additions {
+			if id == s.id {
+				w.extended[i] = true
+				return w.extend(s.id, s.body, s.off)
 			}
 		}
-		out = appendSection(out, id, append(body, more...))
-		return nil
+	case secStart:
+		// Moved to StartExport.
+	case secElement:
+		body, err := w.m.remapElements(s.body, s.off)
+		if err != nil {
+			return err
+		}
+		w.out = appendSection(w.out, secElement, body)
+	case secCode:
+		body, err := instrumentCode(w.m, s, w.gidx, &w.res)
+		if err != nil {
+			return err
+		}
+		w.out = appendSection(w.out, secCode, body)
+	default:
+		w.out = appendSection(w.out, s.id, s.body)
 	}
-	// The slice function's type, (i64) -> i64, goes after the module's types; its import after
-	// the module's imports.
-	sliceType := appendU32(nil, uint32(len(m.typeParams)))
-	emitType := func(old []byte, off int) error {
-		return vec(secType, old, off, 1, nil, []byte{0x60, 1, 0x7e, 1, 0x7e})
+	return nil
+}
+
+// custom writes a custom section: DWARF sections are dropped, the "name" section remapped (or
+// dropped when it cannot be), any other copied.
+func (w *writer) custom(s section) {
+	nr := &Reader{b: s.body}
+	name, _ := nr.Name()
+	switch {
+	case strings.HasPrefix(name, ".debug_"):
+	case name == "name":
+		if names, ok := w.m.remapNames(nr.b); ok {
+			w.out = appendSection(w.out, secCustom, append(appendName(nil, name), names...))
+		}
+	default:
+		w.out = appendSection(w.out, s.id, s.body)
 	}
-	emitImport := func(old []byte, off int) error {
+}
+
+// extend writes the section id, one of additions, with what Instrument adds to it: old is the
+// module's own section at offset off, or nil when it has none. The slice function's type,
+// (i64) -> i64, goes after the module's types; its import after the module's imports; the
+// counters after the module's globals; their exports, and the start function's, after the
+// module's exports.
+func (w *writer) extend(id byte, old []byte, off int) error {
+	m := w.m
+	switch id {
+	case secType:
+		return w.vec(secType, old, off, 1, nil, []byte{0x60, 1, 0x7e, 1, 0x7e})
+	case secImport:
 		imp := appendName(appendName(nil, SliceModule), SliceFunc)
-		imp = append(append(imp, KindFunc), sliceType...)
-		return vec(secImport, old, off, 1, nil, imp)
-	}
-	emitGlobal := func(old []byte, off int) error {
+		imp = append(append(imp, KindFunc), appendU32(nil, uint32(len(m.typeParams)))...)
+		return w.vec(secImport, old, off, 1, nil, imp)
+	case secGlobal:
 		g := []byte{0x7e, 0x01, 0x42} // i64, mutable, i64.const
-		g = appendS64(g, opt.Initial)
+		g = appendS64(g, w.opt.Initial)
 		g = append(g, 0x0b)
 		g = append(g, 0x7f, 0x01, opI32Const) // the stack counter: i32, mutable, i32.const
-		g = appendS64(g, int64(opt.Stack))
+		g = appendS64(g, int64(w.opt.Stack))
 		g = append(g, 0x0b)
-		return vec(secGlobal, old, off, 2, m.remapGlobals, g)
-	}
-	emitExport := func(old []byte, off int) error {
+		return w.vec(secGlobal, old, off, 2, m.remapGlobals, g)
+	case secExport:
 		extra := uint32(2)
 		if m.start >= 0 {
 			extra = 3
 		}
 		ex := appendName(nil, GlobalExport)
 		ex = append(ex, 0x03)
-		ex = appendU32(ex, gidx)
+		ex = appendU32(ex, w.gidx)
 		ex = appendName(ex, StackExport)
 		ex = append(ex, 0x03)
-		ex = appendU32(ex, gidx+1)
+		ex = appendU32(ex, w.gidx+1)
 		if m.start >= 0 {
 			ex = appendName(ex, StartExport)
 			ex = append(ex, 0x00)
 			ex = appendU32(ex, m.fn(uint32(m.start)))
 		}
-		return vec(secExport, old, off, extra, m.remapExports, ex)
+		return w.vec(secExport, old, off, extra, m.remapExports, ex)
 	}
-	type added struct {
-		id   byte
-		done bool
-		emit func(old []byte, off int) error
-	}
-	adds := []*added{{id: secType, emit: emitType}, {id: secImport, emit: emitImport},
-		{id: secGlobal, emit: emitGlobal}, {id: secExport, emit: emitExport}}
-	for _, s := range m.sections {
-		if s.id == secCustom {
-			nr := &Reader{b: s.body}
-			name, _ := nr.Name()
-			switch {
-			case strings.HasPrefix(name, ".debug_"):
-				continue
-			case name == "name":
-				if names, ok := m.remapNames(nr.b); ok {
-					out = appendSection(out, secCustom, append(appendName(nil, name), names...))
-				}
-				continue
-			}
-			out = appendSection(out, s.id, s.body)
-			continue
-		}
-		for _, a := range adds {
-			if !a.done && rank(s.id) > rank(a.id) {
-				if err := a.emit(nil, 0); err != nil {
-					return Result{}, err
-				}
-				a.done = true
-			}
-		}
-		var err error
-		switch s.id {
-		case secType, secImport, secGlobal, secExport:
-			for _, a := range adds {
-				if a.id == s.id {
-					err = a.emit(s.body, s.off)
-					a.done = true
-				}
-			}
-		case secStart:
-			// Moved to StartExport.
-		case secElement:
-			var body []byte
-			if body, err = m.remapElements(s.body, s.off); err == nil {
-				out = appendSection(out, secElement, body)
-			}
-		case secCode:
-			var body []byte
-			body, err = instrumentCode(m, s, gidx, &res)
-			if err == nil {
-				out = appendSection(out, secCode, body)
-			}
-		default:
-			out = appendSection(out, s.id, s.body)
-		}
+	return fmt.Errorf("section %d is not one Instrument adds to", id)
+}
+
+// vec writes a section that is a vector: its count plus extra, its entries (each rewritten by
+// entries, or copied when nil), then more.
+func (w *writer) vec(id byte, old []byte, off int, extra uint32, entries func(r *Reader, n uint32, out []byte) ([]byte, error), more []byte) error {
+	var body []byte
+	if old == nil {
+		body = appendU32(body, extra)
+	} else {
+		r := &Reader{b: old, base: off}
+		n, err := r.U32()
 		if err != nil {
-			return Result{}, wrapErr(err, s.off, -1)
+			return err
+		}
+		body = appendU32(make([]byte, 0, len(old)+len(more)+8), n+extra)
+		if entries == nil {
+			body = append(body, r.b...)
+		} else if body, err = entries(r, n, body); err != nil {
+			return err
+		} else if len(r.b) != 0 {
+			return fmt.Errorf("section %d has %d bytes after its entries", id, len(r.b))
 		}
 	}
-	for _, a := range adds {
-		if !a.done {
-			if err := a.emit(nil, 0); err != nil {
-				return Result{}, err
-			}
-		}
-	}
-	res.Wasm = out
-	return res, nil
+	w.out = appendSection(w.out, id, append(body, more...))
+	return nil
 }
 
 func wrapErr(err error, off, fn int) error {

@@ -102,63 +102,71 @@ func (m *module) remapElements(body []byte, off int) ([]byte, error) {
 	}
 	out := appendU32(make([]byte, 0, len(body)+len(body)/8), n)
 	for k := uint32(0); k < n; k++ {
-		flags, err := r.U32()
-		if err != nil {
+		if out, err = m.remapSegment(r, out); err != nil {
 			return nil, err
-		}
-		if flags > 7 {
-			return nil, fmt.Errorf("element segment with flags %d", flags)
-		}
-		out = appendU32(out, flags)
-		if flags&2 != 0 && flags&1 == 0 { // explicit table index
-			t, err := r.U32()
-			if err != nil {
-				return nil, err
-			}
-			out = appendU32(out, t)
-		}
-		if flags&1 == 0 { // active: an offset
-			if out, err = m.copyExpr(r, out); err != nil {
-				return nil, err
-			}
-		}
-		exprs := flags&4 != 0
-		if flags&3 != 0 { // an element kind or reference type
-			if exprs {
-				out, err = refType(r, out)
-			} else {
-				var kind byte
-				kind, err = r.Byte()
-				out = append(out, kind)
-			}
-			if err != nil {
-				return nil, err
-			}
-		}
-		c, err := r.U32()
-		if err != nil {
-			return nil, err
-		}
-		if int(c) > len(r.b) {
-			return nil, ErrTruncated
-		}
-		out = appendU32(out, c)
-		for e := uint32(0); e < c; e++ {
-			if exprs {
-				if out, err = m.copyExpr(r, out); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			f, err := r.U32()
-			if err != nil {
-				return nil, err
-			}
-			out = appendU32(out, m.fn(f))
 		}
 	}
 	if len(r.b) != 0 {
 		return nil, fmt.Errorf("element section has %d bytes after its entries", len(r.b))
+	}
+	return out, nil
+}
+
+// remapSegment appends the element segment at r, with function indices remapped, to out.
+func (m *module) remapSegment(r *Reader, out []byte) ([]byte, error) {
+	flags, err := r.U32()
+	if err != nil {
+		return nil, err
+	}
+	if flags > 7 {
+		return nil, fmt.Errorf("element segment with flags %d", flags)
+	}
+	out = appendU32(out, flags)
+	if flags&2 != 0 && flags&1 == 0 { // explicit table index
+		t, err := r.U32()
+		if err != nil {
+			return nil, err
+		}
+		out = appendU32(out, t)
+	}
+	if flags&1 == 0 { // active: an offset
+		if out, err = m.copyExpr(r, out); err != nil {
+			return nil, err
+		}
+	}
+	exprs := flags&4 != 0
+	if flags&3 != 0 { // an element kind or reference type
+		if exprs {
+			out, err = refType(r, out)
+		} else {
+			var kind byte
+			kind, err = r.Byte()
+			out = append(out, kind)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	c, err := r.U32()
+	if err != nil {
+		return nil, err
+	}
+	if int(c) > len(r.b) {
+		return nil, ErrTruncated
+	}
+	out = appendU32(out, c)
+	for e := uint32(0); e < c; e++ {
+		if exprs {
+			if out, err = m.copyExpr(r, out); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		f, err := r.U32()
+		if err != nil {
+			return nil, err
+		}
+		out = appendU32(out, m.fn(f))
 	}
 	return out, nil
 }

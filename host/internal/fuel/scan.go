@@ -29,72 +29,79 @@ func Declarations(wasm []byte) (Declared, error) {
 	}
 	d.Functions = len(m.funcTypes) - m.importedFuncs
 	for _, s := range m.sections {
-		if s.id != secCode {
-			continue
-		}
-		r := &Reader{b: s.body, base: s.off}
-		n, err := r.U32()
-		if err != nil {
-			return d, wrapErr(err, r.Offset(), -1)
-		}
-		var (
-			in    inst
-			loops []bool // the open structures: true for a loop
-		)
-		for k := uint32(0); k < n; k++ {
-			fn := m.importedFuncs + int(k)
-			size, err := r.U32()
-			if err != nil {
-				return d, wrapErr(err, r.Offset(), fn)
-			}
-			off := r.Offset()
-			b, err := r.Take(int(size))
-			if err != nil {
-				return d, &Error{Offset: off, Func: fn, Reason: "body runs past the end of the code section"}
-			}
-			br := &Reader{b: b, base: off}
-			groups, err := br.U32()
-			if err != nil {
-				return d, wrapErr(err, br.Offset(), fn)
-			}
-			var locals uint64
-			for g := uint32(0); g < groups; g++ {
-				c, err := br.U32()
-				if err != nil {
-					return d, wrapErr(err, br.Offset(), fn)
-				}
-				if _, err := br.SLEB(33); err != nil {
-					return d, wrapErr(err, br.Offset(), fn)
-				}
-				locals += uint64(c)
-			}
-			d.Locals += locals
-			d.MaxFuncLocals = max(d.MaxFuncLocals, locals)
-			loops = loops[:0]
-			depth := 0
-			for len(br.b) > 0 {
-				if err := next(br, &in); err != nil {
-					return d, wrapErr(err, br.Offset(), fn)
-				}
-				d.DepthSum += uint64(len(loops))
-				switch in.op {
-				case opBlock, opIf, opLoop:
-					loops = append(loops, in.op == opLoop)
-					if in.op == opLoop {
-						depth++
-						d.MaxLoopDepth = max(d.MaxLoopDepth, depth)
-					}
-					d.MaxDepth = max(d.MaxDepth, len(loops))
-				case opEnd:
-					if len(loops) > 0 {
-						if loops[len(loops)-1] {
-							depth--
-						}
-						loops = loops[:len(loops)-1]
-					}
-				}
+		if s.id == secCode {
+			if err := d.scanCode(m, s); err != nil {
+				return d, err
 			}
 		}
 	}
 	return d, nil
+}
+
+// scanCode adds what the function bodies of the code section s declare.
+func (d *Declared) scanCode(m *module, s section) error {
+	r := &Reader{b: s.body, base: s.off}
+	n, err := r.U32()
+	if err != nil {
+		return wrapErr(err, r.Offset(), -1)
+	}
+	var sc bodyScan
+	for k := uint32(0); k < n; k++ {
+		fn := m.importedFuncs + int(k)
+		size, err := r.U32()
+		if err != nil {
+			return wrapErr(err, r.Offset(), fn)
+		}
+		off := r.Offset()
+		b, err := r.Take(int(size))
+		if err != nil {
+			return &Error{Offset: off, Func: fn, Reason: "body runs past the end of the code section"}
+		}
+		br := &Reader{b: b, base: off}
+		locals, err := readLocals(br, 0)
+		if err != nil {
+			return wrapErr(err, br.Offset(), fn)
+		}
+		d.Locals += locals.n
+		d.MaxFuncLocals = max(d.MaxFuncLocals, locals.n)
+		if err := sc.nesting(d, br); err != nil {
+			return wrapErr(err, br.Offset(), fn)
+		}
+	}
+	return nil
+}
+
+// bodyScan is the scratch state of Declarations, reused between function bodies.
+type bodyScan struct {
+	in    inst
+	loops []bool // the open structures: true for a loop
+}
+
+// nesting adds the nesting of the code at r (a function body after its locals) to d.
+func (sc *bodyScan) nesting(d *Declared, r *Reader) error {
+	sc.loops = sc.loops[:0]
+	depth := 0
+	for len(r.b) > 0 {
+		if err := next(r, &sc.in); err != nil {
+			return err
+		}
+		d.DepthSum += uint64(len(sc.loops))
+		switch op := sc.in.op; op {
+		case opBlock, opIf, opLoop:
+			sc.loops = append(sc.loops, op == opLoop)
+			if op == opLoop {
+				depth++
+				d.MaxLoopDepth = max(d.MaxLoopDepth, depth)
+			}
+			d.MaxDepth = max(d.MaxDepth, len(sc.loops))
+		case opEnd:
+			if n := len(sc.loops); n > 0 {
+				if sc.loops[n-1] {
+					depth--
+				}
+				sc.loops = sc.loops[:n-1]
+			}
+		}
+	}
+	return nil
 }

@@ -48,6 +48,8 @@ type tableType struct {
 	rest     []byte // the initializer expression, if any
 }
 
+// limitTables re-encodes the table section s with each table's maximum lowered so that the
+// tables together hold at most limit elements.
 func limitTables(s section, limit uint32) ([]byte, error) {
 	r := &Reader{b: s.body, base: s.off}
 	n, err := r.U32()
@@ -60,40 +62,9 @@ func limitTables(s section, limit uint32) ([]byte, error) {
 	tables := make([]tableType, 0, n)
 	var sum uint64
 	for k := uint32(0); k < n; k++ {
-		var t tableType
-		if len(r.b) >= 2 && r.b[0] == 0x40 && r.b[1] == 0x00 {
-			t.prefix = r.b[:2]
-			r.b, r.read = r.b[2:], r.read+2
-		}
-		if t.ref, err = refType(r, nil); err != nil {
+		t, err := readTable(r)
+		if err != nil {
 			return nil, err
-		}
-		if t.flags, err = r.Byte(); err != nil {
-			return nil, err
-		}
-		if t.flags&^1 != 0 {
-			return nil, fmt.Errorf("table with limits flags 0x%02x", t.flags)
-		}
-		if t.min, err = r.ULEB(32); err != nil {
-			return nil, err
-		}
-		if t.hasMax = t.flags&1 != 0; t.hasMax {
-			if t.max, err = r.ULEB(32); err != nil {
-				return nil, err
-			}
-		}
-		if t.prefix != nil {
-			start := r.b
-			var in inst
-			for {
-				if err := next(r, &in); err != nil {
-					return nil, err
-				}
-				if in.op == opEnd {
-					break
-				}
-			}
-			t.rest = start[:len(start)-len(r.b)]
 		}
 		sum += t.min
 		tables = append(tables, t)
@@ -119,4 +90,45 @@ func limitTables(s section, limit uint32) ([]byte, error) {
 		out = append(out, t.rest...)
 	}
 	return out, nil
+}
+
+// readTable reads one entry of the table section: its type, and its initializer if it has one.
+func readTable(r *Reader) (tableType, error) {
+	var t tableType
+	var err error
+	if len(r.b) >= 2 && r.b[0] == 0x40 && r.b[1] == 0x00 {
+		t.prefix = r.b[:2]
+		r.b, r.read = r.b[2:], r.read+2
+	}
+	if t.ref, err = refType(r, nil); err != nil {
+		return t, err
+	}
+	if t.flags, err = r.Byte(); err != nil {
+		return t, err
+	}
+	if t.flags&^1 != 0 {
+		return t, fmt.Errorf("table with limits flags 0x%02x", t.flags)
+	}
+	if t.min, err = r.ULEB(32); err != nil {
+		return t, err
+	}
+	if t.hasMax = t.flags&1 != 0; t.hasMax {
+		if t.max, err = r.ULEB(32); err != nil {
+			return t, err
+		}
+	}
+	if t.prefix != nil {
+		start := r.b
+		var in inst
+		for {
+			if err := next(r, &in); err != nil {
+				return t, err
+			}
+			if in.op == opEnd {
+				break
+			}
+		}
+		t.rest = start[:len(start)-len(r.b)]
+	}
+	return t, nil
 }

@@ -200,6 +200,11 @@ type Consumer struct {
 	// over (it stopped mid-poll). Their offsets are the client's to commit with the transaction,
 	// so it may only abort (EndTxn).
 	unhanded atomic.Bool
+	// joinedAt: the group is joining and syncing since then (zero otherwise; joinWatch), during
+	// which the topics are paused (joining).
+	joinMu   sync.Mutex
+	joinedAt time.Time
+	begunAt  time.Time // when the open transaction began, or last ended idle (Run's goroutine, or the loop's in Commit)
 }
 
 // Generation is the group generation this member is in (-1 while it is in none): called from
@@ -276,7 +281,7 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		// alone, and the long poll short enough that a resumed partition is fetched soon.
 		kgo.FetchMaxPartitionBytes(256<<10),
 		kgo.FetchMaxWait(200*time.Millisecond),
-		kgo.Balancers(balancers(cc.Progress, cc.Advertise)...),
+		kgo.Balancers(c.watchJoins(cc.Txn != nil, balancers(cc.Progress, cc.Advertise))...),
 		kgo.AdjustFetchOffsetsFn(c.adjust),
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.lost),
@@ -654,6 +659,11 @@ func flatten(m map[string][]int32) []TopicPartition {
 func (c *Consumer) revoked(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 	parts := flatten(m)
 	if len(parts) == 0 {
+		if c.txn != nil {
+			// The end of a group session: the join follows. Called before the next poll
+			// takes records (the rebalance goes first), so that the poll finds the topics paused.
+			c.joining(true)
+		}
 		return
 	}
 	offsets := c.handler.Revoked(ctx, parts)
@@ -836,7 +846,7 @@ func (c *Consumer) runTxn(ctx context.Context, out chan<- Fetch) error {
 	if err := c.sess.Begin(); err != nil {
 		return fmt.Errorf("kafka: beginning a transaction: %w", err)
 	}
-	c.inTxn = true
+	c.inTxn, c.begunAt = true, time.Now()
 	next := time.Now().Add(c.txn.Interval)
 	for {
 		pctx, cancel := context.WithDeadline(ctx, next)
@@ -894,10 +904,12 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 		commit = false
 	}
 	if idle && commit && len(c.polledAt) == 0 {
+		c.begunAt = time.Now() // nothing is in it: the broker has not begun it either
 		return TxnOutcome{Committed: true}, nil
 	}
 	committed, err := c.sess.End(ctx, kgo.TransactionEndTry(commit))
 	c.inTxn = false
+	open := time.Since(c.begunAt) // until its end: ending it may wait (a join, the cluster)
 	out := TxnOutcome{Committed: committed && err == nil}
 	if !out.Committed {
 		out.Rewound = c.rewind()
@@ -909,6 +921,13 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 		c.backoff = 0
 	}
 	clear(c.polledAt)
+	if open >= c.txn.Timeout && (errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.InvalidTxnState)) {
+		// The broker aborts a transaction open longer than its timeout and bumps the
+		// producer's epoch, which fences this producer as a newer one would (kfake answers a
+		// commit of a transaction it aborted so with INVALID_TXN_STATE).
+		return out, fmt.Errorf("kafka: ending the transaction: it was open %s, longer than kafka.transaction_timeout %s, so the broker aborted it and fenced this producer (or another host runs with the same host_id); nothing of it was committed: %w",
+			open.Round(time.Millisecond), c.txn.Timeout, err)
+	}
 	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
 		return out, fmt.Errorf("kafka: ending the transaction: fenced by a newer producer with the transactional id %q (does another host run with the same host_id?): %w", c.txn.ID, err)
 	}
@@ -918,7 +937,7 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 	if err := c.sess.Begin(); err != nil {
 		return out, fmt.Errorf("kafka: beginning a transaction: %w", err)
 	}
-	c.inTxn = true
+	c.inTxn, c.begunAt = true, time.Now()
 	return out, nil
 }
 

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -342,5 +343,72 @@ func TestTxnConsumerStoppedMidPollAborts(t *testing.T) {
 	if o, ok := offs.Lookup("in", 0); ok && o.At > first.Records[0].Offset {
 		t.Fatalf("the group committed offset %d; only the records from offset %d were handed over, through %d",
 			o.At, first.Records[0].Offset, first.Records[len(first.Records)-1].Offset)
+	}
+}
+
+// stallingTxnHandler produces a record in each transaction and holds it open for stall before
+// ending it, as a loop stalled past kafka.transaction_timeout would; it keeps EndTxn's error.
+type stallingTxnHandler struct {
+	groupHandler
+	c     *Consumer
+	stall time.Duration
+	err   chan error
+}
+
+func (h *stallingTxnHandler) Commit(ctx context.Context) error {
+	if err := h.c.cl.ProduceSync(ctx, &kgo.Record{Topic: "out", Value: []byte("x")}).FirstErr(); err != nil {
+		return err
+	}
+	time.Sleep(h.stall)
+	_, err := h.c.EndTxn(ctx, true, false)
+	h.err <- err
+	return err
+}
+
+// TestTxnConsumerTimedOutSaysSo: a transaction held open past its timeout is aborted by the
+// broker, which fences the producer; ending it fails saying that it was open longer than
+// kafka.transaction_timeout. Before, the error asked whether another host ran with the same
+// host_id, which was not the cause.
+func TestTxnConsumerTimedOutSaysSo(t *testing.T) {
+	_, cfg := testCluster(t, kfake.SeedTopics(1, "in"), kfake.SeedTopics(1, "out"))
+	const timeout = time.Second
+	h := &stallingTxnHandler{stall: timeout + 500*time.Millisecond, err: make(chan error, 1)}
+	c, err := NewConsumer(cfg, ConsumerConfig{Group: "g", Topics: []string{"in"}, Handler: h,
+		Txn: &TxnConfig{ID: "txn", Timeout: timeout, Interval: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.c = c
+	defer c.Close()
+	// A record to read: the transaction commits its offset too (the offset commit is what the
+	// broker answers PRODUCER_FENCED).
+	pr, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	if err := pr.ProduceSync(testCtx(t), &kgo.Record{Topic: "in", Value: []byte("r")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	out := make(chan Fetch)
+	go func() {
+		for range out {
+		}
+	}()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, out) }()
+	select {
+	case err = <-h.err:
+	case <-testCtx(t).Done():
+		t.Fatal("no transaction ended")
+	}
+	if err == nil || !strings.Contains(err.Error(), "longer than kafka.transaction_timeout 1s") {
+		t.Fatalf("ending a transaction open past its timeout: %v; want it to say it outlasted kafka.transaction_timeout", err)
+	}
+	t.Logf("the error: %v", err)
+	if runErr := <-done; runErr == nil {
+		t.Errorf("Run went on after the transaction could not end")
 	}
 }

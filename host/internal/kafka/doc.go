@@ -16,6 +16,10 @@
 // a partition, added after the first assignment and without a committed offset, starts at its
 // beginning (addedFromStart).
 //
+// A transactional consumer (ConsumerConfig.Txn) pauses its topics while its group joins and
+// syncs (join.go): franz-go holds a transaction's offset commit for as long, so a transaction
+// that had polled records then could outlast its timeout and get the producer fenced.
+//
 // A consumer that is not transactional keeps control records (transaction markers) and tells
 // the task, as Fetch.ControlEnd, where the markers after a fetch's last record end, so that the
 // committed offset can pass them.

@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -28,6 +31,8 @@ type Producer struct {
 	n     int64
 	slab  []kgo.Record             // records not handed out yet: one allocation for many outputs
 	ack   func(*kgo.Record, error) // acked, made once: a method value per record allocates
+
+	clamped atomic.Bool // a timestamp past MaxTimestamp was produced (and logged)
 }
 
 // slabRecords is how many records Produce allocates at once.
@@ -158,8 +163,20 @@ func (p *Producer) Ping(ctx context.Context) error {
 	return ping(ctx, p.cl, p.connectTimeout, p.log)
 }
 
-// Produce sends a record asynchronously; ts is ms since the epoch. The byte slices must stay
-// unmodified until the next Flush returns.
+// MaxTimestamp is the latest record timestamp, in ms since the epoch, that the Kafka client can
+// produce: 2262-04-11T23:47:16.854Z. franz-go computes a record's milliseconds through
+// time.Time.UnixNano, which wraps past it (Kafka's own bound, an i64 of milliseconds, is some
+// 292 million years away).
+const MaxTimestamp = math.MaxInt64 / int64(time.Millisecond)
+
+// TimestampHeader is the header that carries, in decimal milliseconds since the epoch, the
+// timestamp of a record produced later than MaxTimestamp: the record itself is stamped
+// MaxTimestamp.
+const TimestampHeader = "wasmstream.timestamp"
+
+// Produce sends a record asynchronously; ts is ms since the epoch (past MaxTimestamp: stamped
+// MaxTimestamp, ts in TimestampHeader). The byte slices must stay unmodified until the next
+// Flush returns.
 func (p *Producer) Produce(topic string, key, value []byte, headers []Header, ts int64) {
 	p.mu.Lock()
 	p.n++
@@ -180,7 +197,21 @@ func (p *Producer) Produce(topic string, key, value []byte, headers []Header, ts
 	for _, h := range headers {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: string(h.Name), Value: h.Value})
 	}
+	if ts > MaxTimestamp {
+		p.clampTimestamp(r, ts)
+	}
 	p.cl.Produce(context.Background(), r, ack)
+}
+
+// clampTimestamp stamps r, whose timestamp ts is past MaxTimestamp, with MaxTimestamp and
+// carries ts in TimestampHeader; the first such record of the producer is logged.
+func (p *Producer) clampTimestamp(r *kgo.Record, ts int64) {
+	r.Timestamp = time.UnixMilli(MaxTimestamp)
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: TimestampHeader, Value: strconv.AppendInt(nil, ts, 10)})
+	if p.log != nil && p.clamped.CompareAndSwap(false, true) {
+		p.log.Warn("kafka: a record's timestamp is past the latest a Kafka record can carry here (2262-04-11T23:47:16.854Z): it is stamped with that, its own timestamp in the header "+TimestampHeader+" (logged once)",
+			"topic", r.Topic, "timestamp_ms", ts)
+	}
 }
 
 // acked is the promise of every record: it keeps the first failure.

@@ -3,6 +3,8 @@ package kafka
 import (
 	"context"
 	"errors"
+	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -90,5 +92,56 @@ func TestProducerDeliveryTimeout(t *testing.T) {
 	}
 	if err2 := p.Flush(context.Background()); err2 != err {
 		t.Fatalf("second Flush: %v, want the same failure", err2)
+	}
+}
+
+// An output stamped past 2262-04-11T23:47:16.854Z, the latest time franz-go can produce (it
+// computes a record's milliseconds through time.Time.UnixNano), leaves stamped with that latest
+// time, its own timestamp in the header wasmstream.timestamp; earlier ones leave as they are.
+// Before, the timestamp wrapped silently (the year 3000 came out in 1830).
+func TestProducerTimestampsPast2262(t *testing.T) {
+	_, cfg := testCluster(t, kfake.SeedTopics(1, "out"))
+	p, err := NewProducer(cfg, ProducerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	year3000 := time.Date(3000, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+	stamps := []int64{MaxTimestamp - 1, MaxTimestamp, MaxTimestamp + 1, year3000, math.MaxInt64}
+	for i, ts := range stamps {
+		p.Produce("out", []byte{byte(i)}, []byte("v"), []Header{{Name: []byte("mine"), Value: []byte("x")}}, ts)
+	}
+	if err := p.Flush(testCtx(t)); err != nil {
+		t.Fatalf("Flush: %v", err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.ConsumeTopics("out"), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var got []*kgo.Record
+	ctx := testCtx(t)
+	for len(got) < len(stamps) && ctx.Err() == nil {
+		got = append(got, cl.PollFetches(ctx).Records()...)
+	}
+	if len(got) != len(stamps) {
+		t.Fatalf("%d of %d records", len(got), len(stamps))
+	}
+	for _, r := range got {
+		ts := stamps[r.Key[0]]
+		wantTS, wantHeader := ts, ""
+		if ts > MaxTimestamp {
+			wantTS, wantHeader = MaxTimestamp, strconv.FormatInt(ts, 10)
+		}
+		header := ""
+		for _, h := range r.Headers {
+			if h.Key == TimestampHeader {
+				header = string(h.Value)
+			}
+		}
+		if r.Timestamp.UnixMilli() != wantTS || header != wantHeader || r.Headers[0].Key != "mine" {
+			t.Errorf("produced with timestamp %d: got timestamp %d (%s) and %s %q, headers %v; want %d and %q",
+				ts, r.Timestamp.UnixMilli(), r.Timestamp.UTC().Format(time.RFC3339Nano), TimestampHeader, header, r.Headers, wantTS, wantHeader)
+		}
 	}
 }

@@ -414,15 +414,7 @@ func (i *Instance) stateScan(keyPtr, keyLen, prefixPtr, prefixLen, afterPtr, aft
 		return int64(abi.ErrBufferTooSmall)
 	}
 
-	// The overlay's names in range, sorted.
-	ov := i.latestWrites(sk, i.scanTmp[:0])
-	ov = slices.DeleteFunc(ov, func(idx int32) bool {
-		name := i.writes[idx].Name
-		return !bytes.HasPrefix(name, prefix) || (!fromStart && string(name) <= string(after))
-	})
-	slices.SortFunc(ov, func(a, b int32) int { return bytes.Compare(i.writes[a].Name, i.writes[b].Name) })
-	i.scanTmp = ov[:0]
-
+	ov := i.overlayInRange(sk, prefix, after, fromStart)
 	p := scanPage{buf: buf, off: 8}
 	oi := 0
 	// putOverlay adds the overlay entry ov[oi] (unless it is a deletion) and advances oi.
@@ -458,14 +450,23 @@ func (i *Instance) stateScan(keyPtr, keyLen, prefixPtr, prefixLen, afterPtr, aft
 	if p.full && p.count == 0 {
 		return int64(abi.ErrBufferTooSmall)
 	}
-	putU32(buf[0:], p.count)
-	more := uint32(0)
-	if p.full {
-		more = 1
-	}
-	putU32(buf[4:], more)
+	p.header()
 	i.moved += p.off
 	return int64(p.off)
+}
+
+// overlayInRange returns the indexes in writes of this call's latest writes to the names of
+// state[sk] with prefix, after after unless fromStart, sorted by name. The slice is i.scanTmp's
+// array: the caller clears it when done.
+func (i *Instance) overlayInRange(sk *scopeKey, prefix, after []byte, fromStart bool) []int32 {
+	ov := i.latestWrites(sk, i.scanTmp[:0])
+	ov = slices.DeleteFunc(ov, func(idx int32) bool {
+		name := i.writes[idx].Name
+		return !bytes.HasPrefix(name, prefix) || (!fromStart && string(name) <= string(after))
+	})
+	slices.SortFunc(ov, func(a, b int32) int { return bytes.Compare(i.writes[a].Name, i.writes[b].Name) })
+	i.scanTmp = ov[:0]
+	return ov
 }
 
 // scanPage fills a ScanPage's entries in guest memory from offset 8; the header is written last.
@@ -490,6 +491,16 @@ func (p *scanPage) add(name, val []byte) bool {
 	p.off += n
 	p.count++
 	return true
+}
+
+// header writes the page's header: the entry count, and 1 when more entries follow.
+func (p *scanPage) header() {
+	putU32(p.buf[0:], p.count)
+	more := uint32(0)
+	if p.full {
+		more = 1
+	}
+	putU32(p.buf[4:], more)
 }
 
 func putU32(b []byte, v uint32) {
@@ -520,29 +531,59 @@ func (i *Instance) emit(outPtr, outLen, keyPtr, keyLen, valPtr, valLen, hdrPtr, 
 	if err != nil {
 		return int64(abi.ErrInvalid)
 	}
-	if max := i.lim.MaxRecordBytes; max > 0 {
-		size := RecordOverheadBytes + len(key) + len(val)
-		for _, h := range hs {
-			size += HeaderOverheadBytes + len(h.Name) + len(h.Value)
-		}
-		if size > max {
-			return int64(abi.ErrTooLarge)
-		}
+	if i.overRecordLimit(key, val, hs) {
+		return int64(abi.ErrTooLarge)
 	}
 	if e := i.chargeEmit(len(key) + len(val) + len(hdr)); e != abi.OK {
 		return int64(e)
 	}
-	var name string
-	if len(i.outputs) == 0 {
-		name = i.internName(out)
-	} else {
-		k := slices.IndexFunc(i.outputs, func(s string) bool { return s == string(out) })
-		if k < 0 {
-			return int64(abi.ErrInvalid)
-		}
-		name = i.outputs[k] // no allocation
+	name, ok := i.outputName(out)
+	if !ok {
+		return int64(abi.ErrInvalid)
 	}
-	// One allocation for key, value and header bytes.
+	o := i.copyOutput(name, key, val, hs)
+	o.Timestamp = ts
+	if ts < 0 {
+		o.Timestamp = i.now()
+	}
+	if i.outs == nil {
+		i.outs = make([]Output, 0, sizeHint(i.outsHint))
+	}
+	i.outs = append(i.outs, o)
+	return int64(abi.OK)
+}
+
+// overRecordLimit reports whether a record of key, val and headers hs would be larger than
+// Limits.MaxRecordBytes, counted as the Kafka output counts it.
+func (i *Instance) overRecordLimit(key, val []byte, hs []abi.Header) bool {
+	max := i.lim.MaxRecordBytes
+	if max <= 0 {
+		return false
+	}
+	size := RecordOverheadBytes + len(key) + len(val)
+	for _, h := range hs {
+		size += HeaderOverheadBytes + len(h.Name) + len(h.Value)
+	}
+	return size > max
+}
+
+// outputName returns the output named out (a view into guest memory) as a string the Output may
+// keep: one of InstanceConfig.Outputs, or an interned copy when any name goes. It returns false
+// for a name not in Outputs.
+func (i *Instance) outputName(out []byte) (string, bool) {
+	if len(i.outputs) == 0 {
+		return i.internName(out), true
+	}
+	k := slices.IndexFunc(i.outputs, func(s string) bool { return s == string(out) })
+	if k < 0 {
+		return "", false
+	}
+	return i.outputs[k], true // no allocation
+}
+
+// copyOutput returns the Output of name with copies of key, val and the headers hs (views into
+// guest memory; hs itself is reused), carved from one allocation.
+func (i *Instance) copyOutput(name string, key, val []byte, hs []abi.Header) Output {
 	size := len(key) + len(val)
 	for _, h := range hs {
 		size += len(h.Name) + len(h.Value)
@@ -553,19 +594,12 @@ func (i *Instance) emit(outPtr, outLen, keyPtr, keyLen, valPtr, valLen, hdrPtr, 
 		b = append(b, p...)
 		return b[s:len(b):len(b)]
 	}
-	o := Output{Name: name, Key: take(key), Value: take(val), Timestamp: ts}
+	o := Output{Name: name, Key: take(key), Value: take(val)}
 	for k := range hs {
 		hs[k] = abi.Header{Name: take(hs[k].Name), Value: take(hs[k].Value)}
 	}
 	o.Headers = hs
-	if ts < 0 {
-		o.Timestamp = i.now()
-	}
-	if i.outs == nil {
-		i.outs = make([]Output, 0, sizeHint(i.outsHint))
-	}
-	i.outs = append(i.outs, o)
-	return int64(abi.OK)
+	return o
 }
 
 // Output copies of at most slabMax bytes are carved from blocks of slabSize (Instance.slab).

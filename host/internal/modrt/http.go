@@ -179,25 +179,38 @@ func (i *Instance) httpRequest(ctx context.Context, reqPtr, reqLen, bufPtr, bufC
 	defer cancel()
 	resp, err := c.do(ctx, req)
 	if err != nil {
-		c.failures.Add(1)
-		code := abi.ErrUnavailable
-		switch {
-		case errors.Is(err, errRedirectRefused):
-			code = abi.ErrNotAllowed
-		case errors.Is(err, errResponseTooLarge):
-			code = abi.ErrTooLarge
-		}
-		if i.log.Enabled(ctx, slog.LevelWarn) {
-			i.log.LogAttrs(ctx, slog.LevelWarn, "http_request failed",
-				slog.String("method", req.Method), slog.String("host", req.URL.Host),
-				slog.String("path", req.URL.Path), slog.Duration("timeout", timeout),
-				slog.String("result", code.String()), slog.String("error", err.Error()))
-		}
-		return int64(code)
+		return int64(i.httpFailed(ctx, req, timeout, err))
 	}
+	return i.deliverHTTP(buf, resp)
+}
+
+// httpFailed counts and logs (at warn) a request that got no response, and returns its result:
+// ERR_NOT_ALLOWED for a refused redirect, ERR_TOO_LARGE for a response over the limit, else
+// ERR_UNAVAILABLE.
+func (i *Instance) httpFailed(ctx context.Context, req *http.Request, timeout time.Duration, err error) abi.Errno {
+	i.http.client.failures.Add(1)
+	code := abi.ErrUnavailable
+	switch {
+	case errors.Is(err, errRedirectRefused):
+		code = abi.ErrNotAllowed
+	case errors.Is(err, errResponseTooLarge):
+		code = abi.ErrTooLarge
+	}
+	if i.log.Enabled(ctx, slog.LevelWarn) {
+		i.log.LogAttrs(ctx, slog.LevelWarn, "http_request failed",
+			slog.String("method", req.Method), slog.String("host", req.URL.Host),
+			slog.String("path", req.URL.Path), slog.Duration("timeout", timeout),
+			slog.String("result", code.String()), slog.String("error", err.Error()))
+	}
+	return code
+}
+
+// deliverHTTP writes resp, encoded, into buf (guest memory) when it fits, or keeps it for
+// http_response, and returns its size.
+func (i *Instance) deliverHTTP(buf []byte, resp *abi.HTTPResponse) int64 {
 	n := abi.HTTPResponseSize(resp)
 	if n > math.MaxInt32 {
-		c.failures.Add(1)
+		i.http.client.failures.Add(1)
 		return int64(abi.ErrTooLarge)
 	}
 	if n <= len(buf) {

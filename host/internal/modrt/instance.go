@@ -245,6 +245,20 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 	if m.isClosed() {
 		return nil, ErrClosed
 	}
+	i := m.instanceState(cfg)
+	if err := i.instantiate(ctx, m); err != nil {
+		return nil, err
+	}
+	if err := i.prepare(ctx, m); err != nil {
+		_ = i.Close(ctx)
+		return nil, err
+	}
+	return i, nil
+}
+
+// instanceState returns the Instance of cfg before instantiation: its configuration with the
+// defaults filled in, its log writers and its links to the module's engine.
+func (m *Module) instanceState(cfg InstanceConfig) *Instance {
 	logger := cfg.Logger
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -282,6 +296,12 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 	i.interrupted = m.eng.interrupted
 	i.observer = m.observer
 	i.http.client = m.http
+	return i
+}
+
+// instantiate instantiates m's compiled module for i, with the sandboxed WASI and i's grants.
+// On an error nothing is left open.
+func (i *Instance) instantiate(ctx context.Context, m *Module) error {
 	mc := wazero.NewModuleConfig().
 		WithName("").         // anonymous: any number of instances of one module
 		WithStartFunctions(). // _initialize is called below, like every other export
@@ -289,7 +309,7 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 		WithStderr(i.stderr)
 	mc, closeFS, err := m.lim.Grants.apply(mc)
 	if err != nil {
-		return nil, fmt.Errorf("task %q: %w", cfg.Task, err)
+		return fmt.Errorf("task %q: %w", i.task, err)
 	}
 	i.closeFS = closeFS
 	// Host functions called by a start section see phaseStart.
@@ -298,20 +318,26 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 	i.phase, i.cctx.Context = phaseIdle, context.Background()
 	if err != nil {
 		i.closeFS()
-		return nil, fmt.Errorf("task %q: instantiate: %w", cfg.Task, err)
+		return fmt.Errorf("task %q: instantiate: %w", i.task, err)
 	}
 	i.mod = mod
 	i.mem = mod.Memory()
+	return nil
+}
+
+// prepare finds the instantiated module's counters and exports, runs its start function (moved
+// there by metering) and _initialize, and checks the ABI version it declares. The caller closes
+// the Instance on an error.
+func (i *Instance) prepare(ctx context.Context, m *Module) error {
+	mod := i.mod
 	if m.metered {
 		g, ok := mod.ExportedGlobal(fuel.GlobalExport).(api.MutableGlobal)
 		if !ok {
-			_ = i.Close(ctx)
-			return nil, fmt.Errorf("task %q: internal error: the fuel counter is missing after metering", cfg.Task)
+			return fmt.Errorf("task %q: internal error: the fuel counter is missing after metering", i.task)
 		}
 		i.fuel = g
 		if i.depth, ok = mod.ExportedGlobal(fuel.StackExport).(api.MutableGlobal); !ok {
-			_ = i.Close(ctx)
-			return nil, fmt.Errorf("task %q: internal error: the stack counter is missing after metering", cfg.Task)
+			return fmt.Errorf("task %q: internal error: the stack counter is missing after metering", i.task)
 		}
 	}
 	i.fnAlloc = mod.ExportedFunction(abi.ExportAlloc)
@@ -319,48 +345,49 @@ func (m *Module) newInstance(ctx context.Context, cfg InstanceConfig) (*Instance
 	i.fnProcess = mod.ExportedFunction(abi.ExportProcess)
 	fnVersion := mod.ExportedFunction(abi.ExportABIVersion)
 	if i.mem == nil || i.fnAlloc == nil || i.fnInit == nil || i.fnProcess == nil || fnVersion == nil {
-		_ = i.Close(ctx) // Compile checked the exports: unreachable.
-		return nil, fmt.Errorf("task %q: internal error: exports missing after validation", cfg.Task)
+		// Compile checked the exports: unreachable.
+		return fmt.Errorf("task %q: internal error: exports missing after validation", i.task)
 	}
 	if m.start {
 		// The start section was moved here by metering, so that it runs within a budget.
 		fn := mod.ExportedFunction(fuel.StartExport)
 		if fn == nil {
-			_ = i.Close(ctx)
-			return nil, fmt.Errorf("task %q: internal error: the start function is missing after metering", cfg.Task)
+			return fmt.Errorf("task %q: internal error: the start function is missing after metering", i.task)
 		}
 		if err := i.call(ctx, phaseStart, "start function", fn, nil, i.initBudget()); err != nil {
-			_ = i.Close(ctx)
-			return nil, err
+			return err
 		}
 	}
 	if fn := mod.ExportedFunction(abi.ExportInitialize); fn != nil {
 		if err := i.call(ctx, phaseStart, abi.ExportInitialize, fn, nil, i.initBudget()); err != nil {
-			_ = i.Close(ctx)
-			return nil, err
+			return err
 		}
 	}
+	return i.checkABI(ctx, m, fnVersion)
+}
+
+// checkABI calls the guest's wasmstream_abi_version (fnVersion), refuses a version this host does
+// not speak or one older than the imports the module uses, and finds the exports of the version.
+func (i *Instance) checkABI(ctx context.Context, m *Module, fnVersion api.Function) error {
 	if err := i.call(ctx, phaseStart, abi.ExportABIVersion, fnVersion, i.stack[:1], i.initBudget()); err != nil {
-		_ = i.Close(ctx)
-		return nil, err
+		return err
 	}
 	i.abiVers = uint32(i.stack[0])
 	if !abi.Compatible(i.abiVers) {
-		_ = i.Close(ctx)
-		return nil, moduleErr(nil, abiMismatch(i.abiVers))
+		return moduleErr(nil, abiMismatch(i.abiVers))
 	}
 	if problems := m.newerImports(i.abiVers); len(problems) > 0 {
-		_ = i.Close(ctx)
-		return nil, moduleErr(nil, problems...)
+		return moduleErr(nil, problems...)
 	}
 	if i.abiVers&0xffff >= 2 {
 		// 0.2 exports; a 0.1 guest's are ignored (ABI.md §2).
+		mod := i.mod
 		i.fnOnTimer = mod.ExportedFunction(abi.ExportOnTimer)
 		i.fnOnTick = mod.ExportedFunction(abi.ExportOnTick)
 		i.fnMigrate = mod.ExportedFunction(abi.ExportMigrate)
 		i.fnStateVersion = mod.ExportedFunction(abi.ExportStateVersion)
 	}
-	return i, nil
+	return nil
 }
 
 func abiMismatch(v uint32) string {

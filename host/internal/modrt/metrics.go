@@ -117,56 +117,16 @@ func validMetricName(s []byte) bool {
 // declare finds or adds the series (kind, name, labels).
 // A histogram (bounds != nil) has its bounds in its family: every series of a name has the same.
 func (m *Metrics) declare(kind uint32, name []byte, labels []abi.Header, bounds []float64) (*metricSeries, abi.Errno) {
-	if kind != abi.MetricCounter && kind != abi.MetricGauge && kind != abi.MetricHistogram ||
-		(kind == abi.MetricHistogram) != (bounds != nil) {
-		return nil, abi.ErrInvalid
+	if e := checkMetric(kind, name, labels, bounds); e != abi.OK {
+		return nil, e
 	}
-	if len(name) > abi.MaxMetricNameBytes {
-		return nil, abi.ErrTooLarge
-	}
-	if !validMetricName(name) {
-		return nil, abi.ErrInvalid
-	}
-	if len(labels) > abi.MaxMetricLabels {
-		return nil, abi.ErrLimit
-	}
-	var key, fam strings.Builder
-	key.Write(name)
-	fam.WriteByte(byte('0' + kind))
-	for k, l := range labels {
-		if len(l.Name) > abi.MaxMetricNameBytes || len(l.Value) > abi.MaxMetricLabelValueBytes {
-			return nil, abi.ErrTooLarge
-		}
-		// "task" is the host's label; names must be distinct; values are UTF-8 (the exposition
-		// format's rule).
-		if !validMetricName(l.Name) || string(l.Name) == "task" || !utf8.Valid(l.Value) {
-			return nil, abi.ErrInvalid
-		}
-		for _, p := range labels[:k] {
-			if string(p.Name) == string(l.Name) {
-				return nil, abi.ErrInvalid
-			}
-		}
-		key.WriteByte(0)
-		key.Write(l.Name)
-		key.WriteByte(0)
-		key.Write(l.Value)
-		fam.WriteByte(0)
-		fam.Write(l.Name)
-	}
-	if bounds != nil {
-		fam.WriteByte(1)
-		for _, b := range bounds {
-			fam.WriteString(strconv.FormatFloat(b, 'g', -1, 64))
-			fam.WriteByte(0)
-		}
-	}
+	key, fam := metricKeys(kind, name, labels, bounds)
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if f, ok := m.family[string(name)]; ok && f != fam.String() {
+	if f, ok := m.family[string(name)]; ok && f != fam {
 		return nil, abi.ErrInvalid // the name was declared with another kind or other label names
 	}
-	if s, ok := m.byKey[key.String()]; ok {
+	if s, ok := m.byKey[key]; ok {
 		return s, abi.OK
 	}
 	if len(m.series) >= abi.MaxMetrics {
@@ -180,9 +140,66 @@ func (m *Metrics) declare(kind uint32, name []byte, labels []abi.Header, bounds 
 		s.labels[k] = MetricLabel{Name: string(l.Name), Value: string(l.Value)}
 	}
 	m.series = append(m.series, s)
-	m.byKey[key.String()] = s
-	m.family[string(name)] = fam.String()
+	m.byKey[key] = s
+	m.family[string(name)] = fam
 	return s, abi.OK
+}
+
+// checkMetric checks a declaration: the kind (a histogram, and only a histogram, has bounds), the
+// name, and the labels: at most abi.MaxMetricLabels, names valid and distinct and not "task"
+// (the host's label), values UTF-8 (the exposition format's rule), each within its size limit.
+func checkMetric(kind uint32, name []byte, labels []abi.Header, bounds []float64) abi.Errno {
+	if kind != abi.MetricCounter && kind != abi.MetricGauge && kind != abi.MetricHistogram ||
+		(kind == abi.MetricHistogram) != (bounds != nil) {
+		return abi.ErrInvalid
+	}
+	if len(name) > abi.MaxMetricNameBytes {
+		return abi.ErrTooLarge
+	}
+	if !validMetricName(name) {
+		return abi.ErrInvalid
+	}
+	if len(labels) > abi.MaxMetricLabels {
+		return abi.ErrLimit
+	}
+	for k, l := range labels {
+		if len(l.Name) > abi.MaxMetricNameBytes || len(l.Value) > abi.MaxMetricLabelValueBytes {
+			return abi.ErrTooLarge
+		}
+		if !validMetricName(l.Name) || string(l.Name) == "task" || !utf8.Valid(l.Value) {
+			return abi.ErrInvalid
+		}
+		for _, p := range labels[:k] {
+			if string(p.Name) == string(l.Name) {
+				return abi.ErrInvalid
+			}
+		}
+	}
+	return abi.OK
+}
+
+// metricKeys returns the key of the series (name, label names and values) and its family (kind,
+// label names and a histogram's bounds), which every series of a name shares.
+func metricKeys(kind uint32, name []byte, labels []abi.Header, bounds []float64) (key, family string) {
+	var k, fam strings.Builder
+	k.Write(name)
+	fam.WriteByte(byte('0' + kind))
+	for _, l := range labels {
+		k.WriteByte(0)
+		k.Write(l.Name)
+		k.WriteByte(0)
+		k.Write(l.Value)
+		fam.WriteByte(0)
+		fam.Write(l.Name)
+	}
+	if bounds != nil {
+		fam.WriteByte(1)
+		for _, b := range bounds {
+			fam.WriteString(strconv.FormatFloat(b, 'g', -1, 64))
+			fam.WriteByte(0)
+		}
+	}
+	return k.String(), fam.String()
 }
 
 // metricDeclare implements metric_declare (ABI §4.17): allowed during wasmstream_init only.

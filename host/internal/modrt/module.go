@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math"
 	"runtime"
 	"strings"
@@ -118,44 +119,14 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte, lim Limits) (*Module
 	if err != nil {
 		return nil, err
 	}
-	shape, err := scanWasm(wasm)
+	shape, code, err := checkModule(wasm, eng, lim)
 	if err != nil {
-		return nil, moduleErr(err, "invalid wasm binary: "+err.Error())
-	}
-	problems := checkShape(shape, eng, lim)
-	decl, err := fuel.Declarations(wasm)
-	if err != nil {
-		var fe *fuel.Error
-		if errors.As(err, &fe) {
-			return nil, moduleErr(err, "invalid wasm binary: "+fe.Detail())
-		}
-		return nil, moduleErr(err, "invalid wasm binary: "+err.Error())
-	}
-	problems = append(problems, checkDeclared(decl, lim)...)
-	code, err := fuel.LimitTables(wasm, lim.MaxTableElements)
-	var tme *fuel.TableMinimumError
-	switch {
-	case errors.As(err, &tme):
-		problems = append(problems, tme.Error())
-	case errors.As(err, new(*fuel.Error)):
-		return nil, moduleErr(err, "invalid wasm binary: "+err.(*fuel.Error).Detail())
-	case err != nil:
-		return nil, moduleErr(err, "invalid wasm binary: "+err.Error())
-	}
-	if len(problems) > 0 {
-		return nil, moduleErr(nil, problems...)
+		return nil, err
 	}
 	var metered fuel.Result
 	if lim.metered() {
-		if metered, err = fuel.Instrument(code, fuel.Options{Initial: lim.InitFuel, Stack: int32(min(lim.MaxCallDepth, math.MaxInt32))}); err != nil {
-			var fe *fuel.Error
-			switch {
-			case errors.As(err, &fe) && fe.Unsupported:
-				return nil, moduleErr(err, "cannot be fuel-metered: "+fe.Detail())
-			case errors.As(err, &fe):
-				return nil, moduleErr(err, "invalid wasm binary: "+fe.Detail())
-			}
-			return nil, moduleErr(err, "invalid wasm binary: "+err.Error())
+		if metered, err = meter(code, lim); err != nil {
+			return nil, err
 		}
 		code = metered.Wasm
 	}
@@ -186,33 +157,91 @@ func (r *Runtime) Compile(ctx context.Context, wasm []byte, lim Limits) (*Module
 	for _, ex := range shape.exports {
 		m.info.Exports = append(m.info.Exports, ex.name)
 	}
-
-	// The trial instance: start-up must work and declare a compatible ABI version.
-	trial, err := m.newInstance(ctx, InstanceConfig{Task: "(compile)", Logger: r.logger})
-	if err != nil {
+	if err := m.trial(ctx, r.logger, shape); err != nil {
 		_ = compiled.Close(ctx)
+		return nil, err
+	}
+	return m, nil
+}
+
+// checkModule checks wasm before it is compiled (its shape against the ABI, what it declares
+// against lim) and returns its shape and its code with the tables limited (fuel.LimitTables).
+// Every problem found is reported at once, in a *ModuleError.
+func checkModule(wasm []byte, eng *engine, lim Limits) (*wasmShape, []byte, error) {
+	shape, err := scanWasm(wasm)
+	if err != nil {
+		return nil, nil, moduleErr(err, "invalid wasm binary: "+err.Error())
+	}
+	problems := checkShape(shape, eng, lim)
+	decl, err := fuel.Declarations(wasm)
+	if err != nil {
+		var fe *fuel.Error
+		if errors.As(err, &fe) {
+			return nil, nil, moduleErr(err, "invalid wasm binary: "+fe.Detail())
+		}
+		return nil, nil, moduleErr(err, "invalid wasm binary: "+err.Error())
+	}
+	problems = append(problems, checkDeclared(decl, lim)...)
+	code, err := fuel.LimitTables(wasm, lim.MaxTableElements)
+	var tme *fuel.TableMinimumError
+	switch {
+	case errors.As(err, &tme):
+		problems = append(problems, tme.Error())
+	case errors.As(err, new(*fuel.Error)):
+		return nil, nil, moduleErr(err, "invalid wasm binary: "+err.(*fuel.Error).Detail())
+	case err != nil:
+		return nil, nil, moduleErr(err, "invalid wasm binary: "+err.Error())
+	}
+	if len(problems) > 0 {
+		return nil, nil, moduleErr(nil, problems...)
+	}
+	return shape, code, nil
+}
+
+// meter makes code meter its own execution (fuel.Instrument) with lim's start-up budget and call
+// depth.
+func meter(code []byte, lim Limits) (fuel.Result, error) {
+	metered, err := fuel.Instrument(code, fuel.Options{Initial: lim.InitFuel, Stack: int32(min(lim.MaxCallDepth, math.MaxInt32))})
+	if err != nil {
+		var fe *fuel.Error
+		switch {
+		case errors.As(err, &fe) && fe.Unsupported:
+			return metered, moduleErr(err, "cannot be fuel-metered: "+fe.Detail())
+		case errors.As(err, &fe):
+			return metered, moduleErr(err, "invalid wasm binary: "+fe.Detail())
+		}
+		return metered, moduleErr(err, "invalid wasm binary: "+err.Error())
+	}
+	return metered, nil
+}
+
+// trial runs a trial instance of m (start-up must work and declare a compatible ABI version) and
+// completes m's ModuleInfo from it. A failure is a *ModuleError.
+func (m *Module) trial(ctx context.Context, logger *slog.Logger, shape *wasmShape) error {
+	trial, err := m.newInstance(ctx, InstanceConfig{Task: "(compile)", Logger: logger})
+	if err != nil {
 		var me *ModuleError
 		if errors.As(err, &me) {
-			return nil, me
+			return me
 		}
 		var ce *CallError
 		if errors.As(err, &ce) && ce.Trap && builtAsCommand(shape) {
-			return nil, moduleErr(err, notReactor)
+			return moduleErr(err, notReactor)
 		}
 		if errors.As(err, &ce) {
 			verb := "trapped"
 			if errors.Is(ce.Err, ErrFuelExhausted) {
 				verb = "stopped"
 			}
-			return nil, moduleErr(err, fmt.Sprintf("%s %s: %v", ce.Func, verb, ce.Err))
+			return moduleErr(err, fmt.Sprintf("%s %s: %v", ce.Func, verb, ce.Err))
 		}
-		return nil, moduleErr(err, "cannot be instantiated: "+err.Error())
+		return moduleErr(err, "cannot be instantiated: "+err.Error())
 	}
 	m.info.ABIVersion = trial.abiVers
 	m.info.Metered = m.metered
 	m.info.StartupFuel = trial.spent
 	_ = trial.Close(ctx)
-	return m, nil
+	return nil
 }
 
 // notReactor is the problem of a module whose start-up trapped and that was built as a WASI
@@ -235,6 +264,19 @@ func builtAsCommand(s *wasmShape) bool {
 
 // checkShape checks exports, imports and memory minimums against the ABI.
 func checkShape(s *wasmShape, eng *engine, lim Limits) []string {
+	problems := checkExports(s)
+	problems = append(problems, checkImports(s, eng)...)
+	for _, min := range s.memMins {
+		if min > uint64(lim.MaxMemoryPages) {
+			problems = append(problems, fmt.Sprintf("memory minimum %d pages exceeds the limit of %d", min, lim.MaxMemoryPages))
+		}
+	}
+	return problems
+}
+
+// checkExports checks the memory and the function exports of ABI §3: present when required,
+// with their signatures.
+func checkExports(s *wasmShape) []string {
 	var problems []string
 	exports := make(map[string]*wasmExport, len(s.exports))
 	for k := range s.exports {
@@ -269,7 +311,13 @@ func checkShape(s *wasmShape, eng *engine, lim Limits) []string {
 	checkFunc(abi.ExportOnTick, sigPayload, false)
 	checkFunc(abi.ExportMigrate, sigPayload, false)
 	checkFunc(abi.ExportStateVersion, sigVersion, false)
+	return problems
+}
 
+// checkImports checks that every import is a host function of ABI §4 or a WASI function, with
+// its signature.
+func checkImports(s *wasmShape, eng *engine) []string {
+	var problems []string
 	for _, im := range s.imports {
 		full := im.module + "." + im.name
 		var (
@@ -297,12 +345,6 @@ func checkShape(s *wasmShape, eng *engine, lim Limits) []string {
 			problems = append(problems, fmt.Sprintf("imports unknown %s %s", what, full))
 		case im.typ != want:
 			problems = append(problems, fmt.Sprintf("import %s has type %s; want %s", full, im.typ, want))
-		}
-	}
-
-	for _, min := range s.memMins {
-		if min > uint64(lim.MaxMemoryPages) {
-			problems = append(problems, fmt.Sprintf("memory minimum %d pages exceeds the limit of %d", min, lim.MaxMemoryPages))
 		}
 	}
 	return problems

@@ -122,49 +122,74 @@ func (i *Instance) Run(ctx context.Context, u *Unit, env Env) (Effects, error) {
 
 // runStep places one step's payload in guest memory and calls its export.
 func (i *Instance) runStep(ctx context.Context, st *Step) error {
-	var (
-		size   int
-		n      int // records or firings, for the budget
-		export string
-		fn     api.Function
-		fs     []abi.Firing // the live firings of a firings step
-	)
-	switch st.Kind {
-	case StepRecords:
-		size, n, export, fn = 8, len(st.Records), abi.ExportProcess, i.fnProcess
-		for k := range st.Records {
-			size += abi.RecordSize(&st.Records[k])
-			if size > math.MaxInt32 {
-				return ErrBatchTooLarge
-			}
-		}
-	case StepFirings:
-		fs = i.liveFirings(st.Firings)
-		if len(fs) == 0 {
-			return nil
-		}
-		size, n, export, fn = 8, len(fs), abi.ExportOnTimer, i.fnOnTimer
-		for k := range fs {
-			size += abi.FiringSize(&fs[k])
-			if size > math.MaxInt32 {
-				return ErrBatchTooLarge
-			}
-		}
-	case StepTick:
-		size, n, export, fn = abi.TickSize(&st.Tick), 1, abi.ExportOnTick, i.fnOnTick
-	case StepMigrate:
-		size, n, export, fn = abi.MigrateSize(&st.Migrate), 1, abi.ExportMigrate, i.fnMigrate
+	c, call, err := i.planStep(st)
+	if !call || err != nil {
+		return err
 	}
-	if uint64(size) > uint64(i.lim.MaxMemoryPages)*pageSize {
-		return ErrBatchTooLarge
-	}
-	bud := i.processBudget(n)
+	bud := i.processBudget(c.n)
 	before := i.spent
-	ptr, buf, err := i.place(ctx, export, size, bud)
+	ptr, buf, err := i.place(ctx, c.export, c.size, bud)
 	if err != nil {
 		return err
 	}
-	b := buf[:0]
+	b := appendPayload(buf[:0], st, c.fs)
+	if len(b) != c.size || &b[0] != &buf[0] {
+		return fmt.Errorf("internal error: %s payload size %d, expected %d", c.export, len(b), c.size)
+	}
+	bud.left -= i.spent - before // the alloc and the call share the budget
+	i.logAttrs = stepAttrs(i.logAttrs[:0], st, c.fs)
+	defer func() { i.logAttrs = i.logAttrs[:0] }()
+	return i.callPayload(ctx, phaseProcess, c.export, c.fn, ptr, c.size, bud)
+}
+
+// stepCall is the call a step makes.
+type stepCall struct {
+	export string
+	fn     api.Function
+	size   int          // the payload's size
+	n      int          // records or firings, for the budget
+	fs     []abi.Firing // the live firings of a firings step
+}
+
+// planStep returns the call step st makes, or false when it makes none (a firings step whose
+// firings were all deleted). A payload larger than the memory may grow is ErrBatchTooLarge.
+func (i *Instance) planStep(st *Step) (stepCall, bool, error) {
+	var c stepCall
+	switch st.Kind {
+	case StepRecords:
+		c = stepCall{export: abi.ExportProcess, fn: i.fnProcess, size: 8, n: len(st.Records)}
+		for k := range st.Records {
+			c.size += abi.RecordSize(&st.Records[k])
+			if c.size > math.MaxInt32 {
+				return c, false, ErrBatchTooLarge
+			}
+		}
+	case StepFirings:
+		fs := i.liveFirings(st.Firings)
+		if len(fs) == 0 {
+			return c, false, nil
+		}
+		c = stepCall{export: abi.ExportOnTimer, fn: i.fnOnTimer, size: 8, n: len(fs), fs: fs}
+		for k := range fs {
+			c.size += abi.FiringSize(&fs[k])
+			if c.size > math.MaxInt32 {
+				return c, false, ErrBatchTooLarge
+			}
+		}
+	case StepTick:
+		c = stepCall{export: abi.ExportOnTick, fn: i.fnOnTick, size: abi.TickSize(&st.Tick), n: 1}
+	case StepMigrate:
+		c = stepCall{export: abi.ExportMigrate, fn: i.fnMigrate, size: abi.MigrateSize(&st.Migrate), n: 1}
+	}
+	if uint64(c.size) > uint64(i.lim.MaxMemoryPages)*pageSize {
+		return c, false, ErrBatchTooLarge
+	}
+	return c, true, nil
+}
+
+// appendPayload appends the payload of st to b (fs: its live firings). A record whose key is
+// null gets abi.FlagKeyNull.
+func appendPayload(b []byte, st *Step, fs []abi.Firing) []byte {
 	switch st.Kind {
 	case StepRecords:
 		b = abi.AppendBatchHeader(b, len(st.Records))
@@ -185,13 +210,7 @@ func (i *Instance) runStep(ctx context.Context, st *Step) error {
 	case StepMigrate:
 		b = abi.AppendMigrate(b, &st.Migrate)
 	}
-	if len(b) != size || &b[0] != &buf[0] {
-		return fmt.Errorf("internal error: %s payload size %d, expected %d", export, len(b), size)
-	}
-	bud.left -= i.spent - before // the alloc and the call share the budget
-	i.logAttrs = stepAttrs(i.logAttrs[:0], st, fs)
-	defer func() { i.logAttrs = i.logAttrs[:0] }()
-	return i.callPayload(ctx, phaseProcess, export, fn, ptr, size, bud)
+	return b
 }
 
 // stepAttrs appends to a what a step hands the guest, for the guest's log lines: the partition,

@@ -70,6 +70,12 @@ type Entry struct {
 	// pendEntries and pendBytes are what the key's uncollected writes and timer operations
 	// cost in the store's transaction, as the loop charged them (Charge); 0 after Collect.
 	pendEntries, pendBytes int
+	// markStored says the store holds, or the checkpoint in flight writes, a mark entry for
+	// the key with state version storedVers: read by Load, or collected by Collect (whose
+	// checkpoint writes the mark, or keeps one with the same version). A checkpoint may then
+	// leave the entry as it is (store.KeyWrites.MarkStored).
+	markStored bool
+	storedVers uint32
 }
 
 // Pending returns what Charge counted since the entry's writes were last collected.
@@ -106,6 +112,11 @@ func (e *Entry) Load(load Loader) error {
 		// A key changed before its load (by a timer firing or a tick, which carry no offset)
 		// keeps the persisted mark: replay must still skip what it covers.
 		e.mark = max(e.mark, meta.Mark)
+		if !e.markStored {
+			// Not when a Collect set it: that checkpoint's mark is newer than the store's (it
+			// may be in flight).
+			e.markStored, e.storedVers = true, meta.StateVersion
+		}
 		if !e.versSet {
 			// A version the loop set wins, committed or not: the store may not have it yet
 			// (a checkpoint in flight).
@@ -519,7 +530,12 @@ func (e *Entry) Uncollected() store.KeyWrites {
 // tombstones in place until its last Unpin.
 func (c *Cache) Collect(cp *store.Checkpoint) {
 	for _, e := range c.dirty {
-		kw := store.KeyWrites{Stream: e.stream, Key: e.key, Mark: e.mark, StateVersion: e.stateVers, Timers: e.timers, First: e.first}
+		kw := store.KeyWrites{Stream: e.stream, Key: e.key, Mark: e.mark, StateVersion: e.stateVers, Timers: e.timers, First: e.first,
+			MarkStored: e.markStored && e.storedVers == e.stateVers}
+		// Once this checkpoint commits, the store holds the key's mark entry with this version:
+		// the next one is collected only after that (a failed commit halts the task, an
+		// aborted transaction drops the stream's entries).
+		e.markStored, e.storedVers = true, e.stateVers
 		e.timers, e.first = nil, math.MaxInt64
 		e.pendEntries, e.pendBytes = 0, 0
 		if e.written {

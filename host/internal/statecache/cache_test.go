@@ -696,3 +696,79 @@ func BenchmarkPinOnce(b *testing.B) {
 		i++
 	}
 }
+
+// TestCollectMarkStored: Collect tells the store that a key's mark entry is stored with the
+// state version it collects (store.KeyWrites.MarkStored) only when it is: read by the load with
+// that version, or collected by an earlier Collect with it. A new key, a key the store has with
+// another version, a key whose version changed since, and a key never loaded nor collected
+// have their mark written.
+func TestCollectMarkStored(t *testing.T) {
+	stored := map[string]uint32{"old": 1, "v3": 3} // keys the store has, with their state version
+	load := func(_ uint32, key []byte, meta *Meta, _ func(name, val []byte)) error {
+		if v, ok := stored[string(key)]; ok {
+			meta.Found, meta.Mark, meta.StateVersion = true, 1, v
+		}
+		return nil
+	}
+	c := New(load, 1<<30)
+	collect := func(step string, want map[string]bool) {
+		t.Helper()
+		var cp store.Checkpoint
+		c.Collect(&cp)
+		got := map[string]bool{}
+		for _, kw := range cp.Keys {
+			got[string(kw.Key)] = kw.MarkStored
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("%s: MarkStored by key %v, want %v", step, got, want)
+		}
+	}
+	entry := func(key string, loaded bool) *Entry {
+		e := c.Pin(1, []byte(key))
+		if loaded {
+			if err := e.Load(c.Loader()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Unpin(e)
+		return e
+	}
+	change := func(e *Entry, offset int64) {
+		c.Apply(e, []byte("n"), []byte(fmt.Sprint(offset)), false)
+		c.SetMark(e, offset)
+	}
+	fresh, old, v3, blind := entry("new", true), entry("old", true), entry("v3", true), entry("blind", false)
+	c.SetStateVersion(v3, 1) // a module of version 1 wrote it: the store has 3
+	for _, e := range []*Entry{fresh, old, v3} {
+		change(e, 10)
+	}
+	c.SetMark(blind, 10) // a firing changed it, unloaded: what the store has is unknown
+	collect("first", map[string]bool{"new": false, "old": true, "v3": false, "blind": false})
+
+	for _, e := range []*Entry{fresh, old, v3, blind} {
+		change(e, 20)
+	}
+	collect("second", map[string]bool{"new": true, "old": true, "v3": true, "blind": true})
+
+	// A new module version: every key's mark is written once with it.
+	for _, e := range []*Entry{fresh, old} {
+		c.SetStateVersion(e, 2)
+		change(e, 30)
+	}
+	collect("version changed", map[string]bool{"new": false, "old": false})
+	change(fresh, 40)
+	collect("version kept", map[string]bool{"new": true})
+
+	// A load after a Collect keeps what the Collect knew: the store may not hold it yet.
+	stored["late"] = 7
+	late := c.Pin(1, []byte("late"))
+	c.Unpin(late)
+	c.SetStateVersion(late, 2)
+	c.SetMark(late, 50)
+	collect("late, unloaded", map[string]bool{"late": false})
+	if err := late.Load(c.Loader()); err != nil {
+		t.Fatal(err)
+	}
+	change(late, 60)
+	collect("late, loaded after its collect", map[string]bool{"late": true})
+}

@@ -676,15 +676,17 @@ type replayed struct {
 // is ahead of the changelog (the topic was recreated). The position restored is the last one in
 // the changelog, with the local horizon kept when higher (a guard: the store commits a
 // checkpoint only after the changelog acknowledged it, so its horizon is not above the
-// changelog's). It touches only the store (a standby calls it off the loop); logs when
-// loud.
+// changelog's). It touches only the store (a standby calls it off the loop). owned: the restore
+// of a partition this host is assigned, which logs its progress and adds the changelog
+// partition when the changelog lacks it; a standby round (not owned) leaves a missing one to
+// the partition's owner (the error wraps kafka.ErrNoPartition).
 //
 // It applies only records of owners at or above the highest epoch read so far (restoring.add),
 // a tail replay starting from the epoch the local copy holds. The local copy itself needs no such
 // check: this host commits a checkpoint to its store only after checkOwners found no later
 // owner's record between its changelog records, so the copy, up to its resume offset, holds
 // nothing that a later owner's records precede.
-func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id uint32, loud bool) (replayed, error) {
+func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id uint32, owned bool) (replayed, error) {
 	db, name, topic := t.cfg.Store, t.cfg.Name, t.changelog.topic
 	var r replayed
 	pos, ok, err := db.Position(name, id)
@@ -692,7 +694,7 @@ func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id 
 		return r, err
 	}
 	r.end, err = kafka.EndOffset(ctx, t.cfg.Kafka.Client, topic, tp.Partition)
-	if errors.Is(err, kafka.ErrNoPartition) {
+	if errors.Is(err, kafka.ErrNoPartition) && owned {
 		// Partitions were added to the input topics while the task ran: the changelog gets as
 		// many (kafka.EnsureChangelog), the new ones empty like the new input partitions.
 		if err = t.growChangelog(ctx, tp.Partition); err == nil {
@@ -705,7 +707,7 @@ func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id 
 	from := t.replayFrom(tp, pos, ok, r.end)
 	began := time.Now()
 	var progress func(records, bytes, total int64)
-	if loud {
+	if owned {
 		progress = func(records, bytes, total int64) {
 			el := time.Since(began)
 			eta := time.Duration(0)
@@ -745,7 +747,7 @@ func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id 
 			return r, err
 		}
 	}
-	if loud {
+	if owned {
 		how := "tail"
 		if r.full {
 			how = "full"
@@ -871,14 +873,22 @@ type standby struct {
 	mu     sync.Mutex // held by a catch-up round of one partition, and by the loop to claim or release one
 	owned  map[kafka.TopicPartition]bool
 	topics []string
-	parts  int32
+	parts  int32 // the input topics' partition count: at the start, raised by standbyCount (runStandby's goroutine)
 	// Figures, read by the loop for Stats.
 	records, bytes atomic.Int64
 }
 
 // runStandby catches up every partition the loop does not own, once a second, until ctx ends.
+// Every kafka.DefaultMetadataMaxAge it counts the input topics' partitions again
+// (standbyCount), so that it tails the partitions added to them while the host runs as soon as
+// the group can assign them.
 func (t *Task) runStandby(ctx context.Context, sb *standby) {
+	counted := time.Now()
 	for {
+		if time.Since(counted) >= kafka.DefaultMetadataMaxAge {
+			counted = time.Now()
+			t.standbyCount(ctx, sb)
+		}
 		for _, topic := range sb.topics {
 			for p := int32(0); p < sb.parts; p++ {
 				tp := kafka.TopicPartition{Topic: topic, Partition: p}
@@ -891,6 +901,11 @@ func (t *Task) runStandby(ctx context.Context, sb *standby) {
 					var r replayed
 					if err == nil {
 						r, err = t.replayChangelog(ctx, tp, id, false)
+					}
+					if errors.Is(err, kafka.ErrNoPartition) {
+						// A partition added to the input topics whose changelog partition no
+						// owner added yet: nothing to tail.
+						err = nil
 					}
 					if err != nil && ctx.Err() == nil {
 						t.log.Warn("standby: catching up a partition failed; retrying", "topic", topic, "partition", p, "err", err)
@@ -906,6 +921,28 @@ func (t *Task) runStandby(ctx context.Context, sb *standby) {
 			return
 		case <-time.After(time.Second):
 		}
+	}
+}
+
+// standbyCount raises the standby's partition count to the input topics' when partitions were
+// added to them: their changelog partitions are tailed from then on (once an owner's restore
+// added them to the changelog: skipped until then). A failure to count is logged and tried
+// again at the next count.
+func (t *Task) standbyCount(ctx context.Context, sb *standby) {
+	n := sb.parts
+	for _, topic := range sb.topics {
+		c, err := kafka.PartitionCount(ctx, t.cfg.Kafka.Client, topic)
+		if err != nil {
+			if ctx.Err() == nil {
+				t.log.Warn("standby: counting the input topic's partitions failed; partitions added to it are tailed once a count succeeds", "topic", topic, "err", err)
+			}
+			return
+		}
+		n = max(n, c)
+	}
+	if n > sb.parts {
+		t.log.Info("standby: partitions were added to the input topics; tailing their changelog too", "partitions", n, "before", sb.parts)
+		sb.parts = n
 	}
 }
 

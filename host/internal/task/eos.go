@@ -27,7 +27,9 @@ import (
 // acknowledgement and ends the transaction. Only after Kafka committed it does the checkpoint go
 // to the local store; after an abort the cache is dropped and every partition reads again from
 // its committed offset, so the local state stays that of the last committed transaction.
-// Rebalances are held between barriers, so a partition moves only between transactions.
+// Rebalances are held between barriers, so a partition moves only between transactions, and
+// the consumer takes no records while its group joins and syncs (kafka/join.go), so no
+// transaction waits for a rebalance.
 //
 // A crash between the commit and the local write leaves the store behind the changelog: the
 // next assignment restores the tail, as after any crash.
