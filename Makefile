@@ -191,8 +191,9 @@ bench:
 # GOMAXPROCS sweep that follows the table runs at 1 and all cores by default; BENCH_PROCS=all
 # sweeps 1, 2, 4, 8, 16 (those up to the machine's cores), BENCH_PARTITIONS (default 4,16) the
 # input partitions, BENCH_HEAVY_RECORDS (default BENCH_RECORDS / 20) the CPU-heavy guest's
-# records. BENCH_TABLES=compare, =sweep or =changelog (the counter without and with its
-# changelog) runs only those.
+# records, BENCH_LOOPS (default 1) the task loops of each run (tasks[].loops), BENCH_SWEEP
+# (default all) the task/guest pairs. BENCH_TABLES=compare, =sweep or =changelog (the counter
+# without and with its changelog) runs only those.
 bench-compare:
 	cd bench && $(GO) test -mod=mod -count=1 -run '^$$' -bench '^BenchmarkCompare$$' -benchtime 1x -timeout 60m .
 

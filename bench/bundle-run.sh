@@ -11,8 +11,10 @@
 # (no-op and counter guests against raw franz-go on the same in-process broker). Then one run
 # of the sweep table: the counter and the CPU-heavy guest (Go and Rust), 4 and 16 partitions,
 # at every GOMAXPROCS value up to the machine's cores (BENCH_PROCS, default all: 1 2 4 8 16),
-# with the scaling factors against GOMAXPROCS 1. Output goes to standard output; keep it with
-# `./run.sh | tee results.txt`.
+# with the scaling factors against GOMAXPROCS 1, each with one task loop and with as many loops
+# as partitions (tasks[].loops; BENCH_LOOPS, default "1 16", each capped at the partitions) and
+# the rate against one loop. BENCH_SWEEP=counter/go,... picks the task and guest pairs. Output
+# goes to standard output; keep it with `./run.sh | tee results.txt`.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 export WASMSTREAM_GUEST_DIR="$here/guests"
@@ -25,4 +27,4 @@ for p in ${PROCS:-1 2 4 8 16}; do
 	GOMAXPROCS=$p ./host.test -test.run '^$' -test.bench '^BenchmarkKafkaPipeline$' -test.benchtime 1x -test.timeout 60m
 done
 echo "== GOMAXPROCS sweep"
-BENCH_TABLES=sweep BENCH_PROCS="${BENCH_PROCS:-all}" ./bench.test -test.run '^$' -test.bench '^BenchmarkCompare$' -test.benchtime 1x -test.timeout 60m
+BENCH_TABLES=sweep BENCH_PROCS="${BENCH_PROCS:-all}" BENCH_LOOPS="${BENCH_LOOPS:-1 16}" ./bench.test -test.run '^$' -test.bench '^BenchmarkCompare$' -test.benchtime 1x -test.timeout 60m

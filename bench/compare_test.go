@@ -117,13 +117,13 @@ func BenchmarkCompare(b *testing.B) {
 				rows = append(rows, row{task: t.name, system: "hand-written franz-go + map + Badger", run: hand, peer: &peer})
 				for _, lang := range []string{"go", "rust"} {
 					name := lang + "-" + t.name
-					r := hostRun(b, c, modules[t.name+"/"+lang], name, "in", records, false)
+					r := hostRun(b, c, modules[t.name+"/"+lang], name, "in", records, false, 1)
 					r.outputs = outputsPerRecord(b, c, name+"-out", records)
 					rows = append(rows, row{task: t.name, system: "wasmstream, " + map[string]string{"go": "Go", "rust": "Rust"}[lang] + " guest", run: r, peer: &peer})
 				}
 				if t.name == "counter" {
 					// goka's table is a Kafka topic too: the same with wasmstream's changelog.
-					r := hostRun(b, c, modules["counter/go"], "go-counter-cl", "in", records, true)
+					r := hostRun(b, c, modules["counter/go"], "go-counter-cl", "in", records, true, 1)
 					r.outputs = outputsPerRecord(b, c, "go-counter-cl-out", records)
 					rows = append(rows, row{task: t.name, system: "wasmstream, Go guest, changelog on", run: r, peer: &peer})
 				}
@@ -329,7 +329,7 @@ func rawPassthrough(b *testing.B, c *kfake.Cluster, records int) pipelineRun {
 // hostRun runs a wasmstream host with module over topic (its own group, named after the task)
 // until it has processed every record, with the checkpoint interval of the host package's
 // Kafka benchmark; changelog turns the task's changelog on.
-func hostRun(b *testing.B, c *kfake.Cluster, module, name, topic string, records int, changelog bool) pipelineRun {
+func hostRun(b *testing.B, c *kfake.Cluster, module, name, topic string, records int, changelog bool, loops int) pipelineRun {
 	h, err := host.New(host.Config{
 		DataDir: filepath.Join(b.TempDir(), "data"), CheckpointInterval: 200 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
@@ -338,6 +338,7 @@ func hostRun(b *testing.B, c *kfake.Cluster, module, name, topic string, records
 			Inputs:    []host.InputConfig{{Name: "in", Type: "kafka", Topics: []string{topic}}},
 			Output:    host.OutputConfig{Type: "kafka", Topic: name + "-out"},
 			Changelog: host.ChangelogConfig{Enabled: changelog},
+			Loops:     loops,
 		}},
 	})
 	if err != nil {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -25,7 +26,10 @@ import (
 // rate and CPU per record against the same task's run at the lowest GOMAXPROCS (1 unless
 // BENCH_PROCS leaves it out). The tasks: the stateful counter (BENCH_RECORDS records) and the
 // CPU-heavy guest, testguests/cpuheavy (~65 µs of guest work per record, no state;
-// BENCH_HEAVY_RECORDS records, default BENCH_RECORDS ÷ 20).
+// BENCH_HEAVY_RECORDS records, default BENCH_RECORDS ÷ 20). Each runs with every loop count of
+// BENCH_LOOPS (tasks[].loops; default "1"; a count above the partitions runs as many loops as
+// partitions), and BENCH_SWEEP ("counter/go,cpuheavy/rust"…; default all four) picks the task and
+// guest pairs.
 //
 // GOMAXPROCS is set in this process with runtime.GOMAXPROCS before the host starts (its worker
 // pool defaults to it), so the in-process broker runs under the same limit, as it does when the
@@ -90,13 +94,35 @@ func intList(name, s string) ([]int, error) {
 	return out, nil
 }
 
+// sweepLoops returns the loop counts of the sweep for parts partitions: BENCH_LOOPS, each at
+// most parts, ascending.
+func sweepLoops(parts int) ([]int, error) {
+	loops, err := intList("BENCH_LOOPS", cmp.Or(strings.TrimSpace(getenv("BENCH_LOOPS")), "1"))
+	if err != nil {
+		return nil, err
+	}
+	for i := range loops {
+		loops[i] = min(loops[i], parts)
+	}
+	slices.Sort(loops)
+	return slices.Compact(loops), nil
+}
+
+// sweepPicked reports whether BENCH_SWEEP picks task with guest lang ("go", "rust").
+func sweepPicked(task, lang string) bool {
+	s := strings.TrimSpace(getenv("BENCH_SWEEP"))
+	return s == "" || slices.Contains(strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' }), task+"/"+lang)
+}
+
 // sweepRow is one run of the sweep.
 type sweepRow struct {
 	partitions int
 	task, lang string
+	loops      int
 	procs      int
 	run        pipelineRun
-	base       *pipelineRun // the same task's run at the sweep's lowest GOMAXPROCS
+	base       *pipelineRun // the same task's run with as many loops at the sweep's lowest GOMAXPROCS
+	one        *pipelineRun // the same task's run with one loop at this GOMAXPROCS
 }
 
 // runSweep runs the sweep on c and returns its rows. Each run reads the records in a topic of
@@ -127,20 +153,33 @@ func runSweep(b *testing.B, c *kfake.Cluster, records, heavyRecords int, partiti
 			if t.heavy {
 				n, in = heavyRecords, heavyTopic
 			}
+			loops, err := sweepLoops(parts)
+			if err != nil {
+				b.Fatal(err)
+			}
 			for _, lang := range []string{"go", "rust"} {
-				var base *pipelineRun
-				for _, p := range procs {
-					runtime.GOMAXPROCS(p)
-					name := fmt.Sprintf("sweep-%s-%s-p%d-g%d", t.name, lang, parts, p)
-					createTopic(b, c, name+"-out", 4)
-					r := hostRun(b, c, modules[t.name+"/"+lang], name, in, n, false)
-					r.outputs = outputsPerRecord(b, c, name+"-out", n)
-					deleteTopic(b, c, name+"-out")
-					row := sweepRow{partitions: parts, task: t.name, lang: lang, procs: p, run: r, base: base}
-					if base == nil {
-						base = &row.run
+				if !sweepPicked(t.name, lang) {
+					continue
+				}
+				one := map[int]*pipelineRun{} // by GOMAXPROCS, the run with one loop
+				for _, l := range loops {
+					var base *pipelineRun
+					for _, p := range procs {
+						runtime.GOMAXPROCS(p)
+						name := fmt.Sprintf("sweep-%s-%s-p%d-g%d-l%d", t.name, lang, parts, p, l)
+						createTopic(b, c, name+"-out", 4)
+						r := hostRun(b, c, modules[t.name+"/"+lang], name, in, n, false, l)
+						r.outputs = outputsPerRecord(b, c, name+"-out", n)
+						deleteTopic(b, c, name+"-out")
+						row := &sweepRow{partitions: parts, task: t.name, lang: lang, loops: l, procs: p, run: r, base: base, one: one[p]}
+						if base == nil {
+							base = &row.run
+						}
+						if l == 1 {
+							one[p] = &row.run
+						}
+						rows = append(rows, *row)
 					}
-					rows = append(rows, row)
 				}
 			}
 		}
@@ -155,21 +194,26 @@ func runSweep(b *testing.B, c *kfake.Cluster, records, heavyRecords int, partiti
 func printSweep(w io.Writer, records, heavyRecords int, rows []sweepRow) {
 	fmt.Fprintf(w, "\nGOMAXPROCS sweep on %d cores: counter over %d records, cpuheavy over %d records, 10k keys, one in-process kfake broker under the same GOMAXPROCS\n\n",
 		runtime.NumCPU(), records, heavyRecords)
-	fmt.Fprintln(w, "| partitions | task | guest | GOMAXPROCS | rec/s | CPU µs/rec | cores | rate ÷ rate at lowest | CPU ÷ CPU at lowest | start s | outputs/rec |")
-	fmt.Fprintln(w, "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+	fmt.Fprintln(w, "| partitions | task | guest | loops | GOMAXPROCS | rec/s | CPU µs/rec | cores | rate ÷ rate at lowest | CPU ÷ CPU at lowest | rate ÷ rate with 1 loop | start s | outputs/rec |")
+	fmt.Fprintln(w, "|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range rows {
-		rate, cpu := "1.00", "1.00"
+		rate, cpu, one := "1.00", "1.00", "1.00"
 		if r.base != nil {
 			rate = fmt.Sprintf("%.2f", r.run.rate/r.base.rate)
 			cpu = fmt.Sprintf("%.2f", r.run.cpu/r.base.cpu)
+		}
+		if r.one != nil {
+			one = fmt.Sprintf("%.2f", r.run.rate/r.one.rate)
+		} else if r.loops != 1 {
+			one = "-"
 		}
 		start := fmt.Sprintf("%.1f", r.run.start.Seconds())
 		if r.run.whole {
 			start = "included"
 		}
-		fmt.Fprintf(w, "| %d | %s | %s | %d | %s | %.2f | %.2f | %s | %s | %s | %.2f |\n", r.partitions, r.task,
-			map[string]string{"go": "Go", "rust": "Rust"}[r.lang], r.procs, thousands(r.run.rate), r.run.cpu,
-			r.run.rate*r.run.cpu/1e6, rate, cpu, start, r.run.outputs)
+		fmt.Fprintf(w, "| %d | %s | %s | %d | %d | %s | %.2f | %.2f | %s | %s | %s | %s | %.2f |\n", r.partitions, r.task,
+			map[string]string{"go": "Go", "rust": "Rust"}[r.lang], r.loops, r.procs, thousands(r.run.rate), r.run.cpu,
+			r.run.rate*r.run.cpu/1e6, rate, cpu, one, start, r.run.outputs)
 	}
 	fmt.Fprintln(w)
 }
@@ -208,7 +252,7 @@ func changelogCost(b *testing.B, c *kfake.Cluster, records, rounds int) {
 		for _, on := range []bool{false, true} {
 			name := fmt.Sprintf("cl-counter-%t-%d", on, i)
 			createTopic(b, c, name+"-out", 4)
-			r := hostRun(b, c, module, name, "in", records, on)
+			r := hostRun(b, c, module, name, "in", records, on, 1)
 			r.outputs = outputsPerRecord(b, c, name+"-out", records)
 			deleteTopic(b, c, name+"-out")
 			if r.outputs != 1 {

@@ -63,6 +63,18 @@ func startBroker(t testing.TB, bin, dir string, port int, topics ...string) {
 // process with SIGKILL at random moments, at least 10 times (6 unless hosttest.Long), and checks that the final state is
 // exact and no output was lost; it reports the duplicates.
 func TestKafkaCrashExactState(t *testing.T) {
+	kafkaCrashExactState(t, 1, hosttest.Scale(6, 10))
+}
+
+// TestKafkaCrashExactStateLoops is TestKafkaCrashExactState with the task running as three
+// loops (tasks[].loops) over the four partitions, killed at least 4 times (10 with
+// hosttest.Long): each loop checkpoints its partitions on its own into the one store, and a
+// restart's loops take them over in any order.
+func TestKafkaCrashExactStateLoops(t *testing.T) {
+	kafkaCrashExactState(t, 3, hosttest.Scale(4, 10))
+}
+
+func kafkaCrashExactState(t *testing.T, loops, minKills int) {
 	bin := guestbuild.Binary(t)
 	module := guestbuild.Go(t, "wordcount")
 	dir := t.TempDir()
@@ -96,10 +108,10 @@ func TestKafkaCrashExactState(t *testing.T) {
 	produce(15_000)
 	cfg := filepath.Join(dir, "wasmstream.yaml")
 	os.WriteFile(cfg, []byte(wcHostConfig{data: filepath.Join(dir, "data"), brokers: brokers, module: module,
-		session: "2s", rebalance: "5s"}.yaml()), 0o644)
+		session: "2s", rebalance: "5s", loops: loops}.yaml()), 0o644)
 
 	kills, midRun := 0, 0
-	for minKills := hosttest.Scale(6, 10); kills < minKills; {
+	for kills < minKills {
 		produce(15_000) // every run has new work to be killed in the middle of
 		cmd := exec.Command(bin, "run", "-c", cfg, "--log-level", "info")
 		logs, err := cmd.StderrPipe()
@@ -161,13 +173,16 @@ func TestKafkaCrashExactState(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("last run: %v\n%s", err, stderr.String())
 	}
+	if l := fmt.Sprintf("loops=%d", loops); loops > 1 && !strings.Contains(stderr.String(), l) {
+		t.Fatalf("the last run's log does not say %s:\n%s", l, stderr.String())
+	}
 	got := readState(t, filepath.Join(dir, "data"), "wc")
 	if diffs := diffState(want, got); len(diffs) > 0 {
 		t.Fatalf("state differs after %d kills:\n%s", kills, strings.Join(diffs[:min(len(diffs), 20)], "\n"))
 	}
-	t.Logf("kafka crash test: %d records, %d SIGKILLs (%d while it was producing outputs), state exact over %d users; %d outputs, %d duplicates",
-		records, kills, midRun, len(got), outputs, dups)
-	fmt.Printf("kafka crash test: %d SIGKILLs, %d records, state exact, %d duplicate outputs\n", kills, records, dups)
+	t.Logf("kafka crash test (loops %d): %d records, %d SIGKILLs (%d while it was producing outputs), state exact over %d users; %d outputs, %d duplicates",
+		loops, records, kills, midRun, len(got), outputs, dups)
+	fmt.Printf("kafka crash test (loops %d): %d SIGKILLs, %d records, state exact, %d duplicate outputs\n", loops, kills, records, dups)
 }
 
 // consumeCounts reads the counts topic until every expected (user, word, count) output is

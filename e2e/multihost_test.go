@@ -80,6 +80,7 @@ type wcHostConfig struct {
 	changelog, standby    bool
 	delivery              string // "" the default
 	dynamic               bool   // kafka.dynamic_membership
+	loops                 int    // tasks[].loops; 0 leaves it out (1)
 }
 
 func (c wcHostConfig) yaml() string {
@@ -110,6 +111,9 @@ func (c wcHostConfig) yaml() string {
 	if c.delivery != "" {
 		fmt.Fprintf(&b, "    delivery: %s\n", c.delivery)
 	}
+	if c.loops != 0 {
+		fmt.Fprintf(&b, "    loops: %d\n", c.loops)
+	}
 	return b.String()
 }
 
@@ -131,17 +135,25 @@ func (h *hostProc) kill() {
 // the suite's time, not a figure of either, is what that saves.
 func TestMultiHostChangelogExact(t *testing.T) {
 	t.Parallel()
-	multiHostChaos(t, false)
+	multiHostChaos(t, false, 1, hosttest.Scale(10, 20))
 }
 
 // TestMultiHostExactlyOnce is the same chaos with delivery: exactly_once: besides the exact
 // state, a read_committed reader of the outputs sees every expected count exactly once.
 func TestMultiHostExactlyOnce(t *testing.T) {
 	t.Parallel()
-	multiHostChaos(t, true)
+	multiHostChaos(t, true, 1, hosttest.Scale(10, 20))
 }
 
-func multiHostChaos(t *testing.T, eos bool) {
+// TestMultiHostExactlyOnceLoops is TestMultiHostExactlyOnce with each host running the task as
+// two loops (tasks[].loops: six group members over four partitions), killed at least 4 times
+// (10 with hosttest.Long): the partitions move between hosts and between the loops of a host.
+func TestMultiHostExactlyOnceLoops(t *testing.T) {
+	t.Parallel()
+	multiHostChaos(t, true, 2, hosttest.Scale(4, 10))
+}
+
+func multiHostChaos(t *testing.T, eos bool, loops, minKills int) {
 	bin := guestbuild.Binary(t)
 	module := guestbuild.Go(t, "wordcount")
 	dir := t.TempDir()
@@ -184,7 +196,7 @@ func multiHostChaos(t *testing.T, eos bool) {
 	for i := range hosts {
 		h := &hostProc{cfg: filepath.Join(dir, fmt.Sprintf("h%d.yaml", i)), data: filepath.Join(dir, fmt.Sprintf("h%d", i))}
 		os.WriteFile(h.cfg, []byte(wcHostConfig{data: h.data, brokers: brokers, module: module, session: "2s", rebalance: "5s",
-			txnTimeout: txnTimeout, changelog: true, delivery: delivery}.yaml()), 0o644)
+			txnTimeout: txnTimeout, changelog: true, delivery: delivery, loops: loops}.yaml()), 0o644)
 		hosts[i] = h
 	}
 
@@ -216,7 +228,6 @@ func multiHostChaos(t *testing.T, eos bool) {
 	for _, h := range hosts {
 		h.start(t, bin)
 	}
-	minKills := hosttest.Scale(10, 20)
 	kills, wiped := 0, 0
 	var recoveries []time.Duration
 	owned := func() int {
@@ -301,8 +312,8 @@ func multiHostChaos(t *testing.T, eos bool) {
 		t.Errorf("%d restores, %d of them full: the chaos did not move partitions between hosts", restores, full)
 	}
 	slices.Sort(recoveries)
-	t.Logf("multi-host test (%s): %d records, 3 hosts, %d SIGKILLs of partition owners (%d restarts with an empty disk), state exact over %d users; %d outputs, %d duplicates; %d partition restores from the changelog (%d full); kill to every partition owned again (session timeout 2s): median %s, max %s",
-		delivery, records, kills, wiped, len(got), outputs, dups, restores, full,
+	t.Logf("multi-host test (%s, loops %d): %d records, 3 hosts, %d SIGKILLs of partition owners (%d restarts with an empty disk), state exact over %d users; %d outputs, %d duplicates; %d partition restores from the changelog (%d full); kill to every partition owned again (session timeout 2s): median %s, max %s",
+		delivery, loops, records, kills, wiped, len(got), outputs, dups, restores, full,
 		recoveries[len(recoveries)/2].Round(time.Millisecond), recoveries[len(recoveries)-1].Round(time.Millisecond))
 	fmt.Printf("multi-host test (%s): %d SIGKILLs over 3 hosts, %d records, state exact, %d duplicate outputs\n", delivery, kills, records, dups)
 }

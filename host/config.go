@@ -111,7 +111,16 @@ type TaskConfig struct {
 	// Sequencing chooses which records must run in order (S7).
 	Sequencing SequencingConfig `yaml:"sequencing"`
 	// Workers is the number of wasm instances running batches at once. Default GOMAXPROCS.
+	// With Loops above 1 they are split over the loops (each at least 1).
 	Workers int `yaml:"workers"`
+	// Loops is the number of task loops ("lanes") the host runs for a task with a Kafka input:
+	// each is a whole task loop (scheduler, state cache, checkpoints, consumer) and its own
+	// member of the task's consumer group, which spreads the partitions over every loop of
+	// every host. A host then uses more than the one core a loop and its checkpoint writer
+	// carry. Workers and StateCacheBytes are split over the loops. Only for a task whose inputs
+	// are one kafka input (not bounded), without changelog.standby or changelog.drop_revoked
+	// and not read by another task (chains). Default 1: one loop, as before.
+	Loops int `yaml:"loops"`
 	// MaxBatchRecords bounds the records of one guest call. Default 256.
 	MaxBatchRecords int `yaml:"max_batch_records"`
 	// MaxKeyRecords bounds the records one key contributes to one call. Default 64.
@@ -420,6 +429,9 @@ type RetryConfig struct {
 // Limits of the sequencing and batching options, used by Validate.
 const maxWorkers = 1024
 
+// maxLoops bounds a task's loops (each is a consumer of its group and a goroutine pair).
+const maxLoops = 256
+
 // Validate reports every problem of the configuration at once, each naming the offending key
 // as it is spelled in the configuration file (e.g. "tasks[0].inputs[1].path").
 func (c Config) Validate() error {
@@ -468,6 +480,7 @@ func (c Config) Validate() error {
 		}
 		validateInputs(t, p, bad)
 		validateKafkaTask(c, t, p, bad)
+		validateLoops(c, t, p, bad)
 		oneOf(bad, p+"output.type", t.Output.Type, outputTypes)
 		if t.Output.Type == "file" && t.Output.Path == "" {
 			bad(p+"output.path", "is required for a file output")
@@ -582,6 +595,36 @@ func validateSharedFiles(c Config, bad func(key, format string, args ...any)) {
 	}
 }
 
+// validateLoops checks that a task with loops above 1 can run them: one kafka input and nothing
+// that assumes one writer per task (docs/configuration.md, RATIONALE "Several loops per task").
+func validateLoops(c Config, t TaskConfig, p string, bad func(string, string, ...any)) {
+	if t.Loops <= 1 {
+		return
+	}
+	for j, in := range t.Inputs {
+		switch {
+		case in.Type != InputKafka:
+			bad(fmt.Sprintf("%sinputs[%d].type", p, j), "loops %d needs kafka inputs only: a %s input is read by one loop (set loops: 1)", t.Loops, in.Type)
+		case in.Bounded:
+			bad(fmt.Sprintf("%sinputs[%d].bounded", p, j), "loops %d: a bounded kafka input reads every partition in one loop, without a group (set loops: 1)", t.Loops)
+		}
+	}
+	if t.Changelog.Standby {
+		bad(p+"changelog.standby", "does not run with loops %d yet: a loop would tail as a standby the partitions another loop of the host owns and writes (set loops: 1, or turn standby off)", t.Loops)
+	}
+	if t.Changelog.DropRevoked {
+		bad(p+"changelog.drop_revoked", "does not run with loops %d: a loop could drop the local state of a partition that another loop of the host was just assigned (set loops: 1, or keep revoked state)", t.Loops)
+	}
+	for _, o := range c.Tasks {
+		for _, in := range o.Inputs {
+			if in.Type == InputTask && in.Task == t.Name {
+				bad(p+"loops", "task %s reads this task's output (a chain), which one loop appends to: set loops: 1", o.Name)
+				return
+			}
+		}
+	}
+}
+
 // validateTaskLimits checks a task's workers, queues and per-call, CPU and memory bounds.
 func validateTaskLimits(t TaskConfig, p string, bad func(string, string, ...any)) {
 	positive := func(key string, v int) {
@@ -590,6 +633,10 @@ func validateTaskLimits(t TaskConfig, p string, bad func(string, string, ...any)
 		}
 	}
 	positive("workers", t.Workers)
+	positive("loops", t.Loops)
+	if t.Loops > maxLoops {
+		bad(p+"loops", "must be at most %d, got %d", maxLoops, t.Loops)
+	}
 	if t.Workers > maxWorkers {
 		bad(p+"workers", "must be at most %d, got %d", maxWorkers, t.Workers)
 	}

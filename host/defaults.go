@@ -200,6 +200,9 @@ func (t TaskConfig) withDefaults(dataDir string) TaskConfig {
 	if t.Workers == 0 {
 		t.Workers = runtime.GOMAXPROCS(0)
 	}
+	if t.Loops == 0 {
+		t.Loops = 1
+	}
 	set := func(v *int, d int) {
 		if *v == 0 {
 			*v = d

@@ -79,7 +79,7 @@ type Deployment struct {
 	// scheduler. They do not stop the deployment. Empty when Unchanged.
 	Warnings []string
 
-	sw task.Switched
+	sw []task.Switched // one per loop of the task
 }
 
 // FirstBatch waits until a first batch ran successfully on the deployed version and returns
@@ -92,16 +92,17 @@ func (d *Deployment) FirstBatch(ctx context.Context) (time.Time, error) {
 	if d.Restarted {
 		return time.Time{}, errors.New("wasmstream: the halted task was restarted on the version; see its status")
 	}
-	return d.sw.FirstBatch(ctx)
+	return firstBatch(ctx, d.sw)
 }
 
 // running is what Deploy and its siblings need of a running task.
 type running struct {
 	cfg    TaskConfig
-	idx    int          // in Config.Tasks
-	tcfg   *task.Config // the task's configuration without its module; nil if it was never made
-	task   *task.Task   // nil when the task could not start; replaced by a restart (h.mu)
-	halted error        // why the task could not start
+	idx    int           // in Config.Tasks
+	tcfg   *task.Config  // the task's configuration without its module; nil if it was never made
+	lanes  []task.Config // that of each of its loops (laneConfigs); the first is *tcfg
+	task   *lanes        // nil when the task could not start; replaced by a restart (h.mu)
+	halted error         // why the task could not start
 	// sinks close the task's outputs and dead letters (its Kafka producer); a restart of a
 	// task that uses Kafka replaces them (r.deploy), Run closes the last ones.
 	sinks []io.Closer
@@ -165,7 +166,7 @@ func (h *Host) enter(name string) (*live, *running, error) {
 
 // enterRunning is enter for the calls that need the task running: a halted task is refused
 // with what to do instead. It returns the task.
-func (h *Host) enterRunning(name string) (*live, *running, *task.Task, error) {
+func (h *Host) enterRunning(name string) (*live, *running, *lanes, error) {
 	lv, r, halted, err := h.enterDeploy(name)
 	if err != nil {
 		return nil, nil, nil, err
@@ -413,7 +414,18 @@ func (d *Deployment) warn(notes []string) {
 // switchTo switches r's loop to mod (version mv) and records mv as active.
 func (h *Host) switchTo(ctx context.Context, lv *live, r *running, mod *modrt.Module, mv store.ModuleVersion, prev int64, origin string, requested time.Time) (*Deployment, error) {
 	name := r.cfg.Name
-	sw, err := r.task.Switch(ctx, mod, int64(mv.Version))
+	h.mu.Lock()
+	l := r.task
+	h.mu.Unlock()
+	sw, err := l.Switch(ctx, mod, int64(mv.Version))
+	if err != nil && len(sw) > 0 {
+		// Some loops run the version: it is the active one, which a restart runs in all.
+		active := store.ActiveModule{Version: mv.Version, Since: time.Now().UnixMilli(), Origin: origin}
+		if aerr := lv.db.SetActiveModule(name, active); aerr != nil {
+			err = errors.Join(err, aerr)
+		}
+		return nil, fmt.Errorf("wasmstream: task %s halts: %w; version %d is active, restart the task (wasmstream restart) to run it", name, err, mv.Version)
+	}
 	if err != nil {
 		mod.Close(context.WithoutCancel(ctx))
 		if errors.Is(err, task.ErrStopped) {
@@ -428,17 +440,18 @@ func (h *Host) switchTo(ctx context.Context, lv *live, r *running, mod *modrt.Mo
 	h.cfg.Logger.Info("module version active", "task", name, "version", mv.Version, "previous", prev,
 		"origin", origin, "sha256", hex.EncodeToString(mv.SHA256[:]), "switch", time.Since(requested).Round(time.Microsecond))
 	return &Deployment{Task: name, Version: publicVersion(name, mv, active), Previous: prev,
-		Requested: requested, Switched: sw.At, sw: sw}, nil
+		Requested: requested, Switched: sw[0].At, sw: sw}, nil
 }
 
 // reopened is the configuration a task runs with (reopen): its own while it runs, a new one for
 // a halted task that uses Kafka or whose sinks could not open, with the sinks opened for it.
 type reopened struct {
 	tcfg   task.Config
-	halted error       // why the task halted; nil if it runs
-	sinks  []io.Closer // the new sinks; nil when the task keeps its own
-	fresh  bool        // tcfg and sinks are new: restart installs them
-	used   bool        // restart took the sinks over
+	lanes  []task.Config // of each loop; the first is tcfg
+	halted error         // why the task halted; nil if it runs
+	sinks  []io.Closer   // the new sinks; nil when the task keeps its own
+	fresh  bool          // tcfg and sinks are new: restart installs them
+	used   bool          // restart took the sinks over
 }
 
 // reopen returns what r runs with: for a running task its configuration; for a halted one that
@@ -449,15 +462,15 @@ type reopened struct {
 // caller calls release once done.
 func (h *Host) reopen(ctx context.Context, lv *live, r *running, halted error) (*reopened, error) {
 	if halted == nil || r.tcfg != nil && !r.cfg.usesKafka() {
-		return &reopened{tcfg: *r.tcfg, halted: halted}, nil
+		return &reopened{tcfg: *r.tcfg, lanes: r.lanes, halted: halted}, nil
 	}
 	var sinks []io.Closer
-	tcfg, err := h.openTask(ctx, lv.cfg, lv.db, r.cfg, &sinks)
+	tcfg, lcfgs, err := h.openTask(ctx, lv.cfg, lv.db, r.cfg, &sinks)
 	if err != nil {
 		closeAll(sinks)
 		return nil, fmt.Errorf("%w: task %q stays halted: opening its outputs: %v", ErrNotRunning, r.cfg.Name, err)
 	}
-	return &reopened{tcfg: tcfg, halted: halted, sinks: sinks, fresh: true}, nil
+	return &reopened{tcfg: tcfg, lanes: lcfgs, halted: halted, sinks: sinks, fresh: true}, nil
 }
 
 // release closes the new sinks unless restart took them over.
@@ -479,9 +492,7 @@ func closeAll(cs []io.Closer) {
 // rules (local checkpoint against group offsets, topic ids, restore from the changelog).
 func (h *Host) restart(ctx context.Context, lv *live, r *running, ro *reopened, mod *modrt.Module, mv store.ModuleVersion, prev int64, origin string, requested time.Time) (*Deployment, error) {
 	name := r.cfg.Name
-	tcfg := ro.tcfg
-	tcfg.Module, tcfg.Version = mod, int64(mv.Version)
-	t, err := task.New(tcfg)
+	t, err := newLanes(ro.lanes, mod, int64(mv.Version), lv.addModule)
 	if err != nil {
 		mod.Close(context.WithoutCancel(ctx))
 		return nil, fmt.Errorf("wasmstream: task %s: %w", name, err)
@@ -500,7 +511,7 @@ func (h *Host) restart(ctx context.Context, lv *live, r *running, ro *reopened, 
 	var old []io.Closer
 	if ro.fresh {
 		base := ro.tcfg
-		old, r.sinks, r.tcfg = r.sinks, ro.sinks, &base
+		old, r.sinks, r.tcfg, r.lanes = r.sinks, ro.sinks, &base, ro.lanes
 		ro.used = true
 	}
 	lv.addModule(mod)
@@ -621,15 +632,15 @@ func (h *Host) Versions(name string) ([]ModuleVersion, error) {
 // and reading stops once its queues are full. Resume undoes it. Pausing is not persisted: a
 // restarted task runs. Safe from any goroutine while Run runs.
 func (h *Host) Pause(ctx context.Context, name string) error {
-	return h.pauseResume(ctx, name, (*task.Task).Pause)
+	return h.pauseResume(ctx, name, (*lanes).Pause)
 }
 
 // Resume lets a paused task start batches again.
 func (h *Host) Resume(ctx context.Context, name string) error {
-	return h.pauseResume(ctx, name, (*task.Task).Resume)
+	return h.pauseResume(ctx, name, (*lanes).Resume)
 }
 
-func (h *Host) pauseResume(ctx context.Context, name string, fn func(*task.Task, context.Context) error) error {
+func (h *Host) pauseResume(ctx context.Context, name string, fn func(*lanes, context.Context) error) error {
 	_, _, t, err := h.enterRunning(name)
 	if err != nil {
 		return err

@@ -18,7 +18,9 @@
 // keys to a pool of wasm instances, applies what the guest did (state writes, outputs) when a
 // call succeeds, and commits state, applied marks and input positions in one checkpoint on an
 // interval and on the way out. A killed host resumes from its last checkpoint with exactly the
-// state of processing every record once; outputs are delivered at least once.
+// state of processing every record once; outputs are delivered at least once. A task with a
+// Kafka input may run as several loops on one host (TaskConfig.Loops), each its own member of
+// the task's consumer group, to use more cores than one loop and its checkpoint writer can.
 //
 // While Run runs, Deploy replaces a task's module with a new version without stopping it (no
 // record lost or processed twice, state kept; a module that fails validation changes nothing),

@@ -31,7 +31,7 @@ type Host struct {
 	mu      sync.Mutex
 	closed  bool
 	running bool
-	tasks   []*task.Task
+	tasks   []*lanes // nil where a task could not start (halted)
 	names   []string
 
 	halted    map[string]error // tasks that halted (on_task_failure: halt_task), with why
@@ -187,7 +187,7 @@ func startInterrupter(ctx context.Context, rt *modrt.Runtime, log *slog.Logger) 
 // start halts the host (on_task_failure: halt_host) or only itself (halt_task).
 func (h *Host) setUpTasks(ctx context.Context, cfg Config, lv *live) error {
 	log := cfg.Logger
-	tasks := make([]*task.Task, len(cfg.Tasks))
+	tasks := make([]*lanes, len(cfg.Tasks))
 	// halted holds the error of every task that cannot start; with halt_task the others go on.
 	halted := make([]error, len(cfg.Tasks))
 	for i, tc := range cfg.Tasks {
@@ -195,11 +195,11 @@ func (h *Host) setUpTasks(ctx context.Context, cfg Config, lv *live) error {
 			return err
 		}
 		var sinks []io.Closer
-		t, mod, tcfg, err := h.setUp(ctx, cfg, lv.rt, lv.db, tc, &sinks)
+		t, mod, tcfg, lcfgs, err := h.setUp(ctx, cfg, lv, tc, &sinks)
 		if mod != nil {
 			lv.addModule(mod)
 		}
-		r := &running{cfg: tc, idx: i, tcfg: tcfg, task: t, sinks: sinks}
+		r := &running{cfg: tc, idx: i, tcfg: tcfg, lanes: lcfgs, task: t, sinks: sinks}
 		lv.tasks[tc.Name] = r
 		if err != nil {
 			terr := &TaskError{Task: tc.Name, Err: err}
@@ -289,7 +289,7 @@ func checkStdinRerun(db *store.DB, cfg Config, i int) error {
 // goTask runs task i, t, on its own goroutine until it returns; a failure halts it (h.halted)
 // and, with halt_host, stops every task. Once no task runs any more, h.tasksDone is closed: Run
 // returns, and no halted task can be restarted. h.mu is held.
-func (h *Host) goTask(lv *live, i int, t *task.Task) {
+func (h *Host) goTask(lv *live, i int, t *lanes) {
 	h.taskRuns++
 	name := h.cfg.Tasks[i].Name
 	// Each task runs on a context of its own, so that a reset (ResetTask) can stop it alone.
@@ -340,34 +340,47 @@ func (h *Host) halt(name string, err error) {
 }
 
 // setUp opens task tc's sinks, picks and checks the module it starts with (startModule) and
-// returns the task, ready to run, its module (the caller closes it after the task ran), and
-// its configuration without the module (nil if setUp failed before it was made).
-func (h *Host) setUp(ctx context.Context, cfg Config, rt *modrt.Runtime, db *store.DB, tc TaskConfig, closers *[]io.Closer) (*task.Task, *modrt.Module, *task.Config, error) {
-	tcfg, err := h.openTask(ctx, cfg, db, tc, closers)
+// returns the task's loops, ready to run, its module (the caller closes it after the task ran;
+// the loops' clones of it are lv's to close), and its configuration without the module, of its
+// first loop and of each (nil if setUp failed before they were made).
+func (h *Host) setUp(ctx context.Context, cfg Config, lv *live, tc TaskConfig, closers *[]io.Closer) (*lanes, *modrt.Module, *task.Config, []task.Config, error) {
+	tcfg, lcfgs, err := h.openTask(ctx, cfg, lv.db, tc, closers)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, nil, err
 	}
-	mod, version, err := startModule(ctx, cfg, rt, db, tc, func(m *modrt.Module) error {
+	mod, version, err := startModule(ctx, cfg, lv.rt, lv.db, tc, func(m *modrt.Module) error {
 		return task.TrialInit(ctx, tcfg, m)
 	})
 	if err != nil {
-		return nil, nil, &tcfg, err
+		return nil, nil, &tcfg, lcfgs, err
 	}
-	base := tcfg
-	tcfg.Module, tcfg.Version = mod, version
-	t, err := task.New(tcfg)
+	t, err := newLanes(lcfgs, mod, version, lv.addModule)
 	if err != nil {
-		return nil, mod, &base, err
+		return nil, mod, &tcfg, lcfgs, err
 	}
-	cfg.Logger.Info("task ready", "task", tc.Name, "module", tc.Module, "version", version, "abi", abi.VersionString(mod.Info().ABIVersion), "workers", tc.Workers)
-	return t, mod, &base, nil
+	cfg.Logger.Info("task ready", "task", tc.Name, "module", tc.Module, "version", version, "abi", abi.VersionString(mod.Info().ABIVersion), "workers", tc.Workers, "loops", len(lcfgs))
+	return t, mod, &tcfg, lcfgs, nil
 }
 
 // openTask opens task tc's sinks (appending what closes them to closers, even when it fails),
 // checks that the cluster it produces to accepts the host, and returns the task's
-// configuration without its module. A restart of a halted task calls it again: a Kafka
-// producer's delivery failure is sticky, so a task that halted on one needs new clients.
-func (h *Host) openTask(ctx context.Context, cfg Config, db *store.DB, tc TaskConfig, closers *[]io.Closer) (task.Config, error) {
+// configuration without its module, and that of each of its loops (laneConfigs; the first is
+// the task's). A restart of a halted task calls it again: a Kafka producer's delivery failure is
+// sticky, so a task that halted on one needs new clients.
+func (h *Host) openTask(ctx context.Context, cfg Config, db *store.DB, tc TaskConfig, closers *[]io.Closer) (task.Config, []task.Config, error) {
+	tcfg, err := h.openTaskConfig(ctx, cfg, db, tc, closers)
+	if err != nil {
+		return tcfg, nil, err
+	}
+	lcfgs, err := laneConfigs(cfg, tc, tcfg, closers)
+	if err != nil {
+		return tcfg, nil, err
+	}
+	return lcfgs[0], lcfgs, nil
+}
+
+// openTaskConfig is openTask for the task's first loop.
+func (h *Host) openTaskConfig(ctx context.Context, cfg Config, db *store.DB, tc TaskConfig, closers *[]io.Closer) (task.Config, error) {
 	out, dlq, sinkClosers, err := openSinks(cfg, tc)
 	*closers = append(*closers, sinkClosers...)
 	if err != nil {

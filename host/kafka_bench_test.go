@@ -34,10 +34,33 @@ func cpuNow() time.Duration {
 // "noop,counter,wordcount"; "counter-cl" is the counter with its changelog on):
 // go test -run '^$' -bench KafkaPipeline -benchtime 1x ./host
 // BENCH_PROFILE=dir writes a CPU profile of each wasmstream run's steady part to dir/<task>.cpu
-// (the broker's share included; leave -cpuprofile out).
+// (the broker's share included; leave -cpuprofile out). BENCH_PARTITIONS (default 4) sets the
+// input topic's partitions; BENCH_LOOPS (default "1"; e.g. "1,2") runs each task with each loop
+// count (tasks[].loops), reported as <task> for 1 and <task>-l<N> for N, in the order given.
 func BenchmarkKafkaPipeline(b *testing.B) {
 	records := benchRecords(1_000_000)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(4, "in", "raw-out", "noop-out", "counter-out", "counter-cl-out", "wc-out"))
+	parts := int32(4)
+	if _, err := fmt.Sscan(strings.TrimSpace(getenv("BENCH_PARTITIONS")), &parts); err != nil || parts < 1 {
+		parts = 4
+	}
+	var loops []int
+	for _, f := range strings.FieldsFunc(getenv("BENCH_LOOPS"), func(r rune) bool { return r == ',' || r == ' ' }) {
+		var n int
+		if _, err := fmt.Sscan(f, &n); err != nil || n < 1 {
+			b.Fatalf("BENCH_LOOPS=%q: want positive integers separated by commas", getenv("BENCH_LOOPS"))
+		}
+		loops = append(loops, n)
+	}
+	if len(loops) == 0 {
+		loops = []int{1}
+	}
+	outs := []string{"raw-out", "noop-out", "counter-out", "counter-cl-out", "wc-out"}
+	for _, l := range loops {
+		for _, t := range []string{"noop", "counter", "counter-cl", "wc"} {
+			outs = append(outs, fmt.Sprintf("%s-l%d-out", t, l))
+		}
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(parts, "in"), kfake.SeedTopics(4, outs...))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -69,11 +92,16 @@ func BenchmarkKafkaPipeline(b *testing.B) {
 		raw := rawPassthrough(b, c, records)
 		raw.report(b, "raw", raw)
 		for _, t := range tasks {
-			name := t
-			if t == "wordcount" {
-				name = "wc"
+			for _, l := range loops {
+				name, metric := t, t
+				if t == "wordcount" {
+					name = "wc"
+				}
+				if l != 1 {
+					name, metric = fmt.Sprintf("%s-l%d", name, l), fmt.Sprintf("%s-l%d", t, l)
+				}
+				hostOverKafka(b, c, modules[t], name, records, t == "counter-cl", l).report(b, metric, raw)
 			}
-			hostOverKafka(b, c, modules[t], name, records, t == "counter-cl").report(b, t, raw)
 		}
 	}
 }
@@ -177,7 +205,7 @@ func rawPassthrough(b *testing.B, c *kfake.Cluster, records int) (r pipelineRun)
 
 // hostOverKafka runs a wasmstream host with module over "in" (its own group) until it has
 // processed every record; changelog turns the task's changelog on.
-func hostOverKafka(b *testing.B, c *kfake.Cluster, module, name string, records int, changelog bool) pipelineRun {
+func hostOverKafka(b *testing.B, c *kfake.Cluster, module, name string, records int, changelog bool, loops int) pipelineRun {
 	r, st := timeHostRun(b, host.Config{
 		DataDir: filepath.Join(b.TempDir(), "data"), CheckpointInterval: 200 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
@@ -186,6 +214,7 @@ func hostOverKafka(b *testing.B, c *kfake.Cluster, module, name string, records 
 			Inputs:    []host.InputConfig{{Name: "in", Type: "kafka", Topics: []string{"in"}}},
 			Output:    host.OutputConfig{Type: "kafka", Topic: name + "-out"},
 			Changelog: host.ChangelogConfig{Enabled: changelog},
+			Loops:     loops,
 		}},
 	}, records, func(s host.TaskStats) bool { return s.Processed >= int64(records) })
 	if st.BatchSize.Count > 0 {

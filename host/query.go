@@ -32,7 +32,7 @@ const queryTimeout = 10 * time.Second
 // owns now); the admin API's state endpoints route a query across a group (route.go). Safe from
 // any goroutine while Run runs.
 func (h *Host) QueryState(ctx context.Context, name string, key []byte) ([]KeyState, error) {
-	return h.queryState(ctx, name, func(ctx context.Context, t *task.Task) ([]KeyState, error) {
+	return h.queryState(ctx, name, func(ctx context.Context, t *lanes) ([]KeyState, error) {
 		return t.Query(ctx, key)
 	})
 }
@@ -41,12 +41,12 @@ func (h *Host) QueryState(ctx context.Context, name string, key []byte) ([]KeySt
 // come after `after` (nil: from the first), with their state, in the store's key order (shorter
 // keys first, then bytewise); the next page starts after the last key returned.
 func (h *Host) ScanState(ctx context.Context, name string, prefix, after []byte, limit int) ([]KeyState, error) {
-	return h.queryState(ctx, name, func(ctx context.Context, t *task.Task) ([]KeyState, error) {
+	return h.queryState(ctx, name, func(ctx context.Context, t *lanes) ([]KeyState, error) {
 		return t.QueryScan(ctx, prefix, after, limit)
 	})
 }
 
-func (h *Host) queryState(ctx context.Context, name string, q func(context.Context, *task.Task) ([]KeyState, error)) ([]KeyState, error) {
+func (h *Host) queryState(ctx context.Context, name string, q func(context.Context, *lanes) ([]KeyState, error)) ([]KeyState, error) {
 	_, _, t, err := h.enterRunning(name)
 	if err != nil {
 		return nil, err

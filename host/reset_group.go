@@ -105,10 +105,12 @@ func (h *Host) groupOthers(ctx context.Context, r *running, name string, halted 
 		}
 	}
 	var others []kafka.Member
+	seen := map[string]bool{} // a host with several loops (tasks[].loops) is a member per loop
 	for _, m := range view.Members {
-		if m.ID == view.Self {
+		if m.ID == view.Self || m.Addr != "" && seen[m.Addr] {
 			continue
 		}
+		seen[m.Addr] = true
 		if m.Addr == "" {
 			return nil, fmt.Errorf("%w: task %s: group member %s (%s) advertises no admin address, so it cannot be asked to reset with this host: "+
 				"give every host admin.addr (and admin.advertise_addr where it listens on every interface), or stop it and reset again",

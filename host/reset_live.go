@@ -183,7 +183,7 @@ type stoppedTask struct {
 	r       *running
 	name    string
 	mod     *modrt.Module
-	tcfg    task.Config
+	lanes   []task.Config // the task's loops' configurations, without the module
 	version int
 	held    bool
 	closed  bool
@@ -206,8 +206,7 @@ func (h *Host) stopTask(ctx context.Context, lv *live, r *running, name, to stri
 	if err != nil {
 		return nil, err
 	}
-	st := &stoppedTask{h: h, lv: lv, r: r, name: name, mod: mod, tcfg: *r.tcfg, version: int(mv.Version)}
-	st.tcfg.Module, st.tcfg.Version = mod, int64(mv.Version)
+	st := &stoppedTask{h: h, lv: lv, r: r, name: name, mod: mod, lanes: r.lanes, version: int(mv.Version)}
 
 	// Run must not return while the task is stopped: the reset holds a task run of its own
 	// until the task runs again (or the reset failed).
@@ -283,7 +282,7 @@ func (st *stoppedTask) startFailed(err error) error {
 // start starts the task again, on the prepared module, from what the store holds.
 func (st *stoppedTask) start() error {
 	h, lv, r := st.h, st.lv, st.r
-	t, err := task.New(st.tcfg)
+	t, err := newLanes(st.lanes, st.mod, int64(st.version), st.lv.addModule)
 	if err != nil {
 		return fmt.Errorf("wasmstream: task %s: %w", st.name, err)
 	}

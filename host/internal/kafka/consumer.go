@@ -218,6 +218,17 @@ func (c *Consumer) Generation() int32 {
 	return g
 }
 
+// MemberID is this member's id in the group ("" until it joined).
+func (c *Consumer) MemberID() string {
+	select {
+	case <-c.ready:
+	default:
+		return ""
+	}
+	id, _ := c.cl.GroupMetadata()
+	return id
+}
+
 // StartOffset parses a start position: "earliest", "latest" or an RFC 3339 time.
 func StartOffset(s string) (kgo.Offset, error) {
 	switch s {

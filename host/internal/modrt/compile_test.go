@@ -279,3 +279,40 @@ func TestBuildHints(t *testing.T) {
 		}
 	}
 }
+
+// TestClone: a clone of a module keeps the compiled code after the original is closed (a task's
+// loops each close their handle when a version is replaced); each handle refuses instances once
+// it is closed itself.
+func TestClone(t *testing.T) {
+	ctx := context.Background()
+	r := newRuntime(t, RuntimeConfig{})
+	m, err := r.Compile(ctx, fixture(t, "driver"), Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := m.Clone()
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Instantiate(ctx, InstanceConfig{}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Instantiate after Close: %v", err)
+	}
+	i, err := c.Instantiate(ctx, InstanceConfig{})
+	if err != nil {
+		t.Fatalf("Instantiate of the clone after the original's Close: %v", err)
+	}
+	if _, err := i.Process(ctx, []abi.Record{rec("k", new(prog).put("k", "a", "1").bytes())}, nil); err != nil {
+		t.Fatalf("process on the clone's instance: %v", err)
+	}
+	if err := i.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // idempotent: the second Close of the clone releases nothing more
+		if err := c.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.Instantiate(ctx, InstanceConfig{}); !errors.Is(err, ErrClosed) {
+		t.Errorf("Instantiate of the clone after its Close: %v", err)
+	}
+}

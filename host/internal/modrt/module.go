@@ -39,6 +39,15 @@ type Module struct {
 	http *httpClient // outbound HTTP, shared by the instances; nil without Limits.Grants.HTTP (http.go)
 
 	observer func(fn int, result int64) // tests only, copied into each Instance
+
+	// share counts the handles on compiled (Clone); nil while m is its only one.
+	share *moduleShare
+}
+
+// moduleShare counts the open handles on one compiled module (Clone).
+type moduleShare struct {
+	mu   sync.Mutex
+	refs int
 }
 
 // ModuleInfo describes a compiled module.
@@ -381,8 +390,26 @@ func (m *Module) isClosed() bool {
 	return m.closed
 }
 
+// Clone returns another handle on m's compiled code, its outbound HTTP client and its log rate
+// limit, which Close closes on its own: the compiled code is released once every handle is
+// closed. The loops of one task (host: TaskConfig.Loops) each take a handle, since a task closes
+// the module of a version it replaced. m must not be closed.
+func (m *Module) Clone() *Module {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.share == nil {
+		m.share = &moduleShare{refs: 1}
+	}
+	m.share.mu.Lock()
+	m.share.refs++
+	m.share.mu.Unlock()
+	return &Module{eng: m.eng, compiled: m.compiled, info: m.info, lim: m.lim, metered: m.metered, start: m.start,
+		logLim: m.logLim, http: m.http, observer: m.observer, share: m.share}
+}
+
 // Close releases the compiled code once no Instance uses it; Instances already made keep working
-// until they are closed. Instantiate then returns ErrClosed. Close is idempotent.
+// until they are closed. Instantiate then returns ErrClosed. Close is idempotent. Of a module
+// with clones (Clone), the last handle closed releases the code.
 func (m *Module) Close(ctx context.Context) error {
 	m.mu.Lock()
 	if m.closed {
@@ -390,7 +417,17 @@ func (m *Module) Close(ctx context.Context) error {
 		return nil
 	}
 	m.closed = true
+	share := m.share
 	m.mu.Unlock()
+	if share != nil {
+		share.mu.Lock()
+		share.refs--
+		last := share.refs == 0
+		share.mu.Unlock()
+		if !last {
+			return nil
+		}
+	}
 	m.http.close()
 	if err := m.compiled.Close(ctx); err != nil {
 		return fmt.Errorf("close module: %w", err)

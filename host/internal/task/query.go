@@ -115,6 +115,20 @@ func (t *Task) Group(ctx context.Context) (kafka.GroupView, error) {
 	return q.consumer.Describe(ctx)
 }
 
+// Member returns the task's member id in its consumer group ("" until it joined): the host tells
+// its own loops apart from other hosts in a Group view with it. ErrNoGroup when the task has no
+// Kafka input.
+func (t *Task) Member(ctx context.Context) (string, error) {
+	q := &queryReq{group: true}
+	if _, err := t.query(ctx, q); err != nil {
+		return "", err
+	}
+	if q.consumer == nil {
+		return "", ErrNoGroup
+	}
+	return q.consumer.MemberID(), nil
+}
+
 func (t *Task) query(ctx context.Context, q *queryReq) ([]KeyState, error) {
 	q.reply = make(chan []KeyState, 1)
 	select {
