@@ -148,6 +148,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 			DeadLetter:           host.DeadLetterConfig{Path: ""}, // <data_dir>/<task>.deadletter.ndjson
 			Sequencing:           host.SequencingConfig{Policy: "key"},
 			Workers:              0, // GOMAXPROCS
+			Loops:                1,
 			MaxBatchRecords:      256,
 			MaxKeyRecords:        64,
 			MaxInFlight:          1024,
