@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -547,19 +546,7 @@ func (l *lanes) QueryScanStreams(ctx context.Context, prefix, after []byte, limi
 		}
 		ks, streams = append(ks, k...), append(streams, s...)
 	}
-	slices.SortStableFunc(ks, func(a, b KeyState) int {
-		return cmp.Or(keyOrder(a.Key, b.Key), cmp.Compare(a.Stream, b.Stream))
-	})
-	keys := 0
-	for i := range ks {
-		if i == 0 || !bytes.Equal(ks[i].Key, ks[i-1].Key) {
-			if keys == limit {
-				ks = ks[:i]
-				break
-			}
-			keys++
-		}
-	}
+	ks = firstKeys(ks, func(k *KeyState) ([]byte, string) { return k.Key, k.Stream }, limit)
 	slices.Sort(streams)
 	return ks, streams, nil
 }

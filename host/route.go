@@ -254,21 +254,33 @@ func (h *Host) routedScan(r *http.Request, name string, prefix, after []byte, li
 		}
 	}
 	// The page: every host's first keys, merged in the store's key order, up to limit keys.
-	slices.SortStableFunc(ks, func(a, b admin.KeyState) int {
-		return cmp.Or(keyOrder(a.Key, b.Key), cmp.Compare(a.Stream, b.Stream))
+	ks = firstKeys(ks, func(k *admin.KeyState) ([]byte, string) { return k.Key, k.Stream }, limit)
+	slices.Sort(streams)
+	return ks, streams, nil
+}
+
+// firstKeys sorts pages merged from several places (hosts, loops) in the store's order of keys,
+// then streams, and keeps the entries of the first limit keys.
+func firstKeys[K any](ks []K, of func(*K) (key []byte, stream string), limit int) []K {
+	slices.SortStableFunc(ks, func(a, b K) int {
+		ak, as := of(&a)
+		bk, bs := of(&b)
+		return cmp.Or(keyOrder(ak, bk), cmp.Compare(as, bs))
 	})
 	keys := 0
 	for i := range ks {
-		if i == 0 || !bytes.Equal(ks[i].Key, ks[i-1].Key) {
-			if keys == limit {
-				ks = ks[:i]
-				break
+		k, _ := of(&ks[i])
+		if i > 0 {
+			if prev, _ := of(&ks[i-1]); bytes.Equal(k, prev) {
+				continue
 			}
-			keys++
 		}
+		if keys == limit {
+			return ks[:i]
+		}
+		keys++
 	}
-	slices.Sort(streams)
-	return ks, streams, nil
+	return ks
 }
 
 // keyOrder is the store's order of keys: by length, then bytewise.
