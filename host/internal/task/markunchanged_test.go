@@ -147,3 +147,57 @@ func markHistory(t *testing.T, dir string) (marks int, perCommit string) {
 	}
 	return marks, perCommit
 }
+
+// TestMeasureDedupeMarks measures the Badger entries of the checkpoints of examples/wasm/dedupe
+// (a processing-time window per id) in bursts: each burst brings 100 new ids, then the clock
+// moves 5 s and, once the burst is committed, the ids of the burst two windows back expire with
+// no record around them. It logs the entries of each checkpoint by table and the mark entries
+// of the run. A measurement, not a check: run it with WASMSTREAM_MEASURE=1
+// (go test ./host/internal/task -run TestMeasureDedupeMarks -v).
+func TestMeasureDedupeMarks(t *testing.T) {
+	if os.Getenv("WASMSTREAM_MEASURE") == "" {
+		t.Skip("a measurement: set WASMSTREAM_MEASURE=1")
+	}
+	const bursts, ids = 10, 100
+	dir := t.TempDir()
+	r := startRig(t, rigOpts{dir: dir, start: 0, guest: "dedupe", guestConfig: `{"window_seconds":10}`})
+	var s uint32
+	waitStore := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("waited for %s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	for b := range bursts {
+		for i := range ids {
+			r.send(r0(fmt.Sprintf("b%d-%03d", b, i), "x"))
+		}
+		waitStore("the burst committed", func() bool {
+			if s == 0 {
+				if streams, err := r.db.Streams("timers"); err == nil && len(streams) == 1 {
+					s = streams[0].ID
+				}
+			}
+			pos, _, err := r.db.Position("timers", s)
+			return s != 0 && err == nil && pos.Next == int64((b+1)*ids)
+		})
+		r.advance(int64(b+1) * 5000)
+		if old := b - 1; old >= 0 { // set at old*5000, due at old*5000+10000 ≤ (b+1)*5000
+			waitStore("the expiry committed", func() bool {
+				for i := range ids {
+					if _, ok, err := r.db.Get("timers", s, []byte(fmt.Sprintf("b%d-%03d", old, i)), []byte("seen")); err != nil || ok {
+						return false
+					}
+				}
+				return true
+			})
+		}
+	}
+	r.stop()
+	marks, perCommit := markHistory(t, filepath.Join(dir, "db"))
+	t.Logf("dedupe, %d bursts of %d ids: %d mark entries; entries by checkpoint transaction:%s", bursts, ids, marks, perCommit)
+}
