@@ -83,6 +83,16 @@ type KeyWrites struct {
 	// stored mark, lower still, skips none either (see "Applied marks below
 	// the position" in the package documentation). Ignored with DropMark.
 	MarkStored bool
+	// MarkUnchanged tells Commit that the store's mark entry for this (stream, key) is already
+	// the one this KeyWrites would write: its mark is Mark and its state version StateVersion
+	// (the caller read them, or a checkpoint committed before this one was given them), or,
+	// with StateVersion, a lower mark that such a checkpoint left as it is (MarkStored) because
+	// Mark was below the Next it committed. Commit then writes no mark entry for the key, in
+	// every checkpoint, split or not (see "Unchanged marks" in the package documentation): a
+	// key whose only changes since are timer firings, ticks or partition callbacks gets its
+	// state and timer entries alone. Set it only with MarkStored's conditions met and Mark
+	// equal to that checkpoint's or read one. Ignored with DropMark.
+	MarkUnchanged bool
 	// Writes are applied in order; a later write of the same name wins.
 	Writes []Write
 	// Timers are applied in order after Writes; a later operation on the same
@@ -545,7 +555,7 @@ func (w *txnWriter) writeKey(task string, kw *KeyWrites) error {
 			return fail(err)
 		}
 	}
-	if w.keepMark(kw) {
+	if (kw.MarkUnchanged && kw.Mark != DropMark) || w.keepMark(kw) {
 		return nil
 	}
 	mk := appendMarkKey(w.alloc(markKeyLen(task, kw.Key)), task, kw.Stream, kw.Key)

@@ -80,7 +80,8 @@
 //     mark go in the same transaction, so every key is always
 //     self-consistent: its state, its timers, their due-index entries and
 //     its mark are all old or all new (a split checkpoint writes every
-//     mark: see "Applied marks below the position");
+//     mark but the unchanged ones: see "Applied marks below the position"
+//     and "Unchanged marks");
 //  2. positions go in the last transaction, committed after every key
 //     transaction has committed; before the first key transaction, each
 //     stream's horizon is raised to the new one in a transaction of its own.
@@ -138,6 +139,32 @@
 // when it is at or above the stream's Position.Next; below it, it is a lower
 // bound of the key's last applied offset (all of which are below Next), and
 // says only that replay skips none of the key's records.
+//
+// # Unchanged marks
+//
+// A key dirtied only by work that is not a record of its stream (a timer
+// firing, a tick, a partition callback) keeps its mark, and usually its
+// state version: its mark entry would be written again byte for byte. So
+// Commit, for a key whose KeyWrites.MarkUnchanged says the store already holds
+// the entry the checkpoint would write (the same mark and state version),
+// writes no mark entry, in every checkpoint, one transaction or split, with
+// or without a position for the key's stream. Leaving an entry as it is
+// when it is what would be written changes nothing a crash could expose.
+// The host sets MarkUnchanged only when it knows what the store holds: the
+// key's load read the entry, or an earlier checkpoint of the key committed
+// it (never one that failed: the host halts; nor one the host undid: an
+// aborted exactly-once transaction, a reset, a restore or a DropStream make
+// the host forget the stream's keys and read them again). A key that never
+// had a mark gets its NoneApplied mark written once, the first time it
+// changes, so that every key with state keeps a mark entry.
+//
+// The earlier checkpoint may have left a lower mark below its Next under the
+// previous rule; MarkUnchanged holds then too: the checkpoint's mark, equal
+// to the new one, was below a Next that is durable now and only grows, so
+// no replayed record is at or below it, and the stored mark, lower still,
+// skips none either. Stored marks never decrease, and a version change
+// always writes the entry, so [DB.KeysWithVersionNot] still finds every key
+// to migrate.
 //
 // # Snapshots and restore
 //

@@ -73,9 +73,13 @@ type Entry struct {
 	// markStored says the store holds, or the checkpoint in flight writes, a mark entry for
 	// the key with state version storedVers: read by Load, or collected by Collect (whose
 	// checkpoint writes the mark, or keeps one with the same version). A checkpoint may then
-	// leave the entry as it is (store.KeyWrites.MarkStored).
+	// leave the entry as it is (store.KeyWrites.MarkStored). storedMark is that entry's mark:
+	// the one Load read, or the one Collect collected (the store holds it, or a lower one the
+	// checkpoint kept below the Next it committed). A checkpoint whose key has the same mark
+	// and version writes no mark entry for it (store.KeyWrites.MarkUnchanged).
 	markStored bool
 	storedVers uint32
+	storedMark int64
 }
 
 // Pending returns what Charge counted since the entry's writes were last collected.
@@ -115,7 +119,7 @@ func (e *Entry) Load(load Loader) error {
 		if !e.markStored {
 			// Not when a Collect set it: that checkpoint's mark is newer than the store's (it
 			// may be in flight).
-			e.markStored, e.storedVers = true, meta.StateVersion
+			e.markStored, e.storedVers, e.storedMark = true, meta.StateVersion, meta.Mark
 		}
 		if !e.versSet {
 			// A version the loop set wins, committed or not: the store may not have it yet
@@ -530,12 +534,14 @@ func (e *Entry) Uncollected() store.KeyWrites {
 // tombstones in place until its last Unpin.
 func (c *Cache) Collect(cp *store.Checkpoint) {
 	for _, e := range c.dirty {
+		stored := e.markStored && e.storedVers == e.stateVers
 		kw := store.KeyWrites{Stream: e.stream, Key: e.key, Mark: e.mark, StateVersion: e.stateVers, Timers: e.timers, First: e.first,
-			MarkStored: e.markStored && e.storedVers == e.stateVers}
-		// Once this checkpoint commits, the store holds the key's mark entry with this version:
-		// the next one is collected only after that (a failed commit halts the task, an
-		// aborted transaction drops the stream's entries).
-		e.markStored, e.storedVers = true, e.stateVers
+			MarkStored: stored, MarkUnchanged: stored && e.storedMark == e.mark}
+		// Once this checkpoint commits, the store holds the key's mark entry with this version
+		// and mark (or a lower mark kept below the Next it commits): the next one is collected
+		// only after that (a failed commit halts the task; an aborted transaction, a reset or a
+		// restore drop the stream's entries, which load again).
+		e.markStored, e.storedVers, e.storedMark = true, e.stateVers, e.mark
 		e.timers, e.first = nil, math.MaxInt64
 		e.pendEntries, e.pendBytes = 0, 0
 		if e.written {

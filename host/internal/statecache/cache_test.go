@@ -772,3 +772,83 @@ func TestCollectMarkStored(t *testing.T) {
 	change(late, 60)
 	collect("late, loaded after its collect", map[string]bool{"late": true})
 }
+
+// TestCollectMarkUnchanged: Collect tells the store that a key's mark entry is already the one
+// it would write (store.KeyWrites.MarkUnchanged) only when the mark and state version it
+// collects are those the store holds: read by the load, or collected by an earlier Collect. A
+// key changed only by timer firings keeps its stored mark; one a record changed, one a module
+// of another version changed, a new key (its NoneApplied mark written once) and a key whose
+// stream was dropped and loaded again after a newer write have their mark written.
+func TestCollectMarkUnchanged(t *testing.T) {
+	type meta struct {
+		mark int64
+		vers uint32
+	}
+	stored := map[string]meta{"old": {5, 1}, "other": {5, 1}}
+	load := func(_ uint32, key []byte, m *Meta, _ func(name, val []byte)) error {
+		if s, ok := stored[string(key)]; ok {
+			m.Found, m.Mark, m.StateVersion = true, s.mark, s.vers
+		}
+		return nil
+	}
+	c := New(load, 1<<30)
+	collect := func(step string, want map[string]bool) {
+		t.Helper()
+		var cp store.Checkpoint
+		c.Collect(&cp)
+		got := map[string]bool{}
+		for _, kw := range cp.Keys {
+			got[string(kw.Key)] = kw.MarkUnchanged
+			if kw.MarkUnchanged && !kw.MarkStored {
+				t.Errorf("%s: key %s MarkUnchanged without MarkStored", step, kw.Key)
+			}
+			stored[string(kw.Key)] = meta{kw.Mark, kw.StateVersion} // what the commit leaves
+		}
+		if !maps.Equal(got, want) {
+			t.Errorf("%s: MarkUnchanged by key %v, want %v", step, got, want)
+		}
+	}
+	entry := func(key string) *Entry {
+		e := c.Pin(1, []byte(key))
+		if err := e.Load(c.Loader()); err != nil {
+			t.Fatal(err)
+		}
+		c.Unpin(e)
+		return e
+	}
+	fire := func(e *Entry) { // a timer fired: its window's result written, the timer deleted
+		c.Apply(e, []byte("fired"), []byte("1"), false)
+		c.AddTimer(e, store.TimerOp{Name: []byte("w"), Delete: true})
+	}
+	old, other, fresh := entry("old"), entry("other"), entry("new")
+	fire(old)
+	fire(fresh)
+	c.SetStateVersion(other, 2) // a module of version 2 fired it: the store has 1
+	fire(other)
+	collect("loaded, fired", map[string]bool{"old": true, "new": false, "other": false})
+
+	for _, e := range []*Entry{old, other, fresh} {
+		fire(e)
+	}
+	collect("collected, fired", map[string]bool{"old": true, "new": true, "other": true})
+
+	c.Apply(old, []byte("n"), []byte("1"), false)
+	c.SetMark(old, 9) // a record
+	c.SetStateVersion(fresh, 3)
+	fire(fresh)
+	collect("record, version", map[string]bool{"old": false, "new": false})
+	fire(old)
+	fire(fresh)
+	collect("fired after", map[string]bool{"old": true, "new": true})
+
+	// The stream dropped (an aborted transaction, an assignment): the store's entry is read
+	// again. Here a restore wrote mark 12 for "old" meanwhile: a firing must not claim 9.
+	c.DropStream(1)
+	stored["old"] = meta{12, 1}
+	old = entry("old")
+	fire(old)
+	collect("reloaded", map[string]bool{"old": true})
+	if m := stored["old"].mark; m != 12 {
+		t.Errorf("reloaded: collected mark %d, want the store's 12", m)
+	}
+}

@@ -14,4 +14,11 @@
 // unpinned entries while the cache holds more than its byte budget: an entry collected into a
 // checkpoint not yet committed must stay, or its key would be read back from a store that lacks
 // its change. Dirty or pinned entries are never evicted.
+//
+// Each entry knows the mark entry the store holds for its key (the mark and state version its
+// Load read, or those its last Collect collected, which the caller committed before the next
+// Collect: a failed commit stops the caller, and a caller that undoes one drops the stream,
+// DropStream). Collect tells the store when the key's mark entry is stored with the state version
+// it collects (store.KeyWrites.MarkStored) and when it is the very entry it would write
+// (store.KeyWrites.MarkUnchanged: a key only timer firings, ticks or partition callbacks changed).
 package statecache

@@ -85,8 +85,22 @@ func (t *Task) commitTxn(startTicks bool) error {
 	t.cache.Collect(&cp)
 	t.timersCollected()
 	// Changes of a partition revoked since the last commit (a firing or tick after it) belong to
-	// this transaction, which the revoke aborts anyway; they never reach the store.
-	cp.Keys = slices.DeleteFunc(cp.Keys, func(kw store.KeyWrites) bool { return t.streams[kw.Stream] == nil })
+	// this transaction, which the revoke aborts anyway; they never reach the store. The cache
+	// forgets their entries too: Collect counted their marks as stored (MarkStored,
+	// MarkUnchanged), and a later assignment must read the store's again.
+	var gone []uint32
+	cp.Keys = slices.DeleteFunc(cp.Keys, func(kw store.KeyWrites) bool {
+		if t.streams[kw.Stream] != nil {
+			return false
+		}
+		if !slices.Contains(gone, kw.Stream) {
+			gone = append(gone, kw.Stream)
+		}
+		return true
+	})
+	for _, s := range gone {
+		t.cache.DropStream(s)
+	}
 	t.collectPositions(&cp)
 	pl := t.planChangelog(&cp)
 	if pl != nil {
