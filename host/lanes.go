@@ -46,8 +46,18 @@ type lanes struct {
 // newLanes makes a task's loops from their configurations (laneConfigs) on mod, version v. Loop
 // 0 takes mod; every other loop a clone of it (modrt.Module.Clone), which add hands to the
 // caller to close with mod.
+//
+// With changelog.standby, the loops share one standby, new for each run (task.SharedStandby):
+// loop 0 runs its tailer, which tails only the partitions no loop of the host owns, and every
+// loop claims in it the partitions it is assigned before restoring them and releases them
+// after its last checkpoint of them. A standby per loop would tail, beside the loop that owns
+// a partition, what that loop writes: two writers of one stream in one store.
 func newLanes(cfgs []task.Config, mod *modrt.Module, v int64, add func(*modrt.Module)) (*lanes, error) {
 	l := &lanes{ts: make([]*task.Task, len(cfgs))}
+	var shared *task.SharedStandby
+	if len(cfgs) > 1 && cfgs[0].Changelog != nil && cfgs[0].Changelog.Standby {
+		shared = task.NewSharedStandby()
+	}
 	for i, c := range cfgs {
 		m := mod
 		if i > 0 {
@@ -55,6 +65,11 @@ func newLanes(cfgs []task.Config, mod *modrt.Module, v int64, add func(*modrt.Mo
 			add(m)
 		}
 		c.Module, c.Version = m, v
+		if shared != nil {
+			cc := *c.Changelog
+			cc.Shared, cc.Tails = shared, i == 0
+			c.Changelog = &cc
+		}
 		t, err := task.New(c)
 		if err != nil {
 			return nil, err

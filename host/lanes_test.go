@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -336,7 +337,15 @@ func TestLoopsExactlyOnce(t *testing.T) {
 // Two hosts of loops 2 with a changelog, records flowing: host b joins the group (the partitions
 // spread over four loops) and leaves (its partitions go back to a's loops, which restore what b
 // wrote from the changelog); then a's state is exact.
-func TestLoopsHostJoinsAndLeaves(t *testing.T) {
+func TestLoopsHostJoinsAndLeaves(t *testing.T) { testLoopsHostJoinsAndLeaves(t, false) }
+
+// TestLoopsStandbyHostJoinsAndLeaves is TestLoopsHostJoinsAndLeaves with standbys: a's loops
+// share one standby, which tails the partitions b's loops own while b is in the group (and
+// none of a's loops' own), and a's loops claim them back from it when b leaves; a's state is
+// exact.
+func TestLoopsStandbyHostJoinsAndLeaves(t *testing.T) { testLoopsHostJoinsAndLeaves(t, true) }
+
+func testLoopsHostJoinsAndLeaves(t *testing.T, standby bool) {
 	module := guestbuild.Go(t, "wordcount")
 	c := newClusterParts(t, 8, "words", "counts")
 	stop := flowWords(t, c, 51, 40, 20*time.Millisecond)
@@ -344,7 +353,7 @@ func TestLoopsHostJoinsAndLeaves(t *testing.T) {
 	start := func(id string) *hosttest.Running {
 		tc := wordcountKafkaTask(module)
 		tc.Loops = 2
-		tc.Changelog = host.ChangelogConfig{Enabled: true}
+		tc.Changelog = host.ChangelogConfig{Enabled: true, Standby: standby}
 		return hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, id), HostID: id, Logger: testLogger(t).With("host", id),
 			CheckpointInterval: 100 * time.Millisecond,
 			Kafka:              host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second},
@@ -358,6 +367,10 @@ func TestLoopsHostJoinsAndLeaves(t *testing.T) {
 	b := start("b")
 	hosttest.WaitFor(t, 60*time.Second, "four loops in the group", func() bool { return len(groupAssignment(t, c, "wasmstream-wc")) == 4 })
 	hosttest.WaitFor(t, 60*time.Second, "host b processing", processed(b, 200))
+	if standby {
+		// Before b joined, a's loops owned every partition: its standby tailed none.
+		hosttest.WaitFor(t, 60*time.Second, "a's standby tailing what b's loops wrote", func() bool { return a.Stats()[0].StandbyRecords > 0 })
+	}
 	if err := b.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -373,15 +386,109 @@ func TestLoopsHostJoinsAndLeaves(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameCounts(t, p.want, stateOf(t, filepath.Join(dir, "a"), "wc"))
-	t.Logf("%d records; host a restored %d partitions (%d changelog records)", p.records, sa.Restores, sa.RestoredRecords)
+	t.Logf("%d records; host a restored %d partitions (%d changelog records); its standby applied %d", p.records, sa.Restores, sa.RestoredRecords, sa.StandbyRecords)
 	if sa.Restores == 0 {
 		t.Error("host a restored nothing: no partition came back from host b")
 	}
 }
 
+// Two hosts of loops 2 with standbys over 8 partitions: each host runs one standby for its two
+// loops, which tails the changelog of the four partitions the other host's loops own and none
+// of its own loops' (its figures count only those: b's standby applied exactly what a's loops
+// wrote). Host a stops; b's loops take a's partitions over replaying only the tail the standby
+// had not applied (here nothing: a had committed everything), records flowing again meanwhile,
+// and b's state is exact.
+func TestLoopsStandbyTakeover(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newClusterParts(t, 8, "words", "counts")
+	dir := t.TempDir()
+	start := func(id string) *hosttest.Running {
+		tc := wordcountKafkaTask(module)
+		tc.Loops = 2
+		tc.Changelog = host.ChangelogConfig{Enabled: true, Standby: true}
+		return hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, id), HostID: id, Logger: testLogger(t).With("host", id),
+			CheckpointInterval: 100 * time.Millisecond,
+			Kafka:              host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second},
+			Tasks:              []host.TaskConfig{tc}})
+	}
+	a, b := start("a"), start("b")
+	// Every loop of both hosts holds partitions before any record: no standby tails anything
+	// before its host's loops own theirs.
+	hosttest.WaitFor(t, 60*time.Second, "four loops in the group with two partitions each", func() bool {
+		g := groupAssignment(t, c, "wasmstream-wc")
+		n := 0
+		for _, ps := range g {
+			if len(ps) != 2 {
+				return false
+			}
+			n++
+		}
+		return n == 4
+	})
+	want := map[string]map[string]int{}
+	records := 0
+	flow := func(stop func() producedWords) {
+		p := stop()
+		if p.err != nil {
+			t.Fatal(p.err)
+		}
+		addCounts(want, p.want)
+		records += p.records
+	}
+	stopFlow := flowWords(t, c, 61, 40, 20*time.Millisecond)
+	hosttest.WaitFor(t, 60*time.Second, "both hosts processing", func() bool {
+		return a.Stats()[0].Processed >= 300 && b.Stats()[0].Processed >= 300
+	})
+	flow(stopFlow)
+	hosttest.WaitFor(t, 60*time.Second, "every record read", func() bool { return a.Stats()[0].Records+b.Stats()[0].Records >= int64(records) })
+	waitPartitionsCommitted(t, a, 4)
+	waitPartitionsCommitted(t, b, 4)
+	// a's partitions' changelog is complete now; b's standby catches up with it.
+	adm := kadm.NewClient(newClient(t, c))
+	ends, err := adm.ListEndOffsets(context.Background(), "wc-changelog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var need int64
+	for _, in := range a.Stats()[0].Inputs {
+		if o, ok := ends.Lookup("wc-changelog", in.Partition); ok {
+			need += o.Offset
+		}
+	}
+	hosttest.WaitFor(t, 60*time.Second, fmt.Sprintf("b's standby applying a's %d changelog records", need),
+		func() bool { return b.Stats()[0].StandbyRecords >= need })
+	before := b.Stats()[0]
+	if before.StandbyRecords != need {
+		t.Errorf("b's standby applied %d changelog records, want exactly the %d of a's partitions: it tailed a partition of b's own loops", before.StandbyRecords, need)
+	}
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	stopFlow = flowWords(t, c, 62, 40, 20*time.Millisecond)
+	waitLoopsAssigned(t, c, "wasmstream-wc", "wasmstream-wc-b", 2, 8)
+	hosttest.WaitFor(t, 60*time.Second, "b processing a's partitions", func() bool { return len(b.Stats()[0].Inputs) == 8 })
+	flow(stopFlow)
+	hosttest.WaitFor(t, 60*time.Second, "every record read", func() bool { return a.Stats()[0].Records+b.Stats()[0].Records >= int64(records) })
+	waitPartitionsCommitted(t, b, 8)
+	after := b.Stats()[0]
+	if err := b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	sameCounts(t, want, stateOf(t, filepath.Join(dir, "b"), "wc"))
+	takeover := after.RestoredRecords - before.RestoredRecords
+	t.Logf("%d records; b's standby applied %d changelog records of a's partitions; the takeover of a's 4 partitions (%d restores) replayed %d",
+		records, before.StandbyRecords, after.Restores-before.Restores, takeover)
+	if after.Restores < before.Restores+4 {
+		t.Errorf("b restored %d partitions at the takeover, want a's 4", after.Restores-before.Restores)
+	}
+	if takeover*4 >= need {
+		t.Errorf("the takeover replayed %d changelog records of the %d a's partitions hold: a warm standby must leave only a tail", takeover, need)
+	}
+}
+
 // TestLoopsConfig: loops above 1 are refused, naming the key and why, for what assumes one loop
-// per task: a file input, a bounded input, standbys, dropping revoked state, a task another
-// reads; and a count out of range.
+// per task: a file input, a bounded input, dropping revoked state, a task another reads; and a
+// count out of range. Standbys run with loops (one shared by the host's loops).
 func TestLoopsConfig(t *testing.T) {
 	kin := host.InputConfig{Name: "k", Type: "kafka", Topics: []string{"in"}}
 	err := host.Config{Kafka: host.KafkaConfig{Brokers: []string{"127.0.0.1:9"}}, Tasks: []host.TaskConfig{{
@@ -407,7 +514,6 @@ func TestLoopsConfig(t *testing.T) {
 	for _, want := range []string{
 		"tasks[0].inputs[1].type: loops 2 needs kafka inputs only",
 		"tasks[1].inputs[0].bounded: loops 2",
-		"tasks[2].changelog.standby: does not run with loops 2",
 		"tasks[2].changelog.drop_revoked: does not run with loops 2",
 		"tasks[3].loops: task downstream reads this task's output",
 		"tasks[5].loops: must be at most 256",
@@ -417,8 +523,8 @@ func TestLoopsConfig(t *testing.T) {
 			t.Errorf("Validate() = %v\nwant a problem %q", err, want)
 		}
 	}
-	if err != nil && strings.Contains(err.Error(), "tasks[7]") {
-		t.Errorf("Validate() = %v\nwant no problem with tasks[7]", err)
+	if err != nil && (strings.Contains(err.Error(), "tasks[7]") || strings.Contains(err.Error(), "changelog.standby")) {
+		t.Errorf("Validate() = %v\nwant no problem with tasks[7] nor with changelog.standby", err)
 	}
 }
 
