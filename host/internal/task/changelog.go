@@ -939,6 +939,9 @@ func (sb *standby) release(t *Task, tp kafka.TopicPartition) {
 	}
 }
 
+// claimed reports whether a loop owns tp: the standby leaves it alone. mu is held.
+func (sb *standby) claimed(tp kafka.TopicPartition) bool { return len(sb.owned[tp]) > 0 }
+
 // SharedStandby is the standby of a task's loops on one host (ChangelogConfig.Shared): one
 // tailer, run by one loop, fed with the partitions every loop of the host owns. A new one for
 // every run of the loops (a loop that ended keeps its claims: its partitions are skipped, never
@@ -966,7 +969,7 @@ func (t *Task) runStandby(ctx context.Context, sb *standby) {
 					return
 				}
 				sb.mu.Lock()
-				if len(sb.owned[tp]) == 0 {
+				if !sb.claimed(tp) {
 					id, err := t.cfg.Store.StreamID(t.cfg.Name, kafkaStreamName(tp))
 					var r replayed
 					if err == nil {
