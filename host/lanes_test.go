@@ -139,6 +139,51 @@ func waitCommittedThrough(t *testing.T, c *kfake.Cluster, h interface{ Stats() [
 	})
 }
 
+// visibleRecords counts the records of topic's partitions parts, up to their ends as they are
+// now, that a read_committed reader sees (neither transaction markers nor aborted records): what
+// a standby tailing them applies.
+func visibleRecords(t *testing.T, c *kfake.Cluster, topic string, parts []int32) int64 {
+	t.Helper()
+	ends, err := kadm.NewClient(newClient(t, c)).ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offsets := map[int32]kgo.Offset{}
+	left := map[int32]int64{}
+	for _, p := range parts {
+		if o, ok := ends.Lookup(topic, p); ok && o.Offset > 0 {
+			offsets[p], left[p] = kgo.NewOffset().AtStart(), o.Offset
+		}
+	}
+	var n int64
+	if len(left) == 0 {
+		return 0
+	}
+	cl := newClient(t, c, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for len(left) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s: %v", topic, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := left[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			if !r.Attrs.IsControl() {
+				n++
+			}
+			if r.Offset == end-1 {
+				delete(left, r.Partition)
+			}
+		})
+	}
+	return n
+}
+
 // A task with loops 4 over 8 partitions: the host's four loops are four static members of the
 // task's group with two partitions each; the outputs are each count once, in order, and the
 // state is exact. Restarted with loops 2 (the partitions move between loops through the store),
@@ -421,12 +466,22 @@ func testLoopsHostJoinsAndLeaves(t *testing.T, standby bool) {
 // loops own. Host a stops; b's loops take a's partitions over replaying only the tail the
 // standby had not applied (here about nothing: a had committed everything), records flowing
 // again meanwhile, and b's state is exact.
-func TestLoopsStandbyTakeover(t *testing.T) {
+func TestLoopsStandbyTakeover(t *testing.T) { testLoopsStandbyTakeover(t, false) }
+
+// TestLoopsStandbyTakeoverExactlyOnce is TestLoopsStandbyTakeover under exactly once, where a
+// loop restores an assignment beside the loop (assignAside) and claims it from the standby there;
+// the outputs are each count once.
+func TestLoopsStandbyTakeoverExactlyOnce(t *testing.T) { testLoopsStandbyTakeover(t, true) }
+
+func testLoopsStandbyTakeover(t *testing.T, eos bool) {
 	module := guestbuild.Go(t, "wordcount")
 	c := newClusterParts(t, 8, "words", "counts")
 	dir := t.TempDir()
 	start := func(id string) *hosttest.Running {
 		tc := wordcountKafkaTask(module)
+		if eos {
+			tc = eosTask(module)
+		}
 		tc.Loops = 2
 		tc.Changelog = host.ChangelogConfig{Enabled: true, Standby: true}
 		return hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, id), HostID: id, Logger: testLogger(t).With("host", id),
@@ -466,17 +521,11 @@ func TestLoopsStandbyTakeover(t *testing.T) {
 	waitCommittedThrough(t, c, a, "words", 4)
 	waitCommittedThrough(t, c, b, "words", 4)
 	// a's partitions' changelog is complete now; b's standby catches up with it.
-	adm := kadm.NewClient(newClient(t, c))
-	ends, err := adm.ListEndOffsets(context.Background(), "wc-changelog")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var need int64
+	var aParts []int32
 	for _, in := range a.Stats()[0].Inputs {
-		if o, ok := ends.Lookup("wc-changelog", in.Partition); ok {
-			need += o.Offset
-		}
+		aParts = append(aParts, in.Partition)
 	}
+	need := visibleRecords(t, c, "wc-changelog", aParts)
 	hosttest.WaitFor(t, 60*time.Second, fmt.Sprintf("b's standby applying a's %d changelog records", need),
 		func() bool { return b.Stats()[0].StandbyRecords >= need })
 	before := b.Stats()[0]
@@ -493,6 +542,9 @@ func TestLoopsStandbyTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameCounts(t, want, stateOf(t, filepath.Join(dir, "b"), "wc"))
+	if eos {
+		checkCountsOutputs(t, consumeOutputs(t, c, "counts", wordTotal(want), 60*time.Second), want)
+	}
 	takeover := after.RestoredRecords - before.RestoredRecords
 	t.Logf("%d records; b's standby applied %d changelog records of a's partitions; the takeover of a's 4 partitions (%d restores) replayed %d",
 		records, before.StandbyRecords, after.Restores-before.Restores, takeover)
