@@ -54,10 +54,7 @@ type lanes struct {
 // a partition, what that loop writes: two writers of one stream in one store.
 func newLanes(cfgs []task.Config, mod *modrt.Module, v int64, add func(*modrt.Module)) (*lanes, error) {
 	l := &lanes{ts: make([]*task.Task, len(cfgs))}
-	var shared *task.SharedStandby
-	if len(cfgs) > 1 && cfgs[0].Changelog != nil && cfgs[0].Changelog.Standby {
-		shared = task.NewSharedStandby()
-	}
+	cfgs = shareStandby(cfgs)
 	for i, c := range cfgs {
 		m := mod
 		if i > 0 {
@@ -65,11 +62,6 @@ func newLanes(cfgs []task.Config, mod *modrt.Module, v int64, add func(*modrt.Mo
 			add(m)
 		}
 		c.Module, c.Version = m, v
-		if shared != nil {
-			cc := *c.Changelog
-			cc.Shared, cc.Tails = shared, i == 0
-			c.Changelog = &cc
-		}
 		t, err := task.New(c)
 		if err != nil {
 			return nil, err
@@ -77,6 +69,23 @@ func newLanes(cfgs []task.Config, mod *modrt.Module, v int64, add func(*modrt.Mo
 		l.ts[i] = t
 	}
 	return l, nil
+}
+
+// shareStandby returns cfgs, the configurations of a task's loops, with one new standby shared
+// by them when they are several and keep one (newLanes), loop 0 running its tailer; cfgs itself
+// is left as it is (a restart calls newLanes with it again).
+func shareStandby(cfgs []task.Config) []task.Config {
+	if len(cfgs) < 2 || cfgs[0].Changelog == nil || !cfgs[0].Changelog.Standby {
+		return cfgs
+	}
+	shared := task.NewSharedStandby()
+	out := slices.Clone(cfgs)
+	for i := range out {
+		cc := *out[i].Changelog
+		cc.Shared, cc.Tails = shared, i == 0
+		out[i].Changelog = &cc
+	}
+	return out
 }
 
 // loopSuffix is what loop i appends to its group instance id and transactional id.
