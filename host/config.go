@@ -118,8 +118,9 @@ type TaskConfig struct {
 	// member of the task's consumer group, which spreads the partitions over every loop of
 	// every host. A host then uses more than the one core a loop and its checkpoint writer
 	// carry. Workers and StateCacheBytes are split over the loops. Only for a task whose inputs
-	// are one kafka input (not bounded), without changelog.standby or changelog.drop_revoked
-	// and not read by another task (chains). Default 1: one loop, as before.
+	// are one kafka input (not bounded), without changelog.drop_revoked and not read by
+	// another task (chains); with changelog.standby the loops share one standby, which tails
+	// the partitions no loop of the host owns. Default 1: one loop, as before.
 	Loops int `yaml:"loops"`
 	// MaxBatchRecords bounds the records of one guest call. Default 256.
 	MaxBatchRecords int `yaml:"max_batch_records"`
@@ -608,9 +609,6 @@ func validateLoops(c Config, t TaskConfig, p string, bad func(string, string, ..
 		case in.Bounded:
 			bad(fmt.Sprintf("%sinputs[%d].bounded", p, j), "loops %d: a bounded kafka input reads every partition in one loop, without a group (set loops: 1)", t.Loops)
 		}
-	}
-	if t.Changelog.Standby {
-		bad(p+"changelog.standby", "does not run with loops %d yet: a loop would tail as a standby the partitions another loop of the host owns and writes (set loops: 1, or turn standby off)", t.Loops)
 	}
 	if t.Changelog.DropRevoked {
 		bad(p+"changelog.drop_revoked", "does not run with loops %d: a loop could drop the local state of a partition that another loop of the host was just assigned (set loops: 1, or keep revoked state)", t.Loops)

@@ -45,8 +45,15 @@ type lanes struct {
 // newLanes makes a task's loops from their configurations (laneConfigs) on mod, version v. Loop
 // 0 takes mod; every other loop a clone of it (modrt.Module.Clone), which add hands to the
 // caller to close with mod.
+//
+// With changelog.standby, the loops share one standby, new for each run (task.SharedStandby):
+// loop 0 runs its tailer, which tails only the partitions no loop of the host owns, and every
+// loop claims in it the partitions it is assigned before restoring them and releases them
+// after its last checkpoint of them. A standby per loop would tail, beside the loop that owns
+// a partition, what that loop writes: two writers of one stream in one store.
 func newLanes(cfgs []task.Config, mod *modrt.Module, v int64, add func(*modrt.Module)) (*lanes, error) {
 	l := &lanes{ts: make([]*task.Task, len(cfgs))}
+	cfgs = shareStandby(cfgs)
 	for i, c := range cfgs {
 		m := mod
 		if i > 0 {
@@ -61,6 +68,23 @@ func newLanes(cfgs []task.Config, mod *modrt.Module, v int64, add func(*modrt.Mo
 		l.ts[i] = t
 	}
 	return l, nil
+}
+
+// shareStandby returns cfgs, the configurations of a task's loops, with one new standby shared
+// by them when they are several and keep one (newLanes), loop 0 running its tailer; cfgs itself
+// is left as it is (a restart calls newLanes with it again).
+func shareStandby(cfgs []task.Config) []task.Config {
+	if len(cfgs) < 2 || cfgs[0].Changelog == nil || !cfgs[0].Changelog.Standby {
+		return cfgs
+	}
+	shared := task.NewSharedStandby()
+	out := slices.Clone(cfgs)
+	for i := range out {
+		cc := *out[i].Changelog
+		cc.Shared, cc.Tails = shared, i == 0
+		out[i].Changelog = &cc
+	}
+	return out
 }
 
 // loopSuffix is what loop i appends to its group instance id and transactional id.

@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/wasmstream/wasmstream/host/internal/task"
 )
 
 // TestMergeStats: a task's figures over its loops: counters and histograms summed, the lowest
@@ -50,5 +52,39 @@ func TestMergeStats(t *testing.T) {
 	}
 	if n := len(got.Recent); n != 20 || !got.Recent[n-1].Time.Equal(time.Unix(5, 0)) || !got.Recent[0].Time.Equal(time.Unix(3, 0)) {
 		t.Errorf("recent errors: %d, last %v", n, got.Recent[len(got.Recent)-1].Time)
+	}
+}
+
+// TestShareStandby: the loops of a task with a standby share one, new for each run, and only
+// loop 0 runs its tailer (a standby per loop would tail, into the shared store, what a sibling
+// loop owns and writes); the configurations a restart runs again are left as they are; one loop,
+// or no standby, is left alone.
+func TestShareStandby(t *testing.T) {
+	cc := &task.ChangelogConfig{Topic: "wc-changelog", Standby: true}
+	cfgs := []task.Config{{Name: "wc", Changelog: cc}, {Name: "wc", Changelog: cc}, {Name: "wc", Changelog: cc}}
+	got := shareStandby(cfgs)
+	for i, c := range got {
+		if c.Changelog.Shared == nil || c.Changelog.Shared != got[0].Changelog.Shared {
+			t.Fatalf("loop %d's standby %p, loop 0's %p: want one shared by every loop", i, c.Changelog.Shared, got[0].Changelog.Shared)
+		}
+		if c.Changelog.Tails != (i == 0) {
+			t.Errorf("loop %d tails: %v, want only loop 0", i, c.Changelog.Tails)
+		}
+		if c.Changelog.Topic != "wc-changelog" || !c.Changelog.Standby {
+			t.Errorf("loop %d's changelog %+v: the task's lost", i, c.Changelog)
+		}
+	}
+	if cc.Shared != nil || cc.Tails || cfgs[0].Changelog != cc {
+		t.Errorf("the configurations given changed: %+v", cfgs[0].Changelog)
+	}
+	if again := shareStandby(cfgs); again[0].Changelog.Shared == got[0].Changelog.Shared {
+		t.Error("a second run shares the first run's standby (its claims): want a new one")
+	}
+	if one := shareStandby(cfgs[:1]); one[0].Changelog.Shared != nil {
+		t.Error("one loop got a shared standby")
+	}
+	off := &task.ChangelogConfig{Topic: "wc-changelog"}
+	if none := shareStandby([]task.Config{{Changelog: off}, {Changelog: off}}); none[0].Changelog.Shared != nil {
+		t.Error("loops without standby got one")
 	}
 }

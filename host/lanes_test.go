@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"path/filepath"
@@ -111,6 +112,83 @@ func waitPartitionsCommitted(t *testing.T, h interface{ Stats() []host.TaskStats
 		}
 		return true
 	})
+}
+
+// waitCommittedThrough waits until h's task lists parts partitions of topic, each committed
+// through the partition's end as it is now (nothing is produced to topic any more): every record
+// read, processed and checkpointed. A partition's Lag alone does not tell: it is -1, unknown,
+// until the partition's first fetch after an assignment, and the records the task read count
+// a partition's records again when a loop reads them again after it moved.
+func waitCommittedThrough(t *testing.T, c *kfake.Cluster, h interface{ Stats() []host.TaskStats }, topic string, parts int) {
+	t.Helper()
+	ends, err := kadm.NewClient(newClient(t, c)).ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last []host.TaskStats
+	t.Cleanup(func() {
+		if t.Failed() && len(last) > 0 {
+			t.Logf("%s's ends %v; the task's last figures: pending %d, inputs %+v", topic, ends, last[0].Pending, last[0].Inputs)
+		}
+	})
+	hosttest.WaitFor(t, 60*time.Second, fmt.Sprintf("%d partitions committed through their end", parts), func() bool {
+		s := h.Stats()
+		last = s
+		if len(s) == 0 || s[0].Pending != 0 || len(s[0].Inputs) != parts {
+			return false
+		}
+		for _, in := range s[0].Inputs {
+			if o, ok := ends.Lookup(topic, in.Partition); !ok || o.Err != nil || in.Committed < o.Offset {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// visibleRecords counts the records of topic's partitions parts, up to their ends as they are
+// now, that a read_committed reader sees (neither transaction markers nor aborted records): what
+// a standby tailing them applies.
+func visibleRecords(t *testing.T, c *kfake.Cluster, topic string, parts []int32) int64 {
+	t.Helper()
+	ends, err := kadm.NewClient(newClient(t, c)).ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offsets := map[int32]kgo.Offset{}
+	left := map[int32]int64{}
+	for _, p := range parts {
+		if o, ok := ends.Lookup(topic, p); ok && o.Offset > 0 {
+			offsets[p], left[p] = kgo.NewOffset().AtStart(), o.Offset
+		}
+	}
+	var n int64
+	if len(left) == 0 {
+		return 0
+	}
+	cl := newClient(t, c, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for len(left) > 0 {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			t.Fatalf("reading %s: %v", topic, ctx.Err())
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			end, ok := left[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			if !r.Attrs.IsControl() {
+				n++
+			}
+			if r.Offset == end-1 {
+				delete(left, r.Partition)
+			}
+		})
+	}
+	return n
 }
 
 // A task with loops 4 over 8 partitions: the host's four loops are four static members of the
@@ -336,7 +414,15 @@ func TestLoopsExactlyOnce(t *testing.T) {
 // Two hosts of loops 2 with a changelog, records flowing: host b joins the group (the partitions
 // spread over four loops) and leaves (its partitions go back to a's loops, which restore what b
 // wrote from the changelog); then a's state is exact.
-func TestLoopsHostJoinsAndLeaves(t *testing.T) {
+func TestLoopsHostJoinsAndLeaves(t *testing.T) { testLoopsHostJoinsAndLeaves(t, false) }
+
+// TestLoopsStandbyHostJoinsAndLeaves is TestLoopsHostJoinsAndLeaves with standbys: a's loops
+// share one standby, which tails the partitions b's loops own while b is in the group (and
+// none of a's loops' own), and a's loops claim them back from it when b leaves; a's state is
+// exact.
+func TestLoopsStandbyHostJoinsAndLeaves(t *testing.T) { testLoopsHostJoinsAndLeaves(t, true) }
+
+func testLoopsHostJoinsAndLeaves(t *testing.T, standby bool) {
 	module := guestbuild.Go(t, "wordcount")
 	c := newClusterParts(t, 8, "words", "counts")
 	stop := flowWords(t, c, 51, 40, 20*time.Millisecond)
@@ -344,7 +430,7 @@ func TestLoopsHostJoinsAndLeaves(t *testing.T) {
 	start := func(id string) *hosttest.Running {
 		tc := wordcountKafkaTask(module)
 		tc.Loops = 2
-		tc.Changelog = host.ChangelogConfig{Enabled: true}
+		tc.Changelog = host.ChangelogConfig{Enabled: true, Standby: standby}
 		return hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, id), HostID: id, Logger: testLogger(t).With("host", id),
 			CheckpointInterval: 100 * time.Millisecond,
 			Kafka:              host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second},
@@ -358,6 +444,10 @@ func TestLoopsHostJoinsAndLeaves(t *testing.T) {
 	b := start("b")
 	hosttest.WaitFor(t, 60*time.Second, "four loops in the group", func() bool { return len(groupAssignment(t, c, "wasmstream-wc")) == 4 })
 	hosttest.WaitFor(t, 60*time.Second, "host b processing", processed(b, 200))
+	if standby {
+		// Before b joined, a's loops owned every partition: its standby tailed none.
+		hosttest.WaitFor(t, 60*time.Second, "a's standby tailing what b's loops wrote", func() bool { return a.Stats()[0].StandbyRecords > 0 })
+	}
 	if err := b.Stop(); err != nil {
 		t.Fatal(err)
 	}
@@ -366,22 +456,103 @@ func TestLoopsHostJoinsAndLeaves(t *testing.T) {
 	if p.err != nil {
 		t.Fatal(p.err)
 	}
-	hosttest.WaitFor(t, 60*time.Second, "every record produced read", func() bool { return a.Stats()[0].Records+b.Stats()[0].Records >= int64(p.records) })
-	waitPartitionsCommitted(t, a, 8)
+	waitCommittedThrough(t, c, a, "words", 8)
 	sa := a.Stats()[0]
 	if err := a.Stop(); err != nil {
 		t.Fatal(err)
 	}
 	sameCounts(t, p.want, stateOf(t, filepath.Join(dir, "a"), "wc"))
-	t.Logf("%d records; host a restored %d partitions (%d changelog records)", p.records, sa.Restores, sa.RestoredRecords)
+	t.Logf("%d records; host a restored %d partitions (%d changelog records); its standby applied %d", p.records, sa.Restores, sa.RestoredRecords, sa.StandbyRecords)
 	if sa.Restores == 0 {
 		t.Error("host a restored nothing: no partition came back from host b")
 	}
 }
 
+// Two hosts of loops 2 with standbys over 8 partitions, records flowing: each host runs one
+// standby for its two loops, which tails the changelog of the four partitions the other host's
+// loops own. Host a stops; b's loops take a's partitions over replaying only the tail the
+// standby had not applied (here about nothing: a had committed everything), records flowing
+// again meanwhile, and b's state is exact.
+func TestLoopsStandbyTakeover(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newClusterParts(t, 8, "words", "counts")
+	dir := t.TempDir()
+	start := func(id string) *hosttest.Running {
+		tc := wordcountKafkaTask(module)
+		tc.Loops = 2
+		tc.Changelog = host.ChangelogConfig{Enabled: true, Standby: true}
+		return hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, id), HostID: id, Logger: testLogger(t).With("host", id),
+			CheckpointInterval: 100 * time.Millisecond,
+			Kafka:              host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second},
+			Tasks:              []host.TaskConfig{tc}})
+	}
+	a, b := start("a"), start("b")
+	// Every loop of both hosts holds partitions before any record: no standby tails anything
+	// before its host's loops own theirs.
+	hosttest.WaitFor(t, 60*time.Second, "four loops in the group with two partitions each", func() bool {
+		g := groupAssignment(t, c, "wasmstream-wc")
+		n := 0
+		for _, ps := range g {
+			if len(ps) != 2 {
+				return false
+			}
+			n++
+		}
+		return n == 4
+	})
+	want := map[string]map[string]int{}
+	records := 0
+	flow := func(stop func() producedWords) {
+		p := stop()
+		if p.err != nil {
+			t.Fatal(p.err)
+		}
+		addCounts(want, p.want)
+		records += p.records
+	}
+	stopFlow := flowWords(t, c, 61, 40, 20*time.Millisecond)
+	hosttest.WaitFor(t, 60*time.Second, "both hosts processing", func() bool {
+		return a.Stats()[0].Processed >= 300 && b.Stats()[0].Processed >= 300
+	})
+	flow(stopFlow)
+	waitCommittedThrough(t, c, a, "words", 4)
+	waitCommittedThrough(t, c, b, "words", 4)
+	// a's partitions' changelog is complete now; b's standby catches up with it.
+	var aParts []int32
+	for _, in := range a.Stats()[0].Inputs {
+		aParts = append(aParts, in.Partition)
+	}
+	need := visibleRecords(t, c, "wc-changelog", aParts)
+	hosttest.WaitFor(t, 60*time.Second, fmt.Sprintf("b's standby applying a's %d changelog records", need),
+		func() bool { return b.Stats()[0].StandbyRecords >= need })
+	before := b.Stats()[0]
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	stopFlow = flowWords(t, c, 62, 40, 20*time.Millisecond)
+	waitLoopsAssigned(t, c, "wasmstream-wc", "wasmstream-wc-b", 2, 8)
+	hosttest.WaitFor(t, 60*time.Second, "b processing a's partitions", func() bool { return len(b.Stats()[0].Inputs) == 8 })
+	flow(stopFlow)
+	waitCommittedThrough(t, c, b, "words", 8)
+	after := b.Stats()[0]
+	if err := b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	sameCounts(t, want, stateOf(t, filepath.Join(dir, "b"), "wc"))
+	takeover := after.RestoredRecords - before.RestoredRecords
+	t.Logf("%d records; b's standby applied %d changelog records of a's partitions; the takeover of a's 4 partitions (%d restores) replayed %d",
+		records, before.StandbyRecords, after.Restores-before.Restores, takeover)
+	if after.Restores < before.Restores+4 {
+		t.Errorf("b restored %d partitions at the takeover, want a's 4", after.Restores-before.Restores)
+	}
+	if takeover*4 >= need {
+		t.Errorf("the takeover replayed %d changelog records of the %d a's partitions hold: a warm standby must leave only a tail", takeover, need)
+	}
+}
+
 // TestLoopsConfig: loops above 1 are refused, naming the key and why, for what assumes one loop
-// per task: a file input, a bounded input, standbys, dropping revoked state, a task another
-// reads; and a count out of range.
+// per task: a file input, a bounded input, dropping revoked state, a task another reads; and a
+// count out of range. Standbys run with loops (one shared by the host's loops).
 func TestLoopsConfig(t *testing.T) {
 	kin := host.InputConfig{Name: "k", Type: "kafka", Topics: []string{"in"}}
 	err := host.Config{Kafka: host.KafkaConfig{Brokers: []string{"127.0.0.1:9"}}, Tasks: []host.TaskConfig{{
@@ -407,7 +578,6 @@ func TestLoopsConfig(t *testing.T) {
 	for _, want := range []string{
 		"tasks[0].inputs[1].type: loops 2 needs kafka inputs only",
 		"tasks[1].inputs[0].bounded: loops 2",
-		"tasks[2].changelog.standby: does not run with loops 2",
 		"tasks[2].changelog.drop_revoked: does not run with loops 2",
 		"tasks[3].loops: task downstream reads this task's output",
 		"tasks[5].loops: must be at most 256",
@@ -417,8 +587,8 @@ func TestLoopsConfig(t *testing.T) {
 			t.Errorf("Validate() = %v\nwant a problem %q", err, want)
 		}
 	}
-	if err != nil && strings.Contains(err.Error(), "tasks[7]") {
-		t.Errorf("Validate() = %v\nwant no problem with tasks[7]", err)
+	if err != nil && (strings.Contains(err.Error(), "tasks[7]") || strings.Contains(err.Error(), "changelog.standby")) {
+		t.Errorf("Validate() = %v\nwant no problem with tasks[7] nor with changelog.standby", err)
 	}
 }
 

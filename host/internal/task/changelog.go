@@ -63,6 +63,12 @@ type ChangelogConfig struct {
 	// DropRevoked deletes a partition's local state when the partition is revoked or lost
 	// (ignored with Standby, which keeps it warm); the next assignment restores it in full.
 	DropRevoked bool
+	// Shared, with Standby, is the standby the task shares with the other loops of the task on
+	// this host (NewSharedStandby; nil: a standby of its own). Every loop claims in it the
+	// partitions it owns; only the loop with Tails set runs the tailer, which tails the
+	// partitions no loop claims. See SharedStandby.
+	Shared *SharedStandby
+	Tails  bool
 }
 
 // changelogSide is the loop's changelog state.
@@ -72,6 +78,7 @@ type changelogSide struct {
 	next  map[int32]int64 // per changelog partition, the offset after the last acknowledged record
 
 	standby *standby // nil unless ChangelogConfig.Standby
+	tails   bool     // this loop runs the standby's tailer (runStandby) and reports its figures
 
 	// fenced is checkOwners' finding that a later owner took one of this host's partitions
 	// over: every later checkpoint fails with it (the one on the task's way out too).
@@ -106,7 +113,16 @@ func (t *Task) startChangelog(ctx context.Context) error {
 	}
 	t.changelog = &changelogSide{topic: cc.Topic, w: w, next: map[int32]int64{}}
 	if cc.Standby {
-		t.changelog.standby = &standby{owned: map[kafka.TopicPartition]bool{}, topics: in.Topics, parts: parts}
+		sb := newStandby()
+		if cc.Shared != nil {
+			sb = cc.Shared.sb
+		}
+		if cc.Shared == nil || cc.Tails {
+			// Only the tailer's goroutine reads them (runStandby), started after this.
+			sb.topics, sb.parts = in.Topics, parts
+			t.changelog.tails = true
+		}
+		t.changelog.standby = sb
 	}
 	t.log.Info("changelog ready", "topic", cc.Topic, "partitions", parts)
 	return nil
@@ -624,13 +640,17 @@ func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) (uint64, err
 // changelog. It touches only the store and the standby: exactly once, it runs beside the loop
 // (assignAside).
 func (t *Task) replayOwned(ctx context.Context, tp kafka.TopicPartition, id uint32) (replayed, error) {
-	if sb := t.changelog.standby; sb != nil {
-		// A standby round of this partition finishes first; from now on the loop owns it.
-		sb.mu.Lock()
-		sb.owned[tp] = true
-		sb.mu.Unlock()
-	}
+	t.claimStandby(tp) // before the restore reads the store
 	return t.replayChangelog(ctx, tp, id, true)
+}
+
+// claimStandby takes partition tp from the standby, if any, for this loop: a standby round of
+// it in progress finishes first, and no other starts until the loop releases it
+// (releasePartition).
+func (t *Task) claimStandby(tp kafka.TopicPartition) {
+	if t.changelog != nil && t.changelog.standby != nil {
+		t.changelog.standby.claim(t, tp)
+	}
 }
 
 // restoredPartition counts a partition's restore, on the loop, and returns this owner's epoch of
@@ -869,14 +889,67 @@ func restoredPosition(last *store.Position, local store.Position, tail bool, rec
 
 // standby keeps this host's store close to the changelog for the partitions it does not own
 // (ChangelogConfig.Standby), so that taking one over replays only a short tail.
+//
+// Two writers of one partition's stream in the store are never allowed, so the standby never
+// tails a partition a loop of this host owns. A loop claims a partition (claim) before any of its
+// store writes for it (the restore of an assignment, an external reset's move) and releases it
+// (release) after its last one (dropStream: after the last checkpoint of a revoke or a loss has
+// committed, or the stream of an earlier ownership is dropped). A claim takes mu, which a
+// standby round holds for the whole round of one partition, so when claim returns the round in
+// progress has ended and no other starts: the tailer checks the owners under mu before each
+// round.
+//
+// With several loops per host (ChangelogConfig.Shared) the loops share one standby and only one
+// loop runs its tailer: several tailers would be several writers of one stream. owned holds,
+// per partition, the set of loops that claimed it, not a flag, and the tailer skips a partition
+// while any loop holds it. So in the window of a rebalance where a partition moves from loop A
+// to loop B of the host, and B's assignment comes before A's revoke is over (the group gave it
+// to B while A still drained, or A was removed from the group as a zombie), A's release leaves
+// B's claim in place: the standby tails the partition only once no loop claims it.
 type standby struct {
-	mu     sync.Mutex // held by a catch-up round of one partition, and by the loop to claim or release one
-	owned  map[kafka.TopicPartition]bool
+	mu     sync.Mutex // held by a catch-up round of one partition, and by a loop to claim or release one
+	owned  map[kafka.TopicPartition]map[*Task]bool
 	topics []string
 	parts  int32 // the input topics' partition count: at the start, raised by standbyCount (runStandby's goroutine)
-	// Figures, read by the loop for Stats.
+	// Figures, read by the tailing loop for Stats.
 	records, bytes atomic.Int64
 }
+
+func newStandby() *standby {
+	return &standby{owned: map[kafka.TopicPartition]map[*Task]bool{}}
+}
+
+// claim records that loop t owns tp, once a round of it in progress ended.
+func (sb *standby) claim(t *Task, tp kafka.TopicPartition) {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	if sb.owned[tp] == nil {
+		sb.owned[tp] = map[*Task]bool{}
+	}
+	sb.owned[tp][t] = true
+}
+
+// release records that loop t no longer owns tp; the standby tails it again once no loop does.
+func (sb *standby) release(t *Task, tp kafka.TopicPartition) {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	delete(sb.owned[tp], t)
+	if len(sb.owned[tp]) == 0 {
+		delete(sb.owned, tp)
+	}
+}
+
+// claimed reports whether a loop owns tp: the standby leaves it alone. mu is held.
+func (sb *standby) claimed(tp kafka.TopicPartition) bool { return len(sb.owned[tp]) > 0 }
+
+// SharedStandby is the standby of a task's loops on one host (ChangelogConfig.Shared): one
+// tailer, run by one loop, fed with the partitions every loop of the host owns. A new one for
+// every run of the loops (a loop that ended keeps its claims: its partitions are skipped, never
+// written twice, until the next run starts with a new one).
+type SharedStandby struct{ sb *standby }
+
+// NewSharedStandby returns a standby for the loops of one run of a task.
+func NewSharedStandby() *SharedStandby { return &SharedStandby{sb: newStandby()} }
 
 // runStandby catches up every partition the loop does not own, once a second, until ctx ends.
 // Every kafka.DefaultMetadataMaxAge it counts the input topics' partitions again
@@ -896,7 +969,7 @@ func (t *Task) runStandby(ctx context.Context, sb *standby) {
 					return
 				}
 				sb.mu.Lock()
-				if !sb.owned[tp] {
+				if !sb.claimed(tp) {
 					id, err := t.cfg.Store.StreamID(t.cfg.Name, kafkaStreamName(tp))
 					var r replayed
 					if err == nil {
@@ -963,10 +1036,7 @@ func (t *Task) releasePartition(tp kafka.TopicPartition, id uint32) {
 		}
 		return
 	}
-	sb := t.changelog.standby
-	sb.mu.Lock()
-	delete(sb.owned, tp)
-	sb.mu.Unlock()
+	t.changelog.standby.release(t, tp)
 }
 
 // changelogProgress reports, for every partition of the input topics the local store holds a

@@ -3,6 +3,7 @@ package task
 import (
 	"testing"
 
+	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/store"
 )
 
@@ -85,5 +86,40 @@ func TestRestoringEpochs(t *testing.T) {
 		if len(s.Names) != 1 || string(s.Names[0].Value) != want {
 			t.Errorf("key %s restored as %+v, want %q", key, s.Names, want)
 		}
+	}
+}
+
+// TestStandbyClaimsPerLoop: the standby a task's loops share skips a partition while any loop
+// holds it. A partition moving from loop a to loop b of the host, b's assignment (its claim)
+// coming before a's revoke is over (its release): the standby must not take it back at a's
+// release, while b owns it. A loop's claims are its own: claiming twice and releasing once frees
+// the partition, and another partition is untouched.
+func TestStandbyClaimsPerLoop(t *testing.T) {
+	sb := NewSharedStandby().sb
+	a, b := &Task{}, &Task{}
+	p0, p1 := kafka.TopicPartition{Topic: "in", Partition: 0}, kafka.TopicPartition{Topic: "in", Partition: 1}
+	claimed := func(tp kafka.TopicPartition) bool {
+		sb.mu.Lock()
+		defer sb.mu.Unlock()
+		return sb.claimed(tp)
+	}
+	sb.claim(a, p0)
+	sb.claim(b, p0)
+	sb.release(a, p0)
+	if !claimed(p0) {
+		t.Fatal("after loop a's release the standby would tail the partition loop b owns")
+	}
+	if claimed(p1) {
+		t.Fatal("a partition no loop claimed is held")
+	}
+	sb.release(b, p0)
+	if claimed(p0) {
+		t.Fatal("released by every loop, the partition is still held: the standby would never tail it")
+	}
+	sb.claim(a, p1)
+	sb.claim(a, p1) // an external reset's claim, then the restore's
+	sb.release(a, p1)
+	if claimed(p1) || len(sb.owned) != 0 {
+		t.Fatalf("claims left after every release: %v", sb.owned)
 	}
 }

@@ -272,7 +272,7 @@ func partialPositions(partial []store.StreamPosition, keys []store.KeyWrites, st
 
 // publish makes the figures visible to Stats.
 func (t *Task) publish() {
-	if t.changelog != nil && t.changelog.standby != nil {
+	if t.changelog != nil && t.changelog.standby != nil && t.changelog.tails {
 		t.stats.StandbyRecords = t.changelog.standby.records.Load()
 		t.stats.StandbyBytes = t.changelog.standby.bytes.Load()
 	}

@@ -91,5 +91,6 @@
 // the group's rebalance callbacks and the exactly-once barrier (requests answered by a reply in
 // Task.out), Switch/Pause/Resume and state queries (t.ctl; a query whose key a batch holds
 // waits in t.queries until step finds it released, before the next dispatch). Stats reads t.published under statsMu and the atomic
-// meters; the standby goroutine shares standby.owned under standby.mu.
+// meters; the standby goroutine shares standby.owned under standby.mu (with the task's other
+// loops on the host too, when they share one standby: ChangelogConfig.Shared).
 package task

@@ -169,7 +169,7 @@ func (t *Task) startKafkaInput(ctx, readCtx context.Context, stopReading context
 			return none, err
 		}
 		closeChangelog = func() { t.changelog.w.Close() }
-		if sb := t.changelog.standby; sb != nil {
+		if sb := t.changelog.standby; sb != nil && t.changelog.tails {
 			sbCtx, cancel := context.WithCancel(readCtx)
 			var standbys sync.WaitGroup
 			standbys.Add(1)

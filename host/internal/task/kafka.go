@@ -321,6 +321,8 @@ func (t *Task) claimPartition(tp kafka.TopicPartition, committed int64, ends map
 		if !known {
 			end = -1
 		}
+		// It may move the partition's stream aside: the standby must not be tailing it.
+		t.claimStandby(tp)
 		if err := t.externalReset(tp, id, committed, end); err != nil {
 			return 0, err
 		}
