@@ -574,6 +574,9 @@ func TestLoopsConfig(t *testing.T) {
 		Name: "negative", Module: "m.wasm", Loops: -1, Inputs: []host.InputConfig{kin},
 	}, {
 		Name: "fine", Module: "m.wasm", Loops: 4, Inputs: []host.InputConfig{kin},
+	}, {
+		Name: "eos", Module: "m.wasm", Loops: 2, Inputs: []host.InputConfig{kin}, Delivery: "exactly_once",
+		Changelog: host.ChangelogConfig{Enabled: true, Standby: true},
 	}}}.Validate()
 	for _, want := range []string{
 		"tasks[0].inputs[1].type: loops 2 needs kafka inputs only",
@@ -582,13 +585,14 @@ func TestLoopsConfig(t *testing.T) {
 		"tasks[3].loops: task downstream reads this task's output",
 		"tasks[5].loops: must be at most 256",
 		"tasks[6].loops: must be positive",
+		"tasks[8].changelog.standby: does not run with loops 2 and delivery exactly_once",
 	} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v\nwant a problem %q", err, want)
 		}
 	}
-	if err != nil && (strings.Contains(err.Error(), "tasks[7]") || strings.Contains(err.Error(), "changelog.standby")) {
-		t.Errorf("Validate() = %v\nwant no problem with tasks[7] nor with changelog.standby", err)
+	if err != nil && (strings.Contains(err.Error(), "tasks[7]") || strings.Contains(err.Error(), "tasks[2].changelog.standby")) {
+		t.Errorf("Validate() = %v\nwant no problem with tasks[7] nor with tasks[2].changelog.standby", err)
 	}
 }
 
