@@ -196,6 +196,7 @@ func visibleRecords(t *testing.T, c *kfake.Cluster, topic string, parts []int32)
 // state is exact. Restarted with loops 2 (the partitions move between loops through the store),
 // then loops 1, it goes on from the checkpoints with nothing processed twice.
 func TestLoopsCountExactly(t *testing.T) {
+	t.Parallel()
 	module := guestbuild.Go(t, "wordcount")
 	c := newClusterParts(t, 8, "words", "counts")
 	want := produceWords(t, newClient(t, c), "words", 3000, 60, 11)
@@ -316,6 +317,7 @@ func queryAll(t *testing.T, addr string, want map[string]map[string]int) {
 // loop; a deploy switches every loop (the figures' version is the lowest a loop runs), its first
 // batch is seen, and the counts go on exactly on the new version.
 func TestLoopsDeployQueryStats(t *testing.T) {
+	t.Parallel()
 	module := guestbuild.Go(t, "wordcount")
 	c := newClusterParts(t, 6, "words", "counts")
 	want := produceWords(t, newClient(t, c), "words", 1500, 40, 31)
@@ -371,6 +373,7 @@ func TestLoopsDeployQueryStats(t *testing.T) {
 // again, and a read_committed reader sees every count once, in order; the state is exact, on
 // this disk and restored from the changelog by a host with an empty disk running one loop.
 func TestLoopsExactlyOnce(t *testing.T) {
+	t.Parallel()
 	module := guestbuild.Go(t, "wordcount")
 	c := newCluster(t, "words", "counts")
 	want := produceWords(t, newClient(t, c), "words", 3000, 40, 41)
@@ -414,13 +417,19 @@ func TestLoopsExactlyOnce(t *testing.T) {
 // Two hosts of loops 2 with a changelog, records flowing: host b joins the group (the partitions
 // spread over four loops) and leaves (its partitions go back to a's loops, which restore what b
 // wrote from the changelog); then a's state is exact.
-func TestLoopsHostJoinsAndLeaves(t *testing.T) { testLoopsHostJoinsAndLeaves(t, false) }
+func TestLoopsHostJoinsAndLeaves(t *testing.T) {
+	t.Parallel()
+	testLoopsHostJoinsAndLeaves(t, false)
+}
 
 // TestLoopsStandbyHostJoinsAndLeaves is TestLoopsHostJoinsAndLeaves with standbys: a's loops
 // share one standby, which tails the partitions b's loops own while b is in the group (and
 // none of a's loops' own), and a's loops claim them back from it when b leaves; a's state is
 // exact.
-func TestLoopsStandbyHostJoinsAndLeaves(t *testing.T) { testLoopsHostJoinsAndLeaves(t, true) }
+func TestLoopsStandbyHostJoinsAndLeaves(t *testing.T) {
+	t.Parallel()
+	testLoopsHostJoinsAndLeaves(t, true)
+}
 
 func testLoopsHostJoinsAndLeaves(t *testing.T, standby bool) {
 	module := guestbuild.Go(t, "wordcount")
@@ -474,6 +483,7 @@ func testLoopsHostJoinsAndLeaves(t *testing.T, standby bool) {
 // standby had not applied (here about nothing: a had committed everything), records flowing
 // again meanwhile, and b's state is exact.
 func TestLoopsStandbyTakeover(t *testing.T) {
+	t.Parallel()
 	module := guestbuild.Go(t, "wordcount")
 	c := newClusterParts(t, 8, "words", "counts")
 	dir := t.TempDir()
@@ -601,6 +611,7 @@ func TestLoopsConfig(t *testing.T) {
 // the group empties, and both loops start again on the reset's positions: every count is
 // replayed from 1, once.
 func TestLoopsAdminReset(t *testing.T) {
+	t.Parallel()
 	tc := wordcountKafkaTask(guestbuild.Go(t, "wordcount"))
 	tc.Loops = 2
 	testAdminResetKafkaTask(t, tc, false)
@@ -611,6 +622,7 @@ func TestLoopsAdminReset(t *testing.T) {
 // committing its partitions' offsets (checkpoints are hours apart: only that stop commits);
 // nothing is committed past the record that failed.
 func TestLoopsOneHaltsAll(t *testing.T) {
+	t.Parallel()
 	module := guestbuild.Go(t, "testguests/trapper")
 	c := newCluster(t, "events", "echoes")
 	tc := host.TaskConfig{Name: "echo", Module: module, Workers: 2, Loops: 2,
@@ -660,6 +672,7 @@ func TestLoopsOneHaltsAll(t *testing.T) {
 // restarts with RestartTask: new clients for every loop, both loops in the group again, every
 // record processed and the state exact.
 func TestLoopsRestartHalted(t *testing.T) {
+	t.Parallel()
 	tc := wordcountKafkaTask(guestbuild.Go(t, "wordcount"))
 	tc.Loops = 2
 	tc.Changelog = host.ChangelogConfig{Enabled: true}
@@ -672,6 +685,7 @@ func TestLoopsRestartHalted(t *testing.T) {
 // loops as two members at one admin address and asks that host once; both hosts' loops stop,
 // reset and start again, every key's count from one pass.
 func TestLoopsAdminResetGroup(t *testing.T) {
+	t.Parallel()
 	tc := wordcountKafkaTask(guestbuild.Go(t, "wordcount"))
 	tc.Loops = 2
 	tc.Changelog = host.ChangelogConfig{Enabled: true}
@@ -682,6 +696,7 @@ func TestLoopsAdminResetGroup(t *testing.T) {
 // through either host (by its loop, or forwarded once to the other host, whose loops split the
 // partitions it was asked for), and a scan covers each partition exactly once.
 func TestLoopsQueryAcrossHosts(t *testing.T) {
+	t.Parallel()
 	module := guestbuild.Go(t, "wordcount")
 	c := newClusterParts(t, 8, "words", "counts")
 	dir := t.TempDir()
