@@ -42,21 +42,18 @@ func TestTimerFiringsWriteNoMarks(t *testing.T) {
 	// committed it.
 	committed := func(name string, n int) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for i := 0; i < keys; {
-			v, _, err := r.db.Get("timers", s, []byte(fmt.Sprintf("k%02d", i)), []byte(name))
-			if err != nil {
-				t.Fatal(err)
+		waitUntil(t, fmt.Sprintf("%s = %d in the store for every key", name, n), func() bool {
+			for i := range keys {
+				v, _, err := r.db.Get("timers", s, []byte(fmt.Sprintf("k%02d", i)), []byte(name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if string(v) != fmt.Sprint(n) {
+					return false
+				}
 			}
-			if string(v) == fmt.Sprint(n) {
-				i++
-				continue
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("key k%02d has %s = %q in the store, want %d", i, name, v, n)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
+			return true
+		})
 	}
 	committed("records", 1)
 	for round := 1; round < rounds; round++ {
@@ -159,21 +156,11 @@ func TestDedupeExpiriesWriteNoMarks(t *testing.T) {
 	dir := t.TempDir()
 	r := startRig(t, rigOpts{dir: dir, start: 0, guest: "dedupe", guestConfig: `{"window_seconds":10}`})
 	var s uint32
-	waitStore := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("waited for %s", what)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
 	for b := range bursts {
 		for i := range ids {
 			r.send(r0(fmt.Sprintf("b%d-%03d", b, i), "x"))
 		}
-		waitStore("the burst committed", func() bool {
+		waitUntil(t, "the burst committed", func() bool {
 			if s == 0 {
 				if streams, err := r.db.Streams("timers"); err == nil && len(streams) == 1 {
 					s = streams[0].ID
@@ -184,7 +171,7 @@ func TestDedupeExpiriesWriteNoMarks(t *testing.T) {
 		})
 		r.advance(int64(b+1) * 5000)
 		if old := b - 1; old >= 0 { // set at old*5000, due at old*5000+10000 ≤ (b+1)*5000
-			waitStore("the expiry committed", func() bool {
+			waitUntil(t, "the expiry committed", func() bool {
 				for i := range ids {
 					if _, ok, err := r.db.Get("timers", s, []byte(fmt.Sprintf("b%d-%03d", old, i)), []byte("seen")); err != nil || ok {
 						return false
@@ -199,5 +186,18 @@ func TestDedupeExpiriesWriteNoMarks(t *testing.T) {
 	t.Logf("dedupe, %d bursts of %d ids: %d mark entries; entries by checkpoint transaction:%s", bursts, ids, marks, perCommit)
 	if marks != bursts*ids {
 		t.Errorf("%d mark entries written, want %d: one per id, at its record", marks, bursts*ids)
+	}
+}
+
+// waitUntil polls cond until it holds, failing the test after 30 s (hosttest.WaitFor, which
+// this package cannot import).
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 30s for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
