@@ -437,13 +437,7 @@ func testLoopsHostJoinsAndLeaves(t *testing.T, standby bool) {
 	stop := flowWords(t, c, 51, 40, 20*time.Millisecond)
 	dir := t.TempDir()
 	start := func(id string) *hosttest.Running {
-		tc := wordcountKafkaTask(module)
-		tc.Loops = 2
-		tc.Changelog = host.ChangelogConfig{Enabled: true, Standby: standby}
-		return hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, id), HostID: id, Logger: testLogger(t).With("host", id),
-			CheckpointInterval: 100 * time.Millisecond,
-			Kafka:              host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second},
-			Tasks:              []host.TaskConfig{tc}})
+		return startLoopsHost(t, c, module, filepath.Join(dir, id), id, standby, host.AdminConfig{})
 	}
 	processed := func(h *hosttest.Running, n int64) func() bool {
 		return func() bool { return h.Stats()[0].Processed >= n }
@@ -488,13 +482,7 @@ func TestLoopsStandbyTakeover(t *testing.T) {
 	c := newClusterParts(t, 8, "words", "counts")
 	dir := t.TempDir()
 	start := func(id string) *hosttest.Running {
-		tc := wordcountKafkaTask(module)
-		tc.Loops = 2
-		tc.Changelog = host.ChangelogConfig{Enabled: true, Standby: true}
-		return hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, id), HostID: id, Logger: testLogger(t).With("host", id),
-			CheckpointInterval: 100 * time.Millisecond,
-			Kafka:              host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second},
-			Tasks:              []host.TaskConfig{tc}})
+		return startLoopsHost(t, c, module, filepath.Join(dir, id), id, true, host.AdminConfig{})
 	}
 	a, b := start("a"), start("b")
 	// Every loop of both hosts holds partitions before any record: no standby tails anything
@@ -701,14 +689,7 @@ func TestLoopsQueryAcrossHosts(t *testing.T) {
 	c := newClusterParts(t, 8, "words", "counts")
 	dir := t.TempDir()
 	start := func(id string) *hosttest.Running {
-		tc := wordcountKafkaTask(module)
-		tc.Loops = 2
-		tc.Changelog = host.ChangelogConfig{Enabled: true}
-		return hosttest.Start(t, host.Config{DataDir: filepath.Join(dir, id), HostID: id, Logger: testLogger(t).With("host", id),
-			CheckpointInterval: 100 * time.Millisecond,
-			Kafka:              host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second},
-			Admin:              host.AdminConfig{Addr: "127.0.0.1:0", Token: "full"},
-			Tasks:              []host.TaskConfig{tc}})
+		return startLoopsHost(t, c, module, filepath.Join(dir, id), id, false, host.AdminConfig{Addr: "127.0.0.1:0", Token: "full"})
 	}
 	a, b := start("a"), start("b")
 	hosttest.WaitFor(t, 60*time.Second, "four loops in the group, each with partitions", func() bool {
@@ -729,4 +710,18 @@ func TestLoopsQueryAcrossHosts(t *testing.T) {
 	waitPartitionsCommitted(t, b, 4)
 	queryAll(t, a.AdminAddr(), want)
 	queryAll(t, b.AdminAddr(), want)
+}
+
+// startLoopsHost starts host id on dir: the wordcount task over c with loops 2 and a changelog
+// (standby as asked), checkpoints every 100 ms and admin as given.
+func startLoopsHost(t *testing.T, c *kfake.Cluster, module, dir, id string, standby bool, admin host.AdminConfig) *hosttest.Running {
+	t.Helper()
+	tc := wordcountKafkaTask(module)
+	tc.Loops = 2
+	tc.Changelog = host.ChangelogConfig{Enabled: true, Standby: standby}
+	return hosttest.Start(t, host.Config{DataDir: dir, HostID: id, Logger: testLogger(t).With("host", id),
+		CheckpointInterval: 100 * time.Millisecond,
+		Kafka:              host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second},
+		Admin:              admin,
+		Tasks:              []host.TaskConfig{tc}})
 }

@@ -71,20 +71,6 @@ func TestQueryStateRunning(t *testing.T) {
 	}
 
 	got := map[string]map[string]int{}
-	record := func(s wireState) {
-		for _, ks := range s.States {
-			if got[ks.KeyText] == nil {
-				got[ks.KeyText] = map[string]int{}
-			}
-			for _, v := range ks.Values {
-				n, err := strconv.Atoi(v.ValueText)
-				if err != nil {
-					t.Fatalf("key %s name %s: value %q", ks.KeyText, v.NameText, v.ValueText)
-				}
-				got[ks.KeyText][v.NameText] = n
-			}
-		}
-	}
 	for user := range want {
 		var s wireState
 		if code := adminGet(t, "GET", addr, "/v1/tasks/wc/state/"+url.PathEscape(user), "reader", &s); code != http.StatusOK {
@@ -93,7 +79,7 @@ func TestQueryStateRunning(t *testing.T) {
 		if len(s.States) != 1 || s.States[0].KeyText != user {
 			t.Fatalf("GET state of %s: %+v, want the key in one partition", user, s)
 		}
-		record(s)
+		wireCounts(t, got, s)
 	}
 	sameCounts(t, want, got)
 
@@ -110,7 +96,7 @@ func TestQueryStateRunning(t *testing.T) {
 			t.Fatalf("GET %s: HTTP %d", path, code)
 		}
 		pages++
-		record(s)
+		wireCounts(t, got, s)
 		if s.Next == "" {
 			break
 		}
