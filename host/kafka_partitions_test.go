@@ -35,24 +35,7 @@ func TestKafkaInputPartitionsAdded(t *testing.T) {
 
 	// Users of their own on the added partitions: a key's state is per input partition, and
 	// adding partitions moves keys (the producer's hash modulo the partition count).
-	produceNew := func(batch int) {
-		var recs []*kgo.Record
-		for i := range 100 {
-			p := int32(4 + i%2)
-			user := fmt.Sprintf("new%d-%d", p, i%5)
-			w1, w2 := fmt.Sprintf("w%02d", i%7), fmt.Sprintf("b%d", batch)
-			if want[user] == nil {
-				want[user] = map[string]int{}
-			}
-			want[user][w1]++
-			want[user][w2]++
-			recs = append(recs, &kgo.Record{Topic: "words", Partition: p, Key: []byte(user), Value: []byte(w1 + " " + w2)})
-		}
-		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-		outputs += 2 * len(recs)
-	}
+	produceNew := func(batch int) { outputs += produceToAdded(t, cl, want, batch) }
 
 	tc := wordcountKafkaTask(module)
 	tc.Changelog = host.ChangelogConfig{Enabled: true}
@@ -152,22 +135,7 @@ func standbyTailsAddedPartitions(t *testing.T, module string, delivery host.Deli
 	want := map[string]map[string]int{}
 	outputs := 0
 	for batch := range 4 {
-		var recs []*kgo.Record
-		for i := range 100 {
-			p := int32(4 + i%2)
-			user := fmt.Sprintf("new%d-%d", p, i%5)
-			w1, w2 := fmt.Sprintf("w%02d", i%7), fmt.Sprintf("b%d", batch)
-			if want[user] == nil {
-				want[user] = map[string]int{}
-			}
-			want[user][w1]++
-			want[user][w2]++
-			recs = append(recs, &kgo.Record{Topic: "words", Partition: p, Key: []byte(user), Value: []byte(w1 + " " + w2)})
-		}
-		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
-		outputs += 2 * len(recs)
+		outputs += produceToAdded(t, cl, want, batch)
 	}
 	consumeOutputs(t, c, "counts", outputs, 60*time.Second)
 	owner, other := "a", "b"
@@ -249,4 +217,27 @@ func committedChangelogRecords(t *testing.T, c *kfake.Cluster, ends kadm.ListedO
 		})
 	}
 	return n
+}
+
+// produceToAdded produces batch's 100 records to the added partitions 4 and 5 of topic words,
+// users of their own (a key's state is per input partition, and adding partitions moves keys),
+// counts their words in want and returns the outputs they make.
+func produceToAdded(t *testing.T, cl *kgo.Client, want map[string]map[string]int, batch int) int {
+	t.Helper()
+	var recs []*kgo.Record
+	for i := range 100 {
+		p := int32(4 + i%2)
+		user := fmt.Sprintf("new%d-%d", p, i%5)
+		w1, w2 := fmt.Sprintf("w%02d", i%7), fmt.Sprintf("b%d", batch)
+		if want[user] == nil {
+			want[user] = map[string]int{}
+		}
+		want[user][w1]++
+		want[user][w2]++
+		recs = append(recs, &kgo.Record{Topic: "words", Partition: p, Key: []byte(user), Value: []byte(w1 + " " + w2)})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	return 2 * len(recs)
 }
