@@ -107,6 +107,20 @@ func wordcountKafkaTask(module string) host.TaskConfig {
 	}
 }
 
+// checkOutputsOnce is checkCountsOutputs for exactly once: besides, exactly total outputs were
+// committed, none twice.
+func checkOutputsOnce(t *testing.T, got map[string][]string, want map[string]map[string]int, total int) {
+	t.Helper()
+	checkCountsOutputs(t, got, want)
+	outputs := 0
+	for _, vs := range got {
+		outputs += len(vs)
+	}
+	if outputs != total {
+		t.Fatalf("%d committed outputs, want exactly %d", outputs, total)
+	}
+}
+
 // checkCountsOutputs checks that every key's outputs for each word are exactly 1..final in
 // order (per-key order preserved across the topic's partitions).
 func checkCountsOutputs(t *testing.T, got map[string][]string, want map[string]map[string]int) {
