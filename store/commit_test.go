@@ -119,7 +119,6 @@ func TestSplitCommitEquivalence(t *testing.T) {
 // last transaction has committed.
 func TestCrashBetweenTxns(t *testing.T) {
 	const nkeys = 20
-	errCrash := errors.New("simulated crash")
 	old := func(s uint32) *Checkpoint {
 		cp := &Checkpoint{Task: "t", Positions: []StreamPosition{{s, Position{Next: 10, Horizon: 15, Resume: 1}}}}
 		for i := range nkeys {
@@ -146,17 +145,7 @@ func TestCrashBetweenTxns(t *testing.T) {
 		db := openTestDBAt(t, dir, opts)
 		s := mustStreamID(t, db, "t", "s")
 		mustCommit(t, db, old(s))
-		db.opts.beforeTxn = func(i int) error {
-			if i == k {
-				return errCrash
-			}
-			return nil
-		}
-		err := db.Commit(next(s))
-		finished := err == nil
-		if !finished && !errors.Is(err, errCrash) {
-			t.Fatalf("k=%d: Commit: %v", k, err)
-		}
+		finished := commitCrashingAt(t, db, k, next(s))
 		mustClose(t, db)
 
 		db = openTestDBAt(t, dir, Options{ReadOnly: true})
@@ -236,7 +225,6 @@ func TestCrashBetweenTxns(t *testing.T) {
 // key still old: replaying from the stored Next with the marks applies every record exactly once.
 func TestCrashBetweenTxnsAdvancesPosition(t *testing.T) {
 	const nkeys = 20
-	errCrash := errors.New("simulated crash")
 	// Key i's records since the last checkpoint are lines 100+i and 200+i; the last checkpoint
 	// stopped at line 100 (byte 1000), the new one at line 220 (byte 2200).
 	cp := func(s uint32) *Checkpoint {
@@ -256,17 +244,7 @@ func TestCrashBetweenTxnsAdvancesPosition(t *testing.T) {
 		db := openTestDBAt(t, dir, opts)
 		s := mustStreamID(t, db, "t", "s")
 		mustCommit(t, db, &Checkpoint{Task: "t", Positions: []StreamPosition{{s, Position{Next: 100, Horizon: 110, Resume: 1000, Watermark: 6}}}})
-		db.opts.beforeTxn = func(i int) error {
-			if i == k {
-				return errCrash
-			}
-			return nil
-		}
-		err := db.Commit(cp(s))
-		finished := err == nil
-		if !finished && !errors.Is(err, errCrash) {
-			t.Fatalf("k=%d: Commit: %v", k, err)
-		}
+		finished := commitCrashingAt(t, db, k, cp(s))
 		mustClose(t, db)
 
 		db = openTestDBAt(t, dir, Options{ReadOnly: true})

@@ -338,3 +338,24 @@ func getString(t testing.TB, db *DB, task string, stream uint32, key, name strin
 // set and del build Writes.
 func set(name, value string) Write { return Write{Name: []byte(name), Value: []byte(value)} }
 func del(name string) Write        { return Write{Name: []byte(name), Delete: true} }
+
+// errCrash is the failure commitCrashingAt injects.
+var errCrash = errors.New("crash between transactions")
+
+// commitCrashingAt commits cp on db failing its transaction k (0-based) as a crash would, and
+// reports whether the commit finished, having fewer transactions than k+1.
+func commitCrashingAt(t *testing.T, db *DB, k int, cp *Checkpoint) (finished bool) {
+	t.Helper()
+	db.opts.beforeTxn = func(i int) error {
+		if i == k {
+			return errCrash
+		}
+		return nil
+	}
+	defer func() { db.opts.beforeTxn = nil }()
+	err := db.Commit(cp)
+	if err != nil && !errors.Is(err, errCrash) {
+		t.Fatalf("k=%d: Commit: %v", k, err)
+	}
+	return err == nil
+}

@@ -1,7 +1,6 @@
 package store
 
 import (
-	"errors"
 	"fmt"
 	"testing"
 
@@ -118,24 +117,13 @@ func TestCommitKeepsMarksBelowNext(t *testing.T) {
 // leaves the old Next, and replay from there must find each written key's new mark. The test
 // fails each transaction in turn and checks that every key with new state has its new mark.
 func TestSplitCommitWritesMarks(t *testing.T) {
-	errCrash := errors.New("crash between transactions")
 	const n = 12
 	for k := 0; ; k++ {
 		dir := t.TempDir()
 		db := openTestDBAt(t, dir, Options{MaxTxnEntries: 8})
 		s := mustStreamID(t, db, "t", "s")
 		mustCommit(t, db, counterCheckpoint(s, n, 0, n, 1, false))
-		db.opts.beforeTxn = func(i int) error {
-			if i == k {
-				return errCrash
-			}
-			return nil
-		}
-		err := db.Commit(counterCheckpoint(s, n, 1, 2*n, 1, true))
-		finished := err == nil
-		if !finished && !errors.Is(err, errCrash) {
-			t.Fatalf("k=%d: Commit: %v", k, err)
-		}
+		finished := commitCrashingAt(t, db, k, counterCheckpoint(s, n, 1, 2*n, 1, true))
 		mustClose(t, db)
 
 		db = openTestDBAt(t, dir, Options{ReadOnly: true})
