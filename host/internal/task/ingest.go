@@ -60,54 +60,23 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 		st.tracker.Complete(r.Offset)
 		return nil
 	}
-	if len(r.Key) == 0 && r.Fields != nil && !st.keyWarned && st.in != nil && st.in.Format.JSON && st.in.Format.KeyField != "" {
-		if f := &st.in.Format; !hasField(r.Fields, f.KeyField) {
-			st.keyWarned = true // once per input and run: a mistaken key_field would log every line
-			hint := ""
-			if strings.Contains(f.KeyField, ".") {
-				hint = fmt.Sprintf("; fields are not looked up in nested objects: %q names a top-level field of that name", f.KeyField)
-			}
-			t.log.Warn("a line has no key field: its record has the empty key (key_required: true sends such lines to the dead letters instead); later lines without it are not logged"+hint,
-				"at", st.where(r.Offset), "key_field", f.KeyField)
-		}
+	if len(r.Key) == 0 && r.Fields != nil && !st.keyWarned {
+		t.warnNoKeyField(st, r)
 	}
 	key, seq, err := t.sequence(st, r)
 	if err != nil {
-		if st.in.HaltOnError {
-			return fmt.Errorf("%s: %w", st.where(r.Offset), err)
-		}
-		st.malform++
-		if err := t.deadLetter(st, r.Offset, nil, r.Raw, err, 0); err != nil {
-			return err
-		}
-		st.tracker.Complete(r.Offset)
-		return nil
+		return t.refuse(st, r.Offset, nil, r.Raw, err, true)
 	}
 	if room := store.StateKeyRoom(t.cfg.Name); len(key) > room {
 		// The key could not even hold its mark in the store: refused here, not at a checkpoint.
 		err := fmt.Errorf("%w: %d bytes, over the store's limit of %d bytes for a key in task %q (a key and each of its state names together)",
 			ErrKeyTooLarge, len(key), room, t.cfg.Name)
-		if st.in.HaltOnError {
-			return fmt.Errorf("%s: %w", st.where(r.Offset), err)
-		}
-		if err := t.deadLetter(st, r.Offset, key, r.Value, err, 0); err != nil {
-			return err
-		}
-		st.tracker.Complete(r.Offset)
-		return nil
+		return t.refuse(st, r.Offset, key, r.Value, err, false)
 	}
 	if t.cfg.MaxFuture > 0 && r.Timestamp > now.Add(t.cfg.MaxFuture).UnixMilli() {
 		err := fmt.Errorf("%w: timestamp %d (%s) is %s ahead of the clock, more than time.max_future (%s)", ErrFutureTimestamp,
 			r.Timestamp, time.UnixMilli(r.Timestamp).UTC().Format(time.RFC3339), time.UnixMilli(r.Timestamp).Sub(now).Round(time.Second), t.cfg.MaxFuture)
-		if st.in.HaltOnError {
-			return fmt.Errorf("%s: %w", st.where(r.Offset), err)
-		}
-		st.malform++
-		if err := t.deadLetter(st, r.Offset, key, r.Value, err, 0); err != nil {
-			return err
-		}
-		st.tracker.Complete(r.Offset)
-		return nil
+		return t.refuse(st, r.Offset, key, r.Value, err, true)
 	}
 	stamp := st.tm.wm
 	late := st.tm.observe(r.Offset, r.Timestamp, t.cfg.Lateness, now)
@@ -200,9 +169,40 @@ func (t *Task) sequence(st *stream, r *source.Record) (key []byte, seq string, e
 	return key, t.carve.string(key), nil
 }
 
-func hasField(fields map[string]json.RawMessage, name string) bool {
-	_, ok := fields[name]
-	return ok
+// refuse halts the task on a record that cannot be admitted (with on_malformed: halt) or sends
+// it to the dead letters with err, counting it as malformed if malformed says so.
+func (t *Task) refuse(st *stream, offset int64, key, value []byte, err error, malformed bool) error {
+	if st.in.HaltOnError {
+		return fmt.Errorf("%s: %w", st.where(offset), err)
+	}
+	if malformed {
+		st.malform++
+	}
+	if err := t.deadLetter(st, offset, key, value, err, 0); err != nil {
+		return err
+	}
+	st.tracker.Complete(offset)
+	return nil
+}
+
+// warnNoKeyField logs, once per input and run, a JSON line of the stream without its key field
+// (r has the empty key): a mistaken key_field would otherwise give every record the empty key
+// in silence, and would log every line if it were not once.
+func (t *Task) warnNoKeyField(st *stream, r *source.Record) {
+	if st.in == nil || !st.in.Format.JSON || st.in.Format.KeyField == "" {
+		return
+	}
+	f := &st.in.Format
+	if _, ok := r.Fields[f.KeyField]; ok {
+		return
+	}
+	st.keyWarned = true
+	hint := ""
+	if strings.Contains(f.KeyField, ".") {
+		hint = fmt.Sprintf("; fields are not looked up in nested objects: %q names a top-level field of that name", f.KeyField)
+	}
+	t.log.Warn("a line has no key field: its record has the empty key (key_required: true sends such lines to the dead letters instead); later lines without it are not logged"+hint,
+		"at", st.where(r.Offset), "key_field", f.KeyField)
 }
 
 // ErrKeyTooLarge is the dead-letter cause of a record whose key is longer than the store can hold
