@@ -34,6 +34,12 @@ type Fetch struct {
 	Records []Record
 	// HighWatermark is the offset after the partition's last record, as of this fetch.
 	HighWatermark int64
+	// LogStart is the partition's log start offset as of this fetch (its first record's
+	// offset; -1 when the broker did not say): records below it were removed by retention or
+	// a DeleteRecords. A fetch that follows records this consumer handed over, or a position
+	// it was told to start at, and whose LogStart is above them says that the records between
+	// were removed before they were read.
+	LogStart int64
 	// ControlEnd, when positive, is the offset after the fetch's last control record
 	// (a transaction's commit or abort marker), which comes after its last record: the
 	// partition's offsets below it hold nothing more to process (Records may be empty).
@@ -271,8 +277,14 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		kgo.ConsumerGroup(cc.Group),
 		kgo.ConsumeTopics(cc.Topics...),
 		// Set both: since franz-go 1.22 the start offset no longer sets the reset offset.
+		// The reset offset is always the log start, whatever start_at says: a position below
+		// the log start (retention, a DeleteRecords) resumes at the first record still there,
+		// which the task counts as records lost to retention (Fetch.LogStart); with start_at
+		// latest (the reset's offset before) such a partition jumped to its end, skipping
+		// every record still there without a word. A position past the log's end (a log
+		// truncated below it) is a fetch error (kgo.ErrDataLoss) the task halts on.
 		kgo.ConsumeStartOffset(start),
-		kgo.ConsumeResetOffset(start),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
@@ -800,7 +812,7 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 			return
 		}
 		tp := TopicPartition{p.Topic, p.Partition}
-		f := Fetch{TopicPartition: tp, Records: make([]Record, 0, len(p.Records)), HighWatermark: p.HighWatermark}
+		f := Fetch{TopicPartition: tp, Records: make([]Record, 0, len(p.Records)), HighWatermark: p.HighWatermark, LogStart: p.LogStartOffset}
 		for _, r := range p.Records {
 			if r.Attrs.IsControl() {
 				f.ControlEnd = r.Offset + 1

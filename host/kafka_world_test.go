@@ -1,0 +1,107 @@
+package host_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
+)
+
+// The tests of this file move an input topic's log under a host's position, as the world does
+// (retention, DeleteRecords, compaction), and check what the host makes of it.
+
+// startWorldHost starts a host of the wordcount task over one partition of topic words on
+// cluster c, in data directory dir, start_at startAt, logging to the test and to logs.
+func startWorldHost(t *testing.T, c *kfake.Cluster, module, dir, startAt string, logs io.Writer) *hosttest.Running {
+	t.Helper()
+	tc := wordcountKafkaTask(module)
+	tc.Inputs[0].StartAt = startAt
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(testWriter{t}, logs), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	return hosttest.Start(t, host.Config{DataDir: dir, Logger: log, CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+}
+
+// waitPosition waits until task 0 of h has committed partition 0 of its input through next, and
+// has nothing pending.
+func waitPosition(t *testing.T, h *hosttest.Running, next int64) host.TaskStats {
+	t.Helper()
+	var st host.TaskStats
+	hosttest.WaitFor(t, 30*time.Second, "the partition committed through its end", func() bool {
+		s := h.Stats()
+		if len(s) == 0 || len(s[0].Inputs) != 1 || s[0].Pending != 0 {
+			return false
+		}
+		st = s[0]
+		return st.Inputs[0].Committed == next
+	})
+	return st
+}
+
+// TestKafkaRetentionBelowPosition: while the host is down, retention (here a DeleteRecords)
+// moves the log start of its input partition above the position its checkpoint resumes at. The
+// host goes on from the log start, whatever start_at says: every record still there is
+// processed (state exact for them), and the records lost are logged with the partition, the
+// position and the new start, and counted (retention_lost). Before, the loss went unsaid and
+// uncounted, and with start_at latest the partition jumped to its end, skipping the records
+// still there.
+func TestKafkaRetentionBelowPosition(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	for _, startAt := range []string{"earliest", "latest"} {
+		t.Run(startAt, func(t *testing.T) {
+			c := newClusterParts(t, 1, "words", "counts")
+			cl := newClient(t, c)
+			dir := filepath.Join(t.TempDir(), "data")
+
+			want := produceWords(t, cl, "words", 300, 20, 1) // offsets 0..299
+			h := startWorldHost(t, c, module, dir, "earliest", io.Discard)
+			waitPosition(t, h, 300)
+			if err := h.Stop(); err != nil {
+				t.Fatal(err)
+			}
+
+			produceWords(t, cl, "words", 80, 20, 2)                   // offsets 300..379: removed below
+			addCounts(want, produceWords(t, cl, "words", 120, 20, 3)) // offsets 380..499
+			o := kadm.Offsets{}
+			o.Add(kadm.Offset{Topic: "words", Partition: 0, At: 380})
+			rs, err := kadm.NewClient(cl).DeleteRecords(context.Background(), o)
+			if err == nil {
+				err = rs.Error()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			var logs syncBuffer
+			h = startWorldHost(t, c, module, dir, startAt, &logs)
+			st := waitPosition(t, h, 500)
+			if err := h.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			sameCounts(t, want, stateOf(t, dir, "wc"))
+			if st.RetentionLost != 80 {
+				t.Errorf("retention_lost = %d, want 80", st.RetentionLost)
+			}
+			var line string
+			for l := range strings.Lines(logs.String()) {
+				if strings.Contains(l, "before this task read them") {
+					line = l
+				}
+			}
+			for _, want := range []string{"topic=words", "partition=0", "position=300", "log_start=380", "offsets_lost=80"} {
+				if !strings.Contains(line, want) {
+					t.Fatalf("no log line of the records lost with %s; the line: %q", want, line)
+				}
+			}
+		})
+	}
+}
