@@ -20,26 +20,26 @@ type Task struct {
 	Halted bool   `json:"halted,omitempty"`
 	Error  string `json:"error,omitempty"`
 
-	Records     int64 `json:"records"`      // records read this run
-	Processed   int64 `json:"processed"`    // records whose processing completed: applied, dead-lettered or skipped
-	Pending     int   `json:"pending"`      // records read and not yet complete (queued or in flight)
-	InFlight    int   `json:"in_flight"`    // records in batches being processed
-	Queued      int   `json:"queued"`       // records and timer firings read ahead, waiting in their keys' queues
-	PeakQueued  int   `json:"peak_queued"`  // most records and firings waiting in the key queues at once
-	Outputs     int64 `json:"outputs"`      // records the guest emitted to the task's output
-	Skipped     int64 `json:"skipped"`      // records replayed after a restart and skipped as already applied
-	DeadLetters int64 `json:"dead_letters"` // records sent to the dead letters (malformed, or failing on every attempt)
-	Retries     int64 `json:"retries"`      // retries of failed records and timer firings
-	Skips       int64 `json:"skips"`        // records and timer firings skipped after failing on every attempt (on_exhausted: skip)
-	Failures    int64 `json:"failures"`     // guest calls that failed (a trap, an error code, fuel or time exhausted)
-	Checkpoints int64 `json:"checkpoints"`  // checkpoints committed
-	Pauses      int64 `json:"pauses"`       // times an input was paused because its key queues were full
-	Late        int64 `json:"late"`         // records read with a timestamp below their partition's watermark
+	Records     int64   `json:"records"`      // records read this run
+	Processed   int64   `json:"processed"`    // records whose processing completed: applied, dead-lettered or skipped
+	Pending     int     `json:"pending"`      // records read and not yet complete (queued or in flight)
+	InFlight    int     `json:"in_flight"`    // records in batches being processed
+	Queued      int     `json:"queued"`       // records and timer firings read ahead, waiting in their keys' queues
+	PeakQueued  int     `json:"peak_queued"`  // most records and firings waiting in the key queues at once
+	Outputs     int64   `json:"outputs"`      // records the guest emitted to the task's output
+	Skipped     int64   `json:"skipped"`      // records replayed after a restart and skipped as already applied
+	DeadLetters int64   `json:"dead_letters"` // records sent to the dead letters (malformed, or failing on every attempt)
+	Retries     int64   `json:"retries"`      // retries of failed records and timer firings
+	Skips       int64   `json:"skips"`        // records and timer firings skipped after failing on every attempt (on_exhausted: skip)
+	Failures    int64   `json:"failures"`     // guest calls that failed (a trap, an error code, fuel or time exhausted)
+	Checkpoints int64   `json:"checkpoints"`  // checkpoints committed
+	Pauses      int64   `json:"pauses"`       // times an input was paused because its key queues were full
+	Late        int64   `json:"late"`         // records read with a timestamp below their partition's watermark
+	Inputs      []Input `json:"inputs"`
 	// RetentionLost counts the offsets of Kafka input records removed (retention, a
 	// DeleteRecords) below a partition's position before the task read them: the partition
 	// went on from its log start.
-	RetentionLost int64   `json:"retention_lost"`
-	Inputs        []Input `json:"inputs"`
+	RetentionLost int64 `json:"retention_lost"`
 
 	TimersSet     int64 `json:"timers_set"`     // timer_set calls that took effect, by firings too
 	TimersDeleted int64 `json:"timers_deleted"` // timers deleted, fired ones included
