@@ -11,6 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
@@ -71,15 +73,7 @@ func TestKafkaRetentionBelowPosition(t *testing.T) {
 
 			produceWords(t, cl, "words", 80, 20, 2)                   // offsets 300..379: removed below
 			addCounts(want, produceWords(t, cl, "words", 120, 20, 3)) // offsets 380..499
-			o := kadm.Offsets{}
-			o.Add(kadm.Offset{Topic: "words", Partition: 0, At: 380})
-			rs, err := kadm.NewClient(cl).DeleteRecords(context.Background(), o)
-			if err == nil {
-				err = rs.Error()
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+			deleteRecordsBelow(t, cl, "words", 0, 380)
 
 			var logs syncBuffer
 			h = startWorldHost(t, c, module, dir, startAt, &logs)
@@ -103,5 +97,59 @@ func TestKafkaRetentionBelowPosition(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKafkaRetentionWhileRunning: the same while the host runs, its consumer having read the
+// partition up to its end: its next fetch is held at the broker while records are produced and
+// the first of them deleted, so that retention overtakes it. It goes on from the log start, says
+// so and counts the records lost, the state exact for the others.
+func TestKafkaRetentionWhileRunning(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newClusterParts(t, 1, "words", "counts")
+	cl := newClient(t, c)
+	dir := filepath.Join(t.TempDir(), "data")
+
+	want := produceWords(t, cl, "words", 300, 20, 1)
+	var logs syncBuffer
+	h := startWorldHost(t, c, module, dir, "earliest", &logs)
+	waitPosition(t, h, 300)
+	held, release := make(chan struct{}), make(chan struct{})
+	c.ControlKey(kmsg.Fetch.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.DropControl()
+		close(held)
+		c.SleepControl(func() { <-release }) // the host's next fetch, at offset 300
+		return nil, nil, false
+	})
+	<-held
+	produceWords(t, cl, "words", 80, 20, 2)
+	addCounts(want, produceWords(t, cl, "words", 120, 20, 3))
+	deleteRecordsBelow(t, cl, "words", 0, 380)
+	close(release)
+	st := waitPosition(t, h, 500)
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	sameCounts(t, want, stateOf(t, dir, "wc"))
+	if st.RetentionLost != 80 {
+		t.Errorf("retention_lost = %d, want 80", st.RetentionLost)
+	}
+	if !strings.Contains(logs.String(), "offsets_lost=80") {
+		t.Error("no log line of the 80 records lost")
+	}
+}
+
+// deleteRecordsBelow deletes the records of topic's partition below offset (DeleteRecords): its
+// log start becomes offset.
+func deleteRecordsBelow(t *testing.T, cl *kgo.Client, topic string, partition int32, offset int64) {
+	t.Helper()
+	o := kadm.Offsets{}
+	o.Add(kadm.Offset{Topic: topic, Partition: partition, At: offset})
+	rs, err := kadm.NewClient(cl).DeleteRecords(context.Background(), o)
+	if err == nil {
+		err = rs.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }
