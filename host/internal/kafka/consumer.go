@@ -35,8 +35,8 @@ type Fetch struct {
 	// HighWatermark is the offset after the partition's last record, as of this fetch.
 	HighWatermark int64
 	// LogStart is the partition's log start offset as of this fetch (its first record's
-	// offset; -1 when the broker did not say): records below it were removed by retention or
-	// a DeleteRecords. A fetch that follows records this consumer handed over, or a position
+	// offset; -1 when the broker did not say, or the topic is compacted alone, whose log start
+	// compaction may move): records below it were removed by retention or a DeleteRecords. A fetch that follows records this consumer handed over, or a position
 	// it was told to start at, and whose LogStart is above them says that the records between
 	// were removed before they were read.
 	LogStart int64
@@ -171,6 +171,10 @@ type Consumer struct {
 	bounded bool
 	ends    map[TopicPartition]int64  // bounded: end offsets, listed once (under mu)
 	bounds  map[TopicPartition]Bounds // bounded: the assigned partitions' bounds (under mu)
+	// compactOnly holds the input topics whose cleanup.policy is compact alone, as described at
+	// their last assignment (under mu): their log start moves with compaction (kfake moves it
+	// to the first batch compaction kept), so a fetch of theirs reports no LogStart.
+	compactOnly map[string]bool
 	topics  []string
 
 	// Static membership (ConsumerConfig.InstanceID): Close leaves the group with a client of
@@ -476,6 +480,7 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 	if c.latest {
 		c.addedFromStart(ctx, offs, committed)
 	}
+	c.describeCleanup(ctx, fresh)
 	start, err := c.handler.Assigned(ctx, committed, c.endOffsets(ctx, fresh), c.topicIDs(ctx, fresh), c.externalCommits(ctx, committed))
 	if err != nil {
 		return nil, err
@@ -541,6 +546,61 @@ func (c *Consumer) addedFromStart(ctx context.Context, offs map[string]map[int32
 			}
 		}
 	}
+}
+
+// describeCleanup records which of the partitions' topics are compacted alone
+// (cleanup.policy=compact, without delete): on those, records below the log start were
+// superseded by later records of their keys, not lost. A failure is logged, and the topics
+// then count as not compacted.
+func (c *Consumer) describeCleanup(ctx context.Context, parts []TopicPartition) {
+	topics := map[string]bool{}
+	for _, tp := range parts {
+		topics[tp.Topic] = true
+	}
+	if len(topics) == 0 {
+		return
+	}
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rcs, err := kadm.NewClient(c.cl).DescribeTopicConfigs(lctx, names...)
+	if err != nil {
+		if c.log != nil {
+			c.log.Warn("kafka: describing the input topics' cleanup.policy failed; records below a partition's log start count as lost to retention this time", "err", err)
+		}
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.compactOnly == nil {
+		c.compactOnly = map[string]bool{}
+	}
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			continue
+		}
+		compact := false
+		for _, cf := range rc.Configs {
+			if cf.Key == "cleanup.policy" && cf.Value != nil {
+				compact = *cf.Value == "compact"
+			}
+		}
+		c.compactOnly[rc.Name] = compact
+	}
+}
+
+// logStart is a fetch's LogStart: the partition's log start offset, or -1 for a topic compacted
+// alone (describeCleanup).
+func (c *Consumer) logStart(topic string, at int64) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.compactOnly[topic] {
+		return -1
+	}
+	return at
 }
 
 // TopicID is a Kafka topic's id (Kafka 2.8 and later): a topic deleted and created again under
@@ -812,7 +872,7 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 			return
 		}
 		tp := TopicPartition{p.Topic, p.Partition}
-		f := Fetch{TopicPartition: tp, Records: make([]Record, 0, len(p.Records)), HighWatermark: p.HighWatermark, LogStart: p.LogStartOffset}
+		f := Fetch{TopicPartition: tp, Records: make([]Record, 0, len(p.Records)), HighWatermark: p.HighWatermark, LogStart: c.logStart(p.Topic, p.LogStartOffset)}
 		for _, r := range p.Records {
 			if r.Attrs.IsControl() {
 				f.ControlEnd = r.Offset + 1
