@@ -36,9 +36,10 @@ type Fetch struct {
 	HighWatermark int64
 	// LogStart is the partition's log start offset as of this fetch (its first record's
 	// offset; -1 when the broker did not say, or the topic is compacted alone, whose log start
-	// compaction may move): records below it were removed by retention or a DeleteRecords. A fetch that follows records this consumer handed over, or a position
-	// it was told to start at, and whose LogStart is above them says that the records between
-	// were removed before they were read.
+	// compaction may move): records below it were removed by retention or a DeleteRecords. A
+	// fetch that follows records this consumer handed over, or a position it was told to
+	// start at, and whose LogStart is above them says that the records between were removed
+	// before they were read.
 	LogStart int64
 	// ControlEnd, when positive, is the offset after the fetch's last control record
 	// (a transaction's commit or abort marker), which comes after its last record: the
@@ -171,11 +172,12 @@ type Consumer struct {
 	bounded bool
 	ends    map[TopicPartition]int64  // bounded: end offsets, listed once (under mu)
 	bounds  map[TopicPartition]Bounds // bounded: the assigned partitions' bounds (under mu)
+	topics  []string
+
 	// compactOnly holds the input topics whose cleanup.policy is compact alone, as described at
 	// their last assignment (under mu): their log start moves with compaction (kfake moves it
 	// to the first batch compaction kept), so a fetch of theirs reports no LogStart.
 	compactOnly map[string]bool
-	topics  []string
 
 	// Static membership (ConsumerConfig.InstanceID): Close leaves the group with a client of
 	// base's options.
@@ -852,8 +854,11 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 			return
 		}
 		// Retryable fetch errors are retried by the client; report what reaches us.
+		var loss *kgo.ErrDataLoss
 		switch {
 		case fatal != nil || kgo.IsRetryableBrokerErr(err):
+		case errors.As(err, &loss):
+			fatal = dataLoss(loss)
 		case errors.Is(err, kerr.UnknownTopicID):
 			// The client fetches by topic id: the topic it was assigned is gone.
 			fatal = fmt.Errorf("kafka: fetching %s/%d: input topic %s was deleted while the task read it "+
@@ -900,6 +905,19 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 		}
 	})
 	return ok, fatal
+}
+
+// dataLoss is the error of a partition whose log lost records below where the consumer had
+// read it, with the same topic id (an unclean leader election, a broker that lost data, a log
+// truncated): the client found its position past the log's end, or the log diverged from the
+// records it had read, and moved the partition to its log start. Read on, the task would skip
+// the records written since the loss as already processed (their offsets are below its
+// position), so it halts.
+func dataLoss(e *kgo.ErrDataLoss) error {
+	return fmt.Errorf("kafka: input topic %s partition %d lost records at the broker (an unclean leader election, a broker that lost data, or a truncated log): "+
+		"this task had read it up to offset %d, which the log no longer holds as it was read; reading on would skip the records written since as already processed, so the task halts; "+
+		"to read the partition again from its beginning, reset the task: wasmstream reset --task <task> --to earliest (or --to %s:%d:<offset> from an offset of your choosing): %w",
+		e.Topic, e.Partition, e.ConsumedTo, e.Topic, e.Partition, e)
 }
 
 // rejoins reports whether err is the client's notice that the group no longer knew the member
