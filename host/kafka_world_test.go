@@ -241,3 +241,49 @@ func TestKafkaCompactedInputGaps(t *testing.T) {
 		t.Fatalf("%d records read, %d lost to retention; want the %d left by compaction, 0", st.Records, st.RetentionLost, left)
 	}
 }
+
+// TestKafkaRecreatedTopicRestoredPosition: a host with an empty disk restores a partition's
+// position from the changelog after the input topic was deleted and recreated, the new topic
+// already past that position. The changelog's position record carries the topic's id, so the
+// task halts naming the reset, as a host that kept its disk does. Before, a restored position
+// had no id: the host resumed the new topic at the old position and skipped its first 200
+// records without a word.
+func TestKafkaRecreatedTopicRestoredPosition(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newClusterParts(t, 1, "words", "counts")
+	ctx := context.Background()
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	start := func(dir string) *hosttest.Running {
+		return hosttest.Start(t, host.Config{DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	}
+
+	produceWords(t, newClient(t, c), "words", 200, 20, 1)
+	h := start(filepath.Join(t.TempDir(), "a"))
+	waitPosition(t, h, 200)
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	adm := kadm.NewClient(newClient(t, c))
+	if _, err := adm.DeleteTopic(ctx, "words"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CreateTopic(ctx, 1, 1, nil, "words"); err != nil {
+		t.Fatal(err)
+	}
+	produceWords(t, newClient(t, c), "words", 400, 20, 2) // a new client: not the old topic's id
+
+	h = start(filepath.Join(t.TempDir(), "b")) // an empty disk: the position comes from the changelog
+	select {
+	case <-h.Done():
+	case <-time.After(30 * time.Second):
+		st := h.Stats()[0]
+		t.Fatalf("the task did not halt on the recreated topic: %d records read, committed %d", st.Records, st.Inputs[0].Committed)
+	}
+	err := h.Wait()
+	if err == nil || !strings.Contains(err.Error(), "the topic's id changed") || !strings.Contains(err.Error(), "wasmstream reset --task wc --to earliest") {
+		t.Fatalf("the host ended with %v; want the task halted on the topic's changed id, naming the reset", err)
+	}
+}
