@@ -24,11 +24,15 @@ import (
 // (retention, DeleteRecords, compaction), and check what the host makes of it.
 
 // startWorldHost starts a host of the wordcount task over one partition of topic words on
-// cluster c, in data directory dir, start_at startAt, logging to the test and to logs.
-func startWorldHost(t *testing.T, c *kfake.Cluster, module, dir, startAt string, logs io.Writer) *hosttest.Running {
+// cluster c, in data directory dir, start_at startAt, logging to the test and to logs; eos makes
+// it exactly once (with a changelog).
+func startWorldHost(t *testing.T, c *kfake.Cluster, module, dir, startAt string, logs io.Writer, eos ...bool) *hosttest.Running {
 	t.Helper()
 	tc := wordcountKafkaTask(module)
 	tc.Inputs[0].StartAt = startAt
+	if len(eos) > 0 && eos[0] {
+		tc.Delivery, tc.Changelog = host.ExactlyOnce, host.ChangelogConfig{Enabled: true}
+	}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(testWriter{t}, logs), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	return hosttest.Start(t, host.Config{DataDir: dir, Logger: log, CheckpointInterval: 100 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
@@ -56,17 +60,20 @@ func waitPosition(t *testing.T, h *hosttest.Running, next int64) host.TaskStats 
 // processed (state exact for them), and the records lost are logged with the partition, the
 // position and the new start, and counted (retention_lost). Before, the loss went unsaid and
 // uncounted, and with start_at latest the partition jumped to its end, skipping the records
-// still there.
+// still there. Exactly once (the transactional consumer) behaves the same.
 func TestKafkaRetentionBelowPosition(t *testing.T) {
 	module := guestbuild.Go(t, "wordcount")
-	for _, startAt := range []string{"earliest", "latest"} {
-		t.Run(startAt, func(t *testing.T) {
+	for _, tc := range []struct {
+		name, startAt string
+		eos           bool
+	}{{"earliest", "earliest", false}, {"latest", "latest", false}, {"exactly_once", "earliest", true}} {
+		t.Run(tc.name, func(t *testing.T) {
 			c := newClusterParts(t, 1, "words", "counts")
 			cl := newClient(t, c)
 			dir := filepath.Join(t.TempDir(), "data")
 
 			want := produceWords(t, cl, "words", 300, 20, 1) // offsets 0..299
-			h := startWorldHost(t, c, module, dir, "earliest", io.Discard)
+			h := startWorldHost(t, c, module, dir, "earliest", io.Discard, tc.eos)
 			waitPosition(t, h, 300)
 			if err := h.Stop(); err != nil {
 				t.Fatal(err)
@@ -77,7 +84,7 @@ func TestKafkaRetentionBelowPosition(t *testing.T) {
 			deleteRecordsBelow(t, cl, "words", 0, 380)
 
 			var logs syncBuffer
-			h = startWorldHost(t, c, module, dir, startAt, &logs)
+			h = startWorldHost(t, c, module, dir, tc.startAt, &logs, tc.eos)
 			st := waitPosition(t, h, 500)
 			if err := h.Stop(); err != nil {
 				t.Fatal(err)
