@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -83,11 +84,20 @@ func TestKafkaRetentionBelowPosition(t *testing.T) {
 			addCounts(want, produceWords(t, cl, "words", 120, 20, 3)) // offsets 380..499
 			deleteRecordsBelow(t, cl, "words", 0, 380)
 
+			var abort *kfake.FaultHandle
+			if tc.eos {
+				// The restarted host's first transaction aborts: the partition reads again from
+				// its committed offset, below the log start again, and is counted once.
+				abort = c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 1})
+			}
 			var logs syncBuffer
 			h = startWorldHost(t, c, module, dir, tc.startAt, &logs, tc.eos)
 			st := waitPosition(t, h, 500)
 			if err := h.Stop(); err != nil {
 				t.Fatal(err)
+			}
+			if abort != nil && (abort.Hits() == 0 || st.TxnAborts == 0) {
+				t.Fatalf("the transaction fault was hit %d times, %d transactions aborted; want an abort", abort.Hits(), st.TxnAborts)
 			}
 			sameCounts(t, want, stateOf(t, dir, "wc"))
 			if st.RetentionLost != 80 {

@@ -583,10 +583,12 @@ func (t *Task) lostToRetention(st *stream, logStart int64) {
 	if st.lastAdded >= next {
 		next = st.lastAdded + 1
 	}
+	next = max(next, st.lostBelow) // below lostBelow: counted already
 	if logStart <= next {
 		return
 	}
 	lost := logStart - next
+	st.lostBelow = logStart
 	t.stats.RetentionLost += lost
 	t.log.Warn("records of an input partition were removed (retention.ms, retention.bytes or a DeleteRecords) before this task read them: "+
 		"it goes on from the partition's log start; they are lost to it",
