@@ -304,3 +304,56 @@ func TestKafkaRecreatedTopicRestoredPosition(t *testing.T) {
 		t.Fatalf("the host ended with %v; want the task halted on the topic's changed id, naming the reset", err)
 	}
 }
+
+// TestKafkaLogTruncatedHalts: while the host runs, its input partition's leader moves to another
+// broker whose log for the epoch the host read at ends at offset 100, below the 300 the host
+// processed (an unclean leader election: the broker's OffsetForLeaderEpoch answer is injected,
+// kfake having no replication). The client detects the loss (kgo.ErrDataLoss) and the task
+// halts naming the partition, the offset it had read to and the reset; it does not read the new
+// leader's records from its log start as already processed.
+func TestKafkaLogTruncatedHalts(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(1, "words", "counts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	produceWords(t, newClient(t, c), "words", 300, 20, 1)
+	h := startWorldHost(t, c, module, filepath.Join(t.TempDir(), "data"), "earliest", io.Discard)
+	waitPosition(t, h, 300)
+
+	c.ControlKey(kmsg.OffsetForLeaderEpoch.Int16(), func(kr kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		req := kr.(*kmsg.OffsetForLeaderEpochRequest)
+		resp := req.ResponseKind().(*kmsg.OffsetForLeaderEpochResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewOffsetForLeaderEpochResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewOffsetForLeaderEpochResponseTopicPartition()
+				sp.Partition, sp.LeaderEpoch, sp.EndOffset = rp.Partition, rp.LeaderEpoch, 100
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	leader := c.LeaderFor("words", 0)
+	other := int32(0)
+	if leader == 0 {
+		other = 1
+	}
+	if err := c.MoveTopicPartition("words", 0, other); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-h.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatal("the task did not halt on the truncated log")
+	}
+	err = h.Wait()
+	if err == nil || !strings.Contains(err.Error(), "input topic words partition 0 lost records at the broker") ||
+		!strings.Contains(err.Error(), "up to offset 300") || !strings.Contains(err.Error(), "wasmstream reset --task <task> --to earliest") {
+		t.Fatalf("the host ended with %v; want the task halted on the lost records, naming the reset", err)
+	}
+}

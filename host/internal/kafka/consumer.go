@@ -910,7 +910,8 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 // dataLoss is the error of a partition whose log lost records below where the consumer had
 // read it, with the same topic id (an unclean leader election, a broker that lost data, a log
 // truncated): the client found its position past the log's end, or the log diverged from the
-// records it had read, and moved the partition to its log start. Read on, the task would skip
+// records it had read (its leader epochs), and moved the partition back, to where the log
+// diverged when it could tell, else to the log start. Read on, the task would skip
 // the records written since the loss as already processed (their offsets are below its
 // position), so it halts.
 func dataLoss(e *kgo.ErrDataLoss) error {
