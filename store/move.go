@@ -38,8 +38,8 @@ func (db *DB) MoveStream(task string, stream uint32, to string, toStream uint32)
 	}
 	err := func() error {
 		defer db.leave()
-		db.commitMu.Lock()
-		defer db.commitMu.Unlock()
+		db.writeMu.Lock()
+		defer db.writeMu.Unlock()
 		defer db.floors.changed()
 		defer db.timerCounts.forget(to, toStream)
 

@@ -46,8 +46,8 @@ func (db *DB) Restore(task string, stream uint32, snaps []KeySnapshot, pos *Posi
 		return err
 	}
 	defer db.leave()
-	db.commitMu.Lock()
-	defer db.commitMu.Unlock()
+	db.writeMu.Lock()
+	defer db.writeMu.Unlock()
 	db.floors.lowerSnapshots(task, stream, snaps)
 	defer db.floors.changed()
 	defer db.timerCounts.forget(task, stream) // counted again when next asked for
@@ -55,7 +55,7 @@ func (db *DB) Restore(task string, stream uint32, snaps []KeySnapshot, pos *Posi
 	superseded := supersededSnapshots(snaps)
 
 	// The current state of the keys is read from one read transaction taken
-	// now: no other writer runs (commitMu), and every key is written once, so
+	// now: no other writer runs (writeMu), and every key is written once, so
 	// it is still current when the key is replaced. Reading through the write
 	// transaction instead would cost a sort of its pending writes per
 	// iterator.
@@ -305,13 +305,13 @@ func (db *DB) DropStream(task string, stream uint32) error {
 		return err
 	}
 	defer db.leave()
-	db.commitMu.Lock()
-	defer db.commitMu.Unlock()
+	db.writeMu.Lock()
+	defer db.writeMu.Unlock()
 	defer db.floors.changed()
 	defer db.timerCounts.forget(task, stream)
 
 	// As in Restore, read from one read transaction: nothing else writes the
-	// stream while commitMu is held.
+	// stream while writeMu is held.
 	rd := db.bdb.NewTransaction(false)
 	defer rd.Discard()
 	w := txnWriter{db: db, txn: db.bdb.NewTransaction(true)}
