@@ -189,7 +189,7 @@ func (db *DB) Commit(cp *Checkpoint) error {
 	db.writeMu.RLock()
 	defer db.writeMu.RUnlock()
 	streams := checkpointStreams(cp)
-	db.streamLocks.lock(cp.Task, streams)
+	db.streamLocks.lock(cp.Task, streams, db.opts.streamWait)
 	defer db.streamLocks.unlock(cp.Task, streams)
 	// Before anything is written: lower the due floors below the timers this
 	// commit sets; after it (deferred, so also on failure): tell DueTimers

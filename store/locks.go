@@ -44,8 +44,9 @@ type streamLocks struct {
 // chainStream is the pseudo-stream a Commit locks for its task's chain logs: no stream has ID 0.
 const chainStream uint32 = 0
 
-// lock waits until none of task's streams is busy, then marks them all busy.
-func (l *streamLocks) lock(task string, streams []uint32) {
+// lock waits until none of task's streams is busy, then marks them all busy. wait, if not nil, is
+// called (under l.mu) before the first wait.
+func (l *streamLocks) lock(task string, streams []uint32, wait func()) {
 	if len(streams) == 0 {
 		return
 	}
@@ -56,6 +57,10 @@ func (l *streamLocks) lock(task string, streams []uint32) {
 		l.cond.L = &l.mu
 	}
 	for l.anyBusy(task, streams) {
+		if wait != nil {
+			wait()
+			wait = nil
+		}
 		l.cond.Wait()
 	}
 	for _, s := range streams {
