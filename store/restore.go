@@ -35,8 +35,9 @@ import (
 // when one key's state does not fit in one transaction, and ErrReadOnly on a
 // read-only DB.
 //
-// Restore is serialised with Commit and DropStream and holds their lock until
-// it returns: pass snapshots in batches. It does not retain snaps or pos;
+// Restore is serialised with DropStream and with every Commit, of any stream:
+// it waits for the Commits in progress and holds new ones off until it
+// returns, so pass snapshots in batches. It does not retain snaps or pos;
 // the caller must not modify them during the call.
 func (db *DB) Restore(task string, stream uint32, snaps []KeySnapshot, pos *Position) error {
 	if err := validateSnapshots(task, stream, snaps, pos); err != nil {
@@ -298,8 +299,8 @@ func (r *restorer) key(s *KeySnapshot) error {
 // (Options.MaxTxnBytes, Options.MaxTxnEntries): position first, then each
 // timer with its due-index entry, then state, then marks. An interrupted
 // DropStream leaves the stream partly dropped, without a position; run it
-// again before using the stream. It is serialised with Commit and Restore and
-// returns ErrReadOnly on a read-only DB.
+// again before using the stream. It is serialised with Restore and with every
+// Commit, of any stream, and returns ErrReadOnly on a read-only DB.
 func (db *DB) DropStream(task string, stream uint32) error {
 	if err := db.enterWrite(task); err != nil {
 		return err
