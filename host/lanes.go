@@ -23,9 +23,10 @@ import (
 // checkpoint pipeline, consumer, producer) and its own member of the task's consumer group: the
 // group spreads the partitions over every loop of every host, and a partition that moves between
 // two loops of one host is a rebalance like any other. The loops share the host's store, whose
-// commits are serialised, so a loop assigned a partition resumes from the last checkpoint of the
-// loop that had it, as a host does that gets a partition back. Each loop checkpoints its own
-// partitions atomically, as a host does.
+// commits of one partition run one after the other (those of different partitions, so of
+// different loops, run concurrently: store/locks.go), so a loop assigned a partition resumes from
+// the last checkpoint of the loop that had it, as a host does that gets a partition back. Each
+// loop checkpoints its own partitions atomically, as a host does.
 //
 // Identity: loop 0 is the task as it ran before loops (its static group.instance.id and its
 // exactly-once transactional.id are unchanged, so an upgrade fences its old transactions); loop

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -73,6 +74,39 @@ func BenchmarkCommit(b *testing.B) {
 			b.ReportMetric(float64(b.N*entries)/b.Elapsed().Seconds(), "entries/s")
 			b.ReportMetric(float64(txns)/float64(b.N), "txns/op")
 			b.ReportMetric(float64((cpuTime()-cpu).Nanoseconds())/float64(b.N*keys), "cpu-ns/key")
+		})
+	}
+}
+
+// BenchmarkCommitParallel is BenchmarkCommit's keys=10k case committed by 1, 2 and 4 goroutines
+// at once, each its own stream (as the loops of a task commit their partitions): one op is one
+// round in which every goroutine commits one checkpoint. keys/s counts every goroutine's keys;
+// cpu-ns/key is the process's CPU (Badger's write goroutine included) per key.
+func BenchmarkCommitParallel(b *testing.B) {
+	const keys = 10_000
+	for _, g := range []int{1, 2, 4} {
+		b.Run(fmt.Sprintf("keys=10k/goroutines=%d", g), func(b *testing.B) {
+			db := openTestDB(b, Options{})
+			cps := make([][2]*Checkpoint, g)
+			for i := range cps {
+				s := mustStreamID(b, db, "bench", fmt.Sprintf("s%d", i))
+				cps[i] = [2]*Checkpoint{benchCheckpoint(s, keys, 0), benchCheckpoint(s, keys, 1)}
+			}
+			cpu := cpuTime()
+			b.ResetTimer()
+			for round := 0; b.Loop(); round++ {
+				var wg sync.WaitGroup
+				for i := range cps {
+					wg.Go(func() {
+						if err := db.Commit(cps[i][round%2]); err != nil {
+							b.Error(err)
+						}
+					})
+				}
+				wg.Wait()
+			}
+			b.ReportMetric(float64(b.N*g*keys)/b.Elapsed().Seconds(), "keys/s")
+			b.ReportMetric(float64((cpuTime()-cpu).Nanoseconds())/float64(b.N*g*keys), "cpu-ns/key")
 		})
 	}
 }

@@ -1,12 +1,10 @@
 package store
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
 	"sort"
-	"time"
 	"unsafe"
 
 	"github.com/dgraph-io/badger/v4"
@@ -163,7 +161,14 @@ const entryOverhead = 12
 // and the positions are not: the store is in the same consistent state a
 // crash would leave. Committing the same checkpoint again is harmless.
 //
-// Commits are serialised.
+// Commits of disjoint streams run concurrently: each builds its transactions
+// and hands them to Badger, whose write goroutine applies them in the order
+// handed over (several at once when they queue). Commits that share a stream
+// (in keys or positions; or append to the same task's chain logs) run one
+// after the other, and Restore, DropStream and MoveStream exclude every
+// Commit (locks.go). Each Commit's last transaction carries the next
+// checkpoint number, handed to Badger in the order of the numbers, so the
+// stored number is the highest committed.
 func (db *DB) Commit(cp *Checkpoint) error {
 	if err := validateCheckpoint(cp); err != nil {
 		return err
@@ -179,8 +184,13 @@ func (db *DB) Commit(cp *Checkpoint) error {
 	if len(cp.Chain) > 0 && !oneTxn {
 		return fmt.Errorf("%w: task %q: a checkpoint with %d chain log entries must fit in one transaction", ErrTxnTooBig, cp.Task, len(cp.Chain))
 	}
-	db.commitMu.Lock()
-	defer db.commitMu.Unlock()
+	// Shared with other Commits, exclusive of Restore, DropStream and MoveStream; then the
+	// streams this one writes, which no other Commit writes meanwhile (locks.go).
+	db.writeMu.RLock()
+	defer db.writeMu.RUnlock()
+	streams := checkpointStreams(cp)
+	db.streamLocks.lock(cp.Task, streams, db.opts.streamWait)
+	defer db.streamLocks.unlock(cp.Task, streams)
 	// Before anything is written: lower the due floors below the timers this
 	// commit sets; after it (deferred, so also on failure): tell DueTimers
 	// that the due index changed.
@@ -241,22 +251,13 @@ func (db *DB) Commit(cp *Checkpoint) error {
 			return err
 		}
 	}
-	// The checkpoint's number, in its last transaction; then the journal (journal.go).
-	// Not reserved: one small entry within the headroom the limits keep below Badger's.
-	if err := w.txn.Set(commitSeqKey, binary.BigEndian.AppendUint64(w.alloc(8), db.seq+1)); err != nil {
-		return fmt.Errorf("store: commit: checkpoint number: %w", err)
-	}
+	// The checkpoint's number goes in its last transaction (commitNumbered); then the journal
+	// (journal.go).
+	w.numbered = true
 	if err := w.flush(); err != nil {
 		return err
 	}
-	db.seq++
-	if db.dir != "" {
-		if err := writeJournal(db.dir, db.seq, time.Now()); err != nil {
-			// The checkpoint is committed; a journal behind the store is what a kill
-			// leaves too, and the next commit or Open rewrites it.
-			db.opts.logger().Warn("store: write "+JournalFile, "err", err)
-		}
-	}
+	db.journalCommitted(w.seq)
 	return nil
 }
 
@@ -451,6 +452,11 @@ type txnWriter struct {
 	single bool
 	nexts  []StreamPosition
 	nextOf map[uint32]int64 // nexts by stream, once there are many
+
+	// numbered says the next flush commits a Commit's last transaction, with the checkpoint
+	// number (commitNumbered), which it sets in seq.
+	numbered bool
+	seq      uint64
 }
 
 // keepMark reports whether writeKey may leave kw's stored mark entry as it is: the store holds
@@ -514,7 +520,13 @@ func (w *txnWriter) flush() error {
 			return err
 		}
 	}
-	if err := w.db.commitTxn(w.txn); err != nil {
+	var err error
+	if w.numbered {
+		w.seq, err = w.db.commitNumbered(w.txn)
+	} else {
+		err = w.db.commitTxn(w.txn)
+	}
+	if err != nil {
 		return fmt.Errorf("store: commit transaction %d: %w", w.index, err)
 	}
 	if len(w.timerDelta) > 0 {

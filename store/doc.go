@@ -193,8 +193,8 @@
 // deletes everything of one (task, stream) — position, timers and due index,
 // state, marks — in as many transactions as it needs, keeping the stream's
 // ID: a host that cannot trust its local copy of a partition drops it and
-// restores it from the changelog. Restore and DropStream are serialised with
-// Commit.
+// restores it from the changelog. Restore and DropStream exclude every
+// Commit, of any stream (see "Concurrency").
 //
 // An encoded snapshot (format version 1) is
 //
@@ -224,8 +224,19 @@
 //
 // # Concurrency
 //
-// A [DB] is safe for concurrent use. Commits, Restores and DropStreams are
-// serialised with each other, and so are writes to the module registry. Badger runs its own goroutines (compaction, memtable
+// A [DB] is safe for concurrent use. Commits of disjoint streams run
+// concurrently: each builds its Badger transactions and hands them to
+// Badger's write goroutine, which applies what queued together in one write.
+// Commits that name a stream in common (a key's stream, a position's; or that
+// both append to one task's chain logs) run one after the other, in the order
+// they took the stream. Restore, DropStream and MoveStream run alone: they
+// wait for the Commits in progress, and Commits wait for them (locks.go).
+// Each Commit's last transaction carries the next checkpoint number and is
+// handed to Badger in the order of the numbers, so that the store's number
+// is that of the last checkpoint Badger applied, and a crash, which leaves a
+// prefix of Badger's writes, never leaves a later number without the earlier
+// checkpoints. Writes to the module registry are serialised with each other.
+// Badger runs its own goroutines (compaction, memtable
 // flushes) between [Open] and [DB.Close]. The only state a DB keeps in memory
 // besides Badger's is, for each due index, where its live entries begin,
 // which [DB.DueTimers] learns and Commit and Restore lower; it is lost at Close and

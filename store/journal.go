@@ -134,7 +134,7 @@ func (db *DB) checkJournal() error {
 	if err != nil {
 		return err
 	}
-	db.seq = seq
+	db.seq, db.journaled = seq, seq
 	if db.dir == "" {
 		return nil
 	}

@@ -23,8 +23,8 @@ type Moved struct {
 // interrupted, partly dropped: run it again). Existing entries of the destination with the same
 // keys are overwritten; move into a destination of its own (a new task name) to keep both.
 //
-// It is how `wasmstream reset` moves a task's state aside. It is serialised with Commit and
-// Restore and returns ErrReadOnly on a read-only DB.
+// It is how `wasmstream reset` moves a task's state aside. It is serialised with Restore and
+// with every Commit, of any stream, and returns ErrReadOnly on a read-only DB.
 func (db *DB) MoveStream(task string, stream uint32, to string, toStream uint32) (Moved, error) {
 	var m Moved
 	if task == to && stream == toStream {
@@ -38,8 +38,8 @@ func (db *DB) MoveStream(task string, stream uint32, to string, toStream uint32)
 	}
 	err := func() error {
 		defer db.leave()
-		db.commitMu.Lock()
-		defer db.commitMu.Unlock()
+		db.writeMu.Lock()
+		defer db.writeMu.Unlock()
 		defer db.floors.changed()
 		defer db.timerCounts.forget(to, toStream)
 

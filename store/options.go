@@ -81,6 +81,9 @@ type Options struct {
 	// is committed, with its index in the checkpoint (0, 1, ...); a non-nil
 	// result aborts the Commit there, as a crash would. Tests only.
 	beforeTxn func(i int) error
+	// streamWait, if set, is called when a Commit must wait for a stream another Commit is
+	// writing (locks.go), before it waits. Tests only.
+	streamWait func()
 }
 
 // Validate reports every out-of-range option at once, each wrapping

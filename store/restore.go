@@ -35,8 +35,9 @@ import (
 // when one key's state does not fit in one transaction, and ErrReadOnly on a
 // read-only DB.
 //
-// Restore is serialised with Commit and DropStream and holds their lock until
-// it returns: pass snapshots in batches. It does not retain snaps or pos;
+// Restore is serialised with DropStream and with every Commit, of any stream:
+// it waits for the Commits in progress and holds new ones off until it
+// returns, so pass snapshots in batches. It does not retain snaps or pos;
 // the caller must not modify them during the call.
 func (db *DB) Restore(task string, stream uint32, snaps []KeySnapshot, pos *Position) error {
 	if err := validateSnapshots(task, stream, snaps, pos); err != nil {
@@ -46,8 +47,8 @@ func (db *DB) Restore(task string, stream uint32, snaps []KeySnapshot, pos *Posi
 		return err
 	}
 	defer db.leave()
-	db.commitMu.Lock()
-	defer db.commitMu.Unlock()
+	db.writeMu.Lock()
+	defer db.writeMu.Unlock()
 	db.floors.lowerSnapshots(task, stream, snaps)
 	defer db.floors.changed()
 	defer db.timerCounts.forget(task, stream) // counted again when next asked for
@@ -55,7 +56,7 @@ func (db *DB) Restore(task string, stream uint32, snaps []KeySnapshot, pos *Posi
 	superseded := supersededSnapshots(snaps)
 
 	// The current state of the keys is read from one read transaction taken
-	// now: no other writer runs (commitMu), and every key is written once, so
+	// now: no other writer runs (writeMu), and every key is written once, so
 	// it is still current when the key is replaced. Reading through the write
 	// transaction instead would cost a sort of its pending writes per
 	// iterator.
@@ -298,20 +299,20 @@ func (r *restorer) key(s *KeySnapshot) error {
 // (Options.MaxTxnBytes, Options.MaxTxnEntries): position first, then each
 // timer with its due-index entry, then state, then marks. An interrupted
 // DropStream leaves the stream partly dropped, without a position; run it
-// again before using the stream. It is serialised with Commit and Restore and
-// returns ErrReadOnly on a read-only DB.
+// again before using the stream. It is serialised with Restore and with every
+// Commit, of any stream, and returns ErrReadOnly on a read-only DB.
 func (db *DB) DropStream(task string, stream uint32) error {
 	if err := db.enterWrite(task); err != nil {
 		return err
 	}
 	defer db.leave()
-	db.commitMu.Lock()
-	defer db.commitMu.Unlock()
+	db.writeMu.Lock()
+	defer db.writeMu.Unlock()
 	defer db.floors.changed()
 	defer db.timerCounts.forget(task, stream)
 
 	// As in Restore, read from one read transaction: nothing else writes the
-	// stream while commitMu is held.
+	// stream while writeMu is held.
 	rd := db.bdb.NewTransaction(false)
 	defer rd.Discard()
 	w := txnWriter{db: db, txn: db.bdb.NewTransaction(true)}

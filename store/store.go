@@ -29,7 +29,14 @@ type DB struct {
 	closed bool
 
 	streamMu sync.Mutex // serialises stream ID assignment
-	commitMu sync.Mutex // serialises Commit
+
+	// The write locks (locks.go): writeMu, shared by Commits and exclusive for Restore,
+	// DropStream, MoveStream and the timer count; the streams Commits in progress write; the
+	// checkpoint number; the journal.
+	writeMu     sync.RWMutex
+	streamLocks streamLocks
+	seqMu       sync.Mutex
+	journalMu   sync.Mutex
 
 	floors dueFloors // where DueTimers may start its seeks; see dueFloors
 
@@ -40,8 +47,9 @@ type DB struct {
 	allocMu   sync.Mutex      // guards allocated
 	allocated map[string]bool // memtable logs allocateLogs allocated, by file name
 
-	seq      uint64    // the number of the last checkpoint committed; guarded by commitMu after Open
-	rollback *Rollback // checkpoints lost before Open (journal.go), nil if none
+	seq       uint64    // the number of the last checkpoint handed to Badger; guarded by seqMu after Open
+	journaled uint64    // the number the journal holds, once written after Open; guarded by journalMu
+	rollback  *Rollback // checkpoints lost before Open (journal.go), nil if none
 }
 
 // Position is how far a task has got in one stream.

@@ -234,10 +234,10 @@ func (f *dueFloors) changed() {
 // first, the first entry a walk from the floor found in a snapshot taken
 // after generation gen, if no Commit has run or is running since.
 func (db *DB) raiseFloor(prefix, first []byte, gen uint64) {
-	if !db.commitMu.TryLock() {
+	if !db.writeMu.TryLock() {
 		return // a Commit is running: its entries may be missing from the snapshot
 	}
-	defer db.commitMu.Unlock()
+	defer db.writeMu.Unlock()
 	f := &db.floors
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -325,8 +325,8 @@ func (db *DB) PendingTimers(task string, stream uint32) (int64, error) {
 		return 0, err
 	}
 	defer db.leave()
-	db.commitMu.Lock()
-	defer db.commitMu.Unlock()
+	db.writeMu.Lock()
+	defer db.writeMu.Unlock()
 	cnt, err := db.countTimers(task, stream)
 	if err != nil {
 		return 0, err
