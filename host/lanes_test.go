@@ -3,12 +3,15 @@ package host_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -724,4 +727,73 @@ func startLoopsHost(t *testing.T, c *kfake.Cluster, module, dir, id string, stan
 		Kafka:              host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 6 * time.Second, RebalanceTimeout: 10 * time.Second},
 		Admin:              admin,
 		Tasks:              []host.TaskConfig{tc}})
+}
+
+// A host ran the task as loops 4 and died without leaving the group (the broker lost its
+// LeaveGroups, as at a kill): its four static members stay in the group, with its 8
+// partitions, for their session (2 minutes here). Restarted with loops 1, the host removes the
+// members of its loops 1 to 3 at start: its one loop is the group's only member, owns every
+// partition and reads each through its end, while the dead members' sessions had minutes to
+// run. Before, the group kept the dead loops' members, and 6 partitions unread, until their
+// sessions timed out.
+func TestLoopsLoweredAfterCrash(t *testing.T) {
+	t.Parallel()
+	module := guestbuild.Go(t, "wordcount")
+	c := newClusterParts(t, 8, "words", "counts")
+	dir := t.TempDir()
+	var logs syncBuffer
+	start := func(loops int) *hosttest.Running {
+		tc := wordcountKafkaTask(module)
+		tc.Loops = loops
+		log := slog.New(slog.NewTextHandler(io.MultiWriter(&logs, testWriter{t}), nil)).With("loops", loops)
+		return hosttest.Start(t, host.Config{DataDir: dir, HostID: "a", Logger: log, CheckpointInterval: 100 * time.Millisecond,
+			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs(), SessionTimeout: 2 * time.Minute, RebalanceTimeout: 2 * time.Minute},
+			Tasks: []host.TaskConfig{tc}})
+	}
+	cl := newClient(t, c)
+	want := produceWords(t, cl, "words", 800, 40, 71)
+	a := start(4)
+	waitLoopsAssigned(t, c, "wasmstream-wc", "wasmstream-wc-a", 4, 8)
+	waitCommittedThrough(t, c, a, "words", 8)
+
+	// The crash: every LeaveGroup is lost until the host is down.
+	var crashed atomic.Bool
+	crashed.Store(true)
+	c.ControlKey(int16(kmsg.LeaveGroup), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		if !crashed.Load() {
+			c.DropControl()
+			return nil, nil, false
+		}
+		c.KeepControl()
+		req := r.(*kmsg.LeaveGroupRequest)
+		resp := req.ResponseKind().(*kmsg.LeaveGroupResponse)
+		for _, m := range req.Members {
+			rm := kmsg.NewLeaveGroupResponseMember()
+			rm.MemberID, rm.InstanceID = m.MemberID, m.InstanceID
+			resp.Members = append(resp.Members, rm)
+		}
+		return resp, nil, true
+	})
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	crashed.Store(false)
+	if g := groupAssignment(t, c, "wasmstream-wc"); len(g) != 4 {
+		t.Fatalf("after the crash the group's members are %v, want the dead host's four loops", g)
+	}
+
+	addCounts(want, produceWords(t, cl, "words", 400, 40, 72))
+	before := len(logs.String())
+	b := start(1)
+	waitLoopsAssigned(t, c, "wasmstream-wc", "wasmstream-wc-a", 1, 8)
+	waitCommittedThrough(t, c, b, "words", 8)
+	if err := b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	sameCounts(t, want, stateOf(t, dir, "wc"))
+	for _, id := range []string{"wasmstream-wc-a-loop1", "wasmstream-wc-a-loop2", "wasmstream-wc-a-loop3"} {
+		if !strings.Contains(logs.String()[before:], id) {
+			t.Errorf("the restarted host's log does not name the member %s it removed", id)
+		}
+	}
 }
