@@ -564,6 +564,9 @@ func printTaskStatus(w io.Writer, t host.TaskStats) {
 		fmt.Fprintf(w, "  time: timers set %d, fired %d, pending %d; late records %d; ticks %d\n",
 			t.TimersSet, t.TimersFired, t.PendingTimers, t.Late, t.Ticks)
 	}
+	if t.RetentionLost > 0 {
+		fmt.Fprintf(w, "  kafka: %d offsets of input records lost to retention (removed below a partition's position before they were read)\n", t.RetentionLost)
+	}
 	if t.Restores+t.ChangelogRecords+t.StandbyRecords > 0 {
 		fmt.Fprintf(w, "  changelog: %d key snapshots written; %d partitions restored (%d records, %d bytes); standby applied %d records\n",
 			t.ChangelogRecords, t.Restores, t.RestoredRecords, t.RestoredBytes, t.StandbyRecords)

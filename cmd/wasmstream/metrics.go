@@ -67,6 +67,7 @@ var taskMetrics = []metricDesc{
 	counter("records_failed_total", "Records and timer firings skipped after failing on every attempt (on_exhausted: skip).", func(s *host.TaskStats) int64 { return s.Skips }),
 	counter("records_replay_skipped_total", "Records replayed after a restart and skipped as already applied.", func(s *host.TaskStats) int64 { return s.Skipped }),
 	counter("records_late_total", "Records read with a timestamp below their partition's watermark.", func(s *host.TaskStats) int64 { return s.Late }),
+	counter("records_lost_to_retention_total", "Offsets of Kafka input records removed (retention, DeleteRecords) below a partition's position before the task read them; the partition went on from its log start.", func(s *host.TaskStats) int64 { return s.RetentionLost }),
 	counter("guest_call_failures_total", "Guest calls that failed (a trap, an error code, fuel or time exhausted).", func(s *host.TaskStats) int64 { return s.Failures }),
 	counter("instance_traps_total", "Guest instances discarded after a trap; each is replaced by a fresh one.", func(s *host.TaskStats) int64 { return s.Traps }),
 	counter("fuel_used_total", "Fuel the guest calls spent (metered modules only).", func(s *host.TaskStats) int64 { return s.FuelUsed }),

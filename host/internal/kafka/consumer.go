@@ -34,6 +34,13 @@ type Fetch struct {
 	Records []Record
 	// HighWatermark is the offset after the partition's last record, as of this fetch.
 	HighWatermark int64
+	// LogStart is the partition's log start offset as of this fetch (its first record's
+	// offset; -1 when the broker did not say, or the topic is compacted alone, whose log start
+	// compaction may move): records below it were removed by retention or a DeleteRecords. A
+	// fetch that follows records this consumer handed over, or a position it was told to
+	// start at, and whose LogStart is above them says that the records between were removed
+	// before they were read.
+	LogStart int64
 	// ControlEnd, when positive, is the offset after the fetch's last control record
 	// (a transaction's commit or abort marker), which comes after its last record: the
 	// partition's offsets below it hold nothing more to process (Records may be empty).
@@ -167,6 +174,11 @@ type Consumer struct {
 	bounds  map[TopicPartition]Bounds // bounded: the assigned partitions' bounds (under mu)
 	topics  []string
 
+	// compactOnly holds the input topics whose cleanup.policy is compact alone, as described at
+	// their last assignment (under mu): their log start moves with compaction (kfake moves it
+	// to the first batch compaction kept), so a fetch of theirs reports no LogStart.
+	compactOnly map[string]bool
+
 	// Static membership (ConsumerConfig.InstanceID): Close leaves the group with a client of
 	// base's options.
 	group, instanceID string
@@ -276,8 +288,14 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		kgo.ConsumerGroup(cc.Group),
 		kgo.ConsumeTopics(cc.Topics...),
 		// Set both: since franz-go 1.22 the start offset no longer sets the reset offset.
+		// The reset offset is always the log start, whatever start_at says: a position below
+		// the log start (retention, a DeleteRecords) resumes at the first record still there,
+		// which the task counts as records lost to retention (Fetch.LogStart); with start_at
+		// latest (the reset's offset before) such a partition jumped to its end, skipping
+		// every record still there without a word. A position past the log's end (a log
+		// truncated below it) is a fetch error (kgo.ErrDataLoss) the task halts on.
 		kgo.ConsumeStartOffset(start),
-		kgo.ConsumeResetOffset(start),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
@@ -469,6 +487,7 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 	if c.latest {
 		c.addedFromStart(ctx, offs, committed)
 	}
+	c.describeCleanup(ctx, fresh)
 	start, err := c.handler.Assigned(ctx, committed, c.endOffsets(ctx, fresh), c.topicIDs(ctx, fresh), c.externalCommits(ctx, committed))
 	if err != nil {
 		return nil, err
@@ -534,6 +553,61 @@ func (c *Consumer) addedFromStart(ctx context.Context, offs map[string]map[int32
 			}
 		}
 	}
+}
+
+// describeCleanup records which of the partitions' topics are compacted alone
+// (cleanup.policy=compact, without delete): on those, records below the log start were
+// superseded by later records of their keys, not lost. A failure is logged, and the topics
+// then count as not compacted.
+func (c *Consumer) describeCleanup(ctx context.Context, parts []TopicPartition) {
+	topics := map[string]bool{}
+	for _, tp := range parts {
+		topics[tp.Topic] = true
+	}
+	if len(topics) == 0 {
+		return
+	}
+	names := make([]string, 0, len(topics))
+	for t := range topics {
+		names = append(names, t)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	rcs, err := kadm.NewClient(c.cl).DescribeTopicConfigs(lctx, names...)
+	if err != nil {
+		if c.log != nil {
+			c.log.Warn("kafka: describing the input topics' cleanup.policy failed; records below a partition's log start count as lost to retention this time", "err", err)
+		}
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.compactOnly == nil {
+		c.compactOnly = map[string]bool{}
+	}
+	for _, rc := range rcs {
+		if rc.Err != nil {
+			continue
+		}
+		compact := false
+		for _, cf := range rc.Configs {
+			if cf.Key == "cleanup.policy" && cf.Value != nil {
+				compact = *cf.Value == "compact"
+			}
+		}
+		c.compactOnly[rc.Name] = compact
+	}
+}
+
+// logStart is a fetch's LogStart: the partition's log start offset, or -1 for a topic compacted
+// alone (describeCleanup).
+func (c *Consumer) logStart(topic string, at int64) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.compactOnly[topic] {
+		return -1
+	}
+	return at
 }
 
 // TopicID is a Kafka topic's id (Kafka 2.8 and later): a topic deleted and created again under
@@ -791,8 +865,11 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 			return
 		}
 		// Retryable fetch errors are retried by the client; report what reaches us.
+		var loss *kgo.ErrDataLoss
 		switch {
 		case fatal != nil || kgo.IsRetryableBrokerErr(err):
+		case errors.As(err, &loss):
+			fatal = dataLoss(loss)
 		case errors.Is(err, kerr.UnknownTopicID):
 			// The client fetches by topic id: the topic it was assigned is gone.
 			fatal = fmt.Errorf("kafka: fetching %s/%d: input topic %s was deleted while the task read it "+
@@ -811,7 +888,7 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 			return
 		}
 		tp := TopicPartition{p.Topic, p.Partition}
-		f := Fetch{TopicPartition: tp, Records: make([]Record, 0, len(p.Records)), HighWatermark: p.HighWatermark}
+		f := Fetch{TopicPartition: tp, Records: make([]Record, 0, len(p.Records)), HighWatermark: p.HighWatermark, LogStart: c.logStart(p.Topic, p.LogStartOffset)}
 		for _, r := range p.Records {
 			if r.Attrs.IsControl() {
 				f.ControlEnd = r.Offset + 1
@@ -839,6 +916,20 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 		}
 	})
 	return ok, fatal
+}
+
+// dataLoss is the error of a partition whose log lost records below where the consumer had
+// read it, with the same topic id (an unclean leader election, a broker that lost data, a log
+// truncated): the client found its position past the log's end, or the log diverged from the
+// records it had read (its leader epochs), and moved the partition back, to where the log
+// diverged when it could tell, else to the log start. Read on, the task would skip
+// the records written since the loss as already processed (their offsets are below its
+// position), so it halts.
+func dataLoss(e *kgo.ErrDataLoss) error {
+	return fmt.Errorf("kafka: input topic %s partition %d lost records at the broker (an unclean leader election, a broker that lost data, or a truncated log): "+
+		"this task had read it up to offset %d, which the log no longer holds as it was read; reading on would skip the records written since as already processed, so the task halts; "+
+		"to read the partition again from its beginning, reset the task: wasmstream reset --task <task> --to earliest (or --to %s:%d:<offset> from an offset of your choosing): %w",
+		e.Topic, e.Partition, e.ConsumedTo, e.Topic, e.Partition, e)
 }
 
 // rejoins reports whether err is the client's notice that the group no longer knew the member

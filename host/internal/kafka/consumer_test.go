@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -531,5 +532,28 @@ func TestTxnConsumerHearsEveryRevoke(t *testing.T) {
 			t.Fatalf("after the third member joined, the group assigns the consumer %v, its handler believes it owns %v", want, h.partitions())
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestConsumerDataLossHalts: a fetch that reports the partition lost records at the broker
+// (kgo.ErrDataLoss: the log was truncated below the consumer's position, same topic id) halts
+// the task with the partition, the offset it had read to and the reset to run. Before, the halt
+// said only "kafka: fetching in/0: topic in partition 0 lost records; ...".
+func TestConsumerDataLossHalts(t *testing.T) {
+	c := &Consumer{}
+	loss := &kgo.ErrDataLoss{Topic: "in", Partition: 3, ConsumedTo: 500, ConsumedToEpoch: 1, ResetTo: 0}
+	fs := kgo.Fetches{{Topics: []kgo.FetchTopic{{Topic: "in", Partitions: []kgo.FetchPartition{{Partition: 3, Err: loss}}}}}}
+	ok, err := c.handOver(context.Background(), fs, make(chan Fetch))
+	if !ok || err == nil {
+		t.Fatalf("handOver = %v, %v; want a fatal error", ok, err)
+	}
+	for _, want := range []string{"input topic in partition 3 lost records at the broker", "up to offset 500", "wasmstream reset --task <task> --to earliest", "--to in:3:<offset>"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
+	}
+	var got *kgo.ErrDataLoss
+	if !errors.As(err, &got) {
+		t.Errorf("error %q does not wrap the kgo.ErrDataLoss", err)
 	}
 }

@@ -24,6 +24,13 @@
 // the task, as Fetch.ControlEnd, where the markers after a fetch's last record end, so that the
 // committed offset can pass them.
 //
+// When the log moves under a position: one below the log start (retention, DeleteRecords)
+// resumes at the log start, whatever StartAt says (the client's reset offset), and each Fetch
+// carries the partition's log start (Fetch.LogStart; -1 for a topic compacted alone, whose log
+// start compaction moves) so that the task can count what it lost; a log that lost records below
+// the position (kgo.ErrDataLoss: truncated, an unclean leader election) fails Run, naming the
+// reset to run.
+//
 // The Producer produces asynchronously; Flush waits until every record produced so far is
 // acknowledged, at most ProducerConfig.DeliveryTimeout from when the first of them was produced
 // (never from record timestamps, which are event time), and returns the first delivery error.

@@ -36,6 +36,10 @@ type Task struct {
 	Pauses      int64   `json:"pauses"`       // times an input was paused because its key queues were full
 	Late        int64   `json:"late"`         // records read with a timestamp below their partition's watermark
 	Inputs      []Input `json:"inputs"`
+	// RetentionLost counts the offsets of Kafka input records removed (retention, a
+	// DeleteRecords) below a partition's position before the task read them: the partition
+	// went on from its log start.
+	RetentionLost int64 `json:"retention_lost"`
 
 	TimersSet     int64 `json:"timers_set"`     // timer_set calls that took effect, by firings too
 	TimersDeleted int64 `json:"timers_deleted"` // timers deleted, fired ones included

@@ -35,8 +35,9 @@ import (
 // covers them.
 //
 // Record keys: 'k' | u16 len(topic) | topic | key for a key snapshot, 'p' | u16 len(topic) | topic
-// for a position (several input topics share a changelog partition). A position value is
-// i64 Next | i64 Horizon | i64 Watermark, big-endian.
+// [| 16-byte topic id] for a position (several input topics share a changelog partition; the id
+// when the writer knew it, changelogPositionKey). A position value is i64 Next | i64 Horizon |
+// i64 Watermark, big-endian.
 //
 // Owner epochs. Kafka fences a removed member's offset commits, not its changelog writes (plain
 // produces under at least once), so a host removed from the group while still processing (a
@@ -157,6 +158,17 @@ func changelogKey(kind byte, topic string, key []byte) []byte {
 	return append(b, key...)
 }
 
+// changelogPositionKey is the key of a position record of an input topic's partition: 'p' |
+// u16 len(topic) | topic, then the 16 bytes of the topic's id when known (a position written
+// from a topic's id on carries it, so that a host that restores it can tell the topic was
+// recreated since). Readers before the id ignore what follows a position key's topic.
+func changelogPositionKey(topic string, id [16]byte) []byte {
+	if id == ([16]byte{}) {
+		return changelogKey('p', topic, nil)
+	}
+	return changelogKey('p', topic, id[:])
+}
+
 func parseChangelogKey(b []byte) (kind byte, topic string, key []byte, err error) {
 	if len(b) < 3 {
 		return 0, "", nil, errors.New("changelog record key too short")
@@ -241,7 +253,7 @@ func (t *Task) planChangelog(cp *store.Checkpoint) *changelogPlan {
 			// position without an offset would fail the restore on every host).
 			early.Next = st.origin
 		}
-		pl.early = append(pl.early, changelogRec{part: st.tp.Partition, epoch: st.durable.Epoch, key: changelogKey('p', st.tp.Topic, nil), val: changelogPosition(early)})
+		pl.early = append(pl.early, changelogRec{part: st.tp.Partition, epoch: st.durable.Epoch, key: changelogPositionKey(st.tp.Topic, early.TopicID), val: changelogPosition(early)})
 		// The final record's value is made when written: the resume offset may move first.
 		pl.final = append(pl.final, changelogRec{part: st.tp.Partition, topic: st.tp.Topic, epoch: sp.Position.Epoch})
 	}
@@ -416,7 +428,7 @@ func (t *Task) rewriteStale(ctx context.Context, cp *store.Checkpoint, stale map
 			}
 		}
 		if pos.Next >= 0 {
-			w.WriteEpoch(st.tp.Partition, changelogKey('p', st.tp.Topic, nil), changelogPosition(pos), st.durable.Epoch)
+			w.WriteEpoch(st.tp.Partition, changelogPositionKey(st.tp.Topic, pos.TopicID), changelogPosition(pos), st.durable.Epoch)
 		}
 	}
 	more, err := w.Flush(ctx)
@@ -497,7 +509,7 @@ func (t *Task) writeChangelog(pl *changelogPlan) error {
 		}
 		r := &pl.final[j]
 		j++
-		w.WriteEpoch(r.part, changelogKey('p', r.topic, nil), changelogPosition(sp.Position), r.epoch)
+		w.WriteEpoch(r.part, changelogPositionKey(r.topic, sp.Position.TopicID), changelogPosition(sp.Position), r.epoch)
 	}
 	return nil
 }
@@ -870,6 +882,9 @@ func (rs *restoring) add(key, value []byte, epoch uint64, offset int64) error {
 		p, err := parseChangelogPosition(value)
 		if err != nil {
 			return fmt.Errorf("offset %d: %w", offset, err)
+		}
+		if len(k) == len(p.TopicID) {
+			copy(p.TopicID[:], k) // the topic's id, when the writer knew it
 		}
 		rs.last = &p
 	default:

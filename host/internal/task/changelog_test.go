@@ -1,6 +1,7 @@
 package task
 
 import (
+	"bytes"
 	"testing"
 
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
@@ -121,5 +122,44 @@ func TestStandbyClaimsPerLoop(t *testing.T) {
 	sb.release(a, p1)
 	if claimed(p1) || len(sb.owned) != 0 {
 		t.Fatalf("claims left after every release: %v", sb.owned)
+	}
+}
+
+// TestRestoringPositionTopicID: a position record's key may carry the input topic's id after the
+// topic (changelogPositionKey); a restore keeps it with the position, and a key without one (a
+// host before ids, a reset) restores a position whose id is unknown (zero). The last position
+// record wins either way.
+func TestRestoringPositionTopicID(t *testing.T) {
+	db, err := store.Open("", store.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	id, err := db.StreamID("wc", "kafka:words/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	topicID := [16]byte{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	if k := changelogPositionKey("words", topicID); !bytes.Equal(k, append(changelogKey('p', "words", nil), topicID[:]...)) {
+		t.Fatalf("position key %x", k)
+	}
+	if k := changelogPositionKey("words", [16]byte{}); !bytes.Equal(k, changelogKey('p', "words", nil)) {
+		t.Fatalf("position key without an id %x", k)
+	}
+	pos := func(next int64) []byte {
+		return changelogPosition(store.Position{Next: next, Horizon: -1, Watermark: -1})
+	}
+	rs := &restoring{db: db, task: "wc", id: id, topic: "words"}
+	if err := rs.add(changelogPositionKey("words", topicID), pos(10), 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	if rs.last == nil || rs.last.Next != 10 || rs.last.TopicID != topicID {
+		t.Fatalf("restored position %+v; want next 10 with the topic id", rs.last)
+	}
+	if err := rs.add(changelogPositionKey("words", [16]byte{}), pos(12), 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	if rs.last.Next != 12 || rs.last.TopicID != ([16]byte{}) {
+		t.Fatalf("restored position %+v; want next 12 without an id", rs.last)
 	}
 }

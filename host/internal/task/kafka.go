@@ -511,6 +511,7 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 		return t.recreated(f.TopicPartition, f.HighWatermark, st.tracker.Committable())
 	}
 	st.highWater = f.HighWatermark
+	t.lostToRetention(st, f.LogStart)
 	// One Record for the whole fetch, overwritten for each: admit keeps none of it but its
 	// fields' values, and a Record per record would be a heap allocation per record.
 	var rec source.Record
@@ -567,6 +568,32 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 	}
 	t.applyFlow()
 	return nil
+}
+
+// lostToRetention counts and logs the records of a partition that were removed (retention, a
+// DeleteRecords) before the task read them: the fetch's log start is above the next offset the
+// task expected, the one after the last it admitted or, before any, where it resumed. The
+// consumer resumes such a partition at its log start (kafka.Fetch.LogStart): every record still
+// there is processed, the state stays exact for them, and the gap is said once, here.
+func (t *Task) lostToRetention(st *stream, logStart int64) {
+	if st.tracker == nil || logStart < 0 {
+		return // no position yet: the group's start position, nothing skipped
+	}
+	next := st.tracker.Committable()
+	if st.lastAdded >= next {
+		next = st.lastAdded + 1
+	}
+	next = max(next, st.lostBelow) // below lostBelow: counted already
+	if logStart <= next {
+		return
+	}
+	lost := logStart - next
+	st.lostBelow = logStart
+	t.stats.RetentionLost += lost
+	t.log.Warn("records of an input partition were removed (retention.ms, retention.bytes or a DeleteRecords) before this task read them: "+
+		"it goes on from the partition's log start; they are lost to it",
+		"input", t.cfg.Kafka.Name, "topic", st.tp.Topic, "partition", st.tp.Partition,
+		"position", next, "log_start", logStart, "offsets_lost", lost)
 }
 
 // nullKey is the key of a Kafka record whose key is null (abi.NullKey).

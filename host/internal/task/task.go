@@ -173,6 +173,10 @@ type stream struct {
 	source    []byte               // the input name, or for Kafka the topic, as records carry it (shared, read-only)
 	highWater int64                // Kafka: the partition's high watermark at its last fetch (-1: none yet)
 	boundEnd  int64                // Kafka, bounded run: the offset the partition is read up to (-1: unbounded)
+	// lostBelow: Kafka, the offsets below it were counted as lost to retention (lostToRetention),
+	// so that a partition read again from below them (an aborted transaction's rewind) does not
+	// count them twice.
+	lostBelow int64
 	// Kafka: the group's committed offset differs from where the partition resumed (the local
 	// checkpoint): the next checkpoint commits the resume offset, so that lag tools tell the truth
 	// before a record arrives.
