@@ -1197,9 +1197,9 @@ func TestChangelogHeldBackLoopGoesOn(t *testing.T) {
 // TestStandbyKeepsItsConnections: a standby lists the changelog's end offsets of every partition
 // its host does not own once a second, and counts the input topics' partitions every 10 s,
 // through one client for as long as it runs. Two hosts whose standbys tail each other's
-// partitions, nothing produced meanwhile, open no new connection to the broker over 60 such
-// listings (about 15 s, which take in a partition count). Before, each listing and each count
-// opened a client of its own: a new connection (or two) per listing.
+// partitions, nothing produced meanwhile, open (next to) no new connection to the broker over 60
+// such listings (about 15 s, which take in a partition count). Before, each listing and each
+// count opened a client of its own: two new connections per listing (122 over 60).
 func TestStandbyKeepsItsConnections(t *testing.T) {
 	t.Parallel() // it mostly waits (the standbys' rounds)
 	module := guestbuild.Go(t, "wordcount")
@@ -1248,7 +1248,10 @@ func TestStandbyKeepsItsConnections(t *testing.T) {
 	hosttest.WaitFor(t, 60*time.Second, "60 listings of the changelog's offsets", func() bool { return listings.Load() >= 60 })
 	n, l := conns.Load(), listings.Load()
 	t.Logf("%d new connections during %d listings of the changelog's offsets by the standbys", n, l)
-	if n > 2 {
+	// 0 in an unloaded run; a few under the race detector on a loaded machine (3 once in 8 runs,
+	// not identified: a client's idle connection reaped and dialled again would be one). A client
+	// per listing makes two per listing.
+	if n*10 > l {
 		t.Errorf("%d new connections to the broker during %d listings of the changelog's offsets by the standbys: a client per request", n, l)
 	}
 }
