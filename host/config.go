@@ -610,11 +610,6 @@ func validateLoops(c Config, t TaskConfig, p string, bad func(string, string, ..
 			bad(fmt.Sprintf("%sinputs[%d].bounded", p, j), "loops %d: a bounded kafka input reads every partition in one loop, without a group (set loops: 1)", t.Loops)
 		}
 	}
-	if t.Changelog.Standby && t.Delivery == "exactly_once" {
-		// The shared standby's claims under exactly once (restores beside the loop) have no test
-		// that passes reliably yet: a takeover stalled under the race detector.
-		bad(p+"changelog.standby", "does not run with loops %d and delivery exactly_once yet (set loops: 1, or turn standby off)", t.Loops)
-	}
 	if t.Changelog.DropRevoked {
 		bad(p+"changelog.drop_revoked", "does not run with loops %d: a loop could drop the local state of a partition that another loop of the host was just assigned (set loops: 1, or keep revoked state)", t.Loops)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -190,6 +191,9 @@ func (h *Host) setUpTasks(ctx context.Context, cfg Config, lv *live) error {
 	tasks := make([]*lanes, len(cfg.Tasks))
 	// halted holds the error of every task that cannot start; with halt_task the others go on.
 	halted := make([]error, len(cfg.Tasks))
+	if err := checkModuleFiles(lv.db, cfg); err != nil {
+		return err
+	}
 	for i, tc := range cfg.Tasks {
 		if err := checkStdinRerun(lv.db, cfg, i); err != nil {
 			return err
@@ -246,6 +250,29 @@ func (h *Host) runTasks(cfg Config, lv *live) error {
 	var errs []error
 	for _, tc := range cfg.Tasks {
 		errs = append(errs, h.halted[tc.Name])
+	}
+	return errors.Join(errs...)
+}
+
+// checkModuleFiles refuses to start when a task's module file does not exist and the data
+// directory holds no active version of the task to run instead (a fresh data directory, a typo
+// in the path): a configuration error naming the file, for every such task at once, whatever
+// on_task_failure says. With an active version, a missing file is left to startModule, which
+// runs that version and says so.
+func checkModuleFiles(db *store.DB, cfg Config) error {
+	var errs []error
+	for i, tc := range cfg.Tasks {
+		if _, err := os.Stat(tc.Module); !errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		_, active, err := db.ActiveModule(tc.Name)
+		if err != nil {
+			return &TaskError{Task: tc.Name, Err: err}
+		}
+		if !active {
+			errs = append(errs, &ConfigError{Key: fmt.Sprintf("tasks[%d].module", i), Problem: fmt.Sprintf(
+				"%s: no such file (and data directory %s holds no version of task %s to run instead)", tc.Module, cfg.DataDir, tc.Name)})
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"reflect"
 	"slices"
 	"strconv"
@@ -37,6 +38,10 @@ import (
 // lanes are the loops a task runs as; one for a task with Loops 1 (the default).
 type lanes struct {
 	ts []*task.Task
+	// kafka is loop 0's Kafka input (nil without one): Run removes from its group the static
+	// members of loops this host no longer runs (leaveStaleLoops).
+	kafka *task.KafkaInput
+	log   *slog.Logger
 
 	mu     sync.Mutex
 	cancel func() // stops the loops' run (Run)
@@ -53,7 +58,10 @@ type lanes struct {
 // after its last checkpoint of them. A standby per loop would tail, beside the loop that owns
 // a partition, what that loop writes: two writers of one stream in one store.
 func newLanes(cfgs []task.Config, mod *modrt.Module, v int64, add func(*modrt.Module)) (*lanes, error) {
-	l := &lanes{ts: make([]*task.Task, len(cfgs))}
+	l := &lanes{ts: make([]*task.Task, len(cfgs)), kafka: cfgs[0].Kafka, log: cfgs[0].Logger}
+	if l.log == nil {
+		l.log = slog.New(slog.DiscardHandler)
+	}
 	cfgs = shareStandby(cfgs)
 	for i, c := range cfgs {
 		m := mod
@@ -268,6 +276,10 @@ func (l *lanes) Run(ctx context.Context) error {
 		cancel()
 	}
 	l.mu.Unlock()
+	var wg sync.WaitGroup
+	sctx, scancel := context.WithCancel(ctx)
+	defer func() { scancel(); wg.Wait() }()
+	wg.Go(func() { l.leaveStaleLoops(sctx) })
 	if len(l.ts) == 1 {
 		if err := l.ts[0].Run(ctx); err != nil {
 			return err
@@ -275,7 +287,6 @@ func (l *lanes) Run(ctx context.Context) error {
 		return l.fail(nil)
 	}
 	errs := make([]error, len(l.ts))
-	var wg sync.WaitGroup
 	for i, t := range l.ts {
 		wg.Go(func() {
 			if err := t.Run(ctx); err != nil {
@@ -291,6 +302,32 @@ func (l *lanes) Run(ctx context.Context) error {
 		}
 	}
 	return l.fail(nil)
+}
+
+// staleLoopsTimeout bounds leaveStaleLoops: the loops start meanwhile.
+const staleLoopsTimeout = 30 * time.Second
+
+// leaveStaleLoops removes from the task's group the static members of loops this host no
+// longer runs (kafka.LeaveStaleLoops): a host that ran the task as more loops and crashed, or
+// was killed, left them there, and their partitions would sit unread until their session
+// timed out. It runs beside the loops' start; a failure is logged (the partitions then move
+// when the sessions time out, as before).
+func (l *lanes) leaveStaleLoops(ctx context.Context) {
+	k := l.kafka
+	if k == nil || k.InstanceID == "" {
+		return
+	}
+	tctx, cancel := context.WithTimeout(ctx, staleLoopsTimeout)
+	defer cancel()
+	left, err := kafka.LeaveStaleLoops(tctx, k.Client, k.Group, k.InstanceID, len(l.ts))
+	switch {
+	case err != nil && ctx.Err() == nil: // not stopping
+		l.log.Warn("kafka: could not remove the group members of loops this host no longer runs; their partitions move when their session times out",
+			"group", k.Group, "err", err)
+	case len(left) > 0:
+		l.log.Info("kafka: removed from the group the static members of loops this host no longer runs (a crash or a restart with fewer loops left them; their partitions would have waited for their session timeout)",
+			"group", k.Group, "loops", len(l.ts), "instance_ids", left)
+	}
 }
 
 // fail stops the loops' run with err, which Run returns (with nil: returns what an earlier fail

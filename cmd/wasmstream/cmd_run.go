@@ -168,7 +168,8 @@ func runHost(ctx context.Context, s settings, watch bool, stdin io.Reader, stdou
 		defer stopWatch() // Run returned: stop watching before h closes
 	}
 	if err := h.Run(ctx); err != nil {
-		return exitFor(err) // a *host.ConfigError (stdin already read) exits 2
+		// A *host.ConfigError (stdin already read, a missing module file) exits 2.
+		return exitFor(hostConfigErrors(err, s))
 	}
 	logger.Info("stopped")
 	return failedRecords(h.Stats(), cfg.WithDefaults().Tasks, logger)
@@ -284,6 +285,22 @@ func exitFor(err error) error {
 		return &exitError{code: exitUsage, err: &configErrors{errs: cfgErrs}}
 	}
 	return failure(err)
+}
+
+// hostConfigErrors is err, a host's Run error, with its configuration problems (if any) listed
+// as those of s: of its file, or, for a task given by --module, under the flags' names
+// (quickKey: --module, not tasks[0].module).
+func hostConfigErrors(err error, s settings) error {
+	leaves := configProblems(err)
+	if leaves == nil {
+		return err
+	}
+	for i, e := range leaves {
+		if ce, ok := e.(*host.ConfigError); ok && s.File == "" {
+			leaves[i] = &host.ConfigError{Key: quickKey(ce.Key), Problem: ce.Problem}
+		}
+	}
+	return &configErrors{file: s.File, errs: leaves}
 }
 
 // configProblems returns err's leaves if any of them is a *host.ConfigError, else nil.

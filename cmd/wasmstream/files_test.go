@@ -85,3 +85,59 @@ tasks:
 		t.Errorf("check --dev: exit %d, want %d, no kafka.brokers problem, the missing module:\n%s", code, exitUsage, stderr)
 	}
 }
+
+// TestRunMissingModule: run with a module file that does not exist, on a data directory that
+// holds no version of the task, is a configuration error (exit 2) naming the file (and the
+// flag, for a task given by --module), every such task at once, before any task starts. Once
+// the data directory holds an active version, the same missing file runs that version
+// (exit 0), as before. Before, the fresh data directory's task halted: exit 1.
+func TestRunMissingModule(t *testing.T) {
+	input, _, _ := wordcountFiles(t)
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	module := filepath.Join(dir, "wordcount.wasm")
+	quick := func() (int, string) {
+		code, _, stderr := runCLI(t, "run", "--module", module, "--input", input, "--output", filepath.Join(dir, "out.ndjson"), "--data-dir", data)
+		return code, stderr
+	}
+	code, stderr := quick()
+	if want := "--module: " + module + ": no such file"; code != exitUsage || !strings.Contains(stderr, want) {
+		t.Fatalf("run --module, fresh data directory: exit %d, want %d and %q:\n%s", code, exitUsage, want, stderr)
+	}
+
+	path := writeConfig(t, `
+tasks:
+  - name: a
+    module: a.wasm
+    inputs:
+      - path: `+input+`
+    output:
+      path: a.ndjson
+  - name: b
+    module: b.wasm
+    inputs:
+      - path: `+input+`
+    output:
+      path: b.ndjson
+`)
+	code, _, stderr = runCLI(t, "run", "-c", path, "--data-dir", filepath.Join(dir, "data2"))
+	for _, want := range []string{"tasks[0].module: " + filepath.Join(filepath.Dir(path), "a.wasm") + ": no such file",
+		"tasks[1].module: " + filepath.Join(filepath.Dir(path), "b.wasm") + ": no such file"} {
+		if code != exitUsage || !strings.Contains(stderr, want) {
+			t.Errorf("run -c: exit %d, want %d and %q:\n%s", code, exitUsage, want, stderr)
+		}
+	}
+
+	// A run registers the module as the task's active version; without its file, the next
+	// run runs that version.
+	copyWordcount(t, dir)
+	if code, stderr := quick(); code != 0 {
+		t.Fatalf("run with the module: exit %d\n%s", code, stderr)
+	}
+	if err := os.Remove(module); err != nil {
+		t.Fatal(err)
+	}
+	if code, stderr := quick(); code != 0 || !strings.Contains(stderr, "running the active version") {
+		t.Fatalf("run without the module file, an active version in the data directory: exit %d, want 0 and the active version run:\n%s", code, stderr)
+	}
+}

@@ -53,6 +53,50 @@ func withAdmin(cfg Config, fn func(cl *kgo.Client, adm *kadm.Client) error) erro
 	return fn(cl, kadm.NewClient(cl))
 }
 
+// Admin is a client kept for requests a task repeats (a standby's rounds: a partition's end
+// offset once a second, the input topics' partition count every DefaultMetadataMaxAge): its
+// connections last as long as it does, where the package's functions of the same names open a
+// client (its connections) per call. Safe for concurrent use.
+type Admin struct {
+	cfg Config
+	cl  *kgo.Client
+	adm *kadm.Client
+}
+
+// NewAdmin creates the client; it does not contact the cluster. Close it when done.
+func NewAdmin(cfg Config) (*Admin, error) {
+	opts, err := cfg.opts()
+	if err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
+	}
+	return &Admin{cfg: cfg, cl: cl, adm: kadm.NewClient(cl)}, nil
+}
+
+// Close closes the client.
+func (a *Admin) Close() { a.cl.Close() }
+
+// PartitionCount is the package's PartitionCount on a's client.
+func (a *Admin) PartitionCount(ctx context.Context, topic string) (int32, error) {
+	return partitionCount(ctx, a.cl, topic)
+}
+
+// EndOffset is the package's EndOffset on a's client.
+func (a *Admin) EndOffset(ctx context.Context, topic string, p int32) (int64, error) {
+	return listOffset(ctx, a.adm.ListCommittedOffsets, topic, p)
+}
+
+// ReadChangelog is the package's ReadChangelog with the partition's offsets listed on a's
+// client (the records are read by a client of their own, made when there are some to read).
+func (a *Admin) ReadChangelog(ctx context.Context, topic string, p int32, from int64,
+	fn func(key, value []byte, epoch uint64, offset int64) error, progress func(records, bytes, total int64),
+) (end int64, records, bytes int64, err error) {
+	return readChangelog(ctx, a.cfg, func(f func(*kadm.Client) error) error { return f(a.adm) }, topic, p, from, fn, progress)
+}
+
 // EnsureChangelog creates topic when it is missing, with partitions partitions, replication
 // factor rf (<= 0: the broker's default) and cleanup.policy=compact. When it exists, it checks
 // that its cleanup.policy is compact (and not also delete, which would drop the state of keys
@@ -440,8 +484,18 @@ func (w *ChangelogWriter) Close() {
 func ReadChangelog(ctx context.Context, cfg Config, topic string, p int32, from int64,
 	fn func(key, value []byte, epoch uint64, offset int64) error, progress func(records, bytes, total int64),
 ) (end int64, records, bytes int64, err error) {
+	admin := func(f func(*kadm.Client) error) error {
+		return withAdmin(cfg, func(_ *kgo.Client, adm *kadm.Client) error { return f(adm) })
+	}
+	return readChangelog(ctx, cfg, admin, topic, p, from, fn, progress)
+}
+
+// readChangelog is ReadChangelog listing the partition's offsets through admin.
+func readChangelog(ctx context.Context, cfg Config, admin func(func(*kadm.Client) error) error, topic string, p int32, from int64,
+	fn func(key, value []byte, epoch uint64, offset int64) error, progress func(records, bytes, total int64),
+) (end int64, records, bytes int64, err error) {
 	var start int64
-	err = withAdmin(cfg, func(_ *kgo.Client, adm *kadm.Client) error {
+	err = admin(func(adm *kadm.Client) error {
 		var err error
 		if start, err = listOffset(ctx, adm.ListStartOffsets, topic, p); err != nil {
 			return err

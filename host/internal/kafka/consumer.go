@@ -208,6 +208,11 @@ type Consumer struct {
 	inTxn    bool
 	polledAt map[TopicPartition]int64 // per partition polled in the open transaction, its first offset
 	backoff  time.Duration            // how long Run waits before polling again after an abort; zero after a commit
+	// rebalanced: the session passed a revoke or a loss on since its transaction last ended
+	// (set in the group's callbacks, cleared by EndTxn). franz-go's GroupTransactSession
+	// passes only the first of each on until its End: EndTxn must end it for the next to reach
+	// the task.
+	rebalanced atomic.Bool
 	// unhanded: Run returned with records polled in the open transaction that it never handed
 	// over (it stopped mid-poll). Their offsets are the client's to commit with the transaction,
 	// so it may only abort (EndTxn).
@@ -740,6 +745,9 @@ func (c *Consumer) revoked(ctx context.Context, cl *kgo.Client, m map[string][]i
 		}
 		return
 	}
+	if c.txn != nil {
+		c.rebalanced.Store(true)
+	}
 	offsets := c.handler.Revoked(ctx, parts)
 	c.forget(parts)
 	if len(offsets) == 0 || c.txn != nil {
@@ -759,6 +767,9 @@ func (c *Consumer) revoked(ctx context.Context, cl *kgo.Client, m map[string][]i
 
 func (c *Consumer) lost(ctx context.Context, cl *kgo.Client, m map[string][]int32) {
 	parts := flatten(m)
+	if c.txn != nil {
+		c.rebalanced.Store(true)
+	}
 	c.forget(parts)
 	if len(parts) > 0 {
 		c.handler.Lost(ctx, parts)
@@ -995,11 +1006,29 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 		commit = false
 	}
 	if idle && commit && len(c.polledAt) == 0 {
-		c.begunAt = time.Now() // nothing is in it: the broker has not begun it either
+		if !c.rebalanced.Load() {
+			c.begunAt = time.Now() // nothing is in it: the broker has not begun it either
+			return TxnOutcome{Committed: true}, nil
+		}
+		// Nothing is in it, but the session took a revoke (or a loss) since it last ended, and
+		// passes no other on until it ends: a second revoke in one session was never heard of,
+		// and its partitions stayed the task's (listed, and never tailed by the standby).
+		// Ending it sends the broker nothing.
+		_, err := c.sess.End(ctx, kgo.TryAbort)
+		c.inTxn = false
+		c.rebalanced.Store(false)
+		if err != nil {
+			return TxnOutcome{}, fmt.Errorf("kafka: ending an empty transaction: %w", err)
+		}
+		if err := c.sess.Begin(); err != nil {
+			return TxnOutcome{}, fmt.Errorf("kafka: beginning a transaction: %w", err)
+		}
+		c.inTxn, c.begunAt = true, time.Now()
 		return TxnOutcome{Committed: true}, nil
 	}
 	committed, err := c.sess.End(ctx, kgo.TransactionEndTry(commit))
 	c.inTxn = false
+	c.rebalanced.Store(false)
 	open := time.Since(c.begunAt) // until its end: ending it may wait (a join, the cluster)
 	out := TxnOutcome{Committed: committed && err == nil}
 	if !out.Committed {

@@ -414,6 +414,127 @@ func TestTxnConsumerTimedOutSaysSo(t *testing.T) {
 	}
 }
 
+// idleTxnHandler keeps the partitions its transactional consumer was told it owns, and ends
+// each transaction idle (nothing produced), as a task with no records to process does.
+type idleTxnHandler struct {
+	c     *Consumer
+	mu    sync.Mutex
+	owned map[TopicPartition]bool
+}
+
+func (h *idleTxnHandler) Assigned(_ context.Context, committed, _ map[TopicPartition]int64, _ map[string]TopicID, _ map[TopicPartition]bool) (map[TopicPartition]int64, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for tp := range committed {
+		h.owned[tp] = true
+	}
+	return nil, nil
+}
+
+func (h *idleTxnHandler) Revoked(_ context.Context, parts []TopicPartition) map[TopicPartition]int64 {
+	h.Lost(context.Background(), parts)
+	return nil
+}
+
+func (h *idleTxnHandler) Lost(_ context.Context, parts []TopicPartition) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, tp := range parts {
+		delete(h.owned, tp)
+	}
+}
+
+func (h *idleTxnHandler) Commit(ctx context.Context) error {
+	_, err := h.c.EndTxn(ctx, true, true)
+	return err
+}
+
+func (h *idleTxnHandler) partitions() []int32 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []int32
+	for tp := range h.owned {
+		out = append(out, tp.Partition)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// TestTxnConsumerHearsEveryRevoke: an idle transactional consumer (nothing to read, each
+// transaction ending empty) gives up partitions in two rebalances in a row, as the first host's
+// loops did when the second host's loops joined: its handler hears both revokes, and the
+// partitions it believes it owns are those the group assigns it. Before, franz-go's group
+// session passed only the first revoke on until its next End, which an empty transaction never
+// called: the second revoke went unheard, and the task kept partitions it no longer had (listed
+// in its figures, never tailed by its standby).
+func TestTxnConsumerHearsEveryRevoke(t *testing.T) {
+	_, cfg := testCluster(t, kfake.SeedTopics(6, "in"))
+	adm := testAdmin(t, cfg)
+	h := &idleTxnHandler{owned: map[TopicPartition]bool{}}
+	c, err := NewConsumer(cfg, ConsumerConfig{Group: "g", Topics: []string{"in"}, Handler: h, InstanceID: "txn",
+		SessionTimeout: 6 * time.Second, Txn: &TxnConfig{ID: "txn", Interval: 50 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.c = c
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan Fetch)
+	go func() {
+		for range out {
+		}
+	}()
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, out) }()
+	defer func() {
+		cancel()
+		<-done
+		c.Close()
+		close(out)
+	}()
+	// assigned returns the partitions the group assigns the member with instance id in a stable
+	// group of n members; nil until then.
+	assigned := func(id string, n int) []int32 {
+		gs, err := adm.DescribeGroups(testCtx(t), "g")
+		if err != nil {
+			t.Fatal(err)
+		}
+		g := gs["g"]
+		if g.State != "Stable" || len(g.Members) != n {
+			return nil
+		}
+		for _, m := range g.Members {
+			if a, ok := m.Assigned.AsConsumer(); ok && m.InstanceID != nil && *m.InstanceID == id {
+				var ps []int32
+				for _, tp := range a.Topics {
+					ps = append(ps, tp.Partitions...)
+				}
+				slices.Sort(ps)
+				return ps
+			}
+		}
+		return nil
+	}
+	var want []int32
+	agree := func(n, parts int) func() bool {
+		return func() bool {
+			want = assigned("txn", n)
+			return len(want) == parts && slices.Equal(h.partitions(), want)
+		}
+	}
+	waitFor(t, "all 6 partitions", done, agree(1, 6))
+	runConsumer(t, cfg, "b")
+	waitFor(t, "3 partitions left after the second member joined", done, agree(2, 3))
+	runConsumer(t, cfg, "c")
+	settled := agree(3, 2)
+	deadline := time.Now().Add(30 * time.Second)
+	for !settled() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the third member joined, the group assigns the consumer %v, its handler believes it owns %v", want, h.partitions())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // TestConsumerDataLossHalts: a fetch that reports the partition lost records at the broker
 // (kgo.ErrDataLoss: the log was truncated below the consumer's position, same topic id) halts
 // the task with the partition, the offset it had read to and the reset to run. Before, the halt

@@ -653,7 +653,28 @@ func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) (uint64, err
 // (assignAside).
 func (t *Task) replayOwned(ctx context.Context, tp kafka.TopicPartition, id uint32) (replayed, error) {
 	t.claimStandby(tp) // before the restore reads the store
-	return t.replayChangelog(ctx, tp, id, true)
+	return t.replayChangelog(ctx, perCall{t.cfg.Kafka.Client}, tp, id, true)
+}
+
+// changelogClient is what replayChangelog reads the changelog through: a client per call
+// (perCall: a restore, once per assignment), or a standby's kafka.Admin, kept for its rounds.
+type changelogClient interface {
+	EndOffset(ctx context.Context, topic string, p int32) (int64, error)
+	ReadChangelog(ctx context.Context, topic string, p int32, from int64,
+		fn func(key, value []byte, epoch uint64, offset int64) error, progress func(records, bytes, total int64)) (int64, int64, int64, error)
+}
+
+// perCall is a changelogClient that opens a client per call.
+type perCall struct{ cfg kafka.Config }
+
+func (c perCall) EndOffset(ctx context.Context, topic string, p int32) (int64, error) {
+	return kafka.EndOffset(ctx, c.cfg, topic, p)
+}
+
+func (c perCall) ReadChangelog(ctx context.Context, topic string, p int32, from int64,
+	fn func(key, value []byte, epoch uint64, offset int64) error, progress func(records, bytes, total int64),
+) (int64, int64, int64, error) {
+	return kafka.ReadChangelog(ctx, c.cfg, topic, p, from, fn, progress)
 }
 
 // claimStandby takes partition tp from the standby, if any, for this loop: a standby round of
@@ -718,19 +739,19 @@ type replayed struct {
 // check: this host commits a checkpoint to its store only after checkOwners found no later
 // owner's record between its changelog records, so the copy, up to its resume offset, holds
 // nothing that a later owner's records precede.
-func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id uint32, owned bool) (replayed, error) {
+func (t *Task) replayChangelog(ctx context.Context, cc changelogClient, tp kafka.TopicPartition, id uint32, owned bool) (replayed, error) {
 	db, name, topic := t.cfg.Store, t.cfg.Name, t.changelog.topic
 	var r replayed
 	pos, ok, err := db.Position(name, id)
 	if err != nil {
 		return r, err
 	}
-	r.end, err = kafka.EndOffset(ctx, t.cfg.Kafka.Client, topic, tp.Partition)
+	r.end, err = cc.EndOffset(ctx, topic, tp.Partition)
 	if errors.Is(err, kafka.ErrNoPartition) && owned {
 		// Partitions were added to the input topics while the task ran: the changelog gets as
 		// many (kafka.EnsureChangelog), the new ones empty like the new input partitions.
 		if err = t.growChangelog(ctx, tp.Partition); err == nil {
-			r.end, err = kafka.EndOffset(ctx, t.cfg.Kafka.Client, topic, tp.Partition)
+			r.end, err = cc.EndOffset(ctx, topic, tp.Partition)
 		}
 	}
 	if err != nil {
@@ -764,7 +785,7 @@ func (t *Task) replayChangelog(ctx context.Context, tp kafka.TopicPartition, id 
 	if !r.full {
 		rs.highest = pos.Epoch
 	}
-	_, r.records, r.bytes, err = kafka.ReadChangelog(ctx, t.cfg.Kafka.Client, topic, tp.Partition, from, rs.add, progress)
+	_, r.records, r.bytes, err = cc.ReadChangelog(ctx, topic, tp.Partition, from, rs.add, progress)
 	if err != nil {
 		return r, fmt.Errorf("changelog %s partition %d: restore: %w", topic, tp.Partition, err)
 	}
@@ -969,13 +990,20 @@ func NewSharedStandby() *SharedStandby { return &SharedStandby{sb: newStandby()}
 // runStandby catches up every partition the loop does not own, once a second, until ctx ends.
 // Every kafka.DefaultMetadataMaxAge it counts the input topics' partitions again
 // (standbyCount), so that it tails the partitions added to them while the host runs as soon as
-// the group can assign them.
+// the group can assign them. Its rounds and counts go through one client (kafka.Admin) for as
+// long as it runs: a client per request opened a connection or two per partition every second.
 func (t *Task) runStandby(ctx context.Context, sb *standby) {
+	adm, err := kafka.NewAdmin(t.cfg.Kafka.Client)
+	if err != nil {
+		t.log.Error("standby: no client; the standby tails nothing", "err", err)
+		return
+	}
+	defer adm.Close()
 	counted := time.Now()
 	for {
 		if time.Since(counted) >= kafka.DefaultMetadataMaxAge {
 			counted = time.Now()
-			t.standbyCount(ctx, sb)
+			t.standbyCount(ctx, adm, sb)
 		}
 		for _, topic := range sb.topics {
 			for p := int32(0); p < sb.parts; p++ {
@@ -988,7 +1016,7 @@ func (t *Task) runStandby(ctx context.Context, sb *standby) {
 					id, err := t.cfg.Store.StreamID(t.cfg.Name, kafkaStreamName(tp))
 					var r replayed
 					if err == nil {
-						r, err = t.replayChangelog(ctx, tp, id, false)
+						r, err = t.replayChangelog(ctx, adm, tp, id, false)
 					}
 					if errors.Is(err, kafka.ErrNoPartition) {
 						// A partition added to the input topics whose changelog partition no
@@ -1016,10 +1044,10 @@ func (t *Task) runStandby(ctx context.Context, sb *standby) {
 // added to them: their changelog partitions are tailed from then on (once an owner's restore
 // added them to the changelog: skipped until then). A failure to count is logged and tried
 // again at the next count.
-func (t *Task) standbyCount(ctx context.Context, sb *standby) {
+func (t *Task) standbyCount(ctx context.Context, adm *kafka.Admin, sb *standby) {
 	n := sb.parts
 	for _, topic := range sb.topics {
-		c, err := kafka.PartitionCount(ctx, t.cfg.Kafka.Client, topic)
+		c, err := adm.PartitionCount(ctx, topic)
 		if err != nil {
 			if ctx.Err() == nil {
 				t.log.Warn("standby: counting the input topic's partitions failed; partitions added to it are tailed once a count succeeds", "topic", topic, "err", err)
