@@ -2,6 +2,9 @@ package host_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -114,5 +117,68 @@ func TestKafkaTombstone(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestChainTombstone (ABI 0.5): a tombstone emitted to a chained output reaches the downstream
+// task as a null value (flag bit 2), which deletes its state too and publishes a tombstone of its
+// own, written to its file output as "value":null, apart from the empty value's "value":"".
+func TestChainTombstone(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/ktable")
+	c := newCluster(t, "rows")
+	var recs []*kgo.Record
+	for _, kv := range []struct {
+		k string
+		v []byte
+	}{{"a", []byte("1")}, {"b", []byte{}}, {"a", nil}, {"b", nil}, {"b", []byte{}}} {
+		recs = append(recs, &kgo.Record{Topic: "rows", Partition: 0, Key: []byte(kv.k), Value: kv.v})
+	}
+	if err := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner())).ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	out := filepath.Join(dir, "out.ndjson")
+	h := hosttest.Start(t, host.Config{
+		DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
+		Tasks: []host.TaskConfig{
+			{Name: "up", Module: module, Inputs: []host.InputConfig{{Name: "rows", Type: "kafka", Topics: []string{"rows"}}},
+				Output: host.OutputConfig{Type: "stdout"}},
+			{Name: "down", Module: module, Inputs: []host.InputConfig{{Name: "up", Type: "task", Task: "up", Output: "table"}},
+				Output: host.OutputConfig{Type: "file", Path: out}},
+		},
+	})
+	var lines []string
+	hosttest.WaitFor(t, 30*time.Second, "5 lines in the downstream's file output", func() bool {
+		b, _ := os.ReadFile(out)
+		lines = strings.Split(strings.TrimSpace(string(b)), "\n")
+		return len(lines) >= 5
+	})
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	perKey := map[string][]string{} // in order per key; keys interleave as the scheduler runs them
+	for _, l := range lines {
+		var o struct {
+			Key   string
+			Value *string
+		}
+		if err := json.Unmarshal([]byte(l), &o); err != nil {
+			t.Fatalf("line %s: %v", l, err)
+		}
+		v := "null"
+		if o.Value != nil {
+			v = "'" + *o.Value + "'"
+		}
+		perKey[o.Key] = append(perKey[o.Key], v)
+		if (v == "null") != strings.Contains(l, `"value":null`) {
+			t.Errorf("line %s: a tombstone is \"value\":null, and only a tombstone", l)
+		}
+	}
+	if got := fmt.Sprint(perKey); got != "map[a:['1' null] b:['' null '']]" {
+		t.Fatalf("downstream outputs per key %s, want a: '1' null, b: '' null ''\n%s", got, strings.Join(lines, "\n"))
+	}
+	if st := chainState(t, filepath.Join(dir, "data"), "down", ""); len(st) != 1 || st["b/v"] != "" {
+		t.Fatalf("downstream state %q, want only b/v \"\"", st)
 	}
 }
