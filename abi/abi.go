@@ -6,7 +6,7 @@ const ModuleName = "wasmstream_v0"
 // Version is the ABI version this package describes: major << 16 | minor.
 const (
 	VersionMajor = 0
-	VersionMinor = 4
+	VersionMinor = 5
 	Version      = VersionMajor<<16 | VersionMinor
 )
 
@@ -176,7 +176,16 @@ const (
 	// FlagKeyNull (0.4) marks a record whose key is null (a Kafka record without a key, as
 	// distinct from an empty key): its key bytes are NullKey.
 	FlagKeyNull uint32 = 1 << 1
+	// FlagValueNull (0.5) marks a record whose value is null (a Kafka tombstone, as distinct
+	// from an empty value): its value bytes are empty.
+	FlagValueNull uint32 = 1 << 2
 )
+
+// EmitNullValue (0.5) is the val_len a guest passes to emit for an output whose value is null
+// (a tombstone: on a compacted Kafka topic it deletes the key); val_ptr is then ignored. As an
+// i32 it is -1, 0xFFFFFFFF. A guest declaring 0.4 or older gets ERR_OUT_OF_BOUNDS for it, the
+// error of any negative length.
+const EmitNullValue int32 = -1
 
 // NullKey (0.4) is the key by which the host and the guest name the null key: a record without a
 // key (a Kafka record whose key is null) has these bytes as its key, its state is the state of

@@ -103,7 +103,8 @@
 // # Outputs, logs, time, config
 //
 // Emit and EmitWith send records to named outputs; the host releases them in emit order when the
-// batch succeeds. Emit stamps an output with the time of what is handled: the record's timestamp,
+// batch succeeds. EmitTombstone (or Output.ValueNull) emits a null value, a tombstone (ABI 0.5),
+// and Record.ValueNull reports a record whose value is null. Emit stamps an output with the time of what is handled: the record's timestamp,
 // an event-time firing's time, else processing time (the rule every wasmstream SDK shares). Log (and Debug, Info, Warn, Error) write to the host's log. NowMs is the host's
 // processing time; the sandbox's own clock is not real time. Config returns the task's JSON
 // configuration, also handed to the function registered with HandleInit.

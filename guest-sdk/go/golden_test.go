@@ -89,6 +89,9 @@ func (h *scriptHost) Emit(output, key, value, headers []byte, ts int64) int32 {
 	h.emits = append(h.emits, append([]byte(nil), headers...))
 	return 0
 }
+func (h *scriptHost) EmitNull(output, key, headers []byte, ts int64) int32 {
+	return h.Emit(output, key, nil, headers, ts)
+}
 func (h *scriptHost) Log(level int32, msg []byte) int32 { return 0 }
 func (h *scriptHost) NowMs() int64                      { return 0 }
 func (h *scriptHost) ConfigGet(buf []byte) int32        { return 0 }

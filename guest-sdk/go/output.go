@@ -16,6 +16,10 @@ type Output struct {
 	// NullKey gives the output a null key (on Kafka; null in a file's JSON line), an empty Key
 	// an empty one.
 	Key, Value []byte
+	// ValueNull makes the output's value null, a tombstone (ABI 0.5: on Kafka a record with a
+	// null value, which on a compacted topic deletes the key; "value":null in a file's JSON
+	// line); Value is then ignored. Otherwise an empty Value is an empty value, not a null one.
+	ValueNull bool
 	// Headers are the output headers, in order; nil or empty means none.
 	Headers []Header
 	// Timestamp is the event time in ms since the Unix epoch; any negative value (TimestampNow)
@@ -41,6 +45,14 @@ func Emit(output string, key, value []byte) error {
 	return check(abi.FuncEmit, host.Emit(strBytes(output), key, value, nil, emitTs))
 }
 
+// EmitTombstone sends a record with key and a null value to the output named output, without
+// headers: a tombstone, which deletes key from a compacted Kafka topic (ABI 0.5). Its timestamp
+// is Emit's. A null key (NullKey) cannot be deleted that way: Kafka's compaction keeps no record
+// without a key. To send headers or choose the timestamp, use EmitWith with ValueNull.
+func EmitTombstone(output string, key []byte) error {
+	return check(abi.FuncEmit, host.EmitNull(strBytes(output), key, nil, emitTs))
+}
+
 // EmitWith sends o. Outputs are released by the host in emit order, and only if the whole batch
 // succeeds.
 func EmitWith(o Output) error {
@@ -48,6 +60,9 @@ func EmitWith(o Output) error {
 	if len(o.Headers) > 0 {
 		hdrBuf = abi.AppendHeaders(hdrBuf[:0], o.Headers)
 		hdr = hdrBuf
+	}
+	if o.ValueNull {
+		return check(abi.FuncEmit, host.EmitNull(strBytes(o.Name), o.Key, hdr, o.Timestamp))
 	}
 	return check(abi.FuncEmit, host.Emit(strBytes(o.Name), o.Key, o.Value, hdr, o.Timestamp))
 }

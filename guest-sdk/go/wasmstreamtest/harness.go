@@ -43,6 +43,9 @@ type Input struct {
 	Late      bool
 	Key       []byte
 	Value     []byte
+	// ValueNull hands the record with a null value (ABI 0.5, flag bit 2: a Kafka tombstone);
+	// Value should then be empty.
+	ValueNull bool
 	Headers   []wasmstream.Header
 }
 
@@ -51,12 +54,16 @@ type Output struct {
 	Name      string
 	Key       []byte
 	Value     []byte
+	ValueNull bool                // emitted with a null value (a tombstone, ABI 0.5); Value is nil
 	Headers   []wasmstream.Header // nil when emitted without headers
 	Timestamp int64               // as passed by the guest: negative means "now"
 }
 
 // String formats o for test failures.
 func (o Output) String() string {
+	if o.ValueNull {
+		return fmt.Sprintf("%s key=%q value=null ts=%d headers=%d", o.Name, o.Key, o.Timestamp, len(o.Headers))
+	}
 	return fmt.Sprintf("%s key=%q value=%q ts=%d headers=%d", o.Name, o.Key, o.Value, o.Timestamp, len(o.Headers))
 }
 
@@ -213,6 +220,9 @@ func (h *Host) Process(records ...Input) (Result, error) {
 			Source: []byte(in.Source), Key: in.Key, Value: in.Value, Headers: in.Headers}
 		if in.Late {
 			r.Flags |= abi.FlagLate
+		}
+		if in.ValueNull {
+			r.Flags |= abi.FlagValueNull
 		}
 		payload = abi.AppendRecord(payload, &r)
 		if _, ok := scope[string(in.Key)]; !ok {
@@ -473,6 +483,15 @@ func (h *Host) StateScan(key, prefix, after []byte, fromFirst bool, buf []byte) 
 
 // Emit implements emit (ABI.md §4.5).
 func (h *Host) Emit(output, key, value, headers []byte, ts int64) int32 {
+	return h.emit(output, key, value, false, headers, ts)
+}
+
+// EmitNull implements emit with val_len -1 (ABI.md §4.5, 0.5): a null value.
+func (h *Host) EmitNull(output, key, headers []byte, ts int64) int32 {
+	return h.emit(output, key, nil, true, headers, ts)
+}
+
+func (h *Host) emit(output, key, value []byte, null bool, headers []byte, ts int64) int32 {
 	if !h.inCall() {
 		return int32(abi.ErrNotAllowed)
 	}
@@ -489,8 +508,12 @@ func (h *Host) Emit(output, key, value, headers []byte, ts int64) int32 {
 			hs = append(hs, wasmstream.Header{Name: append([]byte{}, hd.Name...), Value: append([]byte{}, hd.Value...)})
 		}
 	}
-	h.outputs = append(h.outputs, Output{Name: string(output), Key: append([]byte{}, key...),
-		Value: append([]byte{}, value...), Headers: hs, Timestamp: ts})
+	o := Output{Name: string(output), Key: append([]byte{}, key...),
+		Value: append([]byte{}, value...), Headers: hs, Timestamp: ts}
+	if null {
+		o.Value, o.ValueNull = nil, true
+	}
+	h.outputs = append(h.outputs, o)
 	return 0
 }
 

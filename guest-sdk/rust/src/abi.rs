@@ -15,7 +15,7 @@ pub const MODULE: &str = "wasmstream_v0";
 /// The ABI major version this SDK speaks.
 pub const VERSION_MAJOR: u32 = 0;
 /// The ABI minor version this SDK speaks.
-pub const VERSION_MINOR: u32 = 4;
+pub const VERSION_MINOR: u32 = 5;
 /// The packed ABI version, `major << 16 | minor`, returned by `wasmstream_abi_version`.
 pub const VERSION: u32 = VERSION_MAJOR << 16 | VERSION_MINOR;
 /// The Batch kind of a batch of records (the only kind of ABI 0.1).
@@ -37,6 +37,12 @@ pub const FLAG_LATE: u32 = 1;
 /// Record flag bit 1: the record's key is null (0.4): a Kafka record sent without a key. Its key
 /// bytes are then [`NULL_KEY`].
 pub const FLAG_KEY_NULL: u32 = 2;
+/// Record flag bit 2: the record's value is null (0.5): a Kafka tombstone, which on a compacted
+/// topic deletes its key, as distinct from an empty value. Its value bytes are then empty.
+pub const FLAG_VALUE_NULL: u32 = 4;
+/// The `val_len` passed to `emit` for an output whose value is null, a tombstone (0.5); `val_ptr`
+/// is then ignored.
+pub const EMIT_NULL_VALUE: i32 = -1;
 /// The key of a record without a key, and the key to emit for an output with a null key (0.4):
 /// the bytes `ff 6e 75 6c 6c ff`, not UTF-8, so no key read from a JSON line can be them (the host
 /// refuses a Kafka record whose key is these bytes). Its state is apart from the empty key's.
@@ -370,9 +376,17 @@ impl<'a> Record<'a> {
         Ok(std::str::from_utf8(self.key)?)
     }
 
-    /// The record value.
+    /// The record value. A null value ([`value_null`](Record::value_null)) is empty.
     pub fn value(&self) -> &'a [u8] {
         self.value
+    }
+
+    /// Whether the record's value is null (ABI 0.5, flag bit 2): a Kafka tombstone, which on a
+    /// compacted topic deletes its key, as distinct from an empty value; its value is then empty.
+    /// A file input's records never have one; a chained task's have one when the upstream emitted
+    /// a tombstone ([`Context::emit_tombstone`](crate::Context::emit_tombstone)).
+    pub fn value_null(&self) -> bool {
+        self.flags & FLAG_VALUE_NULL != 0
     }
 
     /// The record value as UTF-8 text.

@@ -261,6 +261,36 @@ impl<'a> Context<'a> {
         .map(|_| ())
     }
 
+    /// Sends a record with `key` and a null value to the output named `output`, without headers:
+    /// a tombstone (ABI 0.5), which deletes `key` from a compacted Kafka topic (a file output
+    /// writes `"value":null`). Its timestamp is [`emit`](Context::emit)'s. The null key
+    /// ([`NULL_KEY`](crate::NULL_KEY)) cannot be deleted that way: compaction keeps no record
+    /// without a key.
+    pub fn emit_tombstone(
+        &mut self,
+        output: impl AsRef<[u8]>,
+        key: impl AsRef<[u8]>,
+    ) -> Result<(), Error> {
+        let ts = self.timestamp;
+        check(sys::host_emit_null(output.as_ref(), key.as_ref(), &[], ts)).map(|_| ())
+    }
+
+    /// [`emit_tombstone`](Context::emit_tombstone) with headers (or `None`) and a timestamp, as
+    /// [`emit_with`](Context::emit_with).
+    pub fn emit_tombstone_with(
+        &mut self,
+        output: impl AsRef<[u8]>,
+        key: impl AsRef<[u8]>,
+        headers: Option<&HeadersBuilder>,
+        ts: i64,
+    ) -> Result<(), Error> {
+        let hdr = match headers {
+            Some(h) => h.as_bytes(),
+            None => &[],
+        };
+        check(sys::host_emit_null(output.as_ref(), key.as_ref(), hdr, ts)).map(|_| ())
+    }
+
     /// Writes a message to the host's log (see [`log`](crate::log)).
     pub fn log(&self, level: Level, msg: impl AsRef<str>) {
         log(level, msg)

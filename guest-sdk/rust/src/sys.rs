@@ -145,6 +145,21 @@ mod imp {
             )
         }
     }
+    pub fn host_emit_null(output: &[u8], key: &[u8], headers: &[u8], ts: i64) -> i32 {
+        unsafe {
+            emit(
+                p(output),
+                l(output),
+                p(key),
+                l(key),
+                0,
+                crate::abi::EMIT_NULL_VALUE,
+                p(headers),
+                l(headers),
+                ts,
+            )
+        }
+    }
     pub fn host_log(level: i32, msg: &[u8]) -> i32 {
         unsafe { log(level, p(msg), l(msg)) }
     }
@@ -233,7 +248,10 @@ mod imp {
         with_host(|h| h.state_scan(key, prefix, after, buf))
     }
     pub fn host_emit(output: &[u8], key: &[u8], value: &[u8], headers: &[u8], ts: i64) -> i32 {
-        with_host(|h| h.emit(output, key, value, headers, ts))
+        with_host(|h| h.emit(output, key, Some(value), headers, ts))
+    }
+    pub fn host_emit_null(output: &[u8], key: &[u8], headers: &[u8], ts: i64) -> i32 {
+        with_host(|h| h.emit(output, key, None, headers, ts))
     }
     pub fn host_log(level: i32, msg: &[u8]) -> i32 {
         with_host(|h| h.log(level, msg))

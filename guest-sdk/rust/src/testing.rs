@@ -47,8 +47,10 @@ pub struct Output {
     pub output: OutputName,
     /// The output record's key.
     pub key: Vec<u8>,
-    /// The output record's value.
+    /// The output record's value (empty for a null value).
     pub value: Vec<u8>,
+    /// Whether the value is null: a tombstone (ABI 0.5, `emit_tombstone`).
+    pub value_null: bool,
     /// The output record's headers, in order.
     pub headers: Vec<(Vec<u8>, Vec<u8>)>,
     /// The timestamp, with "now" (a negative `ts`) already replaced by the fake clock.
@@ -237,6 +239,17 @@ impl TestRecord {
             self.flags |= abi::FLAG_LATE;
         } else {
             self.flags &= !abi::FLAG_LATE;
+        }
+        self
+    }
+
+    /// Sets the null-value flag (ABI 0.5: a Kafka tombstone); a null value also empties the value.
+    pub fn value_null(mut self, null: bool) -> TestRecord {
+        if null {
+            self.flags |= abi::FLAG_VALUE_NULL;
+            self.value.clear();
+        } else {
+            self.flags &= !abi::FLAG_VALUE_NULL;
         }
         self
     }
@@ -770,14 +783,17 @@ impl FakeHost {
         page.len() as i32
     }
 
+    /// emit; `value` None is a null value (`val_len` -1, ABI 0.5).
     pub(crate) fn emit(
         &mut self,
         output: &[u8],
         key: &[u8],
-        value: &[u8],
+        value: Option<&[u8]>,
         headers: &[u8],
         ts: i64,
     ) -> i32 {
+        let value_null = value.is_none();
+        let value = value.unwrap_or(&[]);
         if !self.in_call() {
             return Errno::NOT_ALLOWED.raw();
         }
@@ -800,6 +816,7 @@ impl FakeHost {
             output: OutputName(output.to_vec()),
             key: key.to_vec(),
             value: value.to_vec(),
+            value_null,
             headers: hs.iter().map(|(n, v)| (n.to_vec(), v.to_vec())).collect(),
             ts: if ts < 0 { self.now } else { ts },
         });

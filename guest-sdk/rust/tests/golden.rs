@@ -555,8 +555,8 @@ fn impossible_counts_are_rejected_02() {
 }
 
 #[test]
-fn version_is_0_3() {
-    assert_eq!(abi::VERSION, 0x0000_0004);
+fn version_is_0_5() {
+    assert_eq!(abi::VERSION, 0x0000_0005);
     assert_eq!(Errno::UNAVAILABLE.raw(), -10);
     assert_eq!(Errno::UNAVAILABLE.to_string(), "ERR_UNAVAILABLE");
 }
@@ -590,4 +590,36 @@ fn null_key_flag() {
     assert_eq!(recs[0].key(), &b"\xffnull\xff"[..]);
     assert!(!recs[1].key_null() && !wasmstream::is_null_key(recs[1].key()));
     assert!(std::str::from_utf8(wasmstream::NULL_KEY).is_err());
+}
+
+/// ABI 0.5: a record with a null value has flag bit 2 and an empty value; a record with an
+/// empty value has neither.
+#[test]
+fn value_null_flag() {
+    assert_eq!(abi::FLAG_VALUE_NULL, 4);
+    assert_eq!(abi::EMIT_NULL_VALUE, -1);
+    let mut b = Vec::new();
+    abi::encode_batch_header(&mut b, 2);
+    abi::encode_record(
+        &mut b,
+        &abi::RecordFields {
+            flags: abi::FLAG_VALUE_NULL | abi::FLAG_LATE,
+            key: b"k",
+            timestamp: -1,
+            ..Default::default()
+        },
+    );
+    abi::encode_record(
+        &mut b,
+        &abi::RecordFields {
+            key: b"k",
+            timestamp: -1,
+            ..Default::default()
+        },
+    );
+    let batch = abi::decode_batch(&b).unwrap();
+    let recs: Vec<_> = batch.records().collect();
+    assert!(recs[0].value_null() && recs[0].is_late() && !recs[0].key_null());
+    assert!(recs[0].value().is_empty());
+    assert!(!recs[1].value_null() && recs[1].value().is_empty());
 }

@@ -53,6 +53,29 @@ func TestCodecRoundTrip(t *testing.T) {
 	}
 }
 
+// TestCodecValueNull: an entry with a null value (a tombstone, ABI 0.5) decodes as null, an
+// entry with an empty value as empty, and both are as long as EncodedLen says.
+func TestCodecValueNull(t *testing.T) {
+	for _, e := range []Entry{
+		{Key: []byte("k"), Value: []byte{}, ValueNull: true, Timestamp: 7, Headers: []abi.Header{{Name: []byte("h"), Value: []byte("1")}}},
+		{Key: []byte("k"), Value: []byte{}, Timestamp: 7},
+	} {
+		b := Encode(nil, e)
+		if len(b) != EncodedLen(e) {
+			t.Fatalf("EncodedLen %d, encoded %d", EncodedLen(e), len(b))
+		}
+		got, err := Decode(b)
+		if err != nil || got.ValueNull != e.ValueNull || len(got.Value) != 0 || got.Value == nil || len(got.Headers) != len(e.Headers) {
+			t.Fatalf("Decode = %+v, %v; want ValueNull %v and an empty value", got, err, e.ValueNull)
+		}
+		for i := range len(b) {
+			if _, err := Decode(b[:i]); !errors.Is(err, ErrBadEntry) {
+				t.Fatalf("Decode of %d of %d bytes = %v, want ErrBadEntry", i, len(b), err)
+			}
+		}
+	}
+}
+
 // TestReaderBacklogTrim: a reader reads the committed entries from its start, ends once the
 // upstream ended and it reached the head; the backlog blocks the upstream at the bound until a
 // covered position lowers it, which wakes the upstream and trims the log.

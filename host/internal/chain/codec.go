@@ -17,17 +17,27 @@ var ErrBadEntry = errors.New("chain: bad log entry")
 // Entry is one record of a chain log: what the upstream emitted to the output.
 type Entry struct {
 	Key, Value []byte
-	Timestamp  int64
-	Headers    []abi.Header
+	// ValueNull: the value is null (a tombstone, ABI 0.5); Value is empty.
+	ValueNull bool
+	Timestamp int64
+	Headers   []abi.Header
 }
 
+// nullLen is the value length that encodes a null value.
+const nullLen = 0xFFFFFFFF
+
 // Encode appends e's encoding to dst: version | i64 timestamp | u32 len | key | u32 len | value
-// | u32 headers | (u32 len | name | u32 len | value)*, big-endian.
+// | u32 headers | (u32 len | name | u32 len | value)*, big-endian. A null value is the length
+// 0xFFFFFFFF and no bytes (a host older than ABI 0.5 reads it as a bad entry).
 func Encode(dst []byte, e Entry) []byte {
 	dst = append(dst, entryVersion)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(e.Timestamp))
 	dst = appendBytes(dst, e.Key)
-	dst = appendBytes(dst, e.Value)
+	if e.ValueNull {
+		dst = binary.BigEndian.AppendUint32(dst, nullLen)
+	} else {
+		dst = appendBytes(dst, e.Value)
+	}
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(e.Headers)))
 	for _, h := range e.Headers {
 		dst = appendBytes(dst, h.Name)
@@ -62,7 +72,9 @@ func Decode(b []byte) (Entry, error) {
 	if e.Key, rest, ok = takeBytes(rest); !ok {
 		return e, fmt.Errorf("%w: key", ErrBadEntry)
 	}
-	if e.Value, rest, ok = takeBytes(rest); !ok {
+	if len(rest) >= 4 && binary.BigEndian.Uint32(rest) == nullLen {
+		e.Value, e.ValueNull, rest = []byte{}, true, rest[4:]
+	} else if e.Value, rest, ok = takeBytes(rest); !ok {
 		return e, fmt.Errorf("%w: value", ErrBadEntry)
 	}
 	if len(rest) < 4 {

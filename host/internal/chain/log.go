@@ -265,7 +265,7 @@ func (r *Reader) Run(ctx context.Context, out chan<- source.Chunk) {
 				return false
 			}
 			recs = append(recs, source.Record{Offset: int64(off), End: int64(off) + 1,
-				Decoded: source.Decoded{Key: e.Key, Value: e.Value, Timestamp: e.Timestamp, Headers: e.Headers}})
+				Decoded: source.Decoded{Key: e.Key, Value: e.Value, ValueNull: e.ValueNull, Timestamp: e.Timestamp, Headers: e.Headers}})
 			return true
 		})
 		if err == nil {

@@ -33,7 +33,8 @@ func TestCompileRefuses(t *testing.T) {
 		hasCause bool
 	}{
 		{name: "noabi", problems: []string{"module exports no wasmstream_process"}},
-		{name: "badversion", problems: []string{"declares ABI 1.0; this host speaks 0.4"}},
+		{name: "badversion", problems: []string{"declares ABI 1.0; this host speaks 0.5"}},
+		{name: "badversion06", problems: []string{"declares ABI 0.6; this host speaks 0.5"}},
 		{name: "unknownimport", problems: []string{"imports unknown host function wasmstream_v0.frobnicate"}},
 		{name: "foreignimport", problems: []string{
 			"imports env.something: only wasmstream_v0 and wasi_snapshot_preview1 may be imported"}},

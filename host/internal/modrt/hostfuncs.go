@@ -512,7 +512,13 @@ func putU32(b []byte, v uint32) {
 func (i *Instance) emit(outPtr, outLen, keyPtr, keyLen, valPtr, valLen, hdrPtr, hdrLen uint32, ts int64) int64 {
 	out, ok1 := i.view(outPtr, outLen)
 	key, ok2 := i.view(keyPtr, keyLen)
-	val, ok3 := i.view(valPtr, valLen)
+	// A null value (a tombstone) is val_len -1 from a guest that declares 0.5 (val_ptr is then
+	// ignored); from an older guest it is a negative length like any other: ERR_OUT_OF_BOUNDS.
+	null := int32(valLen) == abi.EmitNullValue && i.abiVers&0xffff >= 5
+	val, ok3 := []byte(nil), true
+	if !null {
+		val, ok3 = i.view(valPtr, valLen)
+	}
 	hdr, ok4 := i.view(hdrPtr, hdrLen)
 	if !ok1 || !ok2 || !ok3 || !ok4 {
 		return int64(abi.ErrOutOfBounds)
@@ -542,6 +548,9 @@ func (i *Instance) emit(outPtr, outLen, keyPtr, keyLen, valPtr, valLen, hdrPtr, 
 		return int64(abi.ErrInvalid)
 	}
 	o := i.copyOutput(name, key, val, hs)
+	if null {
+		o.Value, o.ValueNull = nil, true
+	}
 	o.Timestamp = ts
 	if ts < 0 {
 		o.Timestamp = i.now()

@@ -85,7 +85,10 @@ type Output struct {
 	// Name is the output the guest emitted to.
 	Name       string
 	Key, Value []byte
-	Headers    []abi.Header
+	// ValueNull: the guest emitted a null value (ABI 0.5, val_len -1: a tombstone); Value is
+	// then nil. Otherwise Value is never nil, even when empty.
+	ValueNull bool
+	Headers   []abi.Header
 	// Timestamp is the guest's timestamp, or InstanceConfig.Now() at the emit when it was negative.
 	Timestamp int64
 }

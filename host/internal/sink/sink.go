@@ -84,12 +84,17 @@ func NewStream(w io.Writer) *Writer {
 // Header is an output header.
 type Header struct{ Name, Value []byte }
 
-// WriteOutput appends one output line.
+// WriteOutput appends one output line. A nil value is a null one (a tombstone, ABI 0.5), written
+// `"value":null`; an empty value is `"value":""`.
 func (w *Writer) WriteOutput(name string, key, value []byte, ts int64, headers []Header) error {
 	b := append(w.buf, `{"output":`...)
 	b = AppendString(b, name)
 	b = AppendKeyField(b, "key", key)
-	b = AppendBytesField(b, "value", value)
+	if value == nil {
+		b = append(b, `,"value":null`...)
+	} else {
+		b = AppendBytesField(b, "value", value)
+	}
 	b = append(b, `,"ts":`...)
 	b = strconv.AppendInt(b, ts, 10)
 	if len(headers) > 0 {

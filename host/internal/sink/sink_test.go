@@ -151,6 +151,10 @@ func TestWriteOutput(t *testing.T) {
 			want: `{"output":"o","key":"","value":"","ts":-1}`,
 		},
 		{
+			name: "null value (a tombstone)", output: "o", key: []byte("k"), value: nil, ts: 3,
+			want: `{"output":"o","key":"k","value":null,"ts":3}`,
+		},
+		{
 			name: "escapes", output: "o\"1", key: []byte("a\tb"), value: []byte("line\nnext \\ \"q\""), ts: 0,
 			want: `{"output":"o\"1","key":"a\tb","value":"line\nnext \\ \"q\"","ts":0}`,
 		},
@@ -207,7 +211,11 @@ func TestWriteOutput(t *testing.T) {
 				t.Errorf("output decodes to %q, want %q", obj["output"], tt.output)
 			}
 			checkBytesField(t, obj, "key", tt.key)
-			checkBytesField(t, obj, "value", tt.value)
+			if v, ok := obj["value"]; tt.value == nil && (!ok || v != nil) {
+				t.Errorf("value = %v (present %v), want null", v, ok)
+			} else if tt.value != nil {
+				checkBytesField(t, obj, "value", tt.value)
+			}
 			if ts, ok := obj["ts"].(float64); !ok || int64(ts) != tt.ts {
 				t.Errorf("ts decodes to %v, want %d", obj["ts"], tt.ts)
 			}
@@ -255,7 +263,7 @@ func TestWriteLine(t *testing.T) {
 	if err := w.WriteLine([]byte(`{"task":"t"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.WriteOutput("o", nil, nil, 0, nil); err != nil {
+	if err := w.WriteOutput("o", nil, []byte{}, 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if err := w.WriteLine([]byte(`{}`)); err != nil {

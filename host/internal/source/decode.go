@@ -41,6 +41,9 @@ type Decoded struct {
 	Timestamp int64
 	Fields    map[string]json.RawMessage // JSON lines only, for sequencing by field
 	Headers   []abi.Header               // Kafka records only
+	// ValueNull: the value is null (a Kafka tombstone, or a chained upstream's null-valued
+	// output), not empty; Value is then empty. A line never has a null value.
+	ValueNull bool
 }
 
 // ErrMalformed wraps every decoding failure.

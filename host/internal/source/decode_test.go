@@ -93,6 +93,8 @@ func TestDecodeJSONValue(t *testing.T) {
 		{name: "array is raw JSON text", line: `{"v":[1,"two"]}`, want: `[1,"two"]`},
 		{name: "number is its text", line: `{"v":3.50}`, want: "3.50"},
 		{name: "bool is its text", line: `{"v":false}`, want: "false"},
+		// A line never has a null value (ABI 0.5's tombstone): null is its text, as before 0.5.
+		{name: "null is its text, not a null value", line: `{"v":null}`, want: "null"},
 		{name: "missing", line: `{"w":"x"}`, wantErr: true},
 	}
 	for _, tt := range tests {
@@ -111,8 +113,8 @@ func TestDecodeJSONValue(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Decode(%s): %v", tt.line, err)
 			}
-			if string(d.Value) != tt.want {
-				t.Errorf("Value = %q, want %q", d.Value, tt.want)
+			if string(d.Value) != tt.want || d.ValueNull {
+				t.Errorf("Value = %q (null %v), want %q", d.Value, d.ValueNull, tt.want)
 			}
 		})
 	}

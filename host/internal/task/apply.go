@@ -191,7 +191,14 @@ func (t *Task) writeOutputs(outs []modrt.Output) {
 		for _, h := range o.Headers {
 			hs = append(hs, sink.Header{Name: h.Name, Value: h.Value})
 		}
-		t.cfg.Output.WriteOutput(o.Name, o.Key, o.Value, o.Timestamp, hs)
+		v := o.Value
+		switch {
+		case o.ValueNull:
+			v = nil // a tombstone: OutputSink's nil value
+		case v == nil:
+			v = []byte{}
+		}
+		t.cfg.Output.WriteOutput(o.Name, o.Key, v, o.Timestamp, hs)
 		t.stats.Outputs++
 	}
 }

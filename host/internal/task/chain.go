@@ -110,7 +110,7 @@ func (t *Task) chainOutput(o *modrt.Output) bool {
 	if !ok {
 		return false
 	}
-	e := chain.Entry{Key: o.Key, Value: o.Value, Timestamp: o.Timestamp, Headers: o.Headers}
+	e := chain.Entry{Key: o.Key, Value: o.Value, ValueNull: o.ValueNull, Timestamp: o.Timestamp, Headers: o.Headers}
 	v := chain.Encode(make([]byte, 0, chain.EncodedLen(e)), e)
 	t.chain.pending = append(t.chain.pending, store.ChainEntry{Output: l.Output(), Value: v})
 	t.chain.pendingBy[o.Name]++

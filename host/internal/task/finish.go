@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
 )
 
@@ -155,11 +156,11 @@ func (t *Task) exhausted(j *job, st *stream, what string, re *RecordError) error
 	default:
 		t.log.Error(what+how+"; sent to the dead letters", "at", where,
 			"key", shortKey(string(key)), "attempts", n, "err", j.err)
-		value := v.rec.Value
+		value, null := v.rec.Value, v.rec.Flags&abi.FlagValueNull != 0
 		if v.fire != nil {
-			value = v.fire.Payload
+			value, null = v.fire.Payload, false
 		}
-		if err := t.deadLetter(st, it.Offset, key, value, fmt.Errorf("%s: %w", where, j.err), n); err != nil {
+		if err := t.deadLetter(st, it.Offset, key, value, null, fmt.Errorf("%s: %w", where, j.err), n); err != nil {
 			return err
 		}
 	}

@@ -65,18 +65,18 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 	}
 	key, seq, err := t.sequence(st, r)
 	if err != nil {
-		return t.refuse(st, r.Offset, nil, r.Raw, err, true)
+		return t.refuse(st, r.Offset, nil, r.Raw, r.ValueNull, err, true)
 	}
 	if room := store.StateKeyRoom(t.cfg.Name); len(key) > room {
 		// The key could not even hold its mark in the store: refused here, not at a checkpoint.
 		err := fmt.Errorf("%w: %d bytes, over the store's limit of %d bytes for a key in task %q (a key and each of its state names together)",
 			ErrKeyTooLarge, len(key), room, t.cfg.Name)
-		return t.refuse(st, r.Offset, key, r.Value, err, false)
+		return t.refuse(st, r.Offset, key, r.Value, r.ValueNull, err, false)
 	}
 	if t.cfg.MaxFuture > 0 && r.Timestamp > now.Add(t.cfg.MaxFuture).UnixMilli() {
 		err := fmt.Errorf("%w: timestamp %d (%s) is %s ahead of the clock, more than time.max_future (%s)", ErrFutureTimestamp,
 			r.Timestamp, time.UnixMilli(r.Timestamp).UTC().Format(time.RFC3339), time.UnixMilli(r.Timestamp).Sub(now).Round(time.Second), t.cfg.MaxFuture)
-		return t.refuse(st, r.Offset, key, r.Value, err, true)
+		return t.refuse(st, r.Offset, key, r.Value, r.ValueNull, err, true)
 	}
 	stamp := st.tm.wm
 	late := st.tm.observe(r.Offset, r.Timestamp, t.cfg.Lateness, now)
@@ -114,6 +114,9 @@ func (t *Task) enqueue(st *stream, r *source.Record, key []byte, seq string, lat
 	it.end = r.End
 	if late {
 		it.rec.Flags |= abi.FlagLate
+	}
+	if r.ValueNull {
+		it.rec.Flags |= abi.FlagValueNull // ABI 0.5: the record's value is null
 	}
 	if st.kafka {
 		it.rec.Partition = uint32(st.tp.Partition)
@@ -171,14 +174,14 @@ func (t *Task) sequence(st *stream, r *source.Record) (key []byte, seq string, e
 
 // refuse halts the task on a record that cannot be admitted (with on_malformed: halt) or sends
 // it to the dead letters with err, counting it as malformed if malformed says so.
-func (t *Task) refuse(st *stream, offset int64, key, value []byte, err error, malformed bool) error {
+func (t *Task) refuse(st *stream, offset int64, key, value []byte, valueNull bool, err error, malformed bool) error {
 	if st.in.HaltOnError {
 		return fmt.Errorf("%s: %w", st.where(offset), err)
 	}
 	if malformed {
 		st.malform++
 	}
-	if err := t.deadLetter(st, offset, key, value, err, 0); err != nil {
+	if err := t.deadLetter(st, offset, key, value, valueNull, err, 0); err != nil {
 		return err
 	}
 	st.tracker.Complete(offset)

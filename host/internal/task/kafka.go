@@ -533,6 +533,7 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 		st.lastAdded = r.Offset
 		rec = source.Record{Offset: r.Offset, Raw: r.Value}
 		rec.Key, rec.Value, rec.Timestamp = r.Key, r.Value, r.Timestamp
+		rec.ValueNull = r.Value == nil // a tombstone: apart from an empty value (ABI.md §6.2)
 		switch {
 		case r.Key == nil:
 			// A null key is its own key, distinct from the empty key (ABI.md §6.2).

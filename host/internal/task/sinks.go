@@ -12,7 +12,9 @@ import (
 )
 
 // OutputSink receives a task's outputs. Flush makes everything written so far durable (a file)
-// or acknowledged (Kafka); a checkpoint calls it before committing state (S11).
+// or acknowledged (Kafka); a checkpoint calls it before committing state (S11). A nil value is a
+// null one (a tombstone, ABI 0.5: a Kafka record with a null value, "value":null in a file); an
+// empty value is never nil.
 type OutputSink interface {
 	WriteOutput(name string, key, value []byte, ts int64, headers []sink.Header) error
 	Flush() error
@@ -28,6 +30,7 @@ type DeadLetter struct {
 	Err       error
 	Key       []byte // nil when the record could not be decoded
 	Value     []byte // the record value, or the raw line
+	ValueNull bool   // the record's value is null (a Kafka tombstone): Value is empty
 	Truncated bool   // Value holds only the start of a line too long to keep whole
 }
 
@@ -66,7 +69,9 @@ func (f FileDeadLetters) WriteDeadLetter(d *DeadLetter) error {
 	if d.Key != nil {
 		b = sink.AppendKeyField(b, "key", d.Key) // the null key as null
 	}
-	if escapeGrowth(d.Value) > len(d.Value)/3 {
+	if d.ValueNull {
+		b = append(b, `,"record":null`...) // a tombstone, apart from an empty value
+	} else if escapeGrowth(d.Value) > len(d.Value)/3 {
 		// A line of control bytes would grow up to six times as a JSON string: base64 grows a third.
 		b = append(b, `,"record_b64":"`...)
 		b = base64.StdEncoding.AppendEncode(b, d.Value)
@@ -173,6 +178,11 @@ func (k KafkaDeadLetters) WriteDeadLetter(d *DeadLetter) error {
 		h("wasmstream.attempts", strconv.Itoa(d.Attempts)),
 	}
 	value := d.Value
+	if d.ValueNull {
+		value = nil // a tombstone stays one
+	} else if value == nil {
+		value = []byte{}
+	}
 	key := d.Key // nil: the record had none (a malformed line)
 	if key != nil {
 		key = kafkaKey(key)
@@ -185,7 +195,9 @@ func (k KafkaDeadLetters) WriteDeadLetter(d *DeadLetter) error {
 		}
 		hs = append(hs, h("wasmstream.truncated", "true"), h("wasmstream.size", strconv.Itoa(len(d.Value))))
 		room := kafka.MaxRecordBatchBytes - kafka.RecordBytes(key, nil, hs)
-		value = value[:max(0, min(len(value), room))]
+		if value != nil {
+			value = value[:max(0, min(len(value), room))]
+		}
 	}
 	k.P.Produce(k.Topic, key, value, hs, k.Now())
 	return nil
@@ -196,13 +208,13 @@ func (k KafkaDeadLetters) WriteDeadLetter(d *DeadLetter) error {
 const maxDeadLetterError = 16 << 10
 
 func (k KafkaDeadLetters) Flush() error { return k.P.Flush(context.Background()) }
-func (t *Task) deadLetter(st *stream, offset int64, key, value []byte, cause error, attempts int) error {
-	return t.writeDeadLetter(st, &DeadLetter{Offset: offset, Attempts: attempts, Err: cause, Key: key, Value: value})
+func (t *Task) deadLetter(st *stream, offset int64, key, value []byte, valueNull bool, cause error, attempts int) error {
+	return t.writeDeadLetter(st, &DeadLetter{Offset: offset, Attempts: attempts, Err: cause, Key: key, Value: value, ValueNull: valueNull})
 }
 
 // deadLetterLine sends a record that could not be decoded to the dead letters, with its whole line.
 func (t *Task) deadLetterLine(st *stream, r *source.Record) error {
-	return t.writeDeadLetter(st, &DeadLetter{Offset: r.Offset, Err: r.Err, Value: r.Raw, Truncated: r.Truncated})
+	return t.writeDeadLetter(st, &DeadLetter{Offset: r.Offset, Err: r.Err, Value: r.Raw, ValueNull: r.ValueNull, Truncated: r.Truncated})
 }
 
 func (t *Task) writeDeadLetter(st *stream, d *DeadLetter) error {

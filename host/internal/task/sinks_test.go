@@ -79,3 +79,28 @@ func TestFileDeadLettersKeepBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestFileDeadLettersValueNull: a dead letter of a record with a null value (a Kafka tombstone,
+// ABI 0.5) has "record":null; one with an empty value has "record":"".
+func TestFileDeadLettersValueNull(t *testing.T) {
+	var buf bytes.Buffer
+	w := sink.NewStream(&buf)
+	dl := FileDeadLetters{W: w}
+	for _, null := range []bool{true, false} {
+		if err := dl.WriteDeadLetter(&DeadLetter{Task: "t", Input: "in", Err: errors.New("bad"), Key: []byte("k"), Value: []byte{}, ValueNull: null}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), []byte("\n"))
+	if len(lines) != 2 || !bytes.HasSuffix(lines[0], []byte(`,"record":null}`)) || !bytes.HasSuffix(lines[1], []byte(`,"record":""}`)) {
+		t.Fatalf("dead letters\n%s\nwant the first with \"record\":null, the second with \"record\":\"\"", buf.Bytes())
+	}
+	for _, l := range lines {
+		if !json.Valid(l) {
+			t.Fatalf("not JSON: %s", l)
+		}
+	}
+}

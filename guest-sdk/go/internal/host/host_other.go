@@ -33,6 +33,9 @@ type Host interface {
 
 	// Added in ABI 0.4.
 	FailPermanent(msg []byte) int32
+
+	// Added in ABI 0.5: emit with a null value (val_len -1, a tombstone).
+	EmitNull(output, key, headers []byte, ts int64) int32
 }
 
 // Current serves every host function of a native build. It is nil until a harness installs one.
@@ -80,6 +83,11 @@ func StateScan(key, prefix, after []byte, fromFirst bool, buf []byte) int32 {
 // Emit calls Current.Emit.
 func Emit(output, key, value, headers []byte, ts int64) int32 {
 	return current().Emit(output, key, value, headers, ts)
+}
+
+// EmitNull calls Current.EmitNull.
+func EmitNull(output, key, headers []byte, ts int64) int32 {
+	return current().EmitNull(output, key, headers, ts)
 }
 
 // Log calls Current.Log.

@@ -100,6 +100,11 @@ func Emit(output, key, value, headers []byte, ts int64) int32 {
 	return emit(ptr(output), int32(len(output)), ptr(key), int32(len(key)), ptr(value), int32(len(value)), ptr(headers), int32(len(headers)), ts)
 }
 
+// EmitNull calls emit (ABI.md §4.5) for an output with a null value: val_len -1 (0.5).
+func EmitNull(output, key, headers []byte, ts int64) int32 {
+	return emit(ptr(output), int32(len(output)), ptr(key), int32(len(key)), nil, -1, ptr(headers), int32(len(headers)), ts)
+}
+
 // Log calls log (ABI.md §4.6).
 func Log(level int32, msg []byte) int32 { return log(level, ptr(msg), int32(len(msg))) }
 
