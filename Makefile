@@ -114,10 +114,11 @@ test-unit:
 	  $$($(GO) list ./... | grep -v -e '/e2e$$' -e '/store$$' -e '/host/internal/' ) ./host/internal/task
 	$(GO) test -timeout 20m -run '$(RACE_PLAIN_TESTS)' -skip '$(TINYGO_SUBTESTS)' ./host/internal/modrt ./host/internal/fuel
 
+# The tests of host and task run in one go test, the two packages side by side (no test name is
+# in both packages).
 test-race:
 	$(GO) test -race -timeout 20m -skip '$(TINYGO_TESTS)|$(RACE_PLAIN_TESTS)' $(RACE_PKGS)
-	$(GO) test -race -timeout 20m -run '$(RACE_TASK_TESTS)' ./host/internal/task/
-	$(GO) test -race -timeout 20m -run '$(RACE_HOST_TESTS)' ./host/
+	$(GO) test -race -timeout 20m -run '$(RACE_TASK_TESTS)|$(RACE_HOST_TESTS)' ./host/internal/task/ ./host/
 
 # e2e runs -parallel 4: its tests marked t.Parallel mostly wait (broker sessions, timeouts,
 # outages), so twice as many as a 2-core machine's GOMAXPROCS run at once. Its timeout is
