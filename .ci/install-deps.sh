@@ -7,10 +7,20 @@
 #   wabt                                 wat2wasm for the hand-written .wat fixtures
 #   kcat                                 the third-party Kafka client of the interop test
 #   chromium                             the dashboard's browser test (e2e TestBinaryDashboard)
+#   LLVM 19, wasi-libc, binaryen, …      TinyGo's (.ci/install-tinygo.sh --packages)
+#
+# Every missing package is installed in one apt-get run (one index update, one round of dpkg
+# triggers). Then TinyGo is built from source (.ci/install-tinygo.sh, minutes on a fresh 2-core
+# machine) unless --no-tinygo is given: `make test` passes it and starts that build in the
+# background beside the tests, since only test-tinygo needs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs=(rustc cargo libstd-rust-dev-wasm32 wabt kcat chromium)
+build_tinygo=1
+if [[ ${1:-} == --no-tinygo ]]; then build_tinygo=0; fi
+
+mapfile -t tinygo_pkgs < <(.ci/install-tinygo.sh --packages)
+pkgs=(rustc cargo libstd-rust-dev-wasm32 wabt kcat chromium "${tinygo_pkgs[@]}")
 missing=()
 for p in "${pkgs[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -29,5 +39,5 @@ if ((${#missing[@]})); then
   done
   for p in "${missing[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || { echo "install-deps: $p did not install" >&2; exit 1; }; done
 fi
-# TinyGo for the TinyGo guests (its own Debian packages, then built once from source).
-.ci/install-tinygo.sh >/dev/null
+# TinyGo for the TinyGo guests, built once from source.
+if ((build_tinygo)); then .ci/install-tinygo.sh >/dev/null; fi

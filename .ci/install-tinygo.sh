@@ -5,6 +5,8 @@
 #
 #   .ci/install-tinygo.sh            install if missing, print the tinygo command
 #   TINYGO_DIR=dir .ci/install-tinygo.sh   install into dir instead of the default below
+#   .ci/install-tinygo.sh --packages the Debian packages it needs, one a line (.ci/install-deps.sh
+#                                    installs them with its own in one apt-get run)
 #
 # What it does, once (a later run only checks the stamp file and the Debian packages):
 #   - apt-get installs LLVM/Clang/LLD 19, compiler-rt for wasm32, wasi-libc and binaryen
@@ -27,6 +29,11 @@ STAMP="tinygo $VERSION llvm $LLVM layout 1"
 PKGS=(llvm-$LLVM-dev libclang-$LLVM-dev clang-$LLVM lld-$LLVM libclang-rt-$LLVM-dev-wasm32 wasi-libc binaryen)
 
 log() { echo "install-tinygo: $*" >&2; }
+
+if [[ ${1:-} == --packages ]]; then
+  printf '%s\n' "${PKGS[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done

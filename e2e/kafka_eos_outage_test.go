@@ -24,6 +24,7 @@ const eosChangelog = "    changelog:\n      enabled: true\n"
 // state is exact. What happened is logged. Riding a restart out without a halt is not asserted:
 // the development broker cannot show it (a Kafka cluster keeps transaction state).
 func TestKafkaExactlyOnceBrokerRestart(t *testing.T) {
+	t.Parallel() // it mostly waits (timeouts, sessions, outages), on a broker, port and directory of its own
 	r, b := newBlipRig(t, "words", "counts")
 	want := r.produceWords(20_000, time.Time{}, 31)
 	admin := freePort(t)
@@ -97,6 +98,7 @@ func TestKafkaExactlyOnceBrokerRestart(t *testing.T) {
 // back a restarted host completes the work, every output exactly once for a read_committed
 // reader and the state exact.
 func TestKafkaExactlyOnceBrokerGone(t *testing.T) {
+	t.Parallel() // it mostly waits (timeouts, sessions, outages), on a broker, port and directory of its own
 	r, b := newBlipRig(t, "words", "counts")
 	want := r.produceWords(20_000, time.Time{}, 32)
 	r.writeConfig(r.wordcountYAML(guestbuild.Go(t, "wordcount"), "exactly_once",

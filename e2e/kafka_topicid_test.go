@@ -18,6 +18,7 @@ import (
 // the restart, saying the topic's id changed, instead of resuming the new topic at the old
 // positions and skipping its first records. Before, the host read on from there without a word.
 func TestKafkaRecreatedTopicByID(t *testing.T) {
+	t.Parallel() // it mostly waits (timeouts, sessions, outages), on a broker, port and directory of its own
 	r := newDeliveryRig(t, "words", "counts")
 	want := r.produceWords(200, time.Time{}, 21)
 	r.writeConfig(r.wordcountYAML(guestbuild.Go(t, "wordcount"), "at_least_once", ""))

@@ -25,8 +25,12 @@ import (
 // disk restores from the changelog): the outputs start again from the second batch alone, with
 // fresh counts, so the changelog restored no old state. A reset while the host runs is refused.
 func TestKafkaResetReplays(t *testing.T) {
+	t.Parallel() // it mostly waits (sessions, stops, restarts); each subtest on a broker, port and directory of its own
 	for _, delivery := range []string{"at_least_once", "exactly_once"} {
-		t.Run(delivery, func(t *testing.T) { testKafkaResetReplays(t, delivery) })
+		t.Run(delivery, func(t *testing.T) {
+			t.Parallel()
+			testKafkaResetReplays(t, delivery)
+		})
 	}
 }
 
@@ -147,6 +151,7 @@ func readCountsUntil(t *testing.T, brokers string, from map[int32]kgo.Offset, wa
 // offsets until records arrived). With kafka.external_offset_reset: follow, the host replays
 // from the reset offsets on fresh state: every output again from count 1, none past one pass.
 func TestKafkaExternalOffsetReset(t *testing.T) {
+	t.Parallel() // it mostly waits (timeouts, sessions, outages), on a broker, port and directory of its own
 	r := newDeliveryRig(t, "words", "counts")
 	want := r.produceWords(300, time.Time{}, 21)
 	yaml := r.wordcountYAML(guestbuild.Go(t, "wordcount"), "at_least_once", "")
