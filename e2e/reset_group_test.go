@@ -150,19 +150,25 @@ tasks:
 	for _, m := range hosts {
 		m.run.stop(t)
 	}
-	// Each key's state is in the store of its partition's owner: one pass's, never twice counted.
-	seen := map[string]bool{}
+	// Each key's state is in the store of its partition's last owner, one pass's. A host that
+	// owned the partition earlier in the replay (the group rebalances on a loaded machine) keeps
+	// its last checkpoint of it, a prefix of the same pass: never a count above one pass's.
+	exact := map[string]bool{}
 	for i, m := range hosts {
 		got := readState(t, m.data, "wc")
 		for user, words := range got {
-			seen[user] = true
-			if d := diffState(wordcountExpect{user: want[user]}, wordcountExpect{user: words}); len(d) > 0 {
-				t.Errorf("host %d's store: %s", i, strings.Join(d, "; "))
+			if d := diffState(wordcountExpect{user: want[user]}, wordcountExpect{user: words}); len(d) == 0 {
+				exact[user] = true
+			}
+			for w, n := range words {
+				if n > want[user][w] {
+					t.Errorf("host %d's store: %s/%s counted %d, above one pass's %d", i, user, w, n, want[user][w])
+				}
 			}
 		}
 	}
-	if len(seen) != len(want) {
-		t.Errorf("the hosts' stores hold %d keys, want %d", len(seen), len(want))
+	if len(exact) != len(want) {
+		t.Errorf("the hosts' stores hold one pass's state for %d keys, want %d", len(exact), len(want))
 	}
 	t.Logf("group reset of two wasmstream processes through the first: answered in %s; %d outputs again, each key counted from 1 in order; state one pass's on both hosts", took.Round(time.Millisecond), total)
 }

@@ -366,8 +366,11 @@ func TestLoopsDeployQueryStats(t *testing.T) {
 	checkCountsOutputs(t, got, want)
 	waitPartitionsCommitted(t, h, 6)
 	queryAll(t, addr, want)
-	if st := h.Stats()[0]; st.Records != 2100 || st.Outputs != int64(total) {
-		t.Errorf("figures: %d records, %d outputs; want 2100 and %d", st.Records, st.Outputs, total)
+	// Records counts the records read, a partition's records again after it moved between
+	// loops (a deploy that takes long on a loaded machine rebalances the group) included; the
+	// outputs, counted when a record's effects are kept, are exact.
+	if st := h.Stats()[0]; st.Records < 2100 || st.Outputs != int64(total) {
+		t.Errorf("figures: %d records, %d outputs; want at least 2100 and %d", st.Records, st.Outputs, total)
 	}
 }
 
