@@ -194,7 +194,9 @@ func (db *DB) mergeApplied(cp *Checkpoint, given [][]uint64) ([]appliedWrite, er
 			}
 			next := sp.Position.Next
 			if !ok {
-				out = append(out, appliedWrite{stream: sp.Stream, words: trimWords(given[i])})
+				if words := trimWords(given[i]); words != nil { // else nothing to write or delete
+					out = append(out, appliedWrite{stream: sp.Stream, words: words})
+				}
 				continue
 			}
 			words := stored.from(next)
