@@ -2,11 +2,14 @@ package store
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"testing"
+
+	"github.com/dgraph-io/badger/v4"
 )
 
 // appliedHost is a model of a host over one stream of a store: keys o%keys, each key's state
@@ -421,4 +424,138 @@ func TestAppliedSetModel(t *testing.T) {
 			t.Logf("%d keys with a new mark in the set above Next", relied)
 		})
 	}
+}
+
+// appliedBits returns a bitmap based at next holding the offsets offs.
+func appliedBits(next int64, offs ...int64) []uint64 {
+	var bits []uint64
+	for _, o := range offs {
+		d := o - next
+		for int64(len(bits)) <= d/64 {
+			bits = append(bits, 0)
+		}
+		bits[d/64] |= 1 << (d % 64)
+	}
+	return bits
+}
+
+func mustApplied(t *testing.T, db *DB, task string, s uint32) []int64 {
+	t.Helper()
+	set, err := db.Applied(task, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var offs []int64
+	for o := set.Base; o < set.Base+int64(len(set.Bits))*64; o++ {
+		if set.Has(o) {
+			offs = append(offs, o)
+		}
+	}
+	return offs
+}
+
+// TestAppliedSetFormat: a store of format 3 (no applied sets) opens and upgrades to format 4,
+// its streams with no set (every key's mark is its own); once upgraded, a binary of format 3
+// refuses it (ErrFormatTooNew, as TestFormatVersion checks for FormatVersion+1), as it must: it
+// would ignore the sets and apply their records again.
+func TestAppliedSetFormat(t *testing.T) {
+	if FormatVersion != 4 {
+		t.Fatalf("FormatVersion = %d, want 4: a binary that ignores applied sets must refuse a store that has them", FormatVersion)
+	}
+	dir := t.TempDir()
+	db := openTestDBAt(t, dir, Options{})
+	s := mustStreamID(t, db, "t", "s")
+	mustCommit(t, db, &Checkpoint{Task: "t", Keys: []KeyWrites{{Stream: s, Key: []byte("k"), Mark: 7, StateVersion: 1, Writes: []Write{set("n", "v")}}},
+		Positions: []StreamPosition{{Stream: s, Position: Position{Next: 5, Horizon: 7}}}})
+	mustClose(t, db)
+	rawBadger(t, dir, func(txn *badger.Txn) error {
+		return txn.Set(versionKey, binary.BigEndian.AppendUint32(nil, 3))
+	})
+	db = openTestDBAt(t, dir, Options{})
+	if got := storedFormat(t, db); got != FormatVersion {
+		t.Errorf("stored format after opening a format-3 store = %d, want %d", got, FormatVersion)
+	}
+	if got := mustApplied(t, db, "t", s); got != nil {
+		t.Errorf("applied set of a format-3 stream = %v, want none", got)
+	}
+	// The first checkpoint with a set keeps the stored mark whose new one is in it.
+	mustCommit(t, db, &Checkpoint{Task: "t",
+		Keys:      []KeyWrites{{Stream: s, Key: []byte("k"), Mark: 9, StateVersion: 1, MarkStored: true, Writes: []Write{set("n", "w")}}},
+		Positions: []StreamPosition{{Stream: s, Position: Position{Next: 6, Horizon: 9}}},
+		Applied:   []StreamApplied{{Stream: s, Bits: appliedBits(6, 7, 9)}}})
+	if mark, _, _ := db.Mark("t", s, []byte("k")); mark != 7 {
+		t.Errorf("mark = %d, want the stored 7 (its new mark 9 is in the set)", mark)
+	}
+	if got := mustApplied(t, db, "t", s); !slices.Equal(got, []int64{7, 9}) {
+		t.Errorf("applied set = %v, want [7 9]", got)
+	}
+}
+
+// TestAppliedSetWriters: every writer of a position keeps or replaces the stream's set as it
+// must. A checkpoint without a set keeps it (offsets below its Next no longer read); one with a
+// set adds the stored offsets at or above its Next; Restore keeps it; MoveStream moves it with
+// the position; DropStream deletes it; a malformed set is refused.
+func TestAppliedSetWriters(t *testing.T) {
+	db := openTestDB(t, Options{})
+	s := mustStreamID(t, db, "t", "s")
+	pos := func(next, horizon int64) []StreamPosition {
+		return []StreamPosition{{Stream: s, Position: Position{Next: next, Horizon: horizon}}}
+	}
+	mustCommit(t, db, &Checkpoint{Task: "t", Positions: pos(10, 40), Applied: []StreamApplied{{Stream: s, Bits: appliedBits(10, 12, 20, 40)}}})
+	mustCommit(t, db, &Checkpoint{Task: "t", Positions: pos(15, 40)})
+	if got := mustApplied(t, db, "t", s); !slices.Equal(got, []int64{20, 40}) {
+		t.Errorf("after a checkpoint without a set: %v, want [20 40]", got)
+	}
+	mustCommit(t, db, &Checkpoint{Task: "t", Positions: pos(21, 50), Applied: []StreamApplied{{Stream: s, Bits: appliedBits(21, 22, 50)}}})
+	if got := mustApplied(t, db, "t", s); !slices.Equal(got, []int64{22, 40, 50}) {
+		t.Errorf("after a checkpoint with a set: %v, want [22 40 50]", got)
+	}
+	if err := db.Restore("t", s, nil, &Position{Next: 30, Horizon: 50}); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustApplied(t, db, "t", s); !slices.Equal(got, []int64{40, 50}) {
+		t.Errorf("after a Restore: %v, want [40 50]", got)
+	}
+	backup := mustStreamID(t, db, "b", "s")
+	if _, err := db.MoveStream("t", s, "b", backup); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustApplied(t, db, "t", s); got != nil {
+		t.Errorf("after MoveStream, the source's set: %v, want none", got)
+	}
+	if got := mustApplied(t, db, "b", backup); !slices.Equal(got, []int64{40, 50}) {
+		t.Errorf("after MoveStream, the destination's set: %v, want [40 50]", got)
+	}
+	// A reset lowers the position after the move: no set left to skip anything.
+	if err := db.Restore("t", s, nil, &Position{Next: 0, Horizon: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := mustApplied(t, db, "t", s); got != nil {
+		t.Errorf("after the reset's Restore: %v, want none", got)
+	}
+	if err := db.DropStream("b", backup); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := txnGet(db, appendAppliedKey(nil, "b", backup)); err != nil || ok {
+		t.Errorf("after DropStream, the set's entry exists: %v, %v", ok, err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		cp   Checkpoint
+	}{
+		{"no position", Checkpoint{Task: "t", Applied: []StreamApplied{{Stream: s, Bits: []uint64{1}}}}},
+		{"above the horizon", Checkpoint{Task: "t", Positions: pos(0, 5), Applied: []StreamApplied{{Stream: s, Bits: appliedBits(0, 6)}}}},
+		{"over the span", Checkpoint{Task: "t", Positions: pos(0, MaxAppliedSpan+70), Applied: []StreamApplied{{Stream: s, Bits: appliedBits(0, MaxAppliedSpan+64)}}}},
+		{"twice", Checkpoint{Task: "t", Positions: pos(0, 5), Applied: []StreamApplied{{Stream: s}, {Stream: s}}}},
+	} {
+		if err := db.Commit(&tc.cp); !errors.Is(err, ErrInvalidCheckpoint) {
+			t.Errorf("%s: Commit = %v, want ErrInvalidCheckpoint", tc.name, err)
+		}
+	}
+}
+
+func txnGet(db *DB, k []byte) (v []byte, ok bool, err error) {
+	err = db.get(k, func(b []byte) error { v, ok = append([]byte(nil), b...), true; return nil })
+	return v, ok, err
 }
