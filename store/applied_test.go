@@ -405,7 +405,7 @@ func TestAppliedSetModel(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			relied := 0
-			for seed := range uint64(6) {
+			for seed := range uint64(3) {
 				db := openTestDB(t, Options{})
 				s := mustStreamID(t, db, "t", "s")
 				h := &appliedHost{t: t, db: db, s: s, keys: 16, end: 800, rng: rand.New(rand.NewPCG(seed, 7)), noSets: tc.noSets}
