@@ -52,6 +52,24 @@ type Checkpoint struct {
 	// not at all: Commit returns an error wrapping ErrTxnTooBig, writing nothing, when it does
 	// not fit in one.
 	Chain []ChainEntry
+	// Applied holds applied sets, at most one per stream, each of a stream in Positions
+	// (StreamApplied). A stream with a position and no set keeps its stored set as it is: its
+	// offsets stay applied, and readers ignore those below Next.
+	Applied []StreamApplied
+}
+
+// StreamApplied is the applied set of one stream in a checkpoint.
+type StreamApplied struct {
+	Stream uint32
+	// Bits is the stream's applied set as of this checkpoint: bit j of Bits[i] says offset
+	// Position.Next + 64i + j, of the stream's entry in Checkpoint.Positions. It must hold every offset at or above
+	// Next, and at most Position.Horizon, whose record's effects are in the state this
+	// checkpoint commits (a host gives its completed offsets: every record it finished), and no
+	// other; it spans at most MaxAppliedSpan offsets. Commit writes it in its last transaction,
+	// with the stored set's offsets at or above Next added, and, when the checkpoint is one
+	// transaction, leaves the mark entry of a key with MarkStored as it is when the key's new
+	// mark is in the set (see "Applied sets" in the package documentation).
+	Bits []uint64
 }
 
 // KeyWrites is the change of one (stream, key) in a checkpoint: its name
@@ -180,17 +198,23 @@ func (db *DB) Commit(cp *Checkpoint) error {
 		return err
 	}
 	defer db.leave()
-	oneTxn := db.fitsOneTxn(cp)
-	if len(cp.Chain) > 0 && !oneTxn {
-		return fmt.Errorf("%w: task %q: a checkpoint with %d chain log entries must fit in one transaction", ErrTxnTooBig, cp.Task, len(cp.Chain))
-	}
 	// Shared with other Commits, exclusive of Restore, DropStream and MoveStream; then the
-	// streams this one writes, which no other Commit writes meanwhile (locks.go).
+	// streams this one writes, which no other Commit writes meanwhile (locks.go): the stored
+	// applied sets mergeApplied reads are this Commit's to replace.
 	db.writeMu.RLock()
 	defer db.writeMu.RUnlock()
 	streams := checkpointStreams(cp)
 	db.streamLocks.lock(cp.Task, streams, db.opts.streamWait)
 	defer db.streamLocks.unlock(cp.Task, streams)
+	given := appliedByPosition(cp)
+	applied, err := db.mergeApplied(cp, given)
+	if err != nil {
+		return err
+	}
+	oneTxn := db.fitsOneTxn(cp, applied)
+	if len(cp.Chain) > 0 && !oneTxn {
+		return fmt.Errorf("%w: task %q: a checkpoint with %d chain log entries must fit in one transaction", ErrTxnTooBig, cp.Task, len(cp.Chain))
+	}
 	// Before anything is written: lower the due floors below the timers this
 	// commit sets; after it (deferred, so also on failure): tell DueTimers
 	// that the due index changed.
@@ -202,11 +226,11 @@ func (db *DB) Commit(cp *Checkpoint) error {
 	if oneTxn {
 		// Every key and every position commit together: a key's mark below its stream's new
 		// Next need not be written (KeyWrites.MarkStored).
-		w.single, w.nexts = true, cp.Positions
+		w.single, w.nexts, w.given = true, cp.Positions, given
 		if len(cp.Positions) > 16 {
-			w.nextOf = make(map[uint32]int64, len(cp.Positions))
-			for _, sp := range cp.Positions {
-				w.nextOf[sp.Stream] = sp.Position.Next
+			w.nextOf = make(map[uint32]int, len(cp.Positions))
+			for i, sp := range cp.Positions {
+				w.nextOf[sp.Stream] = i
 			}
 		}
 	}
@@ -233,8 +257,13 @@ func (db *DB) Commit(cp *Checkpoint) error {
 		w.keys++
 	}
 	if len(cp.Positions) > 0 {
-		posSize := len(cp.Positions) * (positionKeyLen(cp.Task) + positionValueMax + entryOverhead)
-		if err := w.reserve(len(cp.Positions), posSize); err != nil {
+		posEntries, posSize := addCost(len(cp.Positions), len(cp.Positions)*(positionKeyLen(cp.Task)+positionValueMax+entryOverhead))(appliedCost(cp.Task, applied))
+		if err := w.reserve(posEntries, posSize); err != nil {
+			return err
+		}
+		// The applied sets with the positions: a key transaction of a split checkpoint wrote its
+		// marks, and the keys it has not written still have the marks the stored set completes.
+		if err := writeApplied(w.txn, w.alloc, cp, applied); err != nil {
 			return err
 		}
 		for _, sp := range cp.Positions {
@@ -397,6 +426,31 @@ func validateCheckpoint(cp *Checkpoint) error {
 			}
 		}
 	}
+	for i, sa := range cp.Applied {
+		var pos *Position
+		for j := range cp.Positions {
+			if cp.Positions[j].Stream == sa.Stream {
+				pos = &cp.Positions[j].Position
+			}
+		}
+		set := AppliedSet{Base: 0, Bits: sa.Bits}
+		if pos != nil {
+			set.Base = pos.Next
+		}
+		switch {
+		case pos == nil:
+			return invalid("stream %d: an applied set without a position", sa.Stream)
+		case len(sa.Bits) > MaxAppliedSpan/64:
+			return invalid("stream %d: applied set of %d offsets, over MaxAppliedSpan (%d)", sa.Stream, 64*len(sa.Bits), MaxAppliedSpan)
+		case set.last() >= set.Base && set.last() > pos.Horizon: // (an empty set's last is below Base)
+			return invalid("stream %d: applied offset %d above the horizon %d", sa.Stream, set.last(), pos.Horizon)
+		}
+		for _, prev := range cp.Applied[:i] {
+			if prev.Stream == sa.Stream {
+				return invalid("stream %d: two applied sets", sa.Stream)
+			}
+		}
+	}
 	last := map[uint32]int64{}
 	for _, sp := range cp.Partial {
 		var final *Position
@@ -451,7 +505,8 @@ type txnWriter struct {
 	// new Next as it is (KeyWrites.MarkStored).
 	single bool
 	nexts  []StreamPosition
-	nextOf map[uint32]int64 // nexts by stream, once there are many
+	nextOf map[uint32]int // index in nexts by stream, once there are many
+	given  [][]uint64     // the applied set of each of nexts (Checkpoint.Applied), or nil
 
 	// numbered says the next flush commits a Commit's last transaction, with the checkpoint
 	// number (commitNumbered), which it sets in seq.
@@ -459,25 +514,58 @@ type txnWriter struct {
 	seq      uint64
 }
 
+// appliedByPosition returns the applied set given for each of cp.Positions (nil: none), or nil
+// if cp gives none.
+func appliedByPosition(cp *Checkpoint) [][]uint64 {
+	if len(cp.Applied) == 0 {
+		return nil
+	}
+	given := make([][]uint64, len(cp.Positions))
+	for _, sa := range cp.Applied {
+		for i := range cp.Positions {
+			if cp.Positions[i].Stream == sa.Stream {
+				given[i] = sa.Bits
+				if given[i] == nil {
+					given[i] = []uint64{} // an empty set, given
+				}
+			}
+		}
+	}
+	return given
+}
+
 // keepMark reports whether writeKey may leave kw's stored mark entry as it is: the store holds
 // one with kw's state version (MarkStored), and this transaction commits a position for kw's
 // stream whose Next is above kw's new mark. Replay then starts at that Next or later, beyond
 // both the new mark and the stored one (at most the new one): neither skips a record replay
 // can see.
+//
+// Or the position comes with an applied set (StreamPosition.Applied) that holds the new mark:
+// the set then holds every offset of the key at or above Next that the state committed here
+// includes, replay skips them by the set, and the stored mark, lower, skips none it must not.
 func (w *txnWriter) keepMark(kw *KeyWrites) bool {
 	if !w.single || !kw.MarkStored || kw.Mark == DropMark {
 		return false
 	}
+	i, ok := -1, false
 	if w.nextOf != nil {
-		next, ok := w.nextOf[kw.Stream]
-		return ok && kw.Mark < next
-	}
-	for i := range w.nexts {
-		if sp := &w.nexts[i]; sp.Stream == kw.Stream {
-			return kw.Mark < sp.Position.Next
+		i, ok = w.nextOf[kw.Stream]
+	} else {
+		for j := range w.nexts {
+			if w.nexts[j].Stream == kw.Stream {
+				i, ok = j, true
+				break
+			}
 		}
 	}
-	return false
+	if !ok {
+		return false
+	}
+	next := w.nexts[i].Position.Next
+	if kw.Mark < next {
+		return true
+	}
+	return w.given != nil && AppliedSet{Base: next, Bits: w.given[i]}.Has(kw.Mark)
 }
 
 // reserve makes room for a key group of the given estimated size, committing
@@ -665,9 +753,10 @@ func (w *txnWriter) alloc(n int) []byte {
 }
 
 // fitsOneTxn reports whether cp is written in a single transaction.
-func (db *DB) fitsOneTxn(cp *Checkpoint) bool {
+func (db *DB) fitsOneTxn(cp *Checkpoint, applied []appliedWrite) bool {
 	entries, size := len(cp.Positions), len(cp.Positions)*(positionKeyLen(cp.Task)+positionValueMax+entryOverhead)
 	entries, size = addCost(entries, size)(chainSize(cp))
+	entries, size = addCost(entries, size)(appliedCost(cp.Task, applied))
 	for i := range cp.Keys {
 		e, s := keyGroupSize(cp.Task, &cp.Keys[i])
 		entries, size = entries+e, size+s

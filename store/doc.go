@@ -15,7 +15,7 @@
 //     newer than this binary ([ErrFormatTooNew]) or damaged ([ErrCorrupt]);
 //   - the read methods of [DB]: [DB.Tasks], [DB.Streams], [DB.Position],
 //     [DB.Get], [DB.Scan], [DB.Keys], [DB.ScanKeys], [DB.Mark], [DB.MarkInfo],
-//     [DB.Marks], [DB.Timer], [DB.TimerCount], [DB.PendingTimers],
+//     [DB.Marks], [DB.Applied], [DB.Timer], [DB.TimerCount], [DB.PendingTimers],
 //     [DB.DueTimers], [DB.Snapshot], [DB.Snapshots], [DB.ModuleVersions],
 //     [DB.ModuleVersion], [DB.ModuleBytes], [DB.ActiveModule];
 //   - [DecodeSnapshot], which reads a record of a task's Kafka changelog topic;
@@ -61,6 +61,9 @@
 //     key's state version: the state-format version (a uint32, 0 for unknown
 //     or none) of the module that last wrote the key's state, so that a new
 //     module can find the keys to migrate ([DB.KeysWithVersionNot]).
+//   - an applied set ([DB.Applied], format 4): offsets at or above the
+//     position's Next whose effects are in the state, which replay skips
+//     like an offset at or below its key's mark (see "Applied sets").
 //   - timers: for each key, named timers, timers[task][stream][key][name] =
 //     (domain, due, payload). Setting a timer replaces it; deleting one
 //     removes it. Each domain (0 or 1, for example event time and processing
@@ -135,10 +138,59 @@
 // before it. A crash leaves a prefix of Badger's transactions, each of which
 // keeps the rule.
 //
-// So the mark that [DB.Mark], [DB.MarkInfo] and [DB.Marks] return is exact
-// when it is at or above the stream's Position.Next; below it, it is a lower
-// bound of the key's last applied offset (all of which are below Next), and
-// says only that replay skips none of the key's records.
+// So the mark that [DB.Mark], [DB.MarkInfo] and [DB.Marks] return is a lower
+// bound of the key's last applied offset: every applied offset of the key
+// above it is below the stream's Position.Next, or in its applied set (next
+// section). Replay, which skips an offset at or below its key's mark or in the
+// set, skips exactly the applied ones either way.
+//
+// # Applied sets
+//
+// Under load the rule above hardly applies: a checkpoint's Next is the
+// committed prefix, which trails the offsets completed by about a queue's
+// depth, so a key's new mark is usually at or above it. So a checkpoint may
+// also give, per stream with a new position, an applied set
+// ([Checkpoint].Applied, [StreamApplied]): a bitmap of the offsets at or
+// above the new Next whose records' effects are in the state it commits —
+// every one of them (a host gives the offsets it completed), a few KiB.
+// Commit writes it, with the stored set's offsets at or above the new Next
+// added, in the transaction of the positions (table 'A'), and, in a checkpoint
+// of one transaction, leaves the stored mark entry of a key with MarkStored as
+// it is when the key's new mark is in the given set, wherever Next is. Replay
+// skips a record whose offset is in the stored set ([DB.Applied], the bits at
+// or above the stored Next) or at or below its key's mark.
+//
+// Why no record is applied twice: every applied offset o of a key at or above
+// the durable Next is at or below the key's stored mark, or in the stored
+// set. A checkpoint that keeps a key's mark gives a set holding every offset
+// the key's new state includes at or above Next (the key's new mark, and so
+// all its lower ones, is in the set); a key a checkpoint does not write keeps
+// its state, and its offsets in the old set at or above the new Next stay in
+// the new one (Commit adds them: after a restart the host's completed offsets
+// lack those its replay has not reached yet). Why none is skipped: an offset
+// in a set was applied in the state committed with it, and state only moves
+// forward.
+//
+// Every writer of a position keeps or deliberately replaces the set:
+//
+//   - a split checkpoint writes every mark of the keys it writes and the set
+//     only in its last transaction; its partial positions and raised
+//     horizons, written before, leave the stored set as it is, which still
+//     describes the keys not yet written (the keys written have their marks);
+//   - a checkpoint without a set for a stream with a position (its host's
+//     completed offsets span more than [MaxAppliedSpan] from Next, a key
+//     retried for long holding Next back) keeps the stored set and writes
+//     every mark at or above Next, as before sets;
+//   - [DB.Restore] keeps the set: a restore writes each key's snapshot with
+//     its own mark, and what it restores is newer than the local copy (a
+//     changelog's tail), or the stream was dropped first;
+//   - [DB.MoveStream] moves the set with the position (a reset's backup), and
+//     [DB.DropStream] deletes it with the position.
+//
+// A changelog record carries a key's true mark (KeyWrites.Mark), not one a
+// set covers: a restore from a changelog never relies on a set. A host that
+// writes a changelog gives no sets, since it may write a key's changelog
+// record again from the store alone (its stored mark).
 //
 // # Unchanged marks
 //
@@ -158,11 +210,13 @@
 // had a mark gets its NoneApplied mark written once, the first time it
 // changes, so that every key with state keeps a mark entry.
 //
-// The earlier checkpoint may have left a lower mark below its Next under the
-// previous rule; MarkUnchanged holds then too: the checkpoint's mark, equal
-// to the new one, was below a Next that is durable now and only grows, so
-// no replayed record is at or below it, and the stored mark, lower still,
-// skips none either. Stored marks never decrease, and a version change
+// The earlier checkpoint may have left a lower mark below its Next, or in its
+// applied set, under the rules above; MarkUnchanged holds then too: the
+// checkpoint's mark, equal to the new one, was below a Next that is durable
+// now and only grows, so no replayed record is at or below it, or the key's
+// offsets above that Next are in the set, whose offsets at or above the
+// durable Next every later set keeps; and the stored mark, lower still,
+// skips none it must not. Stored marks never decrease, and a version change
 // always writes the entry, so [DB.KeysWithVersionNot] still finds every key
 // to migrate.
 //
@@ -186,12 +240,12 @@
 // like Commit: one transaction when everything fits, otherwise several split
 // between keys, so each key is replaced atomically, and the stream's new
 // position, if given, goes in the last one after the stream's horizon has been
-// raised first. Applying a snapshot twice is harmless, so an interrupted
+// raised first; the stream's applied set stays. Applying a snapshot twice is harmless, so an interrupted
 // Restore is finished by running it again; when a key appears twice in one
 // call, the later snapshot wins. Restore lowers the due floors below the
 // timers it writes as Commit does, so DueTimers finds them. [DB.DropStream]
-// deletes everything of one (task, stream) — position, timers and due index,
-// state, marks — in as many transactions as it needs, keeping the stream's
+// deletes everything of one (task, stream) — position and applied set, timers
+// and due index, state, marks — in as many transactions as it needs, keeping the stream's
 // ID: a host that cannot trust its local copy of a partition drops it and
 // restores it from the changelog. Restore and DropStream exclude every
 // Commit, of any stream (see "Concurrency").
@@ -264,6 +318,10 @@
 //	                                                              the 48-byte value as corrupt)
 //	                                                            | u64 changelog Epoch (written
 //	                                                              only when not 0, likewise)
+//	applied  'A' (0x41) | u16 len(task) | task | u32 stream    i64 base | n × u64 bits
+//	                                                            (format 4: bit j of word i,
+//	                                                            least significant first, is
+//	                                                            offset base + 64i + j)
 //	mark     'm' (0x6d) | u16 len(task) | task | u32 stream    i64 applied mark
 //	                      | key                                 | u32 state version
 //	state    's' (0x73) | u16 len(task) | task | u32 stream    value bytes
@@ -347,12 +405,21 @@
 // started on a stream ([DB.SetReplay], [DB.ReplayOf]): where it restarted, the head it must
 // reach, when; the host deletes it once the stream's position reaches the head.
 //
-// Format 3 (the current one) added the optional status tail to a version
+// Format 3 added the optional status tail to a version
 // record. A format-1 or format-2 store is upgraded the same way, by rewriting
 // the version key alone: its version records have no tail, which reads as
 // "nothing known". A binary that knows only format 2 then refuses the store
 // with ErrFormatTooNew instead of failing on a version record it cannot
 // decode.
+//
+// Format 4 (the current one) added the applied table. A new table is
+// compatible for a reader, but not here: a binary that ignores the applied
+// sets would replay, and apply again, the records a set covers whose keys'
+// marks are older. So the format changes, and a binary that knows only
+// format 3 refuses the store with ErrFormatTooNew. An older store is upgraded
+// by rewriting the version key alone: its streams have no set, and every
+// key's mark covers its applied offsets at or above Next, as the sets' rule
+// requires.
 //
 // # Damage
 //

@@ -234,6 +234,15 @@ func checkDB(db *DB) error {
 				if err != nil || len(rest) < 2 || len(rest) != 2+int(binary.BigEndian.Uint16(rest))+8 {
 					return fmt.Errorf("chain key %x: %v", k, err)
 				}
+			case tableApplied:
+				rest, task, stream, err := decodeStreamPrefix(k, tableApplied)
+				if err != nil || len(rest) != 0 {
+					return fmt.Errorf("applied set key %x: %v", k, err)
+				}
+				if _, err := decodeApplied(v); err != nil {
+					return fmt.Errorf("task %q stream %d: %w", task, stream, err)
+				}
+				used[taskStream{task, stream}] = "applied set"
 			default:
 				return fmt.Errorf("key %x of unknown table", k)
 			}

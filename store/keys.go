@@ -8,9 +8,9 @@ import (
 // FormatVersion is the version of the on-disk layout described in the package
 // documentation. Open writes it into a new store and refuses a store with a
 // higher version. Format 2 added the state version to the mark value, format 3
-// a version record's status; Open upgrades an older store in place (see the
-// package documentation).
-const FormatVersion uint32 = 3
+// a version record's status, format 4 the applied sets; Open upgrades an older
+// store in place (see the package documentation).
+const FormatVersion uint32 = 4
 
 // Limits on names and keys.
 const (

@@ -15,7 +15,7 @@ type Moved struct {
 	HadPosition bool
 }
 
-// MoveStream moves everything stored for (task, stream) — its position, marks, state, timers
+// MoveStream moves everything stored for (task, stream) — its position and applied set, marks, state, timers
 // and due index — to stream toStream of task to (an ID of to's, from StreamID), then drops it
 // from task as DropStream does (the stream keeps its ID). Nothing is deleted before it was
 // copied: the copy is written first, in as many transactions as it needs, and only then is
@@ -47,7 +47,7 @@ func (db *DB) MoveStream(task string, stream uint32, to string, toStream uint32)
 		defer rd.Discard()
 		w := txnWriter{db: db, txn: db.bdb.NewTransaction(true)}
 		defer func() { w.txn.Discard() }()
-		for _, tag := range []byte{tablePosition, tableMark, tableState, tableTimer, tableDue} {
+		for _, tag := range []byte{tablePosition, tableApplied, tableMark, tableState, tableTimer, tableDue} {
 			prefix := appendStreamPrefix(nil, tag, task, stream)
 			it := rd.NewIterator(badger.IteratorOptions{Prefix: prefix})
 			for it.Seek(prefix); it.ValidForPrefix(prefix); it.Next() {

@@ -70,7 +70,7 @@ func (db *DB) Restore(task string, stream uint32, snaps []KeySnapshot, pos *Posi
 	w := txnWriter{db: db, txn: db.bdb.NewTransaction(true)}
 	defer func() { w.txn.Discard() }()
 	if pos != nil {
-		cp := &Checkpoint{Task: task, Positions: []StreamPosition{{stream, *pos}}}
+		cp := &Checkpoint{Task: task, Positions: []StreamPosition{{Stream: stream, Position: *pos}}}
 		w.beforeSplit = func() error { _, err := db.raiseHorizons(cp); return err }
 	}
 	r := restorer{w: &w, task: task, stream: stream, stateIt: stateIt, timerIt: timerIt}
@@ -289,14 +289,14 @@ func (r *restorer) key(s *KeySnapshot) error {
 	return nil
 }
 
-// DropStream deletes everything stored for (task, stream): its position, its
-// timers and their due-index entries, its state and its marks. The stream
+// DropStream deletes everything stored for (task, stream): its position and
+// applied set, its timers and their due-index entries, its state and its marks. The stream
 // keeps its ID (DB.StreamID returns it again). It is meant for restoring a
 // partition from a changelog when the local copy cannot be trusted: drop the
 // stream, then Restore the snapshots.
 //
 // DropStream deletes in as many Badger transactions as the stream needs
-// (Options.MaxTxnBytes, Options.MaxTxnEntries): position first, then each
+// (Options.MaxTxnBytes, Options.MaxTxnEntries): position and applied set first, then each
 // timer with its due-index entry, then state, then marks. An interrupted
 // DropStream leaves the stream partly dropped, without a position; run it
 // again before using the stream. It is serialised with Restore and with every
@@ -348,6 +348,10 @@ func (db *DB) DropStream(task string, stream uint32) error {
 	deleteAll := func(_ []byte, item *badger.Item) error { return del(copyKey(item.Key())) }
 
 	err := each(tablePosition, deleteAll)
+	if err == nil {
+		// The applied set with the position: it describes state this drop deletes.
+		err = each(tableApplied, deleteAll)
+	}
 	if err == nil {
 		err = each(tableTimer, func(k []byte, item *badger.Item) error {
 			_, _, key, name, err := decodeTimerKey(k)

@@ -261,7 +261,8 @@ func (db *DB) checkFormat(marked bool) error {
 		// This version reads every older format as it is.
 		return nil
 	case found:
-		// An older format (1 or 2): its tables are a subset of this one's, its
+		// An older format (1 to 3): its tables are a subset of this one's (a
+		// format-3 store has no applied sets: its marks are every key's), its
 		// 8-byte mark values and tail-less version records stay readable, so
 		// upgrading only records the new version, after which an older binary
 		// refuses the store.

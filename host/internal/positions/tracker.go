@@ -140,3 +140,26 @@ func (t *Tracker) resize(c int) {
 	}
 	t.ring, t.head = r, 0
 }
+
+// AppendDone appends to dst (cleared first) the completed offsets at or above Committable, as a
+// bitmap based there: bit j of word i says offset Committable()+64i+j. It returns false, and
+// dst empty, when one of them is span or more offsets above Committable.
+func (t *Tracker) AppendDone(dst []uint64, span int64) ([]uint64, bool) {
+	dst = dst[:0]
+	mask := len(t.ring) - 1
+	for i := 0; i < t.n; i++ {
+		s := t.ring[(t.head+i)&mask]
+		if !s.done {
+			continue
+		}
+		d := s.off - t.commit
+		if d >= span {
+			return dst[:0], false
+		}
+		for int64(len(dst)) <= d/64 {
+			dst = append(dst, 0)
+		}
+		dst[d/64] |= 1 << (uint(d) % 64)
+	}
+	return dst, true
+}

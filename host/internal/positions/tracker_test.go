@@ -374,3 +374,49 @@ func BenchmarkTracker(b *testing.B) {
 		})
 	}
 }
+
+// TestTrackerAppendDone: the bitmap of completed offsets above Committable holds exactly those,
+// with gaps in the offsets, across the ring's wrap and growth, and none past the span.
+func TestTrackerAppendDone(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	tr := NewTracker(100)
+	done := map[int64]bool{}
+	var added []int64
+	off := int64(100)
+	for step := range 2000 {
+		off += 1 + int64(rng.IntN(3)) // gaps
+		if err := tr.Add(off); err != nil {
+			t.Fatal(err)
+		}
+		added = append(added, off)
+		for range rng.IntN(3) {
+			o := added[rng.IntN(len(added))]
+			if !done[o] {
+				done[o] = true
+				if err := tr.Complete(o); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		bits, ok := tr.AppendDone(nil, 1<<20)
+		if !ok {
+			t.Fatalf("step %d: over a span of 1<<20", step)
+		}
+		next := tr.Committable()
+		for _, o := range added {
+			d := o - next
+			in := d >= 0 && d < int64(len(bits))*64 && bits[d/64]&(1<<(d%64)) != 0
+			if want := done[o] && o >= next; in != want {
+				t.Fatalf("step %d: offset %d (Next %d, done %v) in the bitmap: %v", step, o, next, done[o], in)
+			}
+		}
+		if len(bits) > 0 && bits[len(bits)-1] == 0 {
+			t.Fatalf("step %d: trailing zero word", step)
+		}
+		if span := tr.Horizon() - next; span >= 0 {
+			if _, ok := tr.AppendDone(nil, span); ok && done[tr.Horizon()] && tr.Horizon() >= next {
+				t.Fatalf("step %d: a completed offset %d offsets above Next within a span of %d", step, span, span)
+			}
+		}
+	}
+}

@@ -260,6 +260,9 @@ func (t *Task) openChainStream(in *Input) (*stream, error) {
 	st := &stream{id: id, in: in, durable: pos, horizon: pos.Horizon, replay: pos.Horizon,
 		source: []byte(in.Name), tm: newStreamTime(t.cfg.Now(), t.cfg.TickEvery)}
 	st.tm.wm = pos.Watermark
+	if err := t.loadApplied(st); err != nil {
+		return nil, err
+	}
 	st.tracker = positions.NewTracker(pos.Next)
 	r.Start(id, uint64(pos.Next))
 	st.reader = r

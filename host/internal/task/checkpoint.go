@@ -198,6 +198,10 @@ func (t *Task) replaysCaughtUp() error {
 
 // collectPositions adds to cp the streams' new positions: their committed prefix as of now.
 func (t *Task) collectPositions(cp *store.Checkpoint) {
+	// Applied sets, where no changelog carries the keys' marks: a changelog record carries the
+	// mark the checkpoint gives (KeyWrites.Mark), but one written again from the store alone
+	// carries the stored one, which a set may have left below offsets replay reaches.
+	sets := t.changelog == nil && !t.eos()
 	for _, st := range t.order {
 		if st.tracker == nil {
 			continue // a Kafka partition that has not had a record yet
@@ -232,6 +236,14 @@ func (t *Task) collectPositions(cp *store.Checkpoint) {
 		pos.Watermark = st.tm.committedWatermark(next, t.cfg.Lateness, pos.Watermark)
 		if pos != st.durable {
 			cp.Positions = append(cp.Positions, store.StreamPosition{Stream: st.id, Position: pos})
+			if sets {
+				// The offsets completed above next: their effects are in the state collected
+				// (apply completes a record with its effects), so a key's stored mark need not be
+				// rewritten when its new one is among them (store.StreamApplied).
+				if bits, ok := st.tracker.AppendDone(nil, store.MaxAppliedSpan); ok {
+					cp.Applied = append(cp.Applied, store.StreamApplied{Stream: st.id, Bits: bits})
+				}
+			}
 		} else {
 			cp.Partial = cp.Partial[:partial]
 		}
@@ -335,4 +347,14 @@ func (t *Task) logProgress(msg string) {
 		"outputs", t.stats.Outputs, "skipped_replayed", t.stats.Skipped, "dead_letters", t.stats.DeadLetters,
 		"retries", t.stats.Retries, "checkpoints", t.stats.Checkpoints, "state_keys_cached", t.cache.Len(),
 		"guest_log_dropped", t.stats.LogDropped, slog.Group("committed_line", committed...))
+}
+
+// loadApplied reads st's stored applied set (store.DB.Applied), which its replay skips.
+func (t *Task) loadApplied(st *stream) error {
+	set, err := t.cfg.Store.Applied(t.cfg.Name, st.id)
+	if err != nil {
+		return fmt.Errorf("input %s: %w", st.in.Name, err)
+	}
+	st.applied = set
+	return nil
 }

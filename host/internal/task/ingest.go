@@ -84,11 +84,16 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 		t.stats.Late++
 	}
 	if r.Offset <= st.replay && t.cfg.Policy != PolicyNone {
-		mark, ok, err := t.cfg.Store.Mark(t.cfg.Name, st.id, key)
-		if err != nil {
-			return err
+		// Applied before: in the stored applied set, or at or below its key's mark.
+		skip := st.applied.Has(r.Offset)
+		if !skip {
+			mark, ok, err := t.cfg.Store.Mark(t.cfg.Name, st.id, key)
+			if err != nil {
+				return err
+			}
+			skip = ok && r.Offset <= mark
 		}
-		if ok && r.Offset <= mark {
+		if skip {
 			st.skipped++
 			t.stats.Skipped++
 			st.tracker.Complete(r.Offset)

@@ -367,6 +367,11 @@ func (t *Task) openPartition(tp kafka.TopicPartition, id uint32, epoch uint64, c
 	if end, known := ends[tp]; known && at > end {
 		return -1, t.recreated(tp, end, at)
 	}
+	if ok {
+		if err := t.loadApplied(st); err != nil {
+			return -1, err
+		}
+	}
 	if idKnown {
 		st.durable.TopicID = topicID // written with the partition's next position
 	}

@@ -154,9 +154,12 @@ type stream struct {
 	horizon int64 // highest offset whose effects may be in state
 	// origin is the offset a Kafka partition's tracker started at: where a partition without a
 	// durable position resumes if its first checkpoint's changelog records land only in part.
-	origin  int64
-	replay  int64 // records at or below this offset may have been applied before a crash
-	done    bool  // the reader reached the end of its input
+	origin int64
+	replay int64 // records at or below this offset may have been applied before a crash
+	// applied is the stream's stored applied set when it opened (store.DB.Applied): a replayed
+	// record in it was applied, whatever its key's mark says.
+	applied store.AppliedSet
+	done    bool // the reader reached the end of its input
 	closer  io.Closer
 	print   *filePrint // a file input's: the fingerprints of its positions
 	records int64      // records read this run
@@ -448,6 +451,9 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 	st := &stream{id: id, in: in, durable: pos, horizon: pos.Horizon, replay: pos.Horizon,
 		source: []byte(in.Name), tm: newStreamTime(t.cfg.Now(), t.cfg.TickEvery)}
 	st.tm.wm = pos.Watermark // restored: monotonic across restarts
+	if err := t.loadApplied(st); err != nil {
+		return nil, err
+	}
 	var r io.Reader
 	start, resume := pos.Next, pos.Resume
 	if in.Stdin != nil {
