@@ -65,10 +65,10 @@ sessions dedupe: | $(BUILD)
 # (one core's worth: most of the suite waits on brokers, timeouts and killed processes); their
 # CPU time (/usr/bin/time, user+sys) is e2e 358 s, test-unit 421 s, test-race 220 s, test-rust
 # 86 s, fuzz-short 122 s, test-tinygo 27 s plus its TinyGo builds (measured one after another
-# beside other engineers' tests, load 6-17), so two at a time keep both cores busy. (Two at a time was once taken back: the exactly-once e2e tests met a fault of the
-# development broker more often under the load, a kill-aborted transaction without an abort
-# marker that hid the next producer's records; the broker has written those markers at its
-# start since.)
+# beside other engineers' tests, load 6-17), so two at a time keep both cores busy. (Two at a
+# time was once taken back: the exactly-once e2e tests met a fault of the development broker
+# more often under the load, a kill-aborted transaction without an abort marker that hid the
+# next producer's records; the broker has written those markers at its start since.)
 TEST_JOBS ?= 2
 TEST_PARTS := test-e2e test-unit test-race test-rust test-tinygo fuzz-short
 # The Debian packages first (.ci/install-deps.sh); TinyGo's source build, which only test-tinygo
