@@ -247,10 +247,7 @@ impl<'a> Context<'a> {
         headers: Option<&HeadersBuilder>,
         ts: i64,
     ) -> Result<(), Error> {
-        let hdr = match headers {
-            Some(h) => h.as_bytes(),
-            None => &[],
-        };
+        let hdr = headers_bytes(headers);
         check(sys::host_emit(
             output.as_ref(),
             key.as_ref(),
@@ -284,10 +281,7 @@ impl<'a> Context<'a> {
         headers: Option<&HeadersBuilder>,
         ts: i64,
     ) -> Result<(), Error> {
-        let hdr = match headers {
-            Some(h) => h.as_bytes(),
-            None => &[],
-        };
+        let hdr = headers_bytes(headers);
         check(sys::host_emit_null(output.as_ref(), key.as_ref(), hdr, ts)).map(|_| ())
     }
 
@@ -557,4 +551,9 @@ pub fn format_u64(mut n: u64, buf: &mut [u8; 20]) -> &[u8] {
         }
     }
     &buf[i..]
+}
+
+/// The Headers layout of `headers` for `emit`, empty for `None`.
+fn headers_bytes(headers: Option<&HeadersBuilder>) -> &[u8] {
+    headers.map_or(&[], |h| h.as_bytes())
 }
