@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"reflect"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -96,14 +95,6 @@ func shareStandby(cfgs []task.Config) []task.Config {
 	return out
 }
 
-// loopSuffix is what loop i appends to its group instance id and transactional id.
-func loopSuffix(i int) string {
-	if i == 0 {
-		return ""
-	}
-	return "-loop" + strconv.Itoa(i)
-}
-
 // share splits total over n loops, loop i's part: each at least 1.
 func share(total, n, i int) int {
 	return max(total/n+btoi(i < total%n), 1)
@@ -117,7 +108,7 @@ func btoi(b bool) int {
 }
 
 // laneConfigs returns the configurations of tc's loops: base (loop 0's, as a host without loops
-// makes it) for the first, and for each other one its own Kafka identity (loopSuffix), its own
+// makes it) for the first, and for each other one its own Kafka identity (kafka.LoopSuffix), its own
 // Kafka producer for a kafka output or dead-letter topic (a transactional one under exactly
 // once: one per loop), and the task's file and stdout sinks shared under a lock. Workers and
 // the state cache are split over the loops. What closes the new producers is appended to
@@ -155,10 +146,10 @@ func laneConfigs(cfg Config, tc TaskConfig, base task.Config, closers *[]io.Clos
 			k := *base.Kafka
 			k.TxnProducers = nil
 			if k.InstanceID != "" {
-				k.InstanceID += loopSuffix(i)
+				k.InstanceID += kafka.LoopSuffix(i)
 			}
 			if k.TxnID != "" {
-				k.TxnID += loopSuffix(i)
+				k.TxnID += kafka.LoopSuffix(i)
 			}
 			if k.Client.Logger != nil {
 				k.Client.Logger = k.Client.Logger.With("loop", i)

@@ -169,7 +169,8 @@ func txnApplied(txn *badger.Txn, task string, stream uint32) (s AppliedSet, ok b
 // appliedWrite is what Commit does to one stream's applied set in its last transaction.
 type appliedWrite struct {
 	stream uint32
-	words  []uint64 // the new set, based at the position's Next; nil: delete it
+	next   int64    // the Next of the stream's position in the Commit: the set's base
+	words  []uint64 // the new set, based at next; nil: delete it
 }
 
 // mergeApplied computes, before a Commit writes anything, each positioned stream's new applied
@@ -195,7 +196,7 @@ func (db *DB) mergeApplied(cp *Checkpoint, given [][]uint64) ([]appliedWrite, er
 			next := sp.Position.Next
 			if !ok {
 				if words := trimWords(given[i]); words != nil { // else nothing to write or delete
-					out = append(out, appliedWrite{stream: sp.Stream, words: words})
+					out = append(out, appliedWrite{stream: sp.Stream, next: next, words: words})
 				}
 				continue
 			}
@@ -207,7 +208,7 @@ func (db *DB) mergeApplied(cp *Checkpoint, given [][]uint64) ([]appliedWrite, er
 			for j, w := range given {
 				words[j] |= w
 			}
-			out = append(out, appliedWrite{stream: sp.Stream, words: trimWords(words)})
+			out = append(out, appliedWrite{stream: sp.Stream, next: next, words: trimWords(words)})
 		}
 		return nil
 	})
@@ -236,21 +237,15 @@ func appliedCost(task string, aw []appliedWrite) (entries, size int) {
 	return entries, size
 }
 
-// writeApplied adds the sets aw to txn, each based at its stream's Next in cp.
-func writeApplied(txn *badger.Txn, alloc func(int) []byte, cp *Checkpoint, aw []appliedWrite) error {
+// writeApplied adds the sets aw of task to txn.
+func writeApplied(txn *badger.Txn, alloc func(int) []byte, task string, aw []appliedWrite) error {
 	for _, a := range aw {
-		k := appendAppliedKey(alloc(positionKeyLen(cp.Task)), cp.Task, a.stream)
+		k := appendAppliedKey(alloc(positionKeyLen(task)), task, a.stream)
 		var err error
 		if a.words == nil {
 			err = txn.Delete(k)
 		} else {
-			var next int64
-			for _, sp := range cp.Positions {
-				if sp.Stream == a.stream {
-					next = sp.Position.Next
-				}
-			}
-			err = txn.Set(k, appendAppliedValue(alloc(8+8*len(a.words)), next, a.words))
+			err = txn.Set(k, appendAppliedValue(alloc(8+8*len(a.words)), a.next, a.words))
 		}
 		if err != nil {
 			return fmt.Errorf("store: commit: stream %d applied set: %w", a.stream, err)

@@ -263,7 +263,7 @@ func (db *DB) Commit(cp *Checkpoint) error {
 		}
 		// The applied sets with the positions: a key transaction of a split checkpoint wrote its
 		// marks, and the keys it has not written still have the marks the stored set completes.
-		if err := writeApplied(w.txn, w.alloc, cp, applied); err != nil {
+		if err := writeApplied(w.txn, w.alloc, cp.Task, applied); err != nil {
 			return err
 		}
 		for _, sp := range cp.Positions {
@@ -775,21 +775,16 @@ func (db *DB) raiseHorizons(cp *Checkpoint) (map[uint32]Position, error) {
 	defer txn.Discard()
 	stored := make(map[uint32]Position, len(cp.Positions))
 	for _, sp := range cp.Positions {
-		k := appendPositionKey(nil, cp.Task, sp.Stream)
-		cur := Position{Horizon: -1, Watermark: -1}
-		item, err := txn.Get(k)
-		switch {
-		case errors.Is(err, badger.ErrKeyNotFound):
-		case err != nil:
+		cur, ok, err := txnPosition(txn, cp.Task, sp.Stream)
+		if err != nil {
 			return nil, fmt.Errorf("store: commit: stream %d position: %w", sp.Stream, err)
-		default:
-			if err := item.Value(func(v []byte) (err error) { cur, err = decodePosition(v); return err }); err != nil {
-				return nil, fmt.Errorf("store: commit: stream %d position: %w", sp.Stream, err)
-			}
+		}
+		if !ok {
+			cur = Position{Horizon: -1, Watermark: -1}
 		}
 		if sp.Position.Horizon > cur.Horizon {
 			cur.Horizon = sp.Position.Horizon
-			if err := txn.Set(k, appendPosition(nil, cur)); err != nil {
+			if err := txn.Set(appendPositionKey(nil, cp.Task, sp.Stream), appendPosition(nil, cur)); err != nil {
 				return nil, fmt.Errorf("store: commit: stream %d position: %w", sp.Stream, err)
 			}
 		}

@@ -238,18 +238,17 @@ func TestRestoreMoveDropWaitForCommits(t *testing.T) {
 					done <- err
 				}
 			}()
-			for {
+			// Until the operation waits for the write lock (a reader can no longer take it).
+			tick := time.NewTicker(time.Millisecond)
+			for db.writeMu.TryRLock() {
+				db.writeMu.RUnlock()
 				select {
 				case err := <-done:
 					t.Fatalf("%s finished (%v) while a commit was writing", op, err)
-				default:
+				case <-tick.C:
 				}
-				if !db.writeMu.TryRLock() {
-					break // the operation waits for the write lock
-				}
-				db.writeMu.RUnlock()
-				time.Sleep(time.Millisecond)
 			}
+			tick.Stop()
 			letGo()
 			if err := <-cErr; err != nil {
 				t.Fatal(err)

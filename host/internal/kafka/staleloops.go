@@ -56,10 +56,23 @@ func LeaveStaleLoops(ctx context.Context, cfg Config, group, instanceID string, 
 	return left, nil
 }
 
+// loopMark separates a loop's number from its host's instance and transactional ids.
+const loopMark = "-loop"
+
+// LoopSuffix is what loop i of a task on a host appends to its group.instance.id and its
+// transactional.id: nothing for loop 0 (an upgrade to loops keeps loop 0's ids), "-loop<i>"
+// for the others.
+func LoopSuffix(i int) string {
+	if i == 0 {
+		return ""
+	}
+	return loopMark + strconv.Itoa(i)
+}
+
 // staleLoop reports whether id is the instance id of loop i >= loops of the host whose loop 0
-// has instanceID: instanceID + "-loop<i>", i written as loopSuffix writes it.
+// has instanceID: instanceID + LoopSuffix(i).
 func staleLoop(id, instanceID string, loops int) bool {
-	s, ok := strings.CutPrefix(id, instanceID+"-loop")
+	s, ok := strings.CutPrefix(id, instanceID+loopMark)
 	if !ok {
 		return false
 	}
