@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
+	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -10,6 +13,11 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/spf13/pflag"
+
+	"github.com/wasmstream/wasmstream/host"
 )
 
 // repoRoot is the repository's root, from this package's directory.
@@ -238,4 +246,291 @@ func TestReadmeTasksAreTheScaffolds(t *testing.T) {
 			t.Errorf("README.md's %s task differs from the %s `wasmstream init %s mytask` writes:\n--- README\n%s--- init\n%s", c.lang, c.file, c.lang, got, want)
 		}
 	}
+}
+
+// operatingDoc is the operating manual: it documents every command, every metric and every
+// status field.
+var operatingDoc = filepath.Join(repoRoot, "docs", "operating.md")
+
+// docSection returns the lines of the Markdown file's section under the "## "+title heading, up
+// to the next heading of that level.
+func docSection(t *testing.T, path, title string) []string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(b), "\n## "+title+"\n")
+	if !ok {
+		t.Fatalf("%s has no section %q", path, "## "+title)
+	}
+	if i := strings.Index(rest, "\n## "); i >= 0 {
+		rest = rest[:i]
+	}
+	return strings.Split(rest, "\n")
+}
+
+// tableCells returns the cells of a Markdown table row ("| a | b |"), or nil for another line.
+// An escaped \| stays in its cell.
+func tableCells(line string) []string {
+	if !strings.HasPrefix(line, "|") || !strings.HasSuffix(line, "|") || len(line) < 2 {
+		return nil
+	}
+	cells := strings.Split(strings.ReplaceAll(line[1:len(line)-1], `\|`, "\x00"), "|")
+	for i, c := range cells {
+		cells[i] = strings.TrimSpace(strings.ReplaceAll(c, "\x00", `\|`))
+	}
+	return cells
+}
+
+var backquoted = regexp.MustCompile("`([^`]+)`")
+
+// TestOperatingDocumentsEveryCommand checks that docs/operating.md's "The commands" has a row
+// for every command of the binary, naming each of its flags (in the row, or in the row of the
+// set of flags the command's row names: "configuration flags", ...), and no row for a command
+// or a flag that does not exist.
+func TestOperatingDocumentsEveryCommand(t *testing.T) {
+	lines := docSection(t, operatingDoc, "The commands")
+	groups := map[string]string{} // "configuration flags" → its row
+	rows := map[string]string{}   // "run" → its row
+	for _, line := range lines {
+		cells := tableCells(line)
+		if len(cells) < 2 {
+			continue
+		}
+		if g, ok := strings.CutPrefix(cells[0], "**"); ok {
+			groups[strings.TrimSuffix(g, "**")] = cells[1]
+			continue
+		}
+		if name, ok := strings.CutPrefix(cells[0], "`wasmstream "); ok {
+			rows[strings.TrimSuffix(name, "`")] = cells[1]
+		}
+	}
+	if len(groups) == 0 {
+		t.Fatalf("docs/operating.md's \"The commands\" has no rows of flag sets (| **configuration flags** | ... |)")
+	}
+	root := newRootCommand(strings.NewReader(""), io.Discard, io.Discard)
+	commands := map[string]bool{}
+	for _, cmd := range root.Commands() {
+		name := cmd.Name()
+		if name == "help" || cmd.Hidden {
+			continue
+		}
+		commands[name] = true
+		row, ok := rows[name]
+		if !ok {
+			t.Errorf("docs/operating.md's \"The commands\" has no row for `wasmstream %s`", name)
+			continue
+		}
+		flags := row
+		for g, groupRow := range groups {
+			if strings.Contains(row, g) {
+				flags += " " + groupRow
+			}
+		}
+		documented := map[string]bool{}
+		for _, m := range backquoted.FindAllStringSubmatch(flags, -1) {
+			documented[m[1]] = true
+		}
+		cmd.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if f.Name == "help" || f.Hidden {
+				return
+			}
+			if !documented["--"+f.Name] {
+				t.Errorf("docs/operating.md: the row of `wasmstream %s` names no `--%s` (nor a set of flags that has it)", name, f.Name)
+			}
+			if f.Shorthand != "" && !documented["-"+f.Shorthand] {
+				t.Errorf("docs/operating.md: the row of `wasmstream %s` names no `-%s` for --%s", name, f.Shorthand, f.Name)
+			}
+		})
+		// The row's own flags exist (a set's flags belong to the commands that name it).
+		for _, m := range backquoted.FindAllStringSubmatch(row, -1) {
+			flag, ok := strings.CutPrefix(m[1], "--")
+			if ok && cmd.Flags().Lookup(flag) == nil {
+				t.Errorf("docs/operating.md: the row of `wasmstream %s` names `%s`, which it does not have", name, m[1])
+			}
+		}
+	}
+	for name := range rows {
+		if !commands[name] {
+			t.Errorf("docs/operating.md documents `wasmstream %s`, which is no command", name)
+		}
+	}
+	if len(commands) < 10 {
+		t.Errorf("found %d commands, want the binary's", len(commands))
+	}
+}
+
+// metricNames returns the names of the host's metrics, from statsCollector's descriptions.
+func metricNames(t *testing.T) []string {
+	t.Helper()
+	ch := make(chan *prometheus.Desc, 256)
+	statsCollector{}.Describe(ch)
+	close(ch)
+	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
+	var names []string
+	for d := range ch {
+		m := fqName.FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("no fqName in %s", d)
+		}
+		names = append(names, m[1])
+	}
+	if len(names) < 40 {
+		t.Fatalf("found %d metrics, want the host's", len(names))
+	}
+	return names
+}
+
+// documentedMetrics returns the metric names of the rows of docs/operating.md's "Metrics"
+// table. A row may name several: in full, or as a suffix of the one before it
+// (`wasmstream_state_cache_hits_total`, `_misses_total`), which replaces as many of its last
+// words.
+func documentedMetrics(t *testing.T) map[string]bool {
+	t.Helper()
+	names := map[string]bool{}
+	for _, line := range docSection(t, operatingDoc, "Metrics") {
+		cells := tableCells(line)
+		if len(cells) < 2 {
+			continue
+		}
+		prev := ""
+		for _, m := range backquoted.FindAllStringSubmatch(cells[0], -1) {
+			name := m[1]
+			if suffix, ok := strings.CutPrefix(name, "_"); ok && prev != "" {
+				words := strings.Split(prev, "_")
+				n := len(strings.Split(suffix, "_"))
+				name = strings.Join(words[:len(words)-n], "_") + "_" + suffix
+			}
+			if strings.HasPrefix(name, "wasmstream_") {
+				names[name] = true
+				prev = name
+			}
+		}
+	}
+	return names
+}
+
+// TestOperatingDocumentsEveryMetric checks that docs/operating.md's metrics table has a row for
+// every metric the host exports, and none for a metric it does not (the guest metrics,
+// wasmstream_guest_<name>, are the module's).
+func TestOperatingDocumentsEveryMetric(t *testing.T) {
+	documented := documentedMetrics(t)
+	exported := map[string]bool{}
+	for _, name := range metricNames(t) {
+		exported[name] = true
+		if !documented[name] {
+			t.Errorf("docs/operating.md's metrics table has no row for %s", name)
+		}
+	}
+	for name := range documented {
+		if !exported[name] && name != "wasmstream_guest_" {
+			t.Errorf("docs/operating.md's metrics table documents %s, which the host does not export", name)
+		}
+	}
+}
+
+// TestOperatingDocumentsEveryStatusField checks that docs/operating.md's "The status" has a
+// row for every field of the status JSON (host.TaskStats and host.InputStats), and no row for
+// a field there is not.
+func TestOperatingDocumentsEveryStatusField(t *testing.T) {
+	documented := map[string]bool{}
+	for _, line := range docSection(t, operatingDoc, "The status") {
+		if cells := tableCells(line); len(cells) >= 2 {
+			for _, m := range backquoted.FindAllStringSubmatch(cells[0], -1) {
+				documented[m[1]] = true
+			}
+		}
+	}
+	fields := map[string]bool{}
+	for _, typ := range []reflect.Type{reflect.TypeFor[host.TaskStats](), reflect.TypeFor[host.InputStats]()} {
+		for f := range typ.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "" || name == "-" {
+				continue
+			}
+			fields[name] = true
+			if !documented[name] {
+				t.Errorf("docs/operating.md's \"The status\" has no row for %s's field %q", typ.Name(), name)
+			}
+		}
+	}
+	for name := range documented {
+		if !fields[name] {
+			t.Errorf("docs/operating.md's \"The status\" documents %q, which is no status field", name)
+		}
+	}
+}
+
+// TestRepositoryLayoutNamesEveryDirectory checks that docs/README.md's "Repository layout"
+// names every top-level directory and every package directory under host/ and internal/
+// (a row's first cell may name siblings after a path: `host/internal/statecache`, `source`).
+func TestRepositoryLayoutNamesEveryDirectory(t *testing.T) {
+	named := map[string]bool{}
+	for _, line := range docSection(t, filepath.Join(repoRoot, "docs", "README.md"), "Repository layout") {
+		cells := tableCells(line)
+		if len(cells) < 2 {
+			continue
+		}
+		parent := ""
+		for _, m := range backquoted.FindAllStringSubmatch(cells[0], -1) {
+			p := strings.TrimSuffix(m[1], "/")
+			if strings.Contains(p, "/") || parent == "" {
+				parent = filepath.ToSlash(filepath.Dir(p))
+			} else if parent != "." {
+				p = parent + "/" + p
+			}
+			named[p] = true
+		}
+	}
+	var dirs []string
+	for _, pattern := range []string{"*", "host/*", "host/internal/*", "internal/*"} {
+		matches, err := filepath.Glob(filepath.Join(repoRoot, filepath.FromSlash(pattern)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range matches {
+			rel, _ := filepath.Rel(repoRoot, m)
+			rel = filepath.ToSlash(rel)
+			fi, err := os.Stat(m)
+			if err != nil || !fi.IsDir() || strings.HasPrefix(filepath.Base(rel), ".") || rel == "host/internal" || !holdsSource(m) {
+				continue
+			}
+			dirs = append(dirs, rel)
+		}
+	}
+	if len(dirs) < 20 {
+		t.Fatalf("found %d directories, want the repository's", len(dirs))
+	}
+	for _, d := range dirs {
+		// A directory is named by its path, or by the paths of directories in it
+		// (guest-sdk/go, examples/wasm).
+		if !named[d] && !slices.ContainsFunc(slices.Collect(maps.Keys(named)), func(p string) bool { return strings.HasPrefix(p, d+"/") }) {
+			t.Errorf("docs/README.md's \"Repository layout\" has no row for %s/", d)
+		}
+	}
+	for p := range named {
+		if _, err := os.Stat(filepath.Join(repoRoot, filepath.FromSlash(p))); err != nil {
+			t.Errorf("docs/README.md's \"Repository layout\" names %s, which does not exist", p)
+		}
+	}
+}
+
+// holdsSource reports whether dir holds Go, Rust or Markdown files, at any depth: a directory of
+// the repository's, not one a build or a run left (bin, data).
+func holdsSource(dir string) bool {
+	found := errors.New("found")
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && path != dir && (strings.HasPrefix(d.Name(), ".") || d.Name() == "target") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && (strings.HasSuffix(d.Name(), ".go") || strings.HasSuffix(d.Name(), ".rs") || strings.HasSuffix(d.Name(), ".md")) {
+			return found
+		}
+		return nil
+	})
+	return err == found
 }
