@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v3"
 
 	"github.com/wasmstream/wasmstream/host"
 )
@@ -533,4 +534,80 @@ func holdsSource(dir string) bool {
 		return nil
 	})
 	return err == found
+}
+
+// TestDocsYAMLIsConfiguration decodes every YAML block of the repository's Markdown as a
+// configuration: a key a page shows must exist, with a value of its type. A block of a task's
+// keys (inputs, grants, ...) is decoded as a task; a block of neither (a Kubernetes probe) is
+// not a configuration and is left alone.
+func TestDocsYAMLIsConfiguration(t *testing.T) {
+	top, task := map[string]bool{}, map[string]bool{}
+	for _, k := range allKeys("", reflect.TypeFor[fileConfig]()) {
+		if rest, ok := strings.CutPrefix(k, "tasks[]."); ok {
+			task[strings.FieldsFunc(rest, func(r rune) bool { return r == '.' || r == '[' })[0]] = true
+		}
+		top[strings.FieldsFunc(k, func(r rune) bool { return r == '.' || r == '[' })[0]] = true
+	}
+	checked := 0
+	for _, file := range markdownFiles(t) {
+		b, err := os.ReadFile(filepath.Join(repoRoot, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		blocks := strings.Split(string(b), "```yaml\n")
+		for i, rest := range blocks[1:] {
+			block, _, _ := strings.Cut(rest, "```")
+			var doc map[string]any
+			if err := yaml.Unmarshal([]byte(dedent(block)), &doc); err != nil {
+				t.Errorf("%s: YAML block %d: %v", file, i+1, err)
+				continue
+			}
+			isTop, isTask := 0, 0
+			for k := range doc {
+				if top[k] {
+					isTop++
+				}
+				if task[k] {
+					isTask++
+				}
+			}
+			data := []byte(block)
+			switch {
+			case isTop == 0 && isTask == 0:
+				continue
+			case isTask > isTop:
+				data, err = yaml.Marshal(map[string]any{"tasks": []any{doc}})
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			checked++
+			if _, err := loadConfig(data, "", nil); err != nil {
+				t.Errorf("%s: YAML block %d is no valid configuration: %v\n%s", file, i+1, err, block)
+			}
+		}
+	}
+	if checked < 5 {
+		t.Errorf("checked %d configuration blocks, want the repository's", checked)
+	}
+}
+
+// dedent removes the indentation every non-blank line of s shares.
+func dedent(s string) string {
+	lines := strings.Split(s, "\n")
+	indent := -1
+	for _, l := range lines {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		if n := len(l) - len(strings.TrimLeft(l, " ")); indent < 0 || n < indent {
+			indent = n
+		}
+	}
+	for i, l := range lines {
+		if len(l) >= indent && indent > 0 {
+			lines[i] = l[indent:]
+		}
+	}
+	return strings.Join(lines, "\n")
 }
