@@ -611,3 +611,49 @@ func dedent(s string) string {
 	}
 	return strings.Join(lines, "\n")
 }
+
+// docCommand matches a command line in the Markdown: wasmstream, a command and its arguments up
+// to the end of the line, a pipe, a ; or &&, a comment or the end of a code span.
+var docCommand = regexp.MustCompile(`\bwasmstream ([a-z]+)((?:[ \t]+[^\s|;&#` + "`" + `]+)*)`)
+
+// TestDocsCommandsUseRealFlags checks every wasmstream command line the repository's Markdown
+// shows (in code blocks and code spans): each flag it passes is one the command has, so a page
+// cannot teach a flag that was renamed or removed.
+func TestDocsCommandsUseRealFlags(t *testing.T) {
+	root := newRootCommand(strings.NewReader(""), io.Discard, io.Discard)
+	flags := 0
+	for _, file := range markdownFiles(t) {
+		b, err := os.ReadFile(filepath.Join(repoRoot, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for n, line := range strings.Split(string(b), "\n") {
+			for _, m := range docCommand.FindAllStringSubmatch(line, -1) {
+				cmd, _, err := root.Find([]string{m[1]})
+				if err != nil || cmd == root {
+					continue // "wasmstream runs ...": prose, not a command
+				}
+				for _, tok := range strings.Fields(m[2]) {
+					tok = strings.TrimRight(tok, ".,:)")
+					var ok bool
+					switch {
+					case tok == "--" || !strings.HasPrefix(tok, "-") || len(tok) < 2 || tok[1] >= '0' && tok[1] <= '9':
+						continue
+					case strings.HasPrefix(tok, "--"):
+						name, _, _ := strings.Cut(tok[2:], "=")
+						ok = cmd.Flags().Lookup(name) != nil || name == "help"
+					default:
+						ok = len(tok) == 2 && (cmd.Flags().ShorthandLookup(tok[1:]) != nil || tok == "-h")
+					}
+					flags++
+					if !ok {
+						t.Errorf("%s:%d: `wasmstream %s` has no flag %s: %s", file, n+1, m[1], tok, strings.TrimSpace(line))
+					}
+				}
+			}
+		}
+	}
+	if flags < 100 {
+		t.Errorf("checked %d flags of wasmstream command lines, want the repository's (more than 100)", flags)
+	}
+}
