@@ -657,3 +657,40 @@ func TestDocsCommandsUseRealFlags(t *testing.T) {
 		t.Errorf("checked %d flags of wasmstream command lines, want the repository's (more than 100)", flags)
 	}
 }
+
+// TestConfigReferenceListsTheOverrides checks docs/configuration.md's table of the keys the
+// environment and flags override against the CLI's list (overrides): the same keys, each with
+// its variable and its flag (or none).
+func TestConfigReferenceListsTheOverrides(t *testing.T) {
+	b, err := os.ReadFile(configReference)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := map[string][]string{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if cells := tableCells(line); len(cells) == 3 && strings.Contains(cells[1], "`WASMSTREAM_") {
+			rows[cells[0]] = cells[1:]
+		}
+	}
+	for _, o := range overrides {
+		row, ok := rows[o.key]
+		if !ok {
+			t.Errorf("docs/configuration.md's overrides table has no row for %s", o.key)
+			continue
+		}
+		delete(rows, o.key)
+		if want := "`" + envName(o.key) + "`"; row[0] != want {
+			t.Errorf("docs/configuration.md: %s's variable is %s, want %s", o.key, row[0], want)
+		}
+		want := "none"
+		if o.flag != "" {
+			want = "`--" + o.flag + "`"
+		}
+		if !strings.HasPrefix(row[1], want) {
+			t.Errorf("docs/configuration.md: %s's flag is %q, want %s", o.key, row[1], want)
+		}
+	}
+	for key := range rows {
+		t.Errorf("docs/configuration.md's overrides table lists %s, which the environment and flags do not override", key)
+	}
+}
