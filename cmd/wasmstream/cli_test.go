@@ -78,6 +78,7 @@ func TestUsageErrors(t *testing.T) {
 		{"key without task", []string{"state", "--key", "a"}, "need --task"},
 		{"bad escape", []string{"state", "--task", "t", "--key", `a\q`}, "bad escape"},
 		{"state format", []string{"state", "--format", "xml"}, "--format must be text or json"},
+		{"dev topic without broker-only", []string{"dev", "-c", "kafka.yaml", "--topic", "words"}, "--topic needs --broker-only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runCLI(t, tc.args...)
