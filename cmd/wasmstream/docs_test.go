@@ -694,3 +694,44 @@ func TestConfigReferenceListsTheOverrides(t *testing.T) {
 		t.Errorf("docs/configuration.md's overrides table lists %s, which the environment and flags do not override", key)
 	}
 }
+
+// TestOperatingDocumentsEveryEndpoint checks that docs/operating.md's endpoints table has a row
+// for every route the admin API registers (read from its source: the package is the host's
+// own), and none for a route it does not.
+func TestOperatingDocumentsEveryEndpoint(t *testing.T) {
+	src, err := os.ReadFile(filepath.Join(repoRoot, "host", "internal", "admin", "admin.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes := map[string]bool{}
+	for _, m := range regexp.MustCompile(`mux\.Handle(?:Func)?\("((?:GET|POST) /[^"]*)"`).FindAllStringSubmatch(string(src), -1) {
+		routes[regexp.MustCompile(`\{([a-z]+)\}`).ReplaceAllString(m[1], "<$1>")] = true
+	}
+	if len(routes) < 10 {
+		t.Fatalf("found %d routes in the admin API's source, want its routes", len(routes))
+	}
+	documented := map[string]bool{}
+	for _, line := range docSection(t, operatingDoc, "Endpoints") {
+		cells := tableCells(line)
+		if len(cells) < 2 {
+			continue
+		}
+		for _, m := range backquoted.FindAllStringSubmatch(cells[0], -1) {
+			route, _, _ := strings.Cut(m[1], "?")
+			route, _, _ = strings.Cut(route, "[")
+			documented[route] = true
+		}
+	}
+	for r := range routes {
+		if !documented[r] {
+			t.Errorf("docs/operating.md's endpoints table has no row for %s", r)
+		}
+	}
+	for r := range documented {
+		if strings.HasPrefix(r, "GET /v1/") || strings.HasPrefix(r, "POST /v1/") {
+			if !routes[r] {
+				t.Errorf("docs/operating.md's endpoints table documents %s, which the admin API does not serve", r)
+			}
+		}
+	}
+}
