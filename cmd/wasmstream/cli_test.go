@@ -65,6 +65,7 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{"no command", nil, "no command given"},
 		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"misspelt command", []string{"stat"}, "did you mean state or status?"},
 		{"unknown flag", []string{"run", "--frobnicate"}, "unknown flag: --frobnicate"},
 		{"positional argument", []string{"version", "extra"}, `unknown command "extra"`},
 		{"bad duration flag", []string{"run", "--checkpoint-interval", "soon"}, "--checkpoint-interval"},

@@ -49,6 +49,12 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if !errors.As(err, &ee) {
 		// Errors cobra found itself: an unknown command or flag, a missing argument.
 		ee = &exitError{code: exitUsage, err: err}
+		if len(args) > 0 && strings.HasPrefix(err.Error(), "unknown command") {
+			ee.hint = "run 'wasmstream --help' for the commands"
+			if s := root.SuggestionsFor(args[0]); len(s) > 0 {
+				ee.hint = fmt.Sprintf("did you mean %s? %s", strings.Join(s, " or "), ee.hint)
+			}
+		}
 	}
 	printError(stderr, ee)
 	return ee.code
