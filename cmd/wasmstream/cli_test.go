@@ -67,7 +67,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
 		{"misspelt command", []string{"stat"}, "did you mean state or status?"},
 		{"unknown flag", []string{"run", "--frobnicate"}, "unknown flag: --frobnicate"},
-		{"positional argument", []string{"version", "extra"}, `unknown command "extra"`},
+		{"positional argument", []string{"version", "extra"}, `unknown command "extra" for "wasmstream version"` + "\nrun 'wasmstream version --help' for usage"},
 		{"bad duration flag", []string{"run", "--checkpoint-interval", "soon"}, "--checkpoint-interval"},
 		{"input without module", []string{"run", "--input", "in.ndjson"}, "--input needs --module"},
 		{"module without input", []string{"run", "--module", "m.wasm"}, "--module needs at least one --input"},
