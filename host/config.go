@@ -143,12 +143,15 @@ type TaskConfig struct {
 	// with a message naming the key): its functions (default 100000), the locals of all its
 	// functions together (default 1000000), the nesting of its blocks, loops and ifs (default
 	// 10000), of its loops alone (default 100), and its nesting work, the sum over every
-	// instruction of its nesting depth, which compile time follows (default 400000000).
+	// instruction of its nesting depth, which compile time follows (default 400000000), and
+	// its block work, the sum over its functions of the square of their blocks and branches,
+	// which compile time follows too (default 200000000).
 	MaxFunctions    int   `yaml:"max_functions"`
 	MaxLocals       int   `yaml:"max_locals"`
 	MaxNestingDepth int   `yaml:"max_nesting_depth"`
 	MaxLoopDepth    int   `yaml:"max_loop_depth"`
 	MaxNestingWork  int64 `yaml:"max_nesting_work"`
+	MaxBlockWork    int64 `yaml:"max_block_work"`
 	// MaxValueBytes caps one state value or emitted value. Default 1 MiB.
 	MaxValueBytes int `yaml:"max_value_bytes"`
 	// MaxOutputsPerCall caps the records one guest call may emit; the emit after the last
@@ -667,6 +670,9 @@ func validateTaskLimits(t TaskConfig, p string, bad func(string, string, ...any)
 	}
 	if t.MaxNestingWork < 0 {
 		bad(p+"max_nesting_work", "must be positive, got %d", t.MaxNestingWork)
+	}
+	if t.MaxBlockWork < 0 {
+		bad(p+"max_block_work", "must be positive, got %d", t.MaxBlockWork)
 	}
 	if t.MaxMemoryPages > 65536 {
 		bad(p+"max_memory_pages", "must be at most 65536 (4 GiB), got %d", t.MaxMemoryPages)

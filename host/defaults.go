@@ -63,6 +63,7 @@ const (
 	defaultMaxLoopDepth         = modrt.DefaultMaxLoopDepth
 	defaultMaxCallDepth         = modrt.DefaultMaxCallDepth
 	defaultMaxNestingWork       = modrt.DefaultMaxNestingWork
+	defaultMaxBlockWork         = modrt.DefaultMaxBlockWork
 	defaultMaxValueBytes        = modrt.DefaultMaxValueBytes
 	defaultMaxOutputsPerCall    = modrt.DefaultMaxOutputsPerCall
 	defaultMaxEmitBytesPerCall  = modrt.DefaultMaxEmitBytes
@@ -235,6 +236,9 @@ func (t TaskConfig) withDefaults(dataDir string) TaskConfig {
 	set(&t.Retry.MaxConsecutiveFailures, defaultMaxConsecutiveFailures)
 	if t.MaxNestingWork == 0 {
 		t.MaxNestingWork = defaultMaxNestingWork
+	}
+	if t.MaxBlockWork == 0 {
+		t.MaxBlockWork = defaultMaxBlockWork
 	}
 	if t.StateCacheBytes == 0 {
 		t.StateCacheBytes = defaultStateCacheBytes

@@ -162,6 +162,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 			MaxLoopDepth:         100,
 			MaxCallDepth:         20_000,
 			MaxNestingWork:       400_000_000,
+			MaxBlockWork:         200_000_000,
 			MaxValueBytes:        1 << 20,
 			MaxOutputsPerCall:    65536,
 			MaxEmitBytesPerCall:  64 << 20,

@@ -57,7 +57,7 @@
 //
 // The package also bounds tables (LimitTables: each table's maximum lowered so that the tables
 // together hold at most a limit) and reads what a module declares that costs compile time and
-// memory (Declarations: functions, locals, nesting depth, nesting work), for the runtime to
+// memory (Declarations: functions, locals, nesting depth, nesting work, block work), for the runtime to
 // refuse compile bombs before compiling them. The rewriting itself is one linear pass.
 //
 // # Coverage

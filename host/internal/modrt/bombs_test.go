@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/wasmstream/wasmstream/host/internal/fuel"
 )
 
 // bombModule assembles a module of type () -> () functions: bodies[k] is the code of function k
@@ -46,6 +48,39 @@ func nest(op byte, n int) []byte {
 	return append(bytes.Repeat([]byte{op, 0x40}, n), bytes.Repeat([]byte{0x0b}, n)...)
 }
 
+// brTable returns a block holding a br_table of n entries and its default, all to the block.
+func brTable(n int) []byte {
+	b := appendULEB([]byte{0x02, 0x40, 0x41, 0, 0x0e}, uint64(n))
+	return append(append(b, bytes.Repeat([]byte{0}, n+1)...), 0x0b)
+}
+
+// Issue s10: the block work is the sum over the functions of the square of their blocks: each
+// block, loop, if, else, br, br_if and return counts one, a br_table one plus one per 8 of its
+// entries.
+func TestDeclarationsBlockWork(t *testing.T) {
+	// 7 blocks: block: br_if 0 three times, br_table [0 0 1] default 0; then if: return.
+	body := []byte{0x02, 0x40}
+	body = append(body, bytes.Repeat([]byte{0x41, 0, 0x0d, 0}, 3)...)
+	body = append(body, 0x41, 0, 0x0e, 3, 0, 0, 1, 0, 0x0b)
+	body = append(body, 0x41, 0, 0x04, 0x40, 0x0f, 0x0b)
+	// 1 + 1 + 32/8 blocks: a block with a br_table of 32 entries.
+	d, err := fuel.Declarations(bombModule([][]byte{body, brTable(32)}, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.BlockWork != 7*7+6*6 || d.MaxBlocks != 7 {
+		t.Errorf("block work %d, most blocks in one function %d; want %d and 7", d.BlockWork, d.MaxBlocks, 7*7+6*6)
+	}
+	r := newRuntime(t, RuntimeConfig{})
+	if _, err := r.Compile(ctx, fixture(t, "spin"), Limits{MaxBlockWork: 7 * 7}); err != nil {
+		t.Errorf("spin (7 blocks) under max_block_work 49: %v", err)
+	}
+	_, err = r.Compile(ctx, fixture(t, "spin"), Limits{MaxBlockWork: 48})
+	if want := "has a block work (every function's blocks and branches, squared and summed; 7 in one function) of 49, over the limit of 48 (max_block_work)"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("spin under max_block_work 48: %v; want %q", err, want)
+	}
+}
+
 // Issue 22 item 4: compile bombs are refused before anything is compiled, quickly, each with a
 // message naming the limit (before, 10,000 nested loops in 30 KB took 49.5 s to load, 3 MB of
 // nested blocks over 300 s and 2 GB, 2000 functions of 50,000 locals 799 MB).
@@ -76,6 +111,15 @@ func TestCompileBombsRefused(t *testing.T) {
 			bombModule(many(2000, nil), locals)},
 		{"100,001 functions", "defines 100001 functions, over the limit of 100000 (max_functions)",
 			bombModule(many(100_001, nil), nil)},
+		// Issue s10: one function of many blocks. 50,000 br_if, 200 KB, took 118 s to compile,
+		// 20,000 blocks of one br_if each 14 s, a br_table of 200,000 entries, 195 KB, 19 s and
+		// 540 MB.
+		{"50,000 br_if", "has a block work (every function's blocks and branches, squared and summed; 50001 in one function) of 2500100001, over the limit of 200000000 (max_block_work)",
+			bombModule([][]byte{append(append([]byte{0x02, 0x40}, bytes.Repeat([]byte{0x41, 0, 0x0d, 0}, 50_000)...), 0x0b)}, nil)},
+		{"20,000 blocks of a br_if", "has a block work (every function's blocks and branches, squared and summed; 40000 in one function) of 1600000000, over the limit of 200000000 (max_block_work)",
+			bombModule([][]byte{bytes.Repeat([]byte{0x02, 0x40, 0x41, 0, 0x0d, 0, 0x0b}, 20_000)}, nil)},
+		{"a br_table of 200,000 entries", "has a block work (every function's blocks and branches, squared and summed; 25002 in one function) of 625100004, over the limit of 200000000 (max_block_work)",
+			bombModule([][]byte{brTable(200_000)}, nil)},
 	} {
 		start := time.Now()
 		_, err := r.Compile(ctx, tc.wasm, Limits{})

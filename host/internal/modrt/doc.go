@@ -24,7 +24,7 @@
 // function of ABI §4 (or with another signature), imports from wasi_snapshot_preview1 something
 // WASI does not provide, imports from any other module, declares a memory whose minimum is above
 // Limits.MaxMemoryPages or tables whose minimums add up to more than Limits.MaxTableElements,
-// declares more functions, locals, nesting depth or nesting work than Limits allows (compile
+// declares more functions, locals, nesting depth, nesting work or block work than Limits allows (compile
 // bombs, refused before anything is compiled), traps or spends Limits.InitFuel in its start function or _initialize, or
 // declares an incompatible ABI version. The
 // *ModuleError lists every problem found, each naming the export, import or limit at fault.

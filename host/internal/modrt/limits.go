@@ -16,6 +16,7 @@ const (
 	DefaultMaxNestingDepth   = 10_000
 	DefaultMaxLoopDepth      = 100
 	DefaultMaxNestingWork    = 400_000_000
+	DefaultMaxBlockWork      = 200_000_000
 	DefaultMaxKeyBytes       = 64 << 10
 	DefaultMaxNameBytes      = 64 << 10
 	DefaultMaxValueBytes     = 1 << 20
@@ -61,12 +62,16 @@ type Limits struct {
 	// nest 549 deep), MaxLoopDepth that of loops alone (default 100; real code nests a few
 	// deep, and metered loops are the costliest to compile); MaxNestingWork the sum over every
 	// instruction of its nesting depth (default 4·10^8), which the compiler's time follows at
-	// about 15-25 ns a unit (a Go guest: 2-4·10^7, half a second).
+	// about 15-25 ns a unit (a Go guest: 2-4·10^7, half a second); MaxBlockWork the sum over
+	// its functions of the square of their blocks (fuel.Declared.BlockWork; default 2·10^8),
+	// which the compiler's time follows at 10-50 ns a unit (a Go guest: about 2·10^7, its
+	// largest function 1,399 blocks; one function of 50,000 br_if, 200 KB, took 118 s).
 	MaxFunctions    int
 	MaxLocals       int
 	MaxNestingDepth int
 	MaxLoopDepth    int
 	MaxNestingWork  int64
+	MaxBlockWork    int64
 	// MaxKeyBytes caps the key of an emitted record (default 64 KiB): ERR_TOO_LARGE.
 	MaxKeyBytes int
 	// MaxNameBytes caps a state name and an output name (default 64 KiB): ERR_TOO_LARGE.
@@ -186,6 +191,9 @@ func (l Limits) Validate() error {
 	if l.MaxNestingWork < 0 {
 		errs = append(errs, fmt.Errorf("limits: MaxNestingWork is negative (%d)", l.MaxNestingWork))
 	}
+	if l.MaxBlockWork < 0 {
+		errs = append(errs, fmt.Errorf("limits: MaxBlockWork is negative (%d)", l.MaxBlockWork))
+	}
 	if l.InitFuel < 0 {
 		errs = append(errs, fmt.Errorf("limits: InitFuel is negative (%d)", l.InitFuel))
 	}
@@ -225,6 +233,9 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxCallDepth, DefaultMaxCallDepth)
 	if l.MaxNestingWork == 0 {
 		l.MaxNestingWork = DefaultMaxNestingWork
+	}
+	if l.MaxBlockWork == 0 {
+		l.MaxBlockWork = DefaultMaxBlockWork
 	}
 	if l.FuelPerRecord == 0 {
 		l.FuelPerRecord = DefaultFuelPerRecord
