@@ -137,7 +137,8 @@ type TaskConfig struct {
 	// MaxMemoryPages caps each instance's linear memory in 64 KiB pages. Default 1024 (64 MiB).
 	MaxMemoryPages uint32 `yaml:"max_memory_pages"`
 	// MaxTableElements caps the elements of each instance's tables together: a module whose
-	// tables start larger is refused, table.grow past it returns -1. Default 100000.
+	// tables start larger, or whose element segments hold more elements together, is refused;
+	// table.grow past it returns -1. Default 100000.
 	MaxTableElements uint32 `yaml:"max_table_elements"`
 	// What a module may declare, checked before it is compiled (a module over one is refused
 	// with a message naming the key): its functions (default 100000), the locals of all its

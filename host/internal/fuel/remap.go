@@ -102,7 +102,7 @@ func (m *module) remapElements(body []byte, off int) ([]byte, error) {
 	}
 	out := appendU32(make([]byte, 0, len(body)+len(body)/8), n)
 	for k := uint32(0); k < n; k++ {
-		if out, err = m.remapSegment(r, out); err != nil {
+		if out, _, err = m.remapSegment(r, out); err != nil {
 			return nil, err
 		}
 	}
@@ -112,26 +112,27 @@ func (m *module) remapElements(body []byte, off int) ([]byte, error) {
 	return out, nil
 }
 
-// remapSegment appends the element segment at r, with function indices remapped, to out.
-func (m *module) remapSegment(r *Reader, out []byte) ([]byte, error) {
+// remapSegment appends the element segment at r, with function indices remapped, to out, and
+// returns how many elements it holds.
+func (m *module) remapSegment(r *Reader, out []byte) (_ []byte, elems uint32, err error) {
 	flags, err := r.U32()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if flags > 7 {
-		return nil, fmt.Errorf("element segment with flags %d", flags)
+		return nil, 0, fmt.Errorf("element segment with flags %d", flags)
 	}
 	out = appendU32(out, flags)
 	if flags&2 != 0 && flags&1 == 0 { // explicit table index
 		t, err := r.U32()
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		out = appendU32(out, t)
 	}
 	if flags&1 == 0 { // active: an offset
 		if out, err = m.copyExpr(r, out); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	exprs := flags&4 != 0
@@ -144,31 +145,31 @@ func (m *module) remapSegment(r *Reader, out []byte) ([]byte, error) {
 			out = append(out, kind)
 		}
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 	}
 	c, err := r.U32()
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	if int(c) > len(r.b) {
-		return nil, ErrTruncated
+		return nil, 0, ErrTruncated
 	}
 	out = appendU32(out, c)
 	for e := uint32(0); e < c; e++ {
 		if exprs {
 			if out, err = m.copyExpr(r, out); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			continue
 		}
 		f, err := r.U32()
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		out = appendU32(out, m.fn(f))
 	}
-	return out, nil
+	return out, c, nil
 }
 
 // remapNames re-encodes the "name" custom section (body after its name) with the function

@@ -25,6 +25,11 @@ type Declared struct {
 	// the runtime's compiler grows with it (about 10 ns a unit: 10,000 nested blocks, 10^8, take
 	// about 1.5 s to compile), not with the module's size.
 	DepthSum uint64
+	// ElemEntries counts the elements of all the element segments: the runtime holds each
+	// segment's references in every instance (a passive one until it is dropped), and it took
+	// 16 s and 1.2 GB to compile a 10 MB module of one segment of 10^7 elements, and 4.8 s to
+	// instantiate it.
+	ElemEntries uint64
 }
 
 // Declarations reads what wasm declares (see Declared) in one pass over its code. An *Error says
@@ -37,6 +42,11 @@ func Declarations(wasm []byte) (Declared, error) {
 	}
 	d.Functions = len(m.funcTypes) - m.importedFuncs
 	for _, s := range m.sections {
+		if s.id == secElement {
+			if err := d.scanElements(m, s); err != nil {
+				return d, err
+			}
+		}
 		if s.id == secCode {
 			if err := d.scanCode(m, s); err != nil {
 				return d, err
@@ -44,6 +54,24 @@ func Declarations(wasm []byte) (Declared, error) {
 		}
 	}
 	return d, nil
+}
+
+// scanElements adds the elements of the segments of the element section s.
+func (d *Declared) scanElements(m *module, s section) error {
+	r := &Reader{b: s.body, base: s.off}
+	n, err := r.U32()
+	if err != nil {
+		return wrapErr(err, r.Offset(), -1)
+	}
+	var scratch []byte
+	for k := uint32(0); k < n; k++ {
+		var c uint32
+		if scratch, c, err = m.remapSegment(r, scratch[:0]); err != nil {
+			return wrapErr(err, r.Offset(), -1)
+		}
+		d.ElemEntries += uint64(c)
+	}
+	return nil
 }
 
 // scanCode adds what the function bodies of the code section s declare.

@@ -48,6 +48,21 @@ func nest(op byte, n int) []byte {
 	return append(bytes.Repeat([]byte{op, 0x40}, n), bytes.Repeat([]byte{0x0b}, n)...)
 }
 
+// elemModule assembles a module of one () -> () function and a table of 1 element, with a
+// passive element segment of n references to the function, and an active one of m.
+func elemModule(n, m int) []byte {
+	b := []byte("\x00asm\x01\x00\x00\x00")
+	b = append(b, 1, 4, 1, 0x60, 0, 0)                            // one type: () -> ()
+	b = append(b, 3, 2, 1, 0)                                     // one function
+	b = append(b, 4, 4, 1, 0x70, 0, 1)                            // one funcref table of 1 element
+	seg := append([]byte{2, 1, 0}, appendULEB(nil, uint64(n))...) // passive, elemkind funcref
+	seg = append(seg, bytes.Repeat([]byte{0}, n)...)
+	seg = append(append(seg, 0, 0x41, 0, 0x0b), appendULEB(nil, uint64(m))...) // active at 0
+	seg = append(seg, bytes.Repeat([]byte{0}, m)...)
+	b = append(append(append(b, 9), appendULEB(nil, uint64(len(seg)))...), seg...)
+	return append(b, 10, 4, 1, 2, 0, 0x0b)
+}
+
 // brTable returns a block holding a br_table of n entries and its default, all to the block.
 func brTable(n int) []byte {
 	b := appendULEB([]byte{0x02, 0x40, 0x41, 0, 0x0e}, uint64(n))
@@ -58,6 +73,9 @@ func brTable(n int) []byte {
 // block, loop, if, else, br, br_if and return counts one, a br_table one plus one per 8 of its
 // entries.
 func TestDeclarationsBlockWork(t *testing.T) {
+	if d, err := fuel.Declarations(elemModule(3, 1)); err != nil || d.ElemEntries != 4 {
+		t.Errorf("element segments of 3 and 1: %d elements, %v; want 4", d.ElemEntries, err)
+	}
 	// 7 blocks: block: br_if 0 three times, br_table [0 0 1] default 0; then if: return.
 	body := []byte{0x02, 0x40}
 	body = append(body, bytes.Repeat([]byte{0x41, 0, 0x0d, 0}, 3)...)
@@ -118,6 +136,10 @@ func TestCompileBombsRefused(t *testing.T) {
 			bombModule([][]byte{append(append([]byte{0x02, 0x40}, bytes.Repeat([]byte{0x41, 0, 0x0d, 0}, 50_000)...), 0x0b)}, nil)},
 		{"20,000 blocks of a br_if", "has a block work (every function's blocks and branches, squared and summed; 40000 in one function) of 1600000000, over the limit of 200000000 (max_block_work)",
 			bombModule([][]byte{bytes.Repeat([]byte{0x02, 0x40, 0x41, 0, 0x0d, 0, 0x0b}, 20_000)}, nil)},
+		// Issue s10: element segments are held in every instance: one of 10^7 elements, 10 MB,
+		// took 16 s and 1.2 GB to compile and 4.8 s to instantiate.
+		{"an element segment of 10,000,000 elements", "has element segments of 10000001 elements together, over the limit of 100000 (max_table_elements)",
+			elemModule(10_000_000, 1)},
 		{"a br_table of 200,000 entries", "has a block work (every function's blocks and branches, squared and summed; 25002 in one function) of 625100004, over the limit of 200000000 (max_block_work)",
 			bombModule([][]byte{brTable(200_000)}, nil)},
 	} {

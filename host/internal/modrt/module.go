@@ -370,6 +370,10 @@ func checkDeclared(d fuel.Declared, lim Limits) []string {
 		problems = append(problems, fmt.Sprintf("has a nesting work (every instruction's nesting depth, summed) of %d, over the limit of %d (max_nesting_work)",
 			d.DepthSum, lim.MaxNestingWork))
 	}
+	if d.ElemEntries > uint64(lim.MaxTableElements) {
+		problems = append(problems, fmt.Sprintf("has element segments of %d elements together, over the limit of %d (max_table_elements)",
+			d.ElemEntries, lim.MaxTableElements))
+	}
 	if d.BlockWork > uint64(lim.MaxBlockWork) {
 		problems = append(problems, fmt.Sprintf("has a block work (every function's blocks and branches, squared and summed; %d in one function) of %d, over the limit of %d (max_block_work)",
 			d.MaxBlocks, d.BlockWork, lim.MaxBlockWork))
