@@ -146,13 +146,15 @@ type TaskConfig struct {
 	// 10000), of its loops alone (default 100), and its nesting work, the sum over every
 	// instruction of its nesting depth, which compile time follows (default 400000000), and
 	// its block work, the sum over its functions of the square of their blocks and branches,
-	// which compile time follows too (default 200000000).
-	MaxFunctions    int   `yaml:"max_functions"`
-	MaxLocals       int   `yaml:"max_locals"`
-	MaxNestingDepth int   `yaml:"max_nesting_depth"`
-	MaxLoopDepth    int   `yaml:"max_loop_depth"`
-	MaxNestingWork  int64 `yaml:"max_nesting_work"`
-	MaxBlockWork    int64 `yaml:"max_block_work"`
+	// which compile time follows too (default 200000000); and the size of each function body
+	// (default 1 MiB), which compile time and memory grow faster than.
+	MaxFunctions     int   `yaml:"max_functions"`
+	MaxLocals        int   `yaml:"max_locals"`
+	MaxNestingDepth  int   `yaml:"max_nesting_depth"`
+	MaxLoopDepth     int   `yaml:"max_loop_depth"`
+	MaxNestingWork   int64 `yaml:"max_nesting_work"`
+	MaxBlockWork     int64 `yaml:"max_block_work"`
+	MaxFunctionBytes int   `yaml:"max_function_bytes"`
 	// MaxValueBytes caps one state value or emitted value. Default 1 MiB.
 	MaxValueBytes int `yaml:"max_value_bytes"`
 	// MaxOutputsPerCall caps the records one guest call may emit; the emit after the last
@@ -665,6 +667,7 @@ func validateTaskLimits(t TaskConfig, p string, bad func(string, string, ...any)
 	positive("max_locals", t.MaxLocals)
 	positive("max_nesting_depth", t.MaxNestingDepth)
 	positive("max_loop_depth", t.MaxLoopDepth)
+	positive("max_function_bytes", t.MaxFunctionBytes)
 	positive("max_call_depth", t.MaxCallDepth)
 	if t.Retry.MaxConsecutiveFailures < -1 {
 		bad(p+"retry.max_consecutive_failures", "must be positive, or -1 to never halt on failures, got %d", t.Retry.MaxConsecutiveFailures)

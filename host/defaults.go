@@ -64,6 +64,7 @@ const (
 	defaultMaxCallDepth         = modrt.DefaultMaxCallDepth
 	defaultMaxNestingWork       = modrt.DefaultMaxNestingWork
 	defaultMaxBlockWork         = modrt.DefaultMaxBlockWork
+	defaultMaxFunctionBytes     = modrt.DefaultMaxFunctionBytes
 	defaultMaxValueBytes        = modrt.DefaultMaxValueBytes
 	defaultMaxOutputsPerCall    = modrt.DefaultMaxOutputsPerCall
 	defaultMaxEmitBytesPerCall  = modrt.DefaultMaxEmitBytes
@@ -232,6 +233,7 @@ func (t TaskConfig) withDefaults(dataDir string) TaskConfig {
 	set(&t.MaxLocals, defaultMaxLocals)
 	set(&t.MaxNestingDepth, defaultMaxNestingDepth)
 	set(&t.MaxLoopDepth, defaultMaxLoopDepth)
+	set(&t.MaxFunctionBytes, defaultMaxFunctionBytes)
 	set(&t.MaxCallDepth, defaultMaxCallDepth)
 	set(&t.Retry.MaxConsecutiveFailures, defaultMaxConsecutiveFailures)
 	if t.MaxNestingWork == 0 {

@@ -457,7 +457,7 @@ func limits(tc TaskConfig) modrt.Limits {
 	}
 	return modrt.Limits{MaxMemoryPages: tc.MaxMemoryPages, MaxTableElements: tc.MaxTableElements,
 		MaxFunctions: tc.MaxFunctions, MaxLocals: tc.MaxLocals, MaxNestingDepth: tc.MaxNestingDepth,
-		MaxLoopDepth: tc.MaxLoopDepth, MaxCallDepth: tc.MaxCallDepth, MaxNestingWork: tc.MaxNestingWork, MaxBlockWork: tc.MaxBlockWork, MaxValueBytes: tc.MaxValueBytes, MaxRecordBytes: maxRecord,
+		MaxLoopDepth: tc.MaxLoopDepth, MaxCallDepth: tc.MaxCallDepth, MaxNestingWork: tc.MaxNestingWork, MaxBlockWork: tc.MaxBlockWork, MaxFunctionBytes: tc.MaxFunctionBytes, MaxValueBytes: tc.MaxValueBytes, MaxRecordBytes: maxRecord,
 		MaxOutputsPerCall: tc.MaxOutputsPerCall, FuelPerRecord: tc.FuelPerRecord, InitFuel: tc.InitFuel,
 		MaxEmitBytesPerCall: tc.MaxEmitBytesPerCall, MaxStateBytesPerCall: tc.MaxStateBytesPerCall,
 		MaxLogLinesPerSecond: tc.MaxLogLinesPerSecond, LogBurstLines: tc.LogBurstLines,

@@ -163,6 +163,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 			MaxCallDepth:         20_000,
 			MaxNestingWork:       400_000_000,
 			MaxBlockWork:         200_000_000,
+			MaxFunctionBytes:     1 << 20,
 			MaxValueBytes:        1 << 20,
 			MaxOutputsPerCall:    65536,
 			MaxEmitBytesPerCall:  64 << 20,

@@ -140,6 +140,10 @@ func TestCompileBombsRefused(t *testing.T) {
 		// took 16 s and 1.2 GB to compile and 4.8 s to instantiate.
 		{"an element segment of 10,000,000 elements", "has element segments of 10000001 elements together, over the limit of 100000 (max_table_elements)",
 			elemModule(10_000_000, 1)},
+		// Issue s10: one function of 2·10^7 instructions, 58 MB, took 66 s and 3.6 GB to
+		// compile (the same code in 100 functions a fifth of the time).
+		{"a function of 1 MiB", "has a function of 1048578 bytes, over the limit of 1048576 (max_function_bytes)",
+			bombModule([][]byte{bytes.Repeat([]byte{0x01}, 1<<20)}, nil)},
 		{"a br_table of 200,000 entries", "has a block work (every function's blocks and branches, squared and summed; 25002 in one function) of 625100004, over the limit of 200000000 (max_block_work)",
 			bombModule([][]byte{brTable(200_000)}, nil)},
 	} {

@@ -17,6 +17,7 @@ const (
 	DefaultMaxLoopDepth      = 100
 	DefaultMaxNestingWork    = 400_000_000
 	DefaultMaxBlockWork      = 200_000_000
+	DefaultMaxFunctionBytes  = 1 << 20
 	DefaultMaxKeyBytes       = 64 << 10
 	DefaultMaxNameBytes      = 64 << 10
 	DefaultMaxValueBytes     = 1 << 20
@@ -66,13 +67,17 @@ type Limits struct {
 	// about 15-25 ns a unit (a Go guest: 2-4·10^7, half a second); MaxBlockWork the sum over
 	// its functions of the square of their blocks (fuel.Declared.BlockWork; default 2·10^8),
 	// which the compiler's time follows at 10-50 ns a unit (a Go guest: about 2·10^7, its
-	// largest function 1,399 blocks; one function of 50,000 br_if, 200 KB, took 118 s).
-	MaxFunctions    int
-	MaxLocals       int
-	MaxNestingDepth int
-	MaxLoopDepth    int
-	MaxNestingWork  int64
-	MaxBlockWork    int64
+	// largest function 1,399 blocks; one function of 50,000 br_if, 200 KB, took 118 s);
+	// MaxFunctionBytes the size of each function body (default 1 MiB; a Go guest's largest is
+	// about 30 KB; a function of 58 MB took 66 s and 3.6 GB to compile, of 2.9 MB 0.8 s and
+	// 190 MB).
+	MaxFunctions     int
+	MaxLocals        int
+	MaxNestingDepth  int
+	MaxLoopDepth     int
+	MaxNestingWork   int64
+	MaxBlockWork     int64
+	MaxFunctionBytes int
 	// MaxKeyBytes caps the key of an emitted record (default 64 KiB): ERR_TOO_LARGE.
 	MaxKeyBytes int
 	// MaxNameBytes caps a state name and an output name (default 64 KiB): ERR_TOO_LARGE.
@@ -180,6 +185,7 @@ func (l Limits) Validate() error {
 		{"MaxLocals", l.MaxLocals},
 		{"MaxNestingDepth", l.MaxNestingDepth},
 		{"MaxLoopDepth", l.MaxLoopDepth},
+		{"MaxFunctionBytes", l.MaxFunctionBytes},
 		{"MaxCallDepth", l.MaxCallDepth},
 	} {
 		if f.v < 0 {
@@ -231,6 +237,7 @@ func (l Limits) withDefaults() Limits {
 	def(&l.MaxLocals, DefaultMaxLocals)
 	def(&l.MaxNestingDepth, DefaultMaxNestingDepth)
 	def(&l.MaxLoopDepth, DefaultMaxLoopDepth)
+	def(&l.MaxFunctionBytes, DefaultMaxFunctionBytes)
 	def(&l.MaxCallDepth, DefaultMaxCallDepth)
 	if l.MaxNestingWork == 0 {
 		l.MaxNestingWork = DefaultMaxNestingWork

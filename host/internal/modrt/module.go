@@ -370,6 +370,9 @@ func checkDeclared(d fuel.Declared, lim Limits) []string {
 		problems = append(problems, fmt.Sprintf("has a nesting work (every instruction's nesting depth, summed) of %d, over the limit of %d (max_nesting_work)",
 			d.DepthSum, lim.MaxNestingWork))
 	}
+	if d.MaxFuncBytes > lim.MaxFunctionBytes {
+		problems = append(problems, fmt.Sprintf("has a function of %d bytes, over the limit of %d (max_function_bytes)", d.MaxFuncBytes, lim.MaxFunctionBytes))
+	}
 	if d.ElemEntries > uint64(lim.MaxTableElements) {
 		problems = append(problems, fmt.Sprintf("has element segments of %d elements together, over the limit of %d (max_table_elements)",
 			d.ElemEntries, lim.MaxTableElements))
