@@ -264,8 +264,17 @@ func builtAsCommand(s *wasmShape) bool {
 
 // checkShape checks exports, imports and memory minimums against the ABI.
 func checkShape(s *wasmShape, eng *engine, lim Limits) []string {
-	problems := checkExports(s)
-	problems = append(problems, checkImports(s, eng)...)
+	var problems []string
+	if len(s.exports) > MaxExports {
+		problems = append(problems, fmt.Sprintf("has %d exports, over the limit of %d", len(s.exports), MaxExports))
+	} else {
+		problems = checkExports(s)
+	}
+	if len(s.imports) > MaxImports {
+		problems = append(problems, fmt.Sprintf("has %d imports, over the limit of %d", len(s.imports), MaxImports))
+	} else {
+		problems = append(problems, checkImports(s, eng)...)
+	}
 	for _, min := range s.memMins {
 		if min > uint64(lim.MaxMemoryPages) {
 			problems = append(problems, fmt.Sprintf("memory minimum %d pages exceeds the limit of %d", min, lim.MaxMemoryPages))
