@@ -413,7 +413,7 @@ func (h *Host) openTaskConfig(ctx context.Context, cfg Config, db *store.DB, tc 
 	if err != nil {
 		return task.Config{}, err
 	}
-	if err := pingKafka(ctx, out, dlq); err != nil {
+	if err := pingKafka(ctx, cfg, tc, out, dlq); err != nil {
 		return task.Config{}, err
 	}
 	tcfg, err := taskConfig(cfg, tc, nil, out, dlq, db, h.chains)

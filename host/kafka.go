@@ -1,6 +1,7 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -235,11 +236,13 @@ func kafkaInput(cfg Config, tc TaskConfig, in InputConfig) *task.KafkaInput {
 func openSinks(cfg Config, tc TaskConfig) (task.OutputSink, task.DeadLetterSink, []io.Closer, error) {
 	var closers []io.Closer
 	var producer *kafka.Producer
+	var limits *kafka.TopicLimits
 	needProducer := tc.Output.Type == "kafka" || tc.DeadLetter.Topic != ""
 	if needProducer {
 		kc := cfg.Kafka.client()
 		kc.Logger = cfg.Logger.With("task", tc.Name)
-		pc := kafka.ProducerConfig{DeliveryTimeout: cfg.Kafka.DeliveryTimeout, Compression: tc.Output.Compression}
+		limits = kafka.NewTopicLimits() // learned by pingKafka
+		pc := kafka.ProducerConfig{DeliveryTimeout: cfg.Kafka.DeliveryTimeout, Compression: tc.Output.Compression, Limits: limits}
 		if tc.Delivery == "exactly_once" {
 			// Produces through the task's transactional consumer (KafkaInput.TxnProducers).
 			producer = kafka.NewTxnProducer(kc.Logger, pc)
@@ -255,7 +258,7 @@ func openSinks(cfg Config, tc TaskConfig) (task.OutputSink, task.DeadLetterSink,
 	var out task.OutputSink
 	switch tc.Output.Type {
 	case "kafka":
-		out = task.KafkaOutput{P: producer, Topic: tc.Output.Topic, Topics: tc.Output.Topics}
+		out = task.KafkaOutput{P: producer, Topic: tc.Output.Topic, Topics: tc.Output.Topics, Limits: limits}
 	case "file":
 		w, err := sink.OpenFile(tc.Output.Path, cfg.SyncWrites)
 		if err != nil {
@@ -270,7 +273,7 @@ func openSinks(cfg Config, tc TaskConfig) (task.OutputSink, task.DeadLetterSink,
 	}
 	if tc.DeadLetter.Topic != "" {
 		now := cfg.Now
-		return out, task.KafkaDeadLetters{P: producer, Topic: tc.DeadLetter.Topic,
+		return out, task.KafkaDeadLetters{P: producer, Topic: tc.DeadLetter.Topic, Limits: limits,
 			Now: func() int64 { return now().UnixMilli() }}, closers, nil
 	}
 	w, err := sink.OpenFile(tc.DeadLetter.Path, cfg.SyncWrites)
@@ -337,16 +340,44 @@ func startEmbedded(cfg *Config) (stop func(), err error) {
 }
 
 // pingKafka checks that the cluster the task produces to accepts the host, so that a wrong
-// password or certificate is an error at start rather than a silent wait.
-func pingKafka(ctx context.Context, out task.OutputSink, dlq task.DeadLetterSink) error {
+// password or certificate is an error at start rather than a silent wait; then it learns the
+// max.message.bytes of the topics the task produces to (kafka.TopicLimits), before the task
+// produces anything.
+func pingKafka(ctx context.Context, cfg Config, tc TaskConfig, out task.OutputSink, dlq task.DeadLetterSink) error {
 	var p *kafka.Producer
+	var limits *kafka.TopicLimits
+	var topics []string
 	if k, ok := out.(task.KafkaOutput); ok {
-		p = k.P
-	} else if k, ok := dlq.(task.KafkaDeadLetters); ok {
-		p = k.P
+		p, limits = k.P, k.Limits
+		topics = append(topics, k.Topic)
+		for _, t := range k.Topics {
+			topics = append(topics, t)
+		}
+	}
+	if k, ok := dlq.(task.KafkaDeadLetters); ok {
+		if p == nil {
+			p = k.P
+		}
+		limits = cmp.Or(limits, k.Limits)
+		topics = append(topics, k.Topic)
 	}
 	if p == nil {
 		return nil
 	}
-	return p.Ping(ctx)
+	if err := p.Ping(ctx); err != nil {
+		return err
+	}
+	slices.Sort(topics)
+	topics = slices.Compact(slices.DeleteFunc(topics, func(t string) bool { return t == "" }))
+	kc := cfg.Kafka.client()
+	kc.Logger = cfg.Logger.With("task", tc.Name)
+	if err := limits.Learn(ctx, kc, topics); err != nil {
+		cfg.Logger.Warn("kafka: could not learn the output topics' max.message.bytes; records are capped at the default 1000012 bytes", "task", tc.Name, "err", err)
+	}
+	for _, t := range topics {
+		if n := limits.Get(t); n < kafka.MaxRecordBatchBytes {
+			cfg.Logger.Info("kafka: output topic takes smaller records than the default: batches are capped at its max.message.bytes, and an emit of a larger record fails (ERR_TOO_LARGE), which retries and dead-letters that record", "task", tc.Name, "topic", t, "max_message_bytes", n)
+		}
+	}
+	return nil
 }

@@ -331,7 +331,13 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		if tc.Interval <= 0 {
 			tc.Interval = time.Second
 		}
-		popts, err := producerOpts(ProducerConfig{Compression: tc.Compression})
+		pc := ProducerConfig{Compression: tc.Compression}
+		for _, p := range tc.Producers {
+			if p.limits != nil {
+				pc.Limits = p.limits // one task's producers share them
+			}
+		}
+		popts, err := producerOpts(pc)
 		if err != nil {
 			return nil, err
 		}

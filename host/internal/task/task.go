@@ -528,7 +528,7 @@ func instanceConfig(cfg *Config, log *slog.Logger) modrt.InstanceConfig {
 	if now == nil {
 		now = time.Now
 	}
-	return modrt.InstanceConfig{
+	ic := modrt.InstanceConfig{
 		Task:          cfg.Name,
 		Config:        cfg.GuestConfig,
 		Logger:        log,
@@ -536,6 +536,10 @@ func instanceConfig(cfg *Config, log *slog.Logger) modrt.InstanceConfig {
 		Outputs:       cfg.OutputNames,
 		StatelessOnly: cfg.Policy == PolicyNone,
 	}
+	if k, ok := cfg.Output.(KafkaOutput); ok && k.Limits != nil {
+		ic.RecordLimit = k.RecordLimit
+	}
+	return ic
 }
 
 // TrialInit instantiates mod as a task with cfg would (which runs the guest's init with the
