@@ -36,6 +36,9 @@
 // (never from record timestamps, which are event time), and returns the first delivery error.
 // A failure is sticky: every later Flush returns it (a transactional producer's until its
 // transaction aborts), so no checkpoint ever covers an output the brokers have not got.
+// TopicLimits.Learn reads the max.message.bytes of the topics a task produces to (when the task
+// starts); the producers, a transactional consumer's client included, cap each topic's batches
+// at it (ProducerConfig.Limits), and the host fails an emit over it in the guest.
 //
 // Run rides out a cluster it cannot reach: fetch failures for want of a connection are left to
 // the client's retries, ConsumerConfig.Reachable is told when the cluster stops and starts

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -223,7 +224,13 @@ func (p *Producer) clampTimestamp(r *kgo.Record, ts int64) {
 
 // acked is the promise of every record: it keeps the first failure.
 func (p *Producer) acked(r *kgo.Record, err error) {
-	if err != nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, kerr.MessageTooLarge):
+		// The host learns each topic's max.message.bytes when the task starts (TopicLimits): a
+		// topic whose limit was lowered since, or a cluster that did not say.
+		p.fail(fmt.Errorf("kafka: producing to %s: %w: the topic's max.message.bytes is below what the task was started with (it learns the limit at start): restart the task (wasmstream restart) to produce under it", r.Topic, err))
+	default:
 		p.fail(fmt.Errorf("kafka: producing to %s: %w", r.Topic, err))
 	}
 }
