@@ -717,6 +717,9 @@ func validateDelivery(t TaskConfig, p string, bad func(string, string, ...any)) 
 		if !hasKafka {
 			bad(p+"changelog.enabled", "needs a kafka input: a changelog carries the state of Kafka partitions")
 		}
+		if t.Changelog.Topic != "" {
+			checkTopicName(bad, p+"changelog.topic", t.Changelog.Topic)
+		}
 	}
 	if t.Changelog.ReplicationFactor < 0 || t.Changelog.ReplicationFactor > 32767 {
 		bad(p+"changelog.replication_factor", "must be between 0 (the broker's default) and 32767, got %d", t.Changelog.ReplicationFactor)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -155,6 +156,28 @@ func (c Config) kafkaTopics() []string {
 	return out
 }
 
+// checkTopicName reports a topic name Kafka refuses: it holds 1 to 249 ASCII letters, digits,
+// '.', '_' and '-', and is neither "." nor "..". Before, a task with such a topic started, and
+// waited without a word: a consumer subscribed to no partition, a producer failed only when it
+// flushed.
+func checkTopicName(bad func(string, string, ...any), key, topic string) {
+	switch {
+	case topic == "":
+		bad(key, "is empty")
+	case len(topic) > 249:
+		bad(key, "%q is %d characters long: a Kafka topic name has at most 249", topic, len(topic))
+	case topic == "." || topic == "..":
+		bad(key, "%q is not a valid Kafka topic name", topic)
+	default:
+		for _, r := range topic {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+				bad(key, "%q is not a valid Kafka topic name: it may hold only ASCII letters, digits, '.', '_' and '-' (not %q)", topic, r)
+				return
+			}
+		}
+	}
+}
+
 func validateKafkaTask(c Config, t TaskConfig, p string, bad func(string, string, ...any)) {
 	kafkaInputs := 0
 	for j, in := range t.Inputs {
@@ -168,6 +191,9 @@ func validateKafkaTask(c Config, t TaskConfig, p string, bad func(string, string
 		}
 		if len(in.Topics) == 0 {
 			bad(q+"topics", "a kafka input needs at least one topic")
+		}
+		for k, tp := range in.Topics {
+			checkTopicName(bad, fmt.Sprintf("%stopics[%d]", q, k), tp)
 		}
 		if _, err := kafka.StartOffset(in.StartAt); err != nil {
 			bad(q+"start_at", "%v", err)
@@ -199,6 +225,17 @@ func validateKafkaTask(c Config, t TaskConfig, p string, bad func(string, string
 	}
 	if t.Output.Type == "kafka" && t.Output.Topic == "" && len(t.Output.Topics) == 0 {
 		bad(p+"output.topic", "a kafka output needs a topic (or topics per output name)")
+	}
+	if t.Output.Type == "kafka" {
+		if t.Output.Topic != "" {
+			checkTopicName(bad, p+"output.topic", t.Output.Topic)
+		}
+		for _, name := range slices.Sorted(maps.Keys(t.Output.Topics)) {
+			checkTopicName(bad, p+"output.topics."+name, t.Output.Topics[name])
+		}
+	}
+	if t.DeadLetter.Topic != "" {
+		checkTopicName(bad, p+"dead_letter.topic", t.DeadLetter.Topic)
 	}
 	if t.usesKafka() && len(c.Kafka.Brokers) == 0 && !c.Kafka.Embedded.Enable {
 		bad("kafka.brokers", "task %s uses Kafka: name the brokers (or enable kafka.embedded)", t.Name)

@@ -188,6 +188,32 @@ tasks:
 			want: []string{`tasks[0].retry.backoff: "1 second" is not a duration`},
 		},
 		{
+			// Before, such a task started and waited without a word (0 records, no warning).
+			name: "topic names Kafka refuses",
+			yaml: `
+kafka:
+  brokers: [127.0.0.1:9092]
+tasks:
+  - name: t
+    module: m.wasm
+    inputs:
+      - {name: w, type: kafka, topics: [ok, "bad topic", "a/b", ".."]}
+    output:
+      type: kafka
+      topic: "out*"
+      topics: {x: "` + strings.Repeat("x", 250) + `"}
+    dead_letter: {topic: "dlq:1"}
+    changelog: {enabled: true, topic: "été"}
+`,
+			want: []string{`tasks[0].inputs[0].topics[1]: "bad topic" is not a valid Kafka topic name: it may hold only ASCII letters, digits, '.', '_' and '-' (not ' ')`,
+				`tasks[0].inputs[0].topics[2]: "a/b" is not a valid Kafka topic name`,
+				`tasks[0].inputs[0].topics[3]: ".." is not a valid Kafka topic name`,
+				`tasks[0].output.topic: "out*" is not a valid Kafka topic name`,
+				`tasks[0].output.topics.x: "xxx`, `is 250 characters long: a Kafka topic name has at most 249`,
+				`tasks[0].dead_letter.topic: "dlq:1" is not a valid Kafka topic name`,
+				`tasks[0].changelog.topic: "été" is not a valid Kafka topic name`},
+		},
+		{
 			name: "negative unsigned",
 			yaml: validTask + "    max_memory_pages: -1\n",
 			want: []string{"tasks[0].max_memory_pages: must not be negative"},
