@@ -455,6 +455,9 @@ func (c Config) Validate() error {
 		oneOf(bad, "kafka.sasl.mechanism", c.Kafka.SASL.Mechanism, saslMechanisms)
 	}
 	oneOf(bad, "kafka.external_offset_reset", c.Kafka.ExternalOffsetReset, externalResets)
+	for i, b := range c.Kafka.Brokers {
+		checkBroker(bad, fmt.Sprintf("kafka.brokers[%d]", i), b)
+	}
 	if c.MinFreeDiskBytes < -1 {
 		bad("min_free_disk_bytes", "must be positive, or -1 to turn the check off, got %d", c.MinFreeDiskBytes)
 	}

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -154,6 +156,36 @@ func (c Config) kafkaTopics() []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// checkBroker reports a seed broker that is not host:port (or a host alone: port 9092, as the
+// Kafka clients take it). Before, "PLAINTEXT://b:9092", "a:9092,b:9092" or a port beyond 65535
+// passed check, and run failed after kafka.connect_timeout with a DNS or dial error.
+func checkBroker(bad func(string, string, ...any), key, b string) {
+	switch {
+	case b == "":
+		bad(key, "is empty")
+		return
+	case strings.Contains(b, "://"):
+		bad(key, "%q: write host:port, without the scheme (%s)", b, b[strings.Index(b, "://")+3:])
+		return
+	case strings.ContainsAny(b, ", \t"):
+		bad(key, "%q holds a comma or white space: one broker per list entry (brokers: [a:9092, b:9092])", b)
+		return
+	case !strings.Contains(b, ":"):
+		return // a host alone: port 9092
+	}
+	host, port, err := net.SplitHostPort(b)
+	if err != nil {
+		bad(key, "%q is not host:port (an IPv6 address goes in brackets: [::1]:9092)", b)
+		return
+	}
+	if host == "" {
+		bad(key, "%q has no host", b)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		bad(key, "%q: the port must be a number from 1 to 65535", b)
+	}
 }
 
 // checkTopicName reports a topic name Kafka refuses: it holds 1 to 249 ASCII letters, digits,

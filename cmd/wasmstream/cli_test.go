@@ -214,6 +214,20 @@ tasks:
 				`tasks[0].changelog.topic: "été" is not a valid Kafka topic name`},
 		},
 		{
+			// Before, check passed these, and run failed after kafka.connect_timeout (30 s) on a
+			// DNS lookup of "PLAINTEXT://b:9092" or of "a:9092,b:9092".
+			name: "brokers that are not host:port",
+			yaml: `
+kafka:
+  brokers: [ok:9092, justahost, "PLAINTEXT://b:9092", "a:9092,b:9092", "c:99999", "::1", ":9092", "[::1]:9092"]
+` + validTask,
+			want: []string{`kafka.brokers[2]: "PLAINTEXT://b:9092": write host:port, without the scheme (b:9092)`,
+				`kafka.brokers[3]: "a:9092,b:9092" holds a comma or white space: one broker per list entry`,
+				`kafka.brokers[4]: "c:99999": the port must be a number from 1 to 65535`,
+				`kafka.brokers[5]: "::1" is not host:port (an IPv6 address goes in brackets: [::1]:9092)`,
+				`kafka.brokers[6]: ":9092" has no host`},
+		},
+		{
 			name: "negative unsigned",
 			yaml: validTask + "    max_memory_pages: -1\n",
 			want: []string{"tasks[0].max_memory_pages: must not be negative"},
