@@ -228,6 +228,13 @@ kafka:
 				`kafka.brokers[6]: ":9092" has no host`},
 		},
 		{
+			// Before, check passed them, and run failed listening (exit 1) once the tasks had started.
+			name: "listen ports out of range",
+			yaml: "admin:\n  addr: \":99999\"\nmetrics:\n  addr: \"127.0.0.1:70000\"\n" + validTask,
+			want: []string{`admin.addr: ":99999": the port must be a number from 0 to 65535`,
+				`metrics.addr: "127.0.0.1:70000": the port must be a number from 0 to 65535`},
+		},
+		{
 			name: "negative unsigned",
 			yaml: validTask + "    max_memory_pages: -1\n",
 			want: []string{"tasks[0].max_memory_pages: must not be negative"},
