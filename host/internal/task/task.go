@@ -537,7 +537,13 @@ func instanceConfig(cfg *Config, log *slog.Logger) modrt.InstanceConfig {
 		StatelessOnly: cfg.Policy == PolicyNone,
 	}
 	if k, ok := cfg.Output.(KafkaOutput); ok && k.Limits != nil {
-		ic.RecordLimit = k.RecordLimit
+		chained := cfg.ChainOutputs
+		ic.RecordLimit = func(name []byte) int {
+			if _, ok := chained[string(name)]; ok {
+				return 0 // another task's input on this host: no topic
+			}
+			return k.RecordLimit(name)
+		}
 	}
 	return ic
 }
