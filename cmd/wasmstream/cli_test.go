@@ -235,6 +235,12 @@ kafka:
 				`metrics.addr: "127.0.0.1:70000": the port must be a number from 0 to 65535`},
 		},
 		{
+			// Before, the second document's task was ignored without a word.
+			name: "two YAML documents",
+			yaml: validTask + "---\n" + strings.ReplaceAll(validTask, "name: t", "name: u"),
+			want: []string{"holds 2 YAML documents (separated by ---): a configuration is one document, and the ones after the first would be ignored"},
+		},
+		{
 			name: "negative unsigned",
 			yaml: validTask + "    max_memory_pages: -1\n",
 			want: []string{"tasks[0].max_memory_pages: must not be negative"},
