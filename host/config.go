@@ -458,6 +458,12 @@ func (c Config) Validate() error {
 	for i, b := range c.Kafka.Brokers {
 		checkBroker(bad, fmt.Sprintf("kafka.brokers[%d]", i), b)
 	}
+	if p := c.Kafka.Embedded.Port; p < 0 || p > 65535 {
+		bad("kafka.embedded.port", "must be a port from 1 to 65535 (0: a free one), got %d", p)
+	}
+	if n := c.Kafka.Embedded.Partitions; n < 0 {
+		bad("kafka.embedded.partitions", "must be positive, got %d", n)
+	}
 	if c.MinFreeDiskBytes < -1 {
 		bad("min_free_disk_bytes", "must be positive, or -1 to turn the check off, got %d", c.MinFreeDiskBytes)
 	}

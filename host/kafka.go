@@ -188,6 +188,13 @@ func checkBroker(bad func(string, string, ...any), key, b string) {
 	}
 }
 
+// CheckTopicName returns an error saying why Kafka would refuse topic as a topic name, or nil.
+func CheckTopicName(topic string) error {
+	var err error
+	checkTopicName(func(_, format string, args ...any) { err = fmt.Errorf(format, args...) }, "", topic)
+	return err
+}
+
 // checkTopicName reports a topic name Kafka refuses: it holds 1 to 249 ASCII letters, digits,
 // '.', '_' and '-', and is neither "." nor "..". Before, a task with such a topic started, and
 // waited without a word: a consumer subscribed to no partition, a producer failed only when it

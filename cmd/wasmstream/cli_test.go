@@ -78,6 +78,11 @@ func TestUsageErrors(t *testing.T) {
 		{"key without task", []string{"state", "--key", "a"}, "need --task"},
 		{"bad escape", []string{"state", "--task", "t", "--key", `a\q`}, "bad escape"},
 		{"state format", []string{"state", "--format", "xml"}, "--format must be text or json"},
+		// Before, the broker created "a b" (which clients then failed on) and a port beyond
+		// 65535 exited 1 as a runtime failure.
+		{"dev broker topic", []string{"dev", "--broker-only", "--topic", "ok", "--topic", "a b"}, `--topic: "a b" is not a valid Kafka topic name`},
+		{"dev broker port", []string{"dev", "--broker-only", "--port", "99999"}, "--port: must be a port from 1 to 65535"},
+		{"dev broker partitions", []string{"dev", "--broker-only", "--partitions", "-2"}, "--partitions: must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runCLI(t, tc.args...)
@@ -233,6 +238,12 @@ kafka:
 			yaml: "admin:\n  addr: \":99999\"\nmetrics:\n  addr: \"127.0.0.1:70000\"\n" + validTask,
 			want: []string{`admin.addr: ":99999": the port must be a number from 0 to 65535`,
 				`metrics.addr: "127.0.0.1:70000": the port must be a number from 0 to 65535`},
+		},
+		{
+			name: "embedded broker port and partitions",
+			yaml: "kafka:\n  embedded: {port: 99999, partitions: -1}\n" + validTask,
+			want: []string{"kafka.embedded.port: must be a port from 1 to 65535 (0: a free one), got 99999",
+				"kafka.embedded.partitions: must be positive, got -1"},
 		},
 		{
 			// Before, the second document's task was ignored without a word.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/host/devkafka"
 )
 
@@ -37,6 +38,17 @@ until SIGINT or SIGTERM.
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if brokerOnly {
+				if port < 0 || port > 65535 {
+					return usageError("--port: must be a port from 1 to 65535 (0: a free one), got %d", port)
+				}
+				if partitions < 0 {
+					return usageError("--partitions: must be positive, got %d", partitions)
+				}
+				for _, tp := range topics {
+					if err := host.CheckTopicName(tp); err != nil {
+						return usageError("--topic: %v", err)
+					}
+				}
 				return runBroker(cmd.Context(), stdout, devkafka.Config{Dir: dir, Port: port, Partitions: partitions, Topics: topics})
 			}
 			s, err := cf.load(cmd.Flags())
