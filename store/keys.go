@@ -64,13 +64,13 @@ const (
 	positionValueLen   = 4*8 + 16
 	positionValueLenV4 = positionValueLen + 8   // with the changelog epoch (written only when not 0)
 	positionValueMax   = positionValueLenV4 + 4 // format 5: with the leader epoch (written only when known)
-	positionValueLenV2 = 4 * 8                // before the topic id
-	positionValueLenV1 = 3 * 8                // before the watermark
-	markValueLen       = 8 + 4                // i64 mark | u32 state version
-	markValueLenV1     = 8                    // i64 mark, as format 1 wrote it
-	timerKeyOverhead   = 3 + 4 + 4            // tag+u16, u32 stream, u32 len(key)
-	dueKeyOverhead     = 3 + 4 + 1 + 8 + 4    // tag+u16, u32 stream, u8 domain, u64 due, u32 len(key)
-	timerValueOverhead = 1 + 8                // u8 domain | i64 due
+	positionValueLenV2 = 4 * 8                  // before the topic id
+	positionValueLenV1 = 3 * 8                  // before the watermark
+	markValueLen       = 8 + 4                  // i64 mark | u32 state version
+	markValueLenV1     = 8                      // i64 mark, as format 1 wrote it
+	timerKeyOverhead   = 3 + 4 + 4              // tag+u16, u32 stream, u32 len(key)
+	dueKeyOverhead     = 3 + 4 + 1 + 8 + 4      // tag+u16, u32 stream, u8 domain, u64 due, u32 len(key)
+	timerValueOverhead = 1 + 8                  // u8 domain | i64 due
 	u32ValueLen        = 4
 )
 
