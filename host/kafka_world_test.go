@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -355,5 +357,115 @@ func TestKafkaLogTruncatedHalts(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "input topic words partition 0 lost records at the broker") ||
 		!strings.Contains(err.Error(), "up to offset 300") || !strings.Contains(err.Error(), "wasmstream reset --task <task> --to earliest") {
 		t.Fatalf("the host ended with %v; want the task halted on the lost records, naming the reset", err)
+	}
+}
+
+// divergedCluster is a two-broker cluster of topics words and counts (one partition each) kept
+// in dir, so that a test can stop it, copy its files and start it again: a log on disk the
+// way a broker keeps it, leader epochs and all.
+func divergedCluster(t *testing.T, dir string) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.DataDir(dir), kfake.SeedTopics(1, "words", "counts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// copyTree copies the files under src to dst (created), as a broker's disk at a moment.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		to := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKafkaLogDivergedWhileDownHalts: while the host is down, its input partition's log is
+// truncated below the position its checkpoint stored and grows back past it (an unclean leader
+// election: the new leader lacked the last records the host read, and producers wrote on in
+// the new leader epoch). The host stored 300 (leader epoch 0); the new leader's log holds
+// offsets 0-199 of epoch 0 and 200-349 of epoch 1. The broker's log is real (kfake keeps it on
+// disk: the new leader is the disk as it was before offsets 200-299 were written, its group
+// offsets those of the host's last commit), and so is its OffsetForLeaderEpoch answer (epoch 0
+// ends at 200). The task halts at assignment naming the partition, the stored offset and
+// epoch, where the log diverged and the reset, whether the position comes from the host's disk
+// or, on an empty disk, from the group's committed offset. Before, positions and commits kept
+// no epoch: the host resumed at 300 and processed 300-349, skipping 200-299 (records it never
+// saw) without a word.
+func TestKafkaLogDivergedWhileDownHalts(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	for _, tc := range []struct {
+		name  string
+		empty bool // the restarted host has an empty disk: its position is the group's
+	}{{"local_position", false}, {"group_offset", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			old, lost := t.TempDir(), t.TempDir()
+			c := divergedCluster(t, old)
+			produceWords(t, newClient(t, c), "words", 200, 20, 1) // offsets 0..199, epoch 0
+			c.Close()
+			copyTree(t, old, lost) // the broker that will lead, without what follows
+
+			c = divergedCluster(t, old)
+			produceWords(t, newClient(t, c), "words", 100, 20, 2) // offsets 200..299, epoch 0
+			dir := filepath.Join(t.TempDir(), "data")
+			h := startWorldHost(t, c, module, dir, "earliest", io.Discard)
+			waitPosition(t, h, 300)
+			if err := h.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			// The group coordinator kept the group's offsets (300, epoch 0).
+			copyTree(t, filepath.Join(old, "groups.log"), filepath.Join(lost, "groups.log"))
+
+			c = divergedCluster(t, lost)
+			other := int32(1 - c.LeaderFor("words", 0))
+			if err := c.MoveTopicPartition("words", 0, other); err != nil { // leader epoch 1
+				t.Fatal(err)
+			}
+			produceWords(t, newClient(t, c), "words", 150, 20, 3) // offsets 200..349, epoch 1
+
+			if tc.empty {
+				dir = filepath.Join(t.TempDir(), "empty")
+			}
+			h = startWorldHost(t, c, module, dir, "earliest", io.Discard)
+			hosttest.WaitFor(t, 30*time.Second, "the task halted, or read the partition to its end", func() bool {
+				select {
+				case <-h.Done():
+					return true
+				default:
+				}
+				s := h.Stats()
+				return len(s) > 0 && len(s[0].Inputs) == 1 && s[0].Inputs[0].Committed == 350
+			})
+			select {
+			case <-h.Done():
+			default:
+				st := h.Stats()[0]
+				t.Fatalf("the task did not halt on the diverged log: it read %d records and committed %d, skipping offsets 200-299", st.Records, st.Inputs[0].Committed)
+			}
+			err := h.Wait()
+			for _, want := range []string{"input topic words partition 0 lost records at the broker", "up to offset 300 (leader epoch 0)",
+				"diverged from what it read at offset 200", "from offset 200 to 299 are gone", "wasmstream reset --task <task> --to earliest"} {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("the host ended with %v; want the task halted on the diverged log, with %q", err, want)
+				}
+			}
+		})
 	}
 }
