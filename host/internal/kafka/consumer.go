@@ -27,9 +27,9 @@ type Record struct {
 	// can ask the broker whether its log still holds the record (EpochOffset).
 	LeaderEpoch int32
 	Timestamp   int64 // ms since the epoch
-	Key       []byte
-	Value     []byte
-	Headers   []Header
+	Key         []byte
+	Value       []byte
+	Headers     []Header
 }
 
 // Fetch is what Run hands to the task: records of one partition, in offset order.
