@@ -401,39 +401,56 @@ func copyTree(t *testing.T, src, dst string) {
 // election: the new leader lacked the last records the host read, and producers wrote on in
 // the new leader epoch). The host stored 300 (leader epoch 0); the new leader's log holds
 // offsets 0-199 of epoch 0 and 200-349 of epoch 1. The broker's log is real (kfake keeps it on
-// disk: the new leader is the disk as it was before offsets 200-299 were written, its group
-// offsets those of the host's last commit), and so is its OffsetForLeaderEpoch answer (epoch 0
-// ends at 200). The task halts at assignment naming the partition, the stored offset and
-// epoch, where the log diverged and the reset, whether the position comes from the host's disk
-// or, on an empty disk, from the group's committed offset. Before, positions and commits kept
-// no epoch: the host resumed at 300 and processed 300-349, skipping 200-299 (records it never
+// disk: the input partition's files are put back as they were before offsets 200-299 were
+// written, the rest of the cluster as the host left it), and so is its OffsetForLeaderEpoch
+// answer (epoch 0 ends at 200). The task halts at assignment naming the partition, the stored
+// offset and epoch, where the log diverged and the reset, whether the position comes from the
+// host's disk, from the group's committed offset (an empty disk), or from the changelog (an
+// empty disk, the group's offsets gone). Before, positions, commits and the changelog kept no
+// epoch: the host resumed at 300 and processed 300-349, skipping 200-299 (records it never
 // saw) without a word.
 func TestKafkaLogDivergedWhileDownHalts(t *testing.T) {
 	module := guestbuild.Go(t, "wordcount")
 	for _, tc := range []struct {
-		name  string
-		empty bool // the restarted host has an empty disk: its position is the group's
-	}{{"local_position", false}, {"group_offset", true}} {
+		name      string
+		empty     bool // the restarted host has an empty disk
+		changelog bool // the task has a changelog, and the group's offsets are gone
+	}{{"local_position", false, false}, {"group_offset", true, false}, {"changelog", true, true}} {
 		t.Run(tc.name, func(t *testing.T) {
-			old, lost := t.TempDir(), t.TempDir()
-			c := divergedCluster(t, old)
+			task := wordcountKafkaTask(module)
+			task.Changelog.Enabled = tc.changelog
+			start := func(c *kfake.Cluster, dir string) *hosttest.Running {
+				return hosttest.Start(t, host.Config{DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+					Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{task}})
+			}
+			disk, early := t.TempDir(), t.TempDir()
+			words := filepath.Join("partitions", "words-0")
+			c := divergedCluster(t, disk)
 			produceWords(t, newClient(t, c), "words", 200, 20, 1) // offsets 0..199, epoch 0
 			c.Close()
-			copyTree(t, old, lost) // the broker that will lead, without what follows
+			copyTree(t, filepath.Join(disk, words), early) // the input partition's files now
 
-			c = divergedCluster(t, old)
+			c = divergedCluster(t, disk)
 			produceWords(t, newClient(t, c), "words", 100, 20, 2) // offsets 200..299, epoch 0
 			dir := filepath.Join(t.TempDir(), "data")
-			h := startWorldHost(t, c, module, dir, "earliest", io.Discard)
+			h := start(c, dir)
 			waitPosition(t, h, 300)
 			if err := h.Stop(); err != nil {
 				t.Fatal(err)
 			}
 			c.Close()
-			// The group coordinator kept the group's offsets (300, epoch 0).
-			copyTree(t, filepath.Join(old, "groups.log"), filepath.Join(lost, "groups.log"))
+			// The broker that leads next lost offsets 200..299 of the input partition.
+			if err := os.RemoveAll(filepath.Join(disk, words)); err != nil {
+				t.Fatal(err)
+			}
+			copyTree(t, early, filepath.Join(disk, words))
+			if tc.changelog {
+				if err := os.Remove(filepath.Join(disk, "groups.log")); err != nil {
+					t.Fatal(err)
+				}
+			}
 
-			c = divergedCluster(t, lost)
+			c = divergedCluster(t, disk)
 			other := int32(1 - c.LeaderFor("words", 0))
 			if err := c.MoveTopicPartition("words", 0, other); err != nil { // leader epoch 1
 				t.Fatal(err)
@@ -443,7 +460,7 @@ func TestKafkaLogDivergedWhileDownHalts(t *testing.T) {
 			if tc.empty {
 				dir = filepath.Join(t.TempDir(), "empty")
 			}
-			h = startWorldHost(t, c, module, dir, "earliest", io.Discard)
+			h = start(c, dir)
 			hosttest.WaitFor(t, 30*time.Second, "the task halted, or read the partition to its end", func() bool {
 				select {
 				case <-h.Done():

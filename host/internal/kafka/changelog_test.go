@@ -155,13 +155,14 @@ type rec struct {
 	key, value []byte
 	epoch      uint64
 	offset     int64
+	leader     int32
 }
 
 // readAll reads partition p from from and returns what ReadChangelog returned and the records.
 func readAll(t *testing.T, cfg Config, topic string, p int32, from int64) (end, n, size int64, got []rec, err error) {
 	t.Helper()
-	end, n, size, err = ReadChangelog(testCtx(t), cfg, topic, p, from, func(k, v []byte, e uint64, o int64) error {
-		got = append(got, rec{bytes.Clone(k), bytes.Clone(v), e, o})
+	end, n, size, err = ReadChangelog(testCtx(t), cfg, topic, p, from, func(k, v []byte, m RecordMeta, o int64) error {
+		got = append(got, rec{bytes.Clone(k), bytes.Clone(v), m.Epoch, o, m.LeaderEpoch})
 		return nil
 	}, nil)
 	return end, n, size, got, err
@@ -242,6 +243,42 @@ func TestChangelogWriterFlush(t *testing.T) {
 	}
 }
 
+// TestChangelogPositionLeaderEpoch: a position record written with WritePosition carries the
+// input's leader epoch in its LeaderEpochHeader, beside the owner epoch, and reads it back
+// (RecordMeta); one without it (unknown, or written by WriteEpoch) reads -1.
+func TestChangelogPositionLeaderEpoch(t *testing.T) {
+	_, cfg := testCluster(t)
+	ctx := testCtx(t)
+	if err := EnsureChangelog(ctx, cfg, "cl", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	w := newWriter(t, cfg, "cl")
+	w.WritePosition(0, []byte("p1"), []byte("v1"), 0, 4)
+	w.WritePosition(0, []byte("p2"), []byte("v2"), 9, 0)
+	w.WritePosition(0, []byte("p3"), []byte("v3"), 9, -1)
+	w.WriteEpoch(0, []byte("k"), []byte("v4"), 9)
+	if _, err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, got, err := readAll(t, cfg, "cl", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		epoch  uint64
+		leader int32
+		value  string
+	}{{0, 4, "v1"}, {9, 0, "v2"}, {9, -1, "v3"}, {9, -1, "v4"}}
+	if len(got) != len(want) {
+		t.Fatalf("%d records read, want %d", len(got), len(want))
+	}
+	for i, r := range got {
+		if r.epoch != want[i].epoch || r.leader != want[i].leader || string(r.value) != want[i].value {
+			t.Errorf("record %d: epoch %d, leader epoch %d, value %q; want %d, %d, %q", i, r.epoch, r.leader, r.value, want[i].epoch, want[i].leader, want[i].value)
+		}
+	}
+}
+
 func TestReadChangelog(t *testing.T) {
 	c, cfg := testCluster(t)
 	ctx := testCtx(t)
@@ -302,7 +339,7 @@ func TestReadChangelog(t *testing.T) {
 
 	t.Run("fn error", func(t *testing.T) {
 		boom := errors.New("boom")
-		end, n, _, err := ReadChangelog(ctx, cfg, "cl", 0, 2, func(_, _ []byte, _ uint64, o int64) error {
+		end, n, _, err := ReadChangelog(ctx, cfg, "cl", 0, 2, func(_, _ []byte, _ RecordMeta, o int64) error {
 			if o == 5 {
 				return boom
 			}

@@ -187,6 +187,14 @@ func changelogPosition(p store.Position) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(p.Watermark))
 }
 
+// writePosition writes the position record of pos, an input partition of topic, to changelog
+// partition p with owner epoch epoch: its value (changelogPosition), its key with the topic's
+// id, and the leader epoch of the input record before pos.Next in a header
+// (kafka.LeaderEpochHeader), which a restore puts back into the position.
+func writePosition(w *kafka.ChangelogWriter, p int32, topic string, pos store.Position, epoch uint64) {
+	w.WritePosition(p, changelogPositionKey(topic, pos.TopicID), changelogPosition(pos), epoch, pos.LeaderEpoch.Epoch())
+}
+
 func parseChangelogPosition(b []byte) (store.Position, error) {
 	if len(b) != 24 {
 		return store.Position{}, fmt.Errorf("changelog position of %d bytes", len(b))
@@ -218,6 +226,7 @@ type changelogRec struct {
 	topic    string
 	epoch    uint64
 	key, val []byte
+	leader   int32 // a position record's leader epoch (-1: unknown; writePosition)
 }
 
 // ownedPart is a Kafka partition this host owns as the loop saw it when it collected a
@@ -253,7 +262,8 @@ func (t *Task) planChangelog(cp *store.Checkpoint) *changelogPlan {
 			// position without an offset would fail the restore on every host).
 			early.Next = st.origin
 		}
-		pl.early = append(pl.early, changelogRec{part: st.tp.Partition, epoch: st.durable.Epoch, key: changelogPositionKey(st.tp.Topic, early.TopicID), val: changelogPosition(early)})
+		pl.early = append(pl.early, changelogRec{part: st.tp.Partition, epoch: st.durable.Epoch, key: changelogPositionKey(st.tp.Topic, early.TopicID), val: changelogPosition(early),
+			leader: early.LeaderEpoch.Epoch()})
 		// The final record's value is made when written: the resume offset may move first.
 		pl.final = append(pl.final, changelogRec{part: st.tp.Partition, topic: st.tp.Topic, epoch: sp.Position.Epoch})
 	}
@@ -339,7 +349,8 @@ func (t *Task) checkOwners(ctx context.Context, pl *changelogPlan, next map[int3
 			continue
 		}
 		var later error
-		_, _, _, err := kafka.ReadChangelog(ctx, t.cfg.Kafka.Client, t.changelog.topic, p, from, func(key, _ []byte, epoch uint64, offset int64) error {
+		_, _, _, err := kafka.ReadChangelog(ctx, t.cfg.Kafka.Client, t.changelog.topic, p, from, func(key, _ []byte, meta kafka.RecordMeta, offset int64) error {
+			epoch := meta.Epoch
 			kind, topic, k, err := parseChangelogKey(key)
 			st := owned[topic]
 			if err != nil || st == nil {
@@ -428,7 +439,7 @@ func (t *Task) rewriteStale(ctx context.Context, cp *store.Checkpoint, stale map
 			}
 		}
 		if pos.Next >= 0 {
-			w.WriteEpoch(st.tp.Partition, changelogPositionKey(st.tp.Topic, pos.TopicID), changelogPosition(pos), st.durable.Epoch)
+			writePosition(w, st.tp.Partition, st.tp.Topic, pos, st.durable.Epoch)
 		}
 	}
 	more, err := w.Flush(ctx)
@@ -486,7 +497,7 @@ func (t *Task) changelogWritten(pl *changelogPlan, next map[int32]int64) {
 func (t *Task) writeChangelog(pl *changelogPlan) error {
 	w := t.changelog.w
 	for _, r := range pl.early {
-		w.WriteEpoch(r.part, r.key, r.val, r.epoch)
+		w.WritePosition(r.part, r.key, r.val, r.epoch, r.leader)
 	}
 	// Encoded first, written after: Write may block on the producer's buffer, which must not
 	// happen while the store's read lock is held (a Close would wait on it).
@@ -509,7 +520,7 @@ func (t *Task) writeChangelog(pl *changelogPlan) error {
 		}
 		r := &pl.final[j]
 		j++
-		w.WriteEpoch(r.part, changelogPositionKey(r.topic, sp.Position.TopicID), changelogPosition(sp.Position), r.epoch)
+		writePosition(w, r.part, r.topic, sp.Position, r.epoch)
 	}
 	return nil
 }
@@ -661,7 +672,7 @@ func (t *Task) replayOwned(ctx context.Context, tp kafka.TopicPartition, id uint
 type changelogClient interface {
 	EndOffset(ctx context.Context, topic string, p int32) (int64, error)
 	ReadChangelog(ctx context.Context, topic string, p int32, from int64,
-		fn func(key, value []byte, epoch uint64, offset int64) error, progress func(records, bytes, total int64)) (int64, int64, int64, error)
+		fn func(key, value []byte, meta kafka.RecordMeta, offset int64) error, progress func(records, bytes, total int64)) (int64, int64, int64, error)
 }
 
 // perCall is a changelogClient that opens a client per call.
@@ -672,7 +683,7 @@ func (c perCall) EndOffset(ctx context.Context, topic string, p int32) (int64, e
 }
 
 func (c perCall) ReadChangelog(ctx context.Context, topic string, p int32, from int64,
-	fn func(key, value []byte, epoch uint64, offset int64) error, progress func(records, bytes, total int64),
+	fn func(key, value []byte, meta kafka.RecordMeta, offset int64) error, progress func(records, bytes, total int64),
 ) (int64, int64, int64, error) {
 	return kafka.ReadChangelog(ctx, c.cfg, topic, p, from, fn, progress)
 }
@@ -846,7 +857,8 @@ type restoring struct {
 const restoreBatch = 1000
 
 // add takes one changelog record (kafka.ReadChangelog's callback).
-func (rs *restoring) add(key, value []byte, epoch uint64, offset int64) error {
+func (rs *restoring) add(key, value []byte, meta kafka.RecordMeta, offset int64) error {
+	epoch := meta.Epoch
 	kind, topic, k, err := parseChangelogKey(key)
 	if err != nil {
 		return fmt.Errorf("offset %d: %w", offset, err)
@@ -886,6 +898,7 @@ func (rs *restoring) add(key, value []byte, epoch uint64, offset int64) error {
 		if len(k) == len(p.TopicID) {
 			copy(p.TopicID[:], k) // the topic's id, when the writer knew it
 		}
+		p.LeaderEpoch = store.KnownLeaderEpoch(meta.LeaderEpoch) // when the writer knew it
 		rs.last = &p
 	default:
 		return fmt.Errorf("offset %d: unknown changelog record kind %q", offset, kind)
