@@ -21,6 +21,7 @@ import (
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
 	"github.com/wasmstream/wasmstream/internal/hosttest"
+	"github.com/wasmstream/wasmstream/store"
 )
 
 // The tests of this file move an input topic's log under a host's position, as the world does
@@ -484,5 +485,50 @@ func TestKafkaLogDivergedWhileDownHalts(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKafkaLeaderMovedWhileDownResumes: the partition's leader changes while the host is down
+// (leader epoch 0 to 1) and producers write on, without any loss: the stored position's epoch
+// (0) ends on the new leader exactly at the position, so the host resumes there and processes
+// every new record, state exact; and again after a restart whose position is in epoch 1. The
+// leader epoch check halts only a log that diverged (TestKafkaLogDivergedWhileDownHalts).
+func TestKafkaLeaderMovedWhileDownResumes(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(1, "words", "counts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl := newClient(t, c)
+	dir := filepath.Join(t.TempDir(), "data")
+	want := produceWords(t, cl, "words", 300, 20, 1)
+	for i, next := range []int64{300, 400, 500} {
+		h := startWorldHost(t, c, module, dir, "earliest", io.Discard)
+		waitPosition(t, h, next)
+		if err := h.Stop(); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		if i == 2 {
+			break
+		}
+		if err := c.MoveTopicPartition("words", 0, 1-c.LeaderFor("words", 0)); err != nil {
+			t.Fatal(err)
+		}
+		addCounts(want, produceWords(t, cl, "words", 100, 20, uint64(i+2)))
+	}
+	sameCounts(t, want, stateOf(t, dir, "wc"))
+	// The position keeps the epoch of its last record, written after two moves.
+	db, err := store.Open(filepath.Join(dir, "state"), store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	id, err := db.StreamID("wc", "kafka:words/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok, err := db.Position("wc", id); err != nil || !ok || p.Next != 500 || p.LeaderEpoch.Epoch() != 2 {
+		t.Fatalf("stored position %+v, %v, %v; want Next 500, leader epoch 2", p, ok, err)
 	}
 }
