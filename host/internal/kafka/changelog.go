@@ -34,6 +34,51 @@ var ErrNoPartition = errors.New("no such partition")
 // was recreated or truncated), so the local state and the changelog disagree.
 var ErrChangelogBehind = errors.New("changelog behind the local state")
 
+// ChangelogLostError is CheckChangelogStart's error: records of a changelog partition that a
+// restore starting at From needs were removed (its log start is Start) while the topic's
+// cleanup.policy (Policy) was not compact alone, so by retention or a DeleteRecords, not by
+// compaction: the keys whose last records were among them would restore partial or stale state.
+type ChangelogLostError struct {
+	Topic       string
+	Partition   int32
+	From, Start int64
+	Policy      string
+}
+
+func (e *ChangelogLostError) Error() string {
+	return fmt.Sprintf("kafka: changelog %s partition %d lost offsets %d to %d before this restore read them (its log start is %d, the restore starts at %d; cleanup.policy=%s)",
+		e.Topic, e.Partition, e.From, e.Start-1, e.Start, e.From, e.Policy)
+}
+
+// CheckChangelogStart checks that a restore of changelog partition p starting at from (0, or
+// below: from the beginning) reads everything it needs: a log start above from is fine on a
+// topic compacted alone (compaction removes only records a later record of the same key
+// supersedes; the development broker moves the log start past them, and a DeleteRecords there is
+// not told apart), and a *ChangelogLostError otherwise (cleanup.policy with delete: retention
+// removed state, or a DeleteRecords). EnsureChangelog refuses such a topic at start, but the
+// policy may change while hosts run, and retention acts before anyone restarts.
+func CheckChangelogStart(ctx context.Context, cfg Config, topic string, p int32, from int64) error {
+	return withAdmin(cfg, func(_ *kgo.Client, adm *kadm.Client) error { return checkChangelogStart(ctx, adm, topic, p, from) })
+}
+
+// CheckChangelogStart is the package's CheckChangelogStart on a's client.
+func (a *Admin) CheckChangelogStart(ctx context.Context, topic string, p int32, from int64) error {
+	return checkChangelogStart(ctx, a.adm, topic, p, from)
+}
+
+func checkChangelogStart(ctx context.Context, adm *kadm.Client, topic string, p int32, from int64) error {
+	from = max(from, 0)
+	start, err := listOffset(ctx, adm.ListStartOffsets, topic, p)
+	if err != nil || start <= from {
+		return err
+	}
+	policy, err := describePolicy(ctx, adm, topic)
+	if err != nil || compactAlone(policy) {
+		return err
+	}
+	return &ChangelogLostError{Topic: topic, Partition: p, From: from, Start: start, Policy: policy}
+}
+
 // changelogDeliveryTimeout bounds how long a changelog record is retried before it fails (and
 // with it the Flush that covers it).
 const changelogDeliveryTimeout = 2 * time.Minute
@@ -160,6 +205,39 @@ func growChangelog(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic 
 	return fmt.Errorf("kafka: adding partitions to changelog topic %q (to %d, one per input partition): %w", topic, partitions, err)
 }
 
+// describePolicy describes a changelog topic's cleanup.policy.
+func describePolicy(ctx context.Context, adm *kadm.Client, topic string) (string, error) {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return "", fmt.Errorf("kafka: describing changelog topic %q: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return "", fmt.Errorf("kafka: describing changelog topic %q: %w", topic, err)
+	}
+	policy := "delete" // Kafka's default when the broker does not say
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" && c.Value != nil {
+			policy = *c.Value
+		}
+	}
+	return policy, nil
+}
+
+// compactAlone reports whether a cleanup.policy is compact, without delete.
+func compactAlone(policy string) bool {
+	var parts []string
+	for _, s := range strings.Split(policy, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			parts = append(parts, s)
+		}
+	}
+	return slices.Equal(parts, []string{"compact"})
+}
+
 // checkChangelog checks an existing topic with have partitions against what a changelog needs.
 func checkChangelog(ctx context.Context, adm *kadm.Client, topic string, have, want int32) error {
 	if have != want {
@@ -168,30 +246,11 @@ func checkChangelog(ctx context.Context, adm *kadm.Client, topic string, have, w
 			"recreated (state that is only in the changelog is lost), or use another changelog topic",
 			topic, have, want)
 	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	policy, err := describePolicy(ctx, adm, topic)
 	if err != nil {
-		return fmt.Errorf("kafka: describing changelog topic %q: %w", topic, err)
+		return err
 	}
-	rc, err := rcs.On(topic, nil)
-	if err == nil {
-		err = rc.Err
-	}
-	if err != nil {
-		return fmt.Errorf("kafka: describing changelog topic %q: %w", topic, err)
-	}
-	policy := "delete" // Kafka's default when the broker does not say
-	for _, c := range rc.Configs {
-		if c.Key == "cleanup.policy" && c.Value != nil {
-			policy = *c.Value
-		}
-	}
-	var parts []string
-	for _, s := range strings.Split(policy, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			parts = append(parts, s)
-		}
-	}
-	if !slices.Equal(parts, []string{"compact"}) {
+	if !compactAlone(policy) {
 		return fmt.Errorf("kafka: changelog topic %q has cleanup.policy=%s, want compact (with delete, the state of keys "+
 			"not written within the retention time is lost): set cleanup.policy=compact on the topic "+
 			"(e.g. kafka-configs --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact)",

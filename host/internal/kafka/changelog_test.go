@@ -535,3 +535,49 @@ func TestChangelogWriterGaps(t *testing.T) {
 		t.Fatalf("Gaps = %v after Expect at the end, want none", g)
 	}
 }
+
+// TestCheckChangelogStart: a restore that would start below a changelog partition's log start
+// is refused (ChangelogLostError, with the offsets lost) when the topic's cleanup.policy is not
+// compact alone — retention (here a DeleteRecords) removed state records — and let through on a
+// topic compacted alone (compaction removes only superseded records) or when it starts at or
+// above the log start. Before, every restore read from the log start without a word.
+func TestCheckChangelogStart(t *testing.T) {
+	_, cfg := testCluster(t)
+	ctx := testCtx(t)
+	if err := EnsureChangelog(ctx, cfg, "cl", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	w := newWriter(t, cfg, "cl")
+	for i := range 10 {
+		w.Write(0, []byte(fmt.Sprintf("k%d", i)), []byte("v"))
+	}
+	if _, err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	adm := testAdmin(t, cfg)
+	o := kadm.Offsets{}
+	o.Add(kadm.Offset{Topic: "cl", Partition: 0, At: 6})
+	if rs, err := adm.DeleteRecords(ctx, o); err != nil || rs.Error() != nil {
+		t.Fatal(err, rs.Error())
+	}
+	if err := CheckChangelogStart(ctx, cfg, "cl", 0, 0); err != nil {
+		t.Fatalf("compacted alone: %v, want nil (not told apart from compaction)", err)
+	}
+	both := "compact,delete"
+	if rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "cleanup.policy", Value: &both}}, "cl"); err != nil || rs[0].Err != nil {
+		t.Fatal(err, rs)
+	}
+	for _, from := range []int64{-1, 0, 4} {
+		err := CheckChangelogStart(ctx, cfg, "cl", 0, from)
+		var lost *ChangelogLostError
+		if !errors.As(err, &lost) || lost.From != max(from, 0) || lost.Start != 6 || lost.Policy != both {
+			t.Fatalf("from %d: %v; want a ChangelogLostError from %d, start 6, policy %s", from, err, max(from, 0), both)
+		}
+		wantErr(t, err, "changelog cl partition 0 lost offsets", fmt.Sprintf("to 5 before this restore read them (its log start is 6, the restore starts at %d", max(from, 0)))
+	}
+	for _, from := range []int64{6, 9} {
+		if err := CheckChangelogStart(ctx, cfg, "cl", 0, from); err != nil {
+			t.Fatalf("from %d, at or above the log start: %v, want nil", from, err)
+		}
+	}
+}

@@ -673,6 +673,7 @@ type changelogClient interface {
 	EndOffset(ctx context.Context, topic string, p int32) (int64, error)
 	ReadChangelog(ctx context.Context, topic string, p int32, from int64,
 		fn func(key, value []byte, meta kafka.RecordMeta, offset int64) error, progress func(records, bytes, total int64)) (int64, int64, int64, error)
+	CheckChangelogStart(ctx context.Context, topic string, p int32, from int64) error
 }
 
 // perCall is a changelogClient that opens a client per call.
@@ -686,6 +687,10 @@ func (c perCall) ReadChangelog(ctx context.Context, topic string, p int32, from 
 	fn func(key, value []byte, meta kafka.RecordMeta, offset int64) error, progress func(records, bytes, total int64),
 ) (int64, int64, int64, error) {
 	return kafka.ReadChangelog(ctx, c.cfg, topic, p, from, fn, progress)
+}
+
+func (c perCall) CheckChangelogStart(ctx context.Context, topic string, p int32, from int64) error {
+	return kafka.CheckChangelogStart(ctx, c.cfg, topic, p, from)
 }
 
 // claimStandby takes partition tp from the standby, if any, for this loop: a standby round of
@@ -787,6 +792,13 @@ func (t *Task) replayChangelog(ctx context.Context, cc changelogClient, tp kafka
 		r.epoch = pos.Epoch
 		return r, nil // nothing new
 	}
+	if err := cc.CheckChangelogStart(ctx, topic, tp.Partition, from); err != nil {
+		var lost *kafka.ChangelogLostError
+		if errors.As(err, &lost) {
+			return r, t.changelogLost(tp, lost)
+		}
+		return r, fmt.Errorf("changelog %s partition %d: %w", topic, tp.Partition, err)
+	}
 	if r.full {
 		if err := db.DropStream(name, id); err != nil {
 			return r, err
@@ -820,6 +832,20 @@ func (t *Task) replayChangelog(ctx context.Context, cc changelogClient, tp kafka
 			"changelog_records", r.records, "bytes", r.bytes, "took", time.Since(began).Round(time.Millisecond))
 	}
 	return r, nil
+}
+
+// changelogLost is the error of a restore that would start below the changelog partition's log
+// start while the topic is not compacted alone (kafka.CheckChangelogStart): the records between
+// held state that is gone, so the partition is not restored (the task halts) rather than
+// restored in part.
+func (t *Task) changelogLost(tp kafka.TopicPartition, e *kafka.ChangelogLostError) error {
+	return fmt.Errorf("input topic %s partition %d: its state cannot be restored: changelog topic %s partition %d lost offsets %d to %d "+
+		"(%d offsets: its log start is %d, and the restore starts at %d) to retention or a DeleteRecords, its cleanup.policy being %s: "+
+		"restoring what is left would give the keys of those records partial or stale state, so the task halts; "+
+		"set cleanup.policy=compact alone on the changelog (kafka-configs --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact), "+
+		"then restore the state from a backup of a host's data directory, or rebuild it from the input if it still holds every record "+
+		"(wasmstream reset --task %s --to earliest): %w",
+		tp.Topic, tp.Partition, e.Topic, e.Partition, e.From, e.Start-1, e.Start-e.From, e.Start, e.From, e.Policy, e.Topic, t.cfg.Name, e)
 }
 
 // replayFrom is the changelog offset a replay starts at: where this store's copy of the
