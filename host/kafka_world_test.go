@@ -532,3 +532,67 @@ func TestKafkaLeaderMovedWhileDownResumes(t *testing.T) {
 		t.Fatalf("stored position %+v, %v, %v; want Next 500, leader epoch 2", p, ok, err)
 	}
 }
+
+// TestChangelogRetentionLostHalts: a changelog's cleanup.policy is set to compact,delete while
+// the hosts run (the host refuses such a topic at its start, not later), and retention (here a
+// DeleteRecords) removes the first records of a changelog partition. When that partition's
+// input moves to a host with no copy of it, whose restore would start at offset 0, below the
+// log start, the task halts naming the changelog partition, the offsets lost and what to do,
+// instead of restoring the state that is left: before, the restore read from the log start
+// without a word, and the keys whose records were removed restored nothing (partial state).
+func TestChangelogRetentionLostHalts(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newClusterParts(t, 2, "words", "counts")
+	cl := newClient(t, c)
+	produceWords(t, cl, "words", 400, 20, 1)
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	a := startKafkaHost(t, c, tc, filepath.Join(t.TempDir(), "a"))
+	waitCommitted(t, a)
+	b := startKafkaHost(t, c, tc, filepath.Join(t.TempDir(), "b"))
+	// The group gives b one of the two partitions (restored from the changelog while its policy
+	// is compact alone); a keeps the other.
+	var kept int32
+	hosttest.WaitFor(t, 30*time.Second, "each host owns one partition", func() bool {
+		sa, sb := a.Stats(), b.Stats()
+		if len(sa) == 0 || len(sb) == 0 || len(sa[0].Inputs) != 1 || len(sb[0].Inputs) != 1 {
+			return false
+		}
+		kept = sa[0].Inputs[0].Partition
+		return true
+	})
+	waitCommitted(t, a)
+
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	both := "compact,delete"
+	if rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "cleanup.policy", Value: &both}}, "wc-changelog"); err != nil || rs[0].Err != nil {
+		t.Fatal(err, rs)
+	}
+	ends, err := adm.ListEndOffsets(ctx, "wc-changelog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup("wc-changelog", kept)
+	if end.Offset < 2 {
+		t.Fatalf("changelog partition %d ends at %d; want records to remove", kept, end.Offset)
+	}
+	deleteRecordsBelow(t, cl, "wc-changelog", kept, end.Offset/2)
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	select {
+	case <-b.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("host b did not halt on the changelog's lost records; it owns %d partitions", len(b.Stats()[0].Inputs))
+	}
+	err = b.Wait()
+	for _, want := range []string{fmt.Sprintf("input topic words partition %d: its state cannot be restored", kept),
+		fmt.Sprintf("changelog topic wc-changelog partition %d lost offsets 0 to %d", kept, end.Offset/2-1),
+		"cleanup.policy being compact,delete", "set cleanup.policy=compact alone", "from a backup", "wasmstream reset --task wc --to earliest"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("host b ended with %v; want the task halted on the changelog's lost records, with %q", err, want)
+		}
+	}
+}
