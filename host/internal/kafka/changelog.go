@@ -253,10 +253,35 @@ func checkChangelog(ctx context.Context, adm *kadm.Client, topic string, have, w
 	if !compactAlone(policy) {
 		return fmt.Errorf("kafka: changelog topic %q has cleanup.policy=%s, want compact (with delete, the state of keys "+
 			"not written within the retention time is lost): set cleanup.policy=compact on the topic "+
-			"(e.g. kafka-configs --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact)",
-			topic, policy, topic)
+			"(e.g. kafka-configs --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact)%s",
+			topic, policy, topic, removedBelow(ctx, adm, topic))
 	}
 	return nil
+}
+
+// removedBelow says, for a changelog refused for its cleanup.policy, which of its partitions
+// no longer start at offset 0 (retention may have removed state already: a restore of those
+// partitions from the changelog alone would be partial, even once the policy is compact again,
+// since compaction also moves a log start on some brokers and a restore then cannot tell); ""
+// when none, or when the offsets cannot be listed.
+func removedBelow(ctx context.Context, adm *kadm.Client, topic string) string {
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return ""
+	}
+	var moved []string
+	starts.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Offset > 0 {
+			moved = append(moved, fmt.Sprintf("partition %d starts at offset %d", o.Partition, o.Offset))
+		}
+	})
+	if len(moved) == 0 {
+		return ""
+	}
+	slices.Sort(moved)
+	return fmt.Sprintf("; records were removed from it already (%s): if retention removed them, the state they held is lost, "+
+		"and a host that restores those partitions from the changelog gets partial state: restore the task's data directory "+
+		"from a backup, or rebuild the state from the input (wasmstream reset --task <task> --to earliest)", strings.Join(moved, ", "))
 }
 
 // PartitionCount returns the number of partitions of topic; an error wrapping ErrNoTopic if it

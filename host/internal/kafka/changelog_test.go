@@ -131,6 +131,32 @@ func TestEnsureChangelog(t *testing.T) {
 	})
 	t.Run("compact and delete", func(t *testing.T) {
 		wantErr(t, EnsureChangelog(ctx, cfg, "both", 2, 0), `"both"`, "cleanup.policy=compact,delete", "want compact")
+		if err := EnsureChangelog(ctx, cfg, "both", 2, 0); strings.Contains(err.Error(), "removed") {
+			t.Errorf("nothing removed yet, but the refusal says %q", err)
+		}
+	})
+	t.Run("compact and delete, records removed", func(t *testing.T) {
+		// Retention already removed records: the refusal says which partitions no longer start
+		// at 0, and that restoring them from the changelog would give partial state.
+		recs := make([]*kgo.Record, 5)
+		for i := range recs {
+			recs[i] = &kgo.Record{Topic: "both", Partition: 1, Key: []byte{byte(i)}, Value: []byte("v")}
+		}
+		pcl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pcl.Close()
+		if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		o := kadm.Offsets{}
+		o.Add(kadm.Offset{Topic: "both", Partition: 1, At: 3})
+		if rs, err := adm.DeleteRecords(ctx, o); err != nil || rs.Error() != nil {
+			t.Fatal(err, rs.Error())
+		}
+		wantErr(t, EnsureChangelog(ctx, cfg, "both", 2, 0), "cleanup.policy=compact,delete", "records were removed from it already (partition 1 starts at offset 3)",
+			"partial state", "from a backup")
 	})
 	t.Run("no partitions", func(t *testing.T) {
 		wantErr(t, EnsureChangelog(ctx, cfg, "zero", 0, 0), `"zero"`, "at least 1")
