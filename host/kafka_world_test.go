@@ -407,19 +407,24 @@ func copyTree(t *testing.T, src, dst string) {
 // answer (epoch 0 ends at 200). The task halts at assignment naming the partition, the stored
 // offset and epoch, where the log diverged and the reset, whether the position comes from the
 // host's disk, from the group's committed offset (an empty disk), or from the changelog (an
-// empty disk, the group's offsets gone). Before, positions, commits and the changelog kept no
-// epoch: the host resumed at 300 and processed 300-349, skipping 200-299 (records it never
-// saw) without a word.
+// empty disk, the group's offsets gone), exactly once too. Before, positions, commits and the
+// changelog kept no epoch: the host resumed at 300 and processed 300-349, skipping 200-299
+// (records it never saw) without a word. The cases run in parallel (each has its own cluster).
 func TestKafkaLogDivergedWhileDownHalts(t *testing.T) {
 	module := guestbuild.Go(t, "wordcount")
 	for _, tc := range []struct {
 		name      string
 		empty     bool // the restarted host has an empty disk
 		changelog bool // the task has a changelog, and the group's offsets are gone
-	}{{"local_position", false, false}, {"group_offset", true, false}, {"changelog", true, true}} {
+		eos       bool // exactly once (with a changelog; the group's offsets kept)
+	}{{"local_position", false, false, false}, {"group_offset", true, false, false}, {"changelog", true, true, false}, {"exactly_once", false, false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			task := wordcountKafkaTask(module)
-			task.Changelog.Enabled = tc.changelog
+			task.Changelog.Enabled = tc.changelog || tc.eos
+			if tc.eos {
+				task.Delivery = host.ExactlyOnce
+			}
 			start := func(c *kfake.Cluster, dir string) *hosttest.Running {
 				return hosttest.Start(t, host.Config{DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 					Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{task}})
