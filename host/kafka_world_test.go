@@ -356,7 +356,7 @@ func TestKafkaLogTruncatedHalts(t *testing.T) {
 	}
 	err = h.Wait()
 	if err == nil || !strings.Contains(err.Error(), "input topic words partition 0 lost records at the broker") ||
-		!strings.Contains(err.Error(), "up to offset 300") || !strings.Contains(err.Error(), "wasmstream reset --task <task> --to earliest") {
+		!strings.Contains(err.Error(), "up to offset 300") || !strings.Contains(err.Error(), "wasmstream reset --task wc --to earliest") {
 		t.Fatalf("the host ended with %v; want the task halted on the lost records, naming the reset", err)
 	}
 }
@@ -484,7 +484,7 @@ func TestKafkaLogDivergedWhileDownHalts(t *testing.T) {
 			}
 			err := h.Wait()
 			for _, want := range []string{"input topic words partition 0 lost records at the broker", "up to offset 300 (leader epoch 0)",
-				"diverged from what it read at offset 200", "from offset 200 to 299 are gone", "wasmstream reset --task <task> --to earliest"} {
+				"diverged from what it read at offset 200", "from offset 200 to 299 are gone", "wasmstream reset --task wc --to earliest"} {
 				if err == nil || !strings.Contains(err.Error(), want) {
 					t.Fatalf("the host ended with %v; want the task halted on the diverged log, with %q", err, want)
 				}

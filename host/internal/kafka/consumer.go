@@ -125,6 +125,8 @@ type TxnOutcome struct {
 
 // ConsumerConfig configures a group consumer.
 type ConsumerConfig struct {
+	// Task names the task in the errors that say which reset to run ("<task>" when empty).
+	Task    string
 	Group   string
 	Topics  []string
 	StartAt string // "earliest" (default), "latest", or an RFC 3339 time
@@ -202,6 +204,7 @@ type Consumer struct {
 	// base's options.
 	group, instanceID string
 	base              []kgo.Opt
+	task              string // ConsumerConfig.Task, or "<task>"
 	// fenced: another member joined with the instance id, which is now its own (handOver).
 	fenced atomic.Bool
 
@@ -296,7 +299,10 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 	c := &Consumer{ready: make(chan struct{}), log: cfg.Logger, connectTimeout: cfg.ConnectTimeout, max: cc.MaxPollRecords, handler: cc.Handler, paused: map[TopicPartition]bool{}, start: start,
 		bounded: cc.Bounded, topics: cc.Topics, bounds: map[TopicPartition]Bounds{},
 		unreachableTimeout: cc.UnreachableTimeout, reachable: cc.Reachable,
-		group: cc.Group, instanceID: cc.InstanceID, base: slices.Clone(opts), latest: cc.StartAt == "latest"}
+		group: cc.Group, instanceID: cc.InstanceID, base: slices.Clone(opts), latest: cc.StartAt == "latest", task: cc.Task}
+	if c.task == "" {
+		c.task = "<task>"
+	}
 	if c.unreachableTimeout <= 0 {
 		c.unreachableTimeout = DefaultUnreachableTimeout
 	}
@@ -889,12 +895,12 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 		switch {
 		case fatal != nil || kgo.IsRetryableBrokerErr(err):
 		case errors.As(err, &loss):
-			fatal = dataLoss(loss)
+			fatal = dataLoss(loss, c.task)
 		case errors.Is(err, kerr.UnknownTopicID):
 			// The client fetches by topic id: the topic it was assigned is gone.
 			fatal = fmt.Errorf("kafka: fetching %s/%d: input topic %s was deleted while the task read it "+
 				"(a topic created again under its name is a new topic: to process it, reset the task: "+
-				"wasmstream reset --task <task> --to earliest): %w", t, p, t, err)
+				"wasmstream reset --task %s --to earliest): %w", t, p, t, c.task, err)
 		default:
 			fatal = fmt.Errorf("kafka: fetching %s/%d: %w", t, p, err)
 		}
@@ -946,7 +952,7 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 // diverged when it could tell, else to the log start. Read on, the task would skip the records
 // written since the loss as already processed (their offsets are below its position), so it
 // halts.
-func dataLoss(e *kgo.ErrDataLoss) error {
+func dataLoss(e *kgo.ErrDataLoss, task string) error {
 	at := fmt.Sprintf("offset %d", e.ConsumedTo)
 	if e.ConsumedToEpoch >= 0 {
 		at += fmt.Sprintf(" (leader epoch %d)", e.ConsumedToEpoch)
@@ -958,8 +964,8 @@ func dataLoss(e *kgo.ErrDataLoss) error {
 	}
 	return fmt.Errorf("kafka: input topic %s partition %d lost records at the broker (an unclean leader election, a broker that lost data, or a truncated log): "+
 		"this task had read it up to %s, %s; reading on would skip the records written since as already processed, so the task halts; "+
-		"to read the partition again from its beginning, reset the task: wasmstream reset --task <task> --to earliest (or --to %s:%d:<offset> from an offset of your choosing): %w",
-		e.Topic, e.Partition, at, where, e.Topic, e.Partition, e)
+		"to read the partition again from its beginning, reset the task: wasmstream reset --task %s --to earliest (or --to %s:%d:<offset> from an offset of your choosing): %w",
+		e.Topic, e.Partition, at, where, task, e.Topic, e.Partition, e)
 }
 
 // rejoins reports whether err is the client's notice that the group no longer knew the member

@@ -538,7 +538,7 @@ func TestTxnConsumerHearsEveryRevoke(t *testing.T) {
 // the task with the partition, the offset it had read to and the reset to run. Before, the halt
 // said only "kafka: fetching in/0: topic in partition 0 lost records; ...".
 func TestConsumerDataLossHalts(t *testing.T) {
-	c := &Consumer{}
+	c := &Consumer{task: "<task>"}
 	loss := &kgo.ErrDataLoss{Topic: "in", Partition: 3, ConsumedTo: 500, ConsumedToEpoch: 1, ResetTo: 0}
 	fs := kgo.Fetches{{Topics: []kgo.FetchTopic{{Topic: "in", Partitions: []kgo.FetchPartition{{Partition: 3, Err: loss}}}}}}
 	ok, err := c.handOver(context.Background(), fs, make(chan Fetch))

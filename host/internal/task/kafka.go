@@ -207,7 +207,7 @@ func (t *Task) startKafka() error {
 		SessionTimeout: in.SessionTimeout, RebalanceTimeout: in.RebalanceTimeout, Bounded: in.Bounded,
 		UnreachableTimeout: in.UnreachableTimeout, InstanceID: in.InstanceID,
 		Reachable: func(ok bool) { t.meters.unreachable.Store(!ok) },
-		Advertise: in.Advertise,
+		Advertise: in.Advertise, Task: t.cfg.Name,
 	}
 	if t.cfg.Changelog != nil {
 		cc.Progress = t.changelogProgress
