@@ -986,12 +986,16 @@ type standby struct {
 	owned  map[kafka.TopicPartition]map[*Task]bool
 	topics []string
 	parts  int32 // the input topics' partition count: at the start, raised by standbyCount (runStandby's goroutine)
+	// lost: the partitions whose changelog lost records the standby needs (kafka.ChangelogLostError),
+	// said once each (under mu): the standby's copy stays where it was, and the partition's owner
+	// halts on it at its next restore.
+	lost map[kafka.TopicPartition]bool
 	// Figures, read by the tailing loop for Stats.
 	records, bytes atomic.Int64
 }
 
 func newStandby() *standby {
-	return &standby{owned: map[kafka.TopicPartition]map[*Task]bool{}}
+	return &standby{owned: map[kafka.TopicPartition]map[*Task]bool{}, lost: map[kafka.TopicPartition]bool{}}
 }
 
 // claim records that loop t owns tp, once a round of it in progress ended.
@@ -1062,7 +1066,15 @@ func (t *Task) runStandby(ctx context.Context, sb *standby) {
 						// owner added yet: nothing to tail.
 						err = nil
 					}
-					if err != nil && ctx.Err() == nil {
+					var lost *kafka.ChangelogLostError
+					switch {
+					case err == nil || ctx.Err() != nil:
+					case errors.As(err, &lost) && sb.lost[tp]:
+						// Said once: nothing changes until the changelog is restored.
+					case errors.As(err, &lost):
+						sb.lost[tp] = true
+						t.log.Error("standby: the changelog lost records this host's copy of a partition needs; the copy stays as it is", "topic", topic, "partition", p, "err", err)
+					default:
 						t.log.Warn("standby: catching up a partition failed; retrying", "topic", topic, "partition", p, "err", err)
 					}
 					sb.records.Add(r.records)
