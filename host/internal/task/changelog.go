@@ -813,6 +813,13 @@ func (t *Task) replayChangelog(ctx context.Context, cc changelogClient, tp kafka
 		return r, fmt.Errorf("changelog %s partition %d: %w", topic, tp.Partition, err)
 	}
 	from := t.replayFrom(tp, pos, ok, r.end)
+	if ok && pos.Resume == 0 && r.end == 0 {
+		// The local copy never covered a changelog offset (runs without the changelog wrote
+		// it) and the changelog holds nothing of the partition: the changelog was just turned
+		// on. The copy is the partition's only state: kept, not replaced by an empty one.
+		r.epoch = pos.Epoch
+		return r, nil
+	}
 	began := time.Now()
 	var progress func(records, bytes, total int64)
 	if owned {
