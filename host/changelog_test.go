@@ -1260,8 +1260,8 @@ func TestStandbyKeepsItsConnections(t *testing.T) {
 // records go to the input all along, so every standby round finds changelog records of the
 // other host's partitions to read, not only offsets to list. The standbys read them through one
 // consuming client for as long as they run: over 40 such reads (a read lists the partition's
-// start offset first) they open (next to) no new connection. Before, each read made a client of
-// its own: a new connection or two per partition read.
+// start offset first) they open few new connections, fewer than one per four reads (0 to 3 in
+// three runs). Before, each read made a client of its own: 31 new connections over 40 reads.
 func TestBusyStandbyKeepsItsConnections(t *testing.T) {
 	t.Parallel() // it mostly waits (the standbys' rounds)
 	module := guestbuild.Go(t, "wordcount")
@@ -1329,8 +1329,9 @@ func TestBusyStandbyKeepsItsConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d new connections during %d standby reads of changelog records", n, r)
-	// A client per read makes at least one per read.
-	if n*10 > r {
+	// 0 to 3 over 40 to 44 reads (3 runs beside the others' tests: not the reads', as a client
+	// per read makes 31 over 40).
+	if n*4 > r {
 		t.Errorf("%d new connections to the broker during %d standby reads of changelog records: a client per read", n, r)
 	}
 }
