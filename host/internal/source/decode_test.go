@@ -273,6 +273,9 @@ func FuzzDecode(f *testing.F) {
 				}
 				continue
 			}
+			if d.ValueNull && (len(d.Value) != 0 || format.ValueField == "" || string(d.Fields[format.ValueField]) != "null") {
+				t.Fatalf("%+v: %q has a null value %q: only a value field that is JSON null is one, and empty", format, line, d.Value)
+			}
 			if format.JSON {
 				continue
 			}
