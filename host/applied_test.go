@@ -30,6 +30,7 @@ type appliedRig struct {
 	module string
 	dir    string
 	prod   *kgo.Client
+	ts     int64 // when positive, the next record's timestamp (ms), one more for each record
 }
 
 func newAppliedRig(t *testing.T) *appliedRig {
@@ -64,7 +65,12 @@ func (r *appliedRig) produce(kv ...string) {
 	r.t.Helper()
 	var recs []*kgo.Record
 	for i := 0; i < len(kv); i += 2 {
-		recs = append(recs, &kgo.Record{Topic: "cmds", Partition: 0, Key: []byte(kv[i]), Value: []byte(kv[i+1])})
+		rec := &kgo.Record{Topic: "cmds", Partition: 0, Key: []byte(kv[i]), Value: []byte(kv[i+1])}
+		if r.ts > 0 {
+			rec.Timestamp = time.UnixMilli(r.ts)
+			r.ts++
+		}
+		recs = append(recs, rec)
 	}
 	if err := r.prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
 		r.t.Fatal(err)
@@ -144,10 +150,14 @@ func (r *appliedRig) look() appliedView {
 // tail and keeps the copy), writes those keys' true marks and deletes the set when the
 // partition opens, before a changelog record could carry a mark the set left low (a key
 // written again from the store alone: rewriteStale, or a key only timers changed) to a restore
-// that has no set. The state stays exact. Before, the set and the low marks stayed until Next
-// passed them.
+// that has no set. The state stays exact, and so does a restore of the changelog on an empty
+// disk: there key b, which only a timer firing changed in the run with the changelog, is
+// counted 2 times, as its records say. Before, the set and the low marks stayed until Next
+// passed them: the changelog carried b's mark 3 while its state held offset 6, and the restore
+// counted b@6 again (3).
 func TestChangelogSettlesAppliedSet(t *testing.T) {
 	r := newAppliedRig(t)
+	r.ts = 10 // event time, for b's timer
 	stop := func(h *hosttest.Running) {
 		t.Helper()
 		if err := h.Stop(); err != nil {
@@ -160,34 +170,52 @@ func TestChangelogSettlesAppliedSet(t *testing.T) {
 	processedThenCheckpoint(t, h, 1)
 	stop(h)
 	// Run 2, without: x@1 fails and holds Next at 1; a@2 b@3 c@4 complete, a checkpoint; then
-	// a@5 b@6 c@7, and the last checkpoint keeps their marks at 2, 3, 4 (in its set: 2..7).
+	// a@5 b@6 c@7 and b@8 (b's event-time timer at 500), and the last checkpoint keeps their
+	// marks at 2, 3, 4 (in its set: 2..8).
 	h = r.run(false, 0)
 	r.produce("x", "fail held", "a", "count n 1", "b", "count n 1", "c", "count n 1")
 	processedThenCheckpoint(t, h, 3)
-	r.produce("a", "count n 1", "b", "count n 1", "c", "count n 1")
-	processedThenCheckpoint(t, h, 6)
+	r.produce("a", "count n 1", "b", "count n 1", "c", "count n 1", "b", "timer t 500")
+	processedThenCheckpoint(t, h, 7)
 	stop(h)
 	before := r.look()
-	if before.set.Base != 1 || before.set.Len() != 6 || before.marks["b"] >= 6 {
-		t.Fatalf("after the run without the changelog: set from %d with %d offsets, b's mark %d; want a set of 2..7 from 1 and b's mark below 6",
+	if before.set.Base != 1 || before.set.Len() != 7 || before.marks["b"] >= 6 {
+		t.Fatalf("after the run without the changelog: set from %d with %d offsets, b's mark %d; want a set of 2..8 from 1 and b's mark below 6",
 			before.set.Base, before.set.Len(), before.marks["b"])
 	}
-	// Run 3, with the changelog again: x@1 still fails, d@8 completes.
+	// Run 3, with the changelog again: x@1 still fails, d@9 at 1000 completes and fires b's
+	// timer: b's changelog record, its state from the store, carries its mark.
 	h = r.run(true, 0)
+	r.ts = 1000
 	r.produce("d", "count n 1")
+	hosttest.WaitFor(t, 60*time.Second, "b's timer fired", func() bool { return h.Stats()[0].TimersFired >= 1 })
 	processedThenCheckpoint(t, h, 1)
 	stop(h)
 	after := r.look()
 	if after.set.Len() != 0 {
 		t.Errorf("the applied set holds %d offsets after the partition opened with the changelog; want it settled", after.set.Len())
 	}
-	for k, want := range map[string]int64{"a": 5, "b": 6, "c": 7, "d": 8} {
+	for k, want := range map[string]int64{"a": 5, "b": 8, "c": 7, "d": 9} {
 		if after.marks[k] != want {
 			t.Errorf("key %s: stored mark %d, want its true mark %d", k, after.marks[k], want)
 		}
 	}
 	if want := map[string]int64{"a": 3, "b": 2, "c": 2, "d": 1}; fmt.Sprint(after.counts) != fmt.Sprint(want) {
 		t.Errorf("counts %v, want %v: each record applied once", after.counts, want)
+	}
+
+	// Run 4, on an empty disk: the changelog restores b (the firing's record) and d, and the
+	// position at 1; replay skips b's records by its restored mark. (a and c, unchanged since
+	// the changelog was turned on, are not in it: counted again from scratch, see kafka.md.)
+	r.dir = filepath.Join(t.TempDir(), "data")
+	h = r.run(true, 0)
+	hosttest.WaitFor(t, 60*time.Second, "offsets 2..9 processed or skipped", func() bool {
+		s := h.Stats()[0]
+		return s.Processed+s.Skipped >= 8
+	})
+	stop(h)
+	if got := r.look().counts["b"]; got != 2 {
+		t.Errorf("b counted %d after a restore of the changelog on an empty disk, want 2", got)
 	}
 }
 
