@@ -190,7 +190,12 @@
 // A changelog record carries a key's true mark (KeyWrites.Mark), not one a
 // set covers: a restore from a changelog never relies on a set. A host that
 // writes a changelog gives no sets, since it may write a key's changelog
-// record again from the store alone (its stored mark).
+// record again from the store alone (its stored mark). A stream may still
+// hold a set that a run without the changelog left (the changelog turned
+// off, then on again); [DB.SettleApplied] first raises the stored marks of
+// the keys whose records it holds to their true marks (the host reads the
+// records' keys from its input) and deletes it, so that every stored mark is
+// a true one again before the host writes a changelog record of the stream.
 //
 // # Unchanged marks
 //

@@ -99,13 +99,17 @@ func withAdmin(cfg Config, fn func(cl *kgo.Client, adm *kadm.Client) error) erro
 }
 
 // Admin is a client kept for requests a task repeats (a standby's rounds: a partition's end
-// offset once a second, the input topics' partition count every DefaultMetadataMaxAge): its
-// connections last as long as it does, where the package's functions of the same names open a
-// client (its connections) per call. Safe for concurrent use.
+// offset once a second, the records written since the last round, the input topics' partition
+// count every DefaultMetadataMaxAge): its connections last as long as it does, where the
+// package's functions of the same names open a client (its connections) per call. Safe for
+// concurrent use (its ReadChangelog calls take turns).
 type Admin struct {
 	cfg Config
 	cl  *kgo.Client
 	adm *kadm.Client
+
+	mu sync.Mutex  // one ReadChangelog at a time: they share rd
+	rd *kgo.Client // the consuming client of ReadChangelog, made at its first call (nil before)
 }
 
 // NewAdmin creates the client; it does not contact the cluster. Close it when done.
@@ -121,8 +125,15 @@ func NewAdmin(cfg Config) (*Admin, error) {
 	return &Admin{cfg: cfg, cl: cl, adm: kadm.NewClient(cl)}, nil
 }
 
-// Close closes the client.
-func (a *Admin) Close() { a.cl.Close() }
+// Close closes the clients.
+func (a *Admin) Close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.rd != nil {
+		a.rd.Close()
+	}
+	a.cl.Close()
+}
 
 // PartitionCount is the package's PartitionCount on a's client.
 func (a *Admin) PartitionCount(ctx context.Context, topic string) (int32, error) {
@@ -134,12 +145,44 @@ func (a *Admin) EndOffset(ctx context.Context, topic string, p int32) (int64, er
 	return listOffset(ctx, a.adm.ListCommittedOffsets, topic, p)
 }
 
-// ReadChangelog is the package's ReadChangelog with the partition's offsets listed on a's
-// client (the records are read by a client of their own, made when there are some to read).
+// ReadChangelog is the package's ReadChangelog on a's clients: the partition's offsets listed on
+// a's client, the records read by one consuming client a keeps for every call (made at the first
+// call with records to read), which consumes the partition for the call only.
 func (a *Admin) ReadChangelog(ctx context.Context, topic string, p int32, from int64,
 	fn func(key, value []byte, meta RecordMeta, offset int64) error, progress func(records, bytes, total int64),
 ) (end int64, records, bytes int64, err error) {
-	return readChangelog(ctx, a.cfg, func(f func(*kadm.Client) error) error { return f(a.adm) }, topic, p, from, fn, progress)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	consume := func(from int64) (*kgo.Client, func(), error) {
+		if a.rd == nil {
+			opts, err := a.cfg.opts()
+			if err != nil {
+				return nil, nil, err
+			}
+			if a.rd, err = kgo.NewClient(append(opts, changelogReadOpts()...)...); err != nil {
+				return nil, nil, fmt.Errorf("kafka: %w", err)
+			}
+		}
+		a.rd.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}})
+		// Removing the partition drops what the client fetched of it beyond the read: the next
+		// call adds it again at its own offset.
+		return a.rd, func() { a.rd.RemoveConsumePartitions(map[string][]int32{topic: {p}}) }, nil
+	}
+	return readChangelog(ctx, func(f func(*kadm.Client) error) error { return f(a.adm) }, consume, topic, p, from, fn, progress)
+}
+
+// changelogReadOpts are the options of a client reading a changelog.
+func changelogReadOpts() []kgo.Opt {
+	return []kgo.Opt{
+		// If compaction or retention moves the log start past from while we read, go on from there.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Control records (transaction markers) take offsets too: see them so that a marker
+		// just before the end still ends the read.
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxPartitionBytes(8 << 20),
+		kgo.FetchMaxWait(500 * time.Millisecond),
+	}
 }
 
 // EnsureChangelog creates topic when it is missing, with partitions partitions, replication
@@ -616,11 +659,27 @@ func ReadChangelog(ctx context.Context, cfg Config, topic string, p int32, from 
 	admin := func(f func(*kadm.Client) error) error {
 		return withAdmin(cfg, func(_ *kgo.Client, adm *kadm.Client) error { return f(adm) })
 	}
-	return readChangelog(ctx, cfg, admin, topic, p, from, fn, progress)
+	consume := func(from int64) (*kgo.Client, func(), error) {
+		opts, err := cfg.opts()
+		if err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}}))
+		cl, err := kgo.NewClient(append(opts, changelogReadOpts()...)...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("kafka: %w", err)
+		}
+		return cl, cl.Close, nil
+	}
+	return readChangelog(ctx, admin, consume, topic, p, from, fn, progress)
 }
 
-// readChangelog is ReadChangelog listing the partition's offsets through admin.
-func readChangelog(ctx context.Context, cfg Config, admin func(func(*kadm.Client) error) error, topic string, p int32, from int64,
+// readChangelog is ReadChangelog listing the partition's offsets through admin and reading its
+// records through the client consume returns, consuming the partition from the offset given,
+// with done to call once the read ends. The client may hold what it fetched of other partitions
+// before (an Admin's): only the partition's records are read.
+func readChangelog(ctx context.Context, admin func(func(*kadm.Client) error) error,
+	consume func(from int64) (cl *kgo.Client, done func(), err error), topic string, p int32, from int64,
 	fn func(key, value []byte, meta RecordMeta, offset int64) error, progress func(records, bytes, total int64),
 ) (end int64, records, bytes int64, err error) {
 	var start int64
@@ -644,26 +703,11 @@ func readChangelog(ctx context.Context, cfg Config, admin func(func(*kadm.Client
 		return end, 0, 0, nil
 	}
 
-	opts, err := cfg.opts()
+	cl, done, err := consume(from)
 	if err != nil {
 		return from, 0, 0, err
 	}
-	opts = append(opts,
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}}),
-		// If compaction or retention moves the log start past from while we read, go on from there.
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		// Control records (transaction markers) take offsets too: see them so that a marker
-		// just before the end still ends the read.
-		kgo.KeepControlRecords(),
-		kgo.FetchMaxPartitionBytes(8<<20),
-		kgo.FetchMaxWait(500*time.Millisecond),
-	)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return from, 0, 0, fmt.Errorf("kafka: %w", err)
-	}
-	defer cl.Close()
+	defer done()
 
 	next, total := from, end-from
 	last := time.Now()
@@ -675,7 +719,9 @@ func readChangelog(ctx context.Context, cfg Config, admin func(func(*kadm.Client
 		var ferr error
 		fs.EachError(func(t string, fp int32, err error) {
 			// The client retries retryable errors itself; what reaches us is fatal.
-			if ferr == nil {
+			// (An error of no partition, such as a closed client's, is too; other partitions'
+			// are what a shared client fetched of them before.)
+			if ferr == nil && (t == "" || t == topic && fp == p) {
 				ferr = fmt.Errorf("kafka: reading changelog %s/%d at offset %d: %w", t, fp, next, err)
 			}
 		})
@@ -684,7 +730,7 @@ func readChangelog(ctx context.Context, cfg Config, admin func(func(*kadm.Client
 		}
 		for it := fs.RecordIter(); !it.Done() && next < end; {
 			r := it.Next()
-			if r.Offset < next || r.Offset >= end {
+			if r.Topic != topic || r.Partition != p || r.Offset < next || r.Offset >= end {
 				continue
 			}
 			if !r.Attrs.IsControl() {

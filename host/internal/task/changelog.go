@@ -15,6 +15,7 @@ import (
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
+	"github.com/wasmstream/wasmstream/host/internal/source"
 	"github.com/wasmstream/wasmstream/store"
 )
 
@@ -659,12 +660,66 @@ func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) (uint64, err
 	return t.restoredPartition(tp, r), nil
 }
 
-// replayOwned takes a newly assigned partition from the standby, if any, and replays its
-// changelog. It touches only the store and the standby: exactly once, it runs beside the loop
-// (assignAside).
+// replayOwned takes a newly assigned partition from the standby, if any, replays its
+// changelog and settles an applied set the local copy holds (settleApplied). It touches only
+// the store and the standby: exactly once, it runs beside the loop (assignAside).
 func (t *Task) replayOwned(ctx context.Context, tp kafka.TopicPartition, id uint32) (replayed, error) {
 	t.claimStandby(tp) // before the restore reads the store
-	return t.replayChangelog(ctx, perCall{t.cfg.Kafka.Client}, tp, id, true)
+	r, err := t.replayChangelog(ctx, perCall{t.cfg.Kafka.Client}, tp, id, true)
+	if err == nil {
+		err = t.settleApplied(ctx, tp, id)
+	}
+	return r, err
+}
+
+// settleApplied writes the true marks of the keys whose records the partition's stored applied
+// set holds (store.DB.SettleApplied, which then deletes the set), reading those records from
+// the input partition. A task with a changelog gives no sets, but the local copy may hold one a
+// run without the changelog left (the changelog turned off, then on again: its tail replay keeps
+// the copy), and with it keys' stored marks below their own offsets in the set. A changelog
+// record of a key written from the store alone (rewriteStale; a key only timers changed, whose
+// cached mark is the stored one) would carry such a mark to a restore that has no set, which
+// would apply those records again. Settled before the partition opens, every stored mark is the
+// key's true one. The set spans at most store.MaxAppliedSpan offsets: a read of as many records,
+// once. Without a set, or with sequencing none (replay skips nothing), it does nothing.
+func (t *Task) settleApplied(ctx context.Context, tp kafka.TopicPartition, id uint32) error {
+	if t.cfg.Policy == PolicyNone {
+		return nil
+	}
+	db, name := t.cfg.Store, t.cfg.Name
+	set, err := db.Applied(name, id)
+	if err != nil || set.Len() == 0 {
+		return err
+	}
+	marks := map[string]int64{}
+	room := store.StateKeyRoom(name)
+	var rec source.Record
+	err = kafka.ReadRange(ctx, t.cfg.Kafka.Client, tp.Topic, tp.Partition, set.Base, set.Last()+1, func(r *kafka.Record) error {
+		if !set.Has(r.Offset) {
+			return nil
+		}
+		sourceRecord(&rec, r)
+		if rec.Err != nil {
+			return nil // refused by admit: no key's mark
+		}
+		key, err := t.recordKey(true, &rec)
+		if err != nil || len(key) > room {
+			return nil // likewise
+		}
+		if m, ok := marks[string(key)]; !ok || r.Offset > m {
+			marks[string(key)] = r.Offset
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("input %s partition %d: reading the records of the applied set a run without the changelog left: %w", tp.Topic, tp.Partition, err)
+	}
+	if err := db.SettleApplied(name, id, marks); err != nil {
+		return err
+	}
+	t.log.Info("a run without the changelog left an applied set: its keys' marks written", "topic", tp.Topic, "partition", tp.Partition,
+		"offsets", set.Len(), "keys", len(marks))
+	return nil
 }
 
 // changelogClient is what replayChangelog reads the changelog through: a client per call
@@ -774,6 +829,13 @@ func (t *Task) replayChangelog(ctx context.Context, cc changelogClient, tp kafka
 		return r, fmt.Errorf("changelog %s partition %d: %w", topic, tp.Partition, err)
 	}
 	from := t.replayFrom(tp, pos, ok, r.end)
+	if ok && pos.Resume == 0 && r.end == 0 {
+		// The local copy never covered a changelog offset (runs without the changelog wrote
+		// it) and the changelog holds nothing of the partition: the changelog was just turned
+		// on. The copy is the partition's only state: kept, not replaced by an empty one.
+		r.epoch = pos.Epoch
+		return r, nil
+	}
 	began := time.Now()
 	var progress func(records, bytes, total int64)
 	if owned {

@@ -515,6 +515,23 @@ func (t *Task) recreatedID(tp kafka.TopicPartition, pos store.Position) error {
 		t.cfg.Kafka.Name, tp.Topic, tp.Partition, pos.Next, t.cfg.Name)
 }
 
+// sourceRecord sets rec to the Kafka record r, as admit takes it.
+func sourceRecord(rec *source.Record, r *kafka.Record) {
+	*rec = source.Record{Offset: r.Offset, Raw: r.Value}
+	rec.Key, rec.Value, rec.Timestamp = r.Key, r.Value, r.Timestamp
+	rec.ValueNull = r.Value == nil // a tombstone: apart from an empty value (ABI.md §6.2)
+	switch {
+	case r.Key == nil:
+		// A null key is its own key, distinct from the empty key (ABI.md §6.2).
+		rec.Key = nullKey
+	case abi.IsNullKey(r.Key):
+		rec.Err = errReservedKey
+	}
+	for _, h := range r.Headers {
+		rec.Headers = append(rec.Headers, abi.Header{Name: h.Name, Value: h.Value})
+	}
+}
+
 // ingestKafka admits a fetch's records, dropping those of partitions no longer assigned. A
 // partition whose end went below what the task processed was recreated: the task halts
 // (recreated) rather than drop the new records as already admitted.
@@ -548,19 +565,7 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 		}
 		st.lastAdded = r.Offset
 		st.noteEpoch(r.Offset, r.LeaderEpoch)
-		rec = source.Record{Offset: r.Offset, Raw: r.Value}
-		rec.Key, rec.Value, rec.Timestamp = r.Key, r.Value, r.Timestamp
-		rec.ValueNull = r.Value == nil // a tombstone: apart from an empty value (ABI.md §6.2)
-		switch {
-		case r.Key == nil:
-			// A null key is its own key, distinct from the empty key (ABI.md §6.2).
-			rec.Key = nullKey
-		case abi.IsNullKey(r.Key):
-			rec.Err = errReservedKey
-		}
-		for _, h := range r.Headers {
-			rec.Headers = append(rec.Headers, abi.Header{Name: h.Name, Value: h.Value})
-		}
+		sourceRecord(&rec, r)
 		if err := t.admit(st, &rec, now); err != nil {
 			return err
 		}

@@ -61,8 +61,13 @@ type Processor interface {
 
 // Config is everything a Task needs; the host fills it from its own configuration.
 type Config struct {
-	Name   string
-	Module *modrt.Module
+	// AppliedSpan is the most offsets past a stream's Next that a checkpoint's applied set may
+	// span (store.Checkpoint.Applied); a checkpoint whose completed offsets reach further gives
+	// none and writes every mark. 0: store.MaxAppliedSpan, which it may not exceed. Tests lower
+	// it.
+	AppliedSpan int64
+	Name        string
+	Module      *modrt.Module
 	// Version is Module's number in the module registry, for logs and Stats (0: none). Module
 	// stays the caller's to close; the task may close it earlier, once a version given to
 	// Switch replaced it and drained (Module.Close is idempotent).
