@@ -68,6 +68,11 @@ type Config struct {
 	// the data directory's absolute path (several hosts on one machine have their own
 	// directories).
 	HostID string `yaml:"host_id"`
+
+	// appliedSpan, when positive, replaces store.MaxAppliedSpan as the most offsets a
+	// checkpoint's applied set spans past its Next (task.Config.AppliedSpan): tests lower it to
+	// cross it with few records (export_test.go).
+	appliedSpan int64
 }
 
 // AdminConfig configures the admin HTTP API, which runs while Run runs.

@@ -488,6 +488,7 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 		guest = b
 	}
 	tcfg := task.Config{
+		AppliedSpan: cfg.appliedSpan,
 		Name:        tc.Name,
 		Module:      mod,
 		GuestConfig: guest,

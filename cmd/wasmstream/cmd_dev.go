@@ -37,6 +37,11 @@ until SIGINT or SIGTERM.
   kcat -b 127.0.0.1:9092 -P -t words -K: <<< 'alice:hello world'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !brokerOnly && cmd.Flags().Changed("topic") {
+				// Without --broker-only, dev creates the topics the configuration names: a
+				// --topic would be ignored.
+				return usageError("--topic needs --broker-only: with a configuration, dev creates every topic the configuration names")
+			}
 			if brokerOnly {
 				if port < 0 || port > 65535 {
 					return usageError("--port: must be a port from 1 to 65535 (0: a free one), got %d", port)
