@@ -545,10 +545,16 @@ func (c *Cache) Collect(cp *store.Checkpoint) {
 		e.timers, e.first = nil, math.MaxInt64
 		e.pendEntries, e.pendBytes = 0, 0
 		if e.written {
+			// Whole: the entry holds the key's persisted names (loaded) and this checkpoint
+			// writes every name it has (a tombstone collected before, waiting for its last
+			// Unpin, names no state): a changelog snapshot then reads no state entry.
+			kw.Whole = e.loaded
 			for i := range e.slots {
 				if s := &e.slots[i]; s.dirty {
 					kw.Writes = append(kw.Writes, store.Write{Name: s.name, Value: s.val, Delete: s.deleted})
 					s.dirty = false
+				} else if !s.deleted {
+					kw.Whole = false
 				}
 			}
 			e.written = false
