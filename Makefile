@@ -7,7 +7,7 @@ RUSTDOC ?= $(shell test -x /usr/bin/rustdoc && echo /usr/bin/rustdoc || echo rus
 BUILD := .build
 FUZZTIME ?= 5s
 
-.PHONY: help demo sessions dedupe build examples deps test test-long test-go test-unit test-race test-e2e test-rust test-tinygo tinygo fuzz fuzz-short race bench bench-compare bench-bundle check lint clean
+.PHONY: help demo sessions dedupe build examples deps test test-long test-go test-unit test-race test-e2e test-rust test-tinygo tinygo fuzz fuzz-short race bench bench-compare bench-bundle clean
 
 help:
 	@echo "make demo      build the wordcount example and run it on the embedded file source"
@@ -16,6 +16,8 @@ help:
 	@echo "make test      every test: host, store, ABI, Go SDK, examples, Rust SDK, TinyGo guests, short fuzzing, crash test"
 	@echo "make test-long make test with the crash tests' full kill counts and the load tests' full sizes (WASMSTREAM_TEST_LONG=1)"
 	@echo "make test-unit / test-race / test-e2e  parts of make test: each Go test once / the race detector's run / the e2e package"
+	@echo "make test-rust / fuzz-short  parts of make test: the Rust crates' tests / the short fuzzing"
+	@echo "make deps      install what make test needs beyond Go (Debian's Rust, wabt, kcat, chromium; TinyGo), as root"
 	@echo "make tinygo    install TinyGo (once, outside the source tree; needs root for apt-get) and print its path"
 	@echo "make test-tinygo  build the Go examples and the conformance guest with TinyGo and test them through the host"
 	@echo "make bench     benchmarks (wasm vs native vs no-op; compile, instantiate, 1M keys RSS)"
@@ -25,6 +27,7 @@ help:
 	@echo "make race      the concurrency tests under the race detector"
 	@echo "make build     build bin/wasmstream"
 	@echo "make examples  build every example module into .build/"
+	@echo "make clean     remove .build/ and bin/"
 
 build:
 	$(GO) build -o bin/wasmstream ./cmd/wasmstream

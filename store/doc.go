@@ -320,7 +320,11 @@
 //	                                                              a host older than it refuses
 //	                                                              the 48-byte value as corrupt)
 //	                                                            | u64 changelog Epoch (written
-//	                                                              only when not 0, likewise)
+//	                                                              only when not 0, likewise,
+//	                                                              or with a LeaderEpoch)
+//	                                                            | u32 LeaderEpoch (format 5:
+//	                                                              the Kafka leader epoch + 1,
+//	                                                              written only when known)
 //	applied  'A' (0x41) | u16 len(task) | task | u32 stream    i64 base | n × u64 bits
 //	                                                            (format 4: bit j of word i,
 //	                                                            least significant first, is
@@ -415,7 +419,7 @@
 // with ErrFormatTooNew instead of failing on a version record it cannot
 // decode.
 //
-// Format 4 (the current one) added the applied table. A new table is
+// Format 4 added the applied table. A new table is
 // compatible for a reader, but not here: a binary that ignores the applied
 // sets would replay, and apply again, the records a set covers whose keys'
 // marks are older. So the format changes, and a binary that knows only
@@ -423,6 +427,15 @@
 // by rewriting the version key alone: its streams have no set, and every
 // key's mark covers its applied offsets at or above Next, as the sets' rule
 // requires.
+//
+// Format 5 (the current one) added the leader epoch to a position's value: the
+// Kafka partition leader epoch of the last record below Next, plus one (so
+// that 0, and a value written before it, reads as unknown: [LeaderEpoch]). A
+// binary that knows only format 4 would refuse the 60-byte value as corrupt,
+// so the format changes and such a binary refuses the store with
+// ErrFormatTooNew instead. An older store is upgraded by rewriting the version
+// key alone: its positions read with an unknown leader epoch, which the host
+// resumes as before (without asking the broker where its log diverged).
 //
 // # Damage
 //

@@ -65,8 +65,9 @@ func TestUsageErrors(t *testing.T) {
 	}{
 		{"no command", nil, "no command given"},
 		{"unknown command", []string{"frobnicate"}, `unknown command "frobnicate"`},
+		{"misspelt command", []string{"stat"}, "did you mean state or status?"},
 		{"unknown flag", []string{"run", "--frobnicate"}, "unknown flag: --frobnicate"},
-		{"positional argument", []string{"version", "extra"}, `unknown command "extra"`},
+		{"positional argument", []string{"version", "extra"}, `unknown command "extra" for "wasmstream version"` + "\nrun 'wasmstream version --help' for usage"},
 		{"bad duration flag", []string{"run", "--checkpoint-interval", "soon"}, "--checkpoint-interval"},
 		{"input without module", []string{"run", "--input", "in.ndjson"}, "--input needs --module"},
 		{"module without input", []string{"run", "--module", "m.wasm"}, "--module needs at least one --input"},
@@ -78,6 +79,7 @@ func TestUsageErrors(t *testing.T) {
 		{"key without task", []string{"state", "--key", "a"}, "need --task"},
 		{"bad escape", []string{"state", "--task", "t", "--key", `a\q`}, "bad escape"},
 		{"state format", []string{"state", "--format", "xml"}, "--format must be text or json"},
+		{"dev topic without broker-only", []string{"dev", "-c", "kafka.yaml", "--topic", "words"}, "--topic needs --broker-only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, _, stderr := runCLI(t, tc.args...)

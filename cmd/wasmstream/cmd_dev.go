@@ -36,6 +36,11 @@ until SIGINT or SIGTERM.
   kcat -b 127.0.0.1:9092 -P -t words -K: <<< 'alice:hello world'`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !brokerOnly && cmd.Flags().Changed("topic") {
+				// Without --broker-only, dev creates the topics the configuration names: a
+				// --topic would be ignored.
+				return usageError("--topic needs --broker-only: with a configuration, dev creates every topic the configuration names")
+			}
 			if brokerOnly {
 				return runBroker(cmd.Context(), stdout, devkafka.Config{Dir: dir, Port: port, Partitions: partitions, Topics: topics})
 			}

@@ -46,8 +46,10 @@ func newRunCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		Short: "Run the configured tasks",
 		Long: `Run runs every task until all its inputs are read and processed, then commits a last
 checkpoint and exits 0. SIGINT or SIGTERM stops the reading: the batches in flight finish, a
-last checkpoint is committed, and it exits 0; a second signal kills the process. If a task
-fails, the others are stopped and it exits 1. A configuration error exits 2.
+last checkpoint is committed, and it exits 0; a second signal kills the process. A task that
+fails halts alone: the others run on, and run exits 1 once they finished (on_task_failure:
+halt_host stops every task at the first failure, and run exits 1 at once). A run whose task
+read records and failed every one of them exits 1 too. A configuration error exits 2.
 
 Records a task emits to an output of type stdout are written to standard output; logs go to
 standard error.

@@ -4,14 +4,19 @@
 //
 //	wasmstream run     [-c FILE] [--data-dir D] [--cache-dir D] [--checkpoint-interval 1s]
 //	                   [--sync-writes] [--log-format text|json] [--log-level info]
-//	                   [--admin-addr HOST:PORT] [--admin-token T] [--watch] [--reset-state]
+//	                   [--admin-addr HOST:PORT] [--admin-token T] [--metrics-addr HOST:PORT]
+//	                   [--watch] [--reset-state]
 //	wasmstream run     --module M.wasm --input IN.ndjson [--input -] [--output OUT.ndjson]
 //	                   [--task NAME] [--format json|text] [--key-field F] [--value-field F]
 //	                   [--timestamp-field F] [--key-separator S] [--max-line-bytes N]
 //	                   [--continue-stdin] [--task-config JSON]
-//	wasmstream check   (the same flags as run, without --watch and --reset-state)
+//	wasmstream check   (the same flags as run, without --watch and --reset-state) [--dev]
+//	wasmstream dev     (the same flags as run, without --watch and --reset-state) [--port P]
+//	                   [--partitions N] [--dir D]
+//	wasmstream dev     --broker-only [--topic T]... [--port P] [--partitions N] [--dir D]
 //	wasmstream state   [--task NAME [--key K | --prefix P]] [-c FILE] [--data-dir D]
-//	                   [--format text|json]
+//	                   [--format text|json] [--decode NAME=TYPE]...
+//	                   [--admin-addr HOST:PORT [--admin-token T]]
 //	wasmstream init    go|tinygo|rust NAME [--dir D] [--sdk PATH]
 //	wasmstream version
 //	wasmstream deploy   --task NAME FILE.wasm     (the admin client: see below)
@@ -22,8 +27,11 @@
 //	wasmstream pause    --task NAME
 //	wasmstream resume   --task NAME
 //	wasmstream restart  --task NAME [--json]
-//	wasmstream reset    --task NAME --to earliest|latest|TIME|P:O,... [--dry-run] [-c FILE]
+//	wasmstream reset    --task NAME --to earliest|latest|TIME|P:O,... [--dry-run] [--json] [-c FILE]
 //	                    [--data-dir D | --admin-addr HOST:PORT [--admin-token T]]
+//	wasmstream reset    --drop-backup TASK.reset-TIME [-c FILE] [--data-dir D]
+//
+// docs/operating.md ("The commands") lists every command and flag; a test keeps it complete.
 //
 // run runs the tasks until their inputs are exhausted or SIGINT/SIGTERM asks it to stop (it
 // then finishes the batches in flight and commits a last checkpoint; a second signal kills
@@ -64,10 +72,10 @@
 // host.Config.Validate finds. Only tasks[].config, the guest's own settings, is free-form.
 //
 // The keys data_dir, cache_dir, checkpoint_interval, sync_writes, log.format, log.level,
-// admin.addr and admin.token can be overridden by environment variables named WASMSTREAM_ and the key in
-// upper case with "." as "_" (WASMSTREAM_DATA_DIR, WASMSTREAM_LOG_LEVEL), and those by the
-// flags of the same names (--data-dir, --log-level). Tasks come only from the file or from
-// --module.
+// admin.addr, admin.token, admin.read_token and metrics.addr can be overridden by environment
+// variables named WASMSTREAM_ and the key in upper case with "." as "_" (WASMSTREAM_DATA_DIR,
+// WASMSTREAM_LOG_LEVEL), and those, except admin.read_token, by the flags of the same names
+// (--data-dir, --log-level). Tasks come only from the file or from --module.
 //
 // Relative paths in the file (data_dir, cache_dir, module, inputs[].path, output.path,
 // dead_letter.path) are relative to the file's directory, and so is the default data

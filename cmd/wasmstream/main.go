@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -49,9 +50,31 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	if !errors.As(err, &ee) {
 		// Errors cobra found itself: an unknown command or flag, a missing argument.
 		ee = &exitError{code: exitUsage, err: err}
+		ee.hint = unknownCommandHint(root, err)
 	}
 	printError(stderr, ee)
 	return ee.code
+}
+
+// unknownCommand is cobra's error for a word that is no command: the word, and the command it
+// followed ("wasmstream" for a misspelt command, "wasmstream version" for an extra argument).
+var unknownCommand = regexp.MustCompile(`^unknown command "(.*)" for "(.*)"`)
+
+// unknownCommandHint returns what to do about cobra's error err: for a misspelt command, the
+// commands it may be a misspelling of and where the list is; "" for other errors.
+func unknownCommandHint(root *cobra.Command, err error) string {
+	m := unknownCommand.FindStringSubmatch(err.Error())
+	if m == nil {
+		return ""
+	}
+	if m[2] != root.Name() {
+		return fmt.Sprintf("run '%s --help' for usage", m[2])
+	}
+	hint := "run 'wasmstream --help' for the commands"
+	if s := root.SuggestionsFor(m[1]); len(s) > 0 {
+		hint = fmt.Sprintf("did you mean %s? %s", strings.Join(s, " or "), hint)
+	}
+	return hint
 }
 
 // Exit statuses.

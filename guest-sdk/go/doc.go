@@ -1,6 +1,7 @@
 // Package wasmstream is the Go guest SDK of wasmstream: it turns a Go package into a stateful
 // stream task module that a wasmstream host runs (the ABI is abi/ABI.md in the wasmstream
-// repository; this package implements its guest side, version 0.2).
+// repository; this package implements its guest side, version 0.5, and a module built with it
+// declares 0.5).
 //
 // # Writing a task
 //

@@ -2,8 +2,9 @@
 //!
 //! Write a stateful stream task as a WebAssembly module for the wasmstream host. Implement
 //! [`Task`] and export it once with [`export_task!`]; the SDK implements the guest side of the
-//! wasmstream ABI 0.2 (`ABI.md` in the repository): the exported functions, the input buffer, the
-//! byte layouts and the host imports of module `wasmstream_v0`.
+//! wasmstream ABI 0.5 (`ABI.md` in the repository): the exported functions, the input buffer, the
+//! byte layouts and the host imports of module `wasmstream_v0`. A module built with it declares
+//! 0.5, so it needs a 0.5 host.
 //!
 //! ```
 //! use wasmstream::{Context, Error, Record, Task};
@@ -68,6 +69,17 @@
 //!   [`Task::migrate`] converts one key's state from another version. Default: version 0, and
 //!   state is left as it is.
 //! - HTTP: [`http_request`] sends an [`HttpRequest`] (needs a grant in the task's configuration).
+//!
+//! ## ABI 0.3 to 0.5: metrics, permanent errors, null keys and values
+//!
+//! - Metrics (0.3): [`MetricCounter`], [`MetricGauge`] and [`MetricHistogram`], declared in
+//!   `init`, exported by the host as Prometheus metrics.
+//! - Permanent errors (0.4): [`Error::permanent`] or [`Error::into_permanent`] fails the record
+//!   without retries: the host dead-letters it at once.
+//! - Null keys (0.4): a Kafka record without a key has the key [`NULL_KEY`] and
+//!   [`Record::key_null`]; emitting it as a key gives the output a null key.
+//! - Null values (0.5): a Kafka tombstone has an empty value and [`Record::value_null`];
+//!   [`Context::emit_tombstone`] and [`Context::emit_tombstone_with`] emit one.
 
 #![deny(missing_docs)]
 

@@ -229,6 +229,9 @@ func (t *Task) collectPositions(cp *store.Checkpoint) {
 		if st.print != nil {
 			pos.TopicID = st.print.at(pos.Resume)
 		}
+		if st.kafka {
+			pos.LeaderEpoch = store.KnownLeaderEpoch(st.epochBelow(next))
+		}
 		if st.kafka && t.changelog != nil {
 			// What this store covers of the changelog: a restore here replays only what follows.
 			pos.Resume = max(pos.Resume, t.changelog.next[st.tp.Partition])

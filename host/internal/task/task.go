@@ -171,11 +171,14 @@ type stream struct {
 	kafka     bool                 // a Kafka partition; tracker is nil until its first record when its start is unknown
 	tp        kafka.TopicPartition // for a Kafka partition
 	lastAdded int64                // Kafka: the last offset admitted
-	inflight  int                  // records of the stream in batches being processed
-	revoking  bool                 // Kafka: revoked, draining its batches in flight
-	source    []byte               // the input name, or for Kafka the topic, as records carry it (shared, read-only)
-	highWater int64                // Kafka: the partition's high watermark at its last fetch (-1: none yet)
-	boundEnd  int64                // Kafka, bounded run: the offset the partition is read up to (-1: unbounded)
+	// epochs: Kafka, the leader epochs of the records admitted, one mark per change (noteEpoch);
+	// a position keeps the epoch of the last record below its Next (epochBelow).
+	epochs    []epochMark
+	inflight  int    // records of the stream in batches being processed
+	revoking  bool   // Kafka: revoked, draining its batches in flight
+	source    []byte // the input name, or for Kafka the topic, as records carry it (shared, read-only)
+	highWater int64  // Kafka: the partition's high watermark at its last fetch (-1: none yet)
+	boundEnd  int64  // Kafka, bounded run: the offset the partition is read up to (-1: unbounded)
 	// lostBelow: Kafka, the offsets below it were counted as lost to retention (lostToRetention),
 	// so that a partition read again from below them (an aborted transaction's rewind) does not
 	// count them twice.
