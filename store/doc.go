@@ -233,7 +233,10 @@
 // values, its timers, its applied mark and state version — from one Badger
 // read transaction, so that all its parts come from the same commit;
 // [DB.Snapshots] reads many keys' from one transaction, walking them in store
-// order (a checkpoint's changed keys, for the changelog).
+// order (a checkpoint's changed keys, for the changelog); a key whose change
+// is its whole state (KeyWrites.Whole: the state cache read the key in and
+// the checkpoint writes every name it has) has none of its state entries
+// read, only its timers: applying the change gives its names.
 // [EncodeSnapshot] and [DecodeSnapshot] turn a snapshot into a compact
 // versioned byte string for the changelog record's value (layout below);
 // DecodeSnapshot rejects malformed input with [ErrCorrupt].
