@@ -61,18 +61,14 @@ func (l *TopicLimits) Learn(ctx context.Context, cfg Config, topics []string) er
 	if l == nil || len(topics) == 0 {
 		return nil
 	}
-	opts, err := cfg.opts()
-	if err != nil {
-		return err
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return fmt.Errorf("kafka: %w", err)
-	}
-	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rcs, err := kadm.NewClient(cl).DescribeTopicConfigs(ctx, topics...)
+	var rcs kadm.ResourceConfigs
+	err := withAdmin(cfg, func(_ *kgo.Client, adm *kadm.Client) error {
+		var err error
+		rcs, err = adm.DescribeTopicConfigs(ctx, topics...)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("kafka: describing the configs of topics %v: %w", topics, err)
 	}
