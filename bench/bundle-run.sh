@@ -13,7 +13,10 @@
 # at every GOMAXPROCS value up to the machine's cores (BENCH_PROCS, default all: 1 2 4 8 16),
 # with the scaling factors against GOMAXPROCS 1, each with one task loop and with as many loops
 # as partitions (tasks[].loops; BENCH_LOOPS, default "1 16", each capped at the partitions) and
-# the rate against one loop. BENCH_SWEEP=counter/go,... picks the task and guest pairs. Output
+# the rate against one loop. BENCH_SWEEP=counter/go,... picks the task and guest pairs. Between
+# them, the goals table at the machine's GOMAXPROCS: the counter's CPU per record against the
+# hand-written loop's and with its changelog against without, BENCH_GOAL_REPS (default 5)
+# interleaved repetitions on a broker in a child process, medians and ranges. Output
 # goes to standard output; keep it with `./run.sh | tee results.txt`.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -26,5 +29,7 @@ for p in ${PROCS:-1 2 4 8 16}; do
 	BENCH_TABLES=compare GOMAXPROCS=$p ./bench.test -test.run '^$' -test.bench '^BenchmarkCompare$' -test.benchtime 1x -test.timeout 60m
 	GOMAXPROCS=$p ./host.test -test.run '^$' -test.bench '^BenchmarkKafkaPipeline$' -test.benchtime 1x -test.timeout 60m
 done
+echo "== goals 2 and 3: the counter against the hand-written loop, changelog on against off (interleaved repetitions, broker in a child process)"
+BENCH_TABLES=goals ./bench.test -test.run '^$' -test.bench '^BenchmarkCompare$' -test.benchtime 1x -test.timeout 60m
 echo "== GOMAXPROCS sweep"
 BENCH_TABLES=sweep BENCH_PROCS="${BENCH_PROCS:-all}" BENCH_LOOPS="${BENCH_LOOPS:-1 16}" ./bench.test -test.run '^$' -test.bench '^BenchmarkCompare$' -test.benchtime 1x -test.timeout 60m

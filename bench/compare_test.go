@@ -29,28 +29,37 @@ import (
 // on franz-go and Badger (handRun), wasmstream with the Go guest and wasmstream with the Rust
 // guest; and, first, the wasmstream binary's peak RSS holding 1M keys and 1M pending timers.
 // It prints one table; then the GOMAXPROCS sweep (sweep_test.go) prints a second.
-// BENCH_TABLES ("compare,sweep" by default) picks the tables; "changelog" adds (or, alone, runs
-// only) the Go counter without and with its changelog, twice each, and their ratios
+// Between the memory rows and the table, the goals table (goals_test.go): the counter's CPU per
+// record against the hand-written loop's and with the changelog against without, BENCH_GOAL_REPS
+// (default 5) interleaved repetitions on a broker in a child process, medians and ranges.
+// BENCH_TABLES ("compare,goals,sweep" by default) picks the tables; "changelog" adds (or, alone,
+// runs only) the Go counter without and with its changelog, twice each, and their ratios
 // (changelogCost). Run with -benchtime 1x.
 func BenchmarkCompare(b *testing.B) {
 	records := envInt("BENCH_RECORDS", 1_000_000)
 	heavyRecords := envInt("BENCH_HEAVY_RECORDS", max(records/20, 1))
 	rssKeys := envInt("BENCH_RSS_KEYS", 1_000_000)
-	compare, sweep, changelog := true, true, false
+	goalReps := envInt("BENCH_GOAL_REPS", 5)
+	compare, goals, sweep, changelog := true, true, true, false
 	if s := strings.TrimSpace(getenv("BENCH_TABLES")); s != "" {
-		compare, sweep = false, false
+		compare, goals, sweep = false, false, false
 		for _, t := range strings.Split(s, ",") {
 			switch strings.TrimSpace(t) {
 			case "compare":
 				compare = true
+			case "goals":
+				goals = true
 			case "sweep":
 				sweep = true
 			case "changelog":
 				changelog = true
 			default:
-				b.Fatalf("BENCH_TABLES=%q: want compare, sweep, changelog or several, separated by commas", s)
+				b.Fatalf("BENCH_TABLES=%q: want compare, goals, sweep, changelog or several, separated by commas", s)
 			}
 		}
+	}
+	if goalReps == 0 {
+		goals = false
 	}
 	procs, err := sweepProcs(runtime.NumCPU())
 	if err != nil {
@@ -90,6 +99,15 @@ func BenchmarkCompare(b *testing.B) {
 		mem = append(mem, pendingTimersRSS(b, bin, guestbuild.Go(b, "testguests/timers"), rssKeys))
 	}
 
+	// The goals table next, before the in-process broker fills this process's heap: its broker
+	// is a process of its own (goals_test.go).
+	if goals {
+		goalsTable(b, os.Stdout, records, goalReps)
+	}
+	if !compare && !sweep && !changelog {
+		return
+	}
+
 	topics := []string{"in", "raw-out"}
 	for _, t := range tasks {
 		topics = append(topics, "goka-"+t.name+"-out", "hand-"+t.name+"-out", "go-"+t.name+"-out", "rust-"+t.name+"-out")
@@ -112,7 +130,7 @@ func BenchmarkCompare(b *testing.B) {
 				peer := gokaRun(b, c, t.name, records)
 				peer.outputs = outputsPerRecord(b, c, "goka-"+t.name+"-out", records)
 				rows = append(rows, row{task: t.name, system: "goka (peer)", run: peer})
-				hand := handRun(b, c, t.name, records)
+				hand := handRun(b, c, t.name, records, "")
 				hand.outputs = outputsPerRecord(b, c, "hand-"+t.name+"-out", records)
 				rows = append(rows, row{task: t.name, system: "hand-written franz-go + map + Badger", run: hand, peer: &peer})
 				for _, lang := range []string{"go", "rust"} {
@@ -150,11 +168,12 @@ type row struct {
 // out start-up (compiling the module, joining the group, creating goka's table topic); start
 // reports that part.
 type pipelineRun struct {
-	rate    float64 // records/s
-	cpu     float64 // CPU µs per record, the whole process (the in-process broker included)
-	start   time.Duration
-	whole   bool    // too short for a steady span: rate and CPU are the whole run's, start-up included
-	outputs float64 // records in the output topic after the run, per input record
+	rate     float64 // records/s
+	cpu      float64 // CPU µs per record, the whole process (the in-process broker included)
+	otherCPU float64 // CPU µs per record of the process otherCPU measures (the child broker), if any
+	start    time.Duration
+	whole    bool    // too short for a steady span: rate and CPU are the whole run's, start-up included
+	outputs  float64 // records in the output topic after the run, per input record
 }
 
 // printTable writes the results as one Markdown table. Ratios are "higher is better" for the
@@ -202,7 +221,7 @@ func thousands(f float64) string {
 
 // produceInput writes records to topic: ~100-byte texts of the 18 words below, keyed by 10k
 // users, as the host package's BenchmarkKafkaPipeline does.
-func produceInput(b *testing.B, c *kfake.Cluster, topic string, records int) {
+func produceInput(b *testing.B, c cluster, topic string, records int) {
 	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ProducerLinger(5*time.Millisecond))
 	if err != nil {
 		b.Fatal(err)
@@ -232,26 +251,27 @@ type meter struct {
 	records int
 	t0      time.Time
 	cpu0    time.Duration
+	other0  time.Duration
 	first   sample // the first sample with a count above 0
 	last    sample // the last sample with a new count below records
 }
 
 type sample struct {
-	t   time.Time
-	cpu time.Duration
-	n   int
+	t          time.Time
+	cpu, other time.Duration
+	n          int
 }
 
 func newMeter(records int) *meter {
 	runtime.GC() // the previous run's garbage is not this run's
-	return &meter{records: records, t0: time.Now(), cpu0: cpuNow()}
+	return &meter{records: records, t0: time.Now(), cpu0: cpuNow(), other0: otherNow()}
 }
 
 func (m *meter) seen(n int) {
 	if n == 0 || n >= m.records || n == m.last.n {
 		return
 	}
-	s := sample{time.Now(), cpuNow(), n}
+	s := sample{time.Now(), cpuNow(), otherNow(), n}
 	if m.first.n == 0 {
 		m.first = s
 	}
@@ -263,16 +283,25 @@ func (m *meter) done() pipelineRun {
 	from, to := m.first, m.last
 	whole := from.n == 0 || to.n <= from.n
 	if whole {
-		from = sample{m.t0, m.cpu0, 0}
-		to = sample{time.Now(), cpuNow(), m.records}
+		from = sample{m.t0, m.cpu0, m.other0, 0}
+		to = sample{time.Now(), cpuNow(), otherNow(), m.records}
 	}
 	n := float64(to.n - from.n)
 	return pipelineRun{
-		rate:  n / to.t.Sub(from.t).Seconds(),
-		cpu:   float64((to.cpu - from.cpu).Microseconds()) / n,
-		start: from.t.Sub(m.t0),
-		whole: whole,
+		rate:     n / to.t.Sub(from.t).Seconds(),
+		cpu:      float64((to.cpu - from.cpu).Microseconds()) / n,
+		otherCPU: float64((to.other - from.other).Microseconds()) / n,
+		start:    from.t.Sub(m.t0),
+		whole:    whole,
 	}
+}
+
+// otherNow returns otherCPU's figure, or 0 when it is not set.
+func otherNow() time.Duration {
+	if otherCPU == nil {
+		return 0
+	}
+	return otherCPU()
 }
 
 func cpuNow() time.Duration {
@@ -286,7 +315,7 @@ func cpuNow() time.Duration {
 // wasmstream's Kafka input, and producing with those of its Kafka output (linger 5 ms, acks from
 // all in-sync replicas). The fetch bound matters beyond fairness: with kgo's defaults kfake
 // answers the first fetch with most of the topic, which the steady figures would then leave out.
-func clientOpts(c *kfake.Cluster, group string) []kgo.Opt {
+func clientOpts(c cluster, group string) []kgo.Opt {
 	return []kgo.Opt{
 		kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumerGroup(group), kgo.ConsumeTopics("in"),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.DisableAutoCommit(),
@@ -297,7 +326,7 @@ func clientOpts(c *kfake.Cluster, group string) []kgo.Opt {
 
 // rawPassthrough consumes "in" in a fresh group and produces each record to raw-out,
 // committing after each poll's records are acknowledged.
-func rawPassthrough(b *testing.B, c *kfake.Cluster, records int) pipelineRun {
+func rawPassthrough(b *testing.B, c cluster, records int) pipelineRun {
 	cl, err := kgo.NewClient(clientOpts(c, "raw")...)
 	if err != nil {
 		b.Fatal(err)
@@ -329,7 +358,7 @@ func rawPassthrough(b *testing.B, c *kfake.Cluster, records int) pipelineRun {
 // hostRun runs a wasmstream host with module over topic (its own group, named after the task)
 // until it has processed every record, with the checkpoint interval of the host package's
 // Kafka benchmark; changelog turns the task's changelog on.
-func hostRun(b *testing.B, c *kfake.Cluster, module, name, topic string, records int, changelog bool, loops int) pipelineRun {
+func hostRun(b *testing.B, c cluster, module, name, topic string, records int, changelog bool, loops int) pipelineRun {
 	h, err := host.New(host.Config{
 		DataDir: filepath.Join(b.TempDir(), "data"), CheckpointInterval: 200 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
@@ -374,7 +403,7 @@ func hostRun(b *testing.B, c *kfake.Cluster, module, name, topic string, records
 
 // outputsPerRecord returns the records in topic (the sum of its partitions' end offsets) per
 // input record: a check that every system did the same work.
-func outputsPerRecord(b *testing.B, c *kfake.Cluster, topic string, records int) float64 {
+func outputsPerRecord(b *testing.B, c cluster, topic string, records int) float64 {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
 	if err != nil {
 		b.Fatal(err)

@@ -16,7 +16,6 @@ import (
 	"github.com/lovoo/goka"
 	"github.com/lovoo/goka/codec"
 	"github.com/lovoo/goka/storage"
-	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 // The peer: the same three tasks written the way goka's documentation shows. goka keeps a
@@ -28,7 +27,7 @@ import (
 
 // gokaRun runs the goka version of task ("noop", "counter" or "wordcount") over "in" in a
 // fresh group until its callback has seen every record.
-func gokaRun(b *testing.B, c *kfake.Cluster, task string, records int) pipelineRun {
+func gokaRun(b *testing.B, c cluster, task string, records int) pipelineRun {
 	cfg := goka.DefaultConfig()
 	cfg.Consumer.Offsets.Initial = sarama.OffsetOldest
 	goka.ReplaceGlobalConfig(cfg)

@@ -14,7 +14,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
@@ -129,7 +128,7 @@ type sweepRow struct {
 // the partition count ("in" for 4, the topic seeded with the cluster; "in<N>" otherwise, and
 // "heavy<N>" for the CPU-heavy guest's fewer records, produced here) and its output topic is deleted after the outputs are counted, so
 // the broker's memory stays that of the inputs.
-func runSweep(b *testing.B, c *kfake.Cluster, records, heavyRecords int, partitions, procs []int) []sweepRow {
+func runSweep(b *testing.B, c cluster, records, heavyRecords int, partitions, procs []int) []sweepRow {
 	modules := map[string]string{}
 	for _, t := range sweepTasks {
 		modules[t.name+"/go"] = guestbuild.Go(b, t.goGuest)
@@ -218,7 +217,7 @@ func printSweep(w io.Writer, records, heavyRecords int, rows []sweepRow) {
 	fmt.Fprintln(w)
 }
 
-func adminClient(b *testing.B, c *kfake.Cluster) (*kadm.Client, func()) {
+func adminClient(b *testing.B, c cluster) (*kadm.Client, func()) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
 	if err != nil {
 		b.Fatal(err)
@@ -227,7 +226,7 @@ func adminClient(b *testing.B, c *kfake.Cluster) (*kadm.Client, func()) {
 }
 
 // createTopic creates topic, or reports false if it exists (an earlier iteration made it).
-func createTopic(b *testing.B, c *kfake.Cluster, topic string, partitions int) bool {
+func createTopic(b *testing.B, c cluster, topic string, partitions int) bool {
 	adm, done := adminClient(b, c)
 	defer done()
 	resp, err := adm.CreateTopic(context.Background(), int32(partitions), 1, nil, topic)
@@ -245,7 +244,7 @@ func createTopic(b *testing.B, c *kfake.Cluster, topic string, partitions int) b
 
 // changelogCost runs the Go counter over "in" without and with its changelog, rounds times each,
 // interleaved, and prints the best run of each and their ratios: the changelog's cost.
-func changelogCost(b *testing.B, c *kfake.Cluster, records, rounds int) {
+func changelogCost(b *testing.B, c cluster, records, rounds int) {
 	module := guestbuild.Go(b, "testguests/counter")
 	best := map[bool]pipelineRun{}
 	for i := 0; i < rounds; i++ {
@@ -268,7 +267,7 @@ func changelogCost(b *testing.B, c *kfake.Cluster, records, rounds int) {
 		records, runtime.GOMAXPROCS(0), rounds, thousands(off.rate), off.cpu, thousands(on.rate), on.cpu, off.rate/on.rate, on.cpu/off.cpu)
 }
 
-func deleteTopic(b *testing.B, c *kfake.Cluster, topic string) {
+func deleteTopic(b *testing.B, c cluster, topic string) {
 	adm, done := adminClient(b, c)
 	defer done()
 	resp, err := adm.DeleteTopic(context.Background(), topic)

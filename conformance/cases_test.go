@@ -70,6 +70,7 @@ type inputRecord struct {
 	Offset int64 // the line's index from 0: the record's offset
 	Key    string
 	Value  string
+	Null   bool // the value is null ("v":null: a tombstone, ABI 0.5); Value is empty
 	Ts     int64
 }
 
@@ -139,16 +140,21 @@ func loadCase(t *testing.T, dir string) *testCase {
 	}
 	for i, line := range strings.Split(strings.TrimSuffix(string(in), "\n"), "\n") {
 		var l struct {
-			K  *string `json:"k"`
-			V  *string `json:"v"`
-			Ts *int64  `json:"ts"`
+			K  *string         `json:"k"`
+			V  json.RawMessage `json:"v"` // a string, or null: a tombstone
+			Ts *int64          `json:"ts"`
 		}
 		dec := json.NewDecoder(strings.NewReader(line))
 		dec.DisallowUnknownFields()
-		if err := dec.Decode(&l); err != nil || l.K == nil || l.V == nil || l.Ts == nil || *l.Ts < 0 {
-			t.Fatalf("%s line %d: want {\"k\":string,\"v\":string,\"ts\":ms >= 0}: %s (%v)", fileInput, i+1, line, err)
+		var v string
+		err := dec.Decode(&l)
+		if err == nil && len(l.V) > 0 && string(l.V) != "null" {
+			err = json.Unmarshal(l.V, &v)
 		}
-		c.Input = append(c.Input, inputRecord{Offset: int64(i), Key: *l.K, Value: *l.V, Ts: *l.Ts})
+		if err != nil || l.K == nil || len(l.V) == 0 || l.Ts == nil || *l.Ts < 0 {
+			t.Fatalf("%s line %d: want {\"k\":string,\"v\":string or null,\"ts\":ms >= 0}: %s (%v)", fileInput, i+1, line, err)
+		}
+		c.Input = append(c.Input, inputRecord{Offset: int64(i), Key: *l.K, Value: v, Null: string(l.V) == "null", Ts: *l.Ts})
 	}
 	return c
 }
@@ -172,10 +178,23 @@ type header struct{ Name, Value string }
 
 // outputLine is one line of the host's file sink (README.md, "expected.ndjson"), with its newline.
 func outputLine(output, key, value string, ts int64, headers []header) string {
+	return sinkLine(output, key, &value, ts, headers)
+}
+
+// tombstoneLine is the file sink's line of an output with a null value: "value":null.
+func tombstoneLine(output, key string, ts int64) string {
+	return sinkLine(output, key, nil, ts, nil)
+}
+
+func sinkLine(output, key string, value *string, ts int64, headers []header) string {
 	b := []byte(`{"output":`)
 	b = appendJSONString(b, output)
 	b = appendBytesField(b, "key", key)
-	b = appendBytesField(b, "value", value)
+	if value == nil {
+		b = append(b, `,"value":null`...)
+	} else {
+		b = appendBytesField(b, "value", *value)
+	}
 	b = append(b, `,"ts":`...)
 	b = strconv.AppendInt(b, ts, 10)
 	if len(headers) > 0 {

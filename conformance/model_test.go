@@ -46,6 +46,7 @@ type coverage struct {
 	emptyValue  bool // a state value or an output value that is empty
 	nonASCII    bool // a record key or value that is not ASCII
 	interleaved bool // a key whose records are not consecutive
+	tombstone   bool // a record with a null value that deleted state
 }
 
 // model runs a case through the reference model of its contract.
@@ -129,6 +130,9 @@ func model(c *testCase) (expectation, *coverage, error) {
 			work[n] = v
 		}
 		var outs []string
+		if cm != nil {
+			cm.emitNull = func(output string) { outs = append(outs, tombstoneLine(output, r.Key, r.Ts)) }
+		}
 		emit := func(output, value string, hs []header) error {
 			if len(output) > maxNameBytes || len(value) > maxValueBytes {
 				return errors.New("ERR_TOO_LARGE")
@@ -220,8 +224,9 @@ type conformModel struct {
 	obsCount   uint64
 	obsSum     float64
 
-	late bool       // the current record carries the late flag
-	sets []timerSet // the current record's timer sets, applied if it succeeds
+	late     bool                // the current record carries the late flag
+	sets     []timerSet          // the current record's timer sets, applied if it succeeds
+	emitNull func(output string) // emits a tombstone for the current record's key
 }
 
 // timerSet is a timer command of a record: an event-time timer of the record key.
@@ -265,6 +270,14 @@ func (m *conformModel) record(st map[string]string, r inputRecord, emit func(str
 		return names
 	}
 
+	if r.Null {
+		// A tombstone (ABI 0.5) is no command: it deletes every state entry of its key and emits
+		// a tombstone to result.
+		m.cov.tombstone = m.cov.tombstone || len(st) > 0
+		clear(st)
+		m.emitNull("result")
+		return nil
+	}
 	cmd, args := cut(r.Value)
 	m.cov.commands[cmd]++
 	switch cmd {
@@ -680,6 +693,7 @@ func TestCasesCoverContract(t *testing.T) {
 		total.emptyValue = total.emptyValue || cov.emptyValue
 		total.nonASCII = total.nonASCII || cov.nonASCII
 		total.interleaved = total.interleaved || cov.interleaved
+		total.tombstone = total.tombstone || cov.tombstone
 	}
 	for _, cmd := range []string{"put", "get", "del", "scan", "many", "big", "emit", "config", "meta", "fail", "pfail", "foreign", "",
 		"emitdef", "count", "append", "mput", "json", "metric", "observe", "timer", "late"} {
@@ -696,7 +710,8 @@ func TestCasesCoverContract(t *testing.T) {
 	}
 	for what, ok := range map[string]bool{"output headers": total.headers, "retried failures": total.retried,
 		"the empty key": total.emptyKey, "empty values": total.emptyValue, "non-ASCII text": total.nonASCII,
-		"interleaved keys": total.interleaved, "a wordcount case": wordcountCases > 0} {
+		"interleaved keys": total.interleaved, "a wordcount case": wordcountCases > 0,
+		"a tombstone deleting state": total.tombstone} {
 		if !ok {
 			t.Errorf("no case covers %s", what)
 		}

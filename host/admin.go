@@ -58,6 +58,10 @@ func adminListenAddr(addr string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%q is not host:port: %v", addr, err)
 	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		// Before, ":99999" passed check and run failed listening, after starting the tasks.
+		return "", fmt.Errorf("%q: the port must be a number from 0 to 65535", addr)
+	}
 	if host == "" {
 		host = "127.0.0.1"
 	}

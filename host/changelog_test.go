@@ -1255,3 +1255,83 @@ func TestStandbyKeepsItsConnections(t *testing.T) {
 		t.Errorf("%d new connections to the broker during %d listings of the changelog's offsets by the standbys: a client per request", n, l)
 	}
 }
+
+// TestBusyStandbyKeepsItsConnections is TestStandbyKeepsItsConnections while the hosts write:
+// records go to the input all along, so every standby round finds changelog records of the
+// other host's partitions to read, not only offsets to list. The standbys read them through one
+// consuming client for as long as they run: over 40 such reads (a read lists the partition's
+// start offset first) they open few new connections, fewer than one per four reads (0 to 3 in
+// three runs). Before, each read made a client of its own: 31 new connections over 40 reads.
+func TestBusyStandbyKeepsItsConnections(t *testing.T) {
+	t.Parallel() // it mostly waits (the standbys' rounds)
+	module := guestbuild.Go(t, "wordcount")
+	c := newCluster(t, "words", "counts")
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true, Standby: true}
+	start := func(id string) *hosttest.Running {
+		return hosttest.Start(t, host.Config{DataDir: filepath.Join(t.TempDir(), id), HostID: id, Logger: testLogger(t),
+			CheckpointInterval: 100 * time.Millisecond, Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	}
+	a, b := start("a"), start("b")
+	hosttest.WaitFor(t, 60*time.Second, "two members with two partitions each", func() bool {
+		g := groupAssignment(t, c, "wasmstream-wc")
+		return len(g) == 2 && len(g["wasmstream-wc-a"]) == 2 && len(g["wasmstream-wc-b"]) == 2
+	})
+	cl := newClient(t, c)
+	want := produceWords(t, cl, "words", 400, 20, 9) // the producer's connections open here
+	consumeOutputs(t, c, "counts", wordTotal(want), 60*time.Second)
+	hosttest.WaitFor(t, 60*time.Second, "both standbys reading the other host's changelog", func() bool {
+		return a.Stats()[0].StandbyRecords > 0 && b.Stats()[0].StandbyRecords > 0
+	})
+
+	// Every client connection begins with an ApiVersions request; every standby read of a
+	// partition lists its start offset (timestamp -2), a round with nothing to read only its end.
+	var conns, reads atomic.Int64
+	c.ControlKey(int16(kmsg.ApiVersions), func(kmsg.Request) (kmsg.Response, error, bool) {
+		conns.Add(1)
+		return nil, nil, false
+	})
+	c.ControlKey(int16(kmsg.ListOffsets), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		for _, tp := range r.(*kmsg.ListOffsetsRequest).Topics {
+			for _, p := range tp.Partitions {
+				if tp.Topic == "wc-changelog" && p.Timestamp == -2 {
+					reads.Add(1)
+				}
+			}
+		}
+		return nil, nil, false
+	})
+	// The hosts write while the standbys tail: a record every 20 ms (the pace of the load, not a
+	// synchronisation), through the producer already connected.
+	stop := make(chan struct{})
+	produced := make(chan error, 1)
+	go func() {
+		tick := time.NewTicker(20 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				produced <- nil
+				return
+			case <-tick.C:
+			}
+			r := &kgo.Record{Topic: "words", Key: []byte(fmt.Sprintf("u%03d", i%20)), Value: []byte("busy standby")}
+			if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+				produced <- err
+				return
+			}
+		}
+	}()
+	hosttest.WaitFor(t, 90*time.Second, "40 standby reads of changelog records", func() bool { return reads.Load() >= 40 })
+	n, r := conns.Load(), reads.Load()
+	close(stop)
+	if err := <-produced; err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d new connections during %d standby reads of changelog records", n, r)
+	// 0 to 3 over 40 to 44 reads (3 runs beside the others' tests: not the reads', as a client
+	// per read makes 31 over 40).
+	if n*4 > r {
+		t.Errorf("%d new connections to the broker during %d standby reads of changelog records: a client per read", n, r)
+	}
+}

@@ -68,6 +68,11 @@ type Config struct {
 	// the data directory's absolute path (several hosts on one machine have their own
 	// directories).
 	HostID string `yaml:"host_id"`
+
+	// appliedSpan, when positive, replaces store.MaxAppliedSpan as the most offsets a
+	// checkpoint's applied set spans past its Next (task.Config.AppliedSpan): tests lower it to
+	// cross it with few records (export_test.go).
+	appliedSpan int64
 }
 
 // AdminConfig configures the admin HTTP API, which runs while Run runs.
@@ -461,6 +466,15 @@ func (c Config) Validate() error {
 		oneOf(bad, "kafka.sasl.mechanism", c.Kafka.SASL.Mechanism, saslMechanisms)
 	}
 	oneOf(bad, "kafka.external_offset_reset", c.Kafka.ExternalOffsetReset, externalResets)
+	for i, b := range c.Kafka.Brokers {
+		checkBroker(bad, fmt.Sprintf("kafka.brokers[%d]", i), b)
+	}
+	if p := c.Kafka.Embedded.Port; p < 0 || p > 65535 {
+		bad("kafka.embedded.port", "must be a port from 1 to 65535 (0: a free one), got %d", p)
+	}
+	if n := c.Kafka.Embedded.Partitions; n < 0 {
+		bad("kafka.embedded.partitions", "must be positive, got %d", n)
+	}
 	if c.MinFreeDiskBytes < -1 {
 		bad("min_free_disk_bytes", "must be positive, or -1 to turn the check off, got %d", c.MinFreeDiskBytes)
 	}
@@ -726,6 +740,9 @@ func validateDelivery(t TaskConfig, p string, bad func(string, string, ...any)) 
 		}
 		if !hasKafka {
 			bad(p+"changelog.enabled", "needs a kafka input: a changelog carries the state of Kafka partitions")
+		}
+		if t.Changelog.Topic != "" {
+			checkTopicName(bad, p+"changelog.topic", t.Changelog.Topic)
 		}
 	}
 	if t.Changelog.ReplicationFactor < 0 || t.Changelog.ReplicationFactor > 32767 {

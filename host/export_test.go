@@ -10,3 +10,7 @@ func (h *Host) ExpireResetHolds() int {
 	}
 	return len(h.resetHolds)
 }
+
+// SetAppliedSpan lowers the most offsets a checkpoint's applied set spans past its stream's Next
+// (store.MaxAppliedSpan, 262,144) to n, so that a test crosses it with few records.
+func SetAppliedSpan(c *Config, n int64) { c.appliedSpan = n }

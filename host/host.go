@@ -413,7 +413,7 @@ func (h *Host) openTaskConfig(ctx context.Context, cfg Config, db *store.DB, tc 
 	if err != nil {
 		return task.Config{}, err
 	}
-	if err := pingKafka(ctx, out, dlq); err != nil {
+	if err := pingKafka(ctx, cfg, tc, out, dlq); err != nil {
 		return task.Config{}, err
 	}
 	tcfg, err := taskConfig(cfg, tc, nil, out, dlq, db, h.chains)
@@ -488,6 +488,7 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 		guest = b
 	}
 	tcfg := task.Config{
+		AppliedSpan: cfg.appliedSpan,
 		Name:        tc.Name,
 		Module:      mod,
 		GuestConfig: guest,

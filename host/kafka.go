@@ -1,11 +1,15 @@
 package host
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"net"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -154,6 +158,65 @@ func (c Config) kafkaTopics() []string {
 	return out
 }
 
+// checkBroker reports a seed broker that is not host:port (or a host alone: port 9092, as the
+// Kafka clients take it). Before, "PLAINTEXT://b:9092", "a:9092,b:9092" or a port beyond 65535
+// passed check, and run failed after kafka.connect_timeout with a DNS or dial error.
+func checkBroker(bad func(string, string, ...any), key, b string) {
+	switch {
+	case b == "":
+		bad(key, "is empty")
+		return
+	case strings.Contains(b, "://"):
+		bad(key, "%q: write host:port, without the scheme (%s)", b, b[strings.Index(b, "://")+3:])
+		return
+	case strings.ContainsAny(b, ", \t"):
+		bad(key, "%q holds a comma or white space: one broker per list entry (brokers: [a:9092, b:9092])", b)
+		return
+	case !strings.Contains(b, ":"):
+		return // a host alone: port 9092
+	}
+	host, port, err := net.SplitHostPort(b)
+	if err != nil {
+		bad(key, "%q is not host:port (an IPv6 address goes in brackets: [::1]:9092)", b)
+		return
+	}
+	if host == "" {
+		bad(key, "%q has no host", b)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		bad(key, "%q: the port must be a number from 1 to 65535", b)
+	}
+}
+
+// CheckTopicName returns an error saying why Kafka would refuse topic as a topic name, or nil.
+func CheckTopicName(topic string) error {
+	var err error
+	checkTopicName(func(_, format string, args ...any) { err = fmt.Errorf(format, args...) }, "", topic)
+	return err
+}
+
+// checkTopicName reports a topic name Kafka refuses: it holds 1 to 249 ASCII letters, digits,
+// '.', '_' and '-', and is neither "." nor "..". Before, a task with such a topic started, and
+// waited without a word: a consumer subscribed to no partition, a producer failed only when it
+// flushed.
+func checkTopicName(bad func(string, string, ...any), key, topic string) {
+	switch {
+	case topic == "":
+		bad(key, "is empty")
+	case len(topic) > 249:
+		bad(key, "%q is %d characters long: a Kafka topic name has at most 249", topic, len(topic))
+	case topic == "." || topic == "..":
+		bad(key, "%q is not a valid Kafka topic name", topic)
+	default:
+		for _, r := range topic {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+				bad(key, "%q is not a valid Kafka topic name: it may hold only ASCII letters, digits, '.', '_' and '-' (not %q)", topic, r)
+				return
+			}
+		}
+	}
+}
+
 func validateKafkaTask(c Config, t TaskConfig, p string, bad func(string, string, ...any)) {
 	kafkaInputs := 0
 	for j, in := range t.Inputs {
@@ -167,6 +230,9 @@ func validateKafkaTask(c Config, t TaskConfig, p string, bad func(string, string
 		}
 		if len(in.Topics) == 0 {
 			bad(q+"topics", "a kafka input needs at least one topic")
+		}
+		for k, tp := range in.Topics {
+			checkTopicName(bad, fmt.Sprintf("%stopics[%d]", q, k), tp)
 		}
 		if _, err := kafka.StartOffset(in.StartAt); err != nil {
 			bad(q+"start_at", "%v", err)
@@ -198,6 +264,17 @@ func validateKafkaTask(c Config, t TaskConfig, p string, bad func(string, string
 	}
 	if t.Output.Type == "kafka" && t.Output.Topic == "" && len(t.Output.Topics) == 0 {
 		bad(p+"output.topic", "a kafka output needs a topic (or topics per output name)")
+	}
+	if t.Output.Type == "kafka" {
+		if t.Output.Topic != "" {
+			checkTopicName(bad, p+"output.topic", t.Output.Topic)
+		}
+		for _, name := range slices.Sorted(maps.Keys(t.Output.Topics)) {
+			checkTopicName(bad, p+"output.topics."+name, t.Output.Topics[name])
+		}
+	}
+	if t.DeadLetter.Topic != "" {
+		checkTopicName(bad, p+"dead_letter.topic", t.DeadLetter.Topic)
 	}
 	if t.usesKafka() && len(c.Kafka.Brokers) == 0 && !c.Kafka.Embedded.Enable {
 		bad("kafka.brokers", "task %s uses Kafka: name the brokers (or enable kafka.embedded)", t.Name)
@@ -235,11 +312,13 @@ func kafkaInput(cfg Config, tc TaskConfig, in InputConfig) *task.KafkaInput {
 func openSinks(cfg Config, tc TaskConfig) (task.OutputSink, task.DeadLetterSink, []io.Closer, error) {
 	var closers []io.Closer
 	var producer *kafka.Producer
+	var limits *kafka.TopicLimits
 	needProducer := tc.Output.Type == "kafka" || tc.DeadLetter.Topic != ""
 	if needProducer {
 		kc := cfg.Kafka.client()
 		kc.Logger = cfg.Logger.With("task", tc.Name)
-		pc := kafka.ProducerConfig{DeliveryTimeout: cfg.Kafka.DeliveryTimeout, Compression: tc.Output.Compression}
+		limits = kafka.NewTopicLimits() // learned by pingKafka
+		pc := kafka.ProducerConfig{DeliveryTimeout: cfg.Kafka.DeliveryTimeout, Compression: tc.Output.Compression, Limits: limits}
 		if tc.Delivery == "exactly_once" {
 			// Produces through the task's transactional consumer (KafkaInput.TxnProducers).
 			producer = kafka.NewTxnProducer(kc.Logger, pc)
@@ -255,7 +334,7 @@ func openSinks(cfg Config, tc TaskConfig) (task.OutputSink, task.DeadLetterSink,
 	var out task.OutputSink
 	switch tc.Output.Type {
 	case "kafka":
-		out = task.KafkaOutput{P: producer, Topic: tc.Output.Topic, Topics: tc.Output.Topics}
+		out = task.KafkaOutput{P: producer, Topic: tc.Output.Topic, Topics: tc.Output.Topics, Limits: limits}
 	case "file":
 		w, err := sink.OpenFile(tc.Output.Path, cfg.SyncWrites)
 		if err != nil {
@@ -270,7 +349,7 @@ func openSinks(cfg Config, tc TaskConfig) (task.OutputSink, task.DeadLetterSink,
 	}
 	if tc.DeadLetter.Topic != "" {
 		now := cfg.Now
-		return out, task.KafkaDeadLetters{P: producer, Topic: tc.DeadLetter.Topic,
+		return out, task.KafkaDeadLetters{P: producer, Topic: tc.DeadLetter.Topic, Limits: limits,
 			Now: func() int64 { return now().UnixMilli() }}, closers, nil
 	}
 	w, err := sink.OpenFile(tc.DeadLetter.Path, cfg.SyncWrites)
@@ -337,16 +416,44 @@ func startEmbedded(cfg *Config) (stop func(), err error) {
 }
 
 // pingKafka checks that the cluster the task produces to accepts the host, so that a wrong
-// password or certificate is an error at start rather than a silent wait.
-func pingKafka(ctx context.Context, out task.OutputSink, dlq task.DeadLetterSink) error {
+// password or certificate is an error at start rather than a silent wait; then it learns the
+// max.message.bytes of the topics the task produces to (kafka.TopicLimits), before the task
+// produces anything.
+func pingKafka(ctx context.Context, cfg Config, tc TaskConfig, out task.OutputSink, dlq task.DeadLetterSink) error {
 	var p *kafka.Producer
+	var limits *kafka.TopicLimits
+	var topics []string
 	if k, ok := out.(task.KafkaOutput); ok {
-		p = k.P
-	} else if k, ok := dlq.(task.KafkaDeadLetters); ok {
-		p = k.P
+		p, limits = k.P, k.Limits
+		topics = append(topics, k.Topic)
+		for _, t := range k.Topics {
+			topics = append(topics, t)
+		}
+	}
+	if k, ok := dlq.(task.KafkaDeadLetters); ok {
+		if p == nil {
+			p = k.P
+		}
+		limits = cmp.Or(limits, k.Limits)
+		topics = append(topics, k.Topic)
 	}
 	if p == nil {
 		return nil
 	}
-	return p.Ping(ctx)
+	if err := p.Ping(ctx); err != nil {
+		return err
+	}
+	slices.Sort(topics)
+	topics = slices.Compact(slices.DeleteFunc(topics, func(t string) bool { return t == "" }))
+	kc := cfg.Kafka.client()
+	kc.Logger = cfg.Logger.With("task", tc.Name)
+	if err := limits.Learn(ctx, kc, topics); err != nil {
+		cfg.Logger.Warn("kafka: could not learn the output topics' max.message.bytes; records are capped at the default 1000012 bytes", "task", tc.Name, "err", err)
+	}
+	for _, t := range topics {
+		if n := limits.Get(t); n < kafka.MaxRecordBatchBytes {
+			cfg.Logger.Info("kafka: output topic takes smaller records than the default: batches are capped at its max.message.bytes, and an emit of a larger record fails (ERR_TOO_LARGE), which retries and dead-letters that record", "task", tc.Name, "topic", t, "max_message_bytes", n)
+		}
+	}
+	return nil
 }

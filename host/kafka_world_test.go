@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -19,6 +21,7 @@ import (
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
 	"github.com/wasmstream/wasmstream/internal/hosttest"
+	"github.com/wasmstream/wasmstream/store"
 )
 
 // The tests of this file move an input topic's log under a host's position, as the world does
@@ -353,7 +356,248 @@ func TestKafkaLogTruncatedHalts(t *testing.T) {
 	}
 	err = h.Wait()
 	if err == nil || !strings.Contains(err.Error(), "input topic words partition 0 lost records at the broker") ||
-		!strings.Contains(err.Error(), "up to offset 300") || !strings.Contains(err.Error(), "wasmstream reset --task <task> --to earliest") {
+		!strings.Contains(err.Error(), "up to offset 300") || !strings.Contains(err.Error(), "wasmstream reset --task wc --to earliest") {
 		t.Fatalf("the host ended with %v; want the task halted on the lost records, naming the reset", err)
+	}
+}
+
+// divergedCluster is a two-broker cluster of topics words and counts (one partition each) kept
+// in dir, so that a test can stop it, copy its files and start it again: a log on disk the
+// way a broker keeps it, leader epochs and all.
+func divergedCluster(t *testing.T, dir string) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.DataDir(dir), kfake.SeedTopics(1, "words", "counts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// copyTree copies the files under src to dst (created), as a broker's disk at a moment.
+func copyTree(t *testing.T, src, dst string) {
+	t.Helper()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		to := filepath.Join(dst, rel)
+		if d.IsDir() {
+			return os.MkdirAll(to, 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		return os.WriteFile(to, b, 0o644)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestKafkaLogDivergedWhileDownHalts: while the host is down, its input partition's log is
+// truncated below the position its checkpoint stored and grows back past it (an unclean leader
+// election: the new leader lacked the last records the host read, and producers wrote on in
+// the new leader epoch). The host stored 300 (leader epoch 0); the new leader's log holds
+// offsets 0-199 of epoch 0 and 200-349 of epoch 1. The broker's log is real (kfake keeps it on
+// disk: the input partition's files are put back as they were before offsets 200-299 were
+// written, the rest of the cluster as the host left it), and so is its OffsetForLeaderEpoch
+// answer (epoch 0 ends at 200). The task halts at assignment naming the partition, the stored
+// offset and epoch, where the log diverged and the reset, whether the position comes from the
+// host's disk, from the group's committed offset (an empty disk), or from the changelog (an
+// empty disk, the group's offsets gone), exactly once too. Before, positions, commits and the
+// changelog kept no epoch: the host resumed at 300 and processed 300-349, skipping 200-299
+// (records it never saw) without a word. The cases run in parallel (each has its own cluster).
+func TestKafkaLogDivergedWhileDownHalts(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	for _, tc := range []struct {
+		name      string
+		empty     bool // the restarted host has an empty disk
+		changelog bool // the task has a changelog, and the group's offsets are gone
+		eos       bool // exactly once (with a changelog; the group's offsets kept)
+	}{{"local_position", false, false, false}, {"group_offset", true, false, false}, {"changelog", true, true, false}, {"exactly_once", false, false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			task := wordcountKafkaTask(module)
+			task.Changelog.Enabled = tc.changelog || tc.eos
+			if tc.eos {
+				task.Delivery = host.ExactlyOnce
+			}
+			start := func(c *kfake.Cluster, dir string) *hosttest.Running {
+				return hosttest.Start(t, host.Config{DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+					Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{task}})
+			}
+			disk, early := t.TempDir(), t.TempDir()
+			words := filepath.Join("partitions", "words-0")
+			c := divergedCluster(t, disk)
+			produceWords(t, newClient(t, c), "words", 200, 20, 1) // offsets 0..199, epoch 0
+			c.Close()
+			copyTree(t, filepath.Join(disk, words), early) // the input partition's files now
+
+			c = divergedCluster(t, disk)
+			produceWords(t, newClient(t, c), "words", 100, 20, 2) // offsets 200..299, epoch 0
+			dir := filepath.Join(t.TempDir(), "data")
+			h := start(c, dir)
+			waitPosition(t, h, 300)
+			if err := h.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			// The broker that leads next lost offsets 200..299 of the input partition.
+			if err := os.RemoveAll(filepath.Join(disk, words)); err != nil {
+				t.Fatal(err)
+			}
+			copyTree(t, early, filepath.Join(disk, words))
+			if tc.changelog {
+				if err := os.Remove(filepath.Join(disk, "groups.log")); err != nil {
+					t.Fatal(err)
+				}
+			}
+
+			c = divergedCluster(t, disk)
+			other := int32(1 - c.LeaderFor("words", 0))
+			if err := c.MoveTopicPartition("words", 0, other); err != nil { // leader epoch 1
+				t.Fatal(err)
+			}
+			produceWords(t, newClient(t, c), "words", 150, 20, 3) // offsets 200..349, epoch 1
+
+			if tc.empty {
+				dir = filepath.Join(t.TempDir(), "empty")
+			}
+			h = start(c, dir)
+			hosttest.WaitFor(t, 30*time.Second, "the task halted, or read the partition to its end", func() bool {
+				select {
+				case <-h.Done():
+					return true
+				default:
+				}
+				s := h.Stats()
+				return len(s) > 0 && len(s[0].Inputs) == 1 && s[0].Inputs[0].Committed == 350
+			})
+			select {
+			case <-h.Done():
+			default:
+				st := h.Stats()[0]
+				t.Fatalf("the task did not halt on the diverged log: it read %d records and committed %d, skipping offsets 200-299", st.Records, st.Inputs[0].Committed)
+			}
+			err := h.Wait()
+			for _, want := range []string{"input topic words partition 0 lost records at the broker", "up to offset 300 (leader epoch 0)",
+				"diverged from what it read at offset 200", "from offset 200 to 299 are gone", "wasmstream reset --task wc --to earliest"} {
+				if err == nil || !strings.Contains(err.Error(), want) {
+					t.Fatalf("the host ended with %v; want the task halted on the diverged log, with %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestKafkaLeaderMovedWhileDownResumes: the partition's leader changes while the host is down
+// (leader epoch 0 to 1) and producers write on, without any loss: the stored position's epoch
+// (0) ends on the new leader exactly at the position, so the host resumes there and processes
+// every new record, state exact; and again after a restart whose position is in epoch 1. The
+// leader epoch check halts only a log that diverged (TestKafkaLogDivergedWhileDownHalts).
+func TestKafkaLeaderMovedWhileDownResumes(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c, err := kfake.NewCluster(kfake.NumBrokers(2), kfake.SeedTopics(1, "words", "counts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl := newClient(t, c)
+	dir := filepath.Join(t.TempDir(), "data")
+	want := produceWords(t, cl, "words", 300, 20, 1)
+	for i, next := range []int64{300, 400, 500} {
+		h := startWorldHost(t, c, module, dir, "earliest", io.Discard)
+		waitPosition(t, h, next)
+		if err := h.Stop(); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+		if i == 2 {
+			break
+		}
+		if err := c.MoveTopicPartition("words", 0, 1-c.LeaderFor("words", 0)); err != nil {
+			t.Fatal(err)
+		}
+		addCounts(want, produceWords(t, cl, "words", 100, 20, uint64(i+2)))
+	}
+	sameCounts(t, want, stateOf(t, dir, "wc"))
+	// The position keeps the epoch of its last record, written after two moves.
+	db, err := store.Open(filepath.Join(dir, "state"), store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	id, err := db.StreamID("wc", "kafka:words/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok, err := db.Position("wc", id); err != nil || !ok || p.Next != 500 || p.LeaderEpoch.Epoch() != 2 {
+		t.Fatalf("stored position %+v, %v, %v; want Next 500, leader epoch 2", p, ok, err)
+	}
+}
+
+// TestChangelogRetentionLostHalts: a changelog's cleanup.policy is set to compact,delete while
+// the hosts run (the host refuses such a topic at its start, not later), and retention (here a
+// DeleteRecords) removes the first records of a changelog partition. When that partition's
+// input moves to a host with no copy of it, whose restore would start at offset 0, below the
+// log start, the task halts naming the changelog partition, the offsets lost and what to do,
+// instead of restoring the state that is left: before, the restore read from the log start
+// without a word, and the keys whose records were removed restored nothing (partial state).
+func TestChangelogRetentionLostHalts(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	c := newClusterParts(t, 2, "words", "counts")
+	cl := newClient(t, c)
+	produceWords(t, cl, "words", 400, 20, 1)
+	tc := wordcountKafkaTask(module)
+	tc.Changelog = host.ChangelogConfig{Enabled: true}
+	a := startKafkaHost(t, c, tc, filepath.Join(t.TempDir(), "a"))
+	waitCommitted(t, a)
+	b := startKafkaHost(t, c, tc, filepath.Join(t.TempDir(), "b"))
+	// The group gives b one of the two partitions (restored from the changelog while its policy
+	// is compact alone); a keeps the other.
+	var kept int32
+	hosttest.WaitFor(t, 30*time.Second, "each host owns one partition", func() bool {
+		sa, sb := a.Stats(), b.Stats()
+		if len(sa) == 0 || len(sb) == 0 || len(sa[0].Inputs) != 1 || len(sb[0].Inputs) != 1 {
+			return false
+		}
+		kept = sa[0].Inputs[0].Partition
+		return true
+	})
+	waitCommitted(t, a)
+
+	adm := kadm.NewClient(cl)
+	ctx := context.Background()
+	both := "compact,delete"
+	if rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "cleanup.policy", Value: &both}}, "wc-changelog"); err != nil || rs[0].Err != nil {
+		t.Fatal(err, rs)
+	}
+	ends, err := adm.ListEndOffsets(ctx, "wc-changelog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _ := ends.Lookup("wc-changelog", kept)
+	if end.Offset < 2 {
+		t.Fatalf("changelog partition %d ends at %d; want records to remove", kept, end.Offset)
+	}
+	deleteRecordsBelow(t, cl, "wc-changelog", kept, end.Offset/2)
+	if err := a.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	select {
+	case <-b.Done():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("host b did not halt on the changelog's lost records; it owns %d partitions", len(b.Stats()[0].Inputs))
+	}
+	err = b.Wait()
+	for _, want := range []string{fmt.Sprintf("input topic words partition %d: its state cannot be restored", kept),
+		fmt.Sprintf("changelog topic wc-changelog partition %d lost offsets 0 to %d", kept, end.Offset/2-1),
+		"cleanup.policy being compact,delete", "set cleanup.policy=compact alone", "from a backup", "wasmstream reset --task wc --to earliest"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("host b ended with %v; want the task halted on the changelog's lost records, with %q", err, want)
+		}
 	}
 }

@@ -179,7 +179,8 @@ func laneProducer(cfg Config, tc TaskConfig, c *task.Config, closers *[]io.Close
 	}
 	kc := cfg.Kafka.client()
 	kc.Logger = cfg.Logger.With("task", tc.Name)
-	pc := kafka.ProducerConfig{DeliveryTimeout: cfg.Kafka.DeliveryTimeout, Compression: tc.Output.Compression}
+	pc := kafka.ProducerConfig{DeliveryTimeout: cfg.Kafka.DeliveryTimeout, Compression: tc.Output.Compression,
+		Limits: cmp.Or(ko.Limits, kd.Limits)} // the first loop's, which pingKafka learned
 	var p *kafka.Producer
 	if tc.Delivery == "exactly_once" {
 		p = kafka.NewTxnProducer(kc.Logger, pc)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/bits"
+	"slices"
 
 	"github.com/dgraph-io/badger/v4"
 )
@@ -252,4 +253,82 @@ func writeApplied(txn *badger.Txn, alloc func(int) []byte, task string, aw []app
 		}
 	}
 	return nil
+}
+
+// Last returns the highest offset in s, or Base-1 if s is empty.
+func (s AppliedSet) Last() int64 { return s.last() }
+
+// SettleApplied writes the true marks of the keys whose records a stream's applied set holds,
+// so that no key's stored mark is left below an offset of its own in the set (see "Applied
+// sets" in the package documentation: a changelog, which carries stored marks, needs them).
+// marks gives, for each such key, the highest offset of the set ([DB.Applied]) whose record is
+// the key's: the host reads them from its input. A key's mark entry is raised to it when lower
+// (its state version kept); the marks of other keys are left as they are. Then, if every key
+// given has a mark entry, the set is deleted: each of its offsets is at or below its key's mark,
+// which replay skips as it skipped the set. A key without a mark entry (no state: a refused
+// record's key) keeps the set in place.
+//
+// Raising a mark to an offset whose record was applied to the key's stored state is always
+// exact: a key's records are applied in offset order, so its mark then covers no record the
+// state lacks. The marks go in as many transactions as they need, the set's deletion in the
+// last: a crash in between leaves the set, and settling again raises nothing further.
+func (db *DB) SettleApplied(task string, stream uint32, marks map[string]int64) error {
+	if err := validTask(task); err != nil {
+		return err
+	}
+	if err := db.enterWrite(task); err != nil {
+		return err
+	}
+	defer db.leave()
+	db.writeMu.Lock()
+	defer db.writeMu.Unlock()
+
+	rd := db.bdb.NewTransaction(false)
+	defer rd.Discard()
+	w := txnWriter{db: db, txn: db.bdb.NewTransaction(true)}
+	defer func() { w.txn.Discard() }()
+	keys := make([]string, 0, len(marks))
+	for k := range marks {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	every := true
+	err := func() error {
+		for _, k := range keys {
+			mk := appendMarkKey(w.alloc(markKeyLen(task, []byte(k))), task, stream, []byte(k))
+			item, err := rd.Get(mk)
+			if errors.Is(err, badger.ErrKeyNotFound) {
+				every = false
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			var mark int64
+			var version uint32
+			if err := item.Value(func(v []byte) (err error) { mark, version, err = decodeMark(v); return err }); err != nil {
+				return err
+			}
+			if mark >= marks[k] {
+				continue
+			}
+			if err := w.reserve(1, len(mk)+markValueLen+entryOverhead); err != nil {
+				return err
+			}
+			if err := w.txn.Set(mk, appendMarkValue(w.alloc(markValueLen), marks[k], version)); err != nil {
+				return err
+			}
+		}
+		if every {
+			k := appendAppliedKey(w.alloc(positionKeyLen(task)), task, stream)
+			if err := w.reserve(1, len(k)+entryOverhead); err != nil {
+				return err
+			}
+			if err := w.txn.Delete(k); err != nil {
+				return err
+			}
+		}
+		return w.flush()
+	}()
+	return wrapErr(fmt.Sprintf("settle applied set of stream %d", stream), err)
 }

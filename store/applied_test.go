@@ -388,6 +388,83 @@ func TestCommitKeepsMarksInAppliedSet(t *testing.T) {
 	}
 }
 
+// TestSettleApplied: after a checkpoint that kept marks below offsets of their keys in its
+// applied set, SettleApplied with each key's highest offset in the set raises the marks to them
+// (true marks: a snapshot of any key is then exact without the set) and deletes the set, after
+// which replay skips exactly what it skipped with it; a key given without a mark entry keeps the
+// set, and a mark already higher stays.
+func TestSettleApplied(t *testing.T) {
+	const n = 100
+	dir := t.TempDir()
+	db := openTestDBAt(t, dir, Options{})
+	s := mustStreamID(t, db, "t", "s")
+	// As in TestCommitKeepsMarksInAppliedSet: offset 0 never completes; round r applies
+	// 1+r*n .. (r+1)*n, offset 1+r*n+i to key i; round 1 keeps every mark at round 0's.
+	round := func(r int, stored bool) *Checkpoint {
+		cp := counterCheckpoint(s, n, r, 0, 1, stored)
+		var bits []uint64
+		for o := int64(1); o <= int64((r+1)*n); o++ {
+			for int64(len(bits)) <= o/64 {
+				bits = append(bits, 0)
+			}
+			bits[o/64] |= 1 << (o % 64)
+		}
+		for i := range cp.Keys {
+			cp.Keys[i].Mark++
+		}
+		cp.Positions[0].Position.Horizon = int64((r + 1) * n)
+		cp.Applied = []StreamApplied{{Stream: s, Bits: bits}}
+		return cp
+	}
+	mustCommit(t, db, round(0, false))
+	mustCommit(t, db, round(1, true))
+	mustClose(t, db)
+	db = openTestDBAt(t, dir, Options{MaxTxnEntries: 16}) // settling splits over transactions
+	mark := func(i int) int64 {
+		m, _, err := db.Mark("t", s, []byte(fmt.Sprint(i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if m := mark(7); m != 8 {
+		t.Fatalf("key 7's stored mark %d, want 8 (round 0's, kept by the set)", m)
+	}
+	marks := map[string]int64{}
+	for i := range n {
+		marks[fmt.Sprint(i)] = int64(1 + n + i)
+	}
+	marks["none"] = 150 // a key without a mark entry: the set stays
+	if err := db.SettleApplied("t", s, marks); err != nil {
+		t.Fatal(err)
+	}
+	if set, err := db.Applied("t", s); err != nil || set.Len() != 2*n {
+		t.Fatalf("set after settling with a key without a mark: %d offsets, %v; want it kept (%d)", set.Len(), err, 2*n)
+	}
+	for i := range n {
+		if m := mark(i); m != int64(1+n+i) {
+			t.Fatalf("key %d: mark %d after settling, want %d", i, m, 1+n+i)
+		}
+	}
+	delete(marks, "none")
+	marks["3"] = 50 // below the key's mark: left as it is
+	if err := db.SettleApplied("t", s, marks); err != nil {
+		t.Fatal(err)
+	}
+	set, err := db.Applied("t", s)
+	if err != nil || set.Len() != 0 {
+		t.Fatalf("set after settling: %d offsets, %v; want none", set.Len(), err)
+	}
+	if m := mark(3); m != 1+n+3 {
+		t.Errorf("key 3: mark %d, want %d (never lowered)", m, 1+n+3)
+	}
+	for o := int64(0); o <= 2*n; o++ {
+		if skip := o >= 1 && o <= mark(int((o-1)%n)); skip != (o >= 1) {
+			t.Errorf("offset %d: replay skips it %v, want %v", o, skip, o >= 1)
+		}
+	}
+}
+
 // TestAppliedSetModel runs a model host over a store whose checkpoints give applied sets at
 // saturation (Next behind the completions), with small transactions so that many split, and
 // fails each checkpoint's transactions in turn: after every checkpoint and every crash, replay
@@ -459,8 +536,8 @@ func mustApplied(t *testing.T, db *DB, task string, s uint32) []int64 {
 // refuses it (ErrFormatTooNew, as TestFormatVersion checks for FormatVersion+1), as it must: it
 // would ignore the sets and apply their records again.
 func TestAppliedSetFormat(t *testing.T) {
-	if FormatVersion != 4 {
-		t.Fatalf("FormatVersion = %d, want 4: a binary that ignores applied sets must refuse a store that has them", FormatVersion)
+	if FormatVersion < 4 {
+		t.Fatalf("FormatVersion = %d, want at least 4: a binary that ignores applied sets must refuse a store that has them", FormatVersion)
 	}
 	dir := t.TempDir()
 	db := openTestDBAt(t, dir, Options{})

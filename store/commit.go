@@ -120,6 +120,13 @@ type KeyWrites struct {
 	// Checkpoint.Partial: replay must start at or below it until the key is
 	// written. The zero value never lets a partial position pass offset 0.
 	First int64
+	// Whole says that Writes name every name the key has once they are
+	// applied: the caller knows the key's whole state (a state cache entry
+	// that read the key's persisted names in, all of whose names this
+	// checkpoint writes). Commit ignores it; Snapshots, given the KeyWrites as
+	// a KeyRef's Written, then reads none of the key's state entries, and the
+	// snapshot's names are those KeySnapshot.Apply adds from Writes.
+	Whole bool
 }
 
 // TimerOp sets or deletes one timer of a key. A timer is identified by

@@ -190,7 +190,12 @@
 // A changelog record carries a key's true mark (KeyWrites.Mark), not one a
 // set covers: a restore from a changelog never relies on a set. A host that
 // writes a changelog gives no sets, since it may write a key's changelog
-// record again from the store alone (its stored mark).
+// record again from the store alone (its stored mark). A stream may still
+// hold a set that a run without the changelog left (the changelog turned
+// off, then on again); [DB.SettleApplied] first raises the stored marks of
+// the keys whose records it holds to their true marks (the host reads the
+// records' keys from its input) and deletes it, so that every stored mark is
+// a true one again before the host writes a changelog record of the stream.
 //
 // # Unchanged marks
 //
@@ -228,7 +233,10 @@
 // values, its timers, its applied mark and state version — from one Badger
 // read transaction, so that all its parts come from the same commit;
 // [DB.Snapshots] reads many keys' from one transaction, walking them in store
-// order (a checkpoint's changed keys, for the changelog).
+// order (a checkpoint's changed keys, for the changelog); a key whose change
+// is its whole state (KeyWrites.Whole: the state cache read the key in and
+// the checkpoint writes every name it has) has none of its state entries
+// read, only its timers: applying the change gives its names.
 // [EncodeSnapshot] and [DecodeSnapshot] turn a snapshot into a compact
 // versioned byte string for the changelog record's value (layout below);
 // DecodeSnapshot rejects malformed input with [ErrCorrupt].
@@ -317,7 +325,11 @@
 //	                                                              a host older than it refuses
 //	                                                              the 48-byte value as corrupt)
 //	                                                            | u64 changelog Epoch (written
-//	                                                              only when not 0, likewise)
+//	                                                              only when not 0, likewise,
+//	                                                              or with a LeaderEpoch)
+//	                                                            | u32 LeaderEpoch (format 5:
+//	                                                              the Kafka leader epoch + 1,
+//	                                                              written only when known)
 //	applied  'A' (0x41) | u16 len(task) | task | u32 stream    i64 base | n × u64 bits
 //	                                                            (format 4: bit j of word i,
 //	                                                            least significant first, is
@@ -412,7 +424,7 @@
 // with ErrFormatTooNew instead of failing on a version record it cannot
 // decode.
 //
-// Format 4 (the current one) added the applied table. A new table is
+// Format 4 added the applied table. A new table is
 // compatible for a reader, but not here: a binary that ignores the applied
 // sets would replay, and apply again, the records a set covers whose keys'
 // marks are older. So the format changes, and a binary that knows only
@@ -420,6 +432,15 @@
 // by rewriting the version key alone: its streams have no set, and every
 // key's mark covers its applied offsets at or above Next, as the sets' rule
 // requires.
+//
+// Format 5 (the current one) added the leader epoch to a position's value: the
+// Kafka partition leader epoch of the last record below Next, plus one (so
+// that 0, and a value written before it, reads as unknown: [LeaderEpoch]). A
+// binary that knows only format 4 would refuse the 60-byte value as corrupt,
+// so the format changes and such a binary refuses the store with
+// ErrFormatTooNew instead. An older store is upgraded by rewriting the version
+// key alone: its positions read with an unknown leader epoch, which the host
+// resumes as before (without asking the broker where its log diverged).
 //
 // # Damage
 //

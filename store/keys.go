@@ -8,9 +8,10 @@ import (
 // FormatVersion is the version of the on-disk layout described in the package
 // documentation. Open writes it into a new store and refuses a store with a
 // higher version. Format 2 added the state version to the mark value, format 3
-// a version record's status, format 4 the applied sets; Open upgrades an older
-// store in place (see the package documentation).
-const FormatVersion uint32 = 4
+// a version record's status, format 4 the applied sets, format 5 the Kafka leader
+// epoch of a position; Open upgrades an older store in place (see the package
+// documentation).
+const FormatVersion uint32 = 5
 
 // Limits on names and keys.
 const (
@@ -61,14 +62,15 @@ const (
 	stateKeyOverhead   = 3 + 4 + 4 // tag+u16, u32 stream, u32 len(key)
 	markKeyOverhead    = 3 + 4     // tag+u16, u32 stream
 	positionValueLen   = 4*8 + 16
-	positionValueMax   = positionValueLen + 8 // with the changelog epoch (written only when not 0)
-	positionValueLenV2 = 4 * 8                // before the topic id
-	positionValueLenV1 = 3 * 8                // before the watermark
-	markValueLen       = 8 + 4                // i64 mark | u32 state version
-	markValueLenV1     = 8                    // i64 mark, as format 1 wrote it
-	timerKeyOverhead   = 3 + 4 + 4            // tag+u16, u32 stream, u32 len(key)
-	dueKeyOverhead     = 3 + 4 + 1 + 8 + 4    // tag+u16, u32 stream, u8 domain, u64 due, u32 len(key)
-	timerValueOverhead = 1 + 8                // u8 domain | i64 due
+	positionValueLenV4 = positionValueLen + 8   // with the changelog epoch (written only when not 0)
+	positionValueMax   = positionValueLenV4 + 4 // format 5: with the leader epoch (written only when known)
+	positionValueLenV2 = 4 * 8                  // before the topic id
+	positionValueLenV1 = 3 * 8                  // before the watermark
+	markValueLen       = 8 + 4                  // i64 mark | u32 state version
+	markValueLenV1     = 8                      // i64 mark, as format 1 wrote it
+	timerKeyOverhead   = 3 + 4 + 4              // tag+u16, u32 stream, u32 len(key)
+	dueKeyOverhead     = 3 + 4 + 1 + 8 + 4      // tag+u16, u32 stream, u8 domain, u64 due, u32 len(key)
+	timerValueOverhead = 1 + 8                  // u8 domain | i64 due
 	u32ValueLen        = 4
 )
 
@@ -188,14 +190,17 @@ func appendPosition(dst []byte, p Position) []byte {
 	dst = appendI64(dst, p.Resume)
 	dst = appendI64(dst, p.Watermark)
 	dst = append(dst, p.TopicID[:]...)
-	if p.Epoch != 0 {
+	if p.Epoch != 0 || p.LeaderEpoch != 0 {
 		dst = binary.BigEndian.AppendUint64(dst, p.Epoch)
+	}
+	if p.LeaderEpoch != 0 {
+		dst = binary.BigEndian.AppendUint32(dst, uint32(p.LeaderEpoch))
 	}
 	return dst
 }
 
 func decodePosition(v []byte) (Position, error) {
-	if len(v) != positionValueMax && len(v) != positionValueLen && len(v) != positionValueLenV2 && len(v) != positionValueLenV1 {
+	if len(v) != positionValueMax && len(v) != positionValueLenV4 && len(v) != positionValueLen && len(v) != positionValueLenV2 && len(v) != positionValueLenV1 {
 		return Position{}, fmt.Errorf("%w: position value of %d bytes", ErrCorrupt, len(v))
 	}
 	p := Position{
@@ -210,8 +215,11 @@ func decodePosition(v []byte) (Position, error) {
 	if len(v) >= positionValueLen {
 		copy(p.TopicID[:], v[32:])
 	}
-	if len(v) == positionValueMax {
+	if len(v) >= positionValueLenV4 {
 		p.Epoch = binary.BigEndian.Uint64(v[48:])
+	}
+	if len(v) == positionValueMax {
+		p.LeaderEpoch = LeaderEpoch(binary.BigEndian.Uint32(v[56:]))
 	}
 	return p, nil
 }

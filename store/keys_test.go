@@ -2,10 +2,13 @@ package store
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/dgraph-io/badger/v4"
 )
 
 func TestStateKeyGolden(t *testing.T) {
@@ -38,6 +41,21 @@ func TestStateKeyGolden(t *testing.T) {
 	}
 	if p, err := decodePosition(withEpoch); err != nil || p.Epoch != 0x0000000300000007 || p.TopicID != id || p.Resume != 258 {
 		t.Fatalf("position with an epoch = %+v, %v", p, err)
+	}
+	// With a leader epoch (format 5), the changelog epoch (even 0) and 4 bytes more: the epoch
+	// plus one. Without one (the zero value) the value stays as format 4 wrote it.
+	withLeader := appendPosition(nil, Position{Next: 1, Horizon: -1, Resume: 258, Watermark: 1000, TopicID: id, LeaderEpoch: KnownLeaderEpoch(2)})
+	if want := append(append([]byte(nil), wantVal...), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 3); !bytes.Equal(withLeader, want) {
+		t.Fatalf("position value with a leader epoch = %x, want %x", withLeader, want)
+	}
+	if p, err := decodePosition(withLeader); err != nil || p.LeaderEpoch.Epoch() != 2 || p.Epoch != 0 || p.TopicID != id {
+		t.Fatalf("position with a leader epoch = %+v, %v", p, err)
+	}
+	if p, err := decodePosition(withEpoch); err != nil || p.LeaderEpoch != 0 || p.LeaderEpoch.Epoch() != -1 {
+		t.Fatalf("a format-4 position's leader epoch = %+v, %v; want unknown (-1)", p, err)
+	}
+	if KnownLeaderEpoch(-1) != 0 || KnownLeaderEpoch(0).Epoch() != 0 {
+		t.Fatalf("KnownLeaderEpoch(-1) = %d, KnownLeaderEpoch(0).Epoch() = %d; want 0 and 0", KnownLeaderEpoch(-1), KnownLeaderEpoch(0).Epoch())
 	}
 	// A position written before the topic id (32 bytes) reads with a zero id.
 	if p, err := decodePosition(wantVal[:32]); err != nil || p != (Position{Next: 1, Horizon: -1, Resume: 258, Watermark: 1000}) {
@@ -195,4 +213,39 @@ func FuzzStateKey(f *testing.F) {
 			t.Fatalf("decode(%x) re-encodes as %x", raw, re)
 		}
 	})
+}
+
+// TestLeaderEpochFormat: a store of format 4 (positions without a leader epoch) opens and
+// upgrades to format 5, its positions reading with an unknown leader epoch (they resume as
+// before, without the broker's check); a position committed with one reads it back after a
+// reopen; and a binary of format 4 refuses the upgraded store (ErrFormatTooNew, as
+// TestFormatVersion checks for FormatVersion+1) rather than fail on a 60-byte position value.
+func TestLeaderEpochFormat(t *testing.T) {
+	if FormatVersion < 5 {
+		t.Fatalf("FormatVersion = %d, want at least 5: a binary without leader epochs must refuse a store whose positions have them", FormatVersion)
+	}
+	dir := t.TempDir()
+	db := openTestDBAt(t, dir, Options{})
+	s := mustStreamID(t, db, "t", "kafka:words/0")
+	id := [16]byte{0: 1}
+	mustCommit(t, db, &Checkpoint{Task: "t", Positions: []StreamPosition{{Stream: s, Position: Position{Next: 1000, Horizon: 999, Watermark: -1, TopicID: id, Epoch: 5}}}})
+	mustClose(t, db)
+	rawBadger(t, dir, func(txn *badger.Txn) error {
+		return txn.Set(versionKey, binary.BigEndian.AppendUint32(nil, 4))
+	})
+	db = openTestDBAt(t, dir, Options{})
+	if got := storedFormat(t, db); got != FormatVersion {
+		t.Errorf("stored format after opening a format-4 store = %d, want %d", got, FormatVersion)
+	}
+	p, ok, err := db.Position("t", s)
+	if err != nil || !ok || p.Next != 1000 || p.Epoch != 5 || p.TopicID != id || p.LeaderEpoch.Epoch() != -1 {
+		t.Fatalf("a format-4 position = %+v, %v, %v; want Next 1000, its epoch and id, leader epoch unknown (-1)", p, ok, err)
+	}
+	p.Next, p.Horizon, p.LeaderEpoch = 1200, 1199, KnownLeaderEpoch(3)
+	mustCommit(t, db, &Checkpoint{Task: "t", Positions: []StreamPosition{{Stream: s, Position: p}}})
+	mustClose(t, db)
+	db = openTestDBAt(t, dir, Options{})
+	if got, ok, err := db.Position("t", s); err != nil || !ok || got != p || got.LeaderEpoch.Epoch() != 3 {
+		t.Fatalf("after reopen Position = %+v, %v, %v; want %+v (leader epoch 3)", got, ok, err, p)
+	}
 }

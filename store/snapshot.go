@@ -104,6 +104,8 @@ type KeyRef struct {
 // reused for the next key): fn encodes or copies what it keeps. fn runs with
 // the store's read lock held (a Close waits for it): it must not block.
 // Timers come in name order; Values and Payloads are non-nil, possibly empty.
+// A key whose KeyRef carries a Written with Whole set comes with no names
+// (its state entries are not read: applying Written gives them).
 //
 // In that order one state iterator walks from key to key, stepping forward
 // where the next key is close and seeking where it is not; timers are looked
@@ -175,12 +177,14 @@ func (db *DB) Snapshots(task string, keys []KeyRef, fn func(i int, s *KeySnapsho
 			prev = k
 			arena, names, vals, tnames, pays = arena[:0], names[:0], vals[:0], tnames[:0], pays[:0]
 			s = KeySnapshot{Key: k.Key, Names: s.Names[:0], Timers: s.Timers[:0], Mark: NoneApplied}
-			prefix = appendStateKeyPrefix(prefix[:0], task, k.Stream, k.Key)
-			for moveTo(stateIt, prefix, after); stateIt.ValidForPrefix(prefix); stateIt.Next() {
-				item := stateIt.Item()
-				names = append(names, keep(item.Key()[len(prefix):]))
-				if err := item.Value(func(v []byte) error { vals = append(vals, keep(v)); return nil }); err != nil {
-					return err
+			if w := k.Written; w == nil || !w.Whole {
+				prefix = appendStateKeyPrefix(prefix[:0], task, k.Stream, k.Key)
+				for moveTo(stateIt, prefix, after); stateIt.ValidForPrefix(prefix); stateIt.Next() {
+					item := stateIt.Item()
+					names = append(names, keep(item.Key()[len(prefix):]))
+					if err := item.Value(func(v []byte) error { vals = append(vals, keep(v)); return nil }); err != nil {
+						return err
+					}
 				}
 			}
 			var timerDomains []byte

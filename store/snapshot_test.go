@@ -391,3 +391,46 @@ func TestSnapshotsMatchSnapshot(t *testing.T) {
 		t.Errorf("Snapshots with empty task: %v, want ErrInvalidName", err)
 	}
 }
+
+// TestSnapshotsWhole: a key whose KeyRef carries a Written with Whole set gets no names from the
+// store (none of its state entries is read: the caller's Writes are the whole state), with its
+// timers and mark as for any key; applying Written then gives the snapshot Snapshot gives.
+func TestSnapshotsWhole(t *testing.T) {
+	db := openTestDB(t, Options{})
+	s := mustStreamID(t, db, "t", "s")
+	cp := &Checkpoint{Task: "t", Keys: []KeyWrites{
+		{Stream: s, Key: []byte("a"), Mark: 3, Writes: []Write{set("n", "1")}, Timers: []TimerOp{setTimer("t", 0, 5, "p")}},
+		{Stream: s, Key: []byte("b"), Mark: 4, Writes: []Write{set("n", "2"), set("m", "x")}},
+		{Stream: s, Key: []byte("c"), Mark: 5, Writes: []Write{set("n", "3")}},
+	}}
+	mustCommit(t, db, cp)
+	next := &Checkpoint{Task: "t", Keys: []KeyWrites{
+		{Stream: s, Key: []byte("a"), Mark: 6, Writes: []Write{set("n", "4")}, Whole: true},
+		{Stream: s, Key: []byte("b"), Mark: 7, Writes: []Write{set("n", "5")}, Whole: true}, // m is not in it: a caller's mistake shows
+		{Stream: s, Key: []byte("c"), Mark: 8, Writes: []Write{set("n", "6")}},
+	}}
+	mustCommit(t, db, next)
+	var refs []KeyRef
+	for i := range next.Keys {
+		refs = append(refs, KeyRef{Stream: s, Key: next.Keys[i].Key, Written: &next.Keys[i]})
+	}
+	got := map[string]string{}
+	if err := db.Snapshots("t", refs, func(i int, snap *KeySnapshot) error {
+		if w := refs[i].Written; w.Whole && len(snap.Names) != 0 {
+			t.Errorf("key %q: Whole, yet %d names read", snap.Key, len(snap.Names))
+		}
+		snap.Apply(refs[i].Written)
+		got[string(snap.Key)] = snapString(*snap)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"a", "c"} {
+		if want := mustSnapshot(t, db, s, k); got[k] != snapString(want) {
+			t.Errorf("key %q: Snapshots and Apply gave\n %s\nSnapshot gives\n %s", k, got[k], snapString(want))
+		}
+	}
+	if want := mustSnapshot(t, db, s, "b"); got["b"] == snapString(want) || strings.Contains(got["b"], `"m"=`) {
+		t.Errorf("key b: Whole, yet the stored name m was read: %s", got["b"])
+	}
+}

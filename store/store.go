@@ -77,7 +77,29 @@ type Position struct {
 	// existed). The store does not interpret it; a changelog replay that starts at Resume ignores
 	// the records of owners below it.
 	Epoch uint64
+	// LeaderEpoch is, for a Kafka partition, the leader epoch of the last record below Next
+	// (format 5; the zero value: unknown, as in a position written before it, one of a file
+	// input, or one a reset set). The store does not interpret it; a host resumes the partition
+	// at Next with it, so that the broker can tell whether its log still holds the records below
+	// Next as they were read (Kafka's OffsetForLeaderEpoch).
+	LeaderEpoch LeaderEpoch
 }
+
+// LeaderEpoch is a Kafka leader epoch as a Position keeps it: the epoch plus one, so that the
+// zero value is unknown.
+type LeaderEpoch uint32
+
+// KnownLeaderEpoch is epoch e (a record's partition leader epoch) as a Position keeps it; a
+// negative e (unknown) is the zero value.
+func KnownLeaderEpoch(e int32) LeaderEpoch {
+	if e < 0 {
+		return 0
+	}
+	return LeaderEpoch(uint32(e) + 1)
+}
+
+// Epoch is the leader epoch, or -1 when unknown (Kafka's own "no epoch").
+func (e LeaderEpoch) Epoch() int32 { return int32(e) - 1 }
 
 // StreamInfo names one stream of a task.
 type StreamInfo struct {
@@ -261,7 +283,7 @@ func (db *DB) checkFormat(marked bool) error {
 		// This version reads every older format as it is.
 		return nil
 	case found:
-		// An older format (1 to 3): its tables are a subset of this one's (a
+		// An older format (1 to 4): its tables are a subset of this one's (a
 		// format-3 store has no applied sets: its marks are every key's), its
 		// 8-byte mark values and tail-less version records stay readable, so
 		// upgrading only records the new version, after which an older binary

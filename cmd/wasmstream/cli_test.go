@@ -79,6 +79,11 @@ func TestUsageErrors(t *testing.T) {
 		{"key without task", []string{"state", "--key", "a"}, "need --task"},
 		{"bad escape", []string{"state", "--task", "t", "--key", `a\q`}, "bad escape"},
 		{"state format", []string{"state", "--format", "xml"}, "--format must be text or json"},
+		// Before, the broker created "a b" (which clients then failed on) and a port beyond
+		// 65535 exited 1 as a runtime failure.
+		{"dev broker topic", []string{"dev", "--broker-only", "--topic", "ok", "--topic", "a b"}, `--topic: "a b" is not a valid Kafka topic name`},
+		{"dev broker port", []string{"dev", "--broker-only", "--port", "99999"}, "--port: must be a port from 1 to 65535"},
+		{"dev broker partitions", []string{"dev", "--broker-only", "--partitions", "-2"}, "--partitions: must be positive"},
 		{"dev topic without broker-only", []string{"dev", "-c", "kafka.yaml", "--topic", "words"}, "--topic needs --broker-only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -188,6 +193,65 @@ tasks:
 			name: "bad nested duration",
 			yaml: validTask + "    retry:\n      backoff: 1 second\n",
 			want: []string{`tasks[0].retry.backoff: "1 second" is not a duration`},
+		},
+		{
+			// Before, such a task started and waited without a word (0 records, no warning).
+			name: "topic names Kafka refuses",
+			yaml: `
+kafka:
+  brokers: [127.0.0.1:9092]
+tasks:
+  - name: t
+    module: m.wasm
+    inputs:
+      - {name: w, type: kafka, topics: [ok, "bad topic", "a/b", ".."]}
+    output:
+      type: kafka
+      topic: "out*"
+      topics: {x: "` + strings.Repeat("x", 250) + `"}
+    dead_letter: {topic: "dlq:1"}
+    changelog: {enabled: true, topic: "été"}
+`,
+			want: []string{`tasks[0].inputs[0].topics[1]: "bad topic" is not a valid Kafka topic name: it may hold only ASCII letters, digits, '.', '_' and '-' (not ' ')`,
+				`tasks[0].inputs[0].topics[2]: "a/b" is not a valid Kafka topic name`,
+				`tasks[0].inputs[0].topics[3]: ".." is not a valid Kafka topic name`,
+				`tasks[0].output.topic: "out*" is not a valid Kafka topic name`,
+				`tasks[0].output.topics.x: "xxx`, `is 250 characters long: a Kafka topic name has at most 249`,
+				`tasks[0].dead_letter.topic: "dlq:1" is not a valid Kafka topic name`,
+				`tasks[0].changelog.topic: "été" is not a valid Kafka topic name`},
+		},
+		{
+			// Before, check passed these, and run failed after kafka.connect_timeout (30 s) on a
+			// DNS lookup of "PLAINTEXT://b:9092" or of "a:9092,b:9092".
+			name: "brokers that are not host:port",
+			yaml: `
+kafka:
+  brokers: [ok:9092, justahost, "PLAINTEXT://b:9092", "a:9092,b:9092", "c:99999", "::1", ":9092", "[::1]:9092"]
+` + validTask,
+			want: []string{`kafka.brokers[2]: "PLAINTEXT://b:9092": write host:port, without the scheme (b:9092)`,
+				`kafka.brokers[3]: "a:9092,b:9092" holds a comma or white space: one broker per list entry`,
+				`kafka.brokers[4]: "c:99999": the port must be a number from 1 to 65535`,
+				`kafka.brokers[5]: "::1" is not host:port (an IPv6 address goes in brackets: [::1]:9092)`,
+				`kafka.brokers[6]: ":9092" has no host`},
+		},
+		{
+			// Before, check passed them, and run failed listening (exit 1) once the tasks had started.
+			name: "listen ports out of range",
+			yaml: "admin:\n  addr: \":99999\"\nmetrics:\n  addr: \"127.0.0.1:70000\"\n" + validTask,
+			want: []string{`admin.addr: ":99999": the port must be a number from 0 to 65535`,
+				`metrics.addr: "127.0.0.1:70000": the port must be a number from 0 to 65535`},
+		},
+		{
+			name: "embedded broker port and partitions",
+			yaml: "kafka:\n  embedded: {port: 99999, partitions: -1}\n" + validTask,
+			want: []string{"kafka.embedded.port: must be a port from 1 to 65535 (0: a free one), got 99999",
+				"kafka.embedded.partitions: must be positive, got -1"},
+		},
+		{
+			// Before, the second document's task was ignored without a word.
+			name: "two YAML documents",
+			yaml: validTask + "---\n" + strings.ReplaceAll(validTask, "name: t", "name: u"),
+			want: []string{"holds 2 YAML documents (separated by ---): a configuration is one document, and the ones after the first would be ignored"},
 		},
 		{
 			name: "negative unsigned",

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/host/devkafka"
 )
 
@@ -42,6 +43,17 @@ until SIGINT or SIGTERM.
 				return usageError("--topic needs --broker-only: with a configuration, dev creates every topic the configuration names")
 			}
 			if brokerOnly {
+				if port < 0 || port > 65535 {
+					return usageError("--port: must be a port from 1 to 65535 (0: a free one), got %d", port)
+				}
+				if partitions < 0 {
+					return usageError("--partitions: must be positive, got %d", partitions)
+				}
+				for _, tp := range topics {
+					if err := host.CheckTopicName(tp); err != nil {
+						return usageError("--topic: %v", err)
+					}
+				}
 				return runBroker(cmd.Context(), stdout, devkafka.Config{Dir: dir, Port: port, Partitions: partitions, Topics: topics})
 			}
 			s, err := cf.load(cmd.Flags())

@@ -189,6 +189,11 @@ func loadConfig(data []byte, dir string, flags *pflag.FlagSet) (settings, error)
 		}
 		return settings{}, &configErrors{errs: []error{fmt.Errorf("not valid YAML: %w", err)}}
 	}
+	if n := yamlDocuments(data); n > 1 {
+		// yaml.Unmarshal reads the first document alone: the tasks of the others were ignored
+		// without a word.
+		return settings{}, &configErrors{errs: []error{fmt.Errorf("holds %d YAML documents (separated by ---): a configuration is one document, and the ones after the first would be ignored; list every task under one tasks:", n)}}
+	}
 	if doc == nil {
 		doc = map[string]any{}
 	}
@@ -210,6 +215,24 @@ func loadConfig(data []byte, dir string, flags *pflag.FlagSet) (settings, error)
 		return s, &configErrors{errs: d.errs}
 	}
 	return s, nil
+}
+
+// yamlDocuments counts the documents of data that are not empty (a lone --- or a trailing one
+// opens none).
+func yamlDocuments(data []byte) int {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	n := 0
+	for {
+		var doc any
+		if err := dec.Decode(&doc); errors.Is(err, io.EOF) {
+			return n
+		} else if err != nil {
+			return n + 1 // a later document that does not parse is one more (the first parsed)
+		}
+		if doc != nil {
+			n++
+		}
+	}
 }
 
 // overridesViper returns a viper that layers the overridable keys (overrides) from the flags,

@@ -215,6 +215,9 @@ func metricsListenAddr(addr string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("%q is not host:port: %v", addr, err)
 	}
+	if _, err := net.LookupPort("tcp", port); err != nil {
+		return "", fmt.Errorf("%q: the port must be a number from 0 to 65535", addr)
+	}
 	if h == "" {
 		h = "127.0.0.1"
 	}

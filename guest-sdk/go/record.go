@@ -44,8 +44,8 @@ func (r *Record) Value() []byte { return r.r.Value }
 
 // ValueNull reports whether the record's value is null (ABI 0.5, record flag bit 2): a Kafka
 // tombstone, which on a compacted topic deletes its key, as distinct from an empty value. Its
-// Value is then empty. A file input's records never have a null value; a chained task's records
-// have one when the upstream emitted a tombstone (EmitTombstone).
+// Value is then empty. A file input's record has one when its JSON line's value field is null
+// ("value":null); a chained task's record when the upstream emitted a tombstone (EmitTombstone).
 func (r *Record) ValueNull() bool { return r.r.Flags&abi.FlagValueNull != 0 }
 
 // Source returns the input name: the file input name or the Kafka topic (a copy).

@@ -383,8 +383,8 @@ impl<'a> Record<'a> {
 
     /// Whether the record's value is null (ABI 0.5, flag bit 2): a Kafka tombstone, which on a
     /// compacted topic deletes its key, as distinct from an empty value; its value is then empty.
-    /// A file input's records never have one; a chained task's have one when the upstream emitted
-    /// a tombstone ([`Context::emit_tombstone`](crate::Context::emit_tombstone)).
+    /// A file input's record has one when its JSON line's value field is null (`"value":null`); a
+    /// chained task's when the upstream emitted one ([`Context::emit_tombstone`](crate::Context::emit_tombstone)).
     pub fn value_null(&self) -> bool {
         self.flags & FLAG_VALUE_NULL != 0
     }

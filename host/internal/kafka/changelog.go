@@ -34,6 +34,51 @@ var ErrNoPartition = errors.New("no such partition")
 // was recreated or truncated), so the local state and the changelog disagree.
 var ErrChangelogBehind = errors.New("changelog behind the local state")
 
+// ChangelogLostError is CheckChangelogStart's error: records of a changelog partition that a
+// restore starting at From needs were removed (its log start is Start) while the topic's
+// cleanup.policy (Policy) was not compact alone, so by retention or a DeleteRecords, not by
+// compaction: the keys whose last records were among them would restore partial or stale state.
+type ChangelogLostError struct {
+	Topic       string
+	Partition   int32
+	From, Start int64
+	Policy      string
+}
+
+func (e *ChangelogLostError) Error() string {
+	return fmt.Sprintf("kafka: changelog %s partition %d lost offsets %d to %d before this restore read them (its log start is %d, the restore starts at %d; cleanup.policy=%s)",
+		e.Topic, e.Partition, e.From, e.Start-1, e.Start, e.From, e.Policy)
+}
+
+// CheckChangelogStart checks that a restore of changelog partition p starting at from (0, or
+// below: from the beginning) reads everything it needs: a log start above from is fine on a
+// topic compacted alone (compaction removes only records a later record of the same key
+// supersedes; the development broker moves the log start past them, and a DeleteRecords there is
+// not told apart), and a *ChangelogLostError otherwise (cleanup.policy with delete: retention
+// removed state, or a DeleteRecords). EnsureChangelog refuses such a topic at start, but the
+// policy may change while hosts run, and retention acts before anyone restarts.
+func CheckChangelogStart(ctx context.Context, cfg Config, topic string, p int32, from int64) error {
+	return withAdmin(cfg, func(_ *kgo.Client, adm *kadm.Client) error { return checkChangelogStart(ctx, adm, topic, p, from) })
+}
+
+// CheckChangelogStart is the package's CheckChangelogStart on a's client.
+func (a *Admin) CheckChangelogStart(ctx context.Context, topic string, p int32, from int64) error {
+	return checkChangelogStart(ctx, a.adm, topic, p, from)
+}
+
+func checkChangelogStart(ctx context.Context, adm *kadm.Client, topic string, p int32, from int64) error {
+	from = max(from, 0)
+	start, err := listOffset(ctx, adm.ListStartOffsets, topic, p)
+	if err != nil || start <= from {
+		return err
+	}
+	policy, err := describePolicy(ctx, adm, topic)
+	if err != nil || compactAlone(policy) {
+		return err
+	}
+	return &ChangelogLostError{Topic: topic, Partition: p, From: from, Start: start, Policy: policy}
+}
+
 // changelogDeliveryTimeout bounds how long a changelog record is retried before it fails (and
 // with it the Flush that covers it).
 const changelogDeliveryTimeout = 2 * time.Minute
@@ -54,13 +99,17 @@ func withAdmin(cfg Config, fn func(cl *kgo.Client, adm *kadm.Client) error) erro
 }
 
 // Admin is a client kept for requests a task repeats (a standby's rounds: a partition's end
-// offset once a second, the input topics' partition count every DefaultMetadataMaxAge): its
-// connections last as long as it does, where the package's functions of the same names open a
-// client (its connections) per call. Safe for concurrent use.
+// offset once a second, the records written since the last round, the input topics' partition
+// count every DefaultMetadataMaxAge): its connections last as long as it does, where the
+// package's functions of the same names open a client (its connections) per call. Safe for
+// concurrent use (its ReadChangelog calls take turns).
 type Admin struct {
 	cfg Config
 	cl  *kgo.Client
 	adm *kadm.Client
+
+	mu sync.Mutex  // one ReadChangelog at a time: they share rd
+	rd *kgo.Client // the consuming client of ReadChangelog, made at its first call (nil before)
 }
 
 // NewAdmin creates the client; it does not contact the cluster. Close it when done.
@@ -76,8 +125,15 @@ func NewAdmin(cfg Config) (*Admin, error) {
 	return &Admin{cfg: cfg, cl: cl, adm: kadm.NewClient(cl)}, nil
 }
 
-// Close closes the client.
-func (a *Admin) Close() { a.cl.Close() }
+// Close closes the clients.
+func (a *Admin) Close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.rd != nil {
+		a.rd.Close()
+	}
+	a.cl.Close()
+}
 
 // PartitionCount is the package's PartitionCount on a's client.
 func (a *Admin) PartitionCount(ctx context.Context, topic string) (int32, error) {
@@ -89,12 +145,44 @@ func (a *Admin) EndOffset(ctx context.Context, topic string, p int32) (int64, er
 	return listOffset(ctx, a.adm.ListCommittedOffsets, topic, p)
 }
 
-// ReadChangelog is the package's ReadChangelog with the partition's offsets listed on a's
-// client (the records are read by a client of their own, made when there are some to read).
+// ReadChangelog is the package's ReadChangelog on a's clients: the partition's offsets listed on
+// a's client, the records read by one consuming client a keeps for every call (made at the first
+// call with records to read), which consumes the partition for the call only.
 func (a *Admin) ReadChangelog(ctx context.Context, topic string, p int32, from int64,
-	fn func(key, value []byte, epoch uint64, offset int64) error, progress func(records, bytes, total int64),
+	fn func(key, value []byte, meta RecordMeta, offset int64) error, progress func(records, bytes, total int64),
 ) (end int64, records, bytes int64, err error) {
-	return readChangelog(ctx, a.cfg, func(f func(*kadm.Client) error) error { return f(a.adm) }, topic, p, from, fn, progress)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	consume := func(from int64) (*kgo.Client, func(), error) {
+		if a.rd == nil {
+			opts, err := a.cfg.opts()
+			if err != nil {
+				return nil, nil, err
+			}
+			if a.rd, err = kgo.NewClient(append(opts, changelogReadOpts()...)...); err != nil {
+				return nil, nil, fmt.Errorf("kafka: %w", err)
+			}
+		}
+		a.rd.AddConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}})
+		// Removing the partition drops what the client fetched of it beyond the read: the next
+		// call adds it again at its own offset.
+		return a.rd, func() { a.rd.RemoveConsumePartitions(map[string][]int32{topic: {p}}) }, nil
+	}
+	return readChangelog(ctx, func(f func(*kadm.Client) error) error { return f(a.adm) }, consume, topic, p, from, fn, progress)
+}
+
+// changelogReadOpts are the options of a client reading a changelog.
+func changelogReadOpts() []kgo.Opt {
+	return []kgo.Opt{
+		// If compaction or retention moves the log start past from while we read, go on from there.
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Control records (transaction markers) take offsets too: see them so that a marker
+		// just before the end still ends the read.
+		kgo.KeepControlRecords(),
+		kgo.FetchMaxPartitionBytes(8 << 20),
+		kgo.FetchMaxWait(500 * time.Millisecond),
+	}
 }
 
 // EnsureChangelog creates topic when it is missing, with partitions partitions, replication
@@ -160,6 +248,39 @@ func growChangelog(ctx context.Context, cl *kgo.Client, adm *kadm.Client, topic 
 	return fmt.Errorf("kafka: adding partitions to changelog topic %q (to %d, one per input partition): %w", topic, partitions, err)
 }
 
+// describePolicy describes a changelog topic's cleanup.policy.
+func describePolicy(ctx context.Context, adm *kadm.Client, topic string) (string, error) {
+	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	if err != nil {
+		return "", fmt.Errorf("kafka: describing changelog topic %q: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return "", fmt.Errorf("kafka: describing changelog topic %q: %w", topic, err)
+	}
+	policy := "delete" // Kafka's default when the broker does not say
+	for _, c := range rc.Configs {
+		if c.Key == "cleanup.policy" && c.Value != nil {
+			policy = *c.Value
+		}
+	}
+	return policy, nil
+}
+
+// compactAlone reports whether a cleanup.policy is compact, without delete.
+func compactAlone(policy string) bool {
+	var parts []string
+	for _, s := range strings.Split(policy, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			parts = append(parts, s)
+		}
+	}
+	return slices.Equal(parts, []string{"compact"})
+}
+
 // checkChangelog checks an existing topic with have partitions against what a changelog needs.
 func checkChangelog(ctx context.Context, adm *kadm.Client, topic string, have, want int32) error {
 	if have != want {
@@ -168,36 +289,42 @@ func checkChangelog(ctx context.Context, adm *kadm.Client, topic string, have, w
 			"recreated (state that is only in the changelog is lost), or use another changelog topic",
 			topic, have, want)
 	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+	policy, err := describePolicy(ctx, adm, topic)
 	if err != nil {
-		return fmt.Errorf("kafka: describing changelog topic %q: %w", topic, err)
+		return err
 	}
-	rc, err := rcs.On(topic, nil)
-	if err == nil {
-		err = rc.Err
-	}
-	if err != nil {
-		return fmt.Errorf("kafka: describing changelog topic %q: %w", topic, err)
-	}
-	policy := "delete" // Kafka's default when the broker does not say
-	for _, c := range rc.Configs {
-		if c.Key == "cleanup.policy" && c.Value != nil {
-			policy = *c.Value
-		}
-	}
-	var parts []string
-	for _, s := range strings.Split(policy, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			parts = append(parts, s)
-		}
-	}
-	if !slices.Equal(parts, []string{"compact"}) {
+	if !compactAlone(policy) {
 		return fmt.Errorf("kafka: changelog topic %q has cleanup.policy=%s, want compact (with delete, the state of keys "+
 			"not written within the retention time is lost): set cleanup.policy=compact on the topic "+
-			"(e.g. kafka-configs --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact)",
-			topic, policy, topic)
+			"(e.g. kafka-configs --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact)%s",
+			topic, policy, topic, removedBelow(ctx, adm, topic))
 	}
 	return nil
+}
+
+// removedBelow says, for a changelog refused for its cleanup.policy, which of its partitions
+// no longer start at offset 0 (retention may have removed state already: a restore of those
+// partitions from the changelog alone would be partial, even once the policy is compact again,
+// since compaction also moves a log start on some brokers and a restore then cannot tell); ""
+// when none, or when the offsets cannot be listed.
+func removedBelow(ctx context.Context, adm *kadm.Client, topic string) string {
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err != nil {
+		return ""
+	}
+	var moved []string
+	starts.Each(func(o kadm.ListedOffset) {
+		if o.Err == nil && o.Offset > 0 {
+			moved = append(moved, fmt.Sprintf("partition %d starts at offset %d", o.Partition, o.Offset))
+		}
+	})
+	if len(moved) == 0 {
+		return ""
+	}
+	slices.Sort(moved)
+	return fmt.Sprintf("; records were removed from it already (%s): if retention removed them, the state they held is lost, "+
+		"and a host that restores those partitions from the changelog gets partial state: restore the task's data directory "+
+		"from a backup, or rebuild the state from the input (wasmstream reset --task <task> --to earliest)", strings.Join(moved, ", "))
 }
 
 // PartitionCount returns the number of partitions of topic; an error wrapping ErrNoTopic if it
@@ -373,8 +500,29 @@ func (w *ChangelogWriter) AwaitPartition(ctx context.Context, p int32) error {
 // bytes, a big-endian uint64. A record without it (written before epochs existed) has epoch 0.
 const EpochHeader = "wasmstream.epoch"
 
+// LeaderEpochHeader is the Kafka record header that carries, on a changelog record of an input
+// partition's position, the leader epoch of the input record before the position's offset: 4
+// bytes, a big-endian int32. A position record without it (written before it existed, or when
+// the epoch was unknown) has none (-1). Readers before it ignore it.
+const LeaderEpochHeader = "wasmstream.leader_epoch"
+
+// RecordMeta is what a changelog record's headers say: its owner epoch (EpochHeader; 0 without
+// one) and, on a position record, the leader epoch of the input record before its offset
+// (LeaderEpochHeader; -1 without one).
+type RecordMeta struct {
+	Epoch       uint64
+	LeaderEpoch int32
+}
+
 // Write queues a record for partition p, without an epoch (see WriteEpoch).
 func (w *ChangelogWriter) Write(p int32, key, value []byte) { w.WriteEpoch(p, key, value, 0) }
+
+// WritePosition is WriteEpoch for a position record, which also carries leader, the leader
+// epoch of the input record before the position's offset, in its LeaderEpochHeader (none when
+// negative: unknown).
+func (w *ChangelogWriter) WritePosition(p int32, key, value []byte, epoch uint64, leader int32) {
+	w.write(p, key, value, epoch, leader)
+}
 
 // WriteEpoch queues a record for partition p that carries epoch in its EpochHeader (none when
 // epoch is 0). key and value are copied: the caller may reuse them at once. A nil value is a
@@ -383,10 +531,17 @@ func (w *ChangelogWriter) Write(p int32, key, value []byte) { w.WriteEpoch(p, ke
 // (backpressure); a record that cannot be written (e.g. p is not a partition of the topic)
 // fails the next Flush.
 func (w *ChangelogWriter) WriteEpoch(p int32, key, value []byte, epoch uint64) {
+	w.write(p, key, value, epoch, -1)
+}
+
+func (w *ChangelogWriter) write(p int32, key, value []byte, epoch uint64, leader int32) {
 	// One allocation for the three; nil stays nil (a nil value is a tombstone).
 	n := len(key) + len(value)
 	if epoch != 0 {
 		n += 8
+	}
+	if leader >= 0 {
+		n += 4
 	}
 	buf := make([]byte, n)
 	k, v := buf[:len(key):len(key)], buf[len(key):len(key)+len(value):len(key)+len(value)]
@@ -399,9 +554,15 @@ func (w *ChangelogWriter) WriteEpoch(p int32, key, value []byte, epoch uint64) {
 		v = nil
 	}
 	r := &kgo.Record{Topic: w.topic, Partition: p, Key: k, Value: v}
+	rest := buf[len(key)+len(value):]
 	if epoch != 0 {
-		e := binary.BigEndian.AppendUint64(buf[len(key)+len(value):len(key)+len(value)], epoch)
+		e := binary.BigEndian.AppendUint64(rest[:0:8], epoch)
 		r.Headers = []kgo.RecordHeader{{Key: EpochHeader, Value: e}}
+		rest = rest[8:]
+	}
+	if leader >= 0 {
+		l := binary.BigEndian.AppendUint32(rest[:0:4], uint32(leader))
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: LeaderEpochHeader, Value: l})
 	}
 	w.cl.Produce(context.Background(), r, w.done)
 }
@@ -409,12 +570,22 @@ func (w *ChangelogWriter) WriteEpoch(p int32, key, value []byte, epoch uint64) {
 // RecordEpoch is a changelog record's owner epoch: its EpochHeader, or 0 without one (or with
 // one that is not 8 bytes).
 func RecordEpoch(headers []kgo.RecordHeader) uint64 {
+	return recordMeta(headers).Epoch
+}
+
+// recordMeta reads a changelog record's headers (RecordMeta); a header of the wrong size counts
+// as absent.
+func recordMeta(headers []kgo.RecordHeader) RecordMeta {
+	m := RecordMeta{LeaderEpoch: -1}
 	for _, h := range headers {
-		if h.Key == EpochHeader && len(h.Value) == 8 {
-			return binary.BigEndian.Uint64(h.Value)
+		switch {
+		case h.Key == EpochHeader && len(h.Value) == 8:
+			m.Epoch = binary.BigEndian.Uint64(h.Value)
+		case h.Key == LeaderEpochHeader && len(h.Value) == 4:
+			m.LeaderEpoch = max(int32(binary.BigEndian.Uint32(h.Value)), -1)
 		}
 	}
-	return 0
+	return m
 }
 
 func (w *ChangelogWriter) done(r *kgo.Record, err error) {
@@ -469,7 +640,8 @@ func (w *ChangelogWriter) Close() {
 // committed end offset (its last stable offset, see EndOffset) taken when it starts, calling fn
 // for each record in offset order (read_committed: records of aborted transactions and control
 // records are skipped). fn's key and value are valid only during the call; a nil value is a
-// tombstone; epoch is the record's owner epoch (RecordEpoch: 0 without the header). An error from
+// tombstone; meta is what its headers say (RecordMeta: owner epoch 0 and leader epoch -1
+// without them). An error from
 // fn stops the read and is returned wrapped.
 //
 // A from below the partition's log start (compaction, retention, or a negative from: no local
@@ -482,17 +654,33 @@ func (w *ChangelogWriter) Close() {
 // once a second with the records and bytes so far and the total number of offsets to read
 // (end minus the start offset; records removed by compaction make the real count lower).
 func ReadChangelog(ctx context.Context, cfg Config, topic string, p int32, from int64,
-	fn func(key, value []byte, epoch uint64, offset int64) error, progress func(records, bytes, total int64),
+	fn func(key, value []byte, meta RecordMeta, offset int64) error, progress func(records, bytes, total int64),
 ) (end int64, records, bytes int64, err error) {
 	admin := func(f func(*kadm.Client) error) error {
 		return withAdmin(cfg, func(_ *kgo.Client, adm *kadm.Client) error { return f(adm) })
 	}
-	return readChangelog(ctx, cfg, admin, topic, p, from, fn, progress)
+	consume := func(from int64) (*kgo.Client, func(), error) {
+		opts, err := cfg.opts()
+		if err != nil {
+			return nil, nil, err
+		}
+		opts = append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}}))
+		cl, err := kgo.NewClient(append(opts, changelogReadOpts()...)...)
+		if err != nil {
+			return nil, nil, fmt.Errorf("kafka: %w", err)
+		}
+		return cl, cl.Close, nil
+	}
+	return readChangelog(ctx, admin, consume, topic, p, from, fn, progress)
 }
 
-// readChangelog is ReadChangelog listing the partition's offsets through admin.
-func readChangelog(ctx context.Context, cfg Config, admin func(func(*kadm.Client) error) error, topic string, p int32, from int64,
-	fn func(key, value []byte, epoch uint64, offset int64) error, progress func(records, bytes, total int64),
+// readChangelog is ReadChangelog listing the partition's offsets through admin and reading its
+// records through the client consume returns, consuming the partition from the offset given,
+// with done to call once the read ends. The client may hold what it fetched of other partitions
+// before (an Admin's): only the partition's records are read.
+func readChangelog(ctx context.Context, admin func(func(*kadm.Client) error) error,
+	consume func(from int64) (cl *kgo.Client, done func(), err error), topic string, p int32, from int64,
+	fn func(key, value []byte, meta RecordMeta, offset int64) error, progress func(records, bytes, total int64),
 ) (end int64, records, bytes int64, err error) {
 	var start int64
 	err = admin(func(adm *kadm.Client) error {
@@ -515,26 +703,11 @@ func readChangelog(ctx context.Context, cfg Config, admin func(func(*kadm.Client
 		return end, 0, 0, nil
 	}
 
-	opts, err := cfg.opts()
+	cl, done, err := consume(from)
 	if err != nil {
 		return from, 0, 0, err
 	}
-	opts = append(opts,
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {p: kgo.NewOffset().At(from)}}),
-		// If compaction or retention moves the log start past from while we read, go on from there.
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		// Control records (transaction markers) take offsets too: see them so that a marker
-		// just before the end still ends the read.
-		kgo.KeepControlRecords(),
-		kgo.FetchMaxPartitionBytes(8<<20),
-		kgo.FetchMaxWait(500*time.Millisecond),
-	)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return from, 0, 0, fmt.Errorf("kafka: %w", err)
-	}
-	defer cl.Close()
+	defer done()
 
 	next, total := from, end-from
 	last := time.Now()
@@ -546,7 +719,9 @@ func readChangelog(ctx context.Context, cfg Config, admin func(func(*kadm.Client
 		var ferr error
 		fs.EachError(func(t string, fp int32, err error) {
 			// The client retries retryable errors itself; what reaches us is fatal.
-			if ferr == nil {
+			// (An error of no partition, such as a closed client's, is too; other partitions'
+			// are what a shared client fetched of them before.)
+			if ferr == nil && (t == "" || t == topic && fp == p) {
 				ferr = fmt.Errorf("kafka: reading changelog %s/%d at offset %d: %w", t, fp, next, err)
 			}
 		})
@@ -555,11 +730,11 @@ func readChangelog(ctx context.Context, cfg Config, admin func(func(*kadm.Client
 		}
 		for it := fs.RecordIter(); !it.Done() && next < end; {
 			r := it.Next()
-			if r.Offset < next || r.Offset >= end {
+			if r.Topic != topic || r.Partition != p || r.Offset < next || r.Offset >= end {
 				continue
 			}
 			if !r.Attrs.IsControl() {
-				if err := fn(r.Key, r.Value, RecordEpoch(r.Headers), r.Offset); err != nil {
+				if err := fn(r.Key, r.Value, recordMeta(r.Headers), r.Offset); err != nil {
 					return next, records, bytes, fmt.Errorf("kafka: restoring from changelog %s/%d at offset %d: %w", topic, p, r.Offset, err)
 				}
 				records++

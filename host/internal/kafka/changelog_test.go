@@ -8,6 +8,7 @@ import (
 	"maps"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,6 +132,32 @@ func TestEnsureChangelog(t *testing.T) {
 	})
 	t.Run("compact and delete", func(t *testing.T) {
 		wantErr(t, EnsureChangelog(ctx, cfg, "both", 2, 0), `"both"`, "cleanup.policy=compact,delete", "want compact")
+		if err := EnsureChangelog(ctx, cfg, "both", 2, 0); strings.Contains(err.Error(), "removed") {
+			t.Errorf("nothing removed yet, but the refusal says %q", err)
+		}
+	})
+	t.Run("compact and delete, records removed", func(t *testing.T) {
+		// Retention already removed records: the refusal says which partitions no longer start
+		// at 0, and that restoring them from the changelog would give partial state.
+		recs := make([]*kgo.Record, 5)
+		for i := range recs {
+			recs[i] = &kgo.Record{Topic: "both", Partition: 1, Key: []byte{byte(i)}, Value: []byte("v")}
+		}
+		pcl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer pcl.Close()
+		if err := pcl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		o := kadm.Offsets{}
+		o.Add(kadm.Offset{Topic: "both", Partition: 1, At: 3})
+		if rs, err := adm.DeleteRecords(ctx, o); err != nil || rs.Error() != nil {
+			t.Fatal(err, rs.Error())
+		}
+		wantErr(t, EnsureChangelog(ctx, cfg, "both", 2, 0), "cleanup.policy=compact,delete", "records were removed from it already (partition 1 starts at offset 3)",
+			"partial state", "from a backup")
 	})
 	t.Run("no partitions", func(t *testing.T) {
 		wantErr(t, EnsureChangelog(ctx, cfg, "zero", 0, 0), `"zero"`, "at least 1")
@@ -155,13 +182,14 @@ type rec struct {
 	key, value []byte
 	epoch      uint64
 	offset     int64
+	leader     int32
 }
 
 // readAll reads partition p from from and returns what ReadChangelog returned and the records.
 func readAll(t *testing.T, cfg Config, topic string, p int32, from int64) (end, n, size int64, got []rec, err error) {
 	t.Helper()
-	end, n, size, err = ReadChangelog(testCtx(t), cfg, topic, p, from, func(k, v []byte, e uint64, o int64) error {
-		got = append(got, rec{bytes.Clone(k), bytes.Clone(v), e, o})
+	end, n, size, err = ReadChangelog(testCtx(t), cfg, topic, p, from, func(k, v []byte, m RecordMeta, o int64) error {
+		got = append(got, rec{bytes.Clone(k), bytes.Clone(v), m.Epoch, o, m.LeaderEpoch})
 		return nil
 	}, nil)
 	return end, n, size, got, err
@@ -242,6 +270,123 @@ func TestChangelogWriterFlush(t *testing.T) {
 	}
 }
 
+// TestAdminReadChangelog: an Admin's reads, one consuming client for all of them, each read
+// exactly its partition from its offset to the end taken at its start (nothing of an earlier
+// read's partition, nothing fetched ahead of an earlier read of its own), and once a read of
+// each partition made the client's connections they open no more.
+func TestAdminReadChangelog(t *testing.T) {
+	c, cfg := testCluster(t)
+	ctx := testCtx(t)
+	if err := EnsureChangelog(ctx, cfg, "cl", 2, 0); err != nil {
+		t.Fatal(err)
+	}
+	w := newWriter(t, cfg, "cl")
+	write := func(p int32, from, n int) {
+		for i := from; i < from+n; i++ {
+			w.Write(p, fmt.Appendf(nil, "p%d", p), fmt.Appendf(nil, "v%d", i))
+		}
+		if _, err := w.Flush(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(0, 0, 10)
+	write(1, 0, 5)
+	adm, err := NewAdmin(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer adm.Close()
+	read := func(p int32, from int64) string {
+		var got []string
+		end, n, _, err := adm.ReadChangelog(ctx, "cl", p, from, func(k, v []byte, _ RecordMeta, o int64) error {
+			got = append(got, fmt.Sprintf("%s@%d=%s", k, o, v))
+			return nil
+		}, nil)
+		if err != nil {
+			t.Fatalf("partition %d from %d: %v", p, from, err)
+		}
+		if n != int64(len(got)) {
+			t.Errorf("partition %d from %d: %d records counted, %d read", p, from, n, len(got))
+		}
+		return fmt.Sprintf("end %d: %s", end, strings.Join(got, " "))
+	}
+	if got, want := read(0, 0), "end 10: p0@0=v0 p0@1=v1 p0@2=v2 p0@3=v3 p0@4=v4 p0@5=v5 p0@6=v6 p0@7=v7 p0@8=v8 p0@9=v9"; got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+	if got, want := read(1, 0), "end 5: p1@0=v0 p1@1=v1 p1@2=v2 p1@3=v3 p1@4=v4"; got != want {
+		t.Fatalf("got %s, want %s", got, want)
+	}
+	var conns atomic.Int64
+	c.ControlKey(int16(kmsg.ApiVersions), func(kmsg.Request) (kmsg.Response, error, bool) {
+		conns.Add(1)
+		return nil, nil, false
+	})
+	for _, s := range []struct {
+		p     int32
+		from  int64
+		write int // records written to p first
+		want  string
+	}{
+		{0, 7, 0, "end 10: p0@7=v7 p0@8=v8 p0@9=v9"},
+		{0, 10, 2, "end 12: p0@10=v10 p0@11=v11"},
+		{1, 3, 1, "end 6: p1@3=v3 p1@4=v4 p1@5=v5"},
+		{0, 12, 0, "end 12: "},
+		{0, 11, 0, "end 12: p0@11=v11"},
+	} {
+		if s.write > 0 {
+			end, err := adm.EndOffset(ctx, "cl", s.p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			write(s.p, int(end), s.write)
+		}
+		if got := read(s.p, s.from); got != s.want {
+			t.Errorf("partition %d from %d: got %s, want %s", s.p, s.from, got, s.want)
+		}
+	}
+	// 0 in most runs, 1 in 2 of 10 (a connection of the writer's or the lister's, made late); a
+	// client per read makes three per read with records (12 here).
+	if n := conns.Load(); n > 2 {
+		t.Errorf("%d new connections during 5 reads after the first two: a client per read", n)
+	}
+}
+
+// TestChangelogPositionLeaderEpoch: a position record written with WritePosition carries the
+// input's leader epoch in its LeaderEpochHeader, beside the owner epoch, and reads it back
+// (RecordMeta); one without it (unknown, or written by WriteEpoch) reads -1.
+func TestChangelogPositionLeaderEpoch(t *testing.T) {
+	_, cfg := testCluster(t)
+	ctx := testCtx(t)
+	if err := EnsureChangelog(ctx, cfg, "cl", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	w := newWriter(t, cfg, "cl")
+	w.WritePosition(0, []byte("p1"), []byte("v1"), 0, 4)
+	w.WritePosition(0, []byte("p2"), []byte("v2"), 9, 0)
+	w.WritePosition(0, []byte("p3"), []byte("v3"), 9, -1)
+	w.WriteEpoch(0, []byte("k"), []byte("v4"), 9)
+	if _, err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, _, _, got, err := readAll(t, cfg, "cl", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []struct {
+		epoch  uint64
+		leader int32
+		value  string
+	}{{0, 4, "v1"}, {9, 0, "v2"}, {9, -1, "v3"}, {9, -1, "v4"}}
+	if len(got) != len(want) {
+		t.Fatalf("%d records read, want %d", len(got), len(want))
+	}
+	for i, r := range got {
+		if r.epoch != want[i].epoch || r.leader != want[i].leader || string(r.value) != want[i].value {
+			t.Errorf("record %d: epoch %d, leader epoch %d, value %q; want %d, %d, %q", i, r.epoch, r.leader, r.value, want[i].epoch, want[i].leader, want[i].value)
+		}
+	}
+}
+
 func TestReadChangelog(t *testing.T) {
 	c, cfg := testCluster(t)
 	ctx := testCtx(t)
@@ -302,7 +447,7 @@ func TestReadChangelog(t *testing.T) {
 
 	t.Run("fn error", func(t *testing.T) {
 		boom := errors.New("boom")
-		end, n, _, err := ReadChangelog(ctx, cfg, "cl", 0, 2, func(_, _ []byte, _ uint64, o int64) error {
+		end, n, _, err := ReadChangelog(ctx, cfg, "cl", 0, 2, func(_, _ []byte, _ RecordMeta, o int64) error {
 			if o == 5 {
 				return boom
 			}
@@ -496,5 +641,51 @@ func TestChangelogWriterGaps(t *testing.T) {
 	flush(w)
 	if g := w.Gaps(); len(g) != 0 {
 		t.Fatalf("Gaps = %v after Expect at the end, want none", g)
+	}
+}
+
+// TestCheckChangelogStart: a restore that would start below a changelog partition's log start
+// is refused (ChangelogLostError, with the offsets lost) when the topic's cleanup.policy is not
+// compact alone — retention (here a DeleteRecords) removed state records — and let through on a
+// topic compacted alone (compaction removes only superseded records) or when it starts at or
+// above the log start. Before, every restore read from the log start without a word.
+func TestCheckChangelogStart(t *testing.T) {
+	_, cfg := testCluster(t)
+	ctx := testCtx(t)
+	if err := EnsureChangelog(ctx, cfg, "cl", 1, 0); err != nil {
+		t.Fatal(err)
+	}
+	w := newWriter(t, cfg, "cl")
+	for i := range 10 {
+		w.Write(0, []byte(fmt.Sprintf("k%d", i)), []byte("v"))
+	}
+	if _, err := w.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+	adm := testAdmin(t, cfg)
+	o := kadm.Offsets{}
+	o.Add(kadm.Offset{Topic: "cl", Partition: 0, At: 6})
+	if rs, err := adm.DeleteRecords(ctx, o); err != nil || rs.Error() != nil {
+		t.Fatal(err, rs.Error())
+	}
+	if err := CheckChangelogStart(ctx, cfg, "cl", 0, 0); err != nil {
+		t.Fatalf("compacted alone: %v, want nil (not told apart from compaction)", err)
+	}
+	both := "compact,delete"
+	if rs, err := adm.AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "cleanup.policy", Value: &both}}, "cl"); err != nil || rs[0].Err != nil {
+		t.Fatal(err, rs)
+	}
+	for _, from := range []int64{-1, 0, 4} {
+		err := CheckChangelogStart(ctx, cfg, "cl", 0, from)
+		var lost *ChangelogLostError
+		if !errors.As(err, &lost) || lost.From != max(from, 0) || lost.Start != 6 || lost.Policy != both {
+			t.Fatalf("from %d: %v; want a ChangelogLostError from %d, start 6, policy %s", from, err, max(from, 0), both)
+		}
+		wantErr(t, err, "changelog cl partition 0 lost offsets", fmt.Sprintf("to 5 before this restore read them (its log start is 6, the restore starts at %d", max(from, 0)))
+	}
+	for _, from := range []int64{6, 9} {
+		if err := CheckChangelogStart(ctx, cfg, "cl", 0, from); err != nil {
+			t.Fatalf("from %d, at or above the log start: %v, want nil", from, err)
+		}
 	}
 }

@@ -21,11 +21,15 @@ import (
 
 // Record is one consumed record. Its byte slices belong to the receiver.
 type Record struct {
-	Offset    int64
-	Timestamp int64 // ms since the epoch
-	Key       []byte
-	Value     []byte
-	Headers   []Header
+	Offset int64
+	// LeaderEpoch is the partition leader epoch the record was written in (-1: unknown, a
+	// broker before Kafka 2.1): a position after it keeps it, so that a consumer resuming there
+	// can ask the broker whether its log still holds the record (EpochOffset).
+	LeaderEpoch int32
+	Timestamp   int64 // ms since the epoch
+	Key         []byte
+	Value       []byte
+	Headers     []Header
 }
 
 // Fetch is what Run hands to the task: records of one partition, in offset order.
@@ -46,6 +50,19 @@ type Fetch struct {
 	// partition's offsets below it hold nothing more to process (Records may be empty).
 	// Only a consumer that is not transactional sets it.
 	ControlEnd int64
+	// ControlEpoch is the leader epoch of the control record before ControlEnd.
+	ControlEpoch int32
+}
+
+// EpochOffset is a partition's offset with the leader epoch of the record before it (Epoch -1:
+// unknown). A consumer that starts at an offset with a known epoch first asks the partition's
+// leader where its log for that epoch ends (OffsetForLeaderEpoch): below the offset, the log
+// diverged from the records read before it (an unclean leader election, a broker that lost
+// data), which Run reports as a halt (the records it would skip are no longer the ones the
+// task processed). Unknown, the consumer starts there as it is told.
+type EpochOffset struct {
+	Offset int64
+	Epoch  int32
 }
 
 // Handler is the task's side of the group's rebalances. Its methods are called from the
@@ -55,12 +72,14 @@ type Handler interface {
 	// none), each one's end offset (the next record's; absent when it could not be listed) and
 	// the ids of their topics (absent when unknown: a broker before Kafka 2.8, or the listing
 	// failed), and returns where each must start (-1: where the group would, i.e. the committed
-	// offset or the configured start position). external holds the partitions whose committed
-	// offset was set from outside the group (ExternalCommit): an offset reset made while no
-	// member ran.
-	Assigned(ctx context.Context, committed, ends map[TopicPartition]int64, ids map[string]TopicID, external map[TopicPartition]bool) (map[TopicPartition]int64, error)
-	// Revoked must drain and checkpoint the partitions and return the offsets to commit.
-	Revoked(ctx context.Context, parts []TopicPartition) map[TopicPartition]int64
+	// offset or the configured start position, with the group's epoch of it), each with the
+	// leader epoch of the record before it where known (EpochOffset). external holds the
+	// partitions whose committed offset was set from outside the group (ExternalCommit): an
+	// offset reset made while no member ran.
+	Assigned(ctx context.Context, committed, ends map[TopicPartition]int64, ids map[string]TopicID, external map[TopicPartition]bool) (map[TopicPartition]EpochOffset, error)
+	// Revoked must drain and checkpoint the partitions and return the offsets to commit, each
+	// with the leader epoch of the record before it where known.
+	Revoked(ctx context.Context, parts []TopicPartition) map[TopicPartition]EpochOffset
 	// Lost must drop the partitions without committing.
 	Lost(ctx context.Context, parts []TopicPartition)
 }
@@ -106,6 +125,8 @@ type TxnOutcome struct {
 
 // ConsumerConfig configures a group consumer.
 type ConsumerConfig struct {
+	// Task names the task in the errors that say which reset to run ("<task>" when empty).
+	Task    string
 	Group   string
 	Topics  []string
 	StartAt string // "earliest" (default), "latest", or an RFC 3339 time
@@ -183,6 +204,7 @@ type Consumer struct {
 	// base's options.
 	group, instanceID string
 	base              []kgo.Opt
+	task              string // ConsumerConfig.Task, or "<task>"
 	// fenced: another member joined with the instance id, which is now its own (handOver).
 	fenced atomic.Bool
 
@@ -277,7 +299,10 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 	c := &Consumer{ready: make(chan struct{}), log: cfg.Logger, connectTimeout: cfg.ConnectTimeout, max: cc.MaxPollRecords, handler: cc.Handler, paused: map[TopicPartition]bool{}, start: start,
 		bounded: cc.Bounded, topics: cc.Topics, bounds: map[TopicPartition]Bounds{},
 		unreachableTimeout: cc.UnreachableTimeout, reachable: cc.Reachable,
-		group: cc.Group, instanceID: cc.InstanceID, base: slices.Clone(opts), latest: cc.StartAt == "latest"}
+		group: cc.Group, instanceID: cc.InstanceID, base: slices.Clone(opts), latest: cc.StartAt == "latest", task: cc.Task}
+	if c.task == "" {
+		c.task = "<task>"
+	}
 	if c.unreachableTimeout <= 0 {
 		c.unreachableTimeout = DefaultUnreachableTimeout
 	}
@@ -331,7 +356,13 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		if tc.Interval <= 0 {
 			tc.Interval = time.Second
 		}
-		popts, err := producerOpts(ProducerConfig{Compression: tc.Compression})
+		pc := ProducerConfig{Compression: tc.Compression}
+		for _, p := range tc.Producers {
+			if p.limits != nil {
+				pc.Limits = p.limits // one task's producers share them
+			}
+		}
+		popts, err := producerOpts(pc)
 		if err != nil {
 			return nil, err
 		}
@@ -493,9 +524,16 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 		return nil, err
 	}
 	for tp, at := range start {
-		if at >= 0 {
-			offs[tp.Topic][tp.Partition] = kgo.NewOffset().At(at).WithEpoch(-1)
+		if at.Offset < 0 {
+			continue
 		}
+		if at.Epoch < 0 && committed[tp] == at.Offset {
+			// The group's committed offset, with the epoch it was committed with (if any).
+			continue
+		}
+		// With a known epoch the client asks the leader where its log for that epoch ends
+		// before it fetches: a log that diverged below the offset is a kgo.ErrDataLoss.
+		offs[tp.Topic][tp.Partition] = kgo.NewOffset().At(at.Offset).WithEpoch(at.Epoch)
 	}
 	return offs, nil
 }
@@ -754,13 +792,7 @@ func (c *Consumer) revoked(ctx context.Context, cl *kgo.Client, m map[string][]i
 		// A transactional consumer's offsets commit only in its transactions.
 		return
 	}
-	commit := map[string]map[int32]kgo.EpochOffset{}
-	for tp, o := range offsets {
-		if commit[tp.Topic] == nil {
-			commit[tp.Topic] = map[int32]kgo.EpochOffset{}
-		}
-		commit[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: o}
-	}
+	commit := groupCommit(offsets)
 	// The documented place for a blocking commit: the rebalance waits for it.
 	cl.CommitOffsetsSync(ctx, commit, nil)
 }
@@ -869,12 +901,12 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 		switch {
 		case fatal != nil || kgo.IsRetryableBrokerErr(err):
 		case errors.As(err, &loss):
-			fatal = dataLoss(loss)
+			fatal = dataLoss(loss, c.task)
 		case errors.Is(err, kerr.UnknownTopicID):
 			// The client fetches by topic id: the topic it was assigned is gone.
 			fatal = fmt.Errorf("kafka: fetching %s/%d: input topic %s was deleted while the task read it "+
 				"(a topic created again under its name is a new topic: to process it, reset the task: "+
-				"wasmstream reset --task <task> --to earliest): %w", t, p, t, err)
+				"wasmstream reset --task %s --to earliest): %w", t, p, t, c.task, err)
 		default:
 			fatal = fmt.Errorf("kafka: fetching %s/%d: %w", t, p, err)
 		}
@@ -891,11 +923,11 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 		f := Fetch{TopicPartition: tp, Records: make([]Record, 0, len(p.Records)), HighWatermark: p.HighWatermark, LogStart: c.logStart(p.Topic, p.LogStartOffset)}
 		for _, r := range p.Records {
 			if r.Attrs.IsControl() {
-				f.ControlEnd = r.Offset + 1
+				f.ControlEnd, f.ControlEpoch = r.Offset+1, r.LeaderEpoch
 				continue
 			}
 			f.ControlEnd = 0
-			rec := Record{Offset: r.Offset, Timestamp: r.Timestamp.UnixMilli(), Key: r.Key, Value: r.Value}
+			rec := Record{Offset: r.Offset, LeaderEpoch: r.LeaderEpoch, Timestamp: r.Timestamp.UnixMilli(), Key: r.Key, Value: r.Value}
 			for _, h := range r.Headers {
 				rec.Headers = append(rec.Headers, Header{Name: []byte(h.Key), Value: h.Value})
 			}
@@ -921,15 +953,25 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 // dataLoss is the error of a partition whose log lost records below where the consumer had
 // read it, with the same topic id (an unclean leader election, a broker that lost data, a log
 // truncated): the client found its position past the log's end, or the log diverged from the
-// records it had read (its leader epochs), and moved the partition back, to where the log
-// diverged when it could tell, else to the log start. Read on, the task would skip
-// the records written since the loss as already processed (their offsets are below its
-// position), so it halts.
-func dataLoss(e *kgo.ErrDataLoss) error {
+// records it had read (its leader epochs: while it runs, or at a start from a position stored
+// with the epoch of the record before it), and moved the partition back, to where the log
+// diverged when it could tell, else to the log start. Read on, the task would skip the records
+// written since the loss as already processed (their offsets are below its position), so it
+// halts.
+func dataLoss(e *kgo.ErrDataLoss, task string) error {
+	at := fmt.Sprintf("offset %d", e.ConsumedTo)
+	if e.ConsumedToEpoch >= 0 {
+		at += fmt.Sprintf(" (leader epoch %d)", e.ConsumedToEpoch)
+	}
+	where := "which the log no longer holds as it was read"
+	if e.ResetTo >= 0 && e.ResetTo < e.ConsumedTo {
+		where = fmt.Sprintf("but the partition's log diverged from what it read at offset %d (where the leader's log for that epoch ends): "+
+			"the records it processed from offset %d to %d are gone, and those the partition holds there now were written since", e.ResetTo, e.ResetTo, e.ConsumedTo-1)
+	}
 	return fmt.Errorf("kafka: input topic %s partition %d lost records at the broker (an unclean leader election, a broker that lost data, or a truncated log): "+
-		"this task had read it up to offset %d, which the log no longer holds as it was read; reading on would skip the records written since as already processed, so the task halts; "+
-		"to read the partition again from its beginning, reset the task: wasmstream reset --task <task> --to earliest (or --to %s:%d:<offset> from an offset of your choosing): %w",
-		e.Topic, e.Partition, e.ConsumedTo, e.Topic, e.Partition, e)
+		"this task had read it up to %s, %s; reading on would skip the records written since as already processed, so the task halts; "+
+		"to read the partition again from its beginning, reset the task: wasmstream reset --task %s --to earliest (or --to %s:%d:<offset> from an offset of your choosing): %w",
+		e.Topic, e.Partition, at, where, task, e.Topic, e.Partition, e)
 }
 
 // rejoins reports whether err is the client's notice that the group no longer knew the member
@@ -1176,17 +1218,24 @@ func (c *Consumer) Resume(tp TopicPartition) {
 	c.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
 }
 
-// Commit commits offsets asynchronously (the next offset to read, per partition); errors are
-// logged by the client and retried by the next commit.
-func (c *Consumer) Commit(offsets map[TopicPartition]int64, done func(error)) {
+// groupCommit is offsets as the client commits them: each with its leader epoch (-1: unknown),
+// which a member that starts from the group's offsets later resumes with (EpochOffset).
+func groupCommit(offsets map[TopicPartition]EpochOffset) map[string]map[int32]kgo.EpochOffset {
 	commit := map[string]map[int32]kgo.EpochOffset{}
 	for tp, o := range offsets {
 		if commit[tp.Topic] == nil {
 			commit[tp.Topic] = map[int32]kgo.EpochOffset{}
 		}
-		commit[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: o}
+		commit[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: max(o.Epoch, -1), Offset: o.Offset}
 	}
-	c.cl.CommitOffsets(context.Background(), commit, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+	return commit
+}
+
+// Commit commits offsets asynchronously (the next offset to read, per partition, with the
+// leader epoch of the record before it); errors are logged by the client and retried by the
+// next commit.
+func (c *Consumer) Commit(offsets map[TopicPartition]EpochOffset, done func(error)) {
+	c.cl.CommitOffsets(context.Background(), groupCommit(offsets), func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 		if err == nil {
 			for _, t := range resp.Topics {
 				for _, p := range t.Partitions {

@@ -20,14 +20,14 @@ type groupHandler struct {
 	assigned, lost int
 }
 
-func (h *groupHandler) Assigned(_ context.Context, committed, _ map[TopicPartition]int64, _ map[string]TopicID, _ map[TopicPartition]bool) (map[TopicPartition]int64, error) {
+func (h *groupHandler) Assigned(_ context.Context, committed, _ map[TopicPartition]int64, _ map[string]TopicID, _ map[TopicPartition]bool) (map[TopicPartition]EpochOffset, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.assigned += len(committed)
 	return nil, nil
 }
 
-func (h *groupHandler) Revoked(context.Context, []TopicPartition) map[TopicPartition]int64 {
+func (h *groupHandler) Revoked(context.Context, []TopicPartition) map[TopicPartition]EpochOffset {
 	return nil
 }
 
@@ -422,7 +422,7 @@ type idleTxnHandler struct {
 	owned map[TopicPartition]bool
 }
 
-func (h *idleTxnHandler) Assigned(_ context.Context, committed, _ map[TopicPartition]int64, _ map[string]TopicID, _ map[TopicPartition]bool) (map[TopicPartition]int64, error) {
+func (h *idleTxnHandler) Assigned(_ context.Context, committed, _ map[TopicPartition]int64, _ map[string]TopicID, _ map[TopicPartition]bool) (map[TopicPartition]EpochOffset, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for tp := range committed {
@@ -431,7 +431,7 @@ func (h *idleTxnHandler) Assigned(_ context.Context, committed, _ map[TopicParti
 	return nil, nil
 }
 
-func (h *idleTxnHandler) Revoked(_ context.Context, parts []TopicPartition) map[TopicPartition]int64 {
+func (h *idleTxnHandler) Revoked(_ context.Context, parts []TopicPartition) map[TopicPartition]EpochOffset {
 	h.Lost(context.Background(), parts)
 	return nil
 }
@@ -538,14 +538,15 @@ func TestTxnConsumerHearsEveryRevoke(t *testing.T) {
 // the task with the partition, the offset it had read to and the reset to run. Before, the halt
 // said only "kafka: fetching in/0: topic in partition 0 lost records; ...".
 func TestConsumerDataLossHalts(t *testing.T) {
-	c := &Consumer{}
+	c := &Consumer{task: "<task>"}
 	loss := &kgo.ErrDataLoss{Topic: "in", Partition: 3, ConsumedTo: 500, ConsumedToEpoch: 1, ResetTo: 0}
 	fs := kgo.Fetches{{Topics: []kgo.FetchTopic{{Topic: "in", Partitions: []kgo.FetchPartition{{Partition: 3, Err: loss}}}}}}
 	ok, err := c.handOver(context.Background(), fs, make(chan Fetch))
 	if !ok || err == nil {
 		t.Fatalf("handOver = %v, %v; want a fatal error", ok, err)
 	}
-	for _, want := range []string{"input topic in partition 3 lost records at the broker", "up to offset 500", "wasmstream reset --task <task> --to earliest", "--to in:3:<offset>"} {
+	for _, want := range []string{"input topic in partition 3 lost records at the broker", "up to offset 500 (leader epoch 1)",
+		"diverged from what it read at offset 0", "from offset 0 to 499 are gone", "wasmstream reset --task <task> --to earliest", "--to in:3:<offset>"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q lacks %q", err, want)
 		}

@@ -29,13 +29,21 @@
 // carries the partition's log start (Fetch.LogStart; -1 for a topic compacted alone, whose log
 // start compaction moves) so that the task can count what it lost; a log that lost records below
 // the position (kgo.ErrDataLoss: truncated, an unclean leader election) fails Run, naming the
-// reset to run.
+// reset to run. Each Record carries its leader epoch; Handler.Assigned returns, and Commit and
+// Revoked's offsets carry, the leader epoch of the record before each offset (EpochOffset), so
+// that a consumer starting there — from the task's position or the group's committed offset —
+// has the leader say where its log for that epoch ends (OffsetForLeaderEpoch): a log truncated
+// and grown back past the position while no member read it is a kgo.ErrDataLoss too. The
+// changelog's position records carry it in a header (LeaderEpochHeader, RecordMeta).
 //
 // The Producer produces asynchronously; Flush waits until every record produced so far is
 // acknowledged, at most ProducerConfig.DeliveryTimeout from when the first of them was produced
 // (never from record timestamps, which are event time), and returns the first delivery error.
 // A failure is sticky: every later Flush returns it (a transactional producer's until its
 // transaction aborts), so no checkpoint ever covers an output the brokers have not got.
+// TopicLimits.Learn reads the max.message.bytes of the topics a task produces to (when the task
+// starts); the producers, a transactional consumer's client included, cap each topic's batches
+// at it (ProducerConfig.Limits), and the host fails an emit over it in the guest.
 //
 // Run rides out a cluster it cannot reach: fetch failures for want of a connection are left to
 // the client's retries, ConsumerConfig.Reachable is told when the cluster stops and starts

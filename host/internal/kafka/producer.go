@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -23,6 +24,7 @@ type Producer struct {
 	shared         bool          // the client is a transactional consumer's (NewTxnProducer): it closes it
 
 	timeout time.Duration // ProducerConfig.DeliveryTimeout
+	limits  *TopicLimits  // ProducerConfig.Limits: a transactional consumer's client takes them
 
 	mu    sync.Mutex
 	err   error     // the first delivery failure: sticky, every later Flush returns it (aborted excepted)
@@ -51,6 +53,8 @@ type ProducerConfig struct {
 	// Compression of the record batches: "none", "gzip", "snappy", "lz4" or "zstd". Default
 	// "snappy".
 	Compression string
+	// Limits, if set, caps each topic's record batches (TopicLimits).
+	Limits *TopicLimits
 }
 
 // Compressions are the names ProducerConfig.Compression takes.
@@ -137,11 +141,15 @@ func producerOpts(pc ProducerConfig) ([]kgo.Opt, error) {
 	if err != nil {
 		return nil, err
 	}
-	return []kgo.Opt{
+	opts := []kgo.Opt{
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(pc.Linger),
 		kgo.ProducerBatchCompression(c),
-	}, nil
+	}
+	if pc.Limits != nil {
+		opts = append(opts, pc.Limits.batchMax())
+	}
+	return opts, nil
 }
 
 // NewTxnProducer returns a producer without a client of its own: it produces through the
@@ -149,7 +157,7 @@ func producerOpts(pc ProducerConfig) ([]kgo.Opt, error) {
 // must not be used before that consumer is created. Only pc.DeliveryTimeout applies: the
 // consumer's TxnConfig.Compression is the client's.
 func NewTxnProducer(log *slog.Logger, pc ProducerConfig) *Producer {
-	return &Producer{log: log, shared: true, timeout: deliveryTimeout(pc)}
+	return &Producer{log: log, shared: true, timeout: deliveryTimeout(pc), limits: pc.Limits}
 }
 
 func (p *Producer) attach(cl *kgo.Client) { p.cl = cl }
@@ -216,7 +224,13 @@ func (p *Producer) clampTimestamp(r *kgo.Record, ts int64) {
 
 // acked is the promise of every record: it keeps the first failure.
 func (p *Producer) acked(r *kgo.Record, err error) {
-	if err != nil {
+	switch {
+	case err == nil:
+	case errors.Is(err, kerr.MessageTooLarge):
+		// The host learns each topic's max.message.bytes when the task starts (TopicLimits): a
+		// topic whose limit was lowered since, or a cluster that did not say.
+		p.fail(fmt.Errorf("kafka: producing to %s: %w: the topic's max.message.bytes is below what the task was started with (it learns the limit at start): restart the task (wasmstream restart) to produce under it", r.Topic, err))
+	default:
 		p.fail(fmt.Errorf("kafka: producing to %s: %w", r.Topic, err))
 	}
 }

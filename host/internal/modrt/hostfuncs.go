@@ -537,7 +537,7 @@ func (i *Instance) emit(outPtr, outLen, keyPtr, keyLen, valPtr, valLen, hdrPtr, 
 	if err != nil {
 		return int64(abi.ErrInvalid)
 	}
-	if i.overRecordLimit(key, val, hs) {
+	if i.overRecordLimit(out, key, val, hs) {
 		return int64(abi.ErrTooLarge)
 	}
 	if e := i.chargeEmit(len(key) + len(val) + len(hdr)); e != abi.OK {
@@ -563,9 +563,15 @@ func (i *Instance) emit(outPtr, outLen, keyPtr, keyLen, valPtr, valLen, hdrPtr, 
 }
 
 // overRecordLimit reports whether a record of key, val and headers hs would be larger than
-// Limits.MaxRecordBytes, counted as the Kafka output counts it.
-func (i *Instance) overRecordLimit(key, val []byte, hs []abi.Header) bool {
+// Limits.MaxRecordBytes, or than what output out takes (InstanceConfig.RecordLimit), counted as
+// the Kafka output counts it.
+func (i *Instance) overRecordLimit(out, key, val []byte, hs []abi.Header) bool {
 	max := i.lim.MaxRecordBytes
+	if i.recLimit != nil {
+		if m := i.recLimit(out); m > 0 && (max <= 0 || m < max) {
+			max = m
+		}
+	}
 	if max <= 0 {
 		return false
 	}

@@ -40,6 +40,11 @@ type InstanceConfig struct {
 	// Metrics receives the metrics the guest declares (ABI 0.3), shared by every instance given
 	// the same set. nil gives the instance a set of its own.
 	Metrics *Metrics
+	// RecordLimit, if set, returns the largest record (counted as Limits.MaxRecordBytes counts
+	// it) that the output named output takes, e.g. its Kafka topic's max.message.bytes; 0 or
+	// more than Limits.MaxRecordBytes: Limits.MaxRecordBytes. An emit over it returns
+	// ERR_TOO_LARGE. output is a view into guest memory, valid during the call only.
+	RecordLimit func(output []byte) int
 }
 
 // Env gives a call read access to committed state. The host implements it for one Process call;
@@ -136,6 +141,7 @@ type Instance struct {
 	logAttrs  []slog.Attr // what the current call processes (key, partition, offset), for its logs
 	now       func() int64
 	outputs   []string
+	recLimit  func(output []byte) int // InstanceConfig.RecordLimit
 	stateless bool
 	stdout    *lineWriter
 	stderr    *lineWriter
@@ -282,6 +288,7 @@ func (m *Module) instanceState(cfg InstanceConfig) *Instance {
 		log:       logger,
 		now:       now,
 		outputs:   append([]string(nil), cfg.Outputs...),
+		recLimit:  cfg.RecordLimit,
 		stateless: cfg.StatelessOnly,
 		metrics:   cfg.Metrics,
 		stdout:    &lineWriter{log: logger, level: slog.LevelInfo, stream: "stdout", max: m.lim.MaxLogBytes, keepLast: true, lim: m.logLim},

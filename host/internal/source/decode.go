@@ -41,8 +41,8 @@ type Decoded struct {
 	Timestamp int64
 	Fields    map[string]json.RawMessage // JSON lines only, for sequencing by field
 	Headers   []abi.Header               // Kafka records only
-	// ValueNull: the value is null (a Kafka tombstone, or a chained upstream's null-valued
-	// output), not empty; Value is then empty. A line never has a null value.
+	// ValueNull: the value is null (a Kafka tombstone, a chained upstream's null-valued output,
+	// or a JSON line whose value field is null), not empty; Value is then empty.
 	ValueNull bool
 }
 
@@ -82,7 +82,10 @@ func (f *Format) Decode(line []byte) (Decoded, error) {
 		if !ok {
 			return d, fmt.Errorf("%w: value field %q is missing", ErrMalformed, f.ValueField)
 		}
-		if d.Value, err = scalarOrRaw(raw); err != nil {
+		if string(raw) == "null" {
+			// A null value (a tombstone, ABI 0.5), as a file output writes one: not the text null.
+			d.Value, d.ValueNull = []byte{}, true
+		} else if d.Value, err = scalarOrRaw(raw); err != nil {
 			return d, fmt.Errorf("%w: value field %q: %v", ErrMalformed, f.ValueField, err)
 		}
 	}

@@ -78,10 +78,11 @@ func TestDecodeJSONKeyRequired(t *testing.T) {
 
 func TestDecodeJSONValue(t *testing.T) {
 	tests := []struct {
-		name    string
-		line    string
-		want    string
-		wantErr bool
+		name     string
+		line     string
+		want     string
+		wantNull bool
+		wantErr  bool
 	}{
 		{name: "plain string", line: `{"v":"hello"}`, want: "hello"},
 		{name: "tab and newline escapes", line: `{"v":"a\tb\nc"}`, want: "a\tb\nc"},
@@ -93,8 +94,11 @@ func TestDecodeJSONValue(t *testing.T) {
 		{name: "array is raw JSON text", line: `{"v":[1,"two"]}`, want: `[1,"two"]`},
 		{name: "number is its text", line: `{"v":3.50}`, want: "3.50"},
 		{name: "bool is its text", line: `{"v":false}`, want: "false"},
-		// A line never has a null value (ABI 0.5's tombstone): null is its text, as before 0.5.
-		{name: "null is its text, not a null value", line: `{"v":null}`, want: "null"},
+		{name: "empty string is empty, not null", line: `{"v":""}`, want: ""},
+		{name: "the string null is its text", line: `{"v":"null"}`, want: "null"},
+		// A null value field is a null value (ABI 0.5's tombstone), as a file output writes one.
+		{name: "null is a null value", line: `{"v":null}`, want: "", wantNull: true},
+		{name: "null with white space", line: `{"v": null }`, want: "", wantNull: true},
 		{name: "missing", line: `{"w":"x"}`, wantErr: true},
 	}
 	for _, tt := range tests {
@@ -113,7 +117,7 @@ func TestDecodeJSONValue(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Decode(%s): %v", tt.line, err)
 			}
-			if string(d.Value) != tt.want || d.ValueNull {
+			if string(d.Value) != tt.want || d.ValueNull != tt.wantNull || d.Value == nil {
 				t.Errorf("Value = %q (null %v), want %q", d.Value, d.ValueNull, tt.want)
 			}
 		})
@@ -268,6 +272,9 @@ func FuzzDecode(f *testing.F) {
 					t.Fatalf("%+v: error %v does not wrap ErrMalformed", format, err)
 				}
 				continue
+			}
+			if d.ValueNull && (len(d.Value) != 0 || format.ValueField == "" || string(d.Fields[format.ValueField]) != "null") {
+				t.Fatalf("%+v: %q has a null value %q: only a value field that is JSON null is one, and empty", format, line, d.Value)
 			}
 			if format.JSON {
 				continue

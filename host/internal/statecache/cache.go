@@ -533,6 +533,9 @@ func (e *Entry) Uncollected() store.KeyWrites {
 // no longer changes it), changes nothing a worker reads, and leaves a pinned entry's collected
 // tombstones in place until its last Unpin.
 func (c *Cache) Collect(cp *store.Checkpoint) {
+	// The keys' writes share one backing array (each key's slice capped at its own), so that a
+	// checkpoint of n keys costs a few allocations, not n.
+	var writes []store.Write
 	for _, e := range c.dirty {
 		stored := e.markStored && e.storedVers == e.stateVers
 		kw := store.KeyWrites{Stream: e.stream, Key: e.key, Mark: e.mark, StateVersion: e.stateVers, Timers: e.timers, First: e.first,
@@ -545,16 +548,31 @@ func (c *Cache) Collect(cp *store.Checkpoint) {
 		e.timers, e.first = nil, math.MaxInt64
 		e.pendEntries, e.pendBytes = 0, 0
 		if e.written {
-			for i := range e.slots {
-				if s := &e.slots[i]; s.dirty {
-					kw.Writes = append(kw.Writes, store.Write{Name: s.name, Value: s.val, Delete: s.deleted})
-					s.dirty = false
-				}
+			// Whole: the entry holds the key's persisted names (loaded) and this checkpoint
+			// writes every name it has (a tombstone collected before, waiting for its last
+			// Unpin, names no state): a changelog snapshot then reads no state entry.
+			kw.Whole = e.loaded
+			if writes == nil {
+				writes = make([]store.Write, 0, len(c.dirty))
 			}
+			from, tombs := len(writes), false
+			for i := range e.slots {
+				s := &e.slots[i]
+				if s.dirty {
+					writes = append(writes, store.Write{Name: s.name, Value: s.val, Delete: s.deleted})
+					s.dirty = false
+				} else if !s.deleted {
+					kw.Whole = false
+				}
+				tombs = tombs || s.deleted
+			}
+			kw.Writes = writes[from:len(writes):len(writes)]
 			e.written = false
-			if e.pins == 0 {
+			switch {
+			case !tombs: // nothing to drop
+			case e.pins == 0:
 				c.dropTombstones(e)
-			} else {
+			default:
 				e.dropLater = true
 			}
 		}

@@ -38,7 +38,9 @@ type Task struct {
 	Inputs      []Input `json:"inputs"`
 	// RetentionLost counts the offsets of Kafka input records removed (retention, a
 	// DeleteRecords) below a partition's position before the task read them: the partition
-	// went on from its log start.
+	// went on from its log start. An upper bound on the records: removed offsets of a topic
+	// written by transactional producers also held markers and aborted records, uncounted by
+	// Kafka.
 	RetentionLost int64 `json:"retention_lost"`
 
 	TimersSet     int64 `json:"timers_set"`     // timer_set calls that took effect, by firings too

@@ -15,6 +15,7 @@ import (
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
+	"github.com/wasmstream/wasmstream/host/internal/source"
 	"github.com/wasmstream/wasmstream/store"
 )
 
@@ -187,6 +188,14 @@ func changelogPosition(p store.Position) []byte {
 	return binary.BigEndian.AppendUint64(b, uint64(p.Watermark))
 }
 
+// writePosition writes the position record of pos, an input partition of topic, to changelog
+// partition p with owner epoch epoch: its value (changelogPosition), its key with the topic's
+// id, and the leader epoch of the input record before pos.Next in a header
+// (kafka.LeaderEpochHeader), which a restore puts back into the position.
+func writePosition(w *kafka.ChangelogWriter, p int32, topic string, pos store.Position, epoch uint64) {
+	w.WritePosition(p, changelogPositionKey(topic, pos.TopicID), changelogPosition(pos), epoch, pos.LeaderEpoch.Epoch())
+}
+
 func parseChangelogPosition(b []byte) (store.Position, error) {
 	if len(b) != 24 {
 		return store.Position{}, fmt.Errorf("changelog position of %d bytes", len(b))
@@ -218,6 +227,7 @@ type changelogRec struct {
 	topic    string
 	epoch    uint64
 	key, val []byte
+	leader   int32 // a position record's leader epoch (-1: unknown; writePosition)
 }
 
 // ownedPart is a Kafka partition this host owns as the loop saw it when it collected a
@@ -253,7 +263,8 @@ func (t *Task) planChangelog(cp *store.Checkpoint) *changelogPlan {
 			// position without an offset would fail the restore on every host).
 			early.Next = st.origin
 		}
-		pl.early = append(pl.early, changelogRec{part: st.tp.Partition, epoch: st.durable.Epoch, key: changelogPositionKey(st.tp.Topic, early.TopicID), val: changelogPosition(early)})
+		pl.early = append(pl.early, changelogRec{part: st.tp.Partition, epoch: st.durable.Epoch, key: changelogPositionKey(st.tp.Topic, early.TopicID), val: changelogPosition(early),
+			leader: early.LeaderEpoch.Epoch()})
 		// The final record's value is made when written: the resume offset may move first.
 		pl.final = append(pl.final, changelogRec{part: st.tp.Partition, topic: st.tp.Topic, epoch: sp.Position.Epoch})
 	}
@@ -339,7 +350,8 @@ func (t *Task) checkOwners(ctx context.Context, pl *changelogPlan, next map[int3
 			continue
 		}
 		var later error
-		_, _, _, err := kafka.ReadChangelog(ctx, t.cfg.Kafka.Client, t.changelog.topic, p, from, func(key, _ []byte, epoch uint64, offset int64) error {
+		_, _, _, err := kafka.ReadChangelog(ctx, t.cfg.Kafka.Client, t.changelog.topic, p, from, func(key, _ []byte, meta kafka.RecordMeta, offset int64) error {
+			epoch := meta.Epoch
 			kind, topic, k, err := parseChangelogKey(key)
 			st := owned[topic]
 			if err != nil || st == nil {
@@ -428,7 +440,7 @@ func (t *Task) rewriteStale(ctx context.Context, cp *store.Checkpoint, stale map
 			}
 		}
 		if pos.Next >= 0 {
-			w.WriteEpoch(st.tp.Partition, changelogPositionKey(st.tp.Topic, pos.TopicID), changelogPosition(pos), st.durable.Epoch)
+			writePosition(w, st.tp.Partition, st.tp.Topic, pos, st.durable.Epoch)
 		}
 	}
 	more, err := w.Flush(ctx)
@@ -486,7 +498,7 @@ func (t *Task) changelogWritten(pl *changelogPlan, next map[int32]int64) {
 func (t *Task) writeChangelog(pl *changelogPlan) error {
 	w := t.changelog.w
 	for _, r := range pl.early {
-		w.WriteEpoch(r.part, r.key, r.val, r.epoch)
+		w.WritePosition(r.part, r.key, r.val, r.epoch, r.leader)
 	}
 	// Encoded first, written after: Write may block on the producer's buffer, which must not
 	// happen while the store's read lock is held (a Close would wait on it).
@@ -509,7 +521,7 @@ func (t *Task) writeChangelog(pl *changelogPlan) error {
 		}
 		r := &pl.final[j]
 		j++
-		w.WriteEpoch(r.part, changelogPositionKey(r.topic, sp.Position.TopicID), changelogPosition(sp.Position), r.epoch)
+		writePosition(w, r.part, r.topic, sp.Position, r.epoch)
 	}
 	return nil
 }
@@ -648,12 +660,66 @@ func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) (uint64, err
 	return t.restoredPartition(tp, r), nil
 }
 
-// replayOwned takes a newly assigned partition from the standby, if any, and replays its
-// changelog. It touches only the store and the standby: exactly once, it runs beside the loop
-// (assignAside).
+// replayOwned takes a newly assigned partition from the standby, if any, replays its
+// changelog and settles an applied set the local copy holds (settleApplied). It touches only
+// the store and the standby: exactly once, it runs beside the loop (assignAside).
 func (t *Task) replayOwned(ctx context.Context, tp kafka.TopicPartition, id uint32) (replayed, error) {
 	t.claimStandby(tp) // before the restore reads the store
-	return t.replayChangelog(ctx, perCall{t.cfg.Kafka.Client}, tp, id, true)
+	r, err := t.replayChangelog(ctx, perCall{t.cfg.Kafka.Client}, tp, id, true)
+	if err == nil {
+		err = t.settleApplied(ctx, tp, id)
+	}
+	return r, err
+}
+
+// settleApplied writes the true marks of the keys whose records the partition's stored applied
+// set holds (store.DB.SettleApplied, which then deletes the set), reading those records from
+// the input partition. A task with a changelog gives no sets, but the local copy may hold one a
+// run without the changelog left (the changelog turned off, then on again: its tail replay keeps
+// the copy), and with it keys' stored marks below their own offsets in the set. A changelog
+// record of a key written from the store alone (rewriteStale; a key only timers changed, whose
+// cached mark is the stored one) would carry such a mark to a restore that has no set, which
+// would apply those records again. Settled before the partition opens, every stored mark is the
+// key's true one. The set spans at most store.MaxAppliedSpan offsets: a read of as many records,
+// once. Without a set, or with sequencing none (replay skips nothing), it does nothing.
+func (t *Task) settleApplied(ctx context.Context, tp kafka.TopicPartition, id uint32) error {
+	if t.cfg.Policy == PolicyNone {
+		return nil
+	}
+	db, name := t.cfg.Store, t.cfg.Name
+	set, err := db.Applied(name, id)
+	if err != nil || set.Len() == 0 {
+		return err
+	}
+	marks := map[string]int64{}
+	room := store.StateKeyRoom(name)
+	var rec source.Record
+	err = kafka.ReadRange(ctx, t.cfg.Kafka.Client, tp.Topic, tp.Partition, set.Base, set.Last()+1, func(r *kafka.Record) error {
+		if !set.Has(r.Offset) {
+			return nil
+		}
+		sourceRecord(&rec, r)
+		if rec.Err != nil {
+			return nil // refused by admit: no key's mark
+		}
+		key, err := t.recordKey(true, &rec)
+		if err != nil || len(key) > room {
+			return nil // likewise
+		}
+		if m, ok := marks[string(key)]; !ok || r.Offset > m {
+			marks[string(key)] = r.Offset
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("input %s partition %d: reading the records of the applied set a run without the changelog left: %w", tp.Topic, tp.Partition, err)
+	}
+	if err := db.SettleApplied(name, id, marks); err != nil {
+		return err
+	}
+	t.log.Info("a run without the changelog left an applied set: its keys' marks written", "topic", tp.Topic, "partition", tp.Partition,
+		"offsets", set.Len(), "keys", len(marks))
+	return nil
 }
 
 // changelogClient is what replayChangelog reads the changelog through: a client per call
@@ -661,7 +727,8 @@ func (t *Task) replayOwned(ctx context.Context, tp kafka.TopicPartition, id uint
 type changelogClient interface {
 	EndOffset(ctx context.Context, topic string, p int32) (int64, error)
 	ReadChangelog(ctx context.Context, topic string, p int32, from int64,
-		fn func(key, value []byte, epoch uint64, offset int64) error, progress func(records, bytes, total int64)) (int64, int64, int64, error)
+		fn func(key, value []byte, meta kafka.RecordMeta, offset int64) error, progress func(records, bytes, total int64)) (int64, int64, int64, error)
+	CheckChangelogStart(ctx context.Context, topic string, p int32, from int64) error
 }
 
 // perCall is a changelogClient that opens a client per call.
@@ -672,9 +739,13 @@ func (c perCall) EndOffset(ctx context.Context, topic string, p int32) (int64, e
 }
 
 func (c perCall) ReadChangelog(ctx context.Context, topic string, p int32, from int64,
-	fn func(key, value []byte, epoch uint64, offset int64) error, progress func(records, bytes, total int64),
+	fn func(key, value []byte, meta kafka.RecordMeta, offset int64) error, progress func(records, bytes, total int64),
 ) (int64, int64, int64, error) {
 	return kafka.ReadChangelog(ctx, c.cfg, topic, p, from, fn, progress)
+}
+
+func (c perCall) CheckChangelogStart(ctx context.Context, topic string, p int32, from int64) error {
+	return kafka.CheckChangelogStart(ctx, c.cfg, topic, p, from)
 }
 
 // claimStandby takes partition tp from the standby, if any, for this loop: a standby round of
@@ -758,6 +829,13 @@ func (t *Task) replayChangelog(ctx context.Context, cc changelogClient, tp kafka
 		return r, fmt.Errorf("changelog %s partition %d: %w", topic, tp.Partition, err)
 	}
 	from := t.replayFrom(tp, pos, ok, r.end)
+	if ok && pos.Resume == 0 && r.end == 0 {
+		// The local copy never covered a changelog offset (runs without the changelog wrote
+		// it) and the changelog holds nothing of the partition: the changelog was just turned
+		// on. The copy is the partition's only state: kept, not replaced by an empty one.
+		r.epoch = pos.Epoch
+		return r, nil
+	}
 	began := time.Now()
 	var progress func(records, bytes, total int64)
 	if owned {
@@ -775,6 +853,13 @@ func (t *Task) replayChangelog(ctx context.Context, cc changelogClient, tp kafka
 	if !r.full && from == r.end {
 		r.epoch = pos.Epoch
 		return r, nil // nothing new
+	}
+	if err := cc.CheckChangelogStart(ctx, topic, tp.Partition, from); err != nil {
+		var lost *kafka.ChangelogLostError
+		if errors.As(err, &lost) {
+			return r, t.changelogLost(tp, lost)
+		}
+		return r, fmt.Errorf("changelog %s partition %d: %w", topic, tp.Partition, err)
 	}
 	if r.full {
 		if err := db.DropStream(name, id); err != nil {
@@ -809,6 +894,20 @@ func (t *Task) replayChangelog(ctx context.Context, cc changelogClient, tp kafka
 			"changelog_records", r.records, "bytes", r.bytes, "took", time.Since(began).Round(time.Millisecond))
 	}
 	return r, nil
+}
+
+// changelogLost is the error of a restore that would start below the changelog partition's log
+// start while the topic is not compacted alone (kafka.CheckChangelogStart): the records between
+// held state that is gone, so the partition is not restored (the task halts) rather than
+// restored in part.
+func (t *Task) changelogLost(tp kafka.TopicPartition, e *kafka.ChangelogLostError) error {
+	return fmt.Errorf("input topic %s partition %d: its state cannot be restored: changelog topic %s partition %d lost offsets %d to %d "+
+		"(%d offsets: its log start is %d, and the restore starts at %d) to retention or a DeleteRecords, its cleanup.policy being %s: "+
+		"restoring what is left would give the keys of those records partial or stale state, so the task halts; "+
+		"set cleanup.policy=compact alone on the changelog (kafka-configs --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact), "+
+		"then restore the state from a backup of a host's data directory, or rebuild it from the input if it still holds every record "+
+		"(wasmstream reset --task %s --to earliest): %w",
+		tp.Topic, tp.Partition, e.Topic, e.Partition, e.From, e.Start-1, e.Start-e.From, e.Start, e.From, e.Policy, e.Topic, t.cfg.Name, e)
 }
 
 // replayFrom is the changelog offset a replay starts at: where this store's copy of the
@@ -846,7 +945,8 @@ type restoring struct {
 const restoreBatch = 1000
 
 // add takes one changelog record (kafka.ReadChangelog's callback).
-func (rs *restoring) add(key, value []byte, epoch uint64, offset int64) error {
+func (rs *restoring) add(key, value []byte, meta kafka.RecordMeta, offset int64) error {
+	epoch := meta.Epoch
 	kind, topic, k, err := parseChangelogKey(key)
 	if err != nil {
 		return fmt.Errorf("offset %d: %w", offset, err)
@@ -886,6 +986,7 @@ func (rs *restoring) add(key, value []byte, epoch uint64, offset int64) error {
 		if len(k) == len(p.TopicID) {
 			copy(p.TopicID[:], k) // the topic's id, when the writer knew it
 		}
+		p.LeaderEpoch = store.KnownLeaderEpoch(meta.LeaderEpoch) // when the writer knew it
 		rs.last = &p
 	default:
 		return fmt.Errorf("offset %d: unknown changelog record kind %q", offset, kind)
@@ -947,12 +1048,16 @@ type standby struct {
 	owned  map[kafka.TopicPartition]map[*Task]bool
 	topics []string
 	parts  int32 // the input topics' partition count: at the start, raised by standbyCount (runStandby's goroutine)
+	// lost: the partitions whose changelog lost records the standby needs (kafka.ChangelogLostError),
+	// said once each (under mu): the standby's copy stays where it was, and the partition's owner
+	// halts on it at its next restore.
+	lost map[kafka.TopicPartition]bool
 	// Figures, read by the tailing loop for Stats.
 	records, bytes atomic.Int64
 }
 
 func newStandby() *standby {
-	return &standby{owned: map[kafka.TopicPartition]map[*Task]bool{}}
+	return &standby{owned: map[kafka.TopicPartition]map[*Task]bool{}, lost: map[kafka.TopicPartition]bool{}}
 }
 
 // claim records that loop t owns tp, once a round of it in progress ended.
@@ -1023,7 +1128,15 @@ func (t *Task) runStandby(ctx context.Context, sb *standby) {
 						// owner added yet: nothing to tail.
 						err = nil
 					}
-					if err != nil && ctx.Err() == nil {
+					var lost *kafka.ChangelogLostError
+					switch {
+					case err == nil || ctx.Err() != nil:
+					case errors.As(err, &lost) && sb.lost[tp]:
+						// Said once: nothing changes until the changelog is restored.
+					case errors.As(err, &lost):
+						sb.lost[tp] = true
+						t.log.Error("standby: the changelog lost records this host's copy of a partition needs; the copy stays as it is", "topic", topic, "partition", p, "err", err)
+					default:
 						t.log.Warn("standby: catching up a partition failed; retrying", "topic", topic, "partition", p, "err", err)
 					}
 					sb.records.Add(r.records)

@@ -69,7 +69,7 @@ func TestRestoringEpochs(t *testing.T) {
 		{changelogKey('k', "other", []byte("b")), snap("x"), 1},     // another input topic's
 		{changelogKey('k', "words", []byte("c")), snap("c0"), 0},    // an older host during an upgrade
 	} {
-		if err := rs.add(r.key, r.value, r.epoch, int64(i)); err != nil {
+		if err := rs.add(r.key, r.value, kafka.RecordMeta{Epoch: r.epoch, LeaderEpoch: -1}, int64(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -150,16 +150,16 @@ func TestRestoringPositionTopicID(t *testing.T) {
 		return changelogPosition(store.Position{Next: next, Horizon: -1, Watermark: -1})
 	}
 	rs := &restoring{db: db, task: "wc", id: id, topic: "words"}
-	if err := rs.add(changelogPositionKey("words", topicID), pos(10), 1, 0); err != nil {
+	if err := rs.add(changelogPositionKey("words", topicID), pos(10), kafka.RecordMeta{Epoch: 1, LeaderEpoch: 3}, 0); err != nil {
 		t.Fatal(err)
 	}
-	if rs.last == nil || rs.last.Next != 10 || rs.last.TopicID != topicID {
-		t.Fatalf("restored position %+v; want next 10 with the topic id", rs.last)
+	if rs.last == nil || rs.last.Next != 10 || rs.last.TopicID != topicID || rs.last.LeaderEpoch.Epoch() != 3 {
+		t.Fatalf("restored position %+v; want next 10 with the topic id and leader epoch 3", rs.last)
 	}
-	if err := rs.add(changelogPositionKey("words", [16]byte{}), pos(12), 1, 1); err != nil {
+	if err := rs.add(changelogPositionKey("words", [16]byte{}), pos(12), kafka.RecordMeta{Epoch: 1, LeaderEpoch: -1}, 1); err != nil {
 		t.Fatal(err)
 	}
-	if rs.last.Next != 12 || rs.last.TopicID != ([16]byte{}) {
-		t.Fatalf("restored position %+v; want next 12 without an id", rs.last)
+	if rs.last.Next != 12 || rs.last.TopicID != ([16]byte{}) || rs.last.LeaderEpoch != 0 {
+		t.Fatalf("restored position %+v; want next 12 without an id or a leader epoch", rs.last)
 	}
 }

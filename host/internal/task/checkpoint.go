@@ -229,6 +229,9 @@ func (t *Task) collectPositions(cp *store.Checkpoint) {
 		if st.print != nil {
 			pos.TopicID = st.print.at(pos.Resume)
 		}
+		if st.kafka {
+			pos.LeaderEpoch = store.KnownLeaderEpoch(st.epochBelow(next))
+		}
 		if st.kafka && t.changelog != nil {
 			// What this store covers of the changelog: a restore here replays only what follows.
 			pos.Resume = max(pos.Resume, t.changelog.next[st.tp.Partition])
@@ -240,7 +243,7 @@ func (t *Task) collectPositions(cp *store.Checkpoint) {
 				// The offsets completed above next: their effects are in the state collected
 				// (apply completes a record with its effects), so a key's stored mark need not be
 				// rewritten when its new one is among them (store.StreamApplied).
-				if bits, ok := st.tracker.AppendDone(nil, store.MaxAppliedSpan); ok {
+				if bits, ok := st.tracker.AppendDone(nil, t.appliedSpan()); ok {
 					cp.Applied = append(cp.Applied, store.StreamApplied{Stream: st.id, Bits: bits})
 				}
 			}
@@ -347,6 +350,14 @@ func (t *Task) logProgress(msg string) {
 		"outputs", t.stats.Outputs, "skipped_replayed", t.stats.Skipped, "dead_letters", t.stats.DeadLetters,
 		"retries", t.stats.Retries, "checkpoints", t.stats.Checkpoints, "state_keys_cached", t.cache.Len(),
 		"guest_log_dropped", t.stats.LogDropped, slog.Group("committed_line", committed...))
+}
+
+// appliedSpan is the most offsets past Next a checkpoint's applied set spans (Config.AppliedSpan).
+func (t *Task) appliedSpan() int64 {
+	if s := t.cfg.AppliedSpan; s > 0 && s < store.MaxAppliedSpan {
+		return s
+	}
+	return store.MaxAppliedSpan
 }
 
 // loadApplied reads st's stored applied set (store.DB.Applied), which its replay skips.

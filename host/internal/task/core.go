@@ -37,10 +37,10 @@ import (
 // calls, jobs, replies (a reply may tell a rebalance callback that the consumer may go on, so it
 // comes after the pauses and commits that precede it).
 type actions struct {
-	flow    []flowOp                         // consumer Pause/Resume, in order
-	commits []map[kafka.TopicPartition]int64 // group offsets to commit (asynchronously)
-	jobs    []*job                           // to the workers; never more than the free workers
-	replies []func()                         // answers to requests, sent last
+	flow    []flowOp                                     // consumer Pause/Resume, in order
+	commits []map[kafka.TopicPartition]kafka.EpochOffset // group offsets to commit (asynchronously)
+	jobs    []*job                                       // to the workers; never more than the free workers
+	replies []func()                                     // answers to requests, sent last
 }
 
 // flowOp pauses or resumes fetching a Kafka partition.

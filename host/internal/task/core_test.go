@@ -258,7 +258,7 @@ func (h *coreHarness) run(t *testing.T, c coreCmd) string {
 			}
 		})
 	case "revoke":
-		req := revokeReq{parts: h.partitions(t, c), reply: make(chan map[kafka.TopicPartition]int64, 1)}
+		req := revokeReq{parts: h.partitions(t, c), reply: make(chan map[kafka.TopicPartition]kafka.EpochOffset, 1)}
 		h.tk.onRevoke(req)
 		h.replies = append(h.replies, func() (string, bool) {
 			select {
@@ -532,10 +532,10 @@ func (h *coreHarness) printPositions(b *strings.Builder) {
 }
 
 // sortedOffsets prints partition offsets in partition order.
-func sortedOffsets(m map[kafka.TopicPartition]int64) string {
+func sortedOffsets(m map[kafka.TopicPartition]kafka.EpochOffset) string {
 	var parts []string
 	for tp, o := range m {
-		parts = append(parts, fmt.Sprintf("%s/%d=%d", tp.Topic, tp.Partition, o))
+		parts = append(parts, fmt.Sprintf("%s/%d=%d", tp.Topic, tp.Partition, o.Offset))
 	}
 	slices.Sort(parts)
 	return "[" + strings.Join(parts, " ") + "]"

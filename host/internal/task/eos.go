@@ -233,6 +233,12 @@ func (t *Task) rollback(rewound map[kafka.TopicPartition]int64) {
 		if at, ok := rewound[tp]; ok {
 			st.tracker = positions.NewTracker(at)
 			st.lastAdded = at - 1
+			if at == st.durable.Next {
+				// Back at the committed position: its epoch, as when the partition was assigned
+				// (the marks below the aborted transaction's positions may be gone).
+				st.epochs = st.epochs[:0]
+				st.noteEpoch(at-1, st.durable.LeaderEpoch.Epoch())
+			}
 		}
 	}
 	clear(t.attempts)

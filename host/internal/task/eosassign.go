@@ -70,7 +70,7 @@ func (t *Task) assignAside(req assignReq, n int32) error {
 
 // onRestored opens the partitions of an assignment restored beside the loop and answers it.
 func (t *Task) onRestored(res restoredReq) error {
-	start, err := map[kafka.TopicPartition]int64{}, res.err
+	start, err := map[kafka.TopicPartition]kafka.EpochOffset{}, res.err
 	for tp, committed := range res.committed {
 		if err != nil {
 			break
@@ -79,8 +79,8 @@ func (t *Task) onRestored(res restoredReq) error {
 		if t.changelog != nil {
 			epoch = t.restoredPartition(tp, res.got[tp])
 		}
-		var at int64
-		if at, err = t.openPartition(tp, res.stream[tp], epoch, committed, res.ends, res.ids); err == nil && at >= 0 {
+		var at kafka.EpochOffset
+		if at, err = t.openPartition(tp, res.stream[tp], epoch, committed, res.ends, res.ids); err == nil && at.Offset >= 0 {
 			start[tp] = at
 		}
 	}

@@ -148,33 +148,41 @@ func (t *Task) enqueue(st *stream, r *source.Record, key []byte, seq string, lat
 // sequence returns a record's key and its sequencing key in the scheduler (S7); an error (the
 // record has no field to sequence by) makes it malformed.
 func (t *Task) sequence(st *stream, r *source.Record) (key []byte, seq string, err error) {
-	key = r.Key
+	if key, err = t.recordKey(st.kafka, r); err != nil {
+		return nil, "", err
+	}
 	switch t.cfg.Policy {
 	case PolicyPartition:
 		return key, "", nil
 	case PolicyNone:
 		var b [20]byte
 		return key, t.carve.string(strconv.AppendInt(b[:0], r.Offset, 10)), nil
+	}
+	return key, t.carve.string(key), nil
+}
+
+// recordKey returns the key a record's state and applied mark go by under the task's policy:
+// the record's key, or with sequencing by field or header that field's or header's value (no
+// such header: the empty key). It only reads the task's configuration (settleApplied calls it
+// off the loop).
+func (t *Task) recordKey(kafka bool, r *source.Record) ([]byte, error) {
+	switch t.cfg.Policy {
 	case PolicyField:
-		if r.Fields == nil && st.kafka {
+		if r.Fields == nil && kafka {
 			if jerr := json.Unmarshal(r.Value, &r.Fields); jerr != nil || r.Fields == nil {
-				return nil, "", fmt.Errorf("%w: sequencing by field %q: the value is not a JSON object", source.ErrMalformed, t.cfg.Field)
+				return nil, fmt.Errorf("%w: sequencing by field %q: the value is not a JSON object", source.ErrMalformed, t.cfg.Field)
 			}
 		}
-		v, err := r.Field(t.cfg.Field)
-		if err != nil {
-			return nil, "", err
-		}
-		return v, t.carve.string(v), nil
+		return r.Field(t.cfg.Field)
 	case PolicyHeader:
 		for _, h := range r.Headers {
 			if string(h.Name) == t.cfg.Header {
-				return h.Value, t.carve.string(h.Value), nil
+				return h.Value, nil
 			}
 		}
-		return []byte{}, "", nil // no such header: the empty key
+		return []byte{}, nil // no such header: the empty key
 	}
-	return key, t.carve.string(key), nil
+	return r.Key, nil
 }
 
 // refuse halts the task on a record that cannot be admitted (with on_malformed: halt) or sends

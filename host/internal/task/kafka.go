@@ -74,7 +74,7 @@ type kafkaSide struct {
 	done     chan struct{}   // closed when the loop has stopped serving requests
 	stopped  <-chan struct{} // closed when the loop returned (exactly-once barriers fail then)
 	revoking []*pendingRevoke
-	final    map[kafka.TopicPartition]int64 // positions of the last checkpoint, once the loop ended
+	final    map[kafka.TopicPartition]kafka.EpochOffset // positions of the last checkpoint, once the loop ended
 
 	// Exactly once: restores beside the loop (eosassign.go). restoreCtx ends, and restores is
 	// waited for, when the task stops.
@@ -93,13 +93,13 @@ type assignReq struct {
 }
 
 type assignReply struct {
-	start map[kafka.TopicPartition]int64
+	start map[kafka.TopicPartition]kafka.EpochOffset
 	err   error
 }
 
 type revokeReq struct {
 	parts []kafka.TopicPartition
-	reply chan map[kafka.TopicPartition]int64
+	reply chan map[kafka.TopicPartition]kafka.EpochOffset
 }
 
 type lostReq struct {
@@ -110,13 +110,13 @@ type lostReq struct {
 type pendingRevoke struct {
 	streams  []*stream
 	deadline time.Time
-	reply    chan map[kafka.TopicPartition]int64
+	reply    chan map[kafka.TopicPartition]kafka.EpochOffset
 }
 
 // kafkaHandler is the consumer's Handler: it hands each rebalance step to the loop and waits.
 type kafkaHandler struct{ k *kafkaSide }
 
-func (h kafkaHandler) Assigned(ctx context.Context, committed, ends map[kafka.TopicPartition]int64, ids map[string]kafka.TopicID, external map[kafka.TopicPartition]bool) (map[kafka.TopicPartition]int64, error) {
+func (h kafkaHandler) Assigned(ctx context.Context, committed, ends map[kafka.TopicPartition]int64, ids map[string]kafka.TopicID, external map[kafka.TopicPartition]bool) (map[kafka.TopicPartition]kafka.EpochOffset, error) {
 	req := assignReq{committed: committed, ends: ends, ids: ids, external: external, reply: make(chan assignReply, 1)}
 	select {
 	case h.k.assign <- req:
@@ -133,8 +133,8 @@ func (h kafkaHandler) Assigned(ctx context.Context, committed, ends map[kafka.To
 	}
 }
 
-func (h kafkaHandler) Revoked(ctx context.Context, parts []kafka.TopicPartition) map[kafka.TopicPartition]int64 {
-	req := revokeReq{parts: parts, reply: make(chan map[kafka.TopicPartition]int64, 1)}
+func (h kafkaHandler) Revoked(ctx context.Context, parts []kafka.TopicPartition) map[kafka.TopicPartition]kafka.EpochOffset {
+	req := revokeReq{parts: parts, reply: make(chan map[kafka.TopicPartition]kafka.EpochOffset, 1)}
 	select {
 	case h.k.revoke <- req:
 	case <-h.k.done:
@@ -163,12 +163,12 @@ func (h kafkaHandler) Lost(ctx context.Context, parts []kafka.TopicPartition) {
 
 // finalFor is what a revoke after the loop ended commits: the last checkpoint's positions.
 // final is written by the loop before done is closed, so reading it after done is safe.
-func (k *kafkaSide) finalFor(parts []kafka.TopicPartition) map[kafka.TopicPartition]int64 {
-	out := map[kafka.TopicPartition]int64{}
+func (k *kafkaSide) finalFor(parts []kafka.TopicPartition) map[kafka.TopicPartition]kafka.EpochOffset {
+	out := map[kafka.TopicPartition]kafka.EpochOffset{}
 	for _, tp := range parts {
 		if o, ok := k.final[tp]; ok {
 			out[tp] = o
-			k.log.Info("partition revoked", "topic", tp.Topic, "partition", tp.Partition, "committed", o, "at", "shutdown")
+			k.log.Info("partition revoked", "topic", tp.Topic, "partition", tp.Partition, "committed", o.Offset, "at", "shutdown")
 		} else {
 			k.log.Info("partition revoked", "topic", tp.Topic, "partition", tp.Partition, "at", "shutdown")
 		}
@@ -207,7 +207,7 @@ func (t *Task) startKafka() error {
 		SessionTimeout: in.SessionTimeout, RebalanceTimeout: in.RebalanceTimeout, Bounded: in.Bounded,
 		UnreachableTimeout: in.UnreachableTimeout, InstanceID: in.InstanceID,
 		Reachable: func(ok bool) { t.meters.unreachable.Store(!ok) },
-		Advertise: in.Advertise,
+		Advertise: in.Advertise, Task: t.cfg.Name,
 	}
 	if t.cfg.Changelog != nil {
 		cc.Progress = t.changelogProgress
@@ -257,7 +257,7 @@ func (t *Task) onAssign(req assignReq) error {
 }
 
 // replyAssign answers an assignment once its n partitions' restores are over.
-func (t *Task) replyAssign(req assignReq, n int32, start map[kafka.TopicPartition]int64, err error) {
+func (t *Task) replyAssign(req assignReq, n int32, start map[kafka.TopicPartition]kafka.EpochOffset, err error) {
 	if err != nil {
 		start = nil
 	}
@@ -278,8 +278,8 @@ func (t *Task) replyAssign(req assignReq, n int32, start map[kafka.TopicPartitio
 // partition whose topic's id differs from the one stored with the checkpoint's position, however
 // far the new topic reaches (its id is stored with each position; a position without one, from
 // an older host or from the changelog, is checked by its end offset only).
-func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64, ids map[string]kafka.TopicID, external map[kafka.TopicPartition]bool) (map[kafka.TopicPartition]int64, error) {
-	start := map[kafka.TopicPartition]int64{}
+func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64, ids map[string]kafka.TopicID, external map[kafka.TopicPartition]bool) (map[kafka.TopicPartition]kafka.EpochOffset, error) {
+	start := map[kafka.TopicPartition]kafka.EpochOffset{}
 	for tp, committed := range committed {
 		id, err := t.claimPartition(tp, committed, ends, external)
 		if err != nil {
@@ -296,7 +296,7 @@ func (t *Task) assign(committed, ends map[kafka.TopicPartition]int64, ids map[st
 		if err != nil {
 			return nil, err
 		}
-		if at >= 0 {
+		if at.Offset >= 0 {
 			start[tp] = at
 		}
 	}
@@ -332,11 +332,14 @@ func (t *Task) claimPartition(tp kafka.TopicPartition, committed int64, ends map
 
 // openPartition is the last step of assigning a partition, after its restore: it opens the
 // partition's stream from the store's position, with this owner's epoch of it (0 without a
-// changelog), and returns the offset it starts at (-1: where the group starts).
-func (t *Task) openPartition(tp kafka.TopicPartition, id uint32, epoch uint64, committed int64, ends map[kafka.TopicPartition]int64, ids map[string]kafka.TopicID) (int64, error) {
+// changelog), and returns the offset it starts at (-1: where the group starts) with the leader
+// epoch of the record before it, where the position knows it (the consumer then has the
+// broker check that its log still holds that record as it was read: kafka.EpochOffset).
+func (t *Task) openPartition(tp kafka.TopicPartition, id uint32, epoch uint64, committed int64, ends map[kafka.TopicPartition]int64, ids map[string]kafka.TopicID) (kafka.EpochOffset, error) {
+	none := kafka.EpochOffset{Offset: -1, Epoch: -1}
 	pos, ok, err := t.cfg.Store.Position(t.cfg.Name, id)
 	if err != nil {
-		return -1, err
+		return none, err
 	}
 	st := &stream{id: id, in: &Input{Name: t.cfg.Kafka.Name}, kafka: true, tp: tp, horizon: -1, replay: -1,
 		source: []byte(tp.Topic), lastAdded: -1, highWater: -1, tm: newStreamTime(t.cfg.Now(), t.cfg.TickEvery)}
@@ -344,7 +347,7 @@ func (t *Task) openPartition(tp kafka.TopicPartition, id uint32, epoch uint64, c
 	if ok {
 		st.tm.wm = pos.Watermark // the watermark moves with the checkpoint
 		if idKnown && pos.TopicID != ([16]byte{}) && pos.TopicID != topicID {
-			return -1, t.recreatedID(tp, pos)
+			return none, t.recreatedID(tp, pos)
 		}
 	} else {
 		st.durable = store.Position{Next: -1, Horizon: -1, Watermark: -1}
@@ -365,12 +368,16 @@ func (t *Task) openPartition(tp kafka.TopicPartition, id uint32, epoch uint64, c
 		at = committed
 	}
 	if end, known := ends[tp]; known && at > end {
-		return -1, t.recreated(tp, end, at)
+		return none, t.recreated(tp, end, at)
 	}
 	if ok {
 		if err := t.loadApplied(st); err != nil {
-			return -1, err
+			return none, err
 		}
+	}
+	leader := int32(-1) // the leader epoch of the record before at, where known
+	if ok && at == pos.Next {
+		leader = pos.LeaderEpoch.Epoch()
 	}
 	if idKnown {
 		st.durable.TopicID = topicID // written with the partition's next position
@@ -378,6 +385,7 @@ func (t *Task) openPartition(tp kafka.TopicPartition, id uint32, epoch uint64, c
 	st.durable.Epoch = epoch // this owner's: every changelog record of the partition carries it
 	if at >= 0 {
 		st.tracker, st.origin = positions.NewTracker(at), at
+		st.noteEpoch(at-1, leader)
 	}
 	st.boundEnd = -1
 	if b, ok := t.bound(tp); ok {
@@ -402,14 +410,17 @@ func (t *Task) openPartition(tp kafka.TopicPartition, id uint32, epoch uint64, c
 		t.pausePartition(tp, true)
 	}
 	if err := t.loadReplay(st); err != nil {
-		return -1, err
+		return none, err
 	}
 	args := []any{"topic", tp.Topic, "partition", tp.Partition, "start", at, "replay_through", st.replay}
+	if leader >= 0 {
+		args = append(args, "leader_epoch", leader)
+	}
 	if t.changelog != nil {
 		args = append(args, "owner_epoch", epochString(epoch))
 	}
 	t.log.Info("partition assigned", args...)
-	return at, nil
+	return kafka.EpochOffset{Offset: at, Epoch: leader}, nil
 }
 
 // externalReset handles a partition whose committed offset was set from outside the group
@@ -470,16 +481,16 @@ func (t *Task) commitStarts() {
 	if t.kafka == nil {
 		return
 	}
-	var offs map[kafka.TopicPartition]int64
+	var offs map[kafka.TopicPartition]kafka.EpochOffset
 	for tp, st := range t.kafka.streams {
 		if !st.commitStart {
 			continue
 		}
 		st.commitStart = false
 		if offs == nil {
-			offs = map[kafka.TopicPartition]int64{}
+			offs = map[kafka.TopicPartition]kafka.EpochOffset{}
 		}
-		offs[tp] = st.durable.Next
+		offs[tp] = groupOffset(st.durable)
 	}
 	if len(offs) > 0 {
 		t.out.commits = append(t.out.commits, offs)
@@ -502,6 +513,23 @@ func (t *Task) recreatedID(tp kafka.TopicPartition, pos store.Position) error {
 		"the topic was deleted and recreated since, and reading on would skip its records, so the task halts; "+
 		"to process the new topic from its beginning, run: wasmstream reset --task %s --to earliest (with --admin-addr while the host runs)",
 		t.cfg.Kafka.Name, tp.Topic, tp.Partition, pos.Next, t.cfg.Name)
+}
+
+// sourceRecord sets rec to the Kafka record r, as admit takes it.
+func sourceRecord(rec *source.Record, r *kafka.Record) {
+	*rec = source.Record{Offset: r.Offset, Raw: r.Value}
+	rec.Key, rec.Value, rec.Timestamp = r.Key, r.Value, r.Timestamp
+	rec.ValueNull = r.Value == nil // a tombstone: apart from an empty value (ABI.md §6.2)
+	switch {
+	case r.Key == nil:
+		// A null key is its own key, distinct from the empty key (ABI.md §6.2).
+		rec.Key = nullKey
+	case abi.IsNullKey(r.Key):
+		rec.Err = errReservedKey
+	}
+	for _, h := range r.Headers {
+		rec.Headers = append(rec.Headers, abi.Header{Name: h.Name, Value: h.Value})
+	}
 }
 
 // ingestKafka admits a fetch's records, dropping those of partitions no longer assigned. A
@@ -536,19 +564,8 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 			continue // already admitted
 		}
 		st.lastAdded = r.Offset
-		rec = source.Record{Offset: r.Offset, Raw: r.Value}
-		rec.Key, rec.Value, rec.Timestamp = r.Key, r.Value, r.Timestamp
-		rec.ValueNull = r.Value == nil // a tombstone: apart from an empty value (ABI.md §6.2)
-		switch {
-		case r.Key == nil:
-			// A null key is its own key, distinct from the empty key (ABI.md §6.2).
-			rec.Key = nullKey
-		case abi.IsNullKey(r.Key):
-			rec.Err = errReservedKey
-		}
-		for _, h := range r.Headers {
-			rec.Headers = append(rec.Headers, abi.Header{Name: h.Name, Value: h.Value})
-		}
+		st.noteEpoch(r.Offset, r.LeaderEpoch)
+		sourceRecord(&rec, r)
 		if err := t.admit(st, &rec, now); err != nil {
 			return err
 		}
@@ -565,6 +582,7 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 			return err
 		}
 		st.lastAdded = at
+		st.noteEpoch(at, f.ControlEpoch)
 	}
 	if st.boundEnd >= 0 && st.lastAdded+1 >= st.boundEnd {
 		t.endBounded(st)
@@ -697,13 +715,13 @@ func (t *Task) finishRevokes() error {
 	// checkpoint.
 	err := t.checkpointWait()
 	for _, pr := range ready {
-		offs := map[kafka.TopicPartition]int64{}
+		offs := map[kafka.TopicPartition]kafka.EpochOffset{}
 		for _, st := range pr.streams {
 			if err == nil && st.durable.Next >= 0 && st.tracker != nil {
-				offs[st.tp] = st.durable.Next
+				offs[st.tp] = groupOffset(st.durable)
 			}
 			t.dropStream(st)
-			t.log.Info("partition revoked", "topic", st.tp.Topic, "partition", st.tp.Partition, "committed", offs[st.tp])
+			t.log.Info("partition revoked", "topic", st.tp.Topic, "partition", st.tp.Partition, "committed", offs[st.tp].Offset)
 		}
 		t.reply(func() { pr.reply <- offs })
 	}
@@ -756,10 +774,10 @@ func (t *Task) commitKafka(positions []store.StreamPosition) {
 	if t.kafka == nil {
 		return
 	}
-	offs := map[kafka.TopicPartition]int64{}
+	offs := map[kafka.TopicPartition]kafka.EpochOffset{}
 	for _, sp := range positions {
 		if st := t.streams[sp.Stream]; st != nil && st.kafka {
-			offs[st.tp] = sp.Position.Next
+			offs[st.tp] = groupOffset(sp.Position)
 			st.commitStart = false // this commit covers it
 		}
 	}
@@ -774,10 +792,10 @@ func (t *Task) kafkaFinal() {
 	if t.kafka == nil {
 		return
 	}
-	t.kafka.final = map[kafka.TopicPartition]int64{}
+	t.kafka.final = map[kafka.TopicPartition]kafka.EpochOffset{}
 	for tp, st := range t.kafka.streams {
 		if st.tracker != nil {
-			t.kafka.final[tp] = st.durable.Next
+			t.kafka.final[tp] = groupOffset(st.durable)
 		}
 	}
 	close(t.kafka.done)
@@ -810,4 +828,48 @@ func (t *Task) kafkaLosses() chan lostReq {
 		return nil
 	}
 	return t.kafka.lost
+}
+
+// groupOffset is the group offset of a partition's position: its Next, with the leader epoch of
+// the record before it where known, so that a member that later starts from the group's offset
+// (no local position: an empty disk, another host) has the broker check it as well.
+func groupOffset(p store.Position) kafka.EpochOffset {
+	return kafka.EpochOffset{Offset: p.Next, Epoch: p.LeaderEpoch.Epoch()}
+}
+
+// epochMark says that the records of a Kafka partition from offset on (up to the next mark)
+// were written in leader epoch epoch (-1: unknown).
+type epochMark struct {
+	offset int64
+	epoch  int32
+}
+
+// noteEpoch records that the record at offset (a record admitted, a control record passed, or
+// at-1 when the partition starts at at) was written in leader epoch epoch. Epochs change
+// seldom (a leader change): the marks hold one entry per change above the committed position.
+// A record read again (an aborted transaction rewound the partition) replaces the marks at and
+// above its offset.
+func (st *stream) noteEpoch(offset int64, epoch int32) {
+	for n := len(st.epochs); n > 0 && st.epochs[n-1].offset >= offset; n-- {
+		st.epochs = st.epochs[:n-1]
+	}
+	if n := len(st.epochs); n > 0 && st.epochs[n-1].epoch == epoch {
+		return
+	}
+	st.epochs = append(st.epochs, epochMark{offset, epoch})
+}
+
+// epochBelow is the leader epoch of the last record below next (-1: unknown), which a position
+// at next keeps (store.Position.LeaderEpoch); the marks below it that no later position needs go.
+func (st *stream) epochBelow(next int64) int32 {
+	i := len(st.epochs) - 1
+	for i >= 0 && st.epochs[i].offset >= next {
+		i--
+	}
+	if i < 0 {
+		return -1
+	}
+	e := st.epochs[i].epoch
+	st.epochs = st.epochs[:copy(st.epochs, st.epochs[i:])]
+	return e
 }

@@ -42,7 +42,8 @@ func ResetChangelog(ctx context.Context, cfg kafka.Config, topic string, tp kafk
 	var r ChangelogReset
 	live := map[string]bool{}
 	var highest uint64
-	_, n, _, err := kafka.ReadChangelog(ctx, cfg, topic, tp.Partition, 0, func(key, value []byte, epoch uint64, offset int64) error {
+	_, n, _, err := kafka.ReadChangelog(ctx, cfg, topic, tp.Partition, 0, func(key, value []byte, meta kafka.RecordMeta, offset int64) error {
+		epoch := meta.Epoch
 		kind, t, k, err := parseChangelogKey(key)
 		if err != nil {
 			return fmt.Errorf("offset %d: %w", offset, err)

@@ -129,13 +129,25 @@ type KafkaOutput struct {
 	P      *kafka.Producer
 	Topic  string
 	Topics map[string]string
+	// Limits, if set, are the topics' record limits: an emit over its topic's fails in the
+	// guest (RecordLimit).
+	Limits *kafka.TopicLimits
 }
 
-func (k KafkaOutput) WriteOutput(name string, key, value []byte, ts int64, headers []sink.Header) error {
-	topic, ok := k.Topics[name]
-	if !ok {
-		topic = k.Topic
+// topic is the topic of output name.
+func (k KafkaOutput) topic(name []byte) string {
+	if t, ok := k.Topics[string(name)]; ok {
+		return t
 	}
+	return k.Topic
+}
+
+// RecordLimit is modrt.InstanceConfig.RecordLimit for the outputs: the record limit of the
+// output's topic.
+func (k KafkaOutput) RecordLimit(name []byte) int { return k.Limits.Get(k.topic(name)) }
+
+func (k KafkaOutput) WriteOutput(name string, key, value []byte, ts int64, headers []sink.Header) error {
+	topic := k.topic([]byte(name))
 	var hs []kafka.Header
 	for _, h := range headers {
 		hs = append(hs, kafka.Header{Name: h.Name, Value: h.Value})
@@ -162,9 +174,10 @@ func (k KafkaOutput) Flush() error { return k.P.Flush(context.Background()) }
 // headers naming the error, the task, the source topic (or input), partition, offset and
 // attempts.
 type KafkaDeadLetters struct {
-	P     *kafka.Producer
-	Topic string
-	Now   func() int64
+	P      *kafka.Producer
+	Topic  string
+	Now    func() int64
+	Limits *kafka.TopicLimits // the topic's record limit, if known (nil: MaxRecordBatchBytes)
 }
 
 func (k KafkaDeadLetters) WriteDeadLetter(d *DeadLetter) error {
@@ -187,14 +200,15 @@ func (k KafkaDeadLetters) WriteDeadLetter(d *DeadLetter) error {
 	if key != nil {
 		key = kafkaKey(key)
 	}
-	if kafka.RecordBytes(key, value, hs) > kafka.MaxRecordBatchBytes {
+	limit := k.Limits.Get(k.Topic)
+	if kafka.RecordBytes(key, value, hs) > limit {
 		// Kafka would refuse the whole record at the flush and the task would halt on it at
 		// every restart: keep what fits, and say so.
 		if len(hs[0].Value) > maxDeadLetterError {
 			hs[0].Value = append(hs[0].Value[:maxDeadLetterError:maxDeadLetterError], "…"...)
 		}
 		hs = append(hs, h("wasmstream.truncated", "true"), h("wasmstream.size", strconv.Itoa(len(d.Value))))
-		room := kafka.MaxRecordBatchBytes - kafka.RecordBytes(key, nil, hs)
+		room := limit - kafka.RecordBytes(key, nil, hs)
 		if value != nil {
 			value = value[:max(0, min(len(value), room))]
 		}

@@ -61,8 +61,13 @@ type Processor interface {
 
 // Config is everything a Task needs; the host fills it from its own configuration.
 type Config struct {
-	Name   string
-	Module *modrt.Module
+	// AppliedSpan is the most offsets past a stream's Next that a checkpoint's applied set may
+	// span (store.Checkpoint.Applied); a checkpoint whose completed offsets reach further gives
+	// none and writes every mark. 0: store.MaxAppliedSpan, which it may not exceed. Tests lower
+	// it.
+	AppliedSpan int64
+	Name        string
+	Module      *modrt.Module
 	// Version is Module's number in the module registry, for logs and Stats (0: none). Module
 	// stays the caller's to close; the task may close it earlier, once a version given to
 	// Switch replaced it and drained (Module.Close is idempotent).
@@ -171,11 +176,14 @@ type stream struct {
 	kafka     bool                 // a Kafka partition; tracker is nil until its first record when its start is unknown
 	tp        kafka.TopicPartition // for a Kafka partition
 	lastAdded int64                // Kafka: the last offset admitted
-	inflight  int                  // records of the stream in batches being processed
-	revoking  bool                 // Kafka: revoked, draining its batches in flight
-	source    []byte               // the input name, or for Kafka the topic, as records carry it (shared, read-only)
-	highWater int64                // Kafka: the partition's high watermark at its last fetch (-1: none yet)
-	boundEnd  int64                // Kafka, bounded run: the offset the partition is read up to (-1: unbounded)
+	// epochs: Kafka, the leader epochs of the records admitted, one mark per change (noteEpoch);
+	// a position keeps the epoch of the last record below its Next (epochBelow).
+	epochs    []epochMark
+	inflight  int    // records of the stream in batches being processed
+	revoking  bool   // Kafka: revoked, draining its batches in flight
+	source    []byte // the input name, or for Kafka the topic, as records carry it (shared, read-only)
+	highWater int64  // Kafka: the partition's high watermark at its last fetch (-1: none yet)
+	boundEnd  int64  // Kafka, bounded run: the offset the partition is read up to (-1: unbounded)
 	// lostBelow: Kafka, the offsets below it were counted as lost to retention (lostToRetention),
 	// so that a partition read again from below them (an aborted transaction's rewind) does not
 	// count them twice.
@@ -528,7 +536,7 @@ func instanceConfig(cfg *Config, log *slog.Logger) modrt.InstanceConfig {
 	if now == nil {
 		now = time.Now
 	}
-	return modrt.InstanceConfig{
+	ic := modrt.InstanceConfig{
 		Task:          cfg.Name,
 		Config:        cfg.GuestConfig,
 		Logger:        log,
@@ -536,6 +544,16 @@ func instanceConfig(cfg *Config, log *slog.Logger) modrt.InstanceConfig {
 		Outputs:       cfg.OutputNames,
 		StatelessOnly: cfg.Policy == PolicyNone,
 	}
+	if k, ok := cfg.Output.(KafkaOutput); ok && k.Limits != nil {
+		chained := cfg.ChainOutputs
+		ic.RecordLimit = func(name []byte) int {
+			if _, ok := chained[string(name)]; ok {
+				return 0 // another task's input on this host: no topic
+			}
+			return k.RecordLimit(name)
+		}
+	}
+	return ic
 }
 
 // TrialInit instantiates mod as a task with cfg would (which runs the guest's init with the

@@ -26,6 +26,10 @@
 //!
 //! A timer firing emits `fired <name> <time>` under its key, with the SDK's default timestamp.
 //!
+//! A record with a null value (a tombstone, ABI 0.5) is no command: it deletes every state entry
+//! of its key and emits a tombstone (`Context::emit_tombstone`) to `result`. An empty value is no
+//! tombstone.
+//!
 //! Anything else fails the record with `unknown command`; a host error from any other SDK call
 //! fails it with the error's ABI name (the SDK's `Error` for a host code displays exactly that).
 //!
@@ -72,6 +76,13 @@ impl Task for Conform {
     }
 
     fn process(&mut self, rec: &Record, ctx: &mut Context) -> Result<(), Error> {
+        if rec.value_null() {
+            // Listed first, then deleted: no write during a scan.
+            for (name, _) in ctx.scan_all("")? {
+                ctx.delete(name)?;
+            }
+            return ctx.emit_tombstone(OUTPUT, rec.key());
+        }
         let (cmd, args) = cut(rec.value());
         match cmd {
             b"put" => {

@@ -227,3 +227,33 @@ fn helper_commands() {
     assert_eq!(out.len(), 1);
     assert!(out[0].output == "side" && out[0].ts == 1000);
 }
+
+/// A record with a null value (ABI 0.5) deletes every state entry of its key (more than a scan
+/// page of them) and emits a tombstone to `result`; another key's state stays, and an empty value
+/// is an unknown command, no tombstone.
+#[test]
+fn tombstone() {
+    let mut h = Harness::<Conform>::new("{}").unwrap();
+    one(&mut h, "k", "many 300 p/");
+    assert_eq!(one(&mut h, "k", "put x 1"), "ok");
+    assert_eq!(one(&mut h, "other", "put x 2"), "ok");
+    let out = h
+        .process(&[TestRecord::new("k", "")
+            .value_null(true)
+            .source("in")
+            .offset(5)
+            .timestamp(1005)])
+        .unwrap();
+    assert_eq!(out.len(), 1, "{:?}", out);
+    assert_eq!(out[0].output, b"result");
+    assert_eq!(out[0].key, b"k");
+    assert!(out[0].value_null && out[0].value.is_empty(), "{:?}", out[0]);
+    assert_eq!(out[0].ts, 1005);
+    assert!(out[0].headers.is_empty());
+    assert_eq!(one(&mut h, "k", "scan"), "");
+    assert_eq!(one(&mut h, "other", "get x"), "2");
+    assert_eq!(
+        run(&mut h, "k", 6, "").unwrap_err(),
+        "wasmstream: record in/0@6: unknown command"
+    );
+}

@@ -24,6 +24,9 @@
 //
 // A timer firing emits "fired <name> <time>" under its key, with the SDK's default timestamp.
 //
+// A record with a null value (a tombstone, ABI 0.5) is no command: it deletes every state entry
+// of its key and emits a tombstone (EmitTombstone) to "result". An empty value is no tombstone.
+//
 // Anything else fails the record with "unknown command". A host error from any other SDK call
 // fails the record with the error's ABI name (e.g. "ERR_TOO_LARGE").
 //
@@ -68,8 +71,11 @@ var metric = wasmstream.NewMetricCounter("conform_metric", "contract", "conform"
 var observed = wasmstream.NewMetricHistogram("conform_observed", []float64{10, 100, 1000}, "contract", "conform")
 
 func handle(r *wasmstream.Record) error {
-	cmd, args := cut(string(r.Value()))
 	st := r.State()
+	if r.ValueNull() {
+		return tombstone(r, st)
+	}
+	cmd, args := cut(string(r.Value()))
 	switch cmd {
 	case "put":
 		name, value := cut(args)
@@ -319,4 +325,23 @@ func number(s string, limit int) (int, bool) {
 func pad5(i int) string {
 	s := strconv.Itoa(i)
 	return strings.Repeat("0", 5-len(s)) + s
+}
+
+// tombstone deletes every state entry of the record's key (listed first, then deleted: no write
+// during a scan) and passes the tombstone on to the result output.
+func tombstone(r *wasmstream.Record, st wasmstream.State) error {
+	var names []string
+	err := st.Scan("", func(name, _ []byte) bool {
+		names = append(names, string(name))
+		return true
+	})
+	if err != nil {
+		return hostErr(err)
+	}
+	for _, name := range names {
+		if err := st.Delete(name); err != nil {
+			return hostErr(err)
+		}
+	}
+	return hostErr(wasmstream.EmitTombstone(Output, r.Key()))
 }

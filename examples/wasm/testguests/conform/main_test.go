@@ -226,3 +226,32 @@ func TestHelperCommands(t *testing.T) {
 		t.Fatalf("emitdef: %v, %v", err, res.Outputs)
 	}
 }
+
+// TestTombstone (ABI 0.5): a record with a null value deletes every state entry of its key (more
+// than a scan page of them) and emits a tombstone to result; another key's state stays, and an
+// empty value is an unknown command, no tombstone.
+func TestTombstone(t *testing.T) {
+	h := newHost(t, "{}")
+	one(t, h, "k", "many 300 p/")
+	one(t, h, "k", "put x 1")
+	one(t, h, "other", "put x 2")
+	res, err := h.Process(wasmstreamtest.Input{Source: "in", Offset: 5, Timestamp: 1005, Key: []byte("k"), ValueNull: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Outputs) != 1 {
+		t.Fatalf("tombstone: %d outputs", len(res.Outputs))
+	}
+	if o := res.Outputs[0]; o.Name != "result" || string(o.Key) != "k" || !o.ValueNull || o.Timestamp != 1005 || o.Headers != nil {
+		t.Errorf("tombstone: output %v, want a tombstone for k at 1005 to result", o)
+	}
+	if got := one(t, h, "k", "scan"); got != "" {
+		t.Errorf("k's state after its tombstone: %.80q, want none", got)
+	}
+	if got := one(t, h, "other", "get x"); got != "2" {
+		t.Errorf("other's x = %q, want 2", got)
+	}
+	if got := failure(t, h, "k", 6, ""); got != "wasmstream: record in/0@6: unknown command" {
+		t.Errorf("empty value: fail message %q", got)
+	}
+}

@@ -1,0 +1,331 @@
+package host_test
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
+	"github.com/wasmstream/wasmstream/store"
+)
+
+// appliedRig runs the conform guest (task "cf") over partition 0 of topic "cmds" on kfake, its
+// results to "results", a record retried for an hour holding the partition's Next where one
+// fails: the applied sets' situation, completed offsets running ahead of Next.
+type appliedRig struct {
+	t      *testing.T
+	c      *kfake.Cluster
+	module string
+	dir    string
+	prod   *kgo.Client
+	ts     int64 // when positive, the next record's timestamp (ms), one more for each record
+}
+
+func newAppliedRig(t *testing.T) *appliedRig {
+	r := &appliedRig{t: t, module: guestbuild.Go(t, "testguests/conform"), c: newCluster(t, "cmds", "results"),
+		dir: filepath.Join(t.TempDir(), "data")}
+	r.prod = newClient(t, r.c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	return r
+}
+
+// run starts a host on the rig's data directory; span, when positive, lowers the applied sets'
+// span (host.SetAppliedSpan).
+func (r *appliedRig) run(changelog bool, span int64) *hosttest.Running {
+	cfg := host.Config{
+		DataDir: r.dir, Logger: testLogger(r.t), CheckpointInterval: 50 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: r.c.ListenAddrs()},
+		Tasks: []host.TaskConfig{{
+			Name: "cf", Module: r.module,
+			Inputs:    []host.InputConfig{{Name: "cmds", Type: "kafka", Topics: []string{"cmds"}}},
+			Output:    host.OutputConfig{Type: "kafka", Topic: "results"},
+			Retry:     host.RetryConfig{MaxAttempts: 1000, Backoff: time.Hour, MaxBackoff: time.Hour},
+			Changelog: host.ChangelogConfig{Enabled: changelog},
+		}},
+	}
+	if span > 0 {
+		host.SetAppliedSpan(&cfg, span)
+	}
+	return hosttest.Start(r.t, cfg)
+}
+
+// produce appends records key, command, key, command... to partition 0.
+func (r *appliedRig) produce(kv ...string) {
+	r.t.Helper()
+	var recs []*kgo.Record
+	for i := 0; i < len(kv); i += 2 {
+		rec := &kgo.Record{Topic: "cmds", Partition: 0, Key: []byte(kv[i]), Value: []byte(kv[i+1])}
+		if r.ts > 0 {
+			rec.Timestamp = time.UnixMilli(r.ts)
+			r.ts++
+		}
+		recs = append(recs, rec)
+	}
+	if err := r.prod.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+// counts produces n "count n 1" records, to keys k00.. in turn.
+func (r *appliedRig) counts(n, keys int) {
+	r.t.Helper()
+	var kv []string
+	for i := range n {
+		kv = append(kv, fmt.Sprintf("k%02d", i%keys), "count n 1")
+	}
+	r.produce(kv...)
+}
+
+// processedThenCheckpoint waits for n records processed in this run and a checkpoint that
+// collected after them: the figures are published as a checkpoint ends (Processed then counts
+// what it may have collected only in part), and the one after it, which collects after that,
+// ends before the second checkpoint ended since (empty ones count too) does.
+func processedThenCheckpoint(t *testing.T, h *hosttest.Running, n int64) {
+	t.Helper()
+	var ended uint64
+	hosttest.WaitFor(t, 60*time.Second, fmt.Sprintf("%d records processed", n), func() bool {
+		s := h.Stats()[0]
+		ended = s.CheckpointSeconds.Count
+		return s.Processed >= n
+	})
+	hosttest.WaitFor(t, 60*time.Second, "a checkpoint after them", func() bool { return h.Stats()[0].CheckpointSeconds.Count >= ended+2 })
+}
+
+// appliedView is what the store holds of partition 0 of "cmds" for task "cf".
+type appliedView struct {
+	set    store.AppliedSet
+	marks  map[string]int64
+	counts map[string]int64 // the conform guest's counter "n" of each key with one
+}
+
+func (r *appliedRig) look() appliedView {
+	r.t.Helper()
+	t := r.t
+	db, err := store.Open(filepath.Join(r.dir, "state"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	id, err := db.StreamID("cf", "kafka:cmds/0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := appliedView{marks: map[string]int64{}, counts: map[string]int64{}}
+	if v.set, err = db.Applied("cf", id); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Marks("cf", id, func(key []byte, mark int64) bool { v.marks[string(key)] = mark; return true }); err != nil {
+		t.Fatal(err)
+	}
+	for k := range v.marks {
+		val, ok, err := db.Get("cf", id, []byte(k), []byte("n"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			if len(val) != 8 {
+				t.Fatalf("key %s: counter of %d bytes", k, len(val))
+			}
+			v.counts[k] = int64(binary.LittleEndian.Uint64(val))
+		}
+	}
+	return v
+}
+
+// TestChangelogSettlesAppliedSet: a data directory that a run without the changelog left with
+// an applied set (a key's record retried for long holds the partition's Next while other keys'
+// records complete over two checkpoints, the second keeping their marks at the first's), run
+// with the changelog on again (the first run had it: the restore replays only the changelog's
+// tail and keeps the copy), writes those keys' true marks and deletes the set when the
+// partition opens, before a changelog record could carry a mark the set left low (a key
+// written again from the store alone: rewriteStale, or a key only timers changed) to a restore
+// that has no set. The state stays exact, and so does a restore of the changelog on an empty
+// disk: there key b, which only a timer firing changed in the run with the changelog, is
+// counted 2 times, as its records say. Before, the set and the low marks stayed until Next
+// passed them: the changelog carried b's mark 3 while its state held offset 6, and the restore
+// counted b@6 again (3).
+func TestChangelogSettlesAppliedSet(t *testing.T) {
+	r := newAppliedRig(t)
+	r.ts = 10 // event time, for b's timer
+	stop := func(h *hosttest.Running) {
+		t.Helper()
+		if err := h.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Run 1, with the changelog: a@0.
+	h := r.run(true, 0)
+	r.produce("a", "count n 1")
+	processedThenCheckpoint(t, h, 1)
+	stop(h)
+	// Run 2, without: x@1 fails and holds Next at 1; a@2 b@3 c@4 complete, a checkpoint; then
+	// a@5 b@6 c@7 and b@8 (b's event-time timer at 500), and the last checkpoint keeps their
+	// marks at 2, 3, 4 (in its set: 2..8).
+	h = r.run(false, 0)
+	r.produce("x", "fail held", "a", "count n 1", "b", "count n 1", "c", "count n 1")
+	processedThenCheckpoint(t, h, 3)
+	r.produce("a", "count n 1", "b", "count n 1", "c", "count n 1", "b", "timer t 500")
+	processedThenCheckpoint(t, h, 7)
+	stop(h)
+	before := r.look()
+	if before.set.Base != 1 || before.set.Len() != 7 || before.marks["b"] >= 6 {
+		t.Fatalf("after the run without the changelog: set from %d with %d offsets, b's mark %d; want a set of 2..8 from 1 and b's mark below 6",
+			before.set.Base, before.set.Len(), before.marks["b"])
+	}
+	// Run 3, with the changelog again: x@1 still fails, d@9 at 1000 completes and fires b's
+	// timer: b's changelog record, its state from the store, carries its mark.
+	h = r.run(true, 0)
+	r.ts = 1000
+	r.produce("d", "count n 1")
+	hosttest.WaitFor(t, 60*time.Second, "b's timer fired", func() bool { return h.Stats()[0].TimersFired >= 1 })
+	processedThenCheckpoint(t, h, 1)
+	stop(h)
+	after := r.look()
+	if after.set.Len() != 0 {
+		t.Errorf("the applied set holds %d offsets after the partition opened with the changelog; want it settled", after.set.Len())
+	}
+	for k, want := range map[string]int64{"a": 5, "b": 8, "c": 7, "d": 9} {
+		if after.marks[k] != want {
+			t.Errorf("key %s: stored mark %d, want its true mark %d", k, after.marks[k], want)
+		}
+	}
+	if want := map[string]int64{"a": 3, "b": 2, "c": 2, "d": 1}; fmt.Sprint(after.counts) != fmt.Sprint(want) {
+		t.Errorf("counts %v, want %v: each record applied once", after.counts, want)
+	}
+
+	// Run 4, on an empty disk: the changelog restores b (the firing's record) and d, and the
+	// position at 1; replay skips b's records by its restored mark. (a and c, unchanged since
+	// the changelog was turned on, are not in it: counted again from scratch, see kafka.md.)
+	r.dir = filepath.Join(t.TempDir(), "data")
+	h = r.run(true, 0)
+	hosttest.WaitFor(t, 60*time.Second, "offsets 2..9 processed or skipped", func() bool {
+		s := h.Stats()[0]
+		return s.Processed+s.Skipped >= 8
+	})
+	stop(h)
+	if got := r.look().counts["b"]; got != 2 {
+		t.Errorf("b counted %d after a restore of the changelog on an empty disk, want 2", got)
+	}
+}
+
+// TestAppliedSpanCrossedMidRun: with the applied sets' span lowered to 256 offsets
+// (host.SetAppliedSpan; store.MaxAppliedSpan is 262,144), a record retried for long holds
+// partition 0's Next at 0 while 500 others complete: the checkpoints of the first 100 give a
+// set, those past offset 255 none and write every key's mark (the stored set stays). Then the
+// host crashes: the output topic refuses the next 100 records' results, so no checkpoint covers
+// them and the task halts. The store then holds the set of the first checkpoints and every
+// key's true mark; a restart replays from 0, skips exactly the 500 committed records (by the
+// set or the marks) and applies the 100 others once: every counter is exact.
+func TestAppliedSpanCrossedMidRun(t *testing.T) {
+	const keys, span = 20, 256
+	r := newAppliedRig(t)
+	h := r.run(false, span)
+	r.produce("held", "fail held") // offset 0: Next stays there
+	r.counts(100, keys)            // 1..100: within the span, a set
+	processedThenCheckpoint(t, h, 100)
+	r.counts(400, keys) // 101..500: past it, no set
+	processedThenCheckpoint(t, h, 500)
+
+	// The crash: the results of 501..600 are refused (not retried), so the checkpoint that
+	// would cover them fails and the task halts.
+	topics, err := kadm.NewClient(newClient(t, r.c)).ListTopics(context.Background(), "results")
+	if err != nil || topics["results"].Err != nil {
+		t.Fatalf("listing the results topic: %v %v", err, topics["results"].Err)
+	}
+	resultsID := [16]byte(topics["results"].ID)
+	var refuse atomic.Bool
+	refuse.Store(true)
+	r.c.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		r.c.KeepControl()
+		req := kreq.(*kmsg.ProduceRequest)
+		if !refuse.Load() || req.TransactionID != nil {
+			return nil, nil, false
+		}
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			if rt.Topic != "results" && rt.TopicID != resultsID {
+				return nil, nil, false
+			}
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, p := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	r.counts(100, keys) // 501..600
+	hosttest.WaitFor(t, 60*time.Second, "the task halted on the refused results", func() bool { return h.Stats()[0].Halted })
+	h.Stop() // the task's failure, reported
+	refuse.Store(false)
+
+	crashed := r.look()
+	if crashed.set.Base != 0 || crashed.set.Len() < 100 || crashed.set.Last() >= span {
+		t.Errorf("after the crash the stored set has %d offsets from %d up to %d; want those of 1..100 at least, none from %d (past the span)",
+			crashed.set.Len(), crashed.set.Base, crashed.set.Last(), span)
+	}
+	for i := range keys {
+		k := fmt.Sprintf("k%02d", i)
+		if want := int64(500 - keys + 1 + i); crashed.marks[k] != want {
+			t.Errorf("after the crash key %s's stored mark is %d, want %d (written: no set past the span)", k, crashed.marks[k], want)
+		}
+		if crashed.counts[k] != 500/keys {
+			t.Errorf("after the crash key %s's counter is %d, want %d (501..600 not committed)", k, crashed.counts[k], 500/keys)
+		}
+	}
+
+	h = r.run(false, span)
+	processedThenCheckpoint(t, h, 100) // 501..600 (skipped records count apart)
+	s := h.Stats()[0]
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Skipped != 500 {
+		t.Errorf("the restart skipped %d replayed records, want the 500 committed", s.Skipped)
+	}
+	after := r.look()
+	for i := range keys {
+		k := fmt.Sprintf("k%02d", i)
+		if after.counts[k] != 600/keys || after.marks[k] != int64(600-keys+1+i) {
+			t.Errorf("key %s: counter %d, mark %d; want %d and %d", k, after.counts[k], after.marks[k], 600/keys, 600-keys+1+i)
+		}
+	}
+}
+
+// TestChangelogTurnedOnKeepsState: a data directory of a run without the changelog, run with
+// the changelog on (its partitions have nothing in it yet), keeps its state: a key counted
+// twice before counts 3 after one more record. Before, the restore found the changelog empty
+// and the local copy covering no changelog offset, replaced the copy with the changelog's
+// nothing, and the group's offsets resumed after the records it had counted: 1.
+func TestChangelogTurnedOnKeepsState(t *testing.T) {
+	r := newAppliedRig(t)
+	h := r.run(false, 0)
+	r.produce("a", "count n 1", "a", "count n 1")
+	processedThenCheckpoint(t, h, 2)
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	h = r.run(true, 0)
+	r.produce("a", "count n 1")
+	processedThenCheckpoint(t, h, 1)
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.look().counts["a"]; got != 3 {
+		t.Errorf("a counted %d, want 3: the state before the changelog kept", got)
+	}
+}
