@@ -244,7 +244,7 @@ func Rust(tb testing.TB, crate string) string {
 	target := CargoTargetDir(tb)
 	cmd := exec.Command(cargo, "build", "--release", "--target", "wasm32-unknown-unknown", "--target-dir", target)
 	cmd.Dir = src
-	cmd.Env = append(os.Environ(), "RUSTC="+rustc, "CARGO_NET_OFFLINE=true")
+	cmd.Env = append(os.Environ(), "RUSTC="+rustc, "CARGO_NET_OFFLINE=true", rustFlags())
 	if b, err := cmd.CombinedOutput(); err != nil {
 		tb.Fatalf("building Rust guest %s (install rustc, cargo and libstd-rust-dev-wasm32): %v\n%s", crate, err, b)
 	}
@@ -293,6 +293,16 @@ func libName(tb testing.TB, dir string) string {
 		lib = pkg
 	}
 	return strings.ReplaceAll(lib, "-", "_")
+}
+
+// rustFlags is the CARGO_ENCODED_RUSTFLAGS setting of a Rust guest build: the user's RUSTFLAGS
+// and the repository's path mapped to a fixed name, so that the paths rustc writes into a module
+// (panic locations) do not depend on where the repository is checked out, and a guest builds to
+// the same bytes in any clone (the fuel golden compares them).
+func rustFlags() string {
+	flags := strings.Fields(os.Getenv("RUSTFLAGS"))
+	flags = append(flags, "--remap-path-prefix="+Root()+"=wasmstream")
+	return "CARGO_ENCODED_RUSTFLAGS=" + strings.Join(flags, "\x1f")
 }
 
 // RustTools returns the cargo and rustc to build wasm guests with: the system's (/usr/bin),
