@@ -296,9 +296,10 @@ func libName(tb testing.TB, dir string) string {
 }
 
 // rustFlags is the CARGO_ENCODED_RUSTFLAGS setting of a Rust guest build: the user's RUSTFLAGS
-// and the repository's path mapped to a fixed name, so that the paths rustc writes into a module
-// (panic locations) do not depend on where the repository is checked out, and a guest builds to
-// the same bytes in any clone (the fuel golden compares them).
+// and the repository's path mapped to a fixed name, so that a module's panic locations name no
+// machine path. (A module's bytes still depend on the clone's path: cargo hashes a path
+// dependency's location into its symbol names, so the fuel golden's Rust rows are compared only
+// in the checkout that wrote them.)
 func rustFlags() string {
 	flags := strings.Fields(os.Getenv("RUSTFLAGS"))
 	flags = append(flags, "--remap-path-prefix="+Root()+"=wasmstream")

@@ -27,8 +27,8 @@ const goldenFile = "testdata/instrumented.golden"
 // builds), and compares the SHA-256 of the output with testdata/instrumented.golden: a change
 // of the rewriter that is meant to leave its output as it was (a refactoring) must leave every
 // byte of it. A fixture whose own hash differs from the golden's fails (rerun with -update once
-// the change is intended); a built module whose hash differs (another toolchain, or a changed
-// guest or SDK) is skipped with a note, since its output cannot be compared. Each fixture is also
+// the change is intended); a built module whose hash differs (another toolchain, a changed
+// guest or SDK, or a Rust guest built in another clone: cargo hashes the path) is skipped with a note, since its output cannot be compared. Each fixture is also
 // mutated at every byte (truncated there, and the byte inverted): the outputs and errors of the
 // mutants hash to the golden's "<fixture>~mutants" line, so that the paths that refuse a module
 // keep their errors too. What Declarations and LimitTables make of each module (and mutant) is
