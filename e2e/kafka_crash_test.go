@@ -111,6 +111,9 @@ func kafkaCrashExactState(t *testing.T, loops, minKills int) {
 		session: "2s", rebalance: "5s", loops: loops}.yaml()), 0o644)
 
 	kills, midRun := 0, 0
+	// Each killed run's log, kept for a failure's report: the state differing once in about 60
+	// runs (seen in CI, one key's counts low) left nothing to read.
+	var runLogs []*lockedBuffer
 	for kills < minKills {
 		produce(15_000) // every run has new work to be killed in the middle of
 		cmd := exec.Command(bin, "run", "-c", cfg, "--log-level", "info")
@@ -124,10 +127,13 @@ func kafkaCrashExactState(t *testing.T, loops, minKills int) {
 		// The host signals when it owns partitions; odd runs die at a random moment from
 		// start-up on, even runs some time after they began processing.
 		assigned := make(chan struct{})
+		runLog := &lockedBuffer{}
+		runLogs = append(runLogs, runLog)
 		go func() {
 			sc := bufio.NewScanner(logs)
 			once := false
 			for sc.Scan() {
+				fmt.Fprintln(runLog, sc.Text())
 				if !once && strings.Contains(sc.Text(), "partition assigned") {
 					once = true
 					close(assigned)
@@ -178,6 +184,10 @@ func kafkaCrashExactState(t *testing.T, loops, minKills int) {
 	}
 	got := readState(t, filepath.Join(dir, "data"), "wc")
 	if diffs := diffState(want, got); len(diffs) > 0 {
+		for i, l := range runLogs {
+			t.Logf("killed run %d's log:\n%s", i+1, tail(l.String(), 6000))
+		}
+		t.Logf("the last run's log:\n%s", tail(stderr.String(), 6000))
 		t.Fatalf("state differs after %d kills:\n%s", kills, strings.Join(diffs[:min(len(diffs), 20)], "\n"))
 	}
 	t.Logf("kafka crash test (loops %d): %d records, %d SIGKILLs (%d while it was producing outputs), state exact over %d users; %d outputs, %d duplicates",
