@@ -598,16 +598,9 @@ func (c *Consumer) addedFromStart(ctx context.Context, offs map[string]map[int32
 // superseded by later records of their keys, not lost. A failure is logged, and the topics
 // then count as not compacted.
 func (c *Consumer) describeCleanup(ctx context.Context, parts []TopicPartition) {
-	topics := map[string]bool{}
-	for _, tp := range parts {
-		topics[tp.Topic] = true
-	}
-	if len(topics) == 0 {
+	names := topicNames(parts)
+	if len(names) == 0 {
 		return
-	}
-	names := make([]string, 0, len(topics))
-	for t := range topics {
-		names = append(names, t)
 	}
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -690,14 +683,7 @@ func (c *Consumer) endOffsets(ctx context.Context, parts []TopicPartition) map[T
 	if len(parts) == 0 {
 		return nil // (no topics would list every topic)
 	}
-	topics := map[string]bool{}
-	for _, tp := range parts {
-		topics[tp.Topic] = true
-	}
-	names := make([]string, 0, len(topics))
-	for t := range topics {
-		names = append(names, t)
-	}
+	names := topicNames(parts)
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	listed, err := kadm.NewClient(c.cl).ListEndOffsets(lctx, names...)
@@ -728,22 +714,32 @@ const ResetMetadata = "wasmstream reset"
 // `wasmstream reset`'s ResetMetadata.
 func ExternalCommit(metadata string) bool { return metadata == "" || metadata == ResetMetadata }
 
+// topicNames returns the distinct topics of parts.
+func topicNames(parts []TopicPartition) []string {
+	seen := map[string]bool{}
+	var names []string
+	for _, tp := range parts {
+		if !seen[tp.Topic] {
+			seen[tp.Topic] = true
+			names = append(names, tp.Topic)
+		}
+	}
+	return names
+}
+
 // externalCommits reads the metadata of the partitions' committed offsets (those of committed
 // that have one) and returns those set from outside the group (ExternalCommit). A failure is
 // logged and returns none.
 func (c *Consumer) externalCommits(ctx context.Context, committed map[TopicPartition]int64) map[TopicPartition]bool {
-	topics := map[string]bool{}
+	var parts []TopicPartition
 	for tp, o := range committed {
 		if o >= 0 {
-			topics[tp.Topic] = true
+			parts = append(parts, tp)
 		}
 	}
-	if len(topics) == 0 {
+	names := topicNames(parts)
+	if len(names) == 0 {
 		return nil
-	}
-	names := make([]string, 0, len(topics))
-	for t := range topics {
-		names = append(names, t)
 	}
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -3,9 +3,11 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -19,14 +21,15 @@ import (
 // their batches at them (a batch of small records never grows past its topic's limit) and an
 // emit of a record over its topic's limit fails in the guest (ERR_TOO_LARGE), so the record is
 // retried and dead-lettered like any failed record. Safe for concurrent use; a nil
-// *TopicLimits knows no topic.
+// *TopicLimits knows no topic. Get runs on every emit, from every worker, so it reads a map
+// that Learn replaces whole (copy on write) and takes no lock.
 type TopicLimits struct {
-	mu sync.Mutex
-	m  map[string]int
+	mu sync.Mutex                     // serialises Learn's copy-and-replace
+	m  atomic.Pointer[map[string]int] // never modified once stored
 }
 
 // NewTopicLimits returns limits that know no topic yet.
-func NewTopicLimits() *TopicLimits { return &TopicLimits{m: map[string]int{}} }
+func NewTopicLimits() *TopicLimits { return &TopicLimits{} }
 
 // Get returns the largest record batch topic takes: MaxRecordBatchBytes unless Learn found
 // less.
@@ -34,10 +37,10 @@ func (l *TopicLimits) Get(topic string) int {
 	if l == nil {
 		return MaxRecordBatchBytes
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if n, ok := l.m[topic]; ok {
-		return n
+	if m := l.m.Load(); m != nil {
+		if n, ok := (*m)[topic]; ok {
+			return n
+		}
 	}
 	return MaxRecordBatchBytes
 }
@@ -74,6 +77,11 @@ func (l *TopicLimits) Learn(ctx context.Context, cfg Config, topics []string) er
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	m := map[string]int{}
+	if old := l.m.Load(); old != nil {
+		maps.Copy(m, *old)
+	}
+	defer l.m.Store(&m)
 	for _, rc := range rcs {
 		if rc.Err != nil {
 			continue
@@ -86,7 +94,7 @@ func (l *TopicLimits) Learn(ctx context.Context, cfg Config, topics []string) er
 			if err != nil || n <= 0 {
 				continue
 			}
-			l.m[rc.Name] = int(min(n, MaxRecordBatchBytes, math.MaxInt32))
+			m[rc.Name] = int(min(n, MaxRecordBatchBytes, math.MaxInt32))
 		}
 	}
 	return nil
