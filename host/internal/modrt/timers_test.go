@@ -591,19 +591,6 @@ func TestStateKeysNotAllowed(t *testing.T) {
 	}
 }
 
-// allowed02 lists the error codes ABI.md §4.10-4.13 documents for the 0.2 host functions the
-// fuzzer drives (besides those of fuzz_test.go's allowed).
-var allowed02 = map[int][]abi.Errno{
-	hfTimerSet: {abi.ErrOutOfBounds, abi.ErrKeyNotInBatch, abi.ErrInvalid, abi.ErrTooLarge, abi.ErrLimit,
-		abi.ErrNotAllowed},
-	hfTimerDelete: {abi.ErrOutOfBounds, abi.ErrKeyNotInBatch, abi.ErrInvalid, abi.ErrTooLarge, abi.ErrLimit,
-		abi.ErrNotAllowed},
-	hfStateKeys: {abi.ErrOutOfBounds, abi.ErrBufferTooSmall, abi.ErrNotAllowed, abi.ErrInternal},
-	// In a tick every key is in scope, and one over the key limit is too large (ABI.md §4).
-	hfStateGet:  {abi.ErrTooLarge},
-	hfStateScan: {abi.ErrTooLarge},
-}
-
 // fuzzOps are the driver02 ops fuzzProgram02 chooses from.
 var fuzzOps = []byte{opTimerSet, opTimerDelete, opStateKeys, opWatermarkMs, opStatePut, opStateGet, opEmitLast}
 
@@ -660,6 +647,7 @@ func FuzzTimerHostFunctions(f *testing.F) {
 		MaxKeyBytes: 16, MaxWritesPerCall: 8, MaxOutputsPerCall: 8, MaxLogBytes: 32})
 	env := newKeyEnv(map[string]map[string]string{"k": {"a": "1"}, "": {"b": "2"}, "zzz": {"c": "3"}})
 	const wm = 4242
+	allowed := allowedErrors(f)
 	var inst *Instance
 	var bad []hostResult
 	observer := func(fn int, r int64) {
@@ -672,7 +660,7 @@ func FuzzTimerHostFunctions(f *testing.F) {
 		case r >= 0 || fn == hfNowMs:
 			return
 		}
-		for _, e := range append(allowed[fn], allowed02[fn]...) {
+		for _, e := range allowed[fn] {
 			if abi.Errno(r) == e {
 				return
 			}
