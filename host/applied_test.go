@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -327,5 +328,125 @@ func TestChangelogTurnedOnKeepsState(t *testing.T) {
 	}
 	if got := r.look().counts["a"]; got != 3 {
 		t.Errorf("a counted %d, want 3: the state before the changelog kept", got)
+	}
+}
+
+// TestChangelogTurnedOnPublishesState: a data directory of a run without the changelog, run
+// with the changelog on, publishes the partition's state to the changelog before the
+// partition opens, so that a host on an empty disk restores every key as stored. The first
+// try is cut short: the changelog takes its first produce request of partition 0 and refuses
+// every later one, so some keys reach it and the position record after them does not; the
+// task halts naming the publish. The next run finds keys but no position of the partition,
+// publishes again, and a host on an empty disk then restores each key's counter, mark and
+// timer exactly as the first directory holds them, and counts on from there. Before, nothing
+// was published (the keys only went to the changelog when they next changed): the empty disk
+// restored nothing.
+func TestChangelogTurnedOnPublishesState(t *testing.T) {
+	r := newAppliedRig(t)
+	r.ts = 10
+	h := r.run(false, 0)
+	r.produce("a", "count n 1", "a", "count n 1", "b", "count n 1", "c", "timer t 500", "d", "count n 1")
+	processedThenCheckpoint(t, h, 5)
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	want := r.look()
+	if len(want.marks) != 4 || want.counts["a"] != 2 {
+		t.Fatalf("after the run without the changelog: marks %v counts %v; want 4 keys, a counted 2", want.marks, want.counts)
+	}
+
+	// The cut-short publish. Produce requests name topics by id: the changelog's is the one
+	// that is neither the input's nor the output's.
+	topics, err := kadm.NewClient(newClient(t, r.c)).ListTopics(context.Background(), "cmds", "results")
+	if err != nil || topics["cmds"].Err != nil || topics["results"].Err != nil {
+		t.Fatalf("listing the topics: %v", err)
+	}
+	cmdsID, resultsID := [16]byte(topics["cmds"].ID), [16]byte(topics["results"].ID)
+	var taken, refused atomic.Int32
+	var refuse atomic.Bool
+	refuse.Store(true)
+	r.c.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+		r.c.KeepControl()
+		req := kreq.(*kmsg.ProduceRequest)
+		if !refuse.Load() {
+			return nil, nil, false
+		}
+		ours := false
+		for _, rt := range req.Topics {
+			for _, p := range rt.Partitions {
+				changelog := rt.Topic == "cf-changelog" || (rt.Topic == "" && rt.TopicID != cmdsID && rt.TopicID != resultsID)
+				ours = ours || (changelog && p.Partition == 0)
+			}
+		}
+		if !ours || taken.Add(1) == 1 {
+			return nil, nil, false
+		}
+		refused.Add(1)
+		resp := req.ResponseKind().(*kmsg.ProduceResponse)
+		for _, rt := range req.Topics {
+			st := kmsg.NewProduceResponseTopic()
+			st.Topic, st.TopicID = rt.Topic, rt.TopicID
+			for _, p := range rt.Partitions {
+				sp := kmsg.NewProduceResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	h = r.run(true, 0)
+	hosttest.WaitFor(t, 60*time.Second, "the task halted on the refused publish", func() bool { return h.Stats()[0].Halted })
+	if err := h.Stop(); err == nil || !strings.Contains(err.Error(), "publishing the local state of input cmds partition 0") {
+		t.Fatalf("the cut-short publish stopped with %v; want an error naming it", err)
+	}
+	if refused.Load() == 0 {
+		t.Fatal("no produce request of the changelog was refused: the publish was not cut short")
+	}
+	refuse.Store(false)
+
+	// The publish again, then a restore on an empty disk.
+	h = r.run(true, 0)
+	hosttest.WaitFor(t, 60*time.Second, "partition 0 open", func() bool { return h.Stats()[0].Restores >= 4 })
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	r.dir = filepath.Join(t.TempDir(), "data")
+	h = r.run(true, 0)
+	hosttest.WaitFor(t, 60*time.Second, "partition 0 restored", func() bool { return h.Stats()[0].Restores >= 4 })
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	got := r.look()
+	if fmt.Sprint(got.counts) != fmt.Sprint(want.counts) || fmt.Sprint(got.marks) != fmt.Sprint(want.marks) {
+		t.Errorf("restored on an empty disk: counts %v marks %v; want %v and %v, as the data directory held them", got.counts, got.marks, want.counts, want.marks)
+	}
+	timers := func() int {
+		db, err := store.Open(filepath.Join(r.dir, "state"), store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		id, err := db.StreamID("cf", "kafka:cmds/0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := db.TimerCount("cf", id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := timers(); n != 1 {
+		t.Errorf("restored on an empty disk: %d timers, want c's 1", n)
+	}
+	h = r.run(true, 0)
+	r.produce("a", "count n 1")
+	processedThenCheckpoint(t, h, 1)
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.look().counts["a"]; got != 3 {
+		t.Errorf("a counted %d after one more record, want 3", got)
 	}
 }

@@ -537,3 +537,39 @@ func (s *KeySnapshot) Apply(kw *KeyWrites) {
 	}
 	s.Mark, s.HasMark, s.StateVersion = kw.Mark, true, kw.StateVersion
 }
+
+// StreamKeys returns every key of (task, stream) that holds a state entry, a
+// timer or an applied mark, each once, in bytewise order: the keys whose
+// snapshots are the stream's whole state (a host publishing a partition's
+// state to a changelog that has none of it reads them in batches with
+// Snapshots). It seeks past the names and timers of each key.
+func (db *DB) StreamKeys(task string, stream uint32) ([][]byte, error) {
+	if err := validTask(task); err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	add := func(key []byte) { seen[string(key)] = true }
+	err := db.marks(task, stream, func(key []byte, _ int64, _ uint32) bool { add(key); return true })
+	if err == nil {
+		err = db.Keys(task, stream, nil, true, func(key []byte) bool { add(key); return true })
+	}
+	if err == nil {
+		err = db.iterateSeek(appendStreamPrefix(nil, tableTimer, task, stream), nil, func(k []byte, _ *badger.Item) ([]byte, bool, error) {
+			_, _, key, name, err := decodeTimerKey(k)
+			if err != nil {
+				return nil, false, err
+			}
+			add(key)
+			return prefixEnd(k[:len(k)-len(name)]), true, nil
+		})
+	}
+	if err != nil {
+		return nil, wrapErr("stream keys", err)
+	}
+	keys := make([][]byte, 0, len(seen))
+	for k := range seen {
+		keys = append(keys, []byte(k))
+	}
+	slices.SortFunc(keys, bytes.Compare)
+	return keys, nil
+}

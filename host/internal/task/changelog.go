@@ -829,12 +829,24 @@ func (t *Task) replayChangelog(ctx context.Context, cc changelogClient, tp kafka
 		return r, fmt.Errorf("changelog %s partition %d: %w", topic, tp.Partition, err)
 	}
 	from := t.replayFrom(tp, pos, ok, r.end)
-	if ok && pos.Resume == 0 && r.end == 0 {
-		// The local copy never covered a changelog offset (runs without the changelog wrote
-		// it) and the changelog holds nothing of the partition: the changelog was just turned
-		// on. The copy is the partition's only state: kept, not replaced by an empty one.
-		r.epoch = pos.Epoch
-		return r, nil
+	if ok && pos.Resume == 0 {
+		// The local copy never covered a changelog offset: runs without the changelog wrote
+		// it. When the changelog holds no position of the partition, the changelog was just
+		// turned on (or a publish of the copy was cut short): the copy is the partition's only
+		// state, kept, and its owner publishes it (publishPartition).
+		known, highest, err := t.changelogKnows(ctx, cc, tp, r.end)
+		if err != nil {
+			return r, err
+		}
+		if !known {
+			r.epoch = max(pos.Epoch, highest)
+			if owned {
+				if r.end, err = t.publishPartition(ctx, tp, id, pos, r.epoch); err != nil {
+					return r, err
+				}
+			}
+			return r, nil
+		}
 	}
 	began := time.Now()
 	var progress func(records, bytes, total int64)
@@ -894,6 +906,136 @@ func (t *Task) replayChangelog(ctx context.Context, cc changelogClient, tp kafka
 			"changelog_records", r.records, "bytes", r.bytes, "took", time.Since(began).Round(time.Millisecond))
 	}
 	return r, nil
+}
+
+// errKnown stops changelogKnows' read at the partition's first position record.
+var errKnown = errors.New("a position record of the partition")
+
+// changelogKnows reports whether the changelog partition, which ends at end, holds a position
+// record of input topic tp.Topic: every owner writes one before the first key of a checkpoint,
+// and publishPartition one after the last key it publishes, so without one the changelog
+// holds none of the partition's state, or a publish cut short. It reads up to the first such
+// record (at the start of the partition, where owners write one first) and returns the
+// highest owner epoch it read of the topic's records.
+func (t *Task) changelogKnows(ctx context.Context, cc changelogClient, tp kafka.TopicPartition, end int64) (bool, uint64, error) {
+	if end == 0 {
+		return false, 0, nil
+	}
+	var highest uint64
+	_, _, _, err := cc.ReadChangelog(ctx, t.changelog.topic, tp.Partition, 0, func(key, _ []byte, meta kafka.RecordMeta, _ int64) error {
+		kind, topic, _, err := parseChangelogKey(key)
+		if err != nil || topic != tp.Topic {
+			return nil
+		}
+		highest = max(highest, meta.Epoch)
+		if kind == 'p' {
+			return errKnown
+		}
+		return nil
+	}, nil)
+	switch {
+	case errors.Is(err, errKnown):
+		return true, highest, nil
+	case err != nil:
+		return false, 0, fmt.Errorf("changelog %s partition %d: looking for the partition's state: %w", t.changelog.topic, tp.Partition, err)
+	}
+	return false, highest, nil
+}
+
+// publishBatch is the number of keys publishPartition reads in one store transaction and
+// flushes to the changelog at once.
+const publishBatch = 1000
+
+// publishPartition writes the whole local state of a partition whose state the changelog does
+// not hold (changelogKnows) to the changelog, and returns the changelog partition's end after
+// it: the applied set settled first (settleApplied: every key's record carries its true mark),
+// then a record of every key (names, timers, mark) with the owner epoch this host's restore
+// gives (nextEpoch of base and the group generation), in batches, each acknowledged before
+// the next, then the partition's position record, and only then the local position's Resume
+// (the changelog offset the copy covers). A host stopped in the middle leaves keys without
+// the position record: the next owner whose copy covers no changelog offset publishes again,
+// every key as stored (a key's record is its whole state: compaction keeps the last, and a
+// restore of both gives the same). Progress is logged once a second.
+func (t *Task) publishPartition(ctx context.Context, tp kafka.TopicPartition, id uint32, pos store.Position, base uint64) (int64, error) {
+	db, name, topic := t.cfg.Store, t.cfg.Name, t.changelog.topic
+	fail := func(err error) (int64, error) {
+		return 0, fmt.Errorf("changelog %s partition %d: publishing the local state of input %s partition %d, which the changelog does not hold: %w",
+			topic, tp.Partition, tp.Topic, tp.Partition, err)
+	}
+	if err := t.settleApplied(ctx, tp, id); err != nil {
+		return fail(err)
+	}
+	keys, err := db.StreamKeys(name, id)
+	if err != nil {
+		return fail(err)
+	}
+	gen := int32(-1)
+	if t.kafka != nil && t.kafka.consumer != nil {
+		gen = t.kafka.consumer.Generation()
+	}
+	epoch := nextEpoch(base, gen)
+	w, err := kafka.NewChangelogWriter(t.cfg.Kafka.Client, topic, t.log)
+	if err != nil {
+		return fail(err)
+	}
+	defer w.Close()
+	flush := func() (map[int32]int64, error) {
+		fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		defer cancel()
+		return w.Flush(fctx)
+	}
+	began, said := time.Now(), time.Now()
+	var bytes int64
+	refs := make([]store.KeyRef, 0, publishBatch)
+	snaps := make([][]byte, publishBatch)
+	for at := 0; at < len(keys); at += publishBatch {
+		refs = refs[:0]
+		for _, k := range keys[at:min(at+publishBatch, len(keys))] {
+			refs = append(refs, store.KeyRef{Stream: id, Key: k})
+		}
+		snaps = snaps[:len(refs)]
+		// Encoded first, written after (as writeChangelog): WriteEpoch may block.
+		if err := db.Snapshots(name, refs, func(i int, snap *store.KeySnapshot) error {
+			snaps[i] = store.EncodeSnapshot(snaps[i][:0], snap)
+			return nil
+		}); err != nil {
+			return fail(err)
+		}
+		for i, v := range snaps {
+			k := changelogKey('k', tp.Topic, refs[i].Key)
+			if n := kafka.RecordBytes(k, v, epochHeaders); n > kafka.MaxRecordBatchBytes {
+				return fail(fmt.Errorf("the state of key %q takes %d bytes in its changelog record, over the %d bytes a Kafka record holds: "+
+					"a changelog cannot carry this partition's state (keep less state per key, or run the task without the changelog)",
+					shortKey(string(refs[i].Key)), n, kafka.MaxRecordBatchBytes))
+			}
+			w.WriteEpoch(tp.Partition, k, v, epoch)
+			bytes += int64(len(k) + len(v))
+		}
+		if _, err := flush(); err != nil {
+			return fail(err)
+		}
+		if done := at + len(refs); time.Since(said) >= time.Second && done < len(keys) {
+			said = time.Now()
+			t.log.Info("publishing partition state to the changelog", "topic", tp.Topic, "partition", tp.Partition, "changelog", topic,
+				"keys", done, "of", len(keys), "bytes", bytes, "elapsed", time.Since(began).Round(time.Millisecond))
+		}
+	}
+	writePosition(w, tp.Partition, tp.Topic, pos, epoch)
+	next, err := flush()
+	if err != nil {
+		return fail(err)
+	}
+	end, ok := next[tp.Partition]
+	if !ok {
+		return fail(errors.New("the position record was not acknowledged"))
+	}
+	pos.Resume, pos.Epoch = end, max(pos.Epoch, epoch)
+	if err := db.Restore(name, id, nil, &pos); err != nil {
+		return fail(err)
+	}
+	t.log.Info("partition state published to the changelog (the changelog had none of it)", "topic", tp.Topic, "partition", tp.Partition,
+		"changelog", topic, "keys", len(keys), "bytes", bytes, "owner_epoch", epochString(epoch), "took", time.Since(began).Round(time.Millisecond))
+	return end, nil
 }
 
 // changelogLost is the error of a restore that would start below the changelog partition's log
