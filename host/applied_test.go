@@ -450,3 +450,46 @@ func TestChangelogTurnedOnPublishesState(t *testing.T) {
 		t.Errorf("a counted %d after one more record, want 3", got)
 	}
 }
+
+// TestSettleAppliedSpan measures the settling of an applied set of the largest span (TestLong:
+// store.MaxAppliedSpan offsets; 16,384 otherwise): a record retried for long holds partition
+// 0's Next at 0 while the others complete, over 1,000 keys; a run with the changelog on then
+// reads those records for the keys' marks before the partition opens (on the loop, at least
+// once, as the restore), and publishes the keys. It logs the settle's and the publish's
+// durations, and checks that every key's stored mark is its last offset and the set is gone.
+func TestSettleAppliedSpan(t *testing.T) {
+	n := hosttest.Scale(16_384, int(store.MaxAppliedSpan)) - 1
+	const keys = 1000
+	r := newAppliedRig(t)
+	h := r.run(false, 0)
+	r.produce("held", "fail held")
+	r.counts(n, keys)
+	processedThenCheckpoint(t, h, int64(n))
+	if err := h.Stop(); err != nil && !strings.Contains(err.Error(), "held") {
+		t.Fatal(err)
+	}
+	set := r.look().set
+	if set.Len() < n/2 {
+		t.Fatalf("the applied set holds %d offsets, want most of the %d completed above Next", set.Len(), n)
+	}
+	began := time.Now()
+	h = r.run(true, 0)
+	hosttest.WaitFor(t, 10*time.Minute, "partition 0 open", func() bool { return h.Stats()[0].Restores >= 4 })
+	t.Logf("an applied set of %d offsets (spanning %d) settled and %d keys published, host start included, in %s",
+		set.Len(), set.Last()+1-set.Base, keys, time.Since(began).Round(time.Millisecond))
+	if err := h.Stop(); err != nil && !strings.Contains(err.Error(), "held") {
+		t.Fatal(err)
+	}
+	v := r.look()
+	if v.set.Len() != 0 {
+		t.Errorf("the applied set holds %d offsets after the settle, want none", v.set.Len())
+	}
+	for i := range keys {
+		k := fmt.Sprintf("k%02d", i)
+		last := int64(n - (n-1-i)%keys) // count i went to offset i+1, then every keys-th
+		if v.marks[k] != last {
+			t.Errorf("key %s: stored mark %d, want %d", k, v.marks[k], last)
+			break
+		}
+	}
+}

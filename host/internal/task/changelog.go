@@ -694,7 +694,15 @@ func (t *Task) settleApplied(ctx context.Context, tp kafka.TopicPartition, id ui
 	marks := map[string]int64{}
 	room := store.StateKeyRoom(name)
 	var rec source.Record
+	began, said, read, span := time.Now(), time.Now(), 0, set.Last()+1-set.Base
+	t.log.Info("a run without the changelog left an applied set: reading its records for their keys' marks", "topic", tp.Topic, "partition", tp.Partition,
+		"offsets", set.Len(), "from", set.Base, "to", set.Last())
 	err = kafka.ReadRange(ctx, t.cfg.Kafka.Client, tp.Topic, tp.Partition, set.Base, set.Last()+1, func(r *kafka.Record) error {
+		if read++; read%4096 == 0 && time.Since(said) >= time.Second {
+			said = time.Now()
+			t.log.Info("settling the applied set", "topic", tp.Topic, "partition", tp.Partition, "offset", r.Offset,
+				"read", r.Offset+1-set.Base, "of", span, "keys", len(marks), "elapsed", time.Since(began).Round(time.Millisecond))
+		}
 		if !set.Has(r.Offset) {
 			return nil
 		}
@@ -718,7 +726,7 @@ func (t *Task) settleApplied(ctx context.Context, tp kafka.TopicPartition, id ui
 		return err
 	}
 	t.log.Info("a run without the changelog left an applied set: its keys' marks written", "topic", tp.Topic, "partition", tp.Partition,
-		"offsets", set.Len(), "keys", len(marks))
+		"offsets", set.Len(), "keys", len(marks), "took", time.Since(began).Round(time.Millisecond))
 	return nil
 }
 
