@@ -1118,6 +1118,15 @@ const (
 // rewind says where each partition polled in an aborted transaction reads again from. The
 // session has rewound those with a committed offset; one without any would go on from what was
 // polled, so it is set back to its first offset polled.
+//
+// That seek carries no leader epoch, and needs none: the client counts as committed both the
+// group's offsets and the start an assignment gave a partition (adjust: a store's position,
+// with the epoch of the record before it), so a partition started at a position takes the
+// session's rewind, to that offset with that epoch (TestTxnAbortRewindCarriesEpoch). Only a
+// partition started where the group starts (start_at: no committed offset, no local position)
+// has none, and there no record before the first one polled was read: its log start, or the
+// end start_at latest began at, whose record before the task never processed, so there is no
+// epoch to carry and nothing processed a diverged log could have changed.
 func (c *Consumer) rewind() map[TopicPartition]int64 {
 	committed := c.cl.CommittedOffsets()
 	out := map[TopicPartition]int64{}

@@ -556,3 +556,140 @@ func TestConsumerDataLossHalts(t *testing.T) {
 		t.Errorf("error %q does not wrap the kgo.ErrDataLoss", err)
 	}
 }
+
+// startAtHandler starts every partition assigned at a given offset and epoch (as a task does
+// from its store's position) and aborts its first transaction, keeping the outcome and where
+// the client then stands on partition 0 of "in" (the offset SetOffsets gave it, with the epoch its
+// fetches' truncation checks use).
+type startAtHandler struct {
+	groupHandler
+	c       *Consumer
+	at      EpochOffset
+	aborted chan TxnOutcome
+	after   kgo.EpochOffset
+	once    sync.Once
+}
+
+func (h *startAtHandler) Assigned(_ context.Context, committed, _ map[TopicPartition]int64, _ map[string]TopicID, _ map[TopicPartition]bool) (map[TopicPartition]EpochOffset, error) {
+	start := map[TopicPartition]EpochOffset{}
+	for tp := range committed {
+		start[tp] = h.at
+	}
+	return start, nil
+}
+
+func (h *startAtHandler) Commit(ctx context.Context) error {
+	var err error
+	h.once.Do(func() {
+		var out TxnOutcome
+		out, err = h.c.EndTxn(ctx, false, false)
+		h.after = h.c.cl.CommittedOffsets()["in"][0]
+		h.aborted <- out
+	})
+	return err
+}
+
+// TestTxnAbortRewindCarriesEpoch: why the rewind of a partition without a committed offset
+// (Consumer.rewind) needs no leader epoch. An exactly-once partition the group has no offset of,
+// started at offset 3 with the leader epoch of the record before it (a store's position: the
+// client asks the leader where that epoch's log ends before it reads), has its first
+// transaction aborted: the client counts that start as committed, with its epoch, so the
+// session rewinds it to offset 3 with epoch 0 (which the client's fetches keep for their
+// truncation checks: a log that diverged is then reported as data loss, the halt a start from
+// the position gives), and the partition is read again from there. Then a partition started
+// where the group starts (start_at earliest) is rewound to its first offset, 0, the log start:
+// no record comes before it, so no epoch exists to carry.
+func TestTxnAbortRewindCarriesEpoch(t *testing.T) {
+	_, cfg := testCluster(t, kfake.SeedTopics(1, "in"))
+	pr, err := kgo.NewClient(kgo.SeedBrokers(cfg.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	var recs []*kgo.Record
+	for i := range 10 {
+		recs = append(recs, &kgo.Record{Topic: "in", Value: []byte{byte(i)}})
+	}
+	if err := pr.ProduceSync(testCtx(t), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	h := &startAtHandler{at: EpochOffset{Offset: 3, Epoch: 0}, aborted: make(chan TxnOutcome, 1)}
+	c, err := NewConsumer(cfg, ConsumerConfig{Group: "g", Topics: []string{"in"}, Handler: h,
+		Txn: &TxnConfig{ID: "txn", Interval: 100 * time.Millisecond}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.c = c
+	defer c.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	out := make(chan Fetch, 16)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, out) }()
+	defer func() {
+		cancel()
+		<-done
+	}()
+	first := <-out
+	if first.Records[0].Offset != 3 {
+		t.Fatalf("the first record read is at offset %d, want 3 (the start given)", first.Records[0].Offset)
+	}
+	var outcome TxnOutcome
+	select {
+	case outcome = <-h.aborted:
+	case err := <-done:
+		t.Fatalf("Run returned %v", err)
+	case <-testCtx(t).Done():
+		t.Fatal("the transaction never ended")
+	}
+	if outcome.Committed || outcome.Rewound[TopicPartition{"in", 0}] != 3 {
+		t.Fatalf("the aborted transaction's outcome %+v; want partition 0 rewound to offset 3", outcome)
+	}
+	if want := (kgo.EpochOffset{Offset: 3, Epoch: 0}); h.after != want {
+		t.Errorf("after the abort the client stands at %+v on partition 0, want %+v: the rewind carries the epoch of the record before offset 3", h.after, want)
+	}
+	for again := false; !again; {
+		select {
+		case f := <-out:
+			again = f.Records[0].Offset == 3
+		case err := <-done:
+			t.Fatalf("Run returned %v", err)
+		case <-testCtx(t).Done():
+			t.Fatal("partition 0 was not read again from offset 3")
+		}
+	}
+	cancel()
+	<-done
+	c.Close()
+
+	// Started where the group starts: the first transaction polls from offset 0.
+	h = &startAtHandler{at: EpochOffset{Offset: -1, Epoch: -1}, aborted: make(chan TxnOutcome, 1)}
+	if c, err = NewConsumer(cfg, ConsumerConfig{Group: "g2", Topics: []string{"in"}, Handler: h, StartAt: "earliest",
+		Txn: &TxnConfig{ID: "txn2", Interval: 100 * time.Millisecond}}); err != nil {
+		t.Fatal(err)
+	}
+	h.c = c
+	defer c.Close()
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	out2 := make(chan Fetch)
+	go func() {
+		for {
+			select {
+			case <-out2:
+			case <-ctx2.Done():
+				return
+			}
+		}
+	}()
+	go func() { done <- c.Run(ctx2, out2) }()
+	select {
+	case outcome = <-h.aborted:
+	case err := <-done:
+		t.Fatalf("Run returned %v", err)
+	case <-testCtx(t).Done():
+		t.Fatal("the second consumer's transaction never ended")
+	}
+	if outcome.Committed || outcome.Rewound[TopicPartition{"in", 0}] != 0 {
+		t.Fatalf("the aborted transaction's outcome %+v; want partition 0 rewound to offset 0, the log start", outcome)
+	}
+}
