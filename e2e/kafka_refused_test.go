@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -200,6 +202,23 @@ tasks:
 	})
 	if !strings.Contains(halted, "wasmstream restart") {
 		t.Errorf("the halt does not name the way out (wasmstream restart):\n%s", halted)
+	}
+	// The halt names the input record whose output the broker refused (the big one, within the
+	// records whose outputs the host produced together) and the output topic.
+	m := regexp.MustCompile(`producing to table \(an output of input topic words partition (\d+) offsets? (\d+)(?: to (\d+))?`).FindStringSubmatch(halted)
+	if m == nil {
+		t.Errorf("the halt does not name the input record of the refused output:\n%s", halted)
+	} else {
+		p, _ := strconv.Atoi(m[1])
+		first, _ := strconv.ParseInt(m[2], 10, 64)
+		last := first
+		if m[3] != "" {
+			last, _ = strconv.ParseInt(m[3], 10, 64)
+		}
+		if int32(p) != big.Partition || big.Offset < first || big.Offset > last {
+			t.Errorf("the halt names input words partition %d offsets %d to %d; the refused output came from partition %d offset %d:\n%s",
+				p, first, last, big.Partition, big.Offset, halted)
+		}
 	}
 	code, out, errOut := runBinary(t, r.bin, nil, "restart", "--admin-addr", addr, "--admin-token", "s3cret", "--task", "kt")
 	if code != 0 {

@@ -26,19 +26,45 @@ type Producer struct {
 	timeout time.Duration // ProducerConfig.DeliveryTimeout
 	limits  *TopicLimits  // ProducerConfig.Limits: a transactional consumer's client takes them
 
-	mu    sync.Mutex
-	err   error     // the first delivery failure: sticky, every later Flush returns it (aborted excepted)
-	gone  bool      // Abandon was called: the records it fails are no delivery failure to report
-	since time.Time // when the first record not yet known acknowledged was produced; zero: none
-	n     int64
-	slab  []kgo.Record             // records not handed out yet: one allocation for many outputs
-	ack   func(*kgo.Record, error) // acked, made once: a method value per record allocates
+	mu   sync.Mutex
+	err  error // the first delivery failure: sticky, every later Flush returns it (aborted excepted)
+	gone bool  // Abandon was called: the records it fails are no delivery failure to report
+	// tooLarge is the size of the record err names when the broker refused it as too large: a
+	// larger record of the same refusal replaces it, so that the halt names the record that
+	// outgrew the limit, not the first of its batch.
+	tooLarge int
+	since    time.Time // when the first record not yet known acknowledged was produced; zero: none
+	n        int64
+	slab     []slot                   // records not handed out yet: one allocation for many outputs
+	ack      func(*kgo.Record, error) // acked, made once: a method value per record allocates
 
 	clamped atomic.Bool // a timestamp past MaxTimestamp was produced (and logged)
 }
 
 // slabRecords is how many records Produce allocates at once.
 const slabRecords = 256
+
+// slot is a record of the slab with what it came from (its Context: ProduceFrom).
+type slot struct {
+	r    kgo.Record
+	from fromCtx
+}
+
+// fromCtx is a record's Context that names what the record came from (ProduceFrom), for the
+// error of a record the cluster refuses.
+type fromCtx struct {
+	context.Context
+	from fmt.Stringer
+}
+
+// refusedFrom is " (an output of <from>)" for a refused record whose Context names what it came
+// from, else "".
+func refusedFrom(r *kgo.Record) string {
+	if c, ok := r.Context.(*fromCtx); ok && c.from != nil {
+		return " (an output of " + c.from.String() + ")"
+	}
+	return ""
+}
 
 // ProducerConfig tunes the producer.
 type ProducerConfig struct {
@@ -186,22 +212,34 @@ const TimestampHeader = "wasmstream.timestamp"
 // MaxTimestamp, ts in TimestampHeader). The byte slices must stay unmodified until the next
 // Flush returns.
 func (p *Producer) Produce(topic string, key, value []byte, headers []Header, ts int64) {
+	p.ProduceFrom(topic, key, value, headers, ts, nil)
+}
+
+// ProduceFrom is Produce for a record that came from from (nil: not said): the input records
+// whose processing emitted it, which a delivery failure of the record names, with its topic,
+// in the task's halt. from.String is called only then, from the client's goroutine.
+func (p *Producer) ProduceFrom(topic string, key, value []byte, headers []Header, ts int64, from fmt.Stringer) {
 	p.mu.Lock()
 	p.n++
 	if p.since.IsZero() {
 		p.since = time.Now()
 	}
 	if len(p.slab) == 0 {
-		p.slab = make([]kgo.Record, slabRecords)
+		p.slab = make([]slot, slabRecords)
 	}
-	r := &p.slab[0]
+	sl := &p.slab[0]
 	p.slab = p.slab[1:]
 	if p.ack == nil {
 		p.ack = p.acked
 	}
 	ack := p.ack
 	p.mu.Unlock()
+	r := &sl.r
 	*r = kgo.Record{Topic: topic, Key: key, Value: value, Timestamp: time.UnixMilli(ts)}
+	if from != nil {
+		sl.from = fromCtx{Context: context.Background(), from: from}
+		r.Context = &sl.from
+	}
 	for _, h := range headers {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: string(h.Name), Value: h.Value})
 	}
@@ -229,16 +267,24 @@ func (p *Producer) acked(r *kgo.Record, err error) {
 	case errors.Is(err, kerr.MessageTooLarge):
 		// The host learns each topic's max.message.bytes when the task starts (TopicLimits): a
 		// topic whose limit was lowered since, or a cluster that did not say.
-		p.fail(fmt.Errorf("kafka: producing to %s: %w: the topic's max.message.bytes is below what the task was started with (it learns the limit at start): restart the task (wasmstream restart) to produce under it", r.Topic, err))
+		e := fmt.Errorf("kafka: producing to %s%s: %w: the topic's max.message.bytes is below what the task was started with (it learns the limit at start): restart the task (wasmstream restart) to produce under it", r.Topic, refusedFrom(r), err)
+		p.failSized(e, len(r.Key)+len(r.Value))
 	default:
-		p.fail(fmt.Errorf("kafka: producing to %s: %w", r.Topic, err))
+		p.fail(fmt.Errorf("kafka: producing to %s%s: %w", r.Topic, refusedFrom(r), err))
 	}
 }
 
-func (p *Producer) fail(err error) {
+func (p *Producer) fail(err error) { p.failSized(err, 0) }
+
+// failSized is fail for a record refused as too large, of size bytes (0: another failure): it
+// also replaces a failure of a smaller record refused so (tooLarge).
+func (p *Producer) failSized(err error, size int) {
 	p.mu.Lock()
+	if p.err != nil && !p.gone && size > p.tooLarge && p.tooLarge > 0 {
+		p.err, p.tooLarge = err, size
+	}
 	if p.err == nil && !p.gone {
-		p.err = err
+		p.err, p.tooLarge = err, size
 		if p.log != nil {
 			p.log.Error("an output could not be delivered: no checkpoint covers it, and the task halts at its next checkpoint", "err", err)
 		}
@@ -283,7 +329,7 @@ func (p *Producer) Flush(ctx context.Context) error {
 // its records remain.
 func (p *Producer) aborted() {
 	p.mu.Lock()
-	p.err, p.since = nil, time.Time{}
+	p.err, p.since, p.tooLarge = nil, time.Time{}, 0
 	p.mu.Unlock()
 }
 

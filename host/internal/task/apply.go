@@ -59,7 +59,7 @@ func (t *Task) apply(j *job) error {
 				t.cache.SetFirst(m.e, m.first)
 			}
 		}
-		t.writeOutputs(g.effects.Outputs)
+		t.writeOutputs(g.effects.Outputs, func() *outputOrigin { return g.origin(st) })
 		for _, it := range g.work {
 			if it.fire != nil || it.migrate {
 				continue
@@ -180,8 +180,14 @@ func (t *Task) mayOutgrowTxn(g *group, maxEntries, maxBytes int) bool {
 // txnCost is what a job adds to a key's next store transaction (outgrowsTxn).
 type txnCost struct{ entries, bytes int }
 
-// writeOutputs hands a unit's outputs to the output sink, in order.
-func (t *Task) writeOutputs(outs []modrt.Output) {
+// writeOutputs hands a unit's outputs to the output sink, in order; from says what they came
+// from, to a sink that can name it (fromSink), made only then (nil: not said).
+func (t *Task) writeOutputs(outs []modrt.Output, from func() *outputOrigin) {
+	fs, _ := t.cfg.Output.(fromSink)
+	var origin *outputOrigin
+	if fs != nil && from != nil && len(outs) > 0 {
+		origin = from()
+	}
 	for _, o := range outs {
 		if t.chainOutput(&o) {
 			t.stats.Outputs++
@@ -198,7 +204,28 @@ func (t *Task) writeOutputs(outs []modrt.Output) {
 		case v == nil:
 			v = []byte{}
 		}
-		t.cfg.Output.WriteOutput(o.Name, o.Key, v, o.Timestamp, hs)
+		if origin != nil {
+			fs.WriteOutputFrom(o.Name, o.Key, v, o.Timestamp, hs, origin)
+		} else {
+			t.cfg.Output.WriteOutput(o.Name, o.Key, v, o.Timestamp, hs)
+		}
 		t.stats.Outputs++
 	}
+}
+
+// origin is what the group's outputs came from (outputOrigin): its records and firings.
+func (g *group) origin(st *stream) *outputOrigin {
+	o := &outputOrigin{st: st, first: -1, last: -1}
+	for _, it := range g.work {
+		switch {
+		case it.fire != nil:
+			o.firings++
+		case it.migrate:
+		case o.first < 0:
+			o.first, o.last = it.rec.Offset, it.rec.Offset
+		default:
+			o.first, o.last = min(o.first, it.rec.Offset), max(o.last, it.rec.Offset)
+		}
+	}
+	return o
 }

@@ -3,7 +3,9 @@ package task
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/wasmstream/wasmstream/abi"
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
@@ -154,6 +156,64 @@ func (k KafkaOutput) WriteOutput(name string, key, value []byte, ts int64, heade
 	}
 	k.P.Produce(topic, kafkaKey(key), value, hs, ts)
 	return nil
+}
+
+// WriteOutputFrom is WriteOutput for an output that came from from (fromSink): a refusal of
+// the record names it.
+func (k KafkaOutput) WriteOutputFrom(name string, key, value []byte, ts int64, headers []sink.Header, from fmt.Stringer) error {
+	topic := k.topic([]byte(name))
+	var hs []kafka.Header
+	for _, h := range headers {
+		hs = append(hs, kafka.Header{Name: h.Name, Value: h.Value})
+	}
+	k.P.ProduceFrom(topic, kafkaKey(key), value, hs, ts, from)
+	return nil
+}
+
+// fromSink is an output sink that can name, when it fails an output, what the output came
+// from (KafkaOutput: a record the cluster refuses is only known to fail at a flush, after the
+// loop moved on).
+type fromSink interface {
+	WriteOutputFrom(name string, key, value []byte, ts int64, headers []sink.Header, from fmt.Stringer) error
+}
+
+// outputOrigin is what a group's outputs came from: its records' offsets in its stream, its
+// timer firings, or a tick of the stream. Made only for a fromSink, once per group; its
+// String runs only when an output is refused (on the producer's goroutine: it reads only the
+// stream's name, fixed from its start).
+type outputOrigin struct {
+	st          *stream
+	first, last int64 // the offsets of the group's first and last records; first -1: none
+	firings     int
+	tick        bool
+}
+
+func (o *outputOrigin) String() string {
+	var parts []string
+	if o.first >= 0 {
+		at := "input " + o.st.in.Name
+		if o.st.kafka {
+			at = fmt.Sprintf("input topic %s partition %d", o.st.tp.Topic, o.st.tp.Partition)
+		}
+		switch {
+		case o.first == o.last && o.st.kafka:
+			at += fmt.Sprintf(" offset %d", o.first)
+		case o.st.kafka:
+			at += fmt.Sprintf(" offsets %d to %d", o.first, o.last)
+		case o.first == o.last:
+			at += fmt.Sprintf(" line %d", o.first+1)
+		default:
+			at += fmt.Sprintf(" lines %d to %d", o.first+1, o.last+1)
+		}
+		parts = append(parts, at)
+	}
+	if o.firings > 0 {
+		parts = append(parts, fmt.Sprintf("%d timer firing(s) of %s", o.firings, o.st.name()))
+	}
+	if o.tick {
+		parts = append(parts, "a tick of "+o.st.name())
+	}
+	return strings.Join(parts, " and ")
 }
 
 // kafkaKey is the Kafka key of an output or a dead letter with key key: nil (a null key) for

@@ -617,7 +617,7 @@ func (t *Task) finishTick(j *job) error {
 			return err
 		}
 	}
-	t.writeOutputs(g.effects.Outputs)
+	t.writeOutputs(g.effects.Outputs, func() *outputOrigin { return &outputOrigin{st: st, first: -1, last: -1, tick: true} })
 	return nil
 }
 
