@@ -58,12 +58,20 @@ again. Until each input caught up with its end as it stood at the reset, status,
 --drop-backup <task>.reset-<time> deletes such a backup once it is no longer wanted.
 
 The data directory is --data-dir, else WASMSTREAM_DATA_DIR, else the data_dir of the
-configuration file (--config, or ` + defaultConfigFile + ` if it exists).`
+configuration file (--config, or ` + defaultConfigFile + ` if it exists).
+
+A task that 'run --module M.wasm --input IN ...' ran, without a configuration file, is reset
+with the same --module and --input flags (and --task and --data-dir where run had them): they
+name the task and its streams as run named them.`
 
 // resetOptions are reset's flags.
 type resetOptions struct {
 	file, task, to, drop string
 	dryRun, asJSON       bool
+	// module and inputs: a task run without a configuration file (run --module M --input IN),
+	// given again the same way.
+	module string
+	inputs []string
 }
 
 func newResetCommand(stdout io.Writer) *cobra.Command {
@@ -76,7 +84,8 @@ func newResetCommand(stdout io.Writer) *cobra.Command {
   wasmstream reset -c kafka.yaml --task wordcount --to earliest
   wasmstream reset -c kafka.yaml --task wordcount --to 2026-11-27T09:00:00Z
   wasmstream reset -c kafka.yaml --task wordcount --to 0:1200,3:950
-  wasmstream reset --admin-addr :7070 --admin-token s3cret --task clicks --to earliest`,
+  wasmstream reset --admin-addr :7070 --admin-token s3cret --task clicks --to earliest
+  wasmstream reset --module wordcount.wasm --input in.ndjson --to earliest`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return o.run(cmd, stdout) },
 	}
@@ -94,6 +103,8 @@ func (o *resetOptions) addFlags(fs *pflag.FlagSet) {
 	fs.String("admin-addr", "", "reset through the running host whose admin API listens here (env WASMSTREAM_ADMIN_ADDR does not switch to it)")
 	fs.String("admin-token", "", "with --admin-addr: the admin API's bearer token (env WASMSTREAM_ADMIN_TOKEN)")
 	fs.StringVar(&o.drop, "drop-backup", "", "delete this backup of an earlier reset (<task>.reset-<time>) instead")
+	fs.StringVar(&o.module, "module", "", "reset the task that run --module ran (no configuration file): the same --module, --input and --task (if given) as run")
+	fs.StringArrayVar(&o.inputs, "input", nil, "with --module: an input of the task, as run was given it (repeatable)")
 }
 
 // run drops a backup (--drop-backup), resets through a running host (--admin-addr), or resets
@@ -101,6 +112,12 @@ func (o *resetOptions) addFlags(fs *pflag.FlagSet) {
 func (o *resetOptions) run(cmd *cobra.Command, stdout io.Writer) error {
 	if o.drop != "" {
 		return dropBackup(cmd, stdout, o.file, o.drop)
+	}
+	if o.module == "" && len(o.inputs) > 0 {
+		return usageError("--input needs --module: it names an input of a task run with --module (a task of a configuration file is found by --task)")
+	}
+	if o.module != "" && o.task == "" {
+		o.task = taskName(o.module) // as run names it
 	}
 	if o.task == "" {
 		return usageError("--task is required")
@@ -118,13 +135,9 @@ func (o *resetOptions) run(cmd *cobra.Command, stdout io.Writer) error {
 		}
 		return onlineReset(cmd, stdout, o.file, o.task, o.to, o.dryRun, o.asJSON)
 	}
-	path, err := configPath(o.file, true)
+	s, err := o.settings(cmd.Flags())
 	if err != nil {
 		return err
-	}
-	s, err := loadFile(path, cmd.Flags(), false)
-	if err != nil {
-		return exitFor(err)
 	}
 	rep, err := host.OfflineReset(cmd.Context(), s.Host, o.task, target, o.dryRun)
 	if err != nil {
@@ -137,6 +150,44 @@ func (o *resetOptions) run(cmd *cobra.Command, stdout io.Writer) error {
 	}
 	printReset(stdout, rep, false)
 	return nil
+}
+
+// settings loads the configuration of an offline reset: the configuration file, or the task
+// given by --module and --input as run --module gives it.
+func (o *resetOptions) settings(fs *pflag.FlagSet) (settings, error) {
+	if o.module == "" {
+		path, err := configPath(o.file, true)
+		var ee *exitError
+		if errors.As(err, &ee) && o.file == "" {
+			ee.hint = "pass --config FILE; for a task run without one (run --module M.wasm --input IN ...), pass the same --module and --input flags (and --task and --data-dir where run had them): " +
+				"wasmstream reset --module M.wasm --input IN --to earliest"
+		}
+		if err != nil {
+			return settings{}, err
+		}
+		s, err := loadFile(path, fs, false)
+		if err != nil {
+			return s, exitFor(err)
+		}
+		return s, nil
+	}
+	if o.file != "" {
+		return settings{}, usageError("--module and --config do not go together: give the task in one or the other, as run had it")
+	}
+	if len(o.inputs) == 0 {
+		return settings{}, usageError("--module needs the task's --input flags, as run was given them (they name its streams): wasmstream reset --module %s --input IN --to %s", o.module, o.to)
+	}
+	q := quickTask{module: o.module, inputs: o.inputs, name: o.task}
+	t, err := q.task()
+	if err != nil {
+		return settings{}, err
+	}
+	s, err := loadConfig(nil, "", fs)
+	if err != nil {
+		return s, exitFor(err)
+	}
+	s.Host.Tasks = []host.TaskConfig{t}
+	return s, nil
 }
 
 // onlineReset is reset --admin-addr: the running host resets the task (POST

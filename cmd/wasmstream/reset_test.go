@@ -142,3 +142,57 @@ func TestPrintResetGroupDryRun(t *testing.T) {
 		t.Fatalf("dry run output:\n%s", out)
 	}
 }
+
+// TestResetModuleTask resets a task that `run --module` ran, without a configuration file:
+// `reset --module M --input IN --to earliest` (the task named as run names it, after the
+// module) moves it back like a task of a file, and the next run emits every output again, one
+// pass over the input. Without a configuration file and without --module, the error says what
+// to pass; --module without --input and --input without --module are usage errors. Before,
+// reset had no --module ("unknown flag: --module"), and its error without a configuration
+// suggested --module all the same.
+func TestResetModuleTask(t *testing.T) {
+	input, wantOut, _ := wordcountFiles(t)
+	dir := t.TempDir()
+	copyWordcount(t, dir)
+	module := filepath.Join(dir, "wordcount.wasm")
+	data := filepath.Join(dir, "data")
+	outPath := filepath.Join(dir, "out.ndjson")
+	run := func() string {
+		t.Helper()
+		before, _ := os.ReadFile(outPath)
+		code, _, stderr := runCLI(t, "run", "--module", module, "--input", input, "--key-field", "user", "--value-field", "text",
+			"--timestamp-field", "ts", "--task-config", `{"min_len": 2}`, "--output", outPath, "--data-dir", data, "--log-level", "warn")
+		if code != 0 {
+			t.Fatalf("run: exit %d\n%s", code, stderr)
+		}
+		after, _ := os.ReadFile(outPath)
+		return string(after[len(before):])
+	}
+	if got := sortOutputs(t, []byte(run())); got != string(wantOut) {
+		t.Fatalf("first run's outputs:\n%s\nwant:\n%s", got, wantOut)
+	}
+	if got := run(); got != "" {
+		t.Fatalf("a second run without a reset emitted:\n%s", got)
+	}
+
+	code, _, stderr := runCLI(t, "reset", "--task", "wordcount", "--to", "earliest", "--data-dir", data)
+	if code != exitUsage || !strings.Contains(stderr, "pass the same --module and --input flags") {
+		t.Errorf("reset without a configuration or --module: exit %d\n%s", code, stderr)
+	}
+	code, _, stderr = runCLI(t, "reset", "--module", module, "--to", "earliest", "--data-dir", data)
+	if code != exitUsage || !strings.Contains(stderr, "--module needs the task's --input flags") {
+		t.Errorf("reset --module without --input: exit %d\n%s", code, stderr)
+	}
+	code, _, stderr = runCLI(t, "reset", "--task", "wordcount", "--input", input, "--to", "earliest", "--data-dir", data)
+	if code != exitUsage || !strings.Contains(stderr, "--input needs --module") {
+		t.Errorf("reset --input without --module: exit %d\n%s", code, stderr)
+	}
+
+	code, stdout, stderr := runCLI(t, "reset", "--module", module, "--input", input, "--to", "earliest", "--data-dir", data)
+	if code != 0 || !strings.Contains(stdout, "task wordcount reset to earliest") || !strings.Contains(stdout, "file:input0/0") {
+		t.Fatalf("reset --module: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if got := sortOutputs(t, []byte(run())); got != string(wantOut) {
+		t.Fatalf("outputs after the reset to earliest:\n%s\nwant the first run's (one pass):\n%s", got, wantOut)
+	}
+}
