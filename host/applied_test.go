@@ -32,6 +32,8 @@ type appliedRig struct {
 	dir    string
 	prod   *kgo.Client
 	ts     int64 // when positive, the next record's timestamp (ms), one more for each record
+	// eos: the runs with the changelog deliver exactly once.
+	eos bool
 }
 
 func newAppliedRig(t *testing.T) *appliedRig {
@@ -57,6 +59,9 @@ func (r *appliedRig) run(changelog bool, span int64) *hosttest.Running {
 	}
 	if span > 0 {
 		host.SetAppliedSpan(&cfg, span)
+	}
+	if changelog && r.eos {
+		cfg.Tasks[0].Delivery = "exactly_once"
 	}
 	return hosttest.Start(r.t, cfg)
 }
@@ -491,5 +496,40 @@ func TestSettleAppliedSpan(t *testing.T) {
 			t.Errorf("key %s: stored mark %d, want %d", k, v.marks[k], last)
 			break
 		}
+	}
+}
+
+// TestExactlyOnceTurnedOnPublishesState: TestChangelogTurnedOnPublishesState's publish when the
+// runs with the changelog deliver exactly once (which needs the changelog: turning it on turns
+// the changelog on), where the partition's restore and publish run beside the loop and the
+// changelog's other records are written in transactions: a host on an empty disk restores
+// every key as the data directory held it.
+func TestExactlyOnceTurnedOnPublishesState(t *testing.T) {
+	r := newAppliedRig(t)
+	r.eos = true
+	h := r.run(false, 0)
+	r.produce("a", "count n 1", "a", "count n 1", "b", "count n 1")
+	processedThenCheckpoint(t, h, 3)
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	want := r.look()
+	h = r.run(true, 0)
+	hosttest.WaitFor(t, 60*time.Second, "partition 0 open", func() bool { return h.Stats()[0].Restores >= 4 })
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	r.dir = filepath.Join(t.TempDir(), "data")
+	h = r.run(true, 0)
+	hosttest.WaitFor(t, 60*time.Second, "partition 0 restored", func() bool { return h.Stats()[0].Restores >= 4 })
+	r.produce("a", "count n 1")
+	processedThenCheckpoint(t, h, 1)
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	got := r.look()
+	want.counts["a"]++
+	if fmt.Sprint(got.counts) != fmt.Sprint(want.counts) {
+		t.Errorf("restored on an empty disk, then a counted once more: counts %v, want %v", got.counts, want.counts)
 	}
 }
