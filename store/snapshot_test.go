@@ -434,3 +434,31 @@ func TestSnapshotsWhole(t *testing.T) {
 		t.Errorf("key b: Whole, yet the stored name m was read: %s", got["b"])
 	}
 }
+
+// TestStreamKeys: StreamKeys returns every key of a stream that holds a state entry, a timer or
+// a mark, whatever it holds (one of each kind alone, and one with all three), each once, in
+// bytewise order, and nothing of another stream.
+func TestStreamKeys(t *testing.T) {
+	db := openTestDB(t, Options{InMemory: true})
+	id, other := mustStreamID(t, db, "t", "s"), mustStreamID(t, db, "t", "other")
+	snaps := []KeySnapshot{
+		{Key: []byte("names"), Names: []Write{{Name: []byte("n"), Value: []byte("1")}, {Name: []byte("o"), Value: []byte("2")}}, Mark: NoneApplied},
+		{Key: []byte("timer"), Timers: []Timer{{Name: []byte("a"), Due: 5}, {Name: []byte("b"), Due: 6}}, Mark: NoneApplied},
+		{Key: []byte("mark"), Mark: 7, HasMark: true},
+		{Key: []byte("all"), Names: []Write{{Name: []byte("n"), Value: []byte("1")}}, Timers: []Timer{{Name: []byte("a"), Due: 5}}, Mark: 3, HasMark: true},
+		{Key: []byte{}, Names: []Write{{Name: []byte("n"), Value: []byte("1")}}, Mark: NoneApplied},
+	}
+	if err := db.Restore("t", id, snaps, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Restore("t", other, []KeySnapshot{{Key: []byte("elsewhere"), Mark: 1, HasMark: true}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := db.StreamKeys("t", id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprintf("%q", keys), `["" "all" "mark" "names" "timer"]`; got != want {
+		t.Errorf("StreamKeys = %s, want %s", got, want)
+	}
+}
