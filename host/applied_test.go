@@ -211,8 +211,8 @@ func TestChangelogSettlesAppliedSet(t *testing.T) {
 	}
 
 	// Run 4, on an empty disk: the changelog restores b (the firing's record) and d, and the
-	// position at 1; replay skips b's records by its restored mark. (a and c, unchanged since
-	// the changelog was turned on, are not in it: counted again from scratch, see kafka.md.)
+	// position at 1; replay skips b's records by its restored mark. (Run 3 published a and c
+	// too, which run 2 changed without the changelog: TestChangelogOffThenOnPublishesState.)
 	r.dir = filepath.Join(t.TempDir(), "data")
 	h = r.run(true, 0)
 	hosttest.WaitFor(t, 60*time.Second, "offsets 2..9 processed or skipped", func() bool {
@@ -531,5 +531,48 @@ func TestExactlyOnceTurnedOnPublishesState(t *testing.T) {
 	want.counts["a"]++
 	if fmt.Sprint(got.counts) != fmt.Sprint(want.counts) {
 		t.Errorf("restored on an empty disk, then a counted once more: counts %v, want %v", got.counts, want.counts)
+	}
+}
+
+// TestChangelogOffThenOnPublishesState: a data directory whose runs had the changelog, then
+// not, then again: the run without it marks the partition's copy as changed since it covered
+// the changelog, and the next run with the changelog publishes the copy, so that a host on an
+// empty disk restores what the run without the changelog counted too, and counts on from
+// there. Before, the run with the changelog again replayed the changelog's tail (nothing) and
+// published nothing: the empty disk restored a counted 1 (the first run's) and no b.
+func TestChangelogOffThenOnPublishesState(t *testing.T) {
+	r := newAppliedRig(t)
+	stop := func(h *hosttest.Running) {
+		t.Helper()
+		if err := h.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := r.run(true, 0)
+	r.produce("a", "count n 1")
+	processedThenCheckpoint(t, h, 1)
+	stop(h)
+	h = r.run(false, 0)
+	r.produce("a", "count n 1", "b", "count n 1")
+	processedThenCheckpoint(t, h, 2)
+	stop(h)
+	want := r.look()
+	h = r.run(true, 0)
+	hosttest.WaitFor(t, 60*time.Second, "partition 0 open", func() bool { return h.Stats()[0].Restores >= 4 })
+	stop(h)
+	r.dir = filepath.Join(t.TempDir(), "data")
+	h = r.run(true, 0)
+	hosttest.WaitFor(t, 60*time.Second, "partition 0 restored", func() bool { return h.Stats()[0].Restores >= 4 })
+	stop(h)
+	got := r.look()
+	if fmt.Sprint(got.counts) != fmt.Sprint(want.counts) || fmt.Sprint(got.marks) != fmt.Sprint(want.marks) {
+		t.Errorf("restored on an empty disk: counts %v marks %v; want %v and %v, as the data directory held them", got.counts, got.marks, want.counts, want.marks)
+	}
+	h = r.run(true, 0)
+	r.produce("a", "count n 1")
+	processedThenCheckpoint(t, h, 1)
+	stop(h)
+	if got := r.look().counts["a"]; got != 3 {
+		t.Errorf("a counted %d after one more record, want 3", got)
 	}
 }

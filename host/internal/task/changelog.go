@@ -821,6 +821,7 @@ type replayed struct {
 func (t *Task) replayChangelog(ctx context.Context, cc changelogClient, tp kafka.TopicPartition, id uint32, owned bool) (replayed, error) {
 	db, name, topic := t.cfg.Store, t.cfg.Name, t.changelog.topic
 	var r replayed
+	var unpublished int64 // the changelog offset a copy changed since without the changelog covered
 	pos, ok, err := db.Position(name, id)
 	if err != nil {
 		return r, err
@@ -836,13 +837,21 @@ func (t *Task) replayChangelog(ctx context.Context, cc changelogClient, tp kafka
 	if err != nil {
 		return r, fmt.Errorf("changelog %s partition %d: %w", topic, tp.Partition, err)
 	}
+	if ok && pos.Resume < 0 {
+		// The copy covered changelog offset -Resume, then a run without the changelog changed
+		// it (collectPositions): the changes since are the copy's alone, unless an owner wrote
+		// the changelog since (then its records replay over the copy, from there, as before).
+		unpublished = -pos.Resume
+		pos.Resume = unpublished
+	}
 	from := t.replayFrom(tp, pos, ok, r.end)
-	if ok && pos.Resume == 0 {
-		// The local copy never covered a changelog offset: runs without the changelog wrote
-		// it. When the changelog holds no position of the partition, the changelog was just
-		// turned on (or a publish of the copy was cut short): the copy is the partition's only
-		// state, kept, and its owner publishes it (publishPartition).
-		known, highest, err := t.changelogKnows(ctx, cc, tp, r.end)
+	if ok && (pos.Resume == 0 || unpublished > 0 && unpublished <= r.end) {
+		// The local copy never covered a changelog offset (runs without the changelog wrote
+		// it), or a run without it changed the copy since it last did. When the changelog
+		// holds no position of the partition after what the copy covered, the changelog was
+		// just turned on (again), or a publish of the copy was cut short: the copy holds the
+		// partition's latest state, kept, and its owner publishes it (publishPartition).
+		known, highest, err := t.changelogKnows(ctx, cc, tp, pos.Resume, r.end)
 		if err != nil {
 			return r, err
 		}
@@ -919,18 +928,18 @@ func (t *Task) replayChangelog(ctx context.Context, cc changelogClient, tp kafka
 // errKnown stops changelogKnows' read at the partition's first position record.
 var errKnown = errors.New("a position record of the partition")
 
-// changelogKnows reports whether the changelog partition, which ends at end, holds a position
-// record of input topic tp.Topic: every owner writes one before the first key of a checkpoint,
-// and publishPartition one after the last key it publishes, so without one the changelog
-// holds none of the partition's state, or a publish cut short. It reads up to the first such
-// record (at the start of the partition, where owners write one first) and returns the
-// highest owner epoch it read of the topic's records.
-func (t *Task) changelogKnows(ctx context.Context, cc changelogClient, tp kafka.TopicPartition, end int64) (bool, uint64, error) {
-	if end == 0 {
+// changelogKnows reports whether the changelog partition, which ends at end, holds from offset
+// from on a position record of input topic tp.Topic: every owner writes one before the first
+// key of a checkpoint, and publishPartition one after the last key it publishes, so without one
+// the changelog holds none of the partition's state from there, or a publish cut short. It
+// reads up to the first such record (at the start, where owners write one first) and returns
+// the highest owner epoch it read of the topic's records.
+func (t *Task) changelogKnows(ctx context.Context, cc changelogClient, tp kafka.TopicPartition, from, end int64) (bool, uint64, error) {
+	if from >= end {
 		return false, 0, nil
 	}
 	var highest uint64
-	_, _, _, err := cc.ReadChangelog(ctx, t.changelog.topic, tp.Partition, 0, func(key, _ []byte, meta kafka.RecordMeta, _ int64) error {
+	_, _, _, err := cc.ReadChangelog(ctx, t.changelog.topic, tp.Partition, from, func(key, _ []byte, meta kafka.RecordMeta, _ int64) error {
 		kind, topic, _, err := parseChangelogKey(key)
 		if err != nil || topic != tp.Topic {
 			return nil

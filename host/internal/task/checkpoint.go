@@ -235,6 +235,11 @@ func (t *Task) collectPositions(cp *store.Checkpoint) {
 		if st.kafka && t.changelog != nil {
 			// What this store covers of the changelog: a restore here replays only what follows.
 			pos.Resume = max(pos.Resume, t.changelog.next[st.tp.Partition])
+		} else if st.kafka && pos.Resume > 0 {
+			// A run without the changelog changes a copy that covered changelog offset Resume:
+			// negated, it says so to the next run with the changelog, which publishes the copy
+			// (replayChangelog) rather than leave these changes out of the changelog.
+			pos.Resume = -pos.Resume
 		}
 		pos.Watermark = st.tm.committedWatermark(next, t.cfg.Lateness, pos.Watermark)
 		if pos != st.durable {
