@@ -40,7 +40,7 @@ func TestNextEpoch(t *testing.T) {
 // and the writer's copy of both, three or more).
 func TestSnapshotRecord(t *testing.T) {
 	snap := store.KeySnapshot{Key: []byte("user-42"), Mark: 1234, HasMark: true, StateVersion: 3,
-		Names: []store.Write{{Name: []byte("count"), Value: []byte("12345678")}, {Name: []byte("last"), Value: bytes.Repeat([]byte("x"), 300)}},
+		Names:  []store.Write{{Name: []byte("count"), Value: []byte("12345678")}, {Name: []byte("last"), Value: bytes.Repeat([]byte("x"), 300)}},
 		Timers: []store.Timer{{Key: []byte("user-42"), Name: []byte("t"), Domain: 1, Due: 99, Payload: []byte("p")}}}
 	var scratch []byte
 	kv, keyLen := snapshotRecord(&scratch, "input-topic", &snap)
