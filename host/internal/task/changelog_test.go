@@ -36,8 +36,8 @@ func TestNextEpoch(t *testing.T) {
 
 // TestSnapshotRecord: a key snapshot's changelog record is the key changelogKey makes and the
 // value EncodeSnapshot makes (what restores, this host's and older ones, read), made in one
-// allocation once the scratch buffer has grown (before: the snapshot's growing buffer, the key's
-// and the writer's copy of both, three or more).
+// allocation once the scratch buffer has grown (before: 6 for this snapshot, its growing buffer,
+// the key and the copy of both).
 func TestSnapshotRecord(t *testing.T) {
 	snap := store.KeySnapshot{Key: []byte("user-42"), Mark: 1234, HasMark: true, StateVersion: 3,
 		Names:  []store.Write{{Name: []byte("count"), Value: []byte("12345678")}, {Name: []byte("last"), Value: bytes.Repeat([]byte("x"), 300)}},
