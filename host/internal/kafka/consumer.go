@@ -334,7 +334,7 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.lost),
 		kgo.MetadataMaxAge(cc.MetadataMaxAge),
-		kgo.MetadataMinAge(min(5*time.Second, cc.MetadataMaxAge)),
+		kgo.MetadataMinAge(min(RetryMetadataMinAge, cc.MetadataMaxAge)),
 	)
 	if cc.SessionTimeout > 0 {
 		// Heartbeats at a third of the session (franz-go's default of 3 s would outlast a short one).
@@ -375,7 +375,7 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 			// NOT_ENOUGH_REPLICAS) only after a metadata refresh, at most one per min age: at
 			// the default 5 s, three refusals in a row outlasted a 15 s transaction, which the
 			// broker then aborted, fencing the producer (the task halted).
-			kgo.MetadataMinAge(txnMetadataMinAge),
+			kgo.MetadataMinAge(RetryMetadataMinAge),
 		)
 		c.txn, c.polledAt = tc, map[TopicPartition]int64{}
 		c.sess, err = kgo.NewGroupTransactSession(opts...)
@@ -1104,9 +1104,11 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 // the transaction can only abort, and EndTxn aborts it. Call it after Run returned.
 func (c *Consumer) Unhanded() bool { return c.unhanded.Load() }
 
-// txnMetadataMinAge is a transactional client's minimum time between metadata refreshes, which
-// paces its retries of refused batches (franz-go's default: 5 s).
-const txnMetadataMinAge = 250 * time.Millisecond
+// RetryMetadataMinAge is the minimum time between metadata refreshes of the clients that produce
+// and consume a task's records, which paces their retries of what a broker refused with a
+// retriable error (a batch refused NOT_LEADER_OR_FOLLOWER or NOT_ENOUGH_REPLICAS, a fetch refused
+// NOT_LEADER_OR_FOLLOWER): each waits for a refresh. franz-go's default is 5 s.
+const RetryMetadataMinAge = 250 * time.Millisecond
 
 // The back-off of a transactional consumer after an abort: doubled from txnBackoffMin with each
 // abort in a row, up to txnBackoffMax.

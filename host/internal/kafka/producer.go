@@ -145,6 +145,11 @@ func producerOpts(pc ProducerConfig) ([]kgo.Opt, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(pc.Linger),
 		kgo.ProducerBatchCompression(c),
+		// The client retries a batch the broker refused with a retriable error
+		// (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS) only after a metadata refresh, at most
+		// one per min age: at franz-go's default 5 s, six refusals in a row held the outputs,
+		// and so the checkpoints, 32 s (TestKafkaBrokerFaultsRiddenOut).
+		kgo.MetadataMinAge(RetryMetadataMinAge),
 	}
 	if pc.Limits != nil {
 		opts = append(opts, pc.Limits.batchMax())
