@@ -121,6 +121,10 @@ type TxnOutcome struct {
 	// Rewound holds, after an abort, the offset each partition polled in the transaction reads
 	// again from: its committed offset, or the first offset polled when it has none.
 	Rewound map[TopicPartition]int64
+	// Cause is, after an abort the cluster forced with a retriable error (a transactional
+	// offset commit answered REQUEST_TIMED_OUT, say), that error: the transaction aborted, the
+	// client goes on, and the task reads the records again as after any abort.
+	Cause error
 }
 
 // ConsumerConfig configures a group consumer.
@@ -1089,7 +1093,23 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
 		return out, fmt.Errorf("kafka: ending the transaction: fenced by a newer producer with the transactional id %q (does another host run with the same host_id?): %w", c.txn.ID, err)
 	}
+	if err != nil && retriableEnd(err) {
+		// The client gave up on a retriable error (a TxnOffsetCommit answered
+		// REQUEST_TIMED_OUT is not among those it aborts on quietly). If the end it sent was
+		// the abort that followed, the transaction is over and the client can begin the next
+		// one: an abort like any other. If the EndTxn itself failed, whether it committed is
+		// unknown, the client refuses to begin, and the error stands.
+		if berr := c.sess.Begin(); berr == nil {
+			out.Cause = fmt.Errorf("kafka: the cluster refused to commit the transaction, which aborted: %w", err)
+			c.inTxn, c.begunAt = true, time.Now()
+			return out, nil
+		}
+	}
 	if err != nil {
+		if retriableEnd(err) {
+			return out, fmt.Errorf("kafka: ending the transaction: the cluster did not confirm its end, so whether it committed is unknown (the client cannot go on): "+
+				"restart the task (wasmstream restart): the new client fences it, and the task resumes from what the cluster committed: %w", err)
+		}
 		return out, fmt.Errorf("kafka: ending the transaction: %w", err)
 	}
 	if err := c.sess.Begin(); err != nil {
@@ -1097,6 +1117,13 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 	}
 	c.inTxn, c.begunAt = true, time.Now()
 	return out, nil
+}
+
+// retriableEnd reports whether a transaction's end failed on a retriable broker error
+// (REQUEST_TIMED_OUT, NOT_COORDINATOR, ...): the cluster may answer the next one.
+func retriableEnd(err error) bool {
+	var ke *kerr.Error
+	return errors.As(err, &ke) && ke.Retriable
 }
 
 // Unhanded reports whether Run returned (stopped) with records of the open transaction that it

@@ -130,6 +130,9 @@ func (t *Task) commitTxn(startTicks bool) error {
 	}
 	if !out.Committed {
 		t.rollback(out.Rewound)
+		if ferr == nil {
+			ferr = out.Cause
+		}
 		return t.txnFailed(ferr)
 	}
 	t.txnFailingSince = time.Time{}
