@@ -184,6 +184,7 @@ type Bounds struct{ Start, End int64 }
 // Consumer is a consumer-group member reading the task's topics.
 type Consumer struct {
 	cl             *kgo.Client
+	reseeks        map[TopicPartition]reseekCount // logHolds's, under mu
 	max            int
 	start          kgo.Offset // where a partition without a committed offset starts
 	handler        Handler
@@ -866,6 +867,7 @@ func (c *Consumer) Run(ctx context.Context, out chan<- Fetch) error {
 // fetch error; ok is false if ctx ended first.
 func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetch) (ok bool, fatal error) {
 	var outage error
+	var reseek map[string]map[int32]kgo.EpochOffset // partitions moved back by a spurious OFFSET_OUT_OF_RANGE (logHolds)
 	fs.EachError(func(t string, p int32, err error) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return
@@ -901,6 +903,16 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 		switch {
 		case fatal != nil || kgo.IsRetryableBrokerErr(err):
 		case errors.As(err, &loss):
+			if c.logHolds(ctx, loss) {
+				if reseek == nil {
+					reseek = map[string]map[int32]kgo.EpochOffset{}
+				}
+				if reseek[t] == nil {
+					reseek[t] = map[int32]kgo.EpochOffset{}
+				}
+				reseek[t][p] = kgo.EpochOffset{Epoch: loss.ConsumedToEpoch, Offset: loss.ConsumedTo}
+				return
+			}
 			fatal = dataLoss(loss, c.task)
 		case errors.Is(err, kerr.UnknownTopicID):
 			// The client fetches by topic id: the topic it was assigned is gone.
@@ -914,9 +926,17 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 	if fatal == nil {
 		fatal = c.health(ctx, outage, len(fs.Records()) > 0)
 	}
+	if fatal == nil && len(reseek) > 0 {
+		// Back to where the task had read: what this poll holds of such a partition is the
+		// client's rewind (from the log start), handed over already or fetched again.
+		c.cl.SetOffsets(reseek)
+	}
 	ok = true
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if !ok || len(p.Records) == 0 {
+			return
+		}
+		if _, moved := reseek[p.Topic][p.Partition]; moved {
 			return
 		}
 		tp := TopicPartition{p.Topic, p.Partition}
@@ -948,6 +968,76 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 		}
 	})
 	return ok, fatal
+}
+
+// logHolds reports whether the log of e's partition still holds every offset below where the
+// consumer had read it, as the cluster says now: its end offset is not below, and the leader's
+// log for the epoch of the last record read ends at or above it. The client reports a fetch
+// answered OFFSET_OUT_OF_RANGE at an offset the partition holds (a leader whose high watermark
+// lagged after a leadership change, a broker's transient answer) as data loss too, moving the
+// partition back to its log start: the task then halted claiming records were gone (the log
+// diverged "at offset 0"). When the log holds them, the partition goes back to where the task
+// had read and the warning says so; a partition answered so more than maxReseeks times in a
+// row at the same offset halts as a loss. Unknown (the cluster did not answer) is a loss.
+func (c *Consumer) logHolds(ctx context.Context, e *kgo.ErrDataLoss) bool {
+	if c.cl == nil || e.ConsumedTo <= 0 {
+		return false
+	}
+	tp := TopicPartition{e.Topic, e.Partition}
+	c.mu.Lock()
+	if c.reseeks == nil {
+		c.reseeks = map[TopicPartition]reseekCount{}
+	}
+	rc := c.reseeks[tp]
+	if rc.at != e.ConsumedTo {
+		rc = reseekCount{at: e.ConsumedTo}
+	}
+	rc.n++
+	c.reseeks[tp] = rc
+	c.mu.Unlock()
+	if rc.n > maxReseeks {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(c.cl)
+	ends, err := adm.ListEndOffsets(ctx, e.Topic)
+	if err != nil {
+		return false
+	}
+	end, ok := ends.Lookup(e.Topic, e.Partition)
+	if !ok || end.Err != nil || end.Offset < e.ConsumedTo {
+		return false
+	}
+	epochEnd := int64(-1)
+	if e.ConsumedToEpoch >= 0 {
+		var req kadm.OffsetForLeaderEpochRequest
+		req.Add(e.Topic, e.Partition, e.ConsumedToEpoch)
+		res, err := adm.OffsetForLeaderEpoch(ctx, req)
+		if err != nil {
+			return false
+		}
+		r, ok := res[e.Topic][e.Partition]
+		if !ok || r.Err != nil || r.LeaderEpoch < 0 || r.EndOffset < e.ConsumedTo {
+			return false
+		}
+		epochEnd = r.EndOffset
+	}
+	if c.log != nil {
+		c.log.Warn("kafka: the broker answered a fetch of an input partition as out of range although its log holds the offset, and the client moved the partition back to its log start; it goes on from where the task had read",
+			"topic", e.Topic, "partition", e.Partition, "offset", e.ConsumedTo, "leader_epoch", e.ConsumedToEpoch,
+			"end_offset", end.Offset, "epoch_end_offset", epochEnd, "moved_to", e.ResetTo)
+	}
+	return true
+}
+
+// maxReseeks bounds the partitions logHolds moves back in a row at one offset.
+const maxReseeks = 5
+
+// reseekCount counts logHolds's answers for a partition at one offset.
+type reseekCount struct {
+	at int64
+	n  int
 }
 
 // dataLoss is the error of a partition whose log lost records below where the consumer had
