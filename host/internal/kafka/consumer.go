@@ -185,6 +185,7 @@ type Bounds struct{ Start, End int64 }
 type Consumer struct {
 	cl             *kgo.Client
 	reseeks        map[TopicPartition]reseekCount // logHolds's, under mu
+	failing        map[TopicPartition]time.Time   // partitions whose fetches fail (serverError): since when; Run's goroutine
 	max            int
 	start          kgo.Offset // where a partition without a committed offset starts
 	handler        Handler
@@ -914,13 +915,18 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 				return
 			}
 			fatal = dataLoss(loss, c.task)
+		case errors.Is(err, kerr.UnknownServerError):
+			// A broker's unexpected failure, which Kafka's own consumer logs and fetches again
+			// (before, the task halted at the first one): ridden out for
+			// kafka.unreachable_timeout in a row, then a halt.
+			fatal = c.serverError(TopicPartition{t, p}, err)
 		case errors.Is(err, kerr.UnknownTopicID):
 			// The client fetches by topic id: the topic it was assigned is gone.
 			fatal = fmt.Errorf("kafka: fetching %s/%d: input topic %s was deleted while the task read it "+
 				"(a topic created again under its name is a new topic: to process it, reset the task: "+
 				"wasmstream reset --task %s --to earliest): %w", t, p, t, c.task, err)
 		default:
-			fatal = fmt.Errorf("kafka: fetching %s/%d: %w", t, p, err)
+			fatal = fmt.Errorf("kafka: fetching %s/%d: %w (the task halts; once the cause is fixed, restart it: wasmstream restart --task %s; it resumes from its last checkpoint)", t, p, err, c.task)
 		}
 	})
 	if fatal == nil {
@@ -938,6 +944,9 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 		}
 		if _, moved := reseek[p.Topic][p.Partition]; moved {
 			return
+		}
+		if len(c.failing) > 0 {
+			delete(c.failing, TopicPartition{p.Topic, p.Partition})
 		}
 		tp := TopicPartition{p.Topic, p.Partition}
 		f := Fetch{TopicPartition: tp, Records: make([]Record, 0, len(p.Records)), HighWatermark: p.HighWatermark, LogStart: c.logStart(p.Topic, p.LogStartOffset)}
@@ -1029,6 +1038,31 @@ func (c *Consumer) logHolds(ctx context.Context, e *kgo.ErrDataLoss) bool {
 			"end_offset", end.Offset, "epoch_end_offset", epochEnd, "moved_to", e.ResetTo)
 	}
 	return true
+}
+
+// serverError notes a fetch of tp answered UNKNOWN_SERVER_ERROR, which the client fetches again:
+// the first of a run is logged, and a run that lasts kafka.unreachable_timeout (no record of tp
+// in between) is the error that halts the task.
+func (c *Consumer) serverError(tp TopicPartition, err error) error {
+	now := time.Now()
+	if c.failing == nil {
+		c.failing = map[TopicPartition]time.Time{}
+	}
+	since, ok := c.failing[tp]
+	if !ok {
+		c.failing[tp] = now
+		if c.log != nil {
+			c.log.Warn("kafka: a broker failed a fetch of an input partition; fetching it again", "topic", tp.Topic, "partition", tp.Partition,
+				"halt_after", c.unreachableTimeout, "err", err)
+		}
+		return nil
+	}
+	if d := now.Sub(since); d >= c.unreachableTimeout {
+		return fmt.Errorf("kafka: fetching %s/%d: the broker has failed every fetch of the partition for %s (kafka.unreachable_timeout %s): "+
+			"see its log for the partition; once it serves it again, restart the task (wasmstream restart --task %s): it resumes from its last checkpoint: %w",
+			tp.Topic, tp.Partition, d.Round(time.Millisecond), c.unreachableTimeout, c.task, err)
+	}
+	return nil
 }
 
 // maxReseeks bounds the partitions logHolds moves back in a row at one offset.
