@@ -315,7 +315,13 @@ func txnFaultCases() []faultCase {
 			cs = append(cs, fc)
 		}
 	}
-	return cs
+	// The partition an out-of-range fetch moved back in the transaction that then aborts: before,
+	// the client took the offset it was moved back to for the partition's committed one, and the
+	// abort rewound it there, past the records of the aborted transaction (the task stalled).
+	return append(cs, faultCase{name: "fetch OFFSET_OUT_OF_RANGE then TxnOffsetCommit REQUEST_TIMED_OUT", brokers: 3, before: fault(
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: "counts", Err: kerr.NotLeaderForPartition, Count: 3},
+		kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: "words", Err: kerr.OffsetOutOfRange, Count: 1, When: fetchAbove(50)},
+		kfake.Fault{Keys: []kmsg.Key{kmsg.TxnOffsetCommit}, Err: kerr.RequestTimedOut, Count: 1})})
 }
 
 func runFaultCases(t *testing.T, cases []faultCase, eos bool) {

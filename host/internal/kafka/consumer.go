@@ -183,15 +183,19 @@ type Bounds struct{ Start, End int64 }
 
 // Consumer is a consumer-group member reading the task's topics.
 type Consumer struct {
-	cl             *kgo.Client
-	reseeks        map[TopicPartition]reseekCount // logHolds's, under mu
-	failing        map[TopicPartition]time.Time   // partitions whose fetches fail (serverError): since when; Run's goroutine
-	max            int
-	start          kgo.Offset // where a partition without a committed offset starts
-	handler        Handler
-	log            *slog.Logger
-	connectTimeout time.Duration // Config.ConnectTimeout
-	ready          chan struct{} // closed once cl is set: the group may call back before NewClient returns
+	cl      *kgo.Client
+	reseeks map[TopicPartition]reseekCount // logHolds's, under mu
+	failing map[TopicPartition]time.Time   // partitions whose fetches fail (serverError): since when; Run's goroutine
+	// reseekCommitted holds, for a transactional consumer, the committed offset (nil: none) of
+	// each partition logHolds moved back in the open transaction, which the client's view
+	// lost (rewind); Run's goroutine, or the loop's in Commit.
+	reseekCommitted map[TopicPartition]*kgo.EpochOffset
+	max             int
+	start           kgo.Offset // where a partition without a committed offset starts
+	handler         Handler
+	log             *slog.Logger
+	connectTimeout  time.Duration // Config.ConnectTimeout
+	ready           chan struct{} // closed once cl is set: the group may call back before NewClient returns
 
 	mu     sync.Mutex
 	paused map[TopicPartition]bool
@@ -935,6 +939,27 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 	if fatal == nil && len(reseek) > 0 {
 		// Back to where the task had read: what this poll holds of such a partition is the
 		// client's rewind (from the log start), handed over already or fetched again.
+		if c.txn != nil {
+			// SetOffsets makes the offset the partition's committed one in the client's
+			// view, which an abort rewinds to: keep the real one for rewind.
+			committed := c.cl.CommittedOffsets()
+			if c.reseekCommitted == nil {
+				c.reseekCommitted = map[TopicPartition]*kgo.EpochOffset{}
+			}
+			for t, ps := range reseek {
+				for p := range ps {
+					tp := TopicPartition{t, p}
+					if _, kept := c.reseekCommitted[tp]; kept {
+						continue
+					}
+					var real *kgo.EpochOffset
+					if eo, ok := committed[t][p]; ok && eo.Offset >= 0 {
+						real = &eo
+					}
+					c.reseekCommitted[tp] = real
+				}
+			}
+		}
 		c.cl.SetOffsets(reseek)
 	}
 	ok = true
@@ -1205,6 +1230,7 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 		c.backoff = min(max(2*c.backoff, txnBackoffMin), txnBackoffMax)
 	} else {
 		c.backoff = 0
+		c.reseekCommitted = nil // the commit made the client's committed offsets real
 	}
 	clear(c.polledAt)
 	if open >= c.txn.Timeout && (errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.InvalidTxnState)) {
@@ -1276,16 +1302,24 @@ func (c *Consumer) rewind() map[TopicPartition]int64 {
 	out := map[TopicPartition]int64{}
 	set := map[string]map[int32]kgo.EpochOffset{}
 	for tp, first := range c.polledAt {
-		if eo, ok := committed[tp.Topic][tp.Partition]; ok && eo.Offset >= 0 {
+		at := kgo.EpochOffset{Epoch: -1, Offset: first}
+		if real, moved := c.reseekCommitted[tp]; moved {
+			// The client's committed offset is the one logHolds moved the partition back to,
+			// and the client went there: back to the real one (or the first polled).
+			if real != nil {
+				at = *real
+			}
+		} else if eo, ok := committed[tp.Topic][tp.Partition]; ok && eo.Offset >= 0 {
 			out[tp] = eo.Offset
 			continue
 		}
-		out[tp] = first
+		out[tp] = at.Offset
 		if set[tp.Topic] == nil {
 			set[tp.Topic] = map[int32]kgo.EpochOffset{}
 		}
-		set[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: first}
+		set[tp.Topic][tp.Partition] = at
 	}
+	c.reseekCommitted = nil
 	c.cl.SetOffsets(set)
 	return out
 }
