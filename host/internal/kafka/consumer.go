@@ -185,6 +185,7 @@ type Bounds struct{ Start, End int64 }
 type Consumer struct {
 	cl      *kgo.Client
 	reseeks map[TopicPartition]reseekCount // logHolds's, under mu
+	next    map[TopicPartition]int64       // per partition, the offset the task reads next (handOver, rewind); under mu
 	failing map[TopicPartition]time.Time   // partitions whose fetches fail (serverError): since when; Run's goroutine
 	// reseekCommitted holds, for a transactional consumer, the committed offset (nil: none) of
 	// each partition logHolds moved back in the open transaction, which the client's view
@@ -824,6 +825,7 @@ func (c *Consumer) forget(parts []TopicPartition) {
 	resume := map[string][]int32{}
 	for _, tp := range parts {
 		delete(c.paused, tp)
+		delete(c.next, tp)
 		resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
 	}
 	if len(resume) > 0 {
@@ -915,7 +917,16 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 				if reseek[t] == nil {
 					reseek[t] = map[int32]kgo.EpochOffset{}
 				}
-				reseek[t][p] = kgo.EpochOffset{Epoch: loss.ConsumedToEpoch, Offset: loss.ConsumedTo}
+				// Where the task reads next: the offset after what was handed over, unless an
+				// abort's rewind (or an assignment) moved the partition since the client read
+				// up to loss.ConsumedTo.
+				at := kgo.EpochOffset{Epoch: loss.ConsumedToEpoch, Offset: loss.ConsumedTo}
+				c.mu.Lock()
+				if n, ok := c.next[TopicPartition{t, p}]; ok && n != at.Offset {
+					at = kgo.EpochOffset{Epoch: -1, Offset: n}
+				}
+				c.mu.Unlock()
+				reseek[t][p] = at
 				return
 			}
 			fatal = dataLoss(loss, c.task)
@@ -990,6 +1001,16 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 		if len(f.Records) == 0 && f.ControlEnd == 0 {
 			return
 		}
+		next := f.ControlEnd
+		if n := len(f.Records); n > 0 {
+			next = max(next, f.Records[n-1].Offset+1)
+		}
+		c.mu.Lock()
+		if c.next == nil {
+			c.next = map[TopicPartition]int64{}
+		}
+		c.next[tp] = next
+		c.mu.Unlock()
 		if c.polledAt != nil && len(f.Records) > 0 {
 			if _, seen := c.polledAt[tp]; !seen {
 				c.polledAt[tp] = f.Records[0].Offset
@@ -1321,6 +1342,14 @@ func (c *Consumer) rewind() map[TopicPartition]int64 {
 	}
 	c.reseekCommitted = nil
 	c.cl.SetOffsets(set)
+	c.mu.Lock()
+	if c.next == nil {
+		c.next = map[TopicPartition]int64{}
+	}
+	for tp, at := range out {
+		c.next[tp] = at
+	}
+	c.mu.Unlock()
 	return out
 }
 
