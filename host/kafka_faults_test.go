@@ -341,6 +341,11 @@ func txnFaultCases() []faultCase {
 			cs = append(cs, fc)
 		}
 	}
+	// A transaction's end waits at most kafka.unreachable_timeout for the outputs'
+	// acknowledgements; the halt says what to do (before, it did not).
+	cs = append(cs, faultCase{name: "produce held past unreachable_timeout", before: heldProduces("counts"),
+		kafka: func(k *host.KafkaConfig) { k.UnreachableTimeout = 3 * time.Second },
+		halts: "did not end the transaction within 3s (kafka.unreachable_timeout; the cluster has been unreachable for that long, or has not acknowledged the transaction's records?): once it answers, restart the task (wasmstream restart)", long: true})
 	// The partition an out-of-range fetch moved back in the transaction that then aborts: before,
 	// the client took the offset it was moved back to for the partition's committed one, and the
 	// abort rewound it there, past the records of the aborted transaction (the task stalled).
