@@ -31,8 +31,9 @@
 // the position (kgo.ErrDataLoss: truncated, an unclean leader election) fails Run, naming the
 // reset to run, unless the cluster, asked again, says the log still holds every offset below
 // where the task read (logHolds: a fetch answered OFFSET_OUT_OF_RANGE at an offset the partition
-// holds, which franz-go moves to the log start): the partition then goes back to where the task
-// read. A fetch answered UNKNOWN_SERVER_ERROR is fetched again (serverError), for at most
+// holds, which franz-go moves to the log start): the partition then goes back to the offset the
+// task reads next (an abort's rewind included), keeping its real committed offset for a later
+// rewind. A fetch answered UNKNOWN_SERVER_ERROR is fetched again (serverError), for at most
 // ConsumerConfig.UnreachableTimeout in a row. Each Record carries its leader epoch; Handler.Assigned returns, and Commit and
 // Revoked's offsets carry, the leader epoch of the record before each offset (EpochOffset), so
 // that a consumer starting there — from the task's position or the group's committed offset —
