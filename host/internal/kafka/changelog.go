@@ -428,6 +428,7 @@ func NewChangelogWriter(cfg Config, topic string, log *slog.Logger) (*ChangelogW
 		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.RecordDeliveryTimeout(changelogDeliveryTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.MetadataMinAge(RetryMetadataMinAge), // retries of refused batches wait for a refresh (producerOpts)
 	)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

@@ -121,6 +121,10 @@ type TxnOutcome struct {
 	// Rewound holds, after an abort, the offset each partition polled in the transaction reads
 	// again from: its committed offset, or the first offset polled when it has none.
 	Rewound map[TopicPartition]int64
+	// Cause is, after an abort the cluster forced with a retriable error (a transactional
+	// offset commit answered REQUEST_TIMED_OUT, say), that error: the transaction aborted, the
+	// client goes on, and the task reads the records again as after any abort.
+	Cause error
 }
 
 // ConsumerConfig configures a group consumer.
@@ -179,13 +183,20 @@ type Bounds struct{ Start, End int64 }
 
 // Consumer is a consumer-group member reading the task's topics.
 type Consumer struct {
-	cl             *kgo.Client
-	max            int
-	start          kgo.Offset // where a partition without a committed offset starts
-	handler        Handler
-	log            *slog.Logger
-	connectTimeout time.Duration // Config.ConnectTimeout
-	ready          chan struct{} // closed once cl is set: the group may call back before NewClient returns
+	cl      *kgo.Client
+	reseeks map[TopicPartition]reseekCount // logHolds's, under mu
+	next    map[TopicPartition]int64       // per partition, the offset the task reads next (handOver, rewind); under mu
+	failing map[TopicPartition]time.Time   // partitions whose fetches fail (serverError): since when; Run's goroutine
+	// reseekCommitted holds, for a transactional consumer, the committed offset (nil: none) of
+	// each partition logHolds moved back in the open transaction, which the client's view
+	// lost (rewind); Run's goroutine, or the loop's in Commit.
+	reseekCommitted map[TopicPartition]*kgo.EpochOffset
+	max             int
+	start           kgo.Offset // where a partition without a committed offset starts
+	handler         Handler
+	log             *slog.Logger
+	connectTimeout  time.Duration // Config.ConnectTimeout
+	ready           chan struct{} // closed once cl is set: the group may call back before NewClient returns
 
 	mu     sync.Mutex
 	paused map[TopicPartition]bool
@@ -334,7 +345,7 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.lost),
 		kgo.MetadataMaxAge(cc.MetadataMaxAge),
-		kgo.MetadataMinAge(min(5*time.Second, cc.MetadataMaxAge)),
+		kgo.MetadataMinAge(min(RetryMetadataMinAge, cc.MetadataMaxAge)),
 	)
 	if cc.SessionTimeout > 0 {
 		// Heartbeats at a third of the session (franz-go's default of 3 s would outlast a short one).
@@ -375,7 +386,7 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 			// NOT_ENOUGH_REPLICAS) only after a metadata refresh, at most one per min age: at
 			// the default 5 s, three refusals in a row outlasted a 15 s transaction, which the
 			// broker then aborted, fencing the producer (the task halted).
-			kgo.MetadataMinAge(txnMetadataMinAge),
+			kgo.MetadataMinAge(RetryMetadataMinAge),
 		)
 		c.txn, c.polledAt = tc, map[TopicPartition]int64{}
 		c.sess, err = kgo.NewGroupTransactSession(opts...)
@@ -814,6 +825,7 @@ func (c *Consumer) forget(parts []TopicPartition) {
 	resume := map[string][]int32{}
 	for _, tp := range parts {
 		delete(c.paused, tp)
+		delete(c.next, tp)
 		resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
 	}
 	if len(resume) > 0 {
@@ -862,6 +874,7 @@ func (c *Consumer) Run(ctx context.Context, out chan<- Fetch) error {
 // fetch error; ok is false if ctx ended first.
 func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetch) (ok bool, fatal error) {
 	var outage error
+	var reseek map[string]map[int32]kgo.EpochOffset // partitions moved back by a spurious OFFSET_OUT_OF_RANGE (logHolds)
 	fs.EachError(func(t string, p int32, err error) {
 		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 			return
@@ -897,23 +910,79 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 		switch {
 		case fatal != nil || kgo.IsRetryableBrokerErr(err):
 		case errors.As(err, &loss):
+			if c.logHolds(ctx, loss) {
+				if reseek == nil {
+					reseek = map[string]map[int32]kgo.EpochOffset{}
+				}
+				if reseek[t] == nil {
+					reseek[t] = map[int32]kgo.EpochOffset{}
+				}
+				// Where the task reads next: the offset after what was handed over, unless an
+				// abort's rewind (or an assignment) moved the partition since the client read
+				// up to loss.ConsumedTo.
+				at := kgo.EpochOffset{Epoch: loss.ConsumedToEpoch, Offset: loss.ConsumedTo}
+				c.mu.Lock()
+				if n, ok := c.next[TopicPartition{t, p}]; ok && n != at.Offset {
+					at = kgo.EpochOffset{Epoch: -1, Offset: n}
+				}
+				c.mu.Unlock()
+				reseek[t][p] = at
+				return
+			}
 			fatal = dataLoss(loss, c.task)
+		case errors.Is(err, kerr.UnknownServerError):
+			// A broker's unexpected failure, which Kafka's own consumer logs and fetches again
+			// (before, the task halted at the first one): ridden out for
+			// kafka.unreachable_timeout in a row, then a halt.
+			fatal = c.serverError(TopicPartition{t, p}, err)
 		case errors.Is(err, kerr.UnknownTopicID):
 			// The client fetches by topic id: the topic it was assigned is gone.
 			fatal = fmt.Errorf("kafka: fetching %s/%d: input topic %s was deleted while the task read it "+
 				"(a topic created again under its name is a new topic: to process it, reset the task: "+
 				"wasmstream reset --task %s --to earliest): %w", t, p, t, c.task, err)
 		default:
-			fatal = fmt.Errorf("kafka: fetching %s/%d: %w", t, p, err)
+			fatal = fmt.Errorf("kafka: fetching %s/%d: %w (the task halts; once the cause is fixed, restart it: wasmstream restart --task %s; it resumes from its last checkpoint)", t, p, err, c.task)
 		}
 	})
 	if fatal == nil {
 		fatal = c.health(ctx, outage, len(fs.Records()) > 0)
 	}
+	if fatal == nil && len(reseek) > 0 {
+		// Back to where the task had read: what this poll holds of such a partition is the
+		// client's rewind (from the log start), handed over already or fetched again.
+		if c.txn != nil {
+			// SetOffsets makes the offset the partition's committed one in the client's
+			// view, which an abort rewinds to: keep the real one for rewind.
+			committed := c.cl.CommittedOffsets()
+			if c.reseekCommitted == nil {
+				c.reseekCommitted = map[TopicPartition]*kgo.EpochOffset{}
+			}
+			for t, ps := range reseek {
+				for p := range ps {
+					tp := TopicPartition{t, p}
+					if _, kept := c.reseekCommitted[tp]; kept {
+						continue
+					}
+					var real *kgo.EpochOffset
+					if eo, ok := committed[t][p]; ok && eo.Offset >= 0 {
+						real = &eo
+					}
+					c.reseekCommitted[tp] = real
+				}
+			}
+		}
+		c.cl.SetOffsets(reseek)
+	}
 	ok = true
 	fs.EachPartition(func(p kgo.FetchTopicPartition) {
 		if !ok || len(p.Records) == 0 {
 			return
+		}
+		if _, moved := reseek[p.Topic][p.Partition]; moved {
+			return
+		}
+		if len(c.failing) > 0 {
+			delete(c.failing, TopicPartition{p.Topic, p.Partition})
 		}
 		tp := TopicPartition{p.Topic, p.Partition}
 		f := Fetch{TopicPartition: tp, Records: make([]Record, 0, len(p.Records)), HighWatermark: p.HighWatermark, LogStart: c.logStart(p.Topic, p.LogStartOffset)}
@@ -932,6 +1001,16 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 		if len(f.Records) == 0 && f.ControlEnd == 0 {
 			return
 		}
+		next := f.ControlEnd
+		if n := len(f.Records); n > 0 {
+			next = max(next, f.Records[n-1].Offset+1)
+		}
+		c.mu.Lock()
+		if c.next == nil {
+			c.next = map[TopicPartition]int64{}
+		}
+		c.next[tp] = next
+		c.mu.Unlock()
 		if c.polledAt != nil && len(f.Records) > 0 {
 			if _, seen := c.polledAt[tp]; !seen {
 				c.polledAt[tp] = f.Records[0].Offset
@@ -944,6 +1023,101 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 		}
 	})
 	return ok, fatal
+}
+
+// logHolds reports whether the log of e's partition still holds every offset below where the
+// consumer had read it, as the cluster says now: its end offset is not below, and the leader's
+// log for the epoch of the last record read ends at or above it. The client reports a fetch
+// answered OFFSET_OUT_OF_RANGE at an offset the partition holds (a leader whose high watermark
+// lagged after a leadership change, a broker's transient answer) as data loss too, moving the
+// partition back to its log start: the task then halted claiming records were gone (the log
+// diverged "at offset 0"). When the log holds them, the partition goes back to where the task
+// had read and the warning says so; a partition answered so more than maxReseeks times in a
+// row at the same offset halts as a loss. Unknown (the cluster did not answer) is a loss.
+func (c *Consumer) logHolds(ctx context.Context, e *kgo.ErrDataLoss) bool {
+	if c.cl == nil || e.ConsumedTo <= 0 {
+		return false
+	}
+	tp := TopicPartition{e.Topic, e.Partition}
+	c.mu.Lock()
+	if c.reseeks == nil {
+		c.reseeks = map[TopicPartition]reseekCount{}
+	}
+	rc := c.reseeks[tp]
+	if rc.at != e.ConsumedTo {
+		rc = reseekCount{at: e.ConsumedTo}
+	}
+	rc.n++
+	c.reseeks[tp] = rc
+	c.mu.Unlock()
+	if rc.n > maxReseeks {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	adm := kadm.NewClient(c.cl)
+	ends, err := adm.ListEndOffsets(ctx, e.Topic)
+	if err != nil {
+		return false
+	}
+	end, ok := ends.Lookup(e.Topic, e.Partition)
+	if !ok || end.Err != nil || end.Offset < e.ConsumedTo {
+		return false
+	}
+	epochEnd := int64(-1)
+	if e.ConsumedToEpoch >= 0 {
+		var req kadm.OffsetForLeaderEpochRequest
+		req.Add(e.Topic, e.Partition, e.ConsumedToEpoch)
+		res, err := adm.OffsetForLeaderEpoch(ctx, req)
+		if err != nil {
+			return false
+		}
+		r, ok := res[e.Topic][e.Partition]
+		if !ok || r.Err != nil || r.LeaderEpoch < 0 || r.EndOffset < e.ConsumedTo {
+			return false
+		}
+		epochEnd = r.EndOffset
+	}
+	if c.log != nil {
+		c.log.Warn("kafka: the broker answered a fetch of an input partition as out of range although its log holds the offset, and the client moved the partition back to its log start; it goes on from where the task had read",
+			"topic", e.Topic, "partition", e.Partition, "offset", e.ConsumedTo, "leader_epoch", e.ConsumedToEpoch,
+			"end_offset", end.Offset, "epoch_end_offset", epochEnd, "moved_to", e.ResetTo)
+	}
+	return true
+}
+
+// serverError notes a fetch of tp answered UNKNOWN_SERVER_ERROR, which the client fetches again:
+// the first of a run is logged, and a run that lasts kafka.unreachable_timeout (no record of tp
+// in between) is the error that halts the task.
+func (c *Consumer) serverError(tp TopicPartition, err error) error {
+	now := time.Now()
+	if c.failing == nil {
+		c.failing = map[TopicPartition]time.Time{}
+	}
+	since, ok := c.failing[tp]
+	if !ok {
+		c.failing[tp] = now
+		if c.log != nil {
+			c.log.Warn("kafka: a broker failed a fetch of an input partition; fetching it again", "topic", tp.Topic, "partition", tp.Partition,
+				"halt_after", c.unreachableTimeout, "err", err)
+		}
+		return nil
+	}
+	if d := now.Sub(since); d >= c.unreachableTimeout {
+		return fmt.Errorf("kafka: fetching %s/%d: the broker has failed every fetch of the partition for %s (kafka.unreachable_timeout %s): "+
+			"see its log for the partition; once it serves it again, restart the task (wasmstream restart --task %s): it resumes from its last checkpoint: %w",
+			tp.Topic, tp.Partition, d.Round(time.Millisecond), c.unreachableTimeout, c.task, err)
+	}
+	return nil
+}
+
+// maxReseeks bounds the partitions logHolds moves back in a row at one offset.
+const maxReseeks = 5
+
+// reseekCount counts logHolds's answers for a partition at one offset.
+type reseekCount struct {
+	at int64
+	n  int
 }
 
 // dataLoss is the error of a partition whose log lost records below where the consumer had
@@ -1077,6 +1251,7 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 		c.backoff = min(max(2*c.backoff, txnBackoffMin), txnBackoffMax)
 	} else {
 		c.backoff = 0
+		c.reseekCommitted = nil // the commit made the client's committed offsets real
 	}
 	clear(c.polledAt)
 	if open >= c.txn.Timeout && (errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) || errors.Is(err, kerr.InvalidTxnState)) {
@@ -1089,7 +1264,23 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.InvalidProducerEpoch) {
 		return out, fmt.Errorf("kafka: ending the transaction: fenced by a newer producer with the transactional id %q (does another host run with the same host_id?): %w", c.txn.ID, err)
 	}
+	if err != nil && retriableEnd(err) {
+		// The client gave up on a retriable error (a TxnOffsetCommit answered
+		// REQUEST_TIMED_OUT is not among those it aborts on quietly). If the end it sent was
+		// the abort that followed, the transaction is over and the client can begin the next
+		// one: an abort like any other. If the EndTxn itself failed, whether it committed is
+		// unknown, the client refuses to begin, and the error stands.
+		if berr := c.sess.Begin(); berr == nil {
+			out.Cause = fmt.Errorf("kafka: the cluster refused to commit the transaction, which aborted: %w", err)
+			c.inTxn, c.begunAt = true, time.Now()
+			return out, nil
+		}
+	}
 	if err != nil {
+		if retriableEnd(err) {
+			return out, fmt.Errorf("kafka: ending the transaction: the cluster did not confirm its end, so whether it committed is unknown (the client cannot go on): "+
+				"restart the task (wasmstream restart): the new client fences it, and the task resumes from what the cluster committed: %w", err)
+		}
 		return out, fmt.Errorf("kafka: ending the transaction: %w", err)
 	}
 	if err := c.sess.Begin(); err != nil {
@@ -1099,14 +1290,23 @@ func (c *Consumer) EndTxn(ctx context.Context, commit, idle bool) (TxnOutcome, e
 	return out, nil
 }
 
+// retriableEnd reports whether a transaction's end failed on a retriable broker error
+// (REQUEST_TIMED_OUT, NOT_COORDINATOR, ...): the cluster may answer the next one.
+func retriableEnd(err error) bool {
+	var ke *kerr.Error
+	return errors.As(err, &ke) && ke.Retriable
+}
+
 // Unhanded reports whether Run returned (stopped) with records of the open transaction that it
 // polled but did not hand over: the client would commit their offsets with the transaction, so
 // the transaction can only abort, and EndTxn aborts it. Call it after Run returned.
 func (c *Consumer) Unhanded() bool { return c.unhanded.Load() }
 
-// txnMetadataMinAge is a transactional client's minimum time between metadata refreshes, which
-// paces its retries of refused batches (franz-go's default: 5 s).
-const txnMetadataMinAge = 250 * time.Millisecond
+// RetryMetadataMinAge is the minimum time between metadata refreshes of the clients that produce
+// and consume a task's records, which paces their retries of what a broker refused with a
+// retriable error (a batch refused NOT_LEADER_OR_FOLLOWER or NOT_ENOUGH_REPLICAS, a fetch refused
+// NOT_LEADER_OR_FOLLOWER): each waits for a refresh. franz-go's default is 5 s.
+const RetryMetadataMinAge = 250 * time.Millisecond
 
 // The back-off of a transactional consumer after an abort: doubled from txnBackoffMin with each
 // abort in a row, up to txnBackoffMax.
@@ -1132,17 +1332,33 @@ func (c *Consumer) rewind() map[TopicPartition]int64 {
 	out := map[TopicPartition]int64{}
 	set := map[string]map[int32]kgo.EpochOffset{}
 	for tp, first := range c.polledAt {
-		if eo, ok := committed[tp.Topic][tp.Partition]; ok && eo.Offset >= 0 {
+		at := kgo.EpochOffset{Epoch: -1, Offset: first}
+		if real, moved := c.reseekCommitted[tp]; moved {
+			// The client's committed offset is the one logHolds moved the partition back to,
+			// and the client went there: back to the real one (or the first polled).
+			if real != nil {
+				at = *real
+			}
+		} else if eo, ok := committed[tp.Topic][tp.Partition]; ok && eo.Offset >= 0 {
 			out[tp] = eo.Offset
 			continue
 		}
-		out[tp] = first
+		out[tp] = at.Offset
 		if set[tp.Topic] == nil {
 			set[tp.Topic] = map[int32]kgo.EpochOffset{}
 		}
-		set[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: first}
+		set[tp.Topic][tp.Partition] = at
 	}
+	c.reseekCommitted = nil
 	c.cl.SetOffsets(set)
+	c.mu.Lock()
+	if c.next == nil {
+		c.next = map[TopicPartition]int64{}
+	}
+	for tp, at := range out {
+		c.next[tp] = at
+	}
+	c.mu.Unlock()
 	return out
 }
 

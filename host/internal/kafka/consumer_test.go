@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -691,5 +692,25 @@ func TestTxnAbortRewindCarriesEpoch(t *testing.T) {
 	}
 	if outcome.Committed || outcome.Rewound[TopicPartition{"in", 0}] != 0 {
 		t.Fatalf("the aborted transaction's outcome %+v; want partition 0 rewound to offset 0, the log start", outcome)
+	}
+}
+
+// TestConsumerServerErrorRiddenOutThenHalts: a fetch answered UNKNOWN_SERVER_ERROR is fetched
+// again (before, the first one halted the task); the same partition answered so for
+// kafka.unreachable_timeout in a row halts it, naming the partition and the restart.
+func TestConsumerServerErrorRiddenOutThenHalts(t *testing.T) {
+	c := &Consumer{task: "wc", unreachableTimeout: time.Nanosecond}
+	fs := kgo.Fetches{{Topics: []kgo.FetchTopic{{Topic: "in", Partitions: []kgo.FetchPartition{{Partition: 2, Err: kerr.UnknownServerError}}}}}}
+	if ok, err := c.handOver(context.Background(), fs, make(chan Fetch)); !ok || err != nil {
+		t.Fatalf("first UNKNOWN_SERVER_ERROR: handOver = %v, %v; want it ridden out", ok, err)
+	}
+	ok, err := c.handOver(context.Background(), fs, make(chan Fetch))
+	if !ok || err == nil {
+		t.Fatalf("UNKNOWN_SERVER_ERROR past the bound: handOver = %v, %v; want a fatal error", ok, err)
+	}
+	for _, want := range []string{"fetching in/2", "kafka.unreachable_timeout", "wasmstream restart --task wc", "UNKNOWN_SERVER_ERROR"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q lacks %q", err, want)
+		}
 	}
 }

@@ -29,7 +29,12 @@
 // carries the partition's log start (Fetch.LogStart; -1 for a topic compacted alone, whose log
 // start compaction moves) so that the task can count what it lost; a log that lost records below
 // the position (kgo.ErrDataLoss: truncated, an unclean leader election) fails Run, naming the
-// reset to run. Each Record carries its leader epoch; Handler.Assigned returns, and Commit and
+// reset to run, unless the cluster, asked again, says the log still holds every offset below
+// where the task read (logHolds: a fetch answered OFFSET_OUT_OF_RANGE at an offset the partition
+// holds, which franz-go moves to the log start): the partition then goes back to the offset the
+// task reads next (an abort's rewind included), keeping its real committed offset for a later
+// rewind. A fetch answered UNKNOWN_SERVER_ERROR is fetched again (serverError), for at most
+// ConsumerConfig.UnreachableTimeout in a row. Each Record carries its leader epoch; Handler.Assigned returns, and Commit and
 // Revoked's offsets carry, the leader epoch of the record before each offset (EpochOffset), so
 // that a consumer starting there — from the task's position or the group's committed offset —
 // has the leader say where its log for that epoch ends (OffsetForLeaderEpoch): a log truncated
@@ -40,7 +45,12 @@
 // acknowledged, at most ProducerConfig.DeliveryTimeout from when the first of them was produced
 // (never from record timestamps, which are event time), and returns the first delivery error.
 // A failure is sticky: every later Flush returns it (a transactional producer's until its
-// transaction aborts), so no checkpoint ever covers an output the brokers have not got.
+// transaction aborts), so no checkpoint ever covers an output the brokers have not got; a Flush
+// that timed out names the topics with records unacknowledged. Every client that produces or
+// consumes a task's records refreshes its metadata at most every RetryMetadataMinAge, which
+// paces its retries of what a broker refused with a retriable error.
+// Consumer.EndTxn counts a transaction whose offset commit the cluster refused with a retriable
+// error, and which the client then aborted, as aborted (TxnOutcome.Cause), not as a failure.
 // TopicLimits.Learn reads the max.message.bytes of the topics a task produces to (when the task
 // starts); the producers, a transactional consumer's client included, cap each topic's batches
 // at it (ProducerConfig.Limits), and the host fails an emit over it in the guest.

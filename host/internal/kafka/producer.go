@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,8 +37,8 @@ type Producer struct {
 	tooLarge int
 	since    time.Time // when the first record not yet known acknowledged was produced; zero: none
 	n        int64
-	slab     []slot                   // records not handed out yet: one allocation for many outputs
-	ack      func(*kgo.Record, error) // acked, made once: a method value per record allocates
+	slab     []slot                // records not handed out yet: one allocation for many outputs
+	acks     map[string]*topicAcks // per topic: the promise of its records, and how many are unacknowledged
 
 	clamped atomic.Bool // a timestamp past MaxTimestamp was produced (and logged)
 }
@@ -171,6 +173,11 @@ func producerOpts(pc ProducerConfig) ([]kgo.Opt, error) {
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(pc.Linger),
 		kgo.ProducerBatchCompression(c),
+		// The client retries a batch the broker refused with a retriable error
+		// (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS) only after a metadata refresh, at most
+		// one per min age: at franz-go's default 5 s, six refusals in a row held the outputs,
+		// and so the checkpoints, 32 s (TestKafkaBrokerFaultsRiddenOut).
+		kgo.MetadataMinAge(RetryMetadataMinAge),
 	}
 	if pc.Limits != nil {
 		opts = append(opts, pc.Limits.batchMax())
@@ -229,10 +236,8 @@ func (p *Producer) ProduceFrom(topic string, key, value []byte, headers []Header
 	}
 	sl := &p.slab[0]
 	p.slab = p.slab[1:]
-	if p.ack == nil {
-		p.ack = p.acked
-	}
-	ack := p.ack
+	ta := p.acksFor(topic)
+	ta.unack.Add(1)
 	p.mu.Unlock()
 	r := &sl.r
 	*r = kgo.Record{Topic: topic, Key: key, Value: value, Timestamp: time.UnixMilli(ts)}
@@ -246,7 +251,7 @@ func (p *Producer) ProduceFrom(topic string, key, value []byte, headers []Header
 	if ts > MaxTimestamp {
 		p.clampTimestamp(r, ts)
 	}
-	p.cl.Produce(context.Background(), r, ack)
+	p.cl.Produce(context.Background(), r, ta.ack)
 }
 
 // clampTimestamp stamps r, whose timestamp ts is past MaxTimestamp, with MaxTimestamp and
@@ -260,6 +265,47 @@ func (p *Producer) clampTimestamp(r *kgo.Record, ts int64) {
 	}
 }
 
+// topicAcks is the promise of one topic's records and the count of those not acknowledged yet.
+type topicAcks struct {
+	ack   func(*kgo.Record, error)
+	unack atomic.Int64
+}
+
+// acksFor returns topic's topicAcks, made at its first record; p.mu is held.
+func (p *Producer) acksFor(topic string) *topicAcks {
+	ta := p.acks[topic]
+	if ta == nil {
+		if p.acks == nil {
+			p.acks = map[string]*topicAcks{}
+		}
+		ta = &topicAcks{}
+		ta.ack = func(r *kgo.Record, err error) {
+			ta.unack.Add(-1)
+			p.acked(r, err)
+		}
+		p.acks[topic] = ta
+	}
+	return ta
+}
+
+// unacknowledged says which topics hold records not acknowledged yet, and how many: for the
+// error of a Flush that timed out.
+func (p *Producer) unacknowledged() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var parts []string
+	for topic, ta := range p.acks {
+		if v := ta.unack.Load(); v > 0 {
+			parts = append(parts, fmt.Sprintf("%s (%d unacknowledged)", topic, v))
+		}
+	}
+	slices.Sort(parts)
+	if len(parts) == 0 {
+		return "outputs"
+	}
+	return "outputs to " + strings.Join(parts, ", ")
+}
+
 // acked is the promise of every record: it keeps the first failure.
 func (p *Producer) acked(r *kgo.Record, err error) {
 	switch {
@@ -270,7 +316,14 @@ func (p *Producer) acked(r *kgo.Record, err error) {
 		e := fmt.Errorf("kafka: producing to %s%s: %w: the topic's max.message.bytes is below what the task was started with (it learns the limit at start): restart the task (wasmstream restart) to produce under it", r.Topic, refusedFrom(r), err)
 		p.failSized(e, len(r.Key)+len(r.Value))
 	default:
-		p.fail(fmt.Errorf("kafka: producing to %s%s: %w", r.Topic, refusedFrom(r), err))
+		// Retrying could not fix it (the client retries what it can until the delivery timeout).
+		where := r.Topic
+		if !errors.Is(err, kerr.UnknownTopicOrPartition) {
+			// A record the client could not place (its topic unknown) has no partition yet.
+			where = fmt.Sprintf("%s partition %d", r.Topic, r.Partition)
+		}
+		p.fail(fmt.Errorf("kafka: producing to %s%s: %w (the task halts with its state and offsets at the last checkpoint whose outputs were acknowledged: "+
+			"fix the cause, then restart the task, wasmstream restart, which produces them again)", where, refusedFrom(r), err))
 	}
 }
 
@@ -311,7 +364,9 @@ func (p *Producer) Flush(ctx context.Context) error {
 	}
 	if err := p.cl.Flush(ctx); err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("kafka: outputs not acknowledged within %s (kafka.delivery_timeout) of being produced: is the cluster reachable? (the client's warnings say what it retried): %w", p.timeout, err)
+			err = fmt.Errorf("kafka: %s not acknowledged within %s (kafka.delivery_timeout) of being produced: is the cluster reachable? (the client's warnings say what it retried); "+
+				"the task halts with its state and offsets at the last checkpoint whose outputs were acknowledged: once the cluster acknowledges again, restart the task (wasmstream restart), which produces them again: %w",
+				p.unacknowledged(), p.timeout, err)
 		} else {
 			err = fmt.Errorf("kafka: flush: %w", err)
 		}

@@ -87,7 +87,7 @@ func TestProducerDeliveryTimeout(t *testing.T) {
 	c.Close()
 	p.Produce("out", []byte("k"), []byte("v"), nil, time.Now().UnixMilli())
 	err = p.Flush(context.Background())
-	if err == nil || !strings.Contains(err.Error(), "not acknowledged within 500ms") {
+	if err == nil || !strings.Contains(err.Error(), "outputs to out (1 unacknowledged) not acknowledged within 500ms") {
 		t.Fatalf("Flush with the cluster gone: %v", err)
 	}
 	if err2 := p.Flush(context.Background()); err2 != err {

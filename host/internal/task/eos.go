@@ -120,7 +120,8 @@ func (t *Task) commitTxn(startTicks bool) error {
 		var op *net.OpError
 		switch {
 		case errors.Is(err, context.DeadlineExceeded):
-			err = fmt.Errorf("the cluster did not end the transaction within %s (kafka.unreachable_timeout; the cluster has been unreachable for that long?): %w", t.txnBound(), err)
+			err = fmt.Errorf("the cluster did not end the transaction within %s (kafka.unreachable_timeout; the cluster has been unreachable for that long, or has not acknowledged the transaction's records?): "+
+				"once it answers, restart the task (wasmstream restart): it resumes from what the cluster committed: %w", t.txnBound(), err)
 		case errors.As(err, &op) && op.Op == "dial":
 			// The client gives up ending a transaction when it cannot connect to its
 			// coordinator at all; whether the transaction committed is the cluster's to say.
@@ -130,6 +131,9 @@ func (t *Task) commitTxn(startTicks bool) error {
 	}
 	if !out.Committed {
 		t.rollback(out.Rewound)
+		if ferr == nil {
+			ferr = out.Cause
+		}
 		return t.txnFailed(ferr)
 	}
 	t.txnFailingSince = time.Time{}
