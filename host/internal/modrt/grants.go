@@ -3,6 +3,8 @@ package modrt
 import (
 	"crypto/rand"
 	"fmt"
+	"io"
+	mathrand "math/rand"
 	"net"
 	"os"
 	"path"
@@ -351,8 +353,28 @@ func (g Grants) apply(mc wazero.ModuleConfig) (_ wazero.ModuleConfig, closeFS fu
 	if g.RealClock {
 		mc = mc.WithSysWalltime().WithSysNanotime().WithSysNanosleep()
 	}
-	if g.Random {
-		mc = mc.WithRandSource(rand.Reader)
-	}
 	return mc, closeFS, nil
+}
+
+// randSource returns the random source of an instance: crypto/rand when g grants Random, else
+// the deterministic source wazero gives by default (math/rand seeded with 42, so a guest reads
+// the same bytes as before its reads were charged). charge is called with the size of every
+// read before it is filled: random_get pays for the bytes it makes (slice.go).
+func (g Grants) randSource(charge func(n int)) io.Reader {
+	var r io.Reader = rand.Reader
+	if !g.Random {
+		r = mathrand.New(mathrand.NewSource(42))
+	}
+	return chargedReader{r: r, charge: charge}
+}
+
+// chargedReader is a random source whose reads are charged to the guest's call.
+type chargedReader struct {
+	r      io.Reader
+	charge func(n int)
+}
+
+func (c chargedReader) Read(p []byte) (int, error) {
+	c.charge(len(p))
+	return c.r.Read(p)
 }

@@ -316,7 +316,8 @@ func (i *Instance) instantiate(ctx context.Context, m *Module) error {
 		WithName("").         // anonymous: any number of instances of one module
 		WithStartFunctions(). // _initialize is called below, like every other export
 		WithStdout(i.stdout).
-		WithStderr(i.stderr)
+		WithStderr(i.stderr).
+		WithRandSource(m.lim.Grants.randSource(i.chargeRandom))
 	mc, closeFS, err := m.lim.Grants.apply(mc)
 	if err != nil {
 		return fmt.Errorf("task %q: %w", i.task, err)

@@ -1,0 +1,42 @@
+;; hostcalls: loops of host calls that do little per call (or make many bytes for few
+;; instructions). wasmstream_process reads the first record's value: a mode byte, then a u32
+;; count n (n = 0xffffffff: forever), and makes n calls of one kind:
+;;   r  random_get of 1 MiB
+;;   n  now_ms
+;;   k  clock_time_get (the fake clock without a grant)
+;;   p  poll_oneoff on one clock subscription of 1 s (the fake clock returns at once)
+;; Each call costs fuel.HostCallUnits, and random_get a unit per byte besides.
+(module
+  (import "wasmstream_v0" "now_ms" (func $now (result i64)))
+  (import "wasi_snapshot_preview1" "random_get" (func $random (param i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "clock_time_get" (func $clock (param i32 i64 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
+  (memory (export "memory") 40)
+  ;; a clock subscription at 2048: userdata 0, tag 0 (clock), id 0, timeout 1 s, relative
+  (data (i32.const 2072) "\00\ca\9a\3b")
+  (func (export "wasmstream_abi_version") (result i32) (i32.const 1))
+  (func (export "wasmstream_alloc") (param i32) (result i32) (i32.const 1024))
+  (func (export "wasmstream_init") (param i32 i32) (result i32) (i32.const 0))
+  (func (export "wasmstream_process") (param $p i32) (param $len i32) (result i32)
+    (local $mode i32) (local $n i32)
+    ;; first record: kind(4) count(4) flags(4) partition(4) offset(8) ts(8) source, key, value
+    (local.set $p (i32.add (local.get $p) (i32.const 32)))
+    (local.set $p (i32.add (i32.add (local.get $p) (i32.const 4)) (i32.load (local.get $p))))
+    (local.set $p (i32.add (i32.add (local.get $p) (i32.const 4)) (i32.load (local.get $p))))
+    (local.set $mode (i32.load8_u (i32.add (local.get $p) (i32.const 4))))
+    (local.set $n (i32.load (i32.add (local.get $p) (i32.const 5))))
+    (block $done
+      (loop $l
+        (br_if $done (i32.eqz (local.get $n)))
+        (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+        (if (i32.eq (local.get $mode) (i32.const 0x72)) ;; r
+          (then (drop (call $random (i32.const 65536) (i32.const 0x100000)))))
+        (if (i32.eq (local.get $mode) (i32.const 0x6e)) ;; n
+          (then (drop (call $now))))
+        (if (i32.eq (local.get $mode) (i32.const 0x6b)) ;; k
+          (then (drop (call $clock (i32.const 0) (i64.const 1) (i32.const 4096)))))
+        (if (i32.eq (local.get $mode) (i32.const 0x70)) ;; p
+          (then (drop (call $poll (i32.const 2048) (i32.const 4096) (i32.const 1) (i32.const 4160)))))
+        (br $l)))
+    (i32.const 0))
+)
