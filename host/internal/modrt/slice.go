@@ -95,7 +95,12 @@ func (i *Instance) chargeRandom(n int) { i.chargeWrite(n * hostBytesPerUnit) }
 func (i *Instance) chargeMoved() {
 	units := int64(i.moved / hostBytesPerUnit)
 	i.moved = 0
-	if i.fuel == nil || units == 0 {
+	i.charge(units)
+}
+
+// charge charges units to the call, as chargeMoved does.
+func (i *Instance) charge(units int64) {
+	if i.fuel == nil || units <= 0 {
 		return
 	}
 	v := int64(i.fuel.Get()) - units

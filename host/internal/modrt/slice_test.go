@@ -125,7 +125,7 @@ func TestSizedChargesStopLoops(t *testing.T) {
 	for _, tc := range []struct {
 		mode byte
 		what string
-	}{{'n', "now_ms"}, {'k', "clock_time_get"}, {'p', "poll_oneoff"}, {'r', "random_get of 1 MiB"}} {
+	}{{'n', "now_ms"}, {'k', "clock_time_get"}, {'p', "poll_oneoff"}, {'r', "random_get of 1 MiB"}, {'P', "poll_oneoff of 100,000"}} {
 		i := instantiate(t, h, InstanceConfig{})
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
 		start := time.Now()
@@ -172,11 +172,13 @@ func hostcallsRec(mode byte, n uint32) abi.Record {
 	return rec("k", binary.LittleEndian.AppendUint32([]byte{mode}, n))
 }
 
-// Host calls are paid for: each call of an imported function costs fuel.HostCallUnits, and
-// random_get a unit per byte it makes besides.
+// Host calls are paid for: each call of an imported function costs fuel.HostCallUnits,
+// random_get a unit per byte it makes besides, poll_oneoff a unit per 4 bytes of its
+// subscriptions and events.
 // Before, a call cost one unit whatever it did: a loop of now_ms ran 9.7 s a record at the
 // default budget (100× a plain loop), and one of random_get of 16 MiB never ended, the call
-// never reaching the end of a time slice, so that no stop could end it either.
+// never reaching the end of a time slice, so that no stop could end it either; nor did one of
+// poll_oneoff of 500,000 subscriptions.
 func TestHostCallsCharged(t *testing.T) {
 	r := newRuntime(t, RuntimeConfig{})
 	i := instantiate(t, compile(t, r, "hostcalls", Limits{}), InstanceConfig{})
@@ -188,18 +190,20 @@ func TestHostCallsCharged(t *testing.T) {
 		}
 		return eff.Fuel
 	}
-	const n = 50
 	for _, tc := range []struct {
 		mode    byte
 		what    string
+		n       uint32
 		perCall int64
 	}{
-		{'n', "now_ms", fuel.HostCallUnits},
-		{'k', "clock_time_get", fuel.HostCallUnits},
-		{'p', "poll_oneoff", fuel.HostCallUnits},
-		{'r', "random_get of 1 MiB", fuel.HostCallUnits + 1<<20},
+		{'n', "now_ms", 50, fuel.HostCallUnits},
+		{'k', "clock_time_get", 50, fuel.HostCallUnits},
+		{'p', "poll_oneoff", 50, fuel.HostCallUnits},
+		{'r', "random_get of 1 MiB", 50, fuel.HostCallUnits + 1<<20},
+		{'P', "poll_oneoff of 100,000 subscriptions", 10, fuel.HostCallUnits + 100_000*(48+32)/hostBytesPerUnit},
 	} {
-		if per := (spent(tc.mode, n) - spent(tc.mode, 0)) / n; per < tc.perCall {
+		n := int64(tc.n)
+		if per := (spent(tc.mode, tc.n) - spent(tc.mode, 0)) / n; per < tc.perCall {
 			t.Errorf("a call of %s cost %d fuel units; want at least %d", tc.what, per, tc.perCall)
 		}
 	}
