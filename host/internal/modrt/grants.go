@@ -33,7 +33,8 @@ type Grants struct {
 	// Env lists environment variable names whose host values the guest can read. A listed
 	// variable unset on the host is unset in the guest; nothing else is visible.
 	Env []string
-	// RealClock gives the guest the host's wall and monotonic clocks and a real sleep.
+	// RealClock gives the guest the host's wall and monotonic clocks and a real sleep, charged a
+	// fuel unit per nanosecond and ended by a stop (poll.go).
 	RealClock bool
 	// Random gives the guest a cryptographic random source instead of the deterministic one.
 	Random bool
