@@ -325,7 +325,8 @@ func (g Grants) clone() Grants {
 // from the host when the instance is made. Each granted directory is opened as an os.Root
 // (rootFS), so that no path the guest names, symlinks included, resolves outside it; closeFS
 // releases them once the instance is closed.
-func (g Grants) apply(mc wazero.ModuleConfig) (_ wazero.ModuleConfig, closeFS func(), err error) {
+// Reads and writes of the granted files' bytes are charged with charge (nil: not charged).
+func (g Grants) apply(mc wazero.ModuleConfig, charge func(n int)) (_ wazero.ModuleConfig, closeFS func(), err error) {
 	var roots []*rootFS
 	closeFS = func() {
 		for _, r := range roots {
@@ -341,6 +342,7 @@ func (g Grants) apply(mc wazero.ModuleConfig) (_ wazero.ModuleConfig, closeFS fu
 				closeFS()
 				return mc, nil, fmt.Errorf("granted directory %s cannot be opened (check grants.dirs): %w", d.Host, err)
 			}
+			r.charge = charge
 			roots = append(roots, r)
 			fc = fc.(sysfs.FSConfig).WithSysFSMount(r, d.Guest)
 		}

@@ -318,7 +318,7 @@ func (i *Instance) instantiate(ctx context.Context, m *Module) error {
 		WithStdout(i.stdout).
 		WithStderr(i.stderr).
 		WithRandSource(m.lim.Grants.randSource(i.chargeRandom))
-	mc, closeFS, err := m.lim.Grants.apply(mc)
+	mc, closeFS, err := m.lim.Grants.apply(mc, i.chargeWrite)
 	if err != nil {
 		return fmt.Errorf("task %q: %w", i.task, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"sync/atomic"
@@ -221,5 +223,28 @@ func TestRandomLoopStopped(t *testing.T) {
 		if !errors.Is(err, ErrFuelExhausted) && !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("budget %d: %v; want the budget exhausted or the context's deadline", lim.FuelPerRecord, err)
 		}
+	}
+}
+
+// Reads of a granted file are charged by the size asked for, like the bytes a host function
+// copies: before, a loop of fd_pread of 1 MiB cost a few units an iteration.
+func TestFileReadsCharged(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "big"), make([]byte, 1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := newRuntime(t, RuntimeConfig{})
+	i := instantiate(t, compile(t, r, "hostcalls", Limits{Grants: Grants{Dirs: []DirGrant{{Host: dir, Guest: "/data"}}}}), InstanceConfig{})
+	spent := func(n uint32) int64 {
+		t.Helper()
+		eff, err := i.Process(ctx, []abi.Record{hostcallsRec('f', n)}, nil)
+		if err != nil {
+			t.Fatalf("fd_pread × %d: %v", n, err)
+		}
+		return eff.Fuel
+	}
+	const n = 50
+	if per, want := (spent(n)-spent(0))/n, int64(fuel.HostCallUnits+1<<20/hostBytesPerUnit); per < want {
+		t.Errorf("an fd_pread of 1 MiB cost %d fuel units; want at least %d", per, want)
 	}
 }

@@ -10,14 +10,18 @@
 ;;   E  poll_oneoff on an fd_read (fd 0), an fd_write (fd 1) and a clock subscription of an
 ;;      hour; then state_put of the record's key, name "e": the errno (u32), the event count
 ;;      (u32) and the three events (32 bytes each)
+;;   f  fd_pread of 1 MiB at offset 0 of the file "big" in the first granted directory (fd 3)
 ;; Each call costs fuel.HostCallUnits; random_get a unit per byte besides, poll_oneoff a unit
-;; per 4 bytes of subscriptions and events.
+;; per 4 bytes of subscriptions and events, fd_pread a unit per 4 bytes asked for.
 (module
   (import "wasmstream_v0" "now_ms" (func $now (result i64)))
   (import "wasmstream_v0" "state_put" (func $put (param i32 i32 i32 i32 i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "random_get" (func $random (param i32 i32) (result i32)))
   (import "wasi_snapshot_preview1" "clock_time_get" (func $clock (param i32 i64 i32) (result i32)))
   (import "wasi_snapshot_preview1" "poll_oneoff" (func $poll (param i32 i32 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "path_open"
+    (func $path_open (param i32 i32 i32 i32 i32 i64 i64 i32 i32) (result i32)))
+  (import "wasi_snapshot_preview1" "fd_pread" (func $pread (param i32 i32 i32 i64 i32) (result i32)))
   (memory (export "memory") 200)
   ;; a clock subscription at 2048: userdata 0, tag 0 (clock), id 0, timeout 1 s, relative
   (data (i32.const 2072) "\00\ca\9a\3b")
@@ -31,6 +35,8 @@
   (data (i32.const 2656) "\0d")
   (data (i32.const 2680) "\00\a0\b8\30\46\03")
   (data (i32.const 3000) "e")
+  (data (i32.const 3100) "big")
+  (data (i32.const 3200) "\00\00\01\00\00\00\10\00") ;; an iovec: 1 MiB at 64 KiB
   (func (export "wasmstream_abi_version") (result i32) (i32.const 1))
   (func (export "wasmstream_alloc") (param i32) (result i32) (i32.const 1024))
   (func (export "wasmstream_init") (param i32 i32) (result i32) (i32.const 0))
@@ -49,6 +55,10 @@
         (i32.store (i32.const 4096) (call $poll (i32.const 2560) (i32.const 4104) (i32.const 3) (i32.const 4100)))
         (drop (call $put (local.get $key) (local.get $klen) (i32.const 3000) (i32.const 1) (i32.const 4096) (i32.const 104)))
         (return (i32.const 0))))
+    (if (i32.eq (local.get $mode) (i32.const 0x66)) ;; f: open "big" first
+      (then (if (call $path_open (i32.const 3) (i32.const 1) (i32.const 3100) (i32.const 3)
+                  (i32.const 0) (i64.const 2) (i64.const 0) (i32.const 0) (i32.const 3300))
+              (then unreachable))))
     (block $done
       (loop $l
         (br_if $done (i32.eqz (local.get $n)))
@@ -65,6 +75,8 @@
           (then (drop (call $poll (i32.const 65536) (i32.const 6000000) (i32.const 100000) (i32.const 4160)))))
         (if (i32.eq (local.get $mode) (i32.const 0x53)) ;; S
           (then (drop (call $poll (i32.const 2656) (i32.const 4096) (i32.const 1) (i32.const 4160)))))
+        (if (i32.eq (local.get $mode) (i32.const 0x66)) ;; f
+          (then (drop (call $pread (i32.load (i32.const 3300)) (i32.const 3200) (i32.const 1) (i64.const 0) (i32.const 3304)))))
         (br $l)))
     (i32.const 0))
 )
