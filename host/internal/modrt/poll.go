@@ -71,9 +71,6 @@ func (i *Instance) poll(mem api.Memory, in, out, n, nevents uint32) uint32 {
 	if inLen > math.MaxUint32 || outLen > math.MaxUint32 {
 		return wasiEFAULT
 	}
-	// Charged before the work, whatever comes of it.
-	i.moved = int(inLen + outLen)
-	i.chargeMoved()
 	subs, ok := mem.Read(in, uint32(inLen))
 	if !ok {
 		return wasiEFAULT
@@ -82,6 +79,9 @@ func (i *Instance) poll(mem api.Memory, in, out, n, nevents uint32) uint32 {
 	if !ok {
 		return wasiEFAULT
 	}
+	// Charged before the work, whatever comes of it.
+	i.moved = int(inLen + outLen)
+	i.chargeMoved()
 	// Check every subscription before writing anything: subs and events may overlap.
 	timeout, reads := int64(math.MaxInt64), false
 	for k := range n {

@@ -66,3 +66,16 @@ func TestPollAnswers(t *testing.T) {
 		}
 	}
 }
+
+// Subscriptions that run past the end of memory: EFAULT, and the call goes on.
+func TestPollFault(t *testing.T) {
+	r := newRuntime(t, RuntimeConfig{})
+	i := instantiate(t, compile(t, r, "hostcalls", Limits{}), InstanceConfig{})
+	eff, err := i.Process(ctx, []abi.Record{hostcallsRec('F', 1)}, newEnv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(eff.Writes) != 1 || binary.LittleEndian.Uint32(eff.Writes[0].Value) != wasiEFAULT {
+		t.Errorf("writes %+v; want the errno EFAULT (21) first", eff.Writes)
+	}
+}

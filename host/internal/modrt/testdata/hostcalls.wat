@@ -10,6 +10,7 @@
 ;;   E  poll_oneoff on an fd_read (fd 0), an fd_write (fd 1) and a clock subscription of an
 ;;      hour; then state_put of the record's key, name "e": the errno (u32), the event count
 ;;      (u32) and the three events (32 bytes each)
+;;   F  as E, but the subscriptions run past the end of memory (EFAULT)
 ;;   f  fd_pread of 1 MiB at offset 0 of the file "big" in the first granted directory (fd 3)
 ;; Each call costs fuel.HostCallUnits; random_get a unit per byte besides, poll_oneoff a unit
 ;; per 4 bytes of subscriptions and events, fd_pread a unit per 4 bytes asked for.
@@ -50,9 +51,11 @@
     (local.set $p (i32.add (i32.add (local.get $p) (i32.const 4)) (i32.load (local.get $p))))
     (local.set $mode (i32.load8_u (i32.add (local.get $p) (i32.const 4))))
     (local.set $n (i32.load (i32.add (local.get $p) (i32.const 5))))
-    (if (i32.eq (local.get $mode) (i32.const 0x45)) ;; E
+    (if (i32.or (i32.eq (local.get $mode) (i32.const 0x45)) (i32.eq (local.get $mode) (i32.const 0x46))) ;; E, F
       (then
-        (i32.store (i32.const 4096) (call $poll (i32.const 2560) (i32.const 4104) (i32.const 3) (i32.const 4100)))
+        (i32.store (i32.const 4096) (call $poll
+          (select (i32.const 13107190) (i32.const 2560) (i32.eq (local.get $mode) (i32.const 0x46)))
+          (i32.const 4104) (i32.const 3) (i32.const 4100)))
         (drop (call $put (local.get $key) (local.get $klen) (i32.const 3000) (i32.const 1) (i32.const 4096) (i32.const 104)))
         (return (i32.const 0))))
     (if (i32.eq (local.get $mode) (i32.const 0x66)) ;; f: open "big" first
