@@ -120,10 +120,14 @@ func TestChainExactState(t *testing.T) {
 	for _, s := range st {
 		byName[s.Task] = s
 	}
-	if byName["wc"].ChainEntries != 2000 || byName["rk"].ChainEntries != 2000 || byName["rk"].ChainHolds == 0 {
-		t.Errorf("chain entries wc %d, rk %d (want 2000 each); rk held %d times (want > 0: max_backlog 50)",
-			byName["wc"].ChainEntries, byName["rk"].ChainEntries, byName["rk"].ChainHolds)
+	// Whether rk had to hold for tot (max_backlog 50) depends on the two tasks' relative speed:
+	// CI on a loaded machine once saw tot keep up and rk hold 0 times. Holding itself is
+	// checked where it does not depend on speed (internal/task's TestChainTxnBound: a reader
+	// MaxBacklog entries behind holds the writer); here the count is reported.
+	if byName["wc"].ChainEntries != 2000 || byName["rk"].ChainEntries != 2000 {
+		t.Errorf("chain entries wc %d, rk %d (want 2000 each)", byName["wc"].ChainEntries, byName["rk"].ChainEntries)
 	}
+	t.Logf("rk held %d times for tot (max_backlog 50)", byName["rk"].ChainHolds)
 	in := byName["tot"].Inputs[0]
 	if in.Chain != "rk/rekeyed" || in.Lag != 0 || in.Committed != 2000 {
 		t.Errorf("tot's input: chain %q, lag %d, committed %d; want rk/rekeyed, 0, 2000", in.Chain, in.Lag, in.Committed)

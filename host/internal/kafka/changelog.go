@@ -534,16 +534,17 @@ func (w *ChangelogWriter) WriteEpoch(p int32, key, value []byte, epoch uint64) {
 	w.write(p, key, value, epoch, -1)
 }
 
+// WriteOwned is WriteEpoch for a record made for the writer alone: kv holds its key
+// (kv[:keyLen]) then its value (a non-nil value: no tombstone), and the writer keeps kv as it is,
+// copying nothing; the caller must not touch kv afterwards. A checkpoint's key snapshots are
+// written so: each one's key and value made once, in one allocation.
+func (w *ChangelogWriter) WriteOwned(p int32, kv []byte, keyLen int, epoch uint64) {
+	w.produce(p, kv[:keyLen:keyLen], kv[keyLen:len(kv):len(kv)], epoch, -1)
+}
+
 func (w *ChangelogWriter) write(p int32, key, value []byte, epoch uint64, leader int32) {
-	// One allocation for the three; nil stays nil (a nil value is a tombstone).
-	n := len(key) + len(value)
-	if epoch != 0 {
-		n += 8
-	}
-	if leader >= 0 {
-		n += 4
-	}
-	buf := make([]byte, n)
+	// One allocation for the two; nil stays nil (a nil value is a tombstone).
+	buf := make([]byte, len(key)+len(value))
 	k, v := buf[:len(key):len(key)], buf[len(key):len(key)+len(value):len(key)+len(value)]
 	copy(k, key)
 	copy(v, value)
@@ -553,16 +554,29 @@ func (w *ChangelogWriter) write(p int32, key, value []byte, epoch uint64, leader
 	if value == nil {
 		v = nil
 	}
-	r := &kgo.Record{Topic: w.topic, Partition: p, Key: k, Value: v}
-	rest := buf[len(key)+len(value):]
+	w.produce(p, k, v, epoch, leader)
+}
+
+// changelogRecord is a record with room for its headers and their values: one allocation per
+// record (kgo keeps the *kgo.Record, &r.rec, until its acknowledgement).
+type changelogRecord struct {
+	rec  kgo.Record
+	hdrs [2]kgo.RecordHeader
+	vals [12]byte // the owner epoch (8 bytes), then the leader epoch (4)
+}
+
+// produce hands the record to the client with its headers: epoch in an EpochHeader (none when
+// 0), leader in a LeaderEpochHeader (none when negative). key and value are the record's own.
+func (w *ChangelogWriter) produce(p int32, key, value []byte, epoch uint64, leader int32) {
+	cr := &changelogRecord{rec: kgo.Record{Topic: w.topic, Partition: p, Key: key, Value: value}}
+	r := &cr.rec
 	if epoch != 0 {
-		e := binary.BigEndian.AppendUint64(rest[:0:8], epoch)
-		r.Headers = []kgo.RecordHeader{{Key: EpochHeader, Value: e}}
-		rest = rest[8:]
+		e := binary.BigEndian.AppendUint64(cr.vals[:0:8], epoch)
+		r.Headers = append(cr.hdrs[:0], kgo.RecordHeader{Key: EpochHeader, Value: e})
 	}
 	if leader >= 0 {
-		l := binary.BigEndian.AppendUint32(rest[:0:4], uint32(leader))
-		r.Headers = append(r.Headers, kgo.RecordHeader{Key: LeaderEpochHeader, Value: l})
+		l := binary.BigEndian.AppendUint32(cr.vals[8:8:12], uint32(leader))
+		r.Headers = append(cr.hdrs[:len(r.Headers)], kgo.RecordHeader{Key: LeaderEpochHeader, Value: l})
 	}
 	w.cl.Produce(context.Background(), r, w.done)
 }

@@ -365,6 +365,10 @@ func TestChangelogPositionLeaderEpoch(t *testing.T) {
 	w.WritePosition(0, []byte("p2"), []byte("v2"), 9, 0)
 	w.WritePosition(0, []byte("p3"), []byte("v3"), 9, -1)
 	w.WriteEpoch(0, []byte("k"), []byte("v4"), 9)
+	// WriteOwned: the key and value from one buffer, kept as they are.
+	w.WriteOwned(0, []byte("k5v5"), 2, 9)
+	w.WriteOwned(0, []byte("k6v6"), 2, 0)
+	w.WriteOwned(0, []byte("v7"), 0, 1<<40)
 	if _, err := w.Flush(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -373,16 +377,16 @@ func TestChangelogPositionLeaderEpoch(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []struct {
-		epoch  uint64
-		leader int32
-		value  string
-	}{{0, 4, "v1"}, {9, 0, "v2"}, {9, -1, "v3"}, {9, -1, "v4"}}
+		epoch      uint64
+		leader     int32
+		key, value string
+	}{{0, 4, "p1", "v1"}, {9, 0, "p2", "v2"}, {9, -1, "p3", "v3"}, {9, -1, "k", "v4"}, {9, -1, "k5", "v5"}, {0, -1, "k6", "v6"}, {1 << 40, -1, "", "v7"}}
 	if len(got) != len(want) {
 		t.Fatalf("%d records read, want %d", len(got), len(want))
 	}
 	for i, r := range got {
-		if r.epoch != want[i].epoch || r.leader != want[i].leader || string(r.value) != want[i].value {
-			t.Errorf("record %d: epoch %d, leader epoch %d, value %q; want %d, %d, %q", i, r.epoch, r.leader, r.value, want[i].epoch, want[i].leader, want[i].value)
+		if r.epoch != want[i].epoch || r.leader != want[i].leader || string(r.key) != want[i].key || string(r.value) != want[i].value {
+			t.Errorf("record %d: epoch %d, leader epoch %d, key %q, value %q; want %d, %d, %q, %q", i, r.epoch, r.leader, r.key, r.value, want[i].epoch, want[i].leader, want[i].key, want[i].value)
 		}
 	}
 }

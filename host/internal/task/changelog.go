@@ -16,6 +16,7 @@ import (
 	"github.com/wasmstream/wasmstream/host/internal/kafka"
 	"github.com/wasmstream/wasmstream/host/internal/modrt"
 	"github.com/wasmstream/wasmstream/host/internal/source"
+	"github.com/wasmstream/wasmstream/host/internal/statecache"
 	"github.com/wasmstream/wasmstream/store"
 )
 
@@ -152,11 +153,26 @@ func (t *Task) growChangelog(ctx context.Context, p int32) error {
 }
 
 func changelogKey(kind byte, topic string, key []byte) []byte {
-	b := make([]byte, 0, 3+len(topic)+len(key))
+	return appendChangelogKey(make([]byte, 0, changelogKeyLen(topic, key)), kind, topic, key)
+}
+
+func appendChangelogKey(b []byte, kind byte, topic string, key []byte) []byte {
 	b = append(b, kind)
 	b = binary.BigEndian.AppendUint16(b, uint16(len(topic)))
 	b = append(b, topic...)
 	return append(b, key...)
+}
+
+func changelogKeyLen(topic string, key []byte) int { return 3 + len(topic) + len(key) }
+
+// snapshotRecord returns the changelog record of a key snapshot as kafka.ChangelogWriter.WriteOwned
+// takes it: its key (changelogKey 'k') then its value (store.EncodeSnapshot) in one buffer made
+// for it, and the key's length. scratch is a buffer to encode in, kept from call to call.
+func snapshotRecord(scratch *[]byte, topic string, snap *store.KeySnapshot) (kv []byte, keyLen int) {
+	*scratch = store.EncodeSnapshot((*scratch)[:0], snap)
+	keyLen = changelogKeyLen(topic, snap.Key)
+	kv = appendChangelogKey(make([]byte, 0, keyLen+len(*scratch)), 'k', topic, snap.Key)
+	return append(kv, *scratch...), keyLen
 }
 
 // changelogPositionKey is the key of a position record of an input topic's partition: 'p' |
@@ -417,20 +433,22 @@ func (t *Task) rewriteStale(ctx context.Context, cp *store.Checkpoint, stale map
 			keyStreams = append(keyStreams, st)
 		}
 	}
-	snaps := make([][]byte, len(refs))
+	recs := make([][]byte, len(refs))
+	keyLens := make([]int, len(refs))
+	var scratch []byte
 	if err := t.cfg.Store.Snapshots(t.cfg.Name, refs, func(i int, snap *store.KeySnapshot) error {
 		if refs[i].Written != nil {
 			snap.Apply(refs[i].Written) // the key's state as this checkpoint commits it
 		}
-		snaps[i] = store.EncodeSnapshot(nil, snap)
+		recs[i], keyLens[i] = snapshotRecord(&scratch, keyStreams[i].tp.Topic, snap)
 		return nil
 	}); err != nil {
 		return fmt.Errorf("changelog: %w", err)
 	}
 	w := t.changelog.w
-	for i, v := range snaps {
+	for i, kv := range recs {
 		st := keyStreams[i]
-		w.WriteEpoch(st.tp.Partition, changelogKey('k', st.tp.Topic, refs[i].Key), v, st.durable.Epoch)
+		w.WriteOwned(st.tp.Partition, kv, keyLens[i], st.durable.Epoch)
 	}
 	for st := range stale {
 		pos := st.durable
@@ -502,17 +520,20 @@ func (t *Task) writeChangelog(pl *changelogPlan) error {
 	}
 	// Encoded first, written after: Write may block on the producer's buffer, which must not
 	// happen while the store's read lock is held (a Close would wait on it).
-	snaps := make([][]byte, len(pl.refs))
+	// Each record's key and value are made once, in one buffer the writer keeps (WriteOwned).
+	recs := make([][]byte, len(pl.refs))
+	keyLens := make([]int, len(pl.refs))
+	var scratch []byte
 	if err := t.cfg.Store.Snapshots(t.cfg.Name, pl.refs, func(i int, snap *store.KeySnapshot) error {
 		snap.Apply(pl.refs[i].Written)
-		snaps[i] = store.EncodeSnapshot(nil, snap)
+		recs[i], keyLens[i] = snapshotRecord(&scratch, pl.at[i].topic, snap)
 		return nil
 	}); err != nil {
 		return fmt.Errorf("changelog: %w", err)
 	}
-	for i, v := range snaps {
+	for i, kv := range recs {
 		r := &pl.at[i]
-		w.WriteEpoch(r.part, changelogKey('k', r.topic, pl.refs[i].Key), v, r.epoch)
+		w.WriteOwned(r.part, kv, keyLens[i], r.epoch)
 	}
 	j := 0
 	for i, sp := range pl.cp.Positions {
@@ -605,21 +626,21 @@ func roomByBound(g *group) bool {
 	for _, op := range g.effects.Timers {
 		add += len(op.Name) + len(op.Payload) + 32
 	}
-	within := func(key []byte) bool {
-		e := g.entry(key)
+	// The entries as the worker found them (writeEntry, timerEntry): no lookup by key.
+	within := func(e *statecache.Entry) bool {
 		n, ok := 0, false
 		if e != nil {
 			n, ok = e.SnapshotBytes()
 		}
 		return ok && n+add <= kafka.MaxRecordBatchBytes
 	}
-	for _, w := range g.effects.Writes {
-		if !within(w.Key) {
+	for i := range g.effects.Writes {
+		if !within(g.writeEntry(i)) {
 			return false
 		}
 	}
-	for _, op := range g.effects.Timers {
-		if !within(op.Key) {
+	for i := range g.effects.Timers {
+		if !within(g.timerEntry(i)) {
 			return false
 		}
 	}

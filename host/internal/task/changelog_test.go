@@ -34,6 +34,30 @@ func TestNextEpoch(t *testing.T) {
 	}
 }
 
+// TestSnapshotRecord: a key snapshot's changelog record is the key changelogKey makes and the
+// value EncodeSnapshot makes (what restores, this host's and older ones, read), made in one
+// allocation once the scratch buffer has grown (before: 6 for this snapshot, its growing buffer,
+// the key and the copy of both).
+func TestSnapshotRecord(t *testing.T) {
+	snap := store.KeySnapshot{Key: []byte("user-42"), Mark: 1234, HasMark: true, StateVersion: 3,
+		Names:  []store.Write{{Name: []byte("count"), Value: []byte("12345678")}, {Name: []byte("last"), Value: bytes.Repeat([]byte("x"), 300)}},
+		Timers: []store.Timer{{Key: []byte("user-42"), Name: []byte("t"), Domain: 1, Due: 99, Payload: []byte("p")}}}
+	var scratch []byte
+	kv, keyLen := snapshotRecord(&scratch, "input-topic", &snap)
+	if want := changelogKey('k', "input-topic", snap.Key); !bytes.Equal(kv[:keyLen], want) {
+		t.Fatalf("key %q, want %q", kv[:keyLen], want)
+	}
+	if want := store.EncodeSnapshot(nil, &snap); !bytes.Equal(kv[keyLen:], want) {
+		t.Fatalf("value %x, want %x", kv[keyLen:], want)
+	}
+	if got, err := store.DecodeSnapshot(kv[keyLen:]); err != nil || got.Mark != 1234 || len(got.Names) != 2 || len(got.Timers) != 1 {
+		t.Fatalf("DecodeSnapshot = %+v, %v", got, err)
+	}
+	if n := testing.AllocsPerRun(100, func() { kv, keyLen = snapshotRecord(&scratch, "input-topic", &snap) }); n != 1 {
+		t.Errorf("snapshotRecord: %v allocations per record, want 1", n)
+	}
+}
+
 // TestRestoringEpochs: a replay applies records at or above the highest epoch read, skips those
 // below it (an earlier owner's after a later one's), and applies records without an epoch (0:
 // written by a host before epochs) wherever they are.
