@@ -325,8 +325,10 @@ func (g Grants) clone() Grants {
 // from the host when the instance is made. Each granted directory is opened as an os.Root
 // (rootFS), so that no path the guest names, symlinks included, resolves outside it; closeFS
 // releases them once the instance is closed.
-// Reads and writes of the granted files' bytes are charged with charge (nil: not charged).
-func (g Grants) apply(mc wazero.ModuleConfig, charge func(n int)) (_ wazero.ModuleConfig, closeFS func(), err error) {
+// Reads and writes of the granted files' bytes are charged with charge (nil: not charged); the
+// instance may hold MaxOpenFiles open at once, and refused is called for each open beyond.
+func (g Grants) apply(mc wazero.ModuleConfig, charge func(n int), refused func()) (_ wazero.ModuleConfig, closeFS func(), err error) {
+	files := new(int)
 	var roots []*rootFS
 	closeFS = func() {
 		for _, r := range roots {
@@ -342,7 +344,7 @@ func (g Grants) apply(mc wazero.ModuleConfig, charge func(n int)) (_ wazero.Modu
 				closeFS()
 				return mc, nil, fmt.Errorf("granted directory %s cannot be opened (check grants.dirs): %w", d.Host, err)
 			}
-			r.charge = charge
+			r.charge, r.files, r.refused = charge, files, refused
 			roots = append(roots, r)
 			fc = fc.(sysfs.FSConfig).WithSysFSMount(r, d.Guest)
 		}

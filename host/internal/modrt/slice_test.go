@@ -248,3 +248,26 @@ func TestFileReadsCharged(t *testing.T) {
 		t.Errorf("an fd_pread of 1 MiB cost %d fuel units; want at least %d", per, want)
 	}
 }
+
+// An instance holds at most MaxOpenFiles files open in its granted directories: an open beyond
+// fails (EAGAIN). Before, a guest opening without closing took
+// every descriptor of the host process (20,000) within one call.
+func TestOpenFilesBounded(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "big"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := newRuntime(t, RuntimeConfig{})
+	i := instantiate(t, compile(t, r, "hostcalls", Limits{Grants: Grants{Dirs: []DirGrant{{Host: dir, Guest: "/data"}}}}), InstanceConfig{})
+	eff, err := i.Process(ctx, []abi.Record{hostcallsRec('o', 1000)}, newEnv(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(eff.Writes) != 1 || len(eff.Writes[0].Value) != 8 {
+		t.Fatalf("writes %+v", eff.Writes)
+	}
+	opened, errno := binary.LittleEndian.Uint32(eff.Writes[0].Value), binary.LittleEndian.Uint32(eff.Writes[0].Value[4:])
+	if opened >= MaxOpenFiles || opened < MaxOpenFiles-2 || errno != 6 { // EAGAIN
+		t.Errorf("1000 opens without a close: %d succeeded, the last errno %d; want %d less the preopen, then EAGAIN (6)", opened, errno, MaxOpenFiles)
+	}
+}

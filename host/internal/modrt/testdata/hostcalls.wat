@@ -11,6 +11,8 @@
 ;;      hour; then state_put of the record's key, name "e": the errno (u32), the event count
 ;;      (u32) and the three events (32 bytes each)
 ;;   F  as E, but the subscriptions run past the end of memory (EFAULT)
+;;   o  path_open of "big" n times, closing none; then state_put of the record's key, name "e":
+;;      the opens that succeeded (u32) and the last errno (u32)
 ;;   f  fd_pread of 1 MiB at offset 0 of the file "big" in the first granted directory (fd 3)
 ;; Each call costs fuel.HostCallUnits; random_get a unit per byte besides, poll_oneoff a unit
 ;; per 4 bytes of subscriptions and events, fd_pread a unit per 4 bytes asked for.
@@ -57,6 +59,18 @@
           (select (i32.const 13107190) (i32.const 2560) (i32.eq (local.get $mode) (i32.const 0x46)))
           (i32.const 4104) (i32.const 3) (i32.const 4100)))
         (drop (call $put (local.get $key) (local.get $klen) (i32.const 3000) (i32.const 1) (i32.const 4096) (i32.const 104)))
+        (return (i32.const 0))))
+    (if (i32.eq (local.get $mode) (i32.const 0x6f)) ;; o
+      (then
+        (block $opened (loop $open
+          (br_if $opened (i32.eqz (local.get $n)))
+          (local.set $n (i32.sub (local.get $n) (i32.const 1)))
+          (i32.store (i32.const 3404) (call $path_open (i32.const 3) (i32.const 1) (i32.const 3100) (i32.const 3)
+            (i32.const 0) (i64.const 2) (i64.const 0) (i32.const 0) (i32.const 3300)))
+          (if (i32.eqz (i32.load (i32.const 3404)))
+            (then (i32.store (i32.const 3400) (i32.add (i32.load (i32.const 3400)) (i32.const 1)))))
+          (br $open)))
+        (drop (call $put (local.get $key) (local.get $klen) (i32.const 3000) (i32.const 1) (i32.const 3400) (i32.const 8)))
         (return (i32.const 0))))
     (if (i32.eq (local.get $mode) (i32.const 0x66)) ;; f: open "big" first
       (then (if (call $path_open (i32.const 3) (i32.const 1) (i32.const 3100) (i32.const 3)
