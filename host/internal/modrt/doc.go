@@ -46,6 +46,7 @@
 // lines of stdout written during the call (stdio.go; 2 lines of 256 bytes each per stream). Grants.HTTP lets http_request reach an allowlist of hosts (http.go): one keep-alive
 // client and one concurrency bound per Module, a blocking request bounded by the call's context
 // and the request's timeout.
+// An instance holds at most MaxOpenFiles files open in its granted directories (rootfs.go).
 // Memory is capped by Limits.MaxMemoryPages: memory.grow beyond it returns -1 to the guest.
 // Processing time comes from InstanceConfig.Now (now_ms).
 //
