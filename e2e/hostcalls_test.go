@@ -114,4 +114,7 @@ tasks:
 	if n := strings.Count(string(out), "\n"); n == 0 {
 		t.Errorf("the healthy task wrote no output beside the hostile ones")
 	}
+	if dl, err := os.ReadFile(filepath.Join(dir, "data", "wc.deadletter.ndjson")); err == nil && len(dl) > 0 {
+		t.Errorf("the healthy task dead-lettered records:\n%s", dl)
+	}
 }
