@@ -272,8 +272,9 @@ type GrantsConfig struct {
 	Dirs []DirGrantConfig `yaml:"dirs"`
 	// Env lists environment variables whose host values the module may read; it sees no other.
 	Env []string `yaml:"env"`
-	// RealClock gives the module the host's wall and monotonic clocks instead of a fake clock
-	// (the record's processing time always comes through the ABI).
+	// RealClock gives the module the host's wall and monotonic clocks and a real sleep instead
+	// of a fake clock (the record's processing time always comes through the ABI). A sleep
+	// costs the call a fuel unit per nanosecond, and ends when the host stops.
 	RealClock bool `yaml:"real_clock"`
 	// Random gives the module a cryptographic random source instead of a deterministic one.
 	Random bool `yaml:"random"`

@@ -367,6 +367,7 @@ type analysis struct {
 	lead      int // the instructions before this ordinal are all block or loop
 	in, peek  inst
 	after     []int64 // the rewriter's: the charges due after the current instruction (chargePoints)
+	imports   int     // the module's imported functions: a call of one costs HostCallUnits
 }
 
 func maxCost(a, b int64) int64 {
@@ -568,7 +569,7 @@ func (a *analysis) account(s *step, ord int) {
 	a.loopDepth = max(a.loopDepth, len(a.regs)-1) // the loops around this instruction
 	live := top.cur != dead
 	if live && !free(in.op) {
-		top.cur++
+		top.cur += a.cost(in)
 		top.max = maxCost(top.max, top.cur)
 	}
 	s.ord, s.top, s.live, s.inner = ord, top, live, nil
@@ -578,6 +579,15 @@ func (a *analysis) account(s *step, ord int) {
 			break
 		}
 	}
+}
+
+// cost is what the instruction in costs: HostCallUnits for a call (or tail call) of an imported
+// function, one unit otherwise.
+func (a *analysis) cost(in *inst) int64 {
+	if (in.op == opCall || in.op == opReturnCall) && int(in.fn) < a.imports {
+		return HostCallUnits
+	}
+	return 1
 }
 
 // close sets the charge of the segment g.
@@ -764,7 +774,7 @@ func instrumentCode(m *module, s section, gidx uint32, res *Result) ([]byte, err
 	out := make([]byte, 0, len(s.body)+len(s.body)/4)
 	out = appendU32(out, n)
 	var (
-		a    analysis
+		a    = analysis{imports: m.importedFuncs}
 		body []byte
 	)
 	for k := uint32(0); k < n; k++ {

@@ -11,8 +11,8 @@
 //     initial value is Options.Initial: the budget of a start function.
 //   - Every function is charged at its entry, and every loop at its header (each iteration), by
 //     the cost of the longest path through that function or loop body up to the next charge
-//     point, where every instruction costs one unit and the body of an inner loop is charged by
-//     that loop's own header. The charge is therefore an upper bound of the instructions executed,
+//     point, where every instruction costs one unit, a call of an imported (host) function
+//     HostCallUnits, and the body of an inner loop is charged by that loop's own header. The charge is therefore an upper bound of the instructions executed,
 //     computed statically: the same call with the same inputs always consumes the same fuel.
 //     Every charge is at least one unit, so no guest can loop or recurse without paying.
 //     modrt's FuzzFuelSound checks this bound on generated programs by running them: charges

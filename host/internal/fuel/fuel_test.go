@@ -203,3 +203,16 @@ func FuzzInstrument(f *testing.F) {
 		}
 	})
 }
+
+// A call of an imported (host) function costs HostCallUnits; a call of a defined one a unit.
+func TestHostCallCost(t *testing.T) {
+	// call 0 (an import); drop; call 1 (defined); drop
+	code := []byte{opCall, 0, 0x1a, opCall, 1, 0x1a, opEnd}
+	a := analysis{imports: 1}
+	if err := a.costs(&Reader{b: code}, false); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := a.points[0].charge, int64(HostCallUnits+3); got != want {
+		t.Errorf("charge %d; want %d (HostCallUnits for the import's call, 1 for each other instruction)", got, want)
+	}
+}

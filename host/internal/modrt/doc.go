@@ -46,6 +46,7 @@
 // lines of stdout written during the call (stdio.go; 2 lines of 256 bytes each per stream). Grants.HTTP lets http_request reach an allowlist of hosts (http.go): one keep-alive
 // client and one concurrency bound per Module, a blocking request bounded by the call's context
 // and the request's timeout.
+// An instance holds at most MaxOpenFiles files open in its granted directories (rootfs.go).
 // Memory is capped by Limits.MaxMemoryPages: memory.grow beyond it returns -1 to the guest.
 // Processing time comes from InstanceConfig.Now (now_ms).
 //
@@ -82,8 +83,11 @@
 // entries and loop headers (and by size at bulk memory and table instructions) and traps when it
 // runs out; Instance.call, the single place the host enters the guest, starts the call's budget
 // before the call and reads what is left after, and turns a trap with a negative counter into a
-// *FuelError (errors.Is ErrFuelExhausted). Host functions charge the call for the bytes they copy
-// (slice.go). Fuel is deterministic: the same call on the same instance history always spends
+// *FuelError (errors.Is ErrFuelExhausted). A call of a host function costs fuel.HostCallUnits
+// (counted by the rewrite, at the call); host functions charge the call for the bytes they copy
+// besides (slice.go), WASI random_get a unit per byte it makes, and poll_oneoff, which is the
+// host's own (poll.go), for its subscriptions and events and, with the real clock, a unit per
+// nanosecond it sleeps, a sleep that ends when ctx does. Fuel is deterministic: the same call on the same instance history always spends
 // the same fuel (Effects.Fuel), and stops at the same point. A start function is moved out of
 // instantiation and run under InitFuel, so a module whose start function loops is refused by
 // Compile.

@@ -3,6 +3,8 @@ package modrt
 import (
 	"crypto/rand"
 	"fmt"
+	"io"
+	mathrand "math/rand"
 	"net"
 	"os"
 	"path"
@@ -31,7 +33,8 @@ type Grants struct {
 	// Env lists environment variable names whose host values the guest can read. A listed
 	// variable unset on the host is unset in the guest; nothing else is visible.
 	Env []string
-	// RealClock gives the guest the host's wall and monotonic clocks and a real sleep.
+	// RealClock gives the guest the host's wall and monotonic clocks and a real sleep, charged a
+	// fuel unit per nanosecond and ended by a stop (poll.go).
 	RealClock bool
 	// Random gives the guest a cryptographic random source instead of the deterministic one.
 	Random bool
@@ -322,7 +325,10 @@ func (g Grants) clone() Grants {
 // from the host when the instance is made. Each granted directory is opened as an os.Root
 // (rootFS), so that no path the guest names, symlinks included, resolves outside it; closeFS
 // releases them once the instance is closed.
-func (g Grants) apply(mc wazero.ModuleConfig) (_ wazero.ModuleConfig, closeFS func(), err error) {
+// Reads and writes of the granted files' bytes are charged with charge (nil: not charged); the
+// instance may hold MaxOpenFiles open at once, and refused is called for each open beyond.
+func (g Grants) apply(mc wazero.ModuleConfig, charge func(n int), refused func()) (_ wazero.ModuleConfig, closeFS func(), err error) {
+	files := new(int)
 	var roots []*rootFS
 	closeFS = func() {
 		for _, r := range roots {
@@ -338,6 +344,7 @@ func (g Grants) apply(mc wazero.ModuleConfig) (_ wazero.ModuleConfig, closeFS fu
 				closeFS()
 				return mc, nil, fmt.Errorf("granted directory %s cannot be opened (check grants.dirs): %w", d.Host, err)
 			}
+			r.charge, r.files, r.refused = charge, files, refused
 			roots = append(roots, r)
 			fc = fc.(sysfs.FSConfig).WithSysFSMount(r, d.Guest)
 		}
@@ -351,8 +358,28 @@ func (g Grants) apply(mc wazero.ModuleConfig) (_ wazero.ModuleConfig, closeFS fu
 	if g.RealClock {
 		mc = mc.WithSysWalltime().WithSysNanotime().WithSysNanosleep()
 	}
-	if g.Random {
-		mc = mc.WithRandSource(rand.Reader)
-	}
 	return mc, closeFS, nil
+}
+
+// randSource returns the random source of an instance: crypto/rand when g grants Random, else
+// the deterministic source wazero gives by default (math/rand seeded with 42, so a guest reads
+// the same bytes as before its reads were charged). charge is called with the size of every
+// read before it is filled: random_get pays for the bytes it makes (slice.go).
+func (g Grants) randSource(charge func(n int)) io.Reader {
+	var r io.Reader = rand.Reader
+	if !g.Random {
+		r = mathrand.New(mathrand.NewSource(42))
+	}
+	return chargedReader{r: r, charge: charge}
+}
+
+// chargedReader is a random source whose reads are charged to the guest's call.
+type chargedReader struct {
+	r      io.Reader
+	charge func(n int)
+}
+
+func (c chargedReader) Read(p []byte) (int, error) {
+	c.charge(len(p))
+	return c.r.Read(p)
 }

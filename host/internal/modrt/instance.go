@@ -147,6 +147,8 @@ type Instance struct {
 	stderr    *lineWriter
 	logLim    *logLimiter
 	refused   *refusalLog // the module's rate limit of refused-request warnings (http.go)
+	// filesWarned: the instance logged that it holds MaxOpenFiles (filesRefused)
+	filesWarned bool
 
 	phase  phase
 	broken bool
@@ -316,8 +318,9 @@ func (i *Instance) instantiate(ctx context.Context, m *Module) error {
 		WithName("").         // anonymous: any number of instances of one module
 		WithStartFunctions(). // _initialize is called below, like every other export
 		WithStdout(i.stdout).
-		WithStderr(i.stderr)
-	mc, closeFS, err := m.lim.Grants.apply(mc)
+		WithStderr(i.stderr).
+		WithRandSource(m.lim.Grants.randSource(i.chargeRandom))
+	mc, closeFS, err := m.lim.Grants.apply(mc, i.chargeWrite, i.filesRefused)
 	if err != nil {
 		return fmt.Errorf("task %q: %w", i.task, err)
 	}
@@ -608,4 +611,12 @@ func (i *Instance) Close(ctx context.Context) error {
 		return fmt.Errorf("task %q: close: %w", i.task, err)
 	}
 	return nil
+}
+
+// filesRefused notes an open refused at MaxOpenFiles: logged at warn once per instance.
+func (i *Instance) filesRefused() {
+	if !i.filesWarned {
+		i.filesWarned = true
+		i.log.Warn("a file open refused: the module holds the most files an instance may keep open (close the files it no longer reads); the open fails with EAGAIN", "limit", MaxOpenFiles)
+	}
 }

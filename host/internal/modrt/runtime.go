@@ -117,7 +117,7 @@ func (r *Runtime) engine(ctx context.Context, pages uint32) (*engine, error) {
 		WithMemoryLimitPages(pages).
 		WithCloseOnContextDone(r.interrupt) // off but in benchmarks: it makes guest loops ~33× slower (DESIGN S21)
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, rt); err != nil {
+	if err := instantiateWASI(ctx, rt); err != nil {
 		_ = rt.Close(ctx)
 		return nil, fmt.Errorf("instantiate WASI: %w", err)
 	}
