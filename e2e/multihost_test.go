@@ -299,7 +299,7 @@ func multiHostChaos(t *testing.T, eos bool, loops, minKills int) {
 
 	got := readChangelogState(t, brokers, "wc-changelog", "words")
 	if diffs := diffState(want, got); len(diffs) > 0 {
-		t.Fatalf("changelog state differs after %d kills:\n%s", kills, strings.Join(diffs[:min(len(diffs), 20)], "\n"))
+		t.Fatalf("changelog state differs after %d kills: %s\n%s", kills, diffSummary(want, got), strings.Join(diffs[:min(len(diffs), 20)], "\n"))
 	}
 	restores, full := 0, 0
 	for _, h := range hosts {
