@@ -171,9 +171,7 @@ func kafkaCrashExactState(t *testing.T, loops, minKills int) {
 		}
 		t.Logf("after kill %d: %s", kills, checked)
 		if len(problems) > 0 {
-			for i, l := range runLogs {
-				t.Logf("killed run %d's log:\n%s", i+1, tail(l.String(), 6000))
-			}
+			logRuns(t, runLogs, "")
 			t.Fatalf("after kill %d, a restart would not make the state exact:\n%s", kills, strings.Join(problems, "\n"))
 		}
 	}
@@ -203,13 +201,22 @@ func kafkaCrashExactState(t *testing.T, loops, minKills int) {
 	}
 	got := readState(t, filepath.Join(dir, "data"), "wc")
 	if diffs := diffState(want, got); len(diffs) > 0 {
-		for i, l := range runLogs {
-			t.Logf("killed run %d's log:\n%s", i+1, tail(l.String(), 6000))
-		}
-		t.Logf("the last run's log:\n%s", tail(stderr.String(), 6000))
+		logRuns(t, runLogs, stderr.String())
 		t.Fatalf("state differs after %d kills: %s\n%s", kills,
 			kafkaStateReport(filepath.Join(dir, "data"), "wc", brokers, "wasmstream-wc", "words", want, got, produced),
 			strings.Join(diffs[:min(len(diffs), 20)], "\n"))
+	}
+	// One host: the group's offsets are only ever committed from its own store's positions, so
+	// no run may find them further than its checkpoint (that would skip the records between).
+	logs := []string{stderr.String()}
+	for _, l := range runLogs {
+		logs = append(logs, l.String())
+	}
+	for i, l := range logs {
+		if strings.Contains(l, "the group committed further than this host's checkpoint") {
+			logRuns(t, runLogs, stderr.String())
+			t.Fatalf("a run (%d of %d, the last one first) found the group's offset further than its store's position", i+1, len(logs))
+		}
 	}
 	t.Logf("kafka crash test (loops %d): %d records, %d SIGKILLs (%d while it was producing outputs), state exact over %d users; %d outputs, %d duplicates",
 		loops, records, kills, midRun, len(got), outputs, dups)
@@ -334,4 +341,33 @@ func waitNewOutputs(brokers string, timeout time.Duration) bool {
 		}
 	}
 	return false
+}
+
+// keyEvents are the log lines that say where a run took its partitions from and what moved
+// them: logRuns prints them whole, whatever a log's tail cuts.
+var keyEvents = []string{"partition assigned", "partition revoked", "partition lost", "committed further",
+	"no longer knew", "lost committed checkpoints", "level=ERROR", "level=WARN"}
+
+// logRuns logs, for a failure, each killed run's key events and the tail of its log, then the
+// last run's (if any).
+func logRuns(t *testing.T, runs []*lockedBuffer, last string) {
+	t.Helper()
+	show := func(name, log string) {
+		var events []string
+		for _, line := range strings.Split(log, "\n") {
+			for _, e := range keyEvents {
+				if strings.Contains(line, e) {
+					events = append(events, line)
+					break
+				}
+			}
+		}
+		t.Logf("%s: key events:\n%s\n... its log's tail:\n%s", name, strings.Join(events, "\n"), tail(log, 6000))
+	}
+	for i, l := range runs {
+		show(fmt.Sprintf("killed run %d", i+1), l.String())
+	}
+	if last != "" {
+		show("the last run", last)
+	}
 }
