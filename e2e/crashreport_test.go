@@ -286,9 +286,8 @@ func wordsOf(text string) []string {
 // records that a restart will skip (kafka.go openPartition, ingest.go admit): those below where
 // the partition resumes (the stored Next, or the group's committed offset when that is further),
 // and those up to the stored Horizon that the stream's applied set holds or that are at or below
-// the key's mark. A key whose state lacks a skipped record's effect has lost it for good (the
-// failure CI26 saw once, at the end); one whose state holds a record replay runs again counts it
-// twice. It returns a line per partition with keys off (nil: exact), naming a few of them with
+// the key's mark. A key whose state lacks a skipped record's effect has lost it for good; one
+// whose state holds a record replay runs again counts it twice. It returns a line per partition with keys off (nil: exact), naming a few of them with
 // skipReport's detail. recs are every record produced so far; the host must be stopped. An
 // error says the check could not be made (e.g. a store killed while it was being created).
 // checked says, per partition, where a restart resumes and how many keys were checked.
@@ -331,7 +330,13 @@ func replayExact(dataDir, task, brokers, group, topic string, recs []inputRecord
 		}
 		byPart[r.partition][r.user] = append(byPart[r.partition][r.user], r)
 	}
-	for p, users := range byPart {
+	parts := make([]int32, 0, len(byPart))
+	for p := range byPart {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	for _, p := range parts {
+		users := byPart[p]
 		id, ok := streamOf[p]
 		if !ok {
 			continue // never checkpointed: nothing stored, nothing skipped but the group's offset
