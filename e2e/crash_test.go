@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,10 +24,7 @@ import (
 type wordcountExpect map[string]map[string]int
 
 func (e wordcountExpect) add(user, text string) {
-	words := strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9')
-	})
-	for _, w := range words {
+	for _, w := range wordsOf(text) {
 		if e[user] == nil {
 			e[user] = map[string]int{}
 		}
@@ -125,6 +123,7 @@ func readState(t *testing.T, dataDir, task string) wordcountExpect {
 	return got
 }
 
+// diffState lists the (user, word) counts that differ, sorted.
 func diffState(want, got wordcountExpect) []string {
 	var diffs []string
 	for u, words := range want {
@@ -141,6 +140,7 @@ func diffState(want, got wordcountExpect) []string {
 			}
 		}
 	}
+	slices.Sort(diffs)
 	return diffs
 }
 
@@ -228,7 +228,7 @@ func TestCrashExactState(t *testing.T) {
 		if len(diffs) > 20 {
 			diffs = diffs[:20]
 		}
-		t.Fatalf("state differs from the expectation after %d kills:\n%s", kills, strings.Join(diffs, "\n"))
+		t.Fatalf("state differs from the expectation after %d kills: %s\n%s", kills, diffSummary(want, got), strings.Join(diffs, "\n"))
 	}
 	lines, dups := checkOutputs(t, output, want)
 	t.Logf("%d records, %d runs, %d SIGKILLs: state exact over %d users; %d output lines, %d duplicates (at least once), %d per kill",

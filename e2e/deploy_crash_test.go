@@ -206,7 +206,7 @@ func TestCrashDuringDeploys(t *testing.T) {
 	}
 	got := readState(t, dataDir, "wc")
 	if diffs := diffState(want, got); len(diffs) > 0 {
-		t.Fatalf("state differs from the expectation after %d kills (%d diffs), first: %s", kills, len(diffs), diffs[0])
+		t.Fatalf("state differs from the expectation after %d kills (%d diffs): %s; first: %s", kills, len(diffs), diffSummary(want, got), diffs[0])
 	}
 	lines, dups := checkOutputs(t, output, want)
 	if log.answered < 3 {

@@ -370,9 +370,11 @@ func (t *Task) carryOut() {
 	o.flow, o.commits, o.jobs, o.replies = o.flow[:0], o.commits[:0], o.jobs[:0], o.replies[:0]
 }
 
-// commitFailed logs a failed offset commit.
+// commitFailed logs a failed offset commit; the next checkpoint commits every partition's
+// durable position again (commitStarts). It runs on the Kafka client's goroutine.
 func (t *Task) commitFailed(err error) {
 	if err != nil {
+		t.recommit.Store(true)
 		t.log.Warn("committing group offsets failed; the next checkpoint commits again", "err", err)
 	}
 }

@@ -476,14 +476,22 @@ func (t *Task) externalReset(tp kafka.TopicPartition, id uint32, committed, end 
 
 // commitStarts has the driver commit, once, the resume offset of the partitions whose group
 // offset differed from it at assignment (stream.commitStart), so that the group's offsets tell
-// the truth soon after a start even before a record arrives.
+// the truth soon after a start even before a record arrives; and, after a failed commit
+// (commitFailed), the durable position of every partition: a checkpoint commits only the
+// positions it moves, so a failed commit of a partition's last position (no record after it)
+// was otherwise never made again.
 func (t *Task) commitStarts() {
 	if t.kafka == nil {
 		return
 	}
+	again := !t.eos() && t.recommit.Swap(false)
 	var offs map[kafka.TopicPartition]kafka.EpochOffset
 	for tp, st := range t.kafka.streams {
-		if !st.commitStart {
+		// Not before the stream's first checkpoint of this ownership: a partition resumed at the
+		// group's offset past its stale local position (openPartition) keeps that position
+		// until then, and committing it would move the group's offset back.
+		retry := again && st.tracker != nil && st.durable.Next >= max(st.origin, 0) && !st.revoking
+		if !st.commitStart && !retry {
 			continue
 		}
 		st.commitStart = false

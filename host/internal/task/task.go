@@ -307,6 +307,11 @@ type Task struct {
 	pipe     *cpPipe
 	cpDue    bool
 	cpFailed error
+
+	// recommit says a group offset commit failed (commitFailed, on the client's goroutine):
+	// commitStarts, after the next checkpoint, commits every partition's durable position again,
+	// so that the group's offsets reach the store's even when no later checkpoint moves them.
+	recommit atomic.Bool
 }
 
 type attemptKey struct {
