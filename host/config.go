@@ -257,6 +257,12 @@ type TimeConfig struct {
 	// queue at once, so that due timers cannot starve records (a record queues every firing it
 	// makes due: their place is before its key's next record). Default 1000.
 	MaxFiringsPerTurn int `yaml:"max_firings_per_turn"`
+	// MaxPendingTimers bounds the timers the task holds set and neither fired nor deleted, over
+	// all its partitions on this host: past it, timer_set of a new timer returns ERR_LIMIT
+	// (replacing or deleting one is always allowed) and the host logs a warning, at most every
+	// 10 s. Each pending timer costs about 380 bytes of host memory until it fires. Default
+	// 1000000.
+	MaxPendingTimers int `yaml:"max_pending_timers"`
 	// MaxFuture, when set, sends a record whose timestamp is more than this ahead of the host's
 	// clock when it is read to the dead letters (malformed: it halts the task with on_malformed:
 	// halt) instead of letting it move the watermark: one record stamped a year ahead (a device
@@ -520,6 +526,9 @@ func (c Config) Validate() error {
 		validateDelivery(t, p, bad)
 		if t.Time.MaxFiringsPerTurn < 0 {
 			bad(p+"time.max_firings_per_turn", "must be positive, got %d", t.Time.MaxFiringsPerTurn)
+		}
+		if t.Time.MaxPendingTimers < 0 {
+			bad(p+"time.max_pending_timers", "must be positive, got %d", t.Time.MaxPendingTimers)
 		}
 		validateTaskGrants(c, t, p, bad)
 	}

@@ -83,6 +83,9 @@ const (
 	defaultBackoff                = time.Second
 	defaultMaxBackoff             = 60 * time.Second
 	defaultMaxFiringsPerTurn      = 1000
+	// A task's pending timers: far above real use (the examples keep one or two per key), low
+	// enough that a guest setting a new timer per record stops at a few hundred MB.
+	defaultMaxPendingTimers = 1000000
 )
 
 // WithDefaults returns a copy of c with every zero field set to its default, for the host and
@@ -223,6 +226,7 @@ func (t TaskConfig) withDefaults(dataDir string) TaskConfig {
 	set(&t.LogBurstLines, defaultLogBurstLines)
 	set(&t.Retry.MaxAttempts, defaultMaxAttempts)
 	set(&t.Time.MaxFiringsPerTurn, defaultMaxFiringsPerTurn)
+	set(&t.Time.MaxPendingTimers, defaultMaxPendingTimers)
 	if t.MaxMemoryPages == 0 {
 		t.MaxMemoryPages = defaultMaxMemoryPages
 	}

@@ -521,6 +521,7 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 		IdleTimeout:            tc.Time.IdleTimeout,
 		TickEvery:              tc.Time.TickInterval,
 		MaxFiringsPerTurn:      tc.Time.MaxFiringsPerTurn,
+		MaxPendingTimers:       int64(tc.Time.MaxPendingTimers),
 		MaxFuture:              tc.Time.MaxFuture,
 		MigrateAtActivation:    tc.StateMigration == "activation",
 		ChainOutputs:           ch.outputs(tc.Name),

@@ -64,6 +64,16 @@ type Env interface {
 	StateScan(key, prefix, after []byte, fromStart bool, fn func(name, val []byte) bool) error
 }
 
+// TimerGate is implemented by an Env that bounds the task's pending timers (ABI.md §4.10, §10:
+// max_pending_timers). timer_set asks it once per call for each (key, name) it sets.
+type TimerGate interface {
+	// ReserveTimer reports whether timer name of key may be set: it exists already (replacing
+	// it costs nothing), or there is room for one more pending timer, which the gate then holds
+	// for the call until its effects are applied or discarded. false: timer_set returns
+	// ERR_LIMIT (the gate logs why).
+	ReserveTimer(key, name []byte) (ok bool, err error)
+}
+
 // Effects are the results of a successful Process call, in the order the guest issued them.
 // Every byte slice is owned by the caller (copied out of guest memory) and never written again;
 // Write.Key slices of the same record key share one copy, and small outputs share larger blocks
@@ -155,14 +165,17 @@ type Instance struct {
 	closed bool
 
 	// Per-call state, reset by beginCall.
-	env     Env
-	scope   scope
-	writes  []Write
-	outs    []Output
-	timers  []TimerOp
-	wm      int64 // the unit's watermark, for watermark_ms
-	allKeys bool  // a tick: every key of the partition is in scope
-	failMsg string
+	env    Env
+	scope  scope
+	writes []Write
+	outs   []Output
+	timers []TimerOp
+	// timerIDs: the timers the call's timer_set has passed the Env's TimerGate for, which
+	// asks each (key, name) once per call.
+	timerIDs map[timerKey]struct{}
+	wm       int64 // the unit's watermark, for watermark_ms
+	allKeys  bool  // a tick: every key of the partition is in scope
+	failMsg  string
 	// permanent: the guest called fail_permanent during the call (callPayload).
 	permanent bool
 	envErr    error
@@ -435,6 +448,7 @@ func (i *Instance) beginCall(env Env) {
 	i.env = env
 	i.scope.reset()
 	i.writes, i.outs, i.timers = nil, nil, nil
+	clear(i.timerIDs)
 	i.prevWrite = i.prevWrite[:0]
 	i.wm, i.allKeys = -1, false
 	i.failMsg, i.envErr, i.overErr = "", nil, nil

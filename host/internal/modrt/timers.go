@@ -47,7 +47,40 @@ func (i *Instance) timerSet(keyPtr, keyLen, namePtr, nameLen, domain uint32, due
 	if len(name) > i.lim.MaxNameBytes || len(pay) > i.lim.MaxValueBytes {
 		return int64(abi.ErrTooLarge)
 	}
+	if e := i.reserveTimer(key, name); e != abi.OK {
+		return int64(e)
+	}
 	return i.addTimerOp(sk, name, len(pay), TimerOp{Domain: d, Due: due, Payload: bytes.Clone(pay)})
+}
+
+// timerKey names a timer within a call: its key and name.
+type timerKey struct{ key, name string }
+
+// reserveTimer asks the Env's TimerGate, if it has one, whether the call may set timer name of
+// key: once per (key, name) and call; a later set of the same timer in the call costs nothing.
+func (i *Instance) reserveTimer(key, name []byte) abi.Errno {
+	g, ok := i.env.(TimerGate)
+	if !ok {
+		return abi.OK
+	}
+	if _, ok := i.timerIDs[timerKey{string(key), string(name)}]; ok {
+		return abi.OK
+	}
+	if len(i.writes)+len(i.timers) >= i.lim.MaxWritesPerCall {
+		return abi.ErrLimit // addTimerOp refuses it: hold no room for it
+	}
+	fits, err := g.ReserveTimer(key, name)
+	if err != nil {
+		return abi.Errno(i.envFailed(err))
+	}
+	if !fits {
+		return abi.ErrLimit
+	}
+	if i.timerIDs == nil {
+		i.timerIDs = map[timerKey]struct{}{}
+	}
+	i.timerIDs[timerKey{string(key), string(name)}] = struct{}{}
+	return abi.OK
 }
 
 // timerDelete serves timer_delete (ABI.md §4.11).

@@ -266,6 +266,9 @@ func (t *Task) openChainStream(in *Input) (*stream, error) {
 	st.tracker = positions.NewTracker(pos.Next)
 	r.Start(id, uint64(pos.Next))
 	st.reader = r
+	if err := t.countStreamTimers(st); err != nil {
+		return nil, err
+	}
 	t.streams[id] = st
 	t.order = append(t.order, st)
 	t.sched.AddStream(id)

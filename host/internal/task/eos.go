@@ -230,8 +230,17 @@ func (t *Task) rollback(rewound map[kafka.TopicPartition]int64) {
 	for tp, st := range t.kafka.streams {
 		t.cache.DropStream(st.id)
 		tick := st.tm.nextTick
+		live := st.tm.live
+		t.timers.mu.Lock()
 		st.tm = newStreamTime(t.cfg.Now(), t.cfg.TickEvery)
+		t.timers.mu.Unlock()
 		st.tm.nextTick = tick
+		// Back to the committed timers: the store counts them (it never had the aborted ones).
+		st.tm.live = live
+		if n, err := t.cfg.Store.PendingTimers(t.cfg.Name, st.id); err == nil {
+			t.timers.used.Add(n - live)
+			st.tm.live = n
+		}
 		st.tm.wm = st.durable.Watermark
 		st.horizon, st.replay = st.durable.Horizon, st.durable.Horizon
 		if at, ok := rewound[tp]; ok {

@@ -13,6 +13,7 @@ import (
 // finish applies a finished job: effects on success; retry, dead letter, skip or halt on
 // failure.
 func (t *Task) finish(j *job) error {
+	defer t.releaseTimerRoom(j) // after its timers are applied
 	delete(t.inflight, j.id)
 	j.ver.jobs--
 	if j.tick != nil {

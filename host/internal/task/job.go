@@ -34,6 +34,9 @@ type group struct {
 	stateVer uint32              // the state version of the instance that ran the unit
 	migrated []*statecache.Entry // keys whose state the unit migrated to stateVer
 	owner    uint64              // the group's pins in the cache (PinOnce): unique to it
+	// timerHeld is the pending-timer room the group's call holds (timerRoom): given back when
+	// the loop is done with the job (releaseTimerRoom).
+	timerHeld int64
 }
 
 // keyMark is a key's first and last record in a group. A key's items are consecutive in a
@@ -307,7 +310,9 @@ func (t *Task) runUnit(ctx context.Context, inst Processor, g *group, load state
 		}
 	}
 	start := time.Now()
-	eff, err := inst.Run(ctx, &u, &env{entries: g.entries, load: load})
+	ev := &env{entries: g.entries, load: load, t: t, st: g.st}
+	eff, err := inst.Run(ctx, &u, ev)
+	g.timerHeld += ev.held
 	t.meters.callSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return err
@@ -350,7 +355,9 @@ func (t *Task) runTick(ctx context.Context, inst Processor, j *job, g *group) er
 	}
 	u := modrt.Unit{Watermark: j.tick.Watermark, Steps: []modrt.Step{{Kind: modrt.StepTick, Tick: *j.tick}}}
 	start := time.Now()
-	eff, err := inst.Run(ctx, &u, &tickEnv{db: t.cfg.Store, task: t.cfg.Name, stream: g.stream})
+	ev := &tickEnv{db: t.cfg.Store, task: t.cfg.Name, stream: g.stream, t: t, st: g.st}
+	eff, err := inst.Run(ctx, &u, ev)
+	g.timerHeld += ev.held
 	t.meters.callSeconds.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return err
@@ -373,6 +380,9 @@ type tickEnv struct {
 	db     *store.DB
 	task   string
 	stream uint32
+	t      *Task
+	st     *stream
+	held   int64 // pending-timer room taken (ReserveTimer)
 }
 
 func (e *tickEnv) StateGet(key, name []byte) ([]byte, bool, error) {
@@ -400,6 +410,9 @@ func (e *tickEnv) StateKeys(after []byte, fromStart bool, fn func(key []byte) bo
 type env struct {
 	entries map[string]*statecache.Entry
 	load    statecache.Loader
+	t       *Task
+	st      *stream
+	held    int64 // pending-timer room taken (ReserveTimer)
 }
 
 func (e *env) entry(key []byte) (*statecache.Entry, error) {

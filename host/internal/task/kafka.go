@@ -402,6 +402,9 @@ func (t *Task) openPartition(tp kafka.TopicPartition, id uint32, epoch uint64, c
 		}
 		t.kafka.bounded[tp] = true
 	}
+	if err := t.countStreamTimers(st); err != nil {
+		return none, err
+	}
 	t.streams[id] = st
 	t.order = append(t.order, st)
 	t.kafka.streams[tp] = st
@@ -762,6 +765,7 @@ func (t *Task) dropStream(st *stream) {
 	if t.streams[st.id] == st {
 		delete(t.streams, st.id)
 		t.sched.RemoveStream(st.id)
+		t.uncountStreamTimers(st)
 	}
 	t.cache.DropStream(st.id)
 	for i, o := range t.order {

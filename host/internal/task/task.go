@@ -124,6 +124,9 @@ type Config struct {
 	// streams and ended inputs, so that timers cannot starve records; the firings a record makes
 	// due are all queued with it (their place is before the key's next record). 0 = 1000.
 	MaxFiringsPerTurn int
+	// MaxPendingTimers bounds the task's pending timers, over all its streams: timer_set of a
+	// new timer beyond it returns ERR_LIMIT (ABI.md §4.10); 0 = no limit.
+	MaxPendingTimers int64
 	// ProvenGood, if set, is called by the loop once per module version and run, when the first
 	// batch on the version finished successfully: the host records the version as good.
 	ProvenGood func(version int64)
@@ -276,10 +279,11 @@ type Task struct {
 	out          actions       // what the core asks the driver to do (core.go)
 	stopped      chan struct{} // closed when the loop returned
 	attempts     map[attemptKey]int
-	failStreak   int    // records and firings that failed in a row, since the last that succeeded
-	pending      int    // records and firings pushed to the scheduler and not completed
-	fireSeq      int64  // the last firing's offset: firings count down from -1
-	tickSeq      uint64 // the last tick job's number
+	failStreak   int       // records and firings that failed in a row, since the last that succeeded
+	pending      int       // records and firings pushed to the scheduler and not completed
+	timers       timerRoom // the pending-timer limit (timerlimit.go)
+	fireSeq      int64     // the last firing's offset: firings count down from -1
+	tickSeq      uint64    // the last tick job's number
 	wakeup       chan struct{}
 	passes       []*migrationPass // activation migrations feeding keys into the scheduler
 	barrier      *barrierReq      // exactly-once: the transaction ends once everything read is processed
@@ -360,6 +364,7 @@ func New(cfg Config) (*Task, error) {
 		wakeup:   make(chan struct{}, 1),
 	}
 	t.published.Version = cfg.Version
+	t.timers.limit = max(cfg.MaxPendingTimers, 0)
 	t.meters.batchSize = hist.New(batchSizeBounds...)
 	t.meters.callSeconds = hist.New(secondsBounds...)
 	t.meters.checkpointSeconds = hist.New(secondsBounds...)
@@ -515,6 +520,9 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 	st.reader = rd
 	if st.print != nil {
 		st.print.unterminated = rd.Unterminated
+	}
+	if err := t.countStreamTimers(st); err != nil {
+		return nil, err
 	}
 	t.streams[id] = st
 	t.order = append(t.order, st)

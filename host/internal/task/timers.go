@@ -50,6 +50,7 @@ type streamTime struct {
 	ended    bool      // a finite input was read to its end and is done: the watermark is the end of time
 	lastRead time.Time // when the stream last had a record (idle timeout)
 
+	live       int64 // the stream's pending timers as the loop applied them (timerRoom)
 	dirty      map[timerID]dirtyTimer
 	committing map[timerID]dirtyTimer // the dirty ops of the checkpoint in flight (timersCollected)
 	heaps      [2]dueHeap             // dirty sets by due time, per domain (entries may be stale)
@@ -157,6 +158,8 @@ func (h *dueHeap) Pop() any {
 // timersCollected moves the dirty timers into the checkpoint being collected (committing): ops
 // applied from now on go to the next one.
 func (t *Task) timersCollected() {
+	t.timers.mu.Lock()
+	defer t.timers.mu.Unlock()
 	for _, st := range t.order {
 		tm := &st.tm
 		if len(tm.committing) == 0 {
@@ -171,9 +174,13 @@ func (t *Task) timersCollected() {
 // timersCommitted forgets the committing timers once their checkpoint made them durable: from
 // now on the store's index holds them. The heaps keep the dirty sets applied since.
 func (t *Task) timersCommitted() {
+	t.timers.mu.Lock()
+	for _, st := range t.order {
+		clear(st.tm.committing)
+	}
+	t.timers.mu.Unlock()
 	for _, st := range t.order {
 		tm := &st.tm
-		clear(tm.committing)
 		for d := range tm.heaps {
 			h := tm.heaps[d]
 			kept := h[:0]
@@ -205,7 +212,22 @@ func (tm *streamTime) uncommitted(id timerID) (dirtyTimer, bool) {
 func (t *Task) applyTimer(st *stream, e *statecache.Entry, name []byte, op dirtyTimer) error {
 	id := timerID{string(e.Key()), string(name)}
 	tm := &st.tm
+	existed := false
+	if old, ok := tm.uncommitted(id); ok {
+		existed = !old.del
+	} else {
+		var err error
+		if _, existed, err = t.cfg.Store.Timer(t.cfg.Name, st.id, e.Key(), name); err != nil {
+			return err
+		}
+	}
+	if d := b2i(!op.del) - b2i(existed); d != 0 {
+		tm.live += d
+		t.timers.used.Add(d)
+	}
+	t.timers.mu.Lock()
 	tm.dirty[id] = op
+	t.timers.mu.Unlock()
 	if it, ok := tm.queued[id]; ok {
 		// Its firing has not run: it is stale now.
 		it.cancelled = true
@@ -679,4 +701,11 @@ func (t *Task) nextWake() (time.Time, bool) {
 		consider(t.cfg.Now().Add(min(t.cfg.IdleTimeout, time.Second)))
 	}
 	return w, ok
+}
+
+func b2i(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
 }
