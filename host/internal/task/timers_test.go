@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -148,6 +149,10 @@ type rigOpts struct {
 
 	migrateAtActivation bool
 	guest               string // a guest package of examples/wasm to run instead of testguests/timers
+
+	maxPendingTimers int64        // Config.MaxPendingTimers
+	onExhausted      string       // Config.OnExhausted; "" = halt
+	logger           *slog.Logger // Config.Logger
 }
 
 func startRig(t *testing.T, o rigOpts) *rig {
@@ -189,7 +194,10 @@ func startRig(t *testing.T, o rigOpts) *rig {
 		Output: r.out, DeadLetter: r.dl, Store: db, Policy: PolicyKey, Workers: 2,
 		MaxAttempts: 1, OnExhausted: "halt", Checkpoint: 20 * time.Millisecond,
 		Lateness: o.lateness, IdleTimeout: o.idle, TickEvery: o.tick, MigrateAtActivation: o.migrateAtActivation,
-		Now: r.clock.Now,
+		Now: r.clock.Now, MaxPendingTimers: o.maxPendingTimers, Logger: o.logger,
+	}
+	if o.onExhausted != "" {
+		cfg.OnExhausted = o.onExhausted
 	}
 	cfg.Sched.MaxBatchItems = 16
 	if o.checkpoint > 0 {
