@@ -189,7 +189,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 					MaxRequestBytes: 1 << 20, MaxResponseBytes: 4 << 20,
 				},
 			},
-			Time:           host.TimeConfig{MaxFiringsPerTurn: 1000},
+			Time:           host.TimeConfig{MaxFiringsPerTurn: 1000, MaxPendingTimers: 1_000_000},
 			StateMigration: "lazy",
 			Delivery:       "at_least_once",
 		}},
