@@ -264,6 +264,11 @@ kafka:
 			want: []string{"tasks[0].max_batch_records: must be positive"},
 		},
 		{
+			name: "negative pending-timer limit",
+			yaml: validTask + "    time:\n      max_pending_timers: -1\n",
+			want: []string{"tasks[0].time.max_pending_timers: must be positive, got -1"},
+		},
+		{
 			name: "a queue bound too small to resume at half of it",
 			yaml: validTask + "    max_queued: 1\n    max_queued_bytes: 1\n",
 			want: []string{
