@@ -40,6 +40,8 @@
 //	driver.go     Run and its start/stop functions, the checkpoint goroutine (cpPipe), drive, carryOut
 //	job.go        jobs and groups; the worker (work, runUnit, runTick) and its state environment
 //	timers.go     watermarks, timers (fireDue, collectDue, applyTimer) and partition ticks
+//	timerlimit.go the pending-timer limit: the task's count of pending timers and the room calls
+//	              take for new ones (time.max_pending_timers, modrt.TimerGate)
 //	deploy.go     versions, Switch/Pause/Resume (serve), activation migration passes
 //	kafka.go      the Kafka input: rebalance requests (onAssign, onRevoke, onLost), fetches
 //	changelog.go  changelog writes per checkpoint, restores on assignment, standbys, owner epochs

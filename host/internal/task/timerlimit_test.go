@@ -97,4 +97,17 @@ func TestPendingTimersLimit(t *testing.T) {
 	if n := r2.tk.timers.used.Load(); n != 5 {
 		t.Errorf("task counts %d pending timers, want 5", n)
 	}
+
+	// Firings free their room: all five fire, and five new timers fit again.
+	r2.advance(400_000)
+	r2.waitLines("log fired", 5)
+	r2.waitPending(0)
+	for i := range 5 {
+		r2.send(r0(fmt.Sprintf("n%d", i), "set t p 900000"))
+	}
+	r2.waitLines("log rec", 6)
+	r2.waitPending(5)
+	if dead := r2.waitDead(1); len(dead) != 1 {
+		t.Errorf("dead letters %q, want only k6's", dead)
+	}
 }
