@@ -24,7 +24,8 @@ var (
 	// during init), when Tick.Keys is used outside a tick, and when HTTPDo is not granted (no HTTP
 	// grant, or a host not on the task's allowlist).
 	ErrNotAllowed error = abi.ErrNotAllowed
-	// ErrLimit is returned when one call makes too many state writes, timer operations or outputs.
+	// ErrLimit is returned when one call makes too many state writes, timer operations or outputs,
+	// or sets a new timer while the task has as many pending as its limit allows.
 	ErrLimit error = abi.ErrLimit
 	// ErrBufferTooSmall is returned when a single state entry is too large for the SDK's biggest
 	// scan buffer.

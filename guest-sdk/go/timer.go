@@ -29,7 +29,8 @@ const (
 //
 // Errors: ErrNotAllowed during init or in a stateless task, ErrInvalid for an unknown domain,
 // ErrTooLarge for a name or payload over the task's limit, ErrLimit for too many writes and timer
-// operations in one call.
+// operations in one call or for a new timer while the task has time.max_pending_timers pending
+// (replacing a pending timer is always allowed).
 func SetTimer(key []byte, name string, domain Domain, at int64, payload []byte) error {
 	return check(abi.FuncTimerSet, host.TimerSet(key, strBytes(name), int32(domain), at, payload))
 }

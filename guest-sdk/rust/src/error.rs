@@ -25,7 +25,8 @@ impl Errno {
     pub const INVALID: Errno = Errno(-5);
     /// `ERR_NOT_ALLOWED` (-6): not allowed in this phase (e.g. state during init).
     pub const NOT_ALLOWED: Errno = Errno(-6);
-    /// `ERR_LIMIT` (-7): too many writes or outputs in one call.
+    /// `ERR_LIMIT` (-7): too many writes or outputs in one call, or a new timer over the task's
+    /// pending-timer limit.
     pub const LIMIT: Errno = Errno(-7);
     /// `ERR_BUFFER_TOO_SMALL` (-8): the buffer cannot hold even one scan entry.
     pub const BUFFER_TOO_SMALL: Errno = Errno(-8);

@@ -22,7 +22,8 @@ pub enum Domain {
 /// a firing, of a migration, or any key of the partition during a tick; any other key fails with
 /// `ERR_KEY_NOT_IN_BATCH`. Other errors: `ERR_NOT_ALLOWED` during init or in a stateless task,
 /// `ERR_TOO_LARGE` for a name or payload over the task's limit, `ERR_LIMIT` for too many writes
-/// and timer operations in one call.
+/// and timer operations in one call or for a new timer while the task has
+/// `time.max_pending_timers` pending (replacing a pending timer is always allowed).
 pub fn set_timer(
     key: impl AsRef<[u8]>,
     name: impl AsRef<[u8]>,
