@@ -144,6 +144,12 @@ func (e *Entry) insert(p slotPos, s slot) {
 	e.size += int64(nameOverhead + len(s.name) + len(s.val))
 }
 
+// Size returns the bytes the entry counts for its state: names, values and NameOverhead a name.
+func (e *Entry) Size() int64 { return e.size }
+
+// NameOverhead is what a name costs in an entry's Size beyond its bytes and its value's.
+const NameOverhead = nameOverhead
+
 // HasState reports whether the key has at least one name. The entry must be loaded.
 func (e *Entry) HasState() bool {
 	has := false
