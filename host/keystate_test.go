@@ -22,8 +22,9 @@ func TestTickKeyStateBounded(t *testing.T) {
 	if err := cl.ProduceSync(context.Background(), &kgo.Record{Topic: "src", Partition: 0, Key: []byte("j"), Value: []byte("x")}).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
+	dir := t.TempDir()
 	h := hosttest.Start(t, host.Config{
-		DataDir: t.TempDir(), Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
+		DataDir: dir, Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
 		Tasks: []host.TaskConfig{{
 			Name: "ticker", Module: module, Config: map[string]any{"tick": "fill"},
@@ -37,5 +38,22 @@ func TestTickKeyStateBounded(t *testing.T) {
 	hosttest.WaitFor(t, 30*time.Second, "3 failed ticks", func() bool { return h.Stats()[0].Failures >= 3 })
 	if err := h.Stop(); err != nil {
 		t.Fatalf("Run: %v", err)
+	}
+	// No tick's writes were applied (the guest also fails ticks on its own, out of memory, after
+	// a while: the failures alone do not tell).
+	r, err := host.OpenState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	var names []string
+	if err := r.Scan("ticker", []byte("k"), true, func(e host.StateEntry) bool {
+		names = append(names, string(e.Name))
+		return true
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(names) > 0 {
+		t.Errorf("key k holds %q: a tick past max_state_bytes_per_key was applied", names)
 	}
 }
