@@ -25,6 +25,22 @@ func (t *Task) keyStateRoom(j *job) error {
 		if t.streams[g.stream] != g.st || len(g.effects.Writes) == 0 {
 			continue
 		}
+		// The common case first, with no lookup: every key within the bound counting the whole
+		// group's writes as new names against each.
+		var all int64
+		for _, w := range g.effects.Writes {
+			all += int64(statecache.NameOverhead + len(w.Name) + len(w.Value))
+		}
+		within := true
+		for i := range g.effects.Writes {
+			if e := g.writeEntry(i); e != nil && e.Size()+all > limit {
+				within = false
+				break
+			}
+		}
+		if within {
+			continue
+		}
 		var adds map[*statecache.Entry]int64
 		for i, w := range g.effects.Writes {
 			if w.Delete {
