@@ -7,6 +7,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -138,4 +140,105 @@ func mustRead(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// Sandbox review (one key failing for good): a task that fails permanently on every record of one
+// key among many, at least once, through the binary with the conform guest. Every other key goes
+// on and its state is exact; each of the failing key's records reaches the dead letters once,
+// after one attempt, with its reason; and a restart with more input processes only the new
+// records: the dead-lettered ones are not processed again (no second dead letter, no output).
+func TestPermanentFailureOneKeyAmongMany(t *testing.T) {
+	reasonRE := regexp.MustCompile(`reason-[0-9]+`)
+	bin := guestbuild.Binary(t)
+	module := guestbuild.Go(t, "testguests/conform")
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.ndjson")
+	output := filepath.Join(dir, "out.ndjson")
+	const keys, perKey = 8, 25
+	// lines writes records line0 .. line0+n-1: key "bad" every ninth record, else key u<i%keys>.
+	var good, bad int
+	lines := func(line0, n int) string {
+		var b strings.Builder
+		for i := line0; i < line0+n; i++ {
+			if i%9 == 4 {
+				bad++
+				fmt.Fprintf(&b, `{"user":"bad","text":"pfail reason-%d","ts":%d}`+"\n", i, 1000+i)
+				continue
+			}
+			good++
+			fmt.Fprintf(&b, `{"user":"u%d","text":"put r%d %d","ts":%d}`+"\n", i%keys, i, i, 1000+i)
+		}
+		return b.String()
+	}
+	first := lines(0, keys*perKey)
+	if err := os.WriteFile(input, []byte(first), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, dir, module, input, output,
+		"    retry: {max_attempts: 3, backoff: 1ms, max_backoff: 2ms, max_consecutive_failures: -1}\n")
+	check := func(run string, lastLine int) {
+		t.Helper()
+		// Dead letters: one per bad record, in input order (one key), one attempt, its reason.
+		dead := readJSONLines(t, filepath.Join(dir, "data", "wc.deadletter.ndjson"))
+		var wantDead []string
+		for i := 0; i < lastLine; i++ {
+			if i%9 == 4 {
+				wantDead = append(wantDead, fmt.Sprintf("line %d key bad: 1 attempts, reason-%d", i+1, i))
+			}
+		}
+		var gotDead []string
+		for _, d := range dead {
+			msg, _ := d["error"].(string)
+			reason := reasonRE.FindString(msg)
+			if reason == "" {
+				reason = "(no reason in " + msg + ")"
+			}
+			gotDead = append(gotDead, fmt.Sprintf("line %v key %v: %v attempts, %s", d["line"], d["key"], d["attempts"], reason))
+		}
+		if strings.Join(gotDead, "\n") != strings.Join(wantDead, "\n") {
+			t.Errorf("%s: dead letters\n got %s\nwant %s", run, strings.Join(gotDead, "\n     "), strings.Join(wantDead, "\n     "))
+		}
+		// Outputs: one "ok" per good record, none for a bad one (at least once, a clean run
+		// and a clean restart: nothing is processed twice).
+		if out := readJSONLines(t, output); len(out) != good {
+			t.Errorf("%s: %d outputs, want %d (one per good record)", run, len(out), good)
+		}
+		st := readState(t, filepath.Join(dir, "data"), "wc")
+		if len(st["bad"]) != 0 {
+			t.Errorf("%s: the failing key has state %v", run, st["bad"])
+		}
+		names := 0
+		for k, m := range st {
+			for name, v := range m {
+				i, err := strconv.Atoi(strings.TrimPrefix(name, "r"))
+				if err != nil || v != i || k != fmt.Sprintf("u%d", i%keys) {
+					t.Errorf("%s: state %s/%s = %d, not written by record %s", run, k, name, v, name)
+				}
+				names++
+			}
+		}
+		if names != good {
+			t.Errorf("%s: %d state names, want %d (one per good record)", run, names, good)
+		}
+	}
+	if code, _, stderr := runBinary(t, bin, nil, "run", "-c", cfg, "--log-level", "warn"); code != 0 {
+		t.Fatalf("run: exit %d, want 0 (the dead-lettered records are handled)\n%s", code, stderr)
+	}
+	check("first run", keys*perKey)
+
+	// Restart with 50 more records appended: only they are processed.
+	f, err := os.OpenFile(input, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(lines(keys*perKey, 50)); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := runBinary(t, bin, nil, "run", "-c", cfg, "--log-level", "warn"); code != 0 {
+		t.Fatalf("second run: exit %d\n%s", code, stderr)
+	}
+	check("after the restart", keys*perKey+50)
 }

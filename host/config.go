@@ -173,6 +173,12 @@ type TaskConfig struct {
 	// state_put and state_delete, names and payloads of its timer_set and timer_delete), like
 	// MaxEmitBytesPerCall. Default 64 MiB.
 	MaxStateBytesPerCall int `yaml:"max_state_bytes_per_call"`
+	// MaxStateBytesPerKey bounds one key's whole state as the host holds it in memory: its
+	// names and values plus 64 bytes a name. The host loads a key's whole state when a record of
+	// the key comes, so nothing else bounds it without a changelog. A call whose writes would
+	// take a key past it fails with an error naming the limit: retried, then dead-lettered.
+	// Default 256 MiB; -1: no bound.
+	MaxStateBytesPerKey int64 `yaml:"max_state_bytes_per_key"`
 	// MaxLogLinesPerSecond rate-limits the task's guest log lines (log calls and stdout/stderr
 	// lines, all instances together), with bursts of LogBurstLines: lines beyond it are dropped,
 	// counted and summarised in a warning at most once a second. Default 1000.
@@ -684,6 +690,9 @@ func validateTaskLimits(t TaskConfig, p string, bad func(string, string, ...any)
 	positive("max_outputs_per_call", t.MaxOutputsPerCall)
 	positive("max_emit_bytes_per_call", t.MaxEmitBytesPerCall)
 	positive("max_state_bytes_per_call", t.MaxStateBytesPerCall)
+	if t.MaxStateBytesPerKey < -1 {
+		bad(p+"max_state_bytes_per_key", "must be positive or -1 (no bound), got %d", t.MaxStateBytesPerKey)
+	}
 	positive("max_log_lines_per_second", t.MaxLogLinesPerSecond)
 	positive("log_burst_lines", t.LogBurstLines)
 	positive("retry.max_attempts", t.Retry.MaxAttempts)

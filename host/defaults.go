@@ -69,6 +69,7 @@ const (
 	defaultMaxOutputsPerCall    = modrt.DefaultMaxOutputsPerCall
 	defaultMaxEmitBytesPerCall  = modrt.DefaultMaxEmitBytes
 	defaultMaxStateBytesPerCall = modrt.DefaultMaxStateBytes
+	defaultMaxStateBytesPerKey  = 256 << 20
 	defaultMaxLogLinesPerSecond = modrt.DefaultMaxLogLinesPerSec
 	defaultLogBurstLines        = modrt.DefaultLogBurstLines
 	defaultFuelPerRecord        = modrt.DefaultFuelPerRecord
@@ -222,6 +223,9 @@ func (t TaskConfig) withDefaults(dataDir string) TaskConfig {
 	set(&t.MaxOutputsPerCall, defaultMaxOutputsPerCall)
 	set(&t.MaxEmitBytesPerCall, defaultMaxEmitBytesPerCall)
 	set(&t.MaxStateBytesPerCall, defaultMaxStateBytesPerCall)
+	if t.MaxStateBytesPerKey == 0 {
+		t.MaxStateBytesPerKey = defaultMaxStateBytesPerKey
+	}
 	set(&t.MaxLogLinesPerSecond, defaultMaxLogLinesPerSecond)
 	set(&t.LogBurstLines, defaultLogBurstLines)
 	set(&t.Retry.MaxAttempts, defaultMaxAttempts)

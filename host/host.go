@@ -510,10 +510,12 @@ func taskConfig(cfg Config, tc TaskConfig, mod *modrt.Module, out task.OutputSin
 		},
 		Workers:         tc.Workers,
 		StateCacheBytes: tc.StateCacheBytes,
-		MaxAttempts:     tc.Retry.MaxAttempts,
-		Backoff:         tc.Retry.Backoff,
-		MaxBackoff:      tc.Retry.MaxBackoff,
-		OnExhausted:     string(tc.Retry.OnExhausted),
+		// -1 (off) is 0 to the task.
+		MaxStateBytesPerKey: max(tc.MaxStateBytesPerKey, 0),
+		MaxAttempts:         tc.Retry.MaxAttempts,
+		Backoff:             tc.Retry.Backoff,
+		MaxBackoff:          tc.Retry.MaxBackoff,
+		OnExhausted:         string(tc.Retry.OnExhausted),
 		// -1 (off) is 0 to the task.
 		MaxConsecutiveFailures: max(tc.Retry.MaxConsecutiveFailures, 0),
 		Checkpoint:             cfg.CheckpointInterval,

@@ -168,6 +168,7 @@ func TestExampleDocumentsEveryKey(t *testing.T) {
 			MaxOutputsPerCall:    65536,
 			MaxEmitBytesPerCall:  64 << 20,
 			MaxStateBytesPerCall: 64 << 20,
+			MaxStateBytesPerKey:  256 << 20,
 			MaxLogLinesPerSecond: 1000,
 			LogBurstLines:        10000,
 			FuelPerRecord:        100_000_000,

@@ -47,7 +47,7 @@ type Entry struct {
 	owner     uint64 // the last PinOnce owner: a pin of that owner is held
 	next      *Entry // the next entry whose lookup hash is the same (Cache.entries)
 	inline    [inlineKey]byte
-	slots     []slot // sorted by name
+	slots     slotList // sorted by name
 	loaded    bool
 	mark      int64
 	first     int64           // the lowest record offset applied since the last Collect; MaxInt64: none
@@ -137,26 +137,27 @@ func (e *Entry) Load(load Loader) error {
 	return nil
 }
 
-func (e *Entry) find(name []byte) (int, bool) {
-	i := sort.Search(len(e.slots), func(i int) bool { return bytes.Compare(e.slots[i].name, name) >= 0 })
-	return i, i < len(e.slots) && bytes.Equal(e.slots[i].name, name)
-}
+func (e *Entry) find(name []byte) (slotPos, bool) { return e.slots.find(name) }
 
-func (e *Entry) insert(i int, s slot) {
-	e.slots = append(e.slots, slot{})
-	copy(e.slots[i+1:], e.slots[i:])
-	e.slots[i] = s
+func (e *Entry) insert(p slotPos, s slot) {
+	e.slots.insert(p, s)
 	e.size += int64(nameOverhead + len(s.name) + len(s.val))
 }
 
+// Size returns the bytes the entry counts for its state: names, values and NameOverhead a name.
+func (e *Entry) Size() int64 { return e.size }
+
+// NameOverhead is what a name costs in an entry's Size beyond its bytes and its value's.
+const NameOverhead = nameOverhead
+
 // HasState reports whether the key has at least one name. The entry must be loaded.
 func (e *Entry) HasState() bool {
-	for i := range e.slots {
-		if !e.slots[i].deleted {
-			return true
-		}
-	}
-	return false
+	has := false
+	e.slots.each(func(s *slot) bool {
+		has = !s.deleted
+		return !has
+	})
+	return has
 }
 
 // StateVersion is the state version of the module that last wrote the key (0: unknown). The
@@ -166,10 +167,10 @@ func (e *Entry) StateVersion() uint32 { return e.stateVers }
 // Get returns state[key][name]; the value must not be modified. The entry must be loaded.
 func (e *Entry) Get(name []byte) ([]byte, bool) {
 	i, ok := e.find(name)
-	if !ok || e.slots[i].deleted {
+	if !ok || e.slots.at(i).deleted {
 		return nil, false
 	}
-	return e.slots[i].val, true
+	return e.slots.at(i).val, true
 }
 
 // Scan calls fn, in ascending name order, for the names that start with prefix and sort after
@@ -181,20 +182,14 @@ func (e *Entry) Scan(prefix, after []byte, fromStart bool, fn func(name, val []b
 	}
 	i, found := e.find(start)
 	if found && !fromStart && bytes.Equal(start, after) {
-		i++
+		i.i++
 	}
-	for ; i < len(e.slots); i++ {
-		s := &e.slots[i]
+	e.slots.from(i, func(s *slot) bool {
 		if !bytes.HasPrefix(s.name, prefix) {
-			return
+			return false
 		}
-		if s.deleted {
-			continue
-		}
-		if !fn(s.name, s.val) {
-			return
-		}
-	}
+		return s.deleted || fn(s.name, s.val)
+	})
 }
 
 // inlineKey is the longest key an entry holds in itself rather than in a slice of its own.
@@ -405,15 +400,15 @@ func (c *Cache) Apply(e *Entry, name, val []byte, del bool) (replaced int) {
 	replaced = -1
 	i, ok := e.find(name)
 	if e.snapKnown {
-		if ok && !e.slots[i].deleted {
-			e.snap -= len(name) + len(e.slots[i].val)
+		if ok && !e.slots.at(i).deleted {
+			e.snap -= len(name) + len(e.slots.at(i).val)
 		}
 		if !del {
 			e.snap += len(name) + len(val) + snapNameOverhead
 		}
 	}
 	if ok {
-		s := &e.slots[i]
+		s := e.slots.at(i)
 		if s.dirty {
 			replaced = len(s.val)
 		}
@@ -516,11 +511,12 @@ func (e *Entry) SetSnapshotBytes(n int) { e.snap, e.snapKnown = n, true }
 func (e *Entry) Uncollected() store.KeyWrites {
 	kw := store.KeyWrites{Stream: e.stream, Key: e.key, Mark: e.mark, StateVersion: e.stateVers, Timers: e.timers}
 	if e.written {
-		for i := range e.slots {
-			if s := &e.slots[i]; s.dirty {
+		e.slots.each(func(s *slot) bool {
+			if s.dirty {
 				kw.Writes = append(kw.Writes, store.Write{Name: s.name, Value: s.val, Delete: s.deleted})
 			}
-		}
+			return true
+		})
 	}
 	return kw
 }
@@ -556,8 +552,7 @@ func (c *Cache) Collect(cp *store.Checkpoint) {
 				writes = make([]store.Write, 0, len(c.dirty))
 			}
 			from, tombs := len(writes), false
-			for i := range e.slots {
-				s := &e.slots[i]
+			e.slots.each(func(s *slot) bool {
 				if s.dirty {
 					writes = append(writes, store.Write{Name: s.name, Value: s.val, Delete: s.deleted})
 					s.dirty = false
@@ -565,7 +560,8 @@ func (c *Cache) Collect(cp *store.Checkpoint) {
 					kw.Whole = false
 				}
 				tombs = tombs || s.deleted
-			}
+				return true
+			})
 			kw.Writes = writes[from:len(writes):len(writes)]
 			e.written = false
 			switch {
@@ -585,16 +581,13 @@ func (c *Cache) Collect(cp *store.Checkpoint) {
 
 // dropTombstones removes the deletes that have been collected. No worker may hold e.
 func (c *Cache) dropTombstones(e *Entry) {
-	kept := e.slots[:0]
-	for _, s := range e.slots {
+	e.slots.keep(func(s *slot) bool {
 		if s.deleted && !s.dirty {
 			e.size -= int64(nameOverhead + len(s.name))
-			continue
+			return false
 		}
-		kept = append(kept, s)
-	}
-	clear(e.slots[len(kept):])
-	e.slots = kept
+		return true
+	})
 	e.dropLater = false
 	c.account(e)
 }

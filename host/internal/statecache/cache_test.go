@@ -138,7 +138,7 @@ func TestDeleteHidesThenForgets(t *testing.T) {
 			if w := cp.Keys[0].Writes[0]; string(w.Name) != "x" || !w.Delete {
 				t.Errorf("write = %+v, want a delete of x", w)
 			}
-			if slices.ContainsFunc(e.slots, func(s slot) bool { return string(s.name) == "x" }) {
+			if slices.ContainsFunc(e.slots.all(), func(s slot) bool { return string(s.name) == "x" }) {
 				t.Error("the tombstone outlived Collect")
 			}
 			if _, ok := e.Get([]byte("x")); ok {
@@ -189,9 +189,11 @@ func TestLoad(t *testing.T) {
 	if got, want := scanNames(e, "", "", true), []string{"a=1", "b=blind", "d=4", "z=new"}; !slices.Equal(got, want) {
 		t.Errorf("state = %q, want %q", got, want)
 	}
-	for i := 1; i < len(e.slots); i++ {
-		if string(e.slots[i-1].name) >= string(e.slots[i].name) {
-			t.Fatalf("slots not sorted: %q before %q", e.slots[i-1].name, e.slots[i].name)
+	if all := e.slots.all(); len(all) > 0 {
+		for i := 1; i < len(all); i++ {
+			if string(all[i-1].name) >= string(all[i].name) {
+				t.Fatalf("slots not sorted: %q before %q", all[i-1].name, all[i].name)
+			}
 		}
 	}
 	c.Unpin(e)
@@ -254,8 +256,8 @@ func TestLoadError(t *testing.T) {
 	if e.Loaded() {
 		t.Fatal("Loaded() after a failed Load")
 	}
-	if len(e.slots) != 0 {
-		t.Fatalf("a failed Load left %d slots", len(e.slots))
+	if e.slots.len() != 0 {
+		t.Fatalf("a failed Load left %d slots", e.slots.len())
 	}
 	fail = false
 	if err := e.Load(load); err != nil {
@@ -432,7 +434,7 @@ func checkSizes(t *testing.T, c *Cache) {
 	var total int64
 	c.each(func(e *Entry, _ uint64) bool {
 		want := entryOverhead + int64(len(e.key))
-		for _, s := range e.slots {
+		for _, s := range e.slots.all() {
 			want += int64(nameOverhead + len(s.name) + len(s.val))
 		}
 		if e.size != want {
@@ -512,7 +514,7 @@ func TestCollectWhileWorkerReads(t *testing.T) {
 	// The results came back: the loop owns the entries again.
 	c.Unpin(e)
 	c.Unpin(m)
-	if slices.ContainsFunc(e.slots, func(s slot) bool { return s.deleted }) {
+	if slices.ContainsFunc(e.slots.all(), func(s slot) bool { return s.deleted }) {
 		t.Error("a collected tombstone outlived the Unpin")
 	}
 	if got := scanNames(e, "", "", true); !slices.Equal(got, want) {

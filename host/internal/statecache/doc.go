@@ -2,7 +2,8 @@
 // per-record path (S13).
 //
 // The cache holds one Entry per (stream, key): the complete, sorted list of that key's state
-// names and values, loaded from the store on first use. Its single owner is the task's loop
+// names and values, loaded from the store on first use, in blocks of 512 to 1024 names (slotList)
+// so that a new name moves one block, not every name of a large key. Its single owner is the task's loop
 // goroutine, with one exception that needs no lock: while a key is in a batch in flight, the loop
 // has handed its Entry to that batch's worker, which may Load it and read it; the scheduler
 // guarantees a key is in at most one batch at a time, and the loop touches the Entry again only

@@ -129,7 +129,7 @@ func (m *cacheModel) step(step int) {
 			m.c.Unpin(m.entry(sk))
 			if m.pins[sk]--; m.pins[sk] == 0 {
 				delete(m.pins, sk)
-				if slices.ContainsFunc(m.entry(sk).slots, func(s slot) bool { return s.deleted && !s.dirty }) {
+				if slices.ContainsFunc(m.entry(sk).slots.all(), func(s slot) bool { return s.deleted && !s.dirty }) {
 					t.Errorf("%s: collected tombstones outlived the last Unpin", sk)
 				}
 			}
@@ -291,7 +291,7 @@ func (m *cacheModel) collect() {
 		t.Errorf("Dirty() = %d after Collect", m.c.Dirty())
 	}
 	for sk, e := range m.liveEntries() {
-		if e.pins == 0 && slices.ContainsFunc(e.slots, func(s slot) bool { return s.deleted }) {
+		if e.pins == 0 && slices.ContainsFunc(e.slots.all(), func(s slot) bool { return s.deleted }) {
 			t.Errorf("%s: unpinned entry kept tombstones after Collect", sk)
 		}
 	}

@@ -48,6 +48,9 @@ func (t *Task) finish(j *job) error {
 		}
 		j.err = limit
 	}
+	if j.err == nil {
+		j.err = t.keyStateRoom(j)
+	}
 	if j.err == nil && t.chain != nil {
 		j.err = t.chainRoom(j)
 	}

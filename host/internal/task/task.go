@@ -93,6 +93,10 @@ type Config struct {
 	Sched           sched.Config // MaxBatches is set from Workers
 	Workers         int
 	StateCacheBytes int64
+	// MaxStateBytesPerKey bounds a key's whole state as the cache holds it (statecache
+	// Entry.Size: names, values and statecache.NameOverhead a name): a job whose writes would
+	// take a key past it fails (keyStateRoom). 0: no bound.
+	MaxStateBytesPerKey int64
 
 	MaxAttempts int
 	Backoff     time.Duration

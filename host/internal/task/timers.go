@@ -604,15 +604,21 @@ func (t *Task) finishTick(j *job) error {
 		return e, e.Load(load)
 	}
 	defer t.release(j)
-	if t.changelog != nil {
+	if t.changelog != nil || t.cfg.MaxStateBytesPerKey > 0 {
 		for _, key := range effectKeys(&g.effects) {
 			if _, err := entry(key); err != nil {
 				return err
 			}
 		}
-		limit, err := t.changelogRoom(j)
-		if err != nil {
-			return err
+		var limit error
+		if t.changelog != nil {
+			var err error
+			if limit, err = t.changelogRoom(j); err != nil {
+				return err
+			}
+		}
+		if limit == nil {
+			limit = t.keyStateRoom(j)
 		}
 		if limit != nil {
 			t.stats.Failures++
