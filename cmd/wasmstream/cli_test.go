@@ -503,4 +503,9 @@ func TestSecretKeys(t *testing.T) {
 			t.Errorf("%s is not taken for a secret", k)
 		}
 	}
+	for _, k := range []string{"tasks[0].max_state_bytes_per_key", "tasks[1].inputs[0].key_field", "x.max_bytes_per_key"} {
+		if secretKey(k) {
+			t.Errorf("%s is taken for a secret", k)
+		}
+	}
 }

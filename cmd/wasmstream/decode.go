@@ -412,7 +412,8 @@ func secretKey(key string) bool {
 		if i := strings.IndexByte(part, '['); i >= 0 {
 			part = part[:i]
 		}
-		if part == "key" || strings.HasSuffix(part, "_key") {
+		// api_key, private_key: a secret; max_state_bytes_per_key: a limit per key.
+		if part == "key" || strings.HasSuffix(part, "_key") && !strings.HasSuffix(part, "_per_key") {
 			return true
 		}
 		compact := strings.ReplaceAll(part, "_", "")
