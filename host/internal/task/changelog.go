@@ -1025,29 +1025,30 @@ func (t *Task) publishPartition(ctx context.Context, tp kafka.TopicPartition, id
 	began, said := time.Now(), time.Now()
 	var bytes int64
 	refs := make([]store.KeyRef, 0, publishBatch)
-	snaps := make([][]byte, publishBatch)
+	recs := make([][]byte, publishBatch)
+	keyLens := make([]int, publishBatch)
+	var scratch []byte
 	for at := 0; at < len(keys); at += publishBatch {
 		refs = refs[:0]
 		for _, k := range keys[at:min(at+publishBatch, len(keys))] {
 			refs = append(refs, store.KeyRef{Stream: id, Key: k})
 		}
-		snaps = snaps[:len(refs)]
-		// Encoded first, written after (as writeChangelog): WriteEpoch may block.
+		// Encoded first, written after (as writeChangelog): a write may block.
 		if err := db.Snapshots(name, refs, func(i int, snap *store.KeySnapshot) error {
-			snaps[i] = store.EncodeSnapshot(snaps[i][:0], snap)
+			recs[i], keyLens[i] = snapshotRecord(&scratch, tp.Topic, snap)
 			return nil
 		}); err != nil {
 			return fail(err)
 		}
-		for i, v := range snaps {
-			k := changelogKey('k', tp.Topic, refs[i].Key)
-			if n := kafka.RecordBytes(k, v, epochHeaders); n > kafka.MaxRecordBatchBytes {
+		for i, kv := range recs[:len(refs)] {
+			if n := kafka.RecordBytes(kv[:keyLens[i]], kv[keyLens[i]:], epochHeaders); n > kafka.MaxRecordBatchBytes {
 				return fail(fmt.Errorf("the state of key %q takes %d bytes in its changelog record, over the %d bytes a Kafka record holds: "+
 					"a changelog cannot carry this partition's state (keep less state per key, or run the task without the changelog)",
 					shortKey(string(refs[i].Key)), n, kafka.MaxRecordBatchBytes))
 			}
-			w.WriteEpoch(tp.Partition, k, v, epoch)
-			bytes += int64(len(k) + len(v))
+			w.WriteOwned(tp.Partition, kv, keyLens[i], epoch)
+			bytes += int64(len(kv))
+			recs[i] = nil // the writer's now
 		}
 		if _, err := flush(); err != nil {
 			return fail(err)

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 )
 
 // lockedBuf is a log destination the task's goroutines share.
@@ -31,22 +30,17 @@ func (l *lockedBuf) String() string {
 // waitDead waits until n dead letters are written and returns their errors.
 func (r *rig) waitDead(n int) []string {
 	r.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	var errs []string
+	waitUntil(r.t, fmt.Sprintf("%d dead letters", n), func() bool {
 		r.dl.mu.Lock()
-		var errs []string
+		defer r.dl.mu.Unlock()
+		errs = errs[:0]
 		for _, d := range r.dl.all {
 			errs = append(errs, fmt.Sprintf("%s: %v", d.Key, d.Err))
 		}
-		r.dl.mu.Unlock()
-		if len(errs) >= n {
-			return errs
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("waited for %d dead letters; have %q", n, errs)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
+		return len(errs) >= n
+	})
+	return errs
 }
 
 // TestPendingTimersLimit: with time.max_pending_timers 5, the sixth distinct timer is refused
