@@ -149,17 +149,11 @@ func (k KafkaOutput) topic(name []byte) string {
 func (k KafkaOutput) RecordLimit(name []byte) int { return k.Limits.Get(k.topic(name)) }
 
 func (k KafkaOutput) WriteOutput(name string, key, value []byte, ts int64, headers []sink.Header) error {
-	topic := k.topic([]byte(name))
-	var hs []kafka.Header
-	for _, h := range headers {
-		hs = append(hs, kafka.Header{Name: h.Name, Value: h.Value})
-	}
-	k.P.Produce(topic, kafkaKey(key), value, hs, ts)
-	return nil
+	return k.WriteOutputFrom(name, key, value, ts, headers, nil)
 }
 
-// WriteOutputFrom is WriteOutput for an output that came from from (fromSink): a refusal of
-// the record names it.
+// WriteOutputFrom is WriteOutput for an output that came from from (fromSink; nil: not said):
+// a refusal of the record names it.
 func (k KafkaOutput) WriteOutputFrom(name string, key, value []byte, ts int64, headers []sink.Header, from fmt.Stringer) error {
 	topic := k.topic([]byte(name))
 	var hs []kafka.Header
