@@ -44,9 +44,10 @@ func (b *Broker) Addrs() []string { return b.b.Addrs() }
 // kill and aborted.
 func (b *Broker) CrashAborted() int { return b.crashEnded(false) }
 
-// CrashCommitted says how many transactions (counted per partition) Start found half committed
-// by a kill and committed.
-func (b *Broker) CrashCommitted() int { return b.crashEnded(true) }
+// CrashCommitted says how many transactions Start found half committed by a kill and committed:
+// counted per partition it wrote a COMMIT marker to, and once for each whose markers were all
+// written but whose group offsets it committed.
+func (b *Broker) CrashCommitted() int { return b.crashEnded(true) + b.b.CrashCompletedOffsets() }
 
 func (b *Broker) crashEnded(committed bool) int {
 	n := 0

@@ -21,6 +21,7 @@ type DevBroker struct {
 	c       *kfake.Cluster
 	txns    *txnOffsetLog // with a Dir: the offsets transactions commit, for a crash's recovery
 	crashed []CrashEndedTxn
+	offsets int // transactions whose group offsets the start committed, every marker written
 }
 
 // DevBrokerConfig configures the development broker.
@@ -48,7 +49,7 @@ func StartDevBroker(cfg DevBrokerConfig) (*DevBroker, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("kafka: dev broker: %w", err)
 	}
-	c, gate, crashed, err := recoverDevCluster(cfg)
+	c, gate, crashed, offsets, err := recoverDevCluster(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +63,7 @@ func StartDevBroker(cfg DevBrokerConfig) (*DevBroker, error) {
 		return txns.control(req)
 	})
 	gate.open()
-	return &DevBroker{c: c, txns: txns, crashed: crashed}, nil
+	return &DevBroker{c: c, txns: txns, crashed: crashed, offsets: offsets}, nil
 }
 
 // startDevCluster starts the cluster; with a Dir, behind a gate that holds clients back until
@@ -117,29 +118,29 @@ func startDevCluster(cfg DevBrokerConfig) (*kfake.Cluster, *gatedListener, error
 // cluster built when it loaded (kfake's own recovery aborts every unmarked one), so the cluster
 // is then stopped and started again on those partitions' logs alone (their snapshots, which a
 // clean stop writes from the index, removed), which now end with the COMMIT markers.
-func recoverDevCluster(cfg DevBrokerConfig) (*kfake.Cluster, *gatedListener, []CrashEndedTxn, error) {
+func recoverDevCluster(cfg DevBrokerConfig) (*kfake.Cluster, *gatedListener, []CrashEndedTxn, int, error) {
 	lines, err := readTxnOffsets(cfg.Dir)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("kafka: dev broker: reading the transaction offset log: %w", err)
+		return nil, nil, nil, 0, fmt.Errorf("kafka: dev broker: reading the transaction offset log: %w", err)
 	}
 	offsets := txnOffsetsOf(lines)
-	end := func(c *kfake.Cluster, gate *gatedListener) ([]CrashEndedTxn, error) {
+	end := func(c *kfake.Cluster, gate *gatedListener) ([]CrashEndedTxn, int, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
 		defer cancel()
-		crashed, err := endCrashedTxns(ctx, gate, offsets)
+		crashed, n, err := endCrashedTxns(ctx, gate, offsets)
 		if err != nil {
 			c.Close()
-			return nil, fmt.Errorf("kafka: dev broker: ending the transactions a crash left open in %s: %w", cfg.Dir, err)
+			return nil, 0, fmt.Errorf("kafka: dev broker: ending the transactions a crash left open in %s: %w", cfg.Dir, err)
 		}
-		return crashed, nil
+		return crashed, n, nil
 	}
 	c, gate, err := startDevCluster(cfg)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, 0, err
 	}
-	crashed, err := end(c, gate)
+	crashed, completed, err := end(c, gate)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, 0, err
 	}
 	var reload []string
 	for _, t := range crashed {
@@ -148,33 +149,38 @@ func recoverDevCluster(cfg DevBrokerConfig) (*kfake.Cluster, *gatedListener, []C
 		}
 	}
 	if len(reload) == 0 {
-		return c, gate, crashed, nil
+		return c, gate, crashed, completed, nil
 	}
 	c.Close()
 	for _, snap := range reload {
 		if err := os.Remove(snap); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, nil, nil, fmt.Errorf("kafka: dev broker: %w", err)
+			return nil, nil, nil, 0, fmt.Errorf("kafka: dev broker: %w", err)
 		}
 	}
 	if c, gate, err = startDevCluster(cfg); err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, 0, err
 	}
-	again, err := end(c, gate)
+	again, _, err := end(c, gate)
 	if err != nil {
-		return nil, nil, nil, err
+		return nil, nil, nil, 0, err
 	}
 	for _, t := range again {
 		if t.Committed {
 			c.Close()
-			return nil, nil, nil, fmt.Errorf("kafka: dev broker: the commit of producer %d's transaction in %s/%d was not complete after a restart", t.ProducerID, t.Topic, t.Partition)
+			return nil, nil, nil, 0, fmt.Errorf("kafka: dev broker: the commit of producer %d's transaction in %s/%d was not complete after a restart", t.ProducerID, t.Topic, t.Partition)
 		}
 	}
-	return c, gate, crashed, nil
+	return c, gate, crashed, completed, nil
 }
 
 // CrashEnded are the transactions that the broker's start found without their markers after a
 // crash, and ended: committed or aborted.
 func (b *DevBroker) CrashEnded() []CrashEndedTxn { return b.crashed }
+
+// CrashCompletedOffsets is how many transactions the broker's start found with every COMMIT
+// marker written but their group offsets not committed (a kill between the two), and committed
+// the offsets of.
+func (b *DevBroker) CrashCompletedOffsets() int { return b.offsets }
 
 // Addrs are the broker's listen addresses (host:port).
 func (b *DevBroker) Addrs() []string { return b.c.ListenAddrs() }

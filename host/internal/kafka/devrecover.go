@@ -101,24 +101,25 @@ func (l *gatedListener) dial(ctx context.Context, _, _ string) (net.Conn, error)
 const recoverTimeout = time.Minute
 
 // endCrashedTxns ends every transaction that a crash left without its marker (see above) and
-// returns them. offsets are the group offsets each transaction commits (readTxnOffsets). With a
-// transaction committed, the broker's index still holds it aborted (kfake's own recovery aborted
-// it): the broker must be started again, with a full replay of those partitions.
-func endCrashedTxns(ctx context.Context, l *gatedListener, offsets map[producerEpoch]map[groupPartition]txnOffset) ([]CrashEndedTxn, error) {
+// returns them, and how many transactions it committed the group offsets of with every marker
+// already written. offsets are the group offsets each transaction commits (readTxnOffsets). With
+// a transaction committed, the broker's index still holds it aborted (kfake's own recovery
+// aborted it): the broker must be started again, with a full replay of those partitions.
+func endCrashedTxns(ctx context.Context, l *gatedListener, offsets map[producerEpoch]map[groupPartition]txnOffset) ([]CrashEndedTxn, int, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(l.Addr().String()), kgo.Dialer(l.dial),
 		kgo.RequestRetries(3))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	md, err := adm.Metadata(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("metadata: %w", err)
+		return nil, 0, fmt.Errorf("metadata: %w", err)
 	}
 	starts, err := adm.ListStartOffsets(ctx, md.Topics.Names()...)
 	if err != nil {
-		return nil, fmt.Errorf("start offsets: %w", err)
+		return nil, 0, fmt.Errorf("start offsets: %w", err)
 	}
 	type open struct {
 		epoch int16
@@ -129,12 +130,12 @@ func endCrashedTxns(ctx context.Context, l *gatedListener, offsets map[producerE
 	reused := map[int64]bool{}          // producers whose epoch did not change from a transaction to the next
 	for _, td := range md.Topics.Sorted() {
 		if td.Err != nil {
-			return nil, fmt.Errorf("metadata of %s: %w", td.Topic, td.Err)
+			return nil, 0, fmt.Errorf("metadata of %s: %w", td.Topic, td.Err)
 		}
 		for _, pd := range td.Partitions.Sorted() {
 			start, ok := starts.Lookup(td.Topic, pd.Partition)
 			if !ok || start.Err != nil {
-				return nil, fmt.Errorf("the start offset of %s/%d: %v", td.Topic, pd.Partition, start.Err)
+				return nil, 0, fmt.Errorf("the start offset of %s/%d: %v", td.Topic, pd.Partition, start.Err)
 			}
 			opens := map[int64]open{}
 			marked := map[int64]int16{} // each producer's last marker's epoch
@@ -157,14 +158,14 @@ func endCrashedTxns(ctx context.Context, l *gatedListener, offsets map[producerE
 				}
 			})
 			if err != nil {
-				return nil, fmt.Errorf("scanning %s/%d: %w", td.Topic, pd.Partition, err)
+				return nil, 0, fmt.Errorf("scanning %s/%d: %w", td.Topic, pd.Partition, err)
 			}
 			if len(opens) == 0 {
 				continue
 			}
 			active, err := activeProducers(ctx, cl, td.Topic, pd.Partition)
 			if err != nil {
-				return nil, fmt.Errorf("producers of %s/%d: %w", td.Topic, pd.Partition, err)
+				return nil, 0, fmt.Errorf("producers of %s/%d: %w", td.Topic, pd.Partition, err)
 			}
 			for pid, o := range opens {
 				if active[pid] {
@@ -174,9 +175,6 @@ func endCrashedTxns(ctx context.Context, l *gatedListener, offsets map[producerE
 					ProducerID: pid, Epoch: o.epoch, FirstOffset: o.first})
 			}
 		}
-	}
-	if len(found) == 0 {
-		return nil, nil
 	}
 	committing := map[producerEpoch]bool{}
 	for i := range found {
@@ -199,8 +197,28 @@ func endCrashedTxns(ctx context.Context, l *gatedListener, offsets map[producerE
 		}
 		return a.ProducerID < b.ProducerID
 	})
-	if err := writeMarkers(ctx, cl, found); err != nil {
-		return nil, err
+	if len(found) > 0 {
+		if err := writeMarkers(ctx, cl, found); err != nil {
+			return nil, 0, err
+		}
+	}
+	// A kill after the last COMMIT marker and before the group offsets leaves every partition
+	// marked and the offsets missing. kfake logs a commit's end (the producer's epoch moves on)
+	// only after the offsets: a producer still at the epoch of a transaction with a COMMIT marker
+	// had not finished it.
+	offsetsOnly := 0
+	for pe, logged := range offsets {
+		if committing[pe] || !commits[pe] || reused[pe.id] {
+			continue
+		}
+		epoch, ok, err := txnEpoch(ctx, cl, logged, pe.id)
+		if err != nil {
+			return nil, 0, fmt.Errorf("the state of producer %d: %w", pe.id, err)
+		}
+		if ok && epoch == pe.epoch {
+			committing[pe] = true
+			offsetsOnly++
+		}
 	}
 	names := map[string]string{} // topic ids (hex) to names
 	for _, td := range md.Topics {
@@ -208,10 +226,41 @@ func endCrashedTxns(ctx context.Context, l *gatedListener, offsets map[producerE
 	}
 	for pe := range committing {
 		if err := commitLoggedOffsets(ctx, adm, offsets[pe], names); err != nil {
-			return nil, fmt.Errorf("committing the group offsets of producer %d's transaction: %w", pe.id, err)
+			return nil, 0, fmt.Errorf("committing the group offsets of producer %d's transaction: %w", pe.id, err)
 		}
 	}
-	return found, nil
+	return found, offsetsOnly, nil
+}
+
+// txnEpoch is the broker's epoch of producer pid, asked by the transactional id of its logged
+// offsets; ok is false when the id is unknown or now has another producer.
+func txnEpoch(ctx context.Context, cl *kgo.Client, logged map[groupPartition]txnOffset, pid int64) (epoch int16, ok bool, err error) {
+	var txid string
+	for _, o := range logged {
+		txid = o.TransactionalID
+		break
+	}
+	if txid == "" {
+		return 0, false, nil
+	}
+	req := kmsg.NewPtrDescribeTransactionsRequest()
+	req.TransactionalIDs = []string{txid}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, st := range resp.TransactionStates {
+		if errors.Is(kerr.ErrorForCode(st.ErrorCode), kerr.TransactionalIDNotFound) {
+			return 0, false, nil
+		}
+		if err := kerr.ErrorForCode(st.ErrorCode); err != nil {
+			return 0, false, err
+		}
+		if st.ProducerID == pid {
+			return st.ProducerEpoch, true, nil
+		}
+	}
+	return 0, false, nil
 }
 
 // controlCommits reports whether control batch b is a COMMIT marker (its record's key: a version

@@ -412,6 +412,36 @@ func TestDevBrokerCrashMidCommitCompletes(t *testing.T) {
 		t.Errorf("a read_committed reader read %q after a clean restart", got)
 	}
 
+	// Killed after the last COMMIT marker, before the group's offsets: they are committed.
+	r.b.Close()
+	marked := t.TempDir()
+	copyDir(t, done, marked)
+	replaceFrom(t, open, marked, "groups.log", "pids.log")
+	r.start(marked)
+	if crashed, n := r.b.CrashEnded(), r.b.CrashCompletedOffsets(); len(crashed) != 0 || n != 1 {
+		t.Errorf("CrashEnded() = %+v, CrashCompletedOffsets() = %d; want no marker written and one transaction's offsets", crashed, n)
+	}
+	if got := groupOffset(t, r.b.Addrs()); got != 4 {
+		t.Errorf("group g's offset of in/0 is %d after a crash between the markers and the offsets; want 4", got)
+	}
+	// A transaction whose end the broker logged is left alone: a reset of the group's offsets
+	// made after it stays.
+	r.b.Close()
+	reset := t.TempDir()
+	copyDir(t, done, reset)
+	r.start(reset)
+	if crashed, n := r.b.CrashEnded(), r.b.CrashCompletedOffsets(); len(crashed) != 0 || n != 0 {
+		t.Errorf("after a clean stop: CrashEnded() = %+v, CrashCompletedOffsets() = %d; want nothing", crashed, n)
+	}
+	resetGroup(t, r.b.Addrs(), 0)
+	killed := t.TempDir()
+	copyDir(t, reset, killed) // killed after the reset
+	r.b.Close()
+	r.start(killed)
+	if got := groupOffset(t, r.b.Addrs()); got != 0 || r.b.CrashCompletedOffsets() != 0 {
+		t.Errorf("group g's offset of in/0 is %d after a reset to 0 and a kill (%d offsets completed); want 0 kept", got, r.b.CrashCompletedOffsets())
+	}
+
 	// Killed with the offsets logged but no marker written: the transaction aborts.
 	r.b.Close()
 	none := t.TempDir()
@@ -489,5 +519,24 @@ func TestTxnOffsetLogKeepsLatest(t *testing.T) {
 		if !ok || o.Offset != off {
 			t.Errorf("producer %d epoch %d: %+v, %v; want offset %d", pe.id, pe.epoch, o, ok, off)
 		}
+	}
+}
+
+// resetGroup commits offset for in/0 to group g, as a reset does.
+func resetGroup(t *testing.T, addrs []string, offset int64) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	var offs kadm.Offsets
+	offs.Add(kadm.Offset{Topic: "in", Partition: 0, At: offset, LeaderEpoch: -1})
+	resp, err := kadm.NewClient(cl).CommitOffsets(testCtx(t), "g", offs)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatal(err)
 	}
 }

@@ -37,15 +37,16 @@ const txnOffsetLogCompactBytes = 1 << 20
 
 // txnOffset is one line of the log: a partition's offset that a transaction commits to a group.
 type txnOffset struct {
-	ProducerID  int64   `json:"pid"`
-	Epoch       int16   `json:"epoch"`
-	Group       string  `json:"group"`
-	Topic       string  `json:"topic,omitempty"`    // TxnOffsetCommit v0-5 names the topic,
-	TopicID     string  `json:"topic_id,omitempty"` // v6+ gives its id (hex)
-	Partition   int32   `json:"partition"`
-	Offset      int64   `json:"offset"`
-	LeaderEpoch int32   `json:"leader_epoch"`
-	Metadata    *string `json:"metadata,omitempty"`
+	TransactionalID string  `json:"txid"`
+	ProducerID      int64   `json:"pid"`
+	Epoch           int16   `json:"epoch"`
+	Group           string  `json:"group"`
+	Topic           string  `json:"topic,omitempty"`    // TxnOffsetCommit v0-5 names the topic,
+	TopicID         string  `json:"topic_id,omitempty"` // v6+ gives its id (hex)
+	Partition       int32   `json:"partition"`
+	Offset          int64   `json:"offset"`
+	LeaderEpoch     int32   `json:"leader_epoch"`
+	Metadata        *string `json:"metadata,omitempty"`
 }
 
 // producerEpoch names one transaction.
@@ -192,7 +193,7 @@ func (l *txnOffsetLog) logCommit(req *kmsg.TxnOffsetCommitRequest) error {
 			id = hex.EncodeToString(t.TopicID[:])
 		}
 		for _, p := range t.Partitions {
-			o := txnOffset{TopicID: id, ProducerID: req.ProducerID, Epoch: req.ProducerEpoch, Group: req.Group, Topic: t.Topic,
+			o := txnOffset{TransactionalID: req.TransactionalID, TopicID: id, ProducerID: req.ProducerID, Epoch: req.ProducerEpoch, Group: req.Group, Topic: t.Topic,
 				Partition: p.Partition, Offset: p.Offset, LeaderEpoch: p.LeaderEpoch, Metadata: p.Metadata}
 			b, err := json.Marshal(o)
 			if err != nil {
