@@ -179,6 +179,9 @@ type stream struct {
 	malform int64      // malformed lines sent to the dead letters
 	// keyWarned: a line without the input's key field was logged (once per input and run).
 	keyWarned bool
+	// unitWarned: a timestamp that looks like seconds (bit 1), or microseconds or nanoseconds
+	// (bit 2), not milliseconds, was logged (once per input, run and unit).
+	unitWarned uint8
 
 	kafka     bool                 // a Kafka partition; tracker is nil until its first record when its start is unknown
 	tp        kafka.TopicPartition // for a Kafka partition

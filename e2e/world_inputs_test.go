@@ -1,0 +1,184 @@
+package e2e
+
+// Inputs as the world writes them, not as our producers do, through the real binary: Windows
+// line endings and byte order marks, a line of exactly max_line_bytes, a last line without its
+// line ending that a writer completes later, and timestamps that are strings, floats, negative,
+// beyond int64, or in seconds or microseconds.
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+)
+
+// worldConfig writes the configuration of task wc (the Go wordcount) reading input with the
+// input keys in extra (indented as an input's), and returns its path.
+func worldConfig(t *testing.T, dir, module, input, extra string) string {
+	t.Helper()
+	yaml := `data_dir: ` + filepath.Join(dir, "data") + `
+tasks:
+  - name: wc
+    module: ` + module + `
+    inputs:
+      - name: in
+        path: ` + input + `
+        key_field: user
+        value_field: text
+` + extra + `    output: {type: file, path: ` + filepath.Join(dir, "out.ndjson") + `}
+`
+	cfg := filepath.Join(dir, "wasmstream.yaml")
+	if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+// deadLines returns the line numbers of the task's dead letters and their errors, by line.
+func deadLines(t *testing.T, dir string) map[int]string {
+	t.Helper()
+	out := map[int]string{}
+	path := filepath.Join(dir, "data", "wc.deadletter.ndjson")
+	if _, err := os.Stat(path); os.IsNotExist(err) {
+		return out
+	}
+	for _, d := range readJSONLines(t, path) {
+		line, _ := d["line"].(float64)
+		msg, _ := d["error"].(string)
+		out[int(line)] = msg
+	}
+	return out
+}
+
+// A file saved on Windows ("UTF-8 with BOM", CRLF), with blank lines, a raw NUL byte, a line of
+// exactly max_line_bytes and one a byte over it, and a last line without its line ending that a
+// writer completes later: each line is read once, the byte order mark and the "\r" are not data,
+// and the limit counts a line without its "\r\n" (before, the line of exactly the limit was a
+// dead letter: "line of 32 bytes is longer than max_line_bytes (31)").
+func TestWorldLineEdges(t *testing.T) {
+	bin := guestbuild.Binary(t)
+	module := guestbuild.Go(t, "wordcount")
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.ndjson")
+	exact := `{"user":"b","text":"exact fit"}`
+	lines := "\xef\xbb\xbf" + `{"user":"a","text":"bom"}` + "\r\n" + // line 1
+		`{"user":"a","text":"crlf"}` + "\r\n" + // 2
+		"\r\n" + " \t\r\n" + // 3, 4: blank
+		exact + "\r\n" + // 5: exactly max_line_bytes
+		`{"user":"b","text":"exact fitx"}` + "\r\n" + // 6: one byte over
+		`{"user":"a","text":"nul` + "\x00" + `"}` + "\r\n" + // 7: a raw NUL in a string
+		`{"user":"a","text":"tail"}` // 8: no line ending
+	if err := os.WriteFile(input, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := worldConfig(t, dir, module, input, "        max_line_bytes: "+strconv.Itoa(len(exact))+"\n")
+	if code, _, stderr := runBinary(t, bin, nil, "run", "-c", cfg, "--log-level", "warn"); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
+	}
+	want := wordcountExpect{"a": {"bom": 1, "crlf": 1, "tail": 1}, "b": {"exact": 1, "fit": 1}}
+	if diffs := diffState(want, readState(t, filepath.Join(dir, "data"), "wc")); len(diffs) > 0 {
+		t.Errorf("state after the first run: %v", diffs)
+	}
+	dead := deadLines(t, dir)
+	if len(dead) != 2 || !strings.Contains(dead[6], "line of 32 bytes is longer than max_line_bytes (31)") || !strings.Contains(dead[7], `invalid character '\x00'`) {
+		t.Errorf("dead letters %v, want lines 6 (one byte over the limit) and 7 (the NUL)", dead)
+	}
+
+	// The writer ends the last line and appends another: the next run reads only the new one.
+	f, err := os.OpenFile(input, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString("\r\n" + `{"user":"a","text":"again"}` + "\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	code, _, stderr := runBinary(t, bin, nil, "run", "-c", cfg, "--log-level", "warn")
+	if code != 0 || strings.Contains(stderr, "middle of a line") {
+		t.Fatalf("run after the last line was ended: exit %d, want 0 and no warning\n%s", code, stderr)
+	}
+	want["a"]["again"] = 1
+	if diffs := diffState(want, readState(t, filepath.Join(dir, "data"), "wc")); len(diffs) > 0 {
+		t.Errorf("state after the file grew: %v", diffs)
+	}
+	if dead := deadLines(t, dir); len(dead) != 2 {
+		t.Errorf("dead letters after the file grew: %v, want the first run's 2", dead)
+	}
+
+	// A file of blank lines alone is read to its end: no record, exit 0.
+	blank := filepath.Join(dir, "blank.ndjson")
+	if err := os.WriteFile(blank, []byte("\r\n\n \t \n\r\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runBinary(t, bin, nil, "run", "--module", module, "--input", blank, "--data-dir", filepath.Join(dir, "data-blank"), "--log-level", "warn")
+	if code != 0 || stdout != "" || stderr != "" {
+		t.Errorf("a file of blank lines: exit %d, stdout %q, stderr %q; want 0 and nothing", code, stdout, stderr)
+	}
+}
+
+// Timestamps as other programs write them: a string of digits, a float and a number beyond
+// int64 are dead letters naming the field; a negative one is no timestamp; a duplicated key
+// field counts with its last value; a top-level array, a scalar and a nested key field are dead
+// letters; seconds (Python's time.time(), Unix's date +%s) and microseconds are read as
+// milliseconds, and the first line of each is logged as a warning naming it.
+func TestWorldTimestamps(t *testing.T) {
+	bin := guestbuild.Binary(t)
+	module := guestbuild.Go(t, "wordcount")
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.ndjson")
+	lines := []string{
+		`{"user":"t","text":"ms","ts":1700000000000}`,
+		`{"user":"t","text":"string","ts":"1700000000000"}`,
+		`{"user":"t","text":"float","ts":1700000000000.5}`,
+		`{"user":"t","text":"negative","ts":-5}`,
+		`{"user":"t","text":"huge","ts":99999999999999999999}`,
+		`{"user":"t","text":"seconds","ts":1700000000}`, // line 6
+		`{"user":"t","text":"seconds again","ts":1700000001}`,
+		`{"user":"first","user":"dup","text":"dupkey","ts":1700000000001}`,
+		`[{"user":"t","text":"array"}]`,
+		`42`,
+		`{"user":{"id":"n"},"text":"nested","ts":1700000000002}`,
+		`{"user":"t","text":"micro","ts":1700000000000000}`, // line 12
+		`{"user":"t","text":"nano","ts":1700000000000000000}`,
+	}
+	if err := os.WriteFile(input, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := worldConfig(t, dir, module, input, "        timestamp_field: ts\n")
+	code, _, stderr := runBinary(t, bin, nil, "run", "-c", cfg, "--log-level", "warn")
+	if code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
+	}
+	want := wordcountExpect{
+		"t":   {"ms": 1, "negative": 1, "seconds": 2, "again": 1, "micro": 1, "nano": 1},
+		"dup": {"dupkey": 1},
+	}
+	if diffs := diffState(want, readState(t, filepath.Join(dir, "data"), "wc")); len(diffs) > 0 {
+		t.Errorf("state: %v", diffs)
+	}
+	dead := deadLines(t, dir)
+	for line, msg := range map[int]string{
+		2:  `timestamp field "ts" is not an integer of milliseconds: "1700000000000"`,
+		3:  `timestamp field "ts" is not an integer of milliseconds: 1700000000000.5`,
+		5:  `timestamp field "ts" is not an integer of milliseconds: 99999999999999999999`,
+		9:  "an array, is not read",
+		10: "not a JSON object",
+		11: `field "user" is an object or array, not a key`,
+	} {
+		if !strings.Contains(dead[line], msg) {
+			t.Errorf("dead letter of line %d: %q, want it to say %q", line, dead[line], msg)
+		}
+	}
+	if len(dead) != 6 {
+		t.Errorf("%d dead letters, want 6: %v", len(dead), dead)
+	}
+	if n := strings.Count(stderr, "a timestamp looks like seconds"); n != 1 || !strings.Contains(stderr, `at="input in line 6" timestamp_field=ts timestamp=1700000000 as_milliseconds=1970-01-20T16:13:20Z`) {
+		t.Errorf("%d warnings of a timestamp in seconds, want one naming line 6:\n%s", n, stderr)
+	}
+	if n := strings.Count(stderr, "a timestamp looks like microseconds or nanoseconds"); n != 1 || !strings.Contains(stderr, `at="input in line 12"`) {
+		t.Errorf("%d warnings of a timestamp in microseconds, want one naming line 12:\n%s", n, stderr)
+	}
+}
