@@ -6,13 +6,19 @@ package e2e
 // beyond int64, or in seconds or microseconds.
 
 import (
+	"bytes"
+	"fmt"
+	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
 )
 
 // worldConfig writes the configuration of task wc (the Go wordcount) reading input with the
@@ -181,4 +187,73 @@ func TestWorldTimestamps(t *testing.T) {
 	if n := strings.Count(stderr, "a timestamp looks like microseconds or nanoseconds"); n != 1 || !strings.Contains(stderr, `at="input in line 12"`) {
 		t.Errorf("%d warnings of a timestamp in microseconds, want one naming line 12:\n%s", n, stderr)
 	}
+}
+
+// A run fed on stdin and killed (SIGKILL) after a checkpoint, while more lines are in flight:
+// the state is exactly the lines up to some line n at or past the checkpoint's (none half
+// applied, none twice), and a run with --continue-stdin counts its new lines once after them.
+// The lines the killed run read after its last checkpoint are gone: stdin cannot give them
+// again (docs/getting-started.md says so).
+func TestStdinKilledMidFeed(t *testing.T) {
+	bin := guestbuild.Binary(t)
+	module := guestbuild.Go(t, "wordcount")
+	dir := t.TempDir()
+	dataDir := filepath.Join(dir, "data")
+	metrics := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	args := []string{"run", "--module", module, "--input", "-", "--key-field", "user", "--value-field", "text",
+		"--data-dir", dataDir, "--checkpoint-interval", "20ms", "--log-level", "warn"}
+	cmd := exec.Command(bin, append(args, "--metrics-addr", metrics)...)
+	feed, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line := func(i int) string { return fmt.Sprintf(`{"user":"u%d","text":"w%d"}`+"\n", i%7, i) }
+	var first strings.Builder
+	for i := range 1000 {
+		first.WriteString(line(i))
+	}
+	if _, err := io.WriteString(feed, first.String()); err != nil {
+		t.Fatal(err)
+	}
+	const series = `wasmstream_input_committed_position{input="input0",partition="",task="wordcount",topic=""}`
+	hosttest.WaitFor(t, time.Minute, "a checkpoint covering the first 1000 lines", func() bool {
+		_, body := scrape(t, "http://"+metrics+"/metrics", "")
+		v, ok := sample(body, series)
+		return ok && v >= 1000
+	})
+	var second strings.Builder
+	for i := 1000; i < 3000; i++ {
+		second.WriteString(line(i))
+	}
+	io.WriteString(feed, second.String())
+	cmd.Process.Kill()
+	cmd.Wait()
+	feed.Close()
+
+	got := readState(t, dataDir, "wordcount")
+	n := 0
+	for n < 3000 && got[fmt.Sprintf("u%d", n%7)][fmt.Sprintf("w%d", n)] == 1 {
+		n++
+	}
+	want := wordcountExpect{}
+	for i := range n {
+		want.add(fmt.Sprintf("u%d", i%7), fmt.Sprintf("w%d", i))
+	}
+	if diffs := diffState(want, got); n < 1000 || len(diffs) > 0 {
+		t.Fatalf("state after the kill is lines 0..%d and %d differences (want at least the 1000 committed, nothing else): %v\n%s", n-1, len(diffs), diffs[:min(len(diffs), 10)], stderr.String())
+	}
+	code, _, errOut := runBinary(t, bin, []byte(`{"user":"z","text":"after the kill"}`+"\n"), append(args, "--continue-stdin")...)
+	if code != 0 {
+		t.Fatalf("run with --continue-stdin: exit %d\n%s", code, errOut)
+	}
+	want.add("z", "after the kill")
+	if diffs := diffState(want, readState(t, dataDir, "wordcount")); len(diffs) > 0 {
+		t.Errorf("state after --continue-stdin: %v", diffs)
+	}
+	t.Logf("killed after line %d of 3000 was committed; %d lines read by the killed run were lost", n, 3000-n)
 }
