@@ -27,6 +27,9 @@ type Chunk struct {
 	Records []Record
 	Done    bool  // the input is exhausted; no chunk follows
 	Err     error // reading failed; no chunk follows
+	// End is the byte position after the last line read, blank lines included: with Done, where
+	// the input ended.
+	End int64
 }
 
 // DefaultMaxLineBytes is the longest line a Reader accepts when Format.MaxLineBytes is 0; a
@@ -126,7 +129,7 @@ func (rd *Reader) Run(ctx context.Context, out chan<- Chunk) {
 			return
 		}
 		recs, done, err := rd.readChunk(br)
-		c := Chunk{Stream: rd.stream, Records: recs, Done: done, Err: err}
+		c := Chunk{Stream: rd.stream, Records: recs, Done: done, Err: err, End: rd.pos}
 		if !send(c) || done || err != nil {
 			return
 		}

@@ -32,6 +32,10 @@ func (t *Task) ingest(c source.Chunk) error {
 	if c.Done {
 		st.done = true
 		t.log.Debug("input exhausted", "input", st.in.Name, "records", st.records)
+		if how := st.print.changedWhileRead(st.in.Path, c.End); how != "" {
+			t.log.Warn("input file "+how+"; the next run refuses a file at the path that no longer matches what was read, until the task is reset (wasmstream reset -c <config> --task "+t.cfg.Name+" --to earliest reads it from its first line)",
+				"input", st.in.Name, "path", st.in.Path, "bytes_read", c.End)
+		}
 	}
 	t.applyFlow()
 	return nil

@@ -513,7 +513,11 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 			t.log.Warn("input resumes in the middle of a line: the last line read had no line ending and the file has grown since, so what was appended to it up to the next line ending is read as a line of its own; write whole lines to a file being read",
 				"input", in.Name, "path", in.Path, "byte", pos.Resume)
 		}
-		st.print = &filePrint{f: f}
+		start, err := readHead(f, int(min(fi.Size(), printBytes)))
+		if err != nil {
+			return nil, fmt.Errorf("input %s: %w", in.Name, err)
+		}
+		st.print = &filePrint{f: f, start: start}
 		if _, err := f.Seek(pos.Resume, io.SeekStart); err != nil {
 			return nil, fmt.Errorf("input %s: %w", in.Name, err)
 		}
