@@ -490,7 +490,9 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 		r = in.Stdin
 	} else {
 		// Checked before the open, which on a named pipe would wait for a writer.
-		if fi, err := os.Stat(in.Path); err == nil && !fi.Mode().IsRegular() {
+		if fi, err := os.Stat(in.Path); err == nil && fi.IsDir() {
+			return nil, fmt.Errorf("input %s: %s is a directory, not a file", in.Name, in.Path)
+		} else if err == nil && !fi.Mode().IsRegular() {
 			return nil, fmt.Errorf("input %s: %s is not a regular file (a pipe or a device): a file input resumes at a byte position after a restart; feed a stream on stdin instead (type: stdin)", in.Name, in.Path)
 		}
 		f, err := os.Open(in.Path)
