@@ -60,8 +60,9 @@ func deadLines(t *testing.T, dir string) map[int]string {
 }
 
 // A file saved on Windows ("UTF-8 with BOM", CRLF), with blank lines, a raw NUL byte, a line of
-// exactly max_line_bytes and one a byte over it, and a last line without its line ending that a
-// writer completes later: each line is read once, the byte order mark and the "\r" are not data,
+// exactly max_line_bytes and one a byte over it, another such file joined to it, and a last line
+// without its line ending that a writer completes later: each line is read once, the byte order
+// marks and the "\r" are not data,
 // and the limit counts a line without its "\r\n" (before, the line of exactly the limit was a
 // dead letter: "line of 32 bytes is longer than max_line_bytes (31)").
 func TestWorldLineEdges(t *testing.T) {
@@ -76,7 +77,8 @@ func TestWorldLineEdges(t *testing.T) {
 		exact + "\r\n" + // 5: exactly max_line_bytes
 		`{"user":"b","text":"exact fitx"}` + "\r\n" + // 6: one byte over
 		`{"user":"a","text":"nul` + "\x00" + `"}` + "\r\n" + // 7: a raw NUL in a string
-		`{"user":"a","text":"tail"}` // 8: no line ending
+		"\xef\xbb\xbf" + `{"user":"a","text":"joined"}` + "\r\n" + // 8: another file's start, joined with cat
+		`{"user":"a","text":"tail"}` // 9: no line ending
 	if err := os.WriteFile(input, []byte(lines), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +86,7 @@ func TestWorldLineEdges(t *testing.T) {
 	if code, _, stderr := runBinary(t, bin, nil, "run", "-c", cfg, "--log-level", "warn"); code != 0 {
 		t.Fatalf("run: exit %d\n%s", code, stderr)
 	}
-	want := wordcountExpect{"a": {"bom": 1, "crlf": 1, "tail": 1}, "b": {"exact": 1, "fit": 1}}
+	want := wordcountExpect{"a": {"bom": 1, "crlf": 1, "joined": 1, "tail": 1}, "b": {"exact": 1, "fit": 1}}
 	if diffs := diffState(want, readState(t, filepath.Join(dir, "data"), "wc")); len(diffs) > 0 {
 		t.Errorf("state after the first run: %v", diffs)
 	}

@@ -159,9 +159,11 @@ func (rd *Reader) readChunk(br *bufio.Reader) ([]Record, bool, error) {
 			if len(body) == n { // the whole line is here: drop its line ending
 				body = line[:content]
 			}
-			if atStart && bytes.HasPrefix(body, utf8BOM) {
+			if (atStart || rd.format.JSON) && bytes.HasPrefix(body, utf8BOM) {
 				// A byte order mark (files saved "UTF-8 with BOM") is not the first key's or the
-				// first JSON object's: dropped, its bytes still counted in the positions.
+				// first JSON object's: dropped, its bytes still counted in the positions. No JSON
+				// object starts with one, so it is dropped from any JSON line too: files saved
+				// so, joined with cat, hold one at the start of each file's first line.
 				body = body[len(utf8BOM):]
 				content -= len(utf8BOM)
 			}

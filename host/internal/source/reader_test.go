@@ -547,6 +547,15 @@ func TestReaderDropsLeadingBOM(t *testing.T) {
 	if recs[0].End != int64(len(bom)+10) || recs[1].End != int64(len(bom)+20) {
 		t.Errorf("ends %d, %d; want the BOM's 3 bytes counted: %d, %d", recs[0].End, recs[1].End, len(bom)+10, len(bom)+20)
 	}
+	// Two such files joined (cat a.ndjson b.ndjson): the second one's first line is a record too,
+	// also when a run resumes at it (before, "invalid character 'ï'", a dead letter).
+	joined := bom + `{"k":"a"}` + "\n" + bom + `{"k":"b"}` + "\n"
+	for _, from := range []int{0, len(bom) + 10} {
+		recs = allRecords(readAll(t, strings.NewReader(joined[from:]), Format{JSON: true, KeyField: "k"}, 0, int64(from)))
+		if last := recs[len(recs)-1]; last.Err != nil || string(last.Key) != "b" || last.End != int64(len(joined)) {
+			t.Fatalf("joined files, read from byte %d: %+v; want b's record last, ending at %d", from, recs, len(joined))
+		}
+	}
 	text := bom + "a 1\n" + bom + "a 2\n"
 	recs = allRecords(readAll(t, strings.NewReader(text), Format{KeySeparator: " "}, 0, 0))
 	if len(recs) != 2 || string(recs[0].Key) != "a" || string(recs[1].Key) != bom+"a" {
