@@ -62,9 +62,9 @@ func deadLines(t *testing.T, dir string) map[int]string {
 // A file saved on Windows ("UTF-8 with BOM", CRLF), with blank lines, a raw NUL byte, a line of
 // exactly max_line_bytes and one a byte over it, another such file joined to it, and a last line
 // without its line ending that a writer completes later: each line is read once, the byte order
-// marks and the "\r" are not data,
-// and the limit counts a line without its "\r\n" (before, the line of exactly the limit was a
-// dead letter: "line of 32 bytes is longer than max_line_bytes (31)").
+// marks and the "\r" are not data, and the limit counts a line without its "\r\n" (before, the
+// line of exactly the limit was a dead letter: "line of 32 bytes is longer than max_line_bytes
+// (31)", and the joined file's first line one: "invalid character 'ï'").
 func TestWorldLineEdges(t *testing.T) {
 	bin := guestbuild.Binary(t)
 	module := guestbuild.Go(t, "wordcount")
