@@ -249,7 +249,7 @@ func TestStdinKilledMidFeed(t *testing.T) {
 	if diffs := diffState(want, got); n < 1000 || len(diffs) > 0 {
 		t.Fatalf("state after the kill is lines 0..%d and %d differences (want at least the 1000 committed, nothing else): %v\n%s", n-1, len(diffs), diffs[:min(len(diffs), 10)], stderr.String())
 	}
-	code, _, errOut := runBinary(t, bin, []byte(`{"user":"z","text":"after the kill"}`+"\n"), append(args, "--continue-stdin")...)
+	code, _, errOut := runBinary(t, bin, []byte(`{"user":"z","text":"after the kill"}`), append(args, "--continue-stdin")...) // its last line without "\n"
 	if code != 0 {
 		t.Fatalf("run with --continue-stdin: exit %d\n%s", code, errOut)
 	}
