@@ -92,14 +92,29 @@ func (f *Format) Decode(line []byte) (Decoded, error) {
 	if f.TimestampField != "" {
 		raw, ok := d.Fields[f.TimestampField]
 		if ok && string(raw) != "null" {
-			ts, err := strconv.ParseInt(string(raw), 10, 64)
+			ts, err := timestamp(raw)
 			if err != nil {
-				return d, fmt.Errorf("%w: timestamp field %q is not an integer of milliseconds: %s", ErrMalformed, f.TimestampField, raw)
+				return d, fmt.Errorf("%w: timestamp field %q is not an integer of milliseconds (a JSON number, or a string of one): %s", ErrMalformed, f.TimestampField, raw)
 			}
 			d.Timestamp = ts
 		}
 	}
 	return d, nil
+}
+
+// timestamp reads a timestamp field: a JSON integer, or a string holding one exactly as a JSON
+// number writes it ("1700000000000", as protobuf's JSON mapping writes an int64; not "+1", "01",
+// " 1" or "1.0").
+func timestamp(raw json.RawMessage) (int64, error) {
+	if len(raw) > 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
+		s := string(raw[1 : len(raw)-1])
+		ts, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || strconv.FormatInt(ts, 10) != s {
+			return 0, errors.New("not an integer")
+		}
+		return ts, nil
+	}
+	return strconv.ParseInt(string(raw), 10, 64)
 }
 
 // wholeObjectHint says why a line that starts an array or ends before its object does is
