@@ -396,9 +396,32 @@ func TestDecodeWholeObjectHint(t *testing.T) {
 			t.Errorf("Decode(%q) = %v; want the hint", line, err)
 		}
 	}
-	for _, line := range []string{`"k": "a"`, "}", `{"k": 1} x`, "not json"} {
-		if _, err := f.Decode([]byte(line)); err == nil || strings.Contains(err.Error(), "one whole JSON object per line") {
-			t.Errorf("Decode(%q) = %v; want an error without the hint", line, err)
+	for _, line := range []string{`"k": "a"`, "}", `{"k": 1} x`, "not json", "\x00", "\x00\x00"} {
+		if _, err := f.Decode([]byte(line)); err == nil || strings.Contains(err.Error(), "one whole JSON object per line") || strings.Contains(err.Error(), "UTF-16") {
+			t.Errorf("Decode(%q) = %v; want an error without a hint", line, err)
 		}
 	}
+	// A UTF-16 file read as UTF-8 (saved as Windows "Unicode"): each line says so, the first
+	// (after its byte order mark), and the next ones, little- and big-endian.
+	le := func(s string) string { return string(utf16Bytes(s, false)) }
+	be := func(s string) string { return string(utf16Bytes(s, true)) }
+	for _, line := range []string{"\xff\xfe" + le(`{"k":"a"}`), "\x00" + le(`{"k":"b"}`), le(`{"k":"c"}`),
+		"\xfe\xff" + be(`{"k":"a"}`), be(`{"k":"b"}`)} {
+		if _, err := f.Decode([]byte(line)); err == nil || !strings.Contains(err.Error(), "looks like UTF-16") || !strings.Contains(err.Error(), "iconv") {
+			t.Errorf("Decode(%q) = %v; want the UTF-16 hint", line, err)
+		}
+	}
+}
+
+// utf16Bytes encodes ASCII s as UTF-16, big-endian or little-endian.
+func utf16Bytes(s string, big bool) []byte {
+	var b []byte
+	for _, c := range []byte(s) {
+		if big {
+			b = append(b, 0, c)
+		} else {
+			b = append(b, c, 0)
+		}
+	}
+	return b
 }
