@@ -9,11 +9,14 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -265,4 +268,98 @@ func TestStdinKilledMidFeed(t *testing.T) {
 		t.Errorf("state after --continue-stdin: %v", diffs)
 	}
 	t.Logf("killed after line %d of 3000 was committed; %d lines read by the killed run were lost", n, 3000-n)
+}
+
+// A file input truncated (as logrotate's copytruncate does) or rotated (a new file renamed over
+// it) while a run reads it: the run processes every line it had read, and says what happened when
+// it reaches the end (before: it ended in silence). The first record's guest call holds on an HTTP
+// request the test answers once the file changed; in strict order and with a short read-ahead the
+// reader cannot reach the end before.
+func TestFileChangedWhileRead(t *testing.T) {
+	bin := guestbuild.Binary(t)
+	module := guestbuild.Go(t, "testguests/fetch")
+	for _, tc := range []struct {
+		name, want string
+		change     func(t *testing.T, input string)
+	}{
+		{name: "truncated", want: "input file was truncated while it was read: it holds 0 bytes", change: func(t *testing.T, input string) {
+			if err := os.Truncate(input, 0); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "rotated", want: "input file was replaced by another file while it was read", change: func(t *testing.T, input string) {
+			if err := os.Rename(input, input+".1"); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(input, []byte("new\tline\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			first, release := make(chan struct{}), make(chan struct{})
+			var once sync.Once
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				once.Do(func() { close(first); <-release })
+				io.WriteString(w, "ok")
+			}))
+			defer srv.Close()
+			defer func() {
+				select {
+				case <-release:
+				default:
+					close(release)
+				}
+			}()
+			dir := t.TempDir()
+			input := filepath.Join(dir, "in.txt")
+			const lines = 1500 // six chunks of the reader: more than it reads ahead of the first
+			var b strings.Builder
+			for i := range lines {
+				fmt.Fprintf(&b, "k%d\t%s/%d\n", i%5, srv.URL, i)
+			}
+			if err := os.WriteFile(input, []byte(b.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(dir, "out.ndjson")
+			yaml := `data_dir: ` + filepath.Join(dir, "data") + `
+tasks:
+  - name: fetch
+    module: ` + module + `
+    max_in_flight: 1
+    max_queued: 16
+    grants: {http: {allow: ["` + strings.TrimPrefix(srv.URL, "http://") + `"]}}
+    inputs: [{name: in, path: ` + input + `, format: text, key_separator: "\t"}]
+    output: {type: file, path: ` + out + `}
+`
+			cfg := filepath.Join(dir, "wasmstream.yaml")
+			if err := os.WriteFile(cfg, []byte(yaml), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(bin, "run", "-c", cfg, "--log-level", "warn")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			exited := make(chan error, 1)
+			go func() { exited <- cmd.Wait() }()
+			select {
+			case <-first:
+			case err := <-exited:
+				t.Fatalf("run exited before its first request: %v\n%s", err, stderr.String())
+			}
+			tc.change(t, input)
+			close(release)
+			if err := <-exited; err != nil {
+				t.Fatalf("run: %v\n%s", err, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), tc.want) || !strings.Contains(stderr.String(), "bytes_read="+strconv.Itoa(b.Len())) {
+				t.Errorf("the log does not say %q with the %d bytes read:\n%s", tc.want, b.Len(), stderr.String())
+			}
+			if outs := readJSONLines(t, out); len(outs) != lines {
+				t.Errorf("%d outputs, want one per line read: %d", len(outs), lines)
+			}
+		})
+	}
 }
