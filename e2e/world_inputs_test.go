@@ -46,6 +46,19 @@ tasks:
 	return cfg
 }
 
+// appendFile appends s to the file at path, as another process writing to it would.
+func appendFile(t *testing.T, path, s string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteString(s); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // deadLines returns the line numbers of the task's dead letters and their errors, by line.
 func deadLines(t *testing.T, dir string) map[int]string {
 	t.Helper()
@@ -99,14 +112,7 @@ func TestWorldLineEdges(t *testing.T) {
 	}
 
 	// The writer ends the last line and appends another: the next run reads only the new one.
-	f, err := os.OpenFile(input, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteString("\r\n" + `{"user":"a","text":"again"}` + "\r\n"); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	appendFile(t, input, "\r\n"+`{"user":"a","text":"again"}`+"\r\n")
 	code, _, stderr := runBinary(t, bin, nil, "run", "-c", cfg, "--log-level", "warn")
 	if code != 0 || strings.Contains(stderr, "middle of a line") {
 		t.Fatalf("run after the last line was ended: exit %d, want 0 and no warning\n%s", code, stderr)
@@ -279,9 +285,19 @@ func TestFileChangedWhileRead(t *testing.T) {
 	bin := guestbuild.Binary(t)
 	module := guestbuild.Go(t, "testguests/fetch")
 	for _, tc := range []struct {
-		name, want string
+		name, want string // want "": no warning
+		more       int    // lines the change appends
 		change     func(t *testing.T, input string)
 	}{
+		// Lines appended before the reader reaches the end are read: the end is where the file
+		// ends when the reader gets there (docs/getting-started.md, "Restarts").
+		{name: "grown", more: 10, change: func(t *testing.T, input string) {
+			var b strings.Builder
+			for i := range 10 {
+				fmt.Fprintf(&b, "more\t%d\n", i)
+			}
+			appendFile(t, input, b.String())
+		}},
 		{name: "truncated", want: "input file was truncated while it was read: it holds 0 bytes", change: func(t *testing.T, input string) {
 			if err := os.Truncate(input, 0); err != nil {
 				t.Fatal(err)
@@ -354,11 +370,14 @@ tasks:
 			if err := <-exited; err != nil {
 				t.Fatalf("run: %v\n%s", err, stderr.String())
 			}
-			if !strings.Contains(stderr.String(), tc.want) || !strings.Contains(stderr.String(), "bytes_read="+strconv.Itoa(b.Len())) {
+			if tc.want == "" && strings.Contains(stderr.String(), "input file") {
+				t.Errorf("a warning of a changed file:\n%s", stderr.String())
+			}
+			if tc.want != "" && (!strings.Contains(stderr.String(), tc.want) || !strings.Contains(stderr.String(), "bytes_read="+strconv.Itoa(b.Len()))) {
 				t.Errorf("the log does not say %q with the %d bytes read:\n%s", tc.want, b.Len(), stderr.String())
 			}
-			if outs := readJSONLines(t, out); len(outs) != lines {
-				t.Errorf("%d outputs, want one per line read: %d", len(outs), lines)
+			if outs := readJSONLines(t, out); len(outs) != lines+tc.more {
+				t.Errorf("%d outputs, want one per line read: %d", len(outs), lines+tc.more)
 			}
 		})
 	}
