@@ -276,9 +276,9 @@ func TestStdinKilledMidFeed(t *testing.T) {
 	t.Logf("killed after line %d of 3000 was committed; %d lines read by the killed run were lost", n, 3000-n)
 }
 
-// A file input truncated (as logrotate's copytruncate does) or rotated (a new file renamed over
-// it) while a run reads it: the run processes every line it had read, and says what happened when
-// it reaches the end (before: it ended in silence). The first record's guest call holds on an HTTP
+// A file input truncated (as logrotate's copytruncate does), deleted or rotated (a new file
+// renamed over it) while a run reads it: the run processes every line it had read, and says what
+// happened when it reaches the end (before: it ended in silence). The first record's guest call holds on an HTTP
 // request the test answers once the file changed; in strict order and with a short read-ahead the
 // reader cannot reach the end before.
 func TestFileChangedWhileRead(t *testing.T) {
@@ -300,6 +300,11 @@ func TestFileChangedWhileRead(t *testing.T) {
 		}},
 		{name: "truncated", want: "input file was truncated while it was read: it holds 0 bytes", change: func(t *testing.T, input string) {
 			if err := os.Truncate(input, 0); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "deleted", want: "input file was removed or renamed while it was read", change: func(t *testing.T, input string) {
+			if err := os.Remove(input); err != nil {
 				t.Fatal(err)
 			}
 		}},
