@@ -1,6 +1,7 @@
 package host_test
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/host/devkafka"
@@ -122,4 +125,68 @@ func testAutoRestart(t *testing.T, tc host.TaskConfig) {
 	}
 	sameCounts(t, want, stateOf(t, dataDir, "wc"))
 	t.Logf("restarted automatically %d time(s) after the broker came back", h.Stats()[0].Restarts)
+}
+
+// TestAutoRestartTaskThatCouldNotStart: with on_task_failure: restart, a Kafka task whose
+// cluster is not there when the host starts halts at start; its automatic restarts fail while
+// the cluster is away (the status says why and when the next one is), the host does not
+// return, and once the cluster is up the task is restarted by itself and processes every
+// record. A second host whose task waits the same way stops at once when asked: Run returns
+// the halt.
+func TestAutoRestartTaskThatCouldNotStart(t *testing.T) {
+	t.Parallel() // it mostly waits (connect timeouts)
+	module := guestbuild.Go(t, "wordcount")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	cfg := func(dir string) host.Config {
+		return host.Config{DataDir: dir, Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,
+			OnTaskFailure: host.Restart, Kafka: host.KafkaConfig{Brokers: []string{addr}, ConnectTimeout: time.Second},
+			Tasks: []host.TaskConfig{wordcountKafkaTask(module)}}
+	}
+	failedRestart := func(h *hosttest.Running) host.TaskStats {
+		var st host.TaskStats
+		hosttest.WaitFor(t, time.Minute, "an automatic restart failed with the cluster away", func() bool {
+			select {
+			case <-h.Done():
+				t.Fatalf("the host returned: %v", h.Wait())
+			default:
+			}
+			st = h.Stats()[0]
+			return st.Halted && st.RestartError != "" && !st.RestartAt.IsZero()
+		})
+		return st
+	}
+
+	stopped := hosttest.Start(t, cfg(filepath.Join(t.TempDir(), "data")))
+	failedRestart(stopped)
+	var te *host.TaskError
+	if err := stopped.Stop(); !errors.As(err, &te) || te.Task != "wc" {
+		t.Fatalf("Run stopped while a restart was pending: %v, want the task's halt", err)
+	}
+
+	dataDir := filepath.Join(t.TempDir(), "data")
+	h := hosttest.Start(t, cfg(dataDir))
+	st := failedRestart(h)
+	if !strings.Contains(st.RestartError, "stays halted") {
+		t.Fatalf("restart_error %q, want it to say the task stays halted", st.RestartError)
+	}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.SeedTopics(4, "words", "counts"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	want := produceWords(t, newClient(t, c), "words", 300, 10, 53)
+	consumeOutputs(t, c, "counts", wordTotal(want), 2*time.Minute)
+	if st := h.Stats()[0]; st.Halted || st.Restarts != 1 {
+		t.Fatalf("after the cluster came up: halted %v (%s), restarts %d; want running, restarted once", st.Halted, st.Error, st.Restarts)
+	}
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	sameCounts(t, want, stateOf(t, dataDir, "wc"))
 }
