@@ -53,8 +53,8 @@ type pendingRestart struct {
 	canceled chan struct{} // closed when the task was restarted otherwise
 }
 
-// scheduleRestart starts the automatic restart of task r, halted with cause, unless one is
-// pending already or the host is stopping. h.mu is held.
+// scheduleRestart starts the automatic restart of task r, halted with cause (on_task_failure
+// "restart"), unless one is pending already or the host is stopping. h.mu is held.
 func (h *Host) scheduleRestart(lv *live, r *running, cause error) {
 	if r.pending != nil || lv.ctx.Err() != nil {
 		h.cfg.Logger.Error("task halted", "task", r.cfg.Name, "err", haltCause(cause))

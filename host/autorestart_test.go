@@ -136,12 +136,7 @@ func testAutoRestart(t *testing.T, tc host.TaskConfig) {
 func TestAutoRestartTaskThatCouldNotStart(t *testing.T) {
 	t.Parallel() // it mostly waits (connect timeouts)
 	module := guestbuild.Go(t, "wordcount")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := freePort(t)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	cfg := func(dir string) host.Config {
 		return host.Config{DataDir: dir, Logger: testLogger(t), CheckpointInterval: 50 * time.Millisecond,

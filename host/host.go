@@ -242,7 +242,7 @@ func (h *Host) runTasks(cfg Config, lv *live) error {
 		if t != nil {
 			r.backoff.ran(time.Now())
 			h.goTask(lv, i, t)
-		} else if err := h.halted[h.names[i]]; err != nil {
+		} else if err := h.halted[h.names[i]]; err != nil && h.cfg.OnTaskFailure == Restart {
 			h.scheduleRestart(lv, r, err) // it could not start
 		}
 	}
