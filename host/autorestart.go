@@ -60,13 +60,19 @@ func (h *Host) scheduleRestart(lv *live, r *running, cause error) {
 		h.cfg.Logger.Error("task halted", "task", r.cfg.Name, "err", haltCause(cause))
 		return
 	}
-	delay := r.backoff.halted(time.Now())
+	delay := h.nextRestartDelay(r)
 	p := &pendingRestart{at: time.Now().Add(delay), canceled: make(chan struct{})}
 	r.pending = p
 	h.taskRuns++ // the pending restart's hold on Run
 	h.cfg.Logger.Error("task halted; restarting it (on_task_failure: restart)", "task", r.cfg.Name, "in", delay,
 		"halts_in_row", r.backoff.inRow, "err", haltCause(cause))
 	go h.autoRestart(lv, r, p, delay)
+}
+
+// nextRestartDelay counts a halt of task r now and returns the delay before its restart.
+// h.mu is held.
+func (h *Host) nextRestartDelay(r *running) time.Duration {
+	return max(r.backoff.halted(time.Now()), h.cfg.minRestartDelay)
 }
 
 // autoRestart waits delay, then restarts task r (RestartTask), again with a longer delay for as
@@ -112,7 +118,7 @@ func (h *Host) autoRestart(lv *live, r *running, p *pendingRestart, delay time.D
 			return
 		default:
 		}
-		delay = r.backoff.halted(time.Now())
+		delay = h.nextRestartDelay(r)
 		p.at, p.lastErr = time.Now().Add(delay), err.Error()
 		h.mu.Unlock()
 		h.cfg.Logger.Error("automatic restart failed; the task stays halted and is restarted again (on_task_failure: restart)",

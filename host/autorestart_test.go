@@ -1,10 +1,13 @@
 package host_test
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -184,4 +187,61 @@ func TestAutoRestartTaskThatCouldNotStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameCounts(t, want, stateOf(t, dataDir, "wc"))
+}
+
+// TestAutoRestartCanceledByOperator: a task whose input file is missing halts and waits for its
+// automatic restart (made to wait an hour); the file created, an operator's restart or deploy
+// starts it at once, and the pending automatic restart is dropped: the task reads its input to
+// the end and Run returns by itself (a restart still pending would hold it for the hour), with
+// every output once and no automatic restart counted.
+func TestAutoRestartCanceledByOperator(t *testing.T) {
+	const records = 300
+	for _, action := range []string{"restart", "deploy"} {
+		t.Run(action, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			input := filepath.Join(dir, "in.ndjson")
+			tc := versionedTask(t, dir, versionedModule(t))
+			tc.Inputs = []host.InputConfig{{Name: "in", Path: input, KeyField: "k", ValueField: "v"}}
+			cfg := host.Config{DataDir: filepath.Join(dir, "data"), Logger: testLogger(t), OnTaskFailure: host.Restart,
+				Tasks: []host.TaskConfig{tc}}
+			host.SetMinRestartDelay(&cfg, time.Hour)
+			h := hosttest.Start(t, cfg)
+			hosttest.WaitFor(t, time.Minute, "the task halted on its missing input, its restart pending", func() bool {
+				st := h.Stats()[0]
+				return st.Halted && !st.RestartAt.IsZero()
+			})
+			var lines strings.Builder
+			for i := range records {
+				fmt.Fprintf(&lines, `{"k":"k%d","v":"%d"}`+"\n", i%7, i)
+			}
+			if err := os.WriteFile(input, []byte(lines.String()), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var d *host.Deployment
+			var err error
+			if action == "restart" {
+				d, err = h.RestartTask(context.Background(), "versioned")
+			} else {
+				d, err = h.Deploy(context.Background(), "versioned", guestbuild.Retag(t, versionedModule(t), 1))
+			}
+			if err != nil || !d.Restarted {
+				t.Fatalf("%s of the halted task: %+v, %v; want it restarted", action, d, err)
+			}
+			select {
+			case <-h.Done():
+			case <-time.After(time.Minute):
+				t.Fatalf("Run did not return once the restarted task read its input: status %+v", h.Stats()[0])
+			}
+			if err := h.Wait(); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if st := h.Stats()[0]; st.Halted || st.Restarts != 0 {
+				t.Fatalf("after the %s: halted %v, automatic restarts %d; want running, none", action, st.Halted, st.Restarts)
+			}
+			if n := len(readOutputs(t, tc.Output.Path)); n != records {
+				t.Fatalf("%d outputs, want %d", n, records)
+			}
+		})
+	}
 }

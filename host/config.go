@@ -76,6 +76,9 @@ type Config struct {
 	// checkpoint's applied set spans past its Next (task.Config.AppliedSpan): tests lower it to
 	// cross it with few records (export_test.go).
 	appliedSpan int64
+	// minRestartDelay, when positive, is the shortest delay before an automatic restart
+	// (autorestart.go): tests raise it so that an automatic restart cannot fire while they act.
+	minRestartDelay time.Duration
 }
 
 // AdminConfig configures the admin HTTP API, which runs while Run runs.

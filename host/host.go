@@ -71,7 +71,10 @@ func New(cfg Config) (*Host, error) {
 // halted with its error, a Deploy, Activate or Rollback of it restarts it (see Deploy), and
 // Run returns once the others finished, with a *TaskError for each task still halted
 // (joined). With "halt_host" the first failure stops every task and Run returns
-// it. Every goroutine Run starts has stopped when it returns.
+// it. With "restart" a halted task is restarted by the host after a back-off (autorestart.go):
+// Run does not return while a restart is pending; once ctx ends, pending restarts are dropped
+// and Run returns the halts of the tasks still halted. Every goroutine Run starts has stopped
+// when it returns.
 func (h *Host) Run(ctx context.Context) (err error) {
 	h.mu.Lock()
 	if h.closed {
