@@ -85,6 +85,7 @@ var taskMetrics = []metricDesc{
 	counter("standby_records_total", "Changelog records the standby applied for partitions not owned.", func(s *host.TaskStats) int64 { return s.StandbyRecords }),
 	counter("standby_bytes_total", "Bytes of the changelog records the standby applied.", func(s *host.TaskStats) int64 { return s.StandbyBytes }),
 	counter("timers_dropped_total", "Timer firings dropped because the module has no timer callback.", func(s *host.TaskStats) int64 { return s.TimersDropped }),
+	counter("timers_refused_total", "timer_set calls of a new timer refused with ERR_LIMIT: the task's pending timers were at time.max_pending_timers.", func(s *host.TaskStats) int64 { return s.TimersRefused }),
 	counter("timer_splits_total", "Batches run again with a key's records one per call because a timer one of their calls set fell due before a later record of its key in that call.", func(s *host.TaskStats) int64 { return s.TimerSplits }),
 	counter("log_lines_dropped_total", "Guest log lines the running module version dropped (max_log_lines_per_second).", func(s *host.TaskStats) int64 { return s.LogDropped }),
 	gauge("task_halted", "1 while the task is halted (on_task_failure: halt_task; restart: until it is restarted), else 0.", func(s *host.TaskStats) float64 { return boolFloat(s.Halted) }),

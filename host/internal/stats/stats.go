@@ -55,6 +55,9 @@ type Task struct {
 	TimersQueued  int64 `json:"timers_queued"`  // timer firings queued
 	TimersFired   int64 `json:"timers_fired"`   // timer firings completed
 	TimersDropped int64 `json:"timers_dropped"` // timer firings dropped: the module has no timer callback
+	// TimersRefused counts timer_set calls of a new timer refused with ERR_LIMIT at
+	// time.max_pending_timers (as of now).
+	TimersRefused int64 `json:"timers_refused"`
 	// TimerSplits counts batches run again one item per call because a timer one of their calls
 	// set fell due before a later item of its key in the same call.
 	TimerSplits int64 `json:"timer_splits"`

@@ -408,6 +408,7 @@ func (t *Task) Stats() Stats {
 	t.statsMu.Unlock()
 	s.FuelUsed = t.meters.fuel.Load()
 	s.Traps = t.meters.traps.Load()
+	s.TimersRefused = t.timers.refused.Load()
 	s.Restoring = int(t.meters.restoring.Load())
 	s.BatchSize = stats.Histogram(t.meters.batchSize.Snapshot())
 	s.CallSeconds = stats.Histogram(t.meters.callSeconds.Snapshot())
