@@ -65,7 +65,7 @@ func (h *Host) scheduleRestart(lv *live, r *running, cause error) {
 	r.pending = p
 	h.taskRuns++ // the pending restart's hold on Run
 	h.cfg.Logger.Error("task halted; restarting it (on_task_failure: restart)", "task", r.cfg.Name, "in", delay,
-		"halts_in_row", r.backoff.inRow, "err", haltCause(cause))
+		"halts_in_row", r.backoff.inRow, "restart_at", p.at, "err", haltCause(cause))
 	go h.autoRestart(lv, r, p, delay)
 }
 
@@ -120,9 +120,10 @@ func (h *Host) autoRestart(lv *live, r *running, p *pendingRestart, delay time.D
 		}
 		delay = h.nextRestartDelay(r)
 		p.at, p.lastErr = time.Now().Add(delay), err.Error()
+		at, inRow := p.at, r.backoff.inRow
 		h.mu.Unlock()
 		h.cfg.Logger.Error("automatic restart failed; the task stays halted and is restarted again (on_task_failure: restart)",
-			"task", name, "in", delay, "halts_in_row", r.backoff.inRow, "err", err)
+			"task", name, "in", delay, "halts_in_row", inRow, "restart_at", at, "err", err)
 	}
 }
 
