@@ -75,7 +75,7 @@ func TestRestoringEpochs(t *testing.T) {
 		return store.EncodeSnapshot(nil, &store.KeySnapshot{Names: []store.Write{{Name: []byte("n"), Value: []byte(v)}}, Mark: 1, HasMark: true})
 	}
 	pos := func(next int64) []byte {
-		return changelogPosition(store.Position{Next: next, Horizon: -1, Watermark: -1})
+		return changelogPosition(store.Position{Next: next, Horizon: -1, Watermark: -1}, store.AppliedSet{})
 	}
 	rs := &restoring{db: db, task: "wc", id: id, topic: "words"}
 	for i, r := range []struct {
@@ -171,7 +171,7 @@ func TestRestoringPositionTopicID(t *testing.T) {
 		t.Fatalf("position key without an id %x", k)
 	}
 	pos := func(next int64) []byte {
-		return changelogPosition(store.Position{Next: next, Horizon: -1, Watermark: -1})
+		return changelogPosition(store.Position{Next: next, Horizon: -1, Watermark: -1}, store.AppliedSet{})
 	}
 	rs := &restoring{db: db, task: "wc", id: id, topic: "words"}
 	if err := rs.add(changelogPositionKey("words", topicID), pos(10), kafka.RecordMeta{Epoch: 1, LeaderEpoch: 3}, 0); err != nil {
