@@ -39,7 +39,9 @@ import (
 // Record keys: 'k' | u16 len(topic) | topic | key for a key snapshot, 'p' | u16 len(topic) | topic
 // [| 16-byte topic id] for a position (several input topics share a changelog partition; the id
 // when the writer knew it, changelogPositionKey). A position value is i64 Next | i64 Horizon |
-// i64 Watermark, big-endian.
+// i64 Watermark, big-endian, then the byte 1 and the stream's applied set (changelogPosition),
+// which a restore writes with the position: a key record written again from the store alone
+// carries the stored mark, which the set may have left low.
 //
 // Owner epochs. Kafka fences a removed member's offset commits, not its changelog writes (plain
 // produces under at least once), so a host removed from the group while still processing (a
