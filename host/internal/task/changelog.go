@@ -234,7 +234,10 @@ func writePosition(w *kafka.ChangelogWriter, p int32, topic string, pos store.Po
 // parseChangelogPosition reads a position record's value (changelogPosition), or one of 24 bytes
 // a host before applied sets wrote (no set: such a host kept no mark low by one).
 func parseChangelogPosition(b []byte) (store.Position, store.AppliedSet, error) {
-	if len(b) != 24 && (len(b) < positionValueLen || (len(b)-positionValueLen)%8 != 0 || b[24] != positionFormat) {
+	switch {
+	case len(b) > 24 && b[24] != positionFormat:
+		return store.Position{}, store.AppliedSet{}, fmt.Errorf("changelog position of format %d, which this version does not know (a newer host wrote it?)", b[24])
+	case len(b) != 24 && (len(b) < positionValueLen || (len(b)-positionValueLen)%8 != 0):
 		return store.Position{}, store.AppliedSet{}, fmt.Errorf("changelog position of %d bytes", len(b))
 	}
 	p := store.Position{
