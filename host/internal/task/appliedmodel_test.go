@@ -66,19 +66,17 @@ func runChangelogModel(t *testing.T, seed uint64) (relied int) {
 	rng := rand.New(rand.NewPCG(seed, 11))
 	key := func(o int64) int { return int(o % keys) }
 	name := func(k int) []byte { return []byte(fmt.Sprint(k)) }
+	// A key's state: the offsets applied to it, 8 bytes each.
 	encode := func(l []int64) []byte {
-		var b []byte
+		b := make([]byte, 0, 8*len(l))
 		for _, o := range l {
-			b = binary.AppendVarint(b, o)
+			b = binary.BigEndian.AppendUint64(b, uint64(o))
 		}
 		return b
 	}
-	decode := func(b []byte) []int64 {
-		var l []int64
-		for len(b) > 0 {
-			o, n := binary.Varint(b)
-			l = append(l, o)
-			b = b[n:]
+	decode := func(b []byte) (l []int64) {
+		for ; len(b) >= 8; b = b[8:] {
+			l = append(l, int64(binary.BigEndian.Uint64(b)))
 		}
 		return l
 	}
