@@ -332,3 +332,51 @@ func (db *DB) SettleApplied(task string, stream uint32, marks map[string]int64) 
 	}()
 	return wrapErr(fmt.Sprintf("settle applied set of stream %d", stream), err)
 }
+
+// AppliedAfter returns, for each of cp.Positions, the applied set its stream holds once Commit
+// committed cp, based at the position's Next: what Commit writes (the set cp gives with the
+// stored set's offsets at or above the new Next), or the stored set's offsets at or above the
+// new Next when cp gives none for the stream. A host with a changelog writes it in the
+// checkpoint's position records, which it produces before it commits cp: call it with nothing
+// else writing cp's streams until cp commits.
+func (db *DB) AppliedAfter(cp *Checkpoint) ([]AppliedSet, error) {
+	if err := validTask(cp.Task); err != nil {
+		return nil, err
+	}
+	if err := db.enter(); err != nil {
+		return nil, err
+	}
+	defer db.leave()
+	merged, err := db.mergeApplied(cp, appliedByPosition(cp))
+	if err != nil {
+		return nil, err
+	}
+	out := make([]AppliedSet, len(cp.Positions))
+	err = db.viewRecover(func(txn *badger.Txn) error {
+	positions:
+		for i := range cp.Positions {
+			sp := &cp.Positions[i]
+			out[i].Base = sp.Position.Next
+			for _, a := range merged {
+				if a.stream == sp.Stream {
+					out[i].Bits = a.words
+					continue positions
+				}
+			}
+			stored, ok, err := txnApplied(txn, cp.Task, sp.Stream)
+			if err != nil {
+				return fmt.Errorf("stream %d: %w", sp.Stream, err)
+			}
+			if ok {
+				out[i].Bits = trimWords(stored.from(sp.Position.Next))
+			}
+		}
+		return nil
+	})
+	return out, wrapErr("applied set after a checkpoint", err)
+}
+
+// At returns the offsets of s at or above next as a set based at next.
+func (s AppliedSet) At(next int64) AppliedSet {
+	return AppliedSet{Base: next, Bits: trimWords(s.from(next))}
+}

@@ -181,21 +181,27 @@
 //     completed offsets span more than [MaxAppliedSpan] from Next, a key
 //     retried for long holding Next back) keeps the stored set and writes
 //     every mark at or above Next, as before sets;
-//   - [DB.Restore] keeps the set: a restore writes each key's snapshot with
-//     its own mark, and what it restores is newer than the local copy (a
-//     changelog's tail), or the stream was dropped first;
+//   - [DB.Restore] keeps the set, and [DB.RestoreApplied] replaces it with the
+//     set a changelog's position record carries, in the position's
+//     transaction (what it restores is newer than the local copy: a
+//     changelog's tail; or the stream was dropped first);
 //   - [DB.MoveStream] moves the set with the position (a reset's backup), and
 //     [DB.DropStream] deletes it with the position.
 //
-// A changelog record carries a key's true mark (KeyWrites.Mark), not one a
-// set covers: a restore from a changelog never relies on a set. A host that
-// writes a changelog gives no sets, since it may write a key's changelog
-// record again from the store alone (its stored mark). A stream may still
-// hold a set that a run without the changelog left (the changelog turned
-// off, then on again); [DB.SettleApplied] first raises the stored marks of
-// the keys whose records it holds to their true marks (the host reads the
-// records' keys from its input) and deletes it, so that every stored mark is
-// a true one again before the host writes a changelog record of the stream.
+// A changelog record of a checkpoint carries its key's true mark
+// (KeyWrites.Mark), but one written again from the store alone (a key only
+// timers changed after it was evicted, a published copy) carries the stored
+// mark, which a set may have left low. So a host that writes a changelog
+// writes, with each position record, the set the store holds with that
+// position ([DB.AppliedAfter] for a checkpoint's, before it commits; [DB.Applied]
+// for the stored one), and a restore writes it with the position
+// ([DB.RestoreApplied]): the restored keys' marks are each at or above the
+// store's, and at or below the key's true mark, with the same set. Where a
+// host replays a changelog's tail over a local copy a run without the
+// changelog changed (the changelog turned off, then on again), the changelog's
+// set replaces the copy's: [DB.SettleApplied] first raises the stored marks of
+// the keys whose records the copy's set holds to their true marks (the host
+// reads the records' keys from its input) and deletes it.
 //
 // # Unchanged marks
 //

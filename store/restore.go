@@ -40,6 +40,28 @@ import (
 // returns, so pass snapshots in batches. It does not retain snaps or pos;
 // the caller must not modify them during the call.
 func (db *DB) Restore(task string, stream uint32, snaps []KeySnapshot, pos *Position) error {
+	return db.restore(task, stream, snaps, pos, nil)
+}
+
+// RestoreApplied is Restore of snaps and pos that also replaces the stream's applied set with
+// set, in the transaction of pos (a changelog's position record carries the set of the
+// checkpoint it was written for: a key record written from the store alone carries the stored
+// mark, which the set may have left low). set's offsets below pos.Next are ignored; an empty set
+// deletes the stored one. It returns an error wrapping ErrInvalidCheckpoint for a set that
+// spans more than MaxAppliedSpan from pos.Next or holds an offset above pos.Horizon.
+func (db *DB) RestoreApplied(task string, stream uint32, snaps []KeySnapshot, pos Position, set AppliedSet) error {
+	words := trimWords(set.from(pos.Next))
+	s := AppliedSet{Base: pos.Next, Bits: words}
+	switch {
+	case len(words) > MaxAppliedSpan/64:
+		return fmt.Errorf("%w: task %q: stream %d: applied set of %d offsets, over MaxAppliedSpan (%d)", ErrInvalidCheckpoint, task, stream, 64*len(words), MaxAppliedSpan)
+	case s.last() >= s.Base && s.last() > pos.Horizon:
+		return fmt.Errorf("%w: task %q: stream %d: applied offset %d above the horizon %d", ErrInvalidCheckpoint, task, stream, s.last(), pos.Horizon)
+	}
+	return db.restore(task, stream, snaps, &pos, &appliedWrite{stream: stream, next: pos.Next, words: words})
+}
+
+func (db *DB) restore(task string, stream uint32, snaps []KeySnapshot, pos *Position, applied *appliedWrite) error {
 	if err := validateSnapshots(task, stream, snaps, pos); err != nil {
 		return err
 	}
@@ -84,7 +106,15 @@ func (db *DB) Restore(task string, stream uint32, snaps []KeySnapshot, pos *Posi
 	}
 	if pos != nil {
 		k := appendPositionKey(w.alloc(positionKeyLen(task)), task, stream)
-		if err := w.reserve(1, len(k)+positionValueMax+entryOverhead); err != nil {
+		// The applied set, if given (RestoreApplied), in the position's transaction.
+		var aw []appliedWrite
+		if applied != nil {
+			aw = []appliedWrite{*applied}
+		}
+		if err := w.reserve(addCost(1, len(k)+positionValueMax+entryOverhead)(appliedCost(task, aw))); err != nil {
+			return err
+		}
+		if err := writeApplied(w.txn, w.alloc, task, aw); err != nil {
 			return err
 		}
 		if err := w.txn.Set(k, appendPosition(w.alloc(positionValueMax), *pos)); err != nil {

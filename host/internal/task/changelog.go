@@ -39,7 +39,9 @@ import (
 // Record keys: 'k' | u16 len(topic) | topic | key for a key snapshot, 'p' | u16 len(topic) | topic
 // [| 16-byte topic id] for a position (several input topics share a changelog partition; the id
 // when the writer knew it, changelogPositionKey). A position value is i64 Next | i64 Horizon |
-// i64 Watermark, big-endian.
+// i64 Watermark, big-endian, then the byte 1 and the stream's applied set (changelogPosition),
+// which a restore writes with the position: a key record written again from the store alone
+// carries the stored mark, which the set may have left low.
 //
 // Owner epochs. Kafka fences a removed member's offset commits, not its changelog writes (plain
 // produces under at least once), so a host removed from the group while still processing (a
@@ -197,30 +199,57 @@ func parseChangelogKey(b []byte) (kind byte, topic string, key []byte, err error
 	return b[0], string(b[3 : 3+n]), b[3+n:], nil
 }
 
-func changelogPosition(p store.Position) []byte {
-	b := make([]byte, 0, 24)
+// changelogPosition is a position record's value: i64 Next | i64 Horizon | i64 Watermark,
+// big-endian, then the format byte 1 and the words of the stream's applied set based at Next
+// (store.AppliedSet, big-endian; none when it is empty). A key record written from the store
+// alone carries the stored mark, which the set may have left low, so a restore needs the set with
+// the position. Hosts before sets refuse any value but 24 bytes (the value has 25 or more), and
+// fail the restore rather than restore those marks without the set.
+func changelogPosition(p store.Position, set store.AppliedSet) []byte {
+	set = set.At(p.Next)
+	b := make([]byte, 0, positionValueLen+8*len(set.Bits))
 	b = binary.BigEndian.AppendUint64(b, uint64(p.Next))
 	b = binary.BigEndian.AppendUint64(b, uint64(p.Horizon))
-	return binary.BigEndian.AppendUint64(b, uint64(p.Watermark))
-}
-
-// writePosition writes the position record of pos, an input partition of topic, to changelog
-// partition p with owner epoch epoch: its value (changelogPosition), its key with the topic's
-// id, and the leader epoch of the input record before pos.Next in a header
-// (kafka.LeaderEpochHeader), which a restore puts back into the position.
-func writePosition(w *kafka.ChangelogWriter, p int32, topic string, pos store.Position, epoch uint64) {
-	w.WritePosition(p, changelogPositionKey(topic, pos.TopicID), changelogPosition(pos), epoch, pos.LeaderEpoch.Epoch())
-}
-
-func parseChangelogPosition(b []byte) (store.Position, error) {
-	if len(b) != 24 {
-		return store.Position{}, fmt.Errorf("changelog position of %d bytes", len(b))
+	b = binary.BigEndian.AppendUint64(b, uint64(p.Watermark))
+	b = append(b, positionFormat)
+	for _, w := range set.Bits {
+		b = binary.BigEndian.AppendUint64(b, w)
 	}
-	return store.Position{
+	return b
+}
+
+const (
+	positionFormat   = 1  // the byte after a position value's watermark: an applied set follows
+	positionValueLen = 25 // a position value without its set's words (24: a host's before sets)
+)
+
+// writePosition writes the position record of pos, an input partition of topic, with the
+// stream's applied set (changelogPosition), to changelog partition p with owner epoch epoch: its
+// key with the topic's id, and the leader epoch of the input record before pos.Next in a header
+// (kafka.LeaderEpochHeader), which a restore puts back into the position.
+func writePosition(w *kafka.ChangelogWriter, p int32, topic string, pos store.Position, set store.AppliedSet, epoch uint64) {
+	w.WritePosition(p, changelogPositionKey(topic, pos.TopicID), changelogPosition(pos, set), epoch, pos.LeaderEpoch.Epoch())
+}
+
+// parseChangelogPosition reads a position record's value (changelogPosition), or one of 24 bytes
+// a host before applied sets wrote (no set: such a host kept no mark low by one).
+func parseChangelogPosition(b []byte) (store.Position, store.AppliedSet, error) {
+	switch {
+	case len(b) > 24 && b[24] != positionFormat:
+		return store.Position{}, store.AppliedSet{}, fmt.Errorf("changelog position of format %d, which this version does not know (a newer host wrote it?)", b[24])
+	case len(b) != 24 && (len(b) < positionValueLen || (len(b)-positionValueLen)%8 != 0):
+		return store.Position{}, store.AppliedSet{}, fmt.Errorf("changelog position of %d bytes", len(b))
+	}
+	p := store.Position{
 		Next:      int64(binary.BigEndian.Uint64(b)),
 		Horizon:   int64(binary.BigEndian.Uint64(b[8:])),
 		Watermark: int64(binary.BigEndian.Uint64(b[16:])),
-	}, nil
+	}
+	set := store.AppliedSet{Base: p.Next}
+	for w := b[min(len(b), positionValueLen):]; len(w) > 0; w = w[8:] {
+		set.Bits = append(set.Bits, binary.BigEndian.Uint64(w))
+	}
+	return p, set, nil
 }
 
 // changelogPlan is what a checkpoint writes to the changelog, gathered by the loop when it
@@ -236,14 +265,17 @@ type changelogPlan struct {
 	owned []ownedPart       // the Kafka partitions this host owns (checkOwners); at least once only
 }
 
-// changelogRec is a changelog record: its partition, its owner epoch, and its key and value
-// (or, for a key snapshot, the topic its key is made with).
+// changelogRec is a changelog record: its partition, its owner epoch, and its key (or, for a
+// key snapshot, the topic its key is made with); for an early position record, its stream and
+// position (its value is made when written, with the stream's stored applied set).
 type changelogRec struct {
-	part     int32
-	topic    string
-	epoch    uint64
-	key, val []byte
-	leader   int32 // a position record's leader epoch (-1: unknown; writePosition)
+	part   int32
+	topic  string
+	epoch  uint64
+	key    []byte
+	leader int32 // a position record's leader epoch (-1: unknown; writePosition)
+	stream uint32
+	pos    store.Position
 }
 
 // ownedPart is a Kafka partition this host owns as the loop saw it when it collected a
@@ -279,8 +311,8 @@ func (t *Task) planChangelog(cp *store.Checkpoint) *changelogPlan {
 			// position without an offset would fail the restore on every host).
 			early.Next = st.origin
 		}
-		pl.early = append(pl.early, changelogRec{part: st.tp.Partition, epoch: st.durable.Epoch, key: changelogPositionKey(st.tp.Topic, early.TopicID), val: changelogPosition(early),
-			leader: early.LeaderEpoch.Epoch()})
+		pl.early = append(pl.early, changelogRec{part: st.tp.Partition, epoch: st.durable.Epoch, key: changelogPositionKey(st.tp.Topic, early.TopicID),
+			leader: early.LeaderEpoch.Epoch(), stream: st.id, pos: early})
 		// The final record's value is made when written: the resume offset may move first.
 		pl.final = append(pl.final, changelogRec{part: st.tp.Partition, topic: st.tp.Topic, epoch: sp.Position.Epoch})
 	}
@@ -449,15 +481,26 @@ func (t *Task) rewriteStale(ctx context.Context, cp *store.Checkpoint, stale map
 		st := keyStreams[i]
 		w.WriteOwned(st.tp.Partition, kv, keyLens[i], st.durable.Epoch)
 	}
+	// Each position with the applied set the store holds with it (writeChangelog): the set the
+	// checkpoint commits, or the stored one.
+	sets, err := t.cfg.Store.AppliedAfter(cp)
+	if err != nil {
+		return fmt.Errorf("changelog: %w", err)
+	}
 	for st := range stale {
-		pos := st.durable
-		for _, sp := range cp.Positions {
+		pos, set, in := st.durable, store.AppliedSet{}, false
+		for i, sp := range cp.Positions {
 			if sp.Stream == st.id {
-				pos = sp.Position
+				pos, set, in = sp.Position, sets[i], true
+			}
+		}
+		if !in {
+			if set, err = t.cfg.Store.Applied(t.cfg.Name, st.id); err != nil {
+				return fmt.Errorf("changelog: %w", err)
 			}
 		}
 		if pos.Next >= 0 {
-			writePosition(w, st.tp.Partition, st.tp.Topic, pos, st.durable.Epoch)
+			writePosition(w, st.tp.Partition, st.tp.Topic, pos, set, st.durable.Epoch)
 		}
 	}
 	more, err := w.Flush(ctx)
@@ -511,11 +554,22 @@ func (t *Task) changelogWritten(pl *changelogPlan, next map[int32]int64) {
 
 // writeChangelog writes what pl plans: the position records, then the store's state of every
 // changed key, read in one transaction, with the change applied (the mark comes from the
-// change: Apply sets it), then the final position records; each with its owner epoch.
+// change: Apply sets it), then the final position records; each with its owner epoch. Each
+// position record carries the applied set the store holds with it: an early one the stored set
+// (its position is the stored one, with the new horizon), a final one the set the store holds
+// once the checkpoint commits (store.DB.AppliedAfter).
 func (t *Task) writeChangelog(pl *changelogPlan) error {
 	w := t.changelog.w
 	for _, r := range pl.early {
-		w.WritePosition(r.part, r.key, r.val, r.epoch, r.leader)
+		set, err := t.cfg.Store.Applied(t.cfg.Name, r.stream)
+		if err != nil {
+			return fmt.Errorf("changelog: %w", err)
+		}
+		w.WritePosition(r.part, r.key, changelogPosition(r.pos, set), r.epoch, r.leader)
+	}
+	sets, err := t.cfg.Store.AppliedAfter(pl.cp)
+	if err != nil {
+		return fmt.Errorf("changelog: %w", err)
 	}
 	// Encoded first, written after: Write may block on the producer's buffer, which must not
 	// happen while the store's read lock is held (a Close would wait on it).
@@ -541,7 +595,7 @@ func (t *Task) writeChangelog(pl *changelogPlan) error {
 		}
 		r := &pl.final[j]
 		j++
-		writePosition(w, r.part, r.topic, sp.Position, r.epoch)
+		writePosition(w, r.part, r.topic, sp.Position, sets[i], r.epoch)
 	}
 	return nil
 }
@@ -680,26 +734,22 @@ func (t *Task) restorePartition(tp kafka.TopicPartition, id uint32) (uint64, err
 	return t.restoredPartition(tp, r), nil
 }
 
-// replayOwned takes a newly assigned partition from the standby, if any, replays its
-// changelog and settles an applied set the local copy holds (settleApplied). It touches only
-// the store and the standby: exactly once, it runs beside the loop (assignAside).
+// replayOwned takes a newly assigned partition from the standby, if any, and replays its
+// changelog. It touches only the store and the standby: exactly once, it runs beside the loop
+// (assignAside).
 func (t *Task) replayOwned(ctx context.Context, tp kafka.TopicPartition, id uint32) (replayed, error) {
 	t.claimStandby(tp) // before the restore reads the store
-	r, err := t.replayChangelog(ctx, perCall{t.cfg.Kafka.Client}, tp, id, true)
-	if err == nil {
-		err = t.settleApplied(ctx, tp, id)
-	}
-	return r, err
+	return t.replayChangelog(ctx, perCall{t.cfg.Kafka.Client}, tp, id, true)
 }
 
 // settleApplied writes the true marks of the keys whose records the partition's stored applied
 // set holds (store.DB.SettleApplied, which then deletes the set), reading those records from
-// the input partition. A task with a changelog gives no sets, but the local copy may hold one a
-// run without the changelog left (the changelog turned off, then on again: its tail replay keeps
-// the copy), and with it keys' stored marks below their own offsets in the set. A changelog
-// record of a key written from the store alone (rewriteStale; a key only timers changed, whose
-// cached mark is the stored one) would carry such a mark to a restore that has no set, which
-// would apply those records again. Settled before the partition opens, every stored mark is the
+// the input partition. A changelog's position record carries the stream's set, which a restore
+// writes with the position, in place of the stored one. That is exact for what the changelog
+// holds, but not for a local copy that a run without the changelog changed since it last
+// covered the changelog (the changelog turned off, then on again) and that a tail replay keeps:
+// its keys the tail does not write keep marks that its own set, replaced, left low. So
+// replayChangelog settles such a copy's set before that replay: every stored mark is then the
 // key's true one. The set spans at most store.MaxAppliedSpan offsets: a read of as many records,
 // once. Without a set, or with sequencing none (replay skips nothing), it does nothing.
 func (t *Task) settleApplied(ctx context.Context, tp kafka.TopicPartition, id uint32) error {
@@ -885,6 +935,13 @@ func (t *Task) replayChangelog(ctx context.Context, cc changelogClient, tp kafka
 			return r, nil
 		}
 	}
+	if unpublished > 0 && from > 0 {
+		// A tail replay over a copy a run without the changelog changed, whose applied set the
+		// changelog's replaces: its keys' marks go up to their true ones first (settleApplied).
+		if err := t.settleApplied(ctx, tp, id); err != nil {
+			return r, err
+		}
+	}
 	began := time.Now()
 	var progress func(records, bytes, total int64)
 	if owned {
@@ -927,12 +984,8 @@ func (t *Task) replayChangelog(ctx context.Context, cc changelogClient, tp kafka
 		return r, err
 	}
 	r.epoch, r.stale = rs.highest, rs.stale
-	if last := restoredPosition(rs.last, pos, ok && !r.full, r.records); last != nil {
-		last.Resume = r.end
-		last.Epoch = max(last.Epoch, rs.highest)
-		if err := db.Restore(name, id, nil, last); err != nil {
-			return r, err
-		}
+	if err := rs.finish(pos, ok && !r.full, r.records, r.end); err != nil {
+		return r, err
 	}
 	if owned {
 		how := "tail"
@@ -985,10 +1038,10 @@ const publishBatch = 1000
 
 // publishPartition writes the whole local state of a partition whose state the changelog does
 // not hold (changelogKnows) to the changelog, and returns the changelog partition's end after
-// it: the applied set settled first (settleApplied: every key's record carries its true mark),
-// then a record of every key (names, timers, mark) with the owner epoch this host's restore
+// it: a record of every key (names, timers, mark) with the owner epoch this host's restore
 // gives (nextEpoch of base and the group generation), in batches, each acknowledged before
-// the next, then the partition's position record, and only then the local position's Resume
+// the next, then the partition's position record with the stored applied set (the keys' records
+// carry their stored marks, which the set may have left low), and only then the local position's Resume
 // (the changelog offset the copy covers). A host stopped in the middle leaves keys without
 // the position record: the next owner whose copy covers no changelog offset publishes again,
 // every key as stored (a key's record is its whole state: compaction keeps the last, and a
@@ -999,7 +1052,10 @@ func (t *Task) publishPartition(ctx context.Context, tp kafka.TopicPartition, id
 		return 0, fmt.Errorf("changelog %s partition %d: publishing the local state of input %s partition %d, which the changelog does not hold: %w",
 			topic, tp.Partition, tp.Topic, tp.Partition, err)
 	}
-	if err := t.settleApplied(ctx, tp, id); err != nil {
+	// The position record carries the stored applied set: the keys' records carry their stored
+	// marks, which it may have left low (a run without the changelog left it).
+	set, err := db.Applied(name, id)
+	if err != nil {
 		return fail(err)
 	}
 	keys, err := db.StreamKeys(name, id)
@@ -1054,7 +1110,7 @@ func (t *Task) publishPartition(ctx context.Context, tp kafka.TopicPartition, id
 				"keys", done, "of", len(keys), "bytes", bytes, "elapsed", time.Since(began).Round(time.Millisecond))
 		}
 	}
-	writePosition(w, tp.Partition, tp.Topic, pos, epoch)
+	writePosition(w, tp.Partition, tp.Topic, pos, set, epoch)
 	next, err := flush()
 	if err != nil {
 		return fail(err)
@@ -1109,6 +1165,9 @@ type restoring struct {
 	topic string // the input topic: other topics' records in a shared changelog partition are skipped
 	snaps []store.KeySnapshot
 	last  *store.Position
+	// lastSet is last's applied set (the stream's applied offsets at or above last.Next), which
+	// the restore writes with it.
+	lastSet store.AppliedSet
 
 	// highest is the highest owner epoch read (a tail replay starts from the local copy's): a
 	// record below it is an earlier owner's, written after a later owner took over, and is
@@ -1155,7 +1214,7 @@ func (rs *restoring) add(key, value []byte, meta kafka.RecordMeta, offset int64)
 			return rs.flush()
 		}
 	case 'p':
-		p, err := parseChangelogPosition(value)
+		p, set, err := parseChangelogPosition(value)
 		if err != nil {
 			return fmt.Errorf("offset %d: %w", offset, err)
 		}
@@ -1163,7 +1222,7 @@ func (rs *restoring) add(key, value []byte, meta kafka.RecordMeta, offset int64)
 			copy(p.TopicID[:], k) // the topic's id, when the writer knew it
 		}
 		p.LeaderEpoch = store.KnownLeaderEpoch(meta.LeaderEpoch) // when the writer knew it
-		rs.last = &p
+		rs.last, rs.lastSet = &p, set
 	default:
 		return fmt.Errorf("offset %d: unknown changelog record kind %q", offset, kind)
 	}
@@ -1178,6 +1237,23 @@ func (rs *restoring) flush() error {
 	err := rs.db.Restore(rs.task, rs.id, rs.snaps, nil)
 	rs.snaps = rs.snaps[:0]
 	return err
+}
+
+// finish writes the position a replay leaves in the store (restoredPosition), its resume
+// offset end: the changelog's last position record with its applied set (store.RestoreApplied:
+// the set replaces the stored one), or the local position with the stored set kept. local is
+// the store's position before the replay; tail says the replay kept the local copy.
+func (rs *restoring) finish(local store.Position, tail bool, records, end int64) error {
+	last := restoredPosition(rs.last, local, tail, records)
+	if last == nil {
+		return nil
+	}
+	last.Resume = end
+	last.Epoch = max(last.Epoch, rs.highest)
+	if rs.last == nil {
+		return rs.db.Restore(rs.task, rs.id, nil, last)
+	}
+	return rs.db.RestoreApplied(rs.task, rs.id, nil, *last, rs.lastSet)
 }
 
 // restoredPosition is the position a replay leaves in the store, or nil to leave none (the

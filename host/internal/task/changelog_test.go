@@ -75,7 +75,7 @@ func TestRestoringEpochs(t *testing.T) {
 		return store.EncodeSnapshot(nil, &store.KeySnapshot{Names: []store.Write{{Name: []byte("n"), Value: []byte(v)}}, Mark: 1, HasMark: true})
 	}
 	pos := func(next int64) []byte {
-		return changelogPosition(store.Position{Next: next, Horizon: -1, Watermark: -1})
+		return changelogPosition(store.Position{Next: next, Horizon: -1, Watermark: -1}, store.AppliedSet{})
 	}
 	rs := &restoring{db: db, task: "wc", id: id, topic: "words"}
 	for i, r := range []struct {
@@ -171,7 +171,7 @@ func TestRestoringPositionTopicID(t *testing.T) {
 		t.Fatalf("position key without an id %x", k)
 	}
 	pos := func(next int64) []byte {
-		return changelogPosition(store.Position{Next: next, Horizon: -1, Watermark: -1})
+		return changelogPosition(store.Position{Next: next, Horizon: -1, Watermark: -1}, store.AppliedSet{})
 	}
 	rs := &restoring{db: db, task: "wc", id: id, topic: "words"}
 	if err := rs.add(changelogPositionKey("words", topicID), pos(10), kafka.RecordMeta{Epoch: 1, LeaderEpoch: 3}, 0); err != nil {
@@ -185,5 +185,44 @@ func TestRestoringPositionTopicID(t *testing.T) {
 	}
 	if rs.last.Next != 12 || rs.last.TopicID != ([16]byte{}) || rs.last.LeaderEpoch != 0 {
 		t.Fatalf("restored position %+v; want next 12 without an id or a leader epoch", rs.last)
+	}
+}
+
+// TestChangelogPositionValue: a position record's value carries the stream's applied set after
+// the watermark (a format byte, then the set's words based at Next, none when empty), so it is
+// never the 24 bytes a host before sets reads (it refuses any other length); a 24-byte value, an
+// older host's, reads as a position with no set; other lengths and format bytes are refused.
+func TestChangelogPositionValue(t *testing.T) {
+	pos := store.Position{Next: 100, Horizon: 300, Watermark: 7}
+	set := store.AppliedSet{Base: 90, Bits: []uint64{1 << 3, 1 << 12, 1<<41 | 1<<63, 1 << 2}} // 93 (below Next), 166, 259, 281, 284
+	v := changelogPosition(pos, set)
+	if len(v) == 24 {
+		t.Fatal("a value with a set of 24 bytes: an older host would read it without the set")
+	}
+	got, gotSet, err := parseChangelogPosition(v)
+	if err != nil || got != pos {
+		t.Fatalf("position %+v, %v; want %+v", got, err, pos)
+	}
+	for o := int64(0); o < 400; o++ {
+		if want := o >= pos.Next && set.Has(o); gotSet.Has(o) != want {
+			t.Errorf("offset %d in the parsed set: %v, want %v", o, gotSet.Has(o), want)
+		}
+	}
+	if gotSet.Base != pos.Next || gotSet.Len() != 4 {
+		t.Errorf("parsed set from %d with %d offsets, want from %d with 4", gotSet.Base, gotSet.Len(), pos.Next)
+	}
+	if e := changelogPosition(pos, store.AppliedSet{}); len(e) != 25 {
+		t.Errorf("a value with an empty set has %d bytes, want 25", len(e))
+	}
+	_, old, err := parseChangelogPosition(v[:24])
+	if err != nil || old.Len() != 0 {
+		t.Errorf("a 24-byte value (a host before sets): set of %d offsets, %v; want none", old.Len(), err)
+	}
+	bad := append([]byte(nil), v...)
+	bad[24] = 2
+	for _, b := range [][]byte{v[:23], v[:30], bad} {
+		if _, _, err := parseChangelogPosition(b); err == nil {
+			t.Errorf("a value of %d bytes (format byte %d) parsed", len(b), b[min(len(b)-1, 24)])
+		}
 	}
 }

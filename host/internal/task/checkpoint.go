@@ -198,10 +198,6 @@ func (t *Task) replaysCaughtUp() error {
 
 // collectPositions adds to cp the streams' new positions: their committed prefix as of now.
 func (t *Task) collectPositions(cp *store.Checkpoint) {
-	// Applied sets, where no changelog carries the keys' marks: a changelog record carries the
-	// mark the checkpoint gives (KeyWrites.Mark), but one written again from the store alone
-	// carries the stored one, which a set may have left below offsets replay reaches.
-	sets := t.changelog == nil && !t.eos()
 	for _, st := range t.order {
 		if st.tracker == nil {
 			continue // a Kafka partition that has not had a record yet
@@ -244,13 +240,14 @@ func (t *Task) collectPositions(cp *store.Checkpoint) {
 		pos.Watermark = st.tm.committedWatermark(next, t.cfg.Lateness, pos.Watermark)
 		if pos != st.durable {
 			cp.Positions = append(cp.Positions, store.StreamPosition{Stream: st.id, Position: pos})
-			if sets {
-				// The offsets completed above next: their effects are in the state collected
-				// (apply completes a record with its effects), so a key's stored mark need not be
-				// rewritten when its new one is among them (store.StreamApplied).
-				if bits, ok := st.tracker.AppendDone(nil, t.appliedSpan()); ok {
-					cp.Applied = append(cp.Applied, store.StreamApplied{Stream: st.id, Bits: bits})
-				}
+			// The offsets completed above next: their effects are in the state collected
+			// (apply completes a record with its effects), so a key's stored mark need not be
+			// rewritten when its new one is among them (store.StreamApplied). With a changelog,
+			// the checkpoint's position records carry the set the store then holds
+			// (writeChangelog): a key record written again from the store alone carries the
+			// stored mark, which the set may have left low.
+			if bits, ok := st.tracker.AppendDone(nil, t.appliedSpan()); ok {
+				cp.Applied = append(cp.Applied, store.StreamApplied{Stream: st.id, Bits: bits})
 			}
 		} else {
 			cp.Partial = cp.Partial[:partial]

@@ -83,7 +83,7 @@ func ResetChangelog(ctx context.Context, cfg kafka.Config, topic string, tp kafk
 			w.WriteEpoch(tp.Partition, changelogKey('k', tp.Topic, []byte(k)), nil, epoch)
 		}
 	}
-	w.WriteEpoch(tp.Partition, changelogKey('p', tp.Topic, nil), changelogPosition(store.Position{Next: next, Horizon: -1, Watermark: -1}), epoch)
+	w.WriteEpoch(tp.Partition, changelogKey('p', tp.Topic, nil), changelogPosition(store.Position{Next: next, Horizon: -1, Watermark: -1}, store.AppliedSet{}), epoch)
 	fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	ends, err := w.Flush(fctx)
