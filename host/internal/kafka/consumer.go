@@ -48,7 +48,6 @@ type Fetch struct {
 	// ControlEnd, when positive, is the offset after the fetch's last control record
 	// (a transaction's commit or abort marker), which comes after its last record: the
 	// partition's offsets below it hold nothing more to process (Records may be empty).
-	// Only a consumer that is not transactional sets it.
 	ControlEnd int64
 	// ControlEpoch is the leader epoch of the control record before ControlEnd.
 	ControlEpoch int32
@@ -357,6 +356,11 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 	if cc.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(cc.InstanceID))
 	}
+	// Both clients keep control records (transaction markers): they are handed over as
+	// Fetch.ControlEnd, so that the position committed after a transaction's last record
+	// passes its marker (and the aborted records after it): otherwise the group's lag stayed
+	// above 0 for good. A transactional consumer's offsets commit with its transactions, from
+	// what its client polled, which includes the markers too.
 	if tc := cc.Txn; tc != nil {
 		if _, ok := cc.Handler.(TxnHandler); !ok {
 			return nil, errors.New("kafka: a transactional consumer needs a TxnHandler")
@@ -389,7 +393,7 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 			kgo.MetadataMinAge(RetryMetadataMinAge),
 		)
 		c.txn, c.polledAt = tc, map[TopicPartition]int64{}
-		c.sess, err = kgo.NewGroupTransactSession(opts...)
+		c.sess, err = kgo.NewGroupTransactSession(append(opts, kgo.KeepControlRecords())...)
 		if err != nil {
 			return nil, fmt.Errorf("kafka: %w", err)
 		}
@@ -403,10 +407,6 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		close(c.ready)
 		return c, nil
 	}
-	// Control records (transaction markers) are handed over as Fetch.ControlEnd, so that the
-	// offset committed after a transaction's last record passes its marker (and the aborted
-	// records after it): otherwise the group's lag stayed above 0 for good. (A transactional
-	// consumer's offsets commit with its transactions, from what the client polled.)
 	c.cl, err = kgo.NewClient(append(opts, kgo.KeepControlRecords())...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
@@ -1011,9 +1011,14 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 		}
 		c.next[tp] = next
 		c.mu.Unlock()
-		if c.polledAt != nil && len(f.Records) > 0 {
+		if c.polledAt != nil {
 			if _, seen := c.polledAt[tp]; !seen {
-				c.polledAt[tp] = f.Records[0].Offset
+				// A fetch of markers alone moved the partition too: an abort rewinds it.
+				first := f.ControlEnd - 1
+				if len(f.Records) > 0 {
+					first = f.Records[0].Offset
+				}
+				c.polledAt[tp] = first
 			}
 		}
 		select {

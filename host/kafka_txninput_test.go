@@ -1,0 +1,164 @@
+package host_test
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/wasmstream/wasmstream/host"
+	"github.com/wasmstream/wasmstream/internal/guestbuild"
+	"github.com/wasmstream/wasmstream/internal/hosttest"
+)
+
+// The tests of this file read input topics written by another client's transactions: committed,
+// aborted and still open when the task starts.
+
+// txnWrite produces n records of key to partition p of topic "in" in a transaction of cl (a
+// transactional client) and ends it: committed if commit, else aborted; open (not ended) if
+// !end.
+func txnWrite(t *testing.T, cl *kgo.Client, p int32, key string, n int, commit, end bool) {
+	t.Helper()
+	ctx := context.Background()
+	if err := cl.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		r := &kgo.Record{Topic: "in", Partition: p, Key: []byte(key), Value: fmt.Appendf(nil, "%s %d", key, i)}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !end {
+		return
+	}
+	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// plainWrite produces n records of key to partition p of topic "in" without a transaction.
+func plainWrite(t *testing.T, cl *kgo.Client, p int32, key string, n int) {
+	t.Helper()
+	var recs []*kgo.Record
+	for i := range n {
+		recs = append(recs, &kgo.Record{Topic: "in", Partition: p, Key: []byte(key), Value: fmt.Appendf(nil, "%s %d", key, i)})
+	}
+	if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// counterTask is the counter task over topic "in" to topic "counts", exactly once with a
+// changelog if eos.
+func counterTask(module string, eos bool) host.TaskConfig {
+	tc := host.TaskConfig{
+		Name: "c", Module: module,
+		Inputs: []host.InputConfig{{Name: "in", Type: "kafka", Topics: []string{"in"}}},
+		Output: host.OutputConfig{Type: "kafka", Topic: "counts"},
+	}
+	if eos {
+		tc.Delivery, tc.Changelog = host.ExactlyOnce, host.ChangelogConfig{Enabled: true}
+	}
+	return tc
+}
+
+// counterOutputs returns, per key, the counter task's outputs in the order read.
+func counterOutputs(t *testing.T, c *kfake.Cluster, n int) map[string][]string {
+	t.Helper()
+	got := map[string][]string{}
+	for _, r := range consumeRecords(t, c, "counts", n) {
+		got[string(r.Key)] = append(got[string(r.Key)], string(r.Value))
+	}
+	return got
+}
+
+// wantCounts fails t unless got holds, for each key of want, the outputs 1..want[key] in order,
+// and no other key.
+func wantCounts(t *testing.T, got map[string][]string, want map[string]int) {
+	t.Helper()
+	for key, outs := range got {
+		n := want[key]
+		ok := len(outs) == n
+		for i := 0; ok && i < n; i++ {
+			ok = outs[i] == fmt.Sprint(i+1)
+		}
+		if !ok {
+			t.Errorf("key %q: outputs %v, want 1..%d", key, outs, n)
+		}
+	}
+	for key, n := range want {
+		if _, ok := got[key]; !ok && n > 0 {
+			t.Errorf("key %q: no outputs, want 1..%d", key, n)
+		}
+	}
+}
+
+// TestKafkaTransactionalInput: partition 0 of the input is written by another client's
+// transactions, committed and aborted, with the log ending in an abort marker; partition 1 holds
+// a transaction still open when the task starts, and after it records of a producer without
+// transactions. At least once and exactly once: the task processes every committed record once
+// and no aborted one; the open transaction holds back partition 1 (read_committed: the records
+// after it wait for its end) and not partition 0; once it aborts, the records after it are
+// processed and its own never. Every partition's committed offset then reaches its end, past the
+// markers, and the lag is 0.
+func TestKafkaTransactionalInput(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/counter")
+	for _, eos := range []bool{false, true} {
+		t.Run(map[bool]string{false: "at_least_once", true: "exactly_once"}[eos], func(t *testing.T) {
+			c := newCluster(t, "in", "counts")
+			manual := kgo.RecordPartitioner(kgo.ManualPartitioner())
+			txn := newClient(t, c, manual, kgo.TransactionalID("writer"))
+			open := newClient(t, c, manual, kgo.TransactionalID("open-writer"))
+			plain := newClient(t, c, manual)
+			txnWrite(t, txn, 0, "committed", 10, true, true)
+			txnWrite(t, txn, 0, "aborted", 10, false, true)
+			txnWrite(t, txn, 0, "committed", 10, true, true)
+			txnWrite(t, txn, 0, "aborted", 5, false, true)
+			txnWrite(t, open, 1, "open", 5, false, false)
+			plainWrite(t, plain, 1, "after", 5)
+
+			h := hosttest.Start(t, host.Config{
+				DataDir: filepath.Join(t.TempDir(), "data"), Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+				Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
+				Tasks: []host.TaskConfig{counterTask(module, eos)},
+			})
+			// Partition 0 is processed to its end while partition 1's transaction is open.
+			wantCounts(t, counterOutputs(t, c, 20), map[string]int{"committed": 20})
+			if err := open.EndTransaction(context.Background(), kgo.TryAbort); err != nil {
+				t.Fatal(err)
+			}
+			plainWrite(t, plain, 1, "after", 5)
+			wantCounts(t, counterOutputs(t, c, 30), map[string]int{"committed": 20, "after": 10})
+
+			ctx := context.Background()
+			adm := kadm.NewClient(newClient(t, c))
+			ends, err := adm.ListEndOffsets(ctx, "in")
+			if err == nil {
+				err = ends.Error()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			waitCommitted(t, h) // every input's lag 0
+			hosttest.WaitFor(t, 30*time.Second, "the group's offsets at the partitions' ends", func() bool {
+				offs, err := adm.FetchOffsets(ctx, "wasmstream-c")
+				if err != nil {
+					return false
+				}
+				for _, p := range []int32{0, 1} {
+					end, _ := ends.Lookup("in", p)
+					if o, ok := offs.Lookup("in", p); !ok || o.At != end.Offset {
+						return false
+					}
+				}
+				return true
+			})
+		})
+	}
+}
