@@ -162,3 +162,51 @@ func TestKafkaTransactionalInput(t *testing.T) {
 		})
 	}
 }
+
+// TestKafkaBoundedTransactionalInput: a bounded run over partitions that do not end in a record
+// of their own: partition 0 ends with an aborted transaction (its end offset is after an abort
+// marker), partition 1 with a transaction still open when the run starts, and records after it,
+// partition 2 is empty, and partition 3's log start was moved by a DeleteRecords. The run
+// processes every committed record once and ends without waiting for the open transaction
+// (read_committed, its end is the partition's last stable offset); once the transaction
+// aborts, a second bounded run processes the records after it and none of it.
+func TestKafkaBoundedTransactionalInput(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/counter")
+	c := newCluster(t, "in", "counts")
+	manual := kgo.RecordPartitioner(kgo.ManualPartitioner())
+	txn := newClient(t, c, manual, kgo.TransactionalID("writer"))
+	open := newClient(t, c, manual, kgo.TransactionalID("open-writer"), kgo.TransactionTimeout(5*time.Minute))
+	plain := newClient(t, c, manual)
+	txnWrite(t, txn, 0, "p0", 5, true, true)
+	txnWrite(t, txn, 0, "aborted", 5, false, true)
+	plainWrite(t, plain, 1, "p1", 4)
+	txnWrite(t, open, 1, "open", 3, false, false)
+	plainWrite(t, plain, 1, "late", 3)
+	plainWrite(t, plain, 3, "p3", 10)
+	deleteRecordsBelow(t, plain, "in", 3, 6)
+
+	dir := filepath.Join(t.TempDir(), "data")
+	run := func() {
+		t.Helper()
+		tc := counterTask(module, false)
+		tc.Inputs[0].Bounded = true
+		h := hosttest.Start(t, host.Config{DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+		select {
+		case <-h.Done():
+		case <-time.After(60 * time.Second): // a failure bound
+			t.Fatalf("the bounded run did not end; its inputs: %+v", h.Stats()[0].Inputs)
+		}
+		if err := h.Wait(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
+	wantCounts(t, counterOutputs(t, c, 13), map[string]int{"p0": 5, "p1": 4, "p3": 4})
+
+	if err := open.EndTransaction(context.Background(), kgo.TryAbort); err != nil {
+		t.Fatal(err)
+	}
+	run()
+	wantCounts(t, counterOutputs(t, c, 16), map[string]int{"p0": 5, "p1": 4, "p3": 4, "late": 3})
+}

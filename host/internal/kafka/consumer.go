@@ -177,7 +177,7 @@ const DefaultMetadataMaxAge = 10 * time.Second
 
 // Bounds are a partition's offsets for a bounded run (ConsumerConfig.Bounded): its log start
 // offset when the partition was assigned, and its end offset when the consumer first listed the
-// topics' end offsets.
+// topics' end offsets: the last stable offset, below the first record of a transaction open then.
 type Bounds struct{ Start, End int64 }
 
 // Consumer is a consumer-group member reading the task's topics.
@@ -416,8 +416,8 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 }
 
 // listBounds records the bounds of newly assigned partitions: their log start offsets now, and
-// their end offsets as listed the first time (a bounded run's end does not move with a
-// rebalance).
+// their end offsets (last stable offsets) as listed the first time (a bounded run's end does not
+// move with a rebalance).
 func (c *Consumer) listBounds(ctx context.Context, parts []TopicPartition) error {
 	<-c.ready
 	adm := kadm.NewClient(c.cl)
@@ -425,7 +425,11 @@ func (c *Consumer) listBounds(ctx context.Context, parts []TopicPartition) error
 	ends := c.ends
 	c.mu.Unlock()
 	if ends == nil {
-		listed, err := adm.ListEndOffsets(ctx, c.topics...)
+		// The end a read_committed reader can reach: the last stable offset. The records of a
+		// transaction open now (and any after its first) become readable only when it ends,
+		// which may take the transaction's timeout; the partition's high watermark would have
+		// the run wait for that.
+		listed, err := adm.ListCommittedOffsets(ctx, c.topics...)
 		if err == nil {
 			err = listed.Error()
 		}

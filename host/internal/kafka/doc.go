@@ -20,9 +20,10 @@
 // syncs (join.go): franz-go holds a transaction's offset commit for as long, so a transaction
 // that had polled records then could outlast its timeout and get the producer fenced.
 //
-// A consumer that is not transactional keeps control records (transaction markers) and tells
-// the task, as Fetch.ControlEnd, where the markers after a fetch's last record end, so that the
-// committed offset can pass them.
+// A consumer keeps control records (transaction markers) and tells the task, as
+// Fetch.ControlEnd, where the markers after a fetch's last record end, so that the committed
+// offset can pass them (a transactional consumer's client commits past them too, and its task's
+// position does). A bounded run ends each partition at its last stable offset.
 //
 // When the log moves under a position: one below the log start (retention, DeleteRecords)
 // resumes at the log start, whatever StartAt says (the client's reset offset), and each Fetch
