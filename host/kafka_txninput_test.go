@@ -3,7 +3,9 @@ package host_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,4 +211,60 @@ func TestKafkaBoundedTransactionalInput(t *testing.T) {
 	}
 	run()
 	wantCounts(t, counterOutputs(t, c, 16), map[string]int{"p0": 5, "p1": 4, "p3": 4, "late": 3})
+}
+
+// TestKafkaManyPartitionsFewWithData: an input topic of 64 partitions of which 3 hold records.
+// Exactly once with a changelog, every record is counted once and every partition's lag reaches
+// 0, the 61 empty ones included; a bounded run over the same topic ends.
+func TestKafkaManyPartitionsFewWithData(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/counter")
+	c := newClusterParts(t, 64, "in", "counts")
+	plain := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for _, p := range []int32{5, 40, 63} {
+		plainWrite(t, plain, p, fmt.Sprint("p", p), 4)
+	}
+	want := map[string]int{"p5": 4, "p40": 4, "p63": 4}
+	h := hosttest.Start(t, host.Config{
+		DataDir: filepath.Join(t.TempDir(), "data"), Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
+		Tasks: []host.TaskConfig{counterTask(module, true)},
+	})
+	wantCounts(t, counterOutputs(t, c, 12), want)
+	hosttest.WaitFor(t, 60*time.Second, "64 partitions assigned, their lag 0", func() bool {
+		s := h.Stats()
+		if len(s) == 0 || len(s[0].Inputs) != 64 || s[0].Pending != 0 {
+			return false
+		}
+		for _, in := range s[0].Inputs {
+			if in.Lag > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if err := h.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	tc := counterTask(module, false)
+	tc.Name, tc.Inputs[0].Bounded = "b", true
+	out := filepath.Join(t.TempDir(), "out.ndjson")
+	tc.Output = host.OutputConfig{Type: host.OutputFile, Path: out}
+	b := hosttest.Start(t, host.Config{DataDir: filepath.Join(t.TempDir(), "data"), Logger: testLogger(t),
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	select {
+	case <-b.Done():
+	case <-time.After(60 * time.Second): // a failure bound
+		t.Fatalf("the bounded run over 64 partitions did not end")
+	}
+	if err := b.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "\n"); n != 12 {
+		t.Fatalf("the bounded run wrote %d outputs, want 12:\n%s", n, data)
+	}
 }
