@@ -36,7 +36,8 @@ func TestKafkaForeignRecordsThroughBinary(t *testing.T) {
 			big := strings.Repeat("h", 60<<10)
 			for round, codec := range []string{"gzip", "snappy", "lz4", "zstd"} {
 				// kcat: -K: splits key and value at the first colon (a line without one has a
-				// null key), -Z sends an empty value as null; -H adds headers to every record.
+				// null key), -Z sends an empty key or value as null; -H adds headers to every
+				// record.
 				args := []string{"-b", r.brokers, "-P", "-t", "in", "-p", "0", "-z", codec, "-K:", "-Z",
 					"-X", "partitioner=murmur2_random", "-H", "big=" + big}
 				for i := range 100 {
@@ -74,7 +75,7 @@ func TestKafkaForeignRecordsThroughBinary(t *testing.T) {
 				want[keyLabel(rec.Key)]++
 				total++
 			}
-			// kcat sends a line without a key, and one with an empty key, with a null key.
+			// kcat sends a line without a key, and one with an empty key (-Z), with a null key.
 			if want["(null)"] != 12 || want["(empty)"] != 4 || total != 56 {
 				t.Fatalf("the input holds %d records, per key %v; want 56, 12 of a null key and 4 of an empty one", total, want)
 			}
