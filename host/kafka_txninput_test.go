@@ -268,3 +268,59 @@ func TestKafkaManyPartitionsFewWithData(t *testing.T) {
 		t.Fatalf("the bounded run wrote %d outputs, want 12:\n%s", n, data)
 	}
 }
+
+// TestKafkaBoundedLogDeletedToEnd: a bounded run resumes a partition whose every record after its
+// position was deleted (a DeleteRecords up to the end offset, as retention may do): there is
+// nothing left to read, and the run ends, counting the 5 records lost (retention_lost) and
+// committing the partition's end, so that a third run counts none. Before, the run waited for a
+// fetch that never came.
+func TestKafkaBoundedLogDeletedToEnd(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/counter")
+	c := newClusterParts(t, 2, "in")
+	plain := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	dir := filepath.Join(t.TempDir(), "data")
+	out := filepath.Join(t.TempDir(), "out.ndjson")
+	run := func() host.TaskStats {
+		t.Helper()
+		tc := counterTask(module, false)
+		tc.Inputs[0].Bounded = true
+		tc.Output = host.OutputConfig{Type: host.OutputFile, Path: out}
+		h := hosttest.Start(t, host.Config{DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+		select {
+		case <-h.Done():
+		case <-time.After(60 * time.Second): // a failure bound
+			t.Fatalf("the bounded run did not end; its inputs: %+v", h.Stats()[0].Inputs)
+		}
+		if err := h.Wait(); err != nil {
+			t.Fatal(err)
+		}
+		return h.Stats()[0]
+	}
+	plainWrite(t, plain, 0, "k", 5)
+	plainWrite(t, plain, 1, "j", 5)
+	run()
+	plainWrite(t, plain, 0, "k", 5)
+	plainWrite(t, plain, 1, "j", 5)
+	deleteRecordsBelow(t, plain, "in", 0, 10)
+	if st := run(); st.RetentionLost != 5 {
+		t.Errorf("retention_lost = %d, want 5", st.RetentionLost)
+	}
+	offs, err := kadm.NewClient(plain).FetchOffsets(context.Background(), "wasmstream-c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := offs.Lookup("in", 0); o.At != 10 {
+		t.Errorf("partition 0's committed offset is %d, want 10 (its end)", o.At)
+	}
+	if st := run(); st.RetentionLost != 0 {
+		t.Errorf("the third run: retention_lost = %d, want 0", st.RetentionLost)
+	}
+	data, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(data), "\n"); n != 15 {
+		t.Fatalf("%d outputs, want 15 (5 of each partition, then partition 1's 5 more):\n%s", n, data)
+	}
+}

@@ -396,9 +396,26 @@ func (t *Task) openPartition(tp kafka.TopicPartition, id uint32, epoch uint64, c
 			if t.cfg.Kafka.StartAt == "latest" {
 				first = b.End
 			}
+		} else if first < b.Start {
+			// Records after the position were removed (retention, a DeleteRecords) before
+			// this run: the consumer resumes at the log start. Said and counted here, as a
+			// partition with nothing left to read sees no fetch that would.
+			t.lostToRetention(st, b.Start)
+			first = b.Start
 		}
 		if first >= b.End {
 			st.done = true // nothing to read in this run
+			if first > at && at >= 0 {
+				// Nothing was left after the removed records: the position passes them, so
+				// that the next run does not count them again.
+				if err := st.tracker.Add(first - 1); err != nil {
+					return none, err
+				}
+				if err := st.tracker.Complete(first - 1); err != nil {
+					return none, err
+				}
+				st.lastAdded = first - 1
+			}
 		}
 		t.kafka.bounded[tp] = true
 	}
