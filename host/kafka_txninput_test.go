@@ -101,6 +101,24 @@ func wantCounts(t *testing.T, got map[string][]string, want map[string]int) {
 	}
 }
 
+// runBounded runs a bounded task tc on cluster c in data directory dir until it ends (failing t
+// if it does not), and returns its last figures.
+func runBounded(t *testing.T, c *kfake.Cluster, dir string, tc host.TaskConfig) host.TaskStats {
+	t.Helper()
+	tc.Inputs[0].Bounded = true
+	h := hosttest.Start(t, host.Config{DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
+		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
+	select {
+	case <-h.Done():
+	case <-time.After(60 * time.Second): // a failure bound
+		t.Fatalf("the bounded run did not end; its inputs: %+v", h.Stats()[0].Inputs)
+	}
+	if err := h.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	return h.Stats()[0]
+}
+
 // TestKafkaTransactionalInput: partition 0 of the input is written by another client's
 // transactions, committed and aborted, with the log ending in an abort marker; partition 1 holds
 // a transaction still open when the task starts, and after it records of a producer without
@@ -188,28 +206,13 @@ func TestKafkaBoundedTransactionalInput(t *testing.T) {
 	deleteRecordsBelow(t, plain, "in", 3, 6)
 
 	dir := filepath.Join(t.TempDir(), "data")
-	run := func() {
-		t.Helper()
-		tc := counterTask(module, false)
-		tc.Inputs[0].Bounded = true
-		h := hosttest.Start(t, host.Config{DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
-			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
-		select {
-		case <-h.Done():
-		case <-time.After(60 * time.Second): // a failure bound
-			t.Fatalf("the bounded run did not end; its inputs: %+v", h.Stats()[0].Inputs)
-		}
-		if err := h.Wait(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	run()
+	runBounded(t, c, dir, counterTask(module, false))
 	wantCounts(t, counterOutputs(t, c, 13), map[string]int{"p0": 5, "p1": 4, "p3": 4})
 
 	if err := open.EndTransaction(context.Background(), kgo.TryAbort); err != nil {
 		t.Fatal(err)
 	}
-	run()
+	runBounded(t, c, dir, counterTask(module, false))
 	wantCounts(t, counterOutputs(t, c, 16), map[string]int{"p0": 5, "p1": 4, "p3": 4, "late": 3})
 }
 
@@ -247,19 +250,10 @@ func TestKafkaManyPartitionsFewWithData(t *testing.T) {
 	}
 
 	tc := counterTask(module, false)
-	tc.Name, tc.Inputs[0].Bounded = "b", true
+	tc.Name = "b"
 	out := filepath.Join(t.TempDir(), "out.ndjson")
 	tc.Output = host.OutputConfig{Type: host.OutputFile, Path: out}
-	b := hosttest.Start(t, host.Config{DataDir: filepath.Join(t.TempDir(), "data"), Logger: testLogger(t),
-		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
-	select {
-	case <-b.Done():
-	case <-time.After(60 * time.Second): // a failure bound
-		t.Fatalf("the bounded run over 64 partitions did not end")
-	}
-	if err := b.Wait(); err != nil {
-		t.Fatal(err)
-	}
+	runBounded(t, c, filepath.Join(t.TempDir(), "data"), tc)
 	data, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
@@ -280,23 +274,9 @@ func TestKafkaBoundedLogDeletedToEnd(t *testing.T) {
 	plain := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	dir := filepath.Join(t.TempDir(), "data")
 	out := filepath.Join(t.TempDir(), "out.ndjson")
-	run := func() host.TaskStats {
-		t.Helper()
-		tc := counterTask(module, false)
-		tc.Inputs[0].Bounded = true
-		tc.Output = host.OutputConfig{Type: host.OutputFile, Path: out}
-		h := hosttest.Start(t, host.Config{DataDir: dir, Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
-			Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()}, Tasks: []host.TaskConfig{tc}})
-		select {
-		case <-h.Done():
-		case <-time.After(60 * time.Second): // a failure bound
-			t.Fatalf("the bounded run did not end; its inputs: %+v", h.Stats()[0].Inputs)
-		}
-		if err := h.Wait(); err != nil {
-			t.Fatal(err)
-		}
-		return h.Stats()[0]
-	}
+	tc := counterTask(module, false)
+	tc.Output = host.OutputConfig{Type: host.OutputFile, Path: out}
+	run := func() host.TaskStats { t.Helper(); return runBounded(t, c, dir, tc) }
 	plainWrite(t, plain, 0, "k", 5)
 	plainWrite(t, plain, 1, "j", 5)
 	run()
