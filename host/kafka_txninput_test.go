@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/wasmstream/wasmstream/host"
 	"github.com/wasmstream/wasmstream/internal/guestbuild"
@@ -126,7 +128,9 @@ func runBounded(t *testing.T, c *kfake.Cluster, dir string, tc host.TaskConfig) 
 // and no aborted one; the open transaction holds back partition 1 (read_committed: the records
 // after it wait for its end) and not partition 0; once it aborts, the records after it are
 // processed and its own never. Every partition's committed offset then reaches its end, past the
-// markers, and the lag is 0.
+// markers, and the lag is 0. Exactly once, a transaction of the task's that read an aborted
+// transaction alone (markers, no record) aborts: the partition is read again and its offset
+// still reaches its end (before, the abort left it uncommitted until a record came).
 func TestKafkaTransactionalInput(t *testing.T) {
 	module := guestbuild.Go(t, "testguests/counter")
 	for _, eos := range []bool{false, true} {
@@ -165,20 +169,41 @@ func TestKafkaTransactionalInput(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitCommitted(t, h) // every input's lag 0
-			hosttest.WaitFor(t, 30*time.Second, "the group's offsets at the partitions' ends", func() bool {
-				offs, err := adm.FetchOffsets(ctx, "wasmstream-c")
-				if err != nil {
-					return false
-				}
-				for _, p := range []int32{0, 1} {
-					end, _ := ends.Lookup("in", p)
-					if o, ok := offs.Lookup("in", p); !ok || o.At != end.Offset {
+			atEnds := func(parts ...int32) {
+				t.Helper()
+				hosttest.WaitFor(t, 30*time.Second, "the group's offsets at the partitions' ends", func() bool {
+					offs, err := adm.FetchOffsets(ctx, "wasmstream-c")
+					if err != nil {
 						return false
 					}
-				}
-				return true
-			})
+					for _, p := range parts {
+						end, _ := ends.Lookup("in", p)
+						if o, ok := offs.Lookup("in", p); !ok || o.At != end.Offset {
+							return false
+						}
+					}
+					return true
+				})
+			}
+			waitCommitted(t, h) // every input's lag 0
+			atEnds(0, 1)
+			if !eos {
+				return
+			}
+			// A transaction of the task's that read nothing but an aborted transaction's
+			// markers aborts: the partition reads them again, and the next one commits past
+			// them.
+			abort := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, Err: kerr.UnknownServerError, Count: 1,
+				When: func(r kmsg.Request) bool { return r.(*kmsg.EndTxnRequest).TransactionalID != "writer" }})
+			txnWrite(t, txn, 2, "aborted", 5, false, true)
+			if ends, err = adm.ListEndOffsets(ctx, "in"); err != nil {
+				t.Fatal(err)
+			}
+			atEnds(0, 1, 2)
+			waitCommitted(t, h)
+			if st := h.Stats()[0]; abort.Hits() != 1 || st.TxnAborts == 0 {
+				t.Fatalf("the transaction fault was hit %d times, %d transactions aborted; want an abort", abort.Hits(), st.TxnAborts)
+			}
 		})
 	}
 }
