@@ -203,6 +203,7 @@ type Consumer struct {
 	bounded bool
 	ends    map[TopicPartition]int64  // bounded: end offsets, listed once (under mu)
 	bounds  map[TopicPartition]Bounds // bounded: the assigned partitions' bounds (under mu)
+	starts  map[TopicPartition]int64  // the assigned partitions' log starts at assignment (LogStart; under mu)
 	topics  []string
 
 	// compactOnly holds the input topics whose cleanup.policy is compact alone, as described at
@@ -307,7 +308,7 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		cc.MaxPollRecords = 2000
 	}
 	c := &Consumer{ready: make(chan struct{}), log: cfg.Logger, connectTimeout: cfg.ConnectTimeout, max: cc.MaxPollRecords, handler: cc.Handler, paused: map[TopicPartition]bool{}, start: start,
-		bounded: cc.Bounded, topics: cc.Topics, bounds: map[TopicPartition]Bounds{},
+		bounded: cc.Bounded, topics: cc.Topics, bounds: map[TopicPartition]Bounds{}, starts: map[TopicPartition]int64{},
 		unreachableTimeout: cc.UnreachableTimeout, reachable: cc.Reachable,
 		group: cc.Group, instanceID: cc.InstanceID, base: slices.Clone(opts), latest: cc.StartAt == "latest", task: cc.Task}
 	if c.task == "" {
@@ -456,8 +457,49 @@ func (c *Consumer) listBounds(ctx context.Context, parts []TopicPartition) error
 			b.Start = o.Offset
 		}
 		c.bounds[tp] = b
+		c.starts[tp] = b.Start
 	}
 	return nil
+}
+
+// listStarts records the log start offsets of newly assigned partitions (LogStart); a failure is
+// logged, and their log starts are then unknown.
+func (c *Consumer) listStarts(ctx context.Context, parts []TopicPartition) {
+	if len(parts) == 0 {
+		return // (no topics would list every topic)
+	}
+	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	listed, err := kadm.NewClient(c.cl).ListStartOffsets(lctx, topicNames(parts)...)
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		if c.log != nil {
+			c.log.Warn("kafka: listing the assigned partitions' log start offsets failed; records removed below them are counted at their next fetch", "err", err)
+		}
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, tp := range parts {
+		if o, ok := listed.Lookup(tp.Topic, tp.Partition); ok && o.Err == nil {
+			c.starts[tp] = o.Offset
+		}
+	}
+}
+
+// LogStart returns a partition's log start offset as listed when it was assigned; false when
+// unknown, or its topic is compacted alone (as a fetch's LogStart). Safe from any goroutine; a
+// Handler's Assigned may call it for the partitions it is told.
+func (c *Consumer) LogStart(tp TopicPartition) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.compactOnly[tp.Topic] {
+		return -1, false
+	}
+	s, ok := c.starts[tp]
+	return s, ok
 }
 
 // Bound returns a partition's bounds in a bounded run; false when the consumer is not bounded
@@ -529,6 +571,8 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 		if err := c.listBounds(ctx, fresh); err != nil {
 			return nil, err
 		}
+	} else {
+		c.listStarts(ctx, fresh)
 	}
 	if c.latest {
 		c.addedFromStart(ctx, offs, committed)
@@ -830,6 +874,7 @@ func (c *Consumer) forget(parts []TopicPartition) {
 	for _, tp := range parts {
 		delete(c.paused, tp)
 		delete(c.next, tp)
+		delete(c.starts, tp)
 		resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
 	}
 	if len(resume) > 0 {

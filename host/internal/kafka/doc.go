@@ -28,7 +28,8 @@
 // When the log moves under a position: one below the log start (retention, DeleteRecords)
 // resumes at the log start, whatever StartAt says (the client's reset offset), and each Fetch
 // carries the partition's log start (Fetch.LogStart; -1 for a topic compacted alone, whose log
-// start compaction moves) so that the task can count what it lost; a log that lost records below
+// start compaction moves) so that the task can count what it lost, as does the log start listed
+// at each assignment (Consumer.LogStart), for a partition no fetch follows; a log that lost records below
 // the position (kgo.ErrDataLoss: truncated, an unclean leader election) fails Run, naming the
 // reset to run, unless the cluster, asked again, says the log still holds every offset below
 // where the task read (logHolds: a fetch answered OFFSET_OUT_OF_RANGE at an offset the partition

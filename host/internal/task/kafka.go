@@ -387,6 +387,9 @@ func (t *Task) openPartition(tp kafka.TopicPartition, id uint32, epoch uint64, c
 		st.tracker, st.origin = positions.NewTracker(at), at
 		st.noteEpoch(at-1, leader)
 	}
+	if err := t.removedBelow(st, ends); err != nil {
+		return none, err
+	}
 	st.boundEnd = -1
 	if b, ok := t.bound(tp); ok {
 		st.boundEnd = b.End
@@ -397,25 +400,10 @@ func (t *Task) openPartition(tp kafka.TopicPartition, id uint32, epoch uint64, c
 				first = b.End
 			}
 		} else if first < b.Start {
-			// Records after the position were removed (retention, a DeleteRecords) before
-			// this run: the consumer resumes at the log start. Said and counted here, as a
-			// partition with nothing left to read sees no fetch that would.
-			t.lostToRetention(st, b.Start)
-			first = b.Start
+			first = b.Start // the records between were removed: counted above
 		}
 		if first >= b.End {
 			st.done = true // nothing to read in this run
-			if first > at && at >= 0 {
-				// Nothing was left after the removed records: the position passes them, so
-				// that the next run does not count them again.
-				if err := st.tracker.Add(first - 1); err != nil {
-					return none, err
-				}
-				if err := st.tracker.Complete(first - 1); err != nil {
-					return none, err
-				}
-				st.lastAdded = first - 1
-			}
 		}
 		t.kafka.bounded[tp] = true
 	}
@@ -619,6 +607,35 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 		t.stats.PeakQueued = q
 	}
 	t.applyFlow()
+	return nil
+}
+
+// removedBelow counts the records removed (retention, a DeleteRecords) after a partition's
+// position while no host read it, as the log start listed at its assignment says: the consumer
+// resumes at the log start. Said and counted here (lostToRetention), as a partition with nothing
+// left after them sees no fetch that would; and then the position passes them, so that the
+// group's lag reaches 0 and the next start does not count them again (the record before the
+// position is gone: its leader epoch is unknown).
+func (t *Task) removedBelow(st *stream, ends map[kafka.TopicPartition]int64) error {
+	if st.tracker == nil || t.kafka.consumer == nil {
+		return nil
+	}
+	start, ok := t.kafka.consumer.LogStart(st.tp)
+	if !ok || start <= st.tracker.Committable() {
+		return nil
+	}
+	t.lostToRetention(st, start)
+	if end, known := ends[st.tp]; !known || start < end {
+		return nil // records follow: the first fetch moves the position
+	}
+	if err := st.tracker.Add(start - 1); err != nil {
+		return err
+	}
+	if err := st.tracker.Complete(start - 1); err != nil {
+		return err
+	}
+	st.lastAdded = start - 1
+	st.noteEpoch(start-1, -1)
 	return nil
 }
 
