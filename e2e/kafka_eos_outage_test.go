@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -125,4 +126,56 @@ func TestKafkaExactlyOnceBrokerGone(t *testing.T) {
 		t.Fatalf("state differs:\n%s", strings.Join(diffs[:min(len(diffs), 20)], "\n"))
 	}
 	t.Logf("exactly once, broker killed mid-run past unreachable_timeout: the host halted with the cause; after a restart %d outputs read_committed, 0 duplicates, state exact", outputs)
+}
+
+// TestKafkaExactlyOnceBrokerGoneRestarts is TestKafkaExactlyOnceBrokerGone with
+// on_task_failure: restart: the broker is SIGKILLed mid-run and started again only once the task
+// halted (past kafka.unreachable_timeout); meanwhile /readyz is 503 and `wasmstream status`
+// shows the task halted and when it restarts. The same host process restarts the task by itself
+// once the broker is back, without any operator action: a read_committed reader gets every output
+// exactly once, and the state is exact. Before, the host exited once its task halted and had to
+// be started again.
+func TestKafkaExactlyOnceBrokerGoneRestarts(t *testing.T) {
+	t.Parallel() // it mostly waits (timeouts, sessions, outages), on a broker, port and directory of its own
+	r, b := newBlipRig(t, "words", "counts")
+	want := r.produceWords(20_000, time.Time{}, 33)
+	admin := freePort(t)
+	r.writeConfig(r.wordcountYAML(guestbuild.Go(t, "wordcount"), "exactly_once",
+		"  unreachable_timeout: 3s\n  delivery_timeout: 3s\n  connect_timeout: 2s\n") + eosChangelog +
+		fmt.Sprintf("admin:\n  addr: 127.0.0.1:%d\non_task_failure: restart\n", admin))
+	h := r.start()
+	if !waitNewOutputs(r.brokers, 2*time.Minute) {
+		t.Fatalf("no outputs; the host's log:\n%s", tail(h.logs.String(), 8000))
+	}
+	b.kill()
+	down := time.Now()
+	h.await(t, "the task halted, its restart scheduled", 2*time.Minute, func() bool {
+		return strings.Contains(h.logs.String(), "task halted; restarting it")
+	})
+	halted := time.Since(down)
+	// A restart while the broker is away starts the task, which halts again at once (its
+	// clients start without the cluster): status is polled for the wait between.
+	var status []byte
+	h.await(t, "wasmstream status saying HALTED and when the task restarts, /readyz 503", time.Minute, func() bool {
+		status, _ = exec.Command(r.bin, "status", "--admin-addr", fmt.Sprintf("127.0.0.1:%d", admin)).CombinedOutput()
+		return strings.Contains(string(status), "HALTED (") && strings.Contains(string(status), "restarting at ") && readyz(admin) == 503
+	})
+	t.Logf("wasmstream status while the task waits: %s", strings.TrimSpace(string(status)))
+	b.start()
+	t.Logf("the broker restarted: %s", b.line) // says whether the kill left a transaction open
+	outputs, dups := consumeCounts(t, r.brokers, want, 3*time.Minute, h.logs.String, true)
+	h.await(t, "/readyz 200 again", 2*time.Minute, func() bool { return readyz(admin) == 200 })
+	log := h.logs.String()
+	if !strings.Contains(log, "task restarted automatically") {
+		t.Fatalf("the task runs again, but no automatic restart was logged; the log:\n%s", tail(log, 8000))
+	}
+	h.stop(t)
+	if dups != 0 {
+		t.Fatalf("%d duplicate outputs for a read_committed reader (the broker's start said: %s)", dups, b.line)
+	}
+	if diffs := diffState(want, readState(t, filepath.Join(r.dir, "data"), "wc")); len(diffs) > 0 {
+		t.Fatalf("state differs:\n%s", strings.Join(diffs[:min(len(diffs), 20)], "\n"))
+	}
+	t.Logf("exactly once, broker SIGKILLed mid-run and started again after the halt (%s after the kill): restarted in the same process by itself (%d automatic restarts logged); %d outputs read_committed, 0 duplicates, state exact",
+		halted.Round(time.Millisecond), strings.Count(log, "task restarted automatically"), outputs)
 }

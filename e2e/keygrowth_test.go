@@ -64,3 +64,30 @@ func TestKeyStateBounded(t *testing.T) {
 		t.Errorf("first dead letter's error %q; want %q", msg, want)
 	}
 }
+
+// A name written many times in one call counts once against max_state_bytes_per_key, as the
+// last write leaves it: a record putting one name 200 times on a key with a 1000-byte bound is
+// stored. Before, each write counted as a new name (200 × 66 bytes) and the record was
+// dead-lettered naming the limit, though the key would hold one name of 3 bytes.
+func TestKeyStateNameWrittenTwiceCountsOnce(t *testing.T) {
+	bin := guestbuild.Binary(t)
+	module := guestbuild.Go(t, "testguests/growkey")
+	dir := t.TempDir()
+	input := filepath.Join(dir, "in.ndjson")
+	in := `{"user":"hot","text":"putn x 200","ts":1000}` + "\n" + `{"user":"hot","text":"put y","ts":1001}` + "\n"
+	if err := os.WriteFile(input, []byte(in), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cfg := writeConfig(t, dir, module, input, filepath.Join(dir, "out.ndjson"),
+		"    max_state_bytes_per_key: 1000\n    retry: {max_attempts: 1, max_consecutive_failures: -1}\n")
+	if code, _, stderr := runBinary(t, bin, nil, "run", "-c", cfg, "--log-level", "warn"); code != 0 {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
+	}
+	if dead, err := os.ReadFile(filepath.Join(dir, "data", "wc.deadletter.ndjson")); err == nil && len(dead) > 0 {
+		t.Fatalf("dead letters %s; want none: the key holds two names", dead)
+	}
+	st := readState(t, filepath.Join(dir, "data"), "wc")
+	if st["hot"]["x"] != 200 || st["hot"]["y"] != 1 {
+		t.Errorf("hot holds %v; want x 200 and y 1", st["hot"])
+	}
+}

@@ -59,7 +59,10 @@ type Config struct {
 	// OnTaskFailure is what a task that cannot start (its module and every fallback version
 	// fail to start) or that fails while running takes down: HaltTask (the default) halts that
 	// task only — the others go on, the admin API stays up, and Run returns the failures once
-	// the others finished — and HaltHost stops every task and Run returns at once.
+	// the others finished — HaltHost stops every task and Run returns at once, and Restart
+	// halts that task and restarts it by itself (as RestartTask does) after a back-off of 1 s
+	// that doubles with each halt in a row up to 1 min, reset once the task ran 5 min without
+	// halting: Run then does not return while a task waits to restart.
 	OnTaskFailure TaskFailure `yaml:"on_task_failure"`
 	// HostID names this host in the transactional ids of exactly-once tasks and in its
 	// consumers' group instance ids (static membership, unless KafkaConfig.DynamicMembership), which
@@ -73,6 +76,9 @@ type Config struct {
 	// checkpoint's applied set spans past its Next (task.Config.AppliedSpan): tests lower it to
 	// cross it with few records (export_test.go).
 	appliedSpan int64
+	// minRestartDelay, when positive, is the shortest delay before an automatic restart
+	// (autorestart.go): tests raise it so that an automatic restart cannot fire while they act.
+	minRestartDelay time.Duration
 }
 
 // AdminConfig configures the admin HTTP API, which runs while Run runs.

@@ -111,6 +111,10 @@ type running struct {
 	stop   func()
 	done   <-chan struct{}
 	deploy sync.Mutex // serialises the deploys, activations and rollbacks of the task
+	// backoff and pending are the task's automatic restarts (on_task_failure "restart",
+	// autorestart.go): their back-off, and the one waiting, nil if none (h.mu).
+	backoff restartBackoff
+	pending *pendingRestart
 }
 
 // live is what Run shares with Deploy and its siblings while it runs.
@@ -518,6 +522,7 @@ func (h *Host) restart(ctx context.Context, lv *live, r *running, ro *reopened, 
 	r.task = t
 	h.tasks[r.idx] = t
 	delete(h.halted, name)
+	r.restarted(time.Now())
 	if h.tasksDone != nil {
 		h.goTask(lv, r.idx, t)
 	} // else Run starts it with the other tasks

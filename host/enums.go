@@ -13,6 +13,9 @@ type TaskFailure string
 const (
 	HaltTask TaskFailure = "halt_task" // the default: halt that task only
 	HaltHost TaskFailure = "halt_host" // stop every task
+	// Restart halts that task and restarts it on its own after a back-off, as RestartTask
+	// does (autorestart.go).
+	Restart TaskFailure = "restart"
 )
 
 // InputType is the kind of an input (InputConfig.Type).
@@ -122,7 +125,7 @@ const (
 
 // The values each enumeration allows, in the order errors list them.
 var (
-	taskFailures    = []TaskFailure{HaltTask, HaltHost}
+	taskFailures    = []TaskFailure{HaltTask, HaltHost, Restart}
 	inputTypes      = []InputType{InputFile, InputStdin, InputKafka, InputTask}
 	formats         = []Format{FormatJSON, FormatText}
 	onMalformed     = []OnMalformed{MalformedDeadLetter, MalformedHalt}

@@ -193,14 +193,7 @@ func TestExactlyOncePause(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	for u, ws := range more {
-		if want[u] == nil {
-			want[u] = map[string]int{}
-		}
-		for w, n := range ws {
-			want[u][w] += n
-		}
-	}
+	addCounts(want, more)
 	checkCountsOutputs(t, consumeOutputs(t, c, "counts", wordTotal(want), 60*time.Second), want)
 }
 

@@ -250,3 +250,20 @@ func TestMissingKeyFieldLoggedOnce(t *testing.T) {
 		t.Errorf("the warnings do not name the first line without the field, or the nested-field hint:\n%s", got)
 	}
 }
+
+// A file input that is a directory halts its task saying so (before: "is not a regular file (a
+// pipe or a device) ... feed a stream on stdin instead"). The CLI refuses it before (exit 2).
+func TestFileInputDirectoryRefused(t *testing.T) {
+	module := guestbuild.Go(t, "testguests/order")
+	dir := t.TempDir()
+	h, err := host.New(host.Config{DataDir: filepath.Join(dir, "data"), CacheDir: hosttest.CompileCache(t), Logger: testLogger(t),
+		Tasks: []host.TaskConfig{{Name: "dir", Module: module,
+			Inputs: []host.InputConfig{{Name: "in", Path: dir, Format: "text"}},
+			Output: host.OutputConfig{Type: "file", Path: filepath.Join(dir, "out.ndjson")}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "input in: "+dir+" is a directory, not a file") {
+		t.Fatalf("Run with a directory as a file input: %v; want it refused, saying it is a directory", err)
+	}
+}

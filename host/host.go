@@ -36,6 +36,7 @@ type Host struct {
 	names   []string
 
 	halted    map[string]error // tasks that halted (on_task_failure: halt_task), with why
+	restarts  map[string]int64 // automatic restarts of each task (on_task_failure: restart)
 	taskRuns  int              // task goroutines running (goTask)
 	tasksDone chan struct{}    // closed when taskRuns dropped to 0: Run returns
 
@@ -55,7 +56,7 @@ func New(cfg Config) (*Host, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Host{cfg: cfg.WithDefaults(), ready: make(chan struct{})}, nil
+	return &Host{cfg: cfg.WithDefaults(), ready: make(chan struct{}), restarts: map[string]int64{}}, nil
 }
 
 // Run runs every task until all their inputs are exhausted and fully processed (then it
@@ -70,7 +71,10 @@ func New(cfg Config) (*Host, error) {
 // halted with its error, a Deploy, Activate or Rollback of it restarts it (see Deploy), and
 // Run returns once the others finished, with a *TaskError for each task still halted
 // (joined). With "halt_host" the first failure stops every task and Run returns
-// it. Every goroutine Run starts has stopped when it returns.
+// it. With "restart" a halted task is restarted by the host after a back-off (autorestart.go):
+// Run does not return while a restart is pending; once ctx ends, pending restarts are dropped
+// and Run returns the halts of the tasks still halted. Every goroutine Run starts has stopped
+// when it returns.
 func (h *Host) Run(ctx context.Context) (err error) {
 	h.mu.Lock()
 	if h.closed {
@@ -210,7 +214,9 @@ func (h *Host) setUpTasks(ctx context.Context, cfg Config, lv *live) error {
 			if cfg.OnTaskFailure == HaltHost {
 				return terr
 			}
-			log.Error("task halted: it cannot start; the other tasks go on (on_task_failure: halt_task)", "task", tc.Name, "err", err)
+			if cfg.OnTaskFailure != Restart { // else Run logs it as it schedules the restart
+				log.Error("task halted: it cannot start; the other tasks go on (on_task_failure: halt_task)", "task", tc.Name, "err", err)
+			}
 			halted[i], r.halted = terr, terr
 			continue
 		}
@@ -235,8 +241,12 @@ func (h *Host) runTasks(cfg Config, lv *live) error {
 	h.mu.Lock()
 	h.tasksDone = make(chan struct{})
 	for i, t := range h.tasks { // a halted task restarted since is among them
+		r := lv.tasks[h.names[i]]
 		if t != nil {
+			r.backoff.ran(time.Now())
 			h.goTask(lv, i, t)
+		} else if err := h.halted[h.names[i]]; err != nil && h.cfg.OnTaskFailure == Restart {
+			h.scheduleRestart(lv, r, err) // it could not start
 		}
 	}
 	if h.taskRuns == 0 {
@@ -339,9 +349,14 @@ func (h *Host) goTask(lv *live, i int, t *lanes) {
 		defer h.mu.Unlock()
 		if err != nil {
 			h.halt(name, &TaskError{Task: name, Err: err})
-			if h.cfg.OnTaskFailure == HaltHost {
+			switch h.cfg.OnTaskFailure {
+			case HaltHost:
 				lv.cancel() // one failed task stops the host
-			} else {
+			case Restart:
+				if r := lv.tasks[name]; r != nil {
+					h.scheduleRestart(lv, r, err)
+				}
+			default:
 				h.cfg.Logger.Error("task halted; the other tasks go on (on_task_failure: halt_task)", "task", name, "err", err)
 			}
 		}
@@ -616,7 +631,13 @@ func (h *Host) Stats() []TaskStats {
 				err = te.Err
 			}
 			out[i].Halted, out[i].Error = true, err.Error()
+			if h.live != nil {
+				if p := h.live.tasks[h.names[i]].pending; p != nil {
+					out[i].RestartAt, out[i].RestartError = p.at, p.lastErr
+				}
+			}
 		}
+		out[i].Restarts = h.restarts[h.names[i]]
 	}
 	return out
 }

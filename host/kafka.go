@@ -407,7 +407,16 @@ func startEmbedded(cfg *Config) (stop func(), err error) {
 		return nil, fmt.Errorf("wasmstream: embedded broker: %w", err)
 	}
 	cfg.Kafka.Brokers = b.Addrs()
-	for _, t := range b.CrashAborted() {
+	if n := b.CrashCompletedOffsets(); n > 0 {
+		cfg.Logger.Warn("embedded Kafka broker: committed the group offsets of transactions that its last run was committing when it was killed",
+			"transactions", n)
+	}
+	for _, t := range b.CrashEnded() {
+		if t.Committed {
+			cfg.Logger.Warn("embedded Kafka broker: completed the commit of a transaction that its last run was committing when it was killed",
+				"topic", t.Topic, "partition", t.Partition, "producer_id", t.ProducerID, "first_offset", t.FirstOffset)
+			continue
+		}
 		cfg.Logger.Warn("embedded Kafka broker: aborted a transaction that its last run left open when it was killed",
 			"topic", t.Topic, "partition", t.Partition, "producer_id", t.ProducerID, "first_offset", t.FirstOffset)
 	}

@@ -118,14 +118,7 @@ func runFaultCase(t *testing.T, module string, fc faultCase, eos bool, half int)
 	if after != nil {
 		after()
 	}
-	for u, ws := range more {
-		if want[u] == nil {
-			want[u] = map[string]int{}
-		}
-		for w, n := range ws {
-			want[u][w] += n
-		}
-	}
+	addCounts(want, more)
 	hosttest.WaitFor(t, 60*time.Second, "every record committed", committed(2*half))
 	took := time.Since(start)
 	if err := h.Stop(); err != nil {

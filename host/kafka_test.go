@@ -37,7 +37,13 @@ func newCluster(t testing.TB, topics ...string) *kfake.Cluster {
 
 func newClient(t *testing.T, c *kfake.Cluster, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, opts...)...)
+	return newClientAt(t, c.ListenAddrs(), opts...)
+}
+
+// newClientAt is newClient for a cluster reached at addrs (a development broker).
+func newClientAt(t *testing.T, addrs []string, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +77,13 @@ func produceWords(t *testing.T, cl *kgo.Client, topic string, n, users int, seed
 // values per key in order.
 func consumeOutputs(t *testing.T, c *kfake.Cluster, topic string, want int, timeout time.Duration) map[string][]string {
 	t.Helper()
-	cl := newClient(t, c, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	return consumeOutputsAt(t, c.ListenAddrs(), topic, want, timeout)
+}
+
+// consumeOutputsAt is consumeOutputs for a cluster reached at addrs (a development broker).
+func consumeOutputsAt(t *testing.T, addrs []string, topic string, want int, timeout time.Duration) map[string][]string {
+	t.Helper()
+	cl := newClientAt(t, addrs, kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()

@@ -111,12 +111,7 @@ func testRestartHaltedKafkaTask(t *testing.T, tc host.TaskConfig, static bool, r
 func TestRestartTaskWhoseSinksCouldNotOpen(t *testing.T) {
 	t.Parallel() // it mostly waits (connect timeouts)
 	module := guestbuild.Go(t, "wordcount")
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
+	port := freePort(t)
 	dir := t.TempDir()
 	stdin, feed := io.Pipe()
 	t.Cleanup(func() { feed.Close() })
@@ -164,4 +159,15 @@ func TestRestartTaskWhoseSinksCouldNotOpen(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameCounts(t, want, stateOf(t, filepath.Join(dir, "data"), "wc"))
+}
+
+// freePort returns a loopback port that nothing listens on (a cluster to start there later).
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }

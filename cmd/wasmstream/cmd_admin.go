@@ -511,7 +511,7 @@ letters, retries and failed calls, and for each input the records read and the c
 line a restart would resume after. Figures are as of the task's last checkpoint. A task that
 could not start or failed shows HALTED with the reason (on_task_failure: halt_task); once the
 cause is fixed, restart it with wasmstream restart --task NAME, or deploy or rollback a version
-that works.
+that works. With on_task_failure: restart it also shows when the host restarts it by itself.
 
 ` + adminHelp,
 		Example: `  wasmstream status
@@ -550,6 +550,11 @@ that works.
 func printTaskStatus(w io.Writer, t host.TaskStats) {
 	state := "running"
 	switch {
+	case t.Halted && !t.RestartAt.IsZero():
+		state = "HALTED (" + t.Error + "), restarting at " + t.RestartAt.UTC().Format(time.RFC3339)
+		if t.RestartError != "" {
+			state += " (the last restart failed: " + t.RestartError + ")"
+		}
 	case t.Halted:
 		state = "HALTED (" + t.Error + ")"
 	case t.Paused:
@@ -557,6 +562,9 @@ func printTaskStatus(w io.Writer, t host.TaskStats) {
 	}
 	fmt.Fprintf(w, "task %s: %s, version %d; records %d, processed %d, pending %d, in flight %d, outputs %d, dead letters %d, retries %d, failures %d\n",
 		t.Task, state, t.Version, t.Records, t.Processed, t.Pending, t.InFlight, t.Outputs, t.DeadLetters, t.Retries, t.Failures)
+	if t.Restarts > 0 {
+		fmt.Fprintf(w, "  restarted automatically %d times (on_task_failure: restart)\n", t.Restarts)
+	}
 	for _, in := range t.Inputs {
 		fmt.Fprintln(w, statusInputLine(in))
 	}
@@ -587,7 +595,7 @@ func newRestartCommand(stdout io.Writer) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "restart --task NAME",
 		Short: "Start a halted task again on its active version, without restarting the host",
-		Long: `Restart starts a task that halted (on_task_failure: halt_task) again on the running host, on
+		Long: `Restart starts a task that halted (on_task_failure: halt_task, or restart before its time) again on the running host, on
 its active module version, from its last checkpoint, as a restarted host would start it; the
 host's other tasks run on throughout. A kafka task gets new clients: its consumer joins its
 group again, its producer (or transactional producer) and changelog client are new, and it

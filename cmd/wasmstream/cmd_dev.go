@@ -94,6 +94,9 @@ func runBroker(ctx context.Context, stdout io.Writer, cfg devkafka.Config) error
 	if n := b.CrashAborted(); n > 0 {
 		crashed = fmt.Sprintf("; aborted %d transaction(s) that a kill of its last run left open", n)
 	}
+	if n := b.CrashCommitted(); n > 0 {
+		crashed += fmt.Sprintf("; committed %d transaction(s) that a kill of its last run left half committed", n)
+	}
 	fmt.Fprintf(stdout, "broker listening on %v (data in %s); topics %v%s\n", b.Addrs(), cfg.Dir, cfg.Topics, crashed)
 	<-ctx.Done()
 	b.Close()

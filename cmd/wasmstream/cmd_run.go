@@ -48,7 +48,8 @@ func newRunCommand(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 checkpoint and exits 0. SIGINT or SIGTERM stops the reading: the batches in flight finish, a
 last checkpoint is committed, and it exits 0; a second signal kills the process. A task that
 fails halts alone: the others run on, and run exits 1 once they finished (on_task_failure:
-halt_host stops every task at the first failure, and run exits 1 at once). A run whose task
+halt_host stops every task at the first failure, and run exits 1 at once; restart restarts a
+halted task by itself after a back-off, and run does not exit meanwhile). A run whose task
 read records and failed every one of them exits 1 too. A configuration error exits 2.
 
 Records a task emits to an output of type stdout are written to standard output; logs go to

@@ -180,7 +180,11 @@ func writeTopTasks(w io.Writer, r *topRates, cur topSnapshot) (halted []string) 
 		switch {
 		case t.Halted:
 			state = "HALTED"
-			halted = append(halted, fmt.Sprintf("task %s halted: %s", t.Task, escape([]byte(t.Error))))
+			line := fmt.Sprintf("task %s halted: %s", t.Task, escape([]byte(t.Error)))
+			if !t.RestartAt.IsZero() {
+				line += "; restarting at " + t.RestartAt.UTC().Format(time.RFC3339)
+			}
+			halted = append(halted, line)
 		case t.Paused:
 			state = "paused"
 		}

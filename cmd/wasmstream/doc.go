@@ -36,7 +36,8 @@
 // run runs the tasks until their inputs are exhausted or SIGINT/SIGTERM asks it to stop (it
 // then finishes the batches in flight and commits a last checkpoint; a second signal kills
 // the process). A task that fails halts alone and run exits 1 once the others finished; with
-// on_task_failure: halt_host the first failure stops every task. check validates the configuration and compiles every module
+// on_task_failure: halt_host the first failure stops every task, and with restart the host
+// restarts a halted task by itself after a back-off. check validates the configuration and compiles every module
 // without running anything, printing what each imports and exports and its ABI version.
 // state prints the state of a stopped host, or lists the tasks that have state. A damaged
 // state store fails run and state with exit status 1, a message naming the file and a hint;

@@ -17,7 +17,7 @@ import (
 func TestMetricsLint(t *testing.T) {
 	h := host.Histogram{Bounds: []float64{1, 10}, Counts: []uint64{2, 1, 1}, Count: 4, Sum: 115}
 	stats := []host.TaskStats{{Task: "wc", Records: 10, Processed: 9, Outputs: 4, BatchSize: h, CallSeconds: h,
-		CheckpointSeconds: h, PendingTimers: 7, Halted: true, LogDropped: 12, RetentionLost: 80, Inputs: []host.InputStats{
+		CheckpointSeconds: h, PendingTimers: 7, Halted: true, Restarts: 3, LogDropped: 12, RetentionLost: 80, Inputs: []host.InputStats{
 			{Name: "file", Partition: -1, Records: 3, Committed: 2, Lag: -1, Watermark: -1, PendingTimers: 4},
 			{Name: "kin", Topic: "words", Partition: 0, Records: 7, Committed: 5, Lag: 2, Watermark: 1700000000000, PendingTimers: 3,
 				ReplayFrom: 0, ReplayHead: 9, ReplayRemaining: 4},
@@ -57,16 +57,19 @@ wasmstream_records_lost_to_retention_total{task="wc"} 80
 # HELP wasmstream_log_lines_dropped_total Guest log lines the running module version dropped (max_log_lines_per_second).
 # TYPE wasmstream_log_lines_dropped_total counter
 wasmstream_log_lines_dropped_total{task="wc"} 12
-# HELP wasmstream_task_halted 1 once the task halted (on_task_failure: halt_task), else 0.
+# HELP wasmstream_task_halted 1 while the task is halted (on_task_failure: halt_task; restart: until it is restarted), else 0.
 # TYPE wasmstream_task_halted gauge
 wasmstream_task_halted{task="wc"} 1
+# HELP wasmstream_task_restarts_total Automatic restarts that started the halted task again (on_task_failure: restart).
+# TYPE wasmstream_task_restarts_total counter
+wasmstream_task_restarts_total{task="wc"} 3
 # HELP wasmstream_timers_pending Timers set and neither deleted nor fired, as of the last checkpoint.
 # TYPE wasmstream_timers_pending gauge
 wasmstream_timers_pending{task="wc"} 7
 `
 	if err := testutil.CollectAndCompare(c, strings.NewReader(want), "wasmstream_batch_records",
 		"wasmstream_consumer_lag_records", "wasmstream_records_in_total", "wasmstream_timers_pending",
-		"wasmstream_input_timers_pending", "wasmstream_log_lines_dropped_total", "wasmstream_task_halted",
+		"wasmstream_input_timers_pending", "wasmstream_log_lines_dropped_total", "wasmstream_task_halted", "wasmstream_task_restarts_total",
 		"wasmstream_replay_remaining_records", "wasmstream_records_lost_to_retention_total"); err != nil {
 		t.Error(err)
 	}

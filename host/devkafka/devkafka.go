@@ -22,10 +22,12 @@ type Broker struct{ b *kafka.DevBroker }
 
 // Start starts a broker. Close stops it.
 //
-// With a Dir that a killed broker left (SIGKILL, a crash), the transactions open at the kill are
-// aborted, as a real broker's coordinator would, and Start writes their abort markers before it
-// lets any client in; CrashAborted lists them. Without the markers, read_committed readers would
-// also skip what the same transactional producer commits after the restart.
+// With a Dir that a killed broker left (SIGKILL, a crash), Start ends the transactions the kill
+// left without markers before it lets any client in, as a real broker's coordinator would: one
+// killed while its commit markers were written is committed (its remaining markers and the group
+// offsets it commits; CrashCommitted counts them), the others are aborted (their abort markers;
+// CrashAborted). Without the markers, read_committed readers would also skip what the same
+// transactional producer commits after the restart, or read half a transaction.
 func Start(cfg Config) (*Broker, error) {
 	b, err := kafka.StartDevBroker(kafka.DevBrokerConfig{Dir: cfg.Dir, Port: cfg.Port,
 		Partitions: int32(cfg.Partitions), Topics: cfg.Topics})
@@ -38,8 +40,24 @@ func Start(cfg Config) (*Broker, error) {
 // Addrs are the broker's addresses (host:port), for Config.Kafka.Brokers or any Kafka client.
 func (b *Broker) Addrs() []string { return b.b.Addrs() }
 
-// CrashAborted says how many transactions Start found left open by a kill and aborted.
-func (b *Broker) CrashAborted() int { return len(b.b.CrashAborted()) }
+// CrashAborted says how many transactions (counted per partition) Start found left open by a
+// kill and aborted.
+func (b *Broker) CrashAborted() int { return b.crashEnded(false) }
+
+// CrashCommitted says how many transactions Start found half committed by a kill and committed:
+// counted per partition it wrote a COMMIT marker to, and once for each whose markers were all
+// written but whose group offsets it committed.
+func (b *Broker) CrashCommitted() int { return b.crashEnded(true) + b.b.CrashCompletedOffsets() }
+
+func (b *Broker) crashEnded(committed bool) int {
+	n := 0
+	for _, t := range b.b.CrashEnded() {
+		if t.Committed == committed {
+			n++
+		}
+	}
+	return n
+}
 
 // Close stops the broker.
 func (b *Broker) Close() { b.b.Close() }

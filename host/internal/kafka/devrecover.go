@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -27,16 +28,23 @@ import (
 // endCrashedTxns writes those markers at start, before any client is let in (gatedListener): it
 // scans every partition's batch headers for a transactional producer whose last transaction has
 // no marker and that the broker does not list as in a transaction (a clean shutdown keeps open
-// transactions open), and writes an abort marker for it, through the broker's own
-// WriteTxnMarkers.
+// transactions open), and writes a marker for it, through the broker's own WriteTxnMarkers: a
+// COMMIT marker where the kill came while the broker wrote the transaction's commit markers (a
+// COMMIT marker of the same producer id and epoch in another partition; see devtxnlog.go), with
+// the group offsets the transaction commits, and an abort marker otherwise.
 
-// CrashAbortedTxn is a transaction that a crash of the development broker had left without its
-// abort marker, and that the broker's start ended with one.
-type CrashAbortedTxn struct {
+// CrashEndedTxn is a transaction that a crash of the development broker had left without its
+// marker in a partition, and that the broker's start ended with one.
+type CrashEndedTxn struct {
 	Topic       string
 	Partition   int32
 	ProducerID  int64
+	Epoch       int16
 	FirstOffset int64 // the transaction's first offset in the partition
+	// Committed: the kill came while the broker wrote the transaction's commit markers, and the
+	// start completed the commit (the marker, and the group offsets it logged); otherwise the
+	// transaction aborted.
+	Committed bool
 }
 
 // gatedListener holds the clients of a starting broker back: until open, Accept hands out only
@@ -92,73 +100,92 @@ func (l *gatedListener) dial(ctx context.Context, _, _ string) (net.Conn, error)
 // recoverTimeout bounds endCrashedTxns.
 const recoverTimeout = time.Minute
 
-// endCrashedTxns writes an abort marker for every transaction that a crash left without one (see
-// above) and returns them.
-func endCrashedTxns(ctx context.Context, l *gatedListener) ([]CrashAbortedTxn, error) {
+// endCrashedTxns ends every transaction that a crash left without its marker (see above) and
+// returns them, and how many transactions it committed the group offsets of with every marker
+// already written. offsets are the group offsets each transaction commits (readTxnOffsets). With
+// a transaction committed, the broker's index still holds it aborted (kfake's own recovery
+// aborted it): the broker must be started again, with a full replay of those partitions.
+func endCrashedTxns(ctx context.Context, l *gatedListener, offsets map[producerEpoch]map[groupPartition]txnOffset) ([]CrashEndedTxn, int, error) {
 	cl, err := kgo.NewClient(kgo.SeedBrokers(l.Addr().String()), kgo.Dialer(l.dial),
 		kgo.RequestRetries(3))
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	md, err := adm.Metadata(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("metadata: %w", err)
+		return nil, 0, fmt.Errorf("metadata: %w", err)
 	}
 	starts, err := adm.ListStartOffsets(ctx, md.Topics.Names()...)
 	if err != nil {
-		return nil, fmt.Errorf("start offsets: %w", err)
+		return nil, 0, fmt.Errorf("start offsets: %w", err)
 	}
 	type open struct {
 		epoch int16
 		first int64
 	}
-	var found []CrashAbortedTxn
-	epochs := map[int64]int16{}
+	var found []CrashEndedTxn
+	commits := map[producerEpoch]bool{} // transactions with a COMMIT marker in some partition
+	reused := map[int64]bool{}          // producers whose epoch did not change from a transaction to the next
 	for _, td := range md.Topics.Sorted() {
 		if td.Err != nil {
-			return nil, fmt.Errorf("metadata of %s: %w", td.Topic, td.Err)
+			return nil, 0, fmt.Errorf("metadata of %s: %w", td.Topic, td.Err)
 		}
 		for _, pd := range td.Partitions.Sorted() {
 			start, ok := starts.Lookup(td.Topic, pd.Partition)
 			if !ok || start.Err != nil {
-				return nil, fmt.Errorf("the start offset of %s/%d: %v", td.Topic, pd.Partition, start.Err)
+				return nil, 0, fmt.Errorf("the start offset of %s/%d: %v", td.Topic, pd.Partition, start.Err)
 			}
 			opens := map[int64]open{}
+			marked := map[int64]int16{} // each producer's last marker's epoch
 			err := scanBatches(ctx, cl, td.Topic, td.ID, pd.Partition, start.Offset, func(b *kmsg.RecordBatch) {
 				const transactional, control = 0x10, 0x20
 				switch {
 				case b.Attributes&control != 0:
 					delete(opens, b.ProducerID)
+					marked[b.ProducerID] = b.ProducerEpoch
+					if controlCommits(b) {
+						commits[producerEpoch{b.ProducerID, b.ProducerEpoch}] = true
+					}
 				case b.Attributes&transactional != 0:
+					if e, ok := marked[b.ProducerID]; ok && e == b.ProducerEpoch {
+						reused[b.ProducerID] = true
+					}
 					if _, ok := opens[b.ProducerID]; !ok {
 						opens[b.ProducerID] = open{b.ProducerEpoch, b.FirstOffset}
 					}
 				}
 			})
 			if err != nil {
-				return nil, fmt.Errorf("scanning %s/%d: %w", td.Topic, pd.Partition, err)
+				return nil, 0, fmt.Errorf("scanning %s/%d: %w", td.Topic, pd.Partition, err)
 			}
 			if len(opens) == 0 {
 				continue
 			}
 			active, err := activeProducers(ctx, cl, td.Topic, pd.Partition)
 			if err != nil {
-				return nil, fmt.Errorf("producers of %s/%d: %w", td.Topic, pd.Partition, err)
+				return nil, 0, fmt.Errorf("producers of %s/%d: %w", td.Topic, pd.Partition, err)
 			}
 			for pid, o := range opens {
 				if active[pid] {
 					continue // restored after a clean shutdown: its producer may still end it
 				}
-				found = append(found, CrashAbortedTxn{Topic: td.Topic, Partition: pd.Partition,
-					ProducerID: pid, FirstOffset: o.first})
-				epochs[pid] = o.epoch
+				found = append(found, CrashEndedTxn{Topic: td.Topic, Partition: pd.Partition,
+					ProducerID: pid, Epoch: o.epoch, FirstOffset: o.first})
 			}
 		}
 	}
-	if len(found) == 0 {
-		return nil, nil
+	committing := map[producerEpoch]bool{}
+	for i := range found {
+		t := &found[i]
+		pe := producerEpoch{t.ProducerID, t.Epoch}
+		// An epoch that names more than one transaction (a client without KIP-890's bump per
+		// transaction) cannot tell whose COMMIT marker it is: abort, as before.
+		t.Committed = commits[pe] && !reused[t.ProducerID]
+		if t.Committed {
+			committing[pe] = true
+		}
 	}
 	sort.Slice(found, func(i, j int) bool {
 		a, b := found[i], found[j]
@@ -170,10 +197,125 @@ func endCrashedTxns(ctx context.Context, l *gatedListener) ([]CrashAbortedTxn, e
 		}
 		return a.ProducerID < b.ProducerID
 	})
-	if err := writeAbortMarkers(ctx, cl, found, epochs); err != nil {
-		return nil, err
+	if len(found) > 0 {
+		if err := writeMarkers(ctx, cl, found); err != nil {
+			return nil, 0, err
+		}
 	}
-	return found, nil
+	// A kill after the last COMMIT marker and before the group offsets leaves every partition
+	// marked and the offsets missing. kfake logs a commit's end (the producer's epoch moves on)
+	// only after the offsets: a producer still at the epoch of a transaction with a COMMIT marker
+	// had not finished it.
+	offsetsOnly := 0
+	for pe, logged := range offsets {
+		if committing[pe] || !commits[pe] || reused[pe.id] {
+			continue
+		}
+		epoch, ok, err := txnEpoch(ctx, cl, logged, pe.id)
+		if err != nil {
+			return nil, 0, fmt.Errorf("the state of producer %d: %w", pe.id, err)
+		}
+		if ok && epoch == pe.epoch {
+			committing[pe] = true
+			offsetsOnly++
+		}
+	}
+	names := map[string]string{} // topic ids (hex) to names
+	for _, td := range md.Topics {
+		names[hex.EncodeToString(td.ID[:])] = td.Topic
+	}
+	for pe := range committing {
+		if err := commitLoggedOffsets(ctx, adm, offsets[pe], names); err != nil {
+			return nil, 0, fmt.Errorf("committing the group offsets of producer %d's transaction: %w", pe.id, err)
+		}
+	}
+	return found, offsetsOnly, nil
+}
+
+// txnEpoch is the broker's epoch of producer pid, asked by the transactional id of its logged
+// offsets; ok is false when the id is unknown or now has another producer.
+func txnEpoch(ctx context.Context, cl *kgo.Client, logged map[groupPartition]txnOffset, pid int64) (epoch int16, ok bool, err error) {
+	var txid string
+	for _, o := range logged {
+		txid = o.TransactionalID
+		break
+	}
+	if txid == "" {
+		return 0, false, nil
+	}
+	req := kmsg.NewPtrDescribeTransactionsRequest()
+	req.TransactionalIDs = []string{txid}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return 0, false, err
+	}
+	for _, st := range resp.TransactionStates {
+		if errors.Is(kerr.ErrorForCode(st.ErrorCode), kerr.TransactionalIDNotFound) {
+			return 0, false, nil
+		}
+		if err := kerr.ErrorForCode(st.ErrorCode); err != nil {
+			return 0, false, err
+		}
+		if st.ProducerID == pid {
+			return st.ProducerEpoch, true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// controlCommits reports whether control batch b is a COMMIT marker (its record's key: a version
+// and a type, 0 abort, 1 commit).
+func controlCommits(b *kmsg.RecordBatch) bool {
+	var r kmsg.Record
+	if err := r.ReadFrom(b.Records); err != nil || len(r.Key) < 4 {
+		return false
+	}
+	return binary.BigEndian.Uint16(r.Key[2:4]) == 1
+}
+
+// commitLoggedOffsets commits the offsets a transaction logged, except where the group's
+// committed offset is already there or past it. names maps topic ids (hex) to names.
+func commitLoggedOffsets(ctx context.Context, adm *kadm.Client, logged map[groupPartition]txnOffset, names map[string]string) error {
+	byGroup := map[string]kadm.Offsets{}
+	for gp, o := range logged {
+		topic := o.Topic
+		if topic == "" {
+			if topic = names[o.TopicID]; topic == "" {
+				return fmt.Errorf("group %s: no topic has the id %s any more", gp.group, o.TopicID)
+			}
+		}
+		if byGroup[gp.group] == nil {
+			byGroup[gp.group] = kadm.Offsets{}
+		}
+		meta := ""
+		if o.Metadata != nil {
+			meta = *o.Metadata
+		}
+		offs := byGroup[gp.group]
+		offs.Add(kadm.Offset{Topic: topic, Partition: gp.partition, At: o.Offset,
+			LeaderEpoch: o.LeaderEpoch, Metadata: meta})
+	}
+	for group, offs := range byGroup {
+		have, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			return fmt.Errorf("group %s: %w", group, err)
+		}
+		offs.KeepFunc(func(o kadm.Offset) bool {
+			h, ok := have.Lookup(o.Topic, o.Partition)
+			return !ok || h.Err != nil || h.At < o.At
+		})
+		if len(offs) == 0 {
+			continue
+		}
+		resp, err := adm.CommitOffsets(ctx, group, offs)
+		if err == nil {
+			err = resp.Error()
+		}
+		if err != nil {
+			return fmt.Errorf("group %s: %w", group, err)
+		}
+	}
+	return nil
 }
 
 // scanBatches calls fn with the header of every batch of a partition, from offset to its high
@@ -271,18 +413,24 @@ func activeProducers(ctx context.Context, cl *kgo.Client, topic string, partitio
 	return active, nil
 }
 
-// writeAbortMarkers writes an abort marker for each of txns at the end of its partition.
-func writeAbortMarkers(ctx context.Context, cl *kgo.Client, txns []CrashAbortedTxn, epochs map[int64]int16) error {
+// writeMarkers writes the marker of each of txns (commit or abort) at the end of its partition.
+func writeMarkers(ctx context.Context, cl *kgo.Client, txns []CrashEndedTxn) error {
 	req := kmsg.NewPtrWriteTxnMarkersRequest()
-	byPID := map[int64]int{}
+	type marker struct {
+		pid    int64
+		epoch  int16
+		commit bool
+	}
+	at := map[marker]int{}
 	for _, t := range txns {
-		i, ok := byPID[t.ProducerID]
+		k := marker{t.ProducerID, t.Epoch, t.Committed}
+		i, ok := at[k]
 		if !ok {
 			m := kmsg.NewWriteTxnMarkersRequestMarker()
-			m.ProducerID, m.ProducerEpoch, m.Committed = t.ProducerID, epochs[t.ProducerID], false
+			m.ProducerID, m.ProducerEpoch, m.Committed = t.ProducerID, t.Epoch, t.Committed
 			req.Markers = append(req.Markers, m)
 			i = len(req.Markers) - 1
-			byPID[t.ProducerID] = i
+			at[k] = i
 		}
 		m := &req.Markers[i]
 		if n := len(m.Topics); n == 0 || m.Topics[n-1].Topic != t.Topic {
@@ -295,14 +443,14 @@ func writeAbortMarkers(ctx context.Context, cl *kgo.Client, txns []CrashAbortedT
 	}
 	resp, err := req.RequestWith(ctx, cl)
 	if err != nil {
-		return fmt.Errorf("writing abort markers: %w", err)
+		return fmt.Errorf("writing transaction markers: %w", err)
 	}
 	var errs []error
 	for _, m := range resp.Markers {
 		for _, t := range m.Topics {
 			for _, p := range t.Partitions {
 				if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-					errs = append(errs, fmt.Errorf("writing the abort marker of producer %d to %s/%d: %w", m.ProducerID, t.Topic, p.Partition, err))
+					errs = append(errs, fmt.Errorf("writing the marker of producer %d to %s/%d: %w", m.ProducerID, t.Topic, p.Partition, err))
 				}
 			}
 		}

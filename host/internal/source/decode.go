@@ -92,9 +92,9 @@ func (f *Format) Decode(line []byte) (Decoded, error) {
 	if f.TimestampField != "" {
 		raw, ok := d.Fields[f.TimestampField]
 		if ok && string(raw) != "null" {
-			ts, err := strconv.ParseInt(string(raw), 10, 64)
+			ts, err := timestamp(raw)
 			if err != nil {
-				return d, fmt.Errorf("%w: timestamp field %q is not an integer of milliseconds: %s", ErrMalformed, f.TimestampField, raw)
+				return d, fmt.Errorf("%w: timestamp field %q is not an integer of milliseconds (a JSON number, or a string of one): %s", ErrMalformed, f.TimestampField, raw)
 			}
 			d.Timestamp = ts
 		}
@@ -102,9 +102,27 @@ func (f *Format) Decode(line []byte) (Decoded, error) {
 	return d, nil
 }
 
+// timestamp reads a timestamp field: a JSON integer, or a string holding one exactly as a JSON
+// number writes it ("1700000000000", as protobuf's JSON mapping writes an int64; not "+1", "01",
+// " 1" or "1.0").
+func timestamp(raw json.RawMessage) (int64, error) {
+	if len(raw) > 2 && raw[0] == '"' && raw[len(raw)-1] == '"' {
+		s := string(raw[1 : len(raw)-1])
+		ts, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || strconv.FormatInt(ts, 10) != s {
+			return 0, errors.New("not an integer")
+		}
+		return ts, nil
+	}
+	return strconv.ParseInt(string(raw), 10, 64)
+}
+
 // wholeObjectHint says why a line that starts an array or ends before its object does is
 // malformed: a pretty-printed JSON document or a JSON array fed as an input makes every line so.
 func wholeObjectHint(line []byte, err error) string {
+	if utf16Line(line) {
+		return " (the input looks like UTF-16, Windows \"Unicode\", not UTF-8: convert it first, iconv -f UTF-16 -t UTF-8)"
+	}
 	t := bytes.TrimSpace(line)
 	var se *json.SyntaxError
 	ends := errors.As(err, &se) && se.Error() == "unexpected end of JSON input" // the line ended inside the value
@@ -112,6 +130,18 @@ func wholeObjectHint(line []byte, err error) string {
 		return " (an input holds one whole JSON object per line, newline-delimited JSON: a document spread over several lines, or an array, is not read)"
 	}
 	return ""
+}
+
+// utf16Line reports whether a line looks like UTF-16 text read as bytes: it starts with a UTF-16
+// byte order mark, or with an ASCII character and a NUL byte ('{', 0 in UTF-16LE; the line after
+// a UTF-16LE line ending starts with that ending's NUL) or the reverse (UTF-16BE).
+func utf16Line(line []byte) bool {
+	if len(line) < 2 {
+		return false
+	}
+	a, b := line[0], line[1]
+	return a == 0xFF && b == 0xFE || a == 0xFE && b == 0xFF ||
+		a == 0 && (b == '{' || len(line) > 2 && line[2] == 0) || b == 0 && a == '{'
 }
 
 // Field returns the text of a JSON field as scalar returns it, for sequencing by field.

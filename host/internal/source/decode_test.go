@@ -139,7 +139,17 @@ func TestDecodeJSONTimestamp(t *testing.T) {
 		{name: "no field configured", field: "", line: `{"ts":5}`, want: -1},
 		{name: "fraction", field: "ts", line: `{"ts":1.5}`, wantErr: true},
 		{name: "exponent", field: "ts", line: `{"ts":1e3}`, wantErr: true},
-		{name: "string", field: "ts", line: `{"ts":"1700000000000"}`, wantErr: true},
+		// A string of an integer, as protobuf's JSON mapping writes an int64, is that integer.
+		{name: "string of an integer", field: "ts", line: `{"ts":"1700000000000"}`, want: 1700000000000},
+		{name: "string of a negative integer", field: "ts", line: `{"ts":"-5"}`, want: -5},
+		{name: "string of a fraction", field: "ts", line: `{"ts":"1.5"}`, wantErr: true},
+		{name: "string with a plus", field: "ts", line: `{"ts":"+5"}`, wantErr: true},
+		{name: "string with a leading zero", field: "ts", line: `{"ts":"05"}`, wantErr: true},
+		{name: "string with a space", field: "ts", line: `{"ts":" 5"}`, wantErr: true},
+		{name: "string with an escape", field: "ts", line: `{"ts":"\u0035"}`, wantErr: true},
+		{name: "empty string", field: "ts", line: `{"ts":""}`, wantErr: true},
+		{name: "date string", field: "ts", line: `{"ts":"2026-11-28T21:45:00Z"}`, wantErr: true},
+		{name: "string overflows int64", field: "ts", line: `{"ts":"99999999999999999999"}`, wantErr: true},
 		{name: "bool", field: "ts", line: `{"ts":true}`, wantErr: true},
 		{name: "object", field: "ts", line: `{"ts":{}}`, wantErr: true},
 		{name: "overflows int64", field: "ts", line: `{"ts":99999999999999999999}`, wantErr: true},
@@ -386,9 +396,32 @@ func TestDecodeWholeObjectHint(t *testing.T) {
 			t.Errorf("Decode(%q) = %v; want the hint", line, err)
 		}
 	}
-	for _, line := range []string{`"k": "a"`, "}", `{"k": 1} x`, "not json"} {
-		if _, err := f.Decode([]byte(line)); err == nil || strings.Contains(err.Error(), "one whole JSON object per line") {
-			t.Errorf("Decode(%q) = %v; want an error without the hint", line, err)
+	for _, line := range []string{`"k": "a"`, "}", `{"k": 1} x`, "not json", "\x00", "\x00\x00"} {
+		if _, err := f.Decode([]byte(line)); err == nil || strings.Contains(err.Error(), "one whole JSON object per line") || strings.Contains(err.Error(), "UTF-16") {
+			t.Errorf("Decode(%q) = %v; want an error without a hint", line, err)
 		}
 	}
+	// A UTF-16 file read as UTF-8 (saved as Windows "Unicode"): each line says so, the first
+	// (after its byte order mark), and the next ones, little- and big-endian.
+	le := func(s string) string { return string(utf16Bytes(s, false)) }
+	be := func(s string) string { return string(utf16Bytes(s, true)) }
+	for _, line := range []string{"\xff\xfe" + le(`{"k":"a"}`), "\x00" + le(`{"k":"b"}`), le(`{"k":"c"}`),
+		"\xfe\xff" + be(`{"k":"a"}`), be(`{"k":"b"}`)} {
+		if _, err := f.Decode([]byte(line)); err == nil || !strings.Contains(err.Error(), "looks like UTF-16") || !strings.Contains(err.Error(), "iconv") {
+			t.Errorf("Decode(%q) = %v; want the UTF-16 hint", line, err)
+		}
+	}
+}
+
+// utf16Bytes encodes ASCII s as UTF-16, big-endian or little-endian.
+func utf16Bytes(s string, big bool) []byte {
+	var b []byte
+	for _, c := range []byte(s) {
+		if big {
+			b = append(b, 0, c)
+		} else {
+			b = append(b, c, 0)
+		}
+	}
+	return b
 }

@@ -27,6 +27,9 @@ type Chunk struct {
 	Records []Record
 	Done    bool  // the input is exhausted; no chunk follows
 	Err     error // reading failed; no chunk follows
+	// End is the byte position after the last line read, blank lines included: with Done, where
+	// the input ended.
+	End int64
 }
 
 // DefaultMaxLineBytes is the longest line a Reader accepts when Format.MaxLineBytes is 0; a
@@ -126,7 +129,7 @@ func (rd *Reader) Run(ctx context.Context, out chan<- Chunk) {
 			return
 		}
 		recs, done, err := rd.readChunk(br)
-		c := Chunk{Stream: rd.stream, Records: recs, Done: done, Err: err}
+		c := Chunk{Stream: rd.stream, Records: recs, Done: done, Err: err, End: rd.pos}
 		if !send(c) || done || err != nil {
 			return
 		}
@@ -142,25 +145,25 @@ func (rd *Reader) readChunk(br *bufio.Reader) ([]Record, bool, error) {
 		if len(recs) > 0 && br.Buffered() == 0 {
 			return recs, false, nil
 		}
-		line, n, err := readLine(br)
+		line, n, ending, err := readLine(br)
 		if n > 0 {
 			atStart := rd.pos == 0
 			rd.pos += int64(n)
 			off := rd.offset
 			rd.offset++
-			content := n // the line's length without its newline, which err == nil means it has
-			if err == nil {
-				content--
-			} else {
+			if err != nil {
 				rd.unterminated.Store(rd.pos)
 			}
+			content := n - ending // the line's length without its line ending
 			body := line
 			if len(body) == n { // the whole line is here: drop its line ending
-				body = bytes.TrimRight(line, "\r\n")
+				body = line[:content]
 			}
-			if atStart && bytes.HasPrefix(body, utf8BOM) {
+			if (atStart || rd.format.JSON) && bytes.HasPrefix(body, utf8BOM) {
 				// A byte order mark (files saved "UTF-8 with BOM") is not the first key's or the
-				// first JSON object's: dropped, its bytes still counted in the positions.
+				// first JSON object's: dropped, its bytes still counted in the positions. No JSON
+				// object starts with one, so it is dropped from any JSON line too: files saved
+				// so, joined with cat, hold one at the start of each file's first line.
 				body = body[len(utf8BOM):]
 				content -= len(utf8BOM)
 			}
@@ -191,21 +194,37 @@ func (rd *Reader) readChunk(br *bufio.Reader) ([]Record, bool, error) {
 // utf8BOM is the UTF-8 byte order mark, which a Reader drops from the start of its input.
 var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 
-// readLine returns the next line with its newline (a copy), and the number of bytes consumed.
-// A line over MaxKeptLineBytes is consumed whole but only its first MaxKeptLineBytes bytes
-// returned.
-func readLine(br *bufio.Reader) ([]byte, int, error) {
-	var line []byte
-	n := 0
+// readLine returns the next line with its line ending (a copy), the number of bytes consumed
+// and how many of them are the line ending: "\n" or "\r\n", or at the end of the input
+// (err io.EOF) a "\r" or nothing. A line over MaxKeptLineBytes is consumed whole but only its
+// first MaxKeptLineBytes bytes returned; ending still counts the bytes that end the whole line.
+func readLine(br *bufio.Reader) (line []byte, n, ending int, err error) {
+	var last [2]byte // the last two bytes consumed, the latest in last[1]
 	for {
-		frag, err := br.ReadSlice('\n')
+		var frag []byte
+		frag, err = br.ReadSlice('\n')
 		n += len(frag)
 		if len(line) < keptLineBytes {
 			line = append(line, frag[:min(len(frag), keptLineBytes-len(line))]...)
 		}
+		switch len(frag) {
+		case 0:
+		case 1:
+			last = [2]byte{last[1], frag[0]}
+		default:
+			last = [2]byte{frag[len(frag)-2], frag[len(frag)-1]}
+		}
 		if err == bufio.ErrBufferFull {
 			continue
 		}
-		return line, n, err
+		if n > 0 && last[1] == '\n' {
+			ending = 1
+			if n > 1 && last[0] == '\r' {
+				ending = 2
+			}
+		} else if n > 0 && last[1] == '\r' {
+			ending = 1
+		}
+		return line, n, ending, err
 	}
 }

@@ -75,6 +75,8 @@ func TestReaderOffsetsAndEnds(t *testing.T) {
 		{name: "single line without newline", input: "only", want: []line{{0, 4, "only"}}},
 		{name: "CRLF", input: "a\r\nbb\r\n", want: []line{{0, 3, "a"}, {1, 7, "bb"}}},
 		{name: "CRLF final line without newline", input: "a\r\nb\r", want: []line{{0, 3, "a"}, {1, 5, "b"}}},
+		// One "\r" before the "\n" is the line ending's; another is the line's.
+		{name: "CR CRLF", input: "a\r\r\nb\n", want: []line{{0, 4, "a\r"}, {1, 6, "b"}}},
 		{
 			name:  "blank lines skipped but counted",
 			input: "a\n\n  \t \r\n\nb\n",
@@ -253,20 +255,35 @@ func TestReaderMalformedLines(t *testing.T) {
 // letters, and that the limit is the format's.
 func TestReaderLongLineKeptWhole(t *testing.T) {
 	for _, tt := range []struct {
-		name  string
-		max   int
-		line  int
-		long  bool
-		limit int
+		name   string
+		max    int
+		line   int
+		ending string // "\n" unless set
+		long   bool
+		limit  int
 	}{
 		{name: "default limit, 5 MiB line", max: 0, line: 5 << 20, long: true, limit: DefaultMaxLineBytes},
 		{name: "limit 100, line 101", max: 100, line: 101, long: true, limit: 100},
 		{name: "limit 100, line 100", max: 100, line: 100, long: false},
 		{name: "limit 8 MiB, 5 MiB line", max: 8 << 20, line: 5 << 20, long: false},
+		// The limit is on the line without its line ending, "\r\n" as well as "\n": a CRLF line
+		// of exactly the limit was malformed ("line of 101 bytes") and flagged truncated.
+		{name: "limit 100, CRLF line 100", max: 100, line: 100, ending: "\r\n", long: false},
+		{name: "limit 100, CRLF line 101", max: 100, line: 101, ending: "\r\n", long: true, limit: 100},
+		{name: "limit 100, last line 100 ending in CR", max: 100, line: 100, ending: "\r", long: false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			line := strings.Repeat("z", tt.line)
-			recs := allRecords(readAll(t, strings.NewReader(line+"\nnext\n"), Format{MaxLineBytes: tt.max}, 0, 0))
+			input := line + "\nnext\n"
+			if tt.ending == "\r" { // the last line, without "\n"
+				input = "next\n" + line + "\r"
+			} else if tt.ending != "" {
+				input = line + tt.ending + "next\n"
+			}
+			recs := allRecords(readAll(t, strings.NewReader(input), Format{MaxLineBytes: tt.max}, 0, 0))
+			if tt.ending == "\r" {
+				recs[0], recs[1] = recs[1], recs[0]
+			}
 			if len(recs) != 2 || string(recs[1].Value) != "next" {
 				t.Fatalf("%d records, want the line and the next one", len(recs))
 			}
@@ -283,7 +300,7 @@ func TestReaderLongLineKeptWhole(t *testing.T) {
 			if string(r.Raw) != line || r.Truncated {
 				t.Errorf("Raw holds %d bytes (truncated %v), want the whole line of %d", len(r.Raw), r.Truncated, tt.line)
 			}
-			if msg := r.Err.Error(); !strings.Contains(msg, fmt.Sprint(tt.limit)) || !strings.Contains(msg, "max_line_bytes") {
+			if msg := r.Err.Error(); !strings.Contains(msg, fmt.Sprintf("line of %d bytes", tt.line)) || !strings.Contains(msg, fmt.Sprint(tt.limit)) || !strings.Contains(msg, "max_line_bytes") {
 				t.Errorf("error %q does not state the limit and its key", msg)
 			}
 		})
@@ -529,6 +546,15 @@ func TestReaderDropsLeadingBOM(t *testing.T) {
 	}
 	if recs[0].End != int64(len(bom)+10) || recs[1].End != int64(len(bom)+20) {
 		t.Errorf("ends %d, %d; want the BOM's 3 bytes counted: %d, %d", recs[0].End, recs[1].End, len(bom)+10, len(bom)+20)
+	}
+	// Two such files joined (cat a.ndjson b.ndjson): the second one's first line is a record too,
+	// also when a run resumes at it (before, "invalid character 'ï'", a dead letter).
+	joined := bom + `{"k":"a"}` + "\n" + bom + `{"k":"b"}` + "\n"
+	for _, from := range []int{0, len(bom) + 10} {
+		recs = allRecords(readAll(t, strings.NewReader(joined[from:]), Format{JSON: true, KeyField: "k"}, 0, int64(from)))
+		if last := recs[len(recs)-1]; last.Err != nil || string(last.Key) != "b" || last.End != int64(len(joined)) {
+			t.Fatalf("joined files, read from byte %d: %+v; want b's record last, ending at %d", from, recs, len(joined))
+		}
 	}
 	text := bom + "a 1\n" + bom + "a 2\n"
 	recs = allRecords(readAll(t, strings.NewReader(text), Format{KeySeparator: " "}, 0, 0))

@@ -15,10 +15,17 @@ type Task struct {
 	Version int64  `json:"version"` // the module version running; up to date
 	Deploys int64  `json:"deploys"` // versions switched to this run: deploys, activations, rollbacks; up to date
 	Paused  bool   `json:"paused"`  // paused with Pause; up to date
-	// Halted is set when the task halted (on_task_failure "halt_task"): it could not start or
-	// failed while running; Error says why. The other figures are as of its end. Set by the host.
+	// Halted is set when the task halted (on_task_failure "halt_task" or "restart"): it could
+	// not start or failed while running; Error says why. The other figures are as of its end.
+	// Set by the host.
 	Halted bool   `json:"halted,omitempty"`
 	Error  string `json:"error,omitempty"`
+	// With on_task_failure "restart": RestartAt is when a halted task is restarted next, and
+	// RestartError why the last automatic restart failed ("" if none did); Restarts counts the
+	// automatic restarts that started the task again since the host started. Set by the host.
+	RestartAt    time.Time `json:"restart_at,omitzero"`
+	RestartError string    `json:"restart_error,omitempty"`
+	Restarts     int64     `json:"restarts"`
 
 	Records     int64   `json:"records"`      // records read this run
 	Processed   int64   `json:"processed"`    // records whose processing completed: applied, dead-lettered or skipped
@@ -48,6 +55,9 @@ type Task struct {
 	TimersQueued  int64 `json:"timers_queued"`  // timer firings queued
 	TimersFired   int64 `json:"timers_fired"`   // timer firings completed
 	TimersDropped int64 `json:"timers_dropped"` // timer firings dropped: the module has no timer callback
+	// TimersRefused counts timer_set calls of a new timer refused with ERR_LIMIT at
+	// time.max_pending_timers (as of now).
+	TimersRefused int64 `json:"timers_refused"`
 	// TimerSplits counts batches run again one item per call because a timer one of their calls
 	// set fell due before a later item of its key in the same call.
 	TimerSplits int64 `json:"timer_splits"`

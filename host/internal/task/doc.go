@@ -29,7 +29,7 @@
 // # Files
 //
 //	task.go       Config, Input, Task, New, Stats, opening streams and instances
-//	fileprint.go  a file input's fingerprint in its positions, checked before it resumes
+//	fileprint.go  a file input's fingerprint in its positions, checked before it resumes; a file changed while read
 //	ingest.go     records in: ingest, admit, sequence, enqueue
 //	dispatch.go   back-pressure to the readers (applyFlow) and batches to free workers (dispatch)
 //	finish.go     jobs back: finish, succeeded, itemFailed (split, retry, backoff), exhausted

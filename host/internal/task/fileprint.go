@@ -31,6 +31,37 @@ type filePrint struct {
 	unterminated func() int64
 	head         []byte   // the file's first bytes, up to printBytes, as last read
 	full         [16]byte // the fingerprint of the whole head, once len(head) == printBytes
+	start        []byte   // the file's first bytes, up to printBytes, when it was opened
+}
+
+// changedWhileRead says how the file at path is no longer the one p reads, once it was read to
+// its end at byte end: removed, replaced by another (renamed over it, as log rotation does),
+// truncated below end, or its first bytes rewritten. "" when it is the same file (grown or not),
+// or p is nil. Whatever happened, the run read the file it opened up to end; the lines it read
+// after a truncation that was written again may be parts of the new lines, and the next run
+// refuses a file that does not match its position (checkFile). A file changed the same way
+// before it was opened is refused at the open.
+func (p *filePrint) changedWhileRead(path string, end int64) string {
+	if p == nil {
+		return ""
+	}
+	fi, err := p.f.Stat()
+	if err != nil {
+		return ""
+	}
+	pi, err := os.Stat(path)
+	switch {
+	case err != nil:
+		return "was removed or renamed while it was read: the run read what it had opened to its end"
+	case !os.SameFile(fi, pi):
+		return "was replaced by another file while it was read (renamed over it, as log rotation does): the run read the file it had opened to its end, not the new one"
+	case fi.Size() < end:
+		return fmt.Sprintf("was truncated while it was read: it holds %d bytes, %d were read; the last line read may be the part of one the reader had when it was cut, and lines written to the file after the truncation are not read", fi.Size(), end)
+	}
+	if head, err := readHead(p.f, len(p.start)); err == nil && !bytes.Equal(head, p.start) {
+		return "was rewritten while it was read (its first bytes changed: truncated and written again?): the lines read after the change may be parts of its new lines"
+	}
+	return ""
 }
 
 // at returns the fingerprint of a position at byte resume of the file; zero for resume 0 or

@@ -32,6 +32,10 @@ func (t *Task) ingest(c source.Chunk) error {
 	if c.Done {
 		st.done = true
 		t.log.Debug("input exhausted", "input", st.in.Name, "records", st.records)
+		if how := st.print.changedWhileRead(st.in.Path, c.End); how != "" {
+			t.log.Warn("input file "+how+"; the next run refuses a file at the path that no longer matches what was read, until the task is reset (wasmstream reset -c <config> --task "+t.cfg.Name+" --to earliest reads it from its first line)",
+				"input", st.in.Name, "path", st.in.Path, "bytes_read", c.End)
+		}
 	}
 	t.applyFlow()
 	return nil
@@ -62,6 +66,9 @@ func (t *Task) admit(st *stream, r *source.Record, now time.Time) error {
 	}
 	if len(r.Key) == 0 && r.Fields != nil && !st.keyWarned {
 		t.warnNoKeyField(st, r)
+	}
+	if r.Fields != nil && (r.Timestamp >= secondsFrom && r.Timestamp < secondsTo || r.Timestamp >= microsFrom) {
+		t.warnTimeUnit(st, r)
 	}
 	key, seq, err := t.sequence(st, r)
 	if err != nil {
@@ -219,6 +226,37 @@ func (t *Task) warnNoKeyField(st *stream, r *source.Record) {
 	}
 	t.log.Warn("a line has no key field: its record has the empty key (key_required: true sends such lines to the dead letters instead); later lines without it are not logged"+hint,
 		"at", st.where(r.Offset), "key_field", f.KeyField)
+}
+
+// A timestamp_field of milliseconds in [secondsFrom, secondsTo) falls between 1970-01-12 and
+// 1973-03-03, where seconds since the epoch from 2001 to 5138 fall when read as milliseconds; one
+// at or past microsFrom is after the year 5138, where microseconds and nanoseconds since the
+// epoch from 1973 on fall. Neither is likely to be meant.
+const (
+	secondsFrom = 1e9
+	secondsTo   = 1e11
+	microsFrom  = 1e14
+)
+
+// warnTimeUnit logs, once per input, run and unit, a line whose timestamp_field looks like seconds,
+// microseconds or nanoseconds since the epoch rather than milliseconds: read as milliseconds it is
+// in 1970 (every such record is late behind one stamped right, and event-time windows span
+// seconds where minutes were meant) or millennia ahead (the watermark jumps there for good).
+func (t *Task) warnTimeUnit(st *stream, r *source.Record) {
+	if st.kafka || st.in == nil || !st.in.Format.JSON || st.in.Format.TimestampField == "" {
+		return
+	}
+	unit, as := uint8(1), "seconds (read as milliseconds it is in January 1970: multiply by 1000)"
+	if r.Timestamp >= microsFrom {
+		unit, as = 2, "microseconds or nanoseconds (read as milliseconds it is thousands of years ahead, and moves the watermark there: time.max_future refuses such records)"
+	}
+	if st.unitWarned&unit != 0 {
+		return
+	}
+	st.unitWarned |= unit
+	t.log.Warn("a timestamp looks like "+as+"; timestamp_field holds milliseconds since the epoch; later such lines are not logged",
+		"at", st.where(r.Offset), "timestamp_field", st.in.Format.TimestampField, "timestamp", r.Timestamp,
+		"as_milliseconds", time.UnixMilli(r.Timestamp).UTC().Format(time.RFC3339))
 }
 
 // ErrKeyTooLarge is the dead-letter cause of a record whose key is longer than the store can hold

@@ -179,6 +179,9 @@ type stream struct {
 	malform int64      // malformed lines sent to the dead letters
 	// keyWarned: a line without the input's key field was logged (once per input and run).
 	keyWarned bool
+	// unitWarned: a timestamp that looks like seconds (bit 1), or microseconds or nanoseconds
+	// (bit 2), not milliseconds, was logged (once per input, run and unit).
+	unitWarned uint8
 
 	kafka     bool                 // a Kafka partition; tracker is nil until its first record when its start is unknown
 	tp        kafka.TopicPartition // for a Kafka partition
@@ -408,6 +411,7 @@ func (t *Task) Stats() Stats {
 	t.statsMu.Unlock()
 	s.FuelUsed = t.meters.fuel.Load()
 	s.Traps = t.meters.traps.Load()
+	s.TimersRefused = t.timers.refused.Load()
 	s.Restoring = int(t.meters.restoring.Load())
 	s.BatchSize = stats.Histogram(t.meters.batchSize.Snapshot())
 	s.CallSeconds = stats.Histogram(t.meters.callSeconds.Snapshot())
@@ -487,7 +491,9 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 		r = in.Stdin
 	} else {
 		// Checked before the open, which on a named pipe would wait for a writer.
-		if fi, err := os.Stat(in.Path); err == nil && !fi.Mode().IsRegular() {
+		if fi, err := os.Stat(in.Path); err == nil && fi.IsDir() {
+			return nil, fmt.Errorf("input %s: %s is a directory, not a file", in.Name, in.Path)
+		} else if err == nil && !fi.Mode().IsRegular() {
 			return nil, fmt.Errorf("input %s: %s is not a regular file (a pipe or a device): a file input resumes at a byte position after a restart; feed a stream on stdin instead (type: stdin)", in.Name, in.Path)
 		}
 		f, err := os.Open(in.Path)
@@ -510,7 +516,11 @@ func (t *Task) openStream(in *Input) (*stream, error) {
 			t.log.Warn("input resumes in the middle of a line: the last line read had no line ending and the file has grown since, so what was appended to it up to the next line ending is read as a line of its own; write whole lines to a file being read",
 				"input", in.Name, "path", in.Path, "byte", pos.Resume)
 		}
-		st.print = &filePrint{f: f}
+		start, err := readHead(f, int(min(fi.Size(), printBytes)))
+		if err != nil {
+			return nil, fmt.Errorf("input %s: %w", in.Name, err)
+		}
+		st.print = &filePrint{f: f, start: start}
 		if _, err := f.Seek(pos.Resume, io.SeekStart); err != nil {
 			return nil, fmt.Errorf("input %s: %w", in.Name, err)
 		}

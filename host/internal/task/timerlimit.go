@@ -26,6 +26,9 @@ type timerRoom struct {
 	used   atomic.Int64
 	warned atomic.Int64 // unix nanoseconds of the last warning
 	refuse atomic.Int64 // refusals since the last warning
+	// refused counts every refusal (Stats.TimersRefused): a call that retries its refused
+	// timer_set counts each time.
+	refused atomic.Int64
 
 	// mu guards the streams' dirty and committing timer maps (streamTime) for readers off the
 	// loop (exists): the loop takes it to change them and reads them without it.
@@ -88,6 +91,7 @@ func (t *Task) reserveTimer(st *stream, key, name []byte, held *int64) (bool, er
 	if err != nil || ok {
 		return ok, err
 	}
+	r.refused.Add(1)
 	n := r.refuse.Add(1)
 	now := time.Now().UnixNano()
 	if last := r.warned.Load(); now-last >= int64(timerWarnEvery) && r.warned.CompareAndSwap(last, now) {

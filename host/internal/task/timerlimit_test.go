@@ -64,6 +64,9 @@ func TestPendingTimersLimit(t *testing.T) {
 	if len(dead) != 1 || !strings.HasPrefix(dead[0], "k5: ") || !strings.Contains(dead[0], "ERR_LIMIT") {
 		t.Fatalf("dead letters %q, want k5's, refused with ERR_LIMIT", dead)
 	}
+	if n := r.tk.Stats().TimersRefused; n < 1 {
+		t.Errorf("Stats().TimersRefused = %d after a refusal; want at least 1", n)
+	}
 	if l := logs.String(); !strings.Contains(l, "pending timers at the task's limit") ||
 		!strings.Contains(l, "limit=5") || !strings.Contains(l, "tasks[].time.max_pending_timers") || !strings.Contains(l, "task=timers") {
 		t.Errorf("no warning naming the task, the limit and its key; logs:\n%s", l)
