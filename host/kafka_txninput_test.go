@@ -58,16 +58,17 @@ func plainWrite(t *testing.T, cl *kgo.Client, p int32, key string, n int) {
 	}
 }
 
-// counterTask is the counter task over topic "in" to topic "counts", exactly once with a
-// changelog if eos.
-func counterTask(module string, eos bool) host.TaskConfig {
+// counterTask is the counter task over topic "in" to topic "counts", exactly once if eos, with a
+// changelog if changelog.
+func counterTask(module string, eos, changelog bool) host.TaskConfig {
 	tc := host.TaskConfig{
 		Name: "c", Module: module,
-		Inputs: []host.InputConfig{{Name: "in", Type: "kafka", Topics: []string{"in"}}},
-		Output: host.OutputConfig{Type: "kafka", Topic: "counts"},
+		Inputs:    []host.InputConfig{{Name: "in", Type: "kafka", Topics: []string{"in"}}},
+		Output:    host.OutputConfig{Type: "kafka", Topic: "counts"},
+		Changelog: host.ChangelogConfig{Enabled: changelog},
 	}
 	if eos {
-		tc.Delivery, tc.Changelog = host.ExactlyOnce, host.ChangelogConfig{Enabled: true}
+		tc.Delivery = host.ExactlyOnce
 	}
 	return tc
 }
@@ -128,13 +129,14 @@ func runBounded(t *testing.T, c *kfake.Cluster, dir string, tc host.TaskConfig) 
 // and no aborted one; the open transaction holds back partition 1 (read_committed: the records
 // after it wait for its end) and not partition 0; once it aborts, the records after it are
 // processed and its own never. Every partition's committed offset then reaches its end, past the
-// markers, and the lag is 0. Exactly once, a transaction of the task's that read an aborted
+// markers, and the lag is 0 (at least once also with a changelog). Exactly once, a transaction of the task's that read an aborted
 // transaction alone (markers, no record) aborts: the partition is read again and its offset
 // still reaches its end (before, the abort left it uncommitted until a record came).
 func TestKafkaTransactionalInput(t *testing.T) {
 	module := guestbuild.Go(t, "testguests/counter")
-	for _, eos := range []bool{false, true} {
-		t.Run(map[bool]string{false: "at_least_once", true: "exactly_once"}[eos], func(t *testing.T) {
+	for _, mode := range []string{"at_least_once", "at_least_once_changelog", "exactly_once"} {
+		eos := mode == "exactly_once"
+		t.Run(mode, func(t *testing.T) {
 			c := newCluster(t, "in", "counts")
 			manual := kgo.RecordPartitioner(kgo.ManualPartitioner())
 			txn := newClient(t, c, manual, kgo.TransactionalID("writer"))
@@ -150,7 +152,7 @@ func TestKafkaTransactionalInput(t *testing.T) {
 			h := hosttest.Start(t, host.Config{
 				DataDir: filepath.Join(t.TempDir(), "data"), Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 				Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
-				Tasks: []host.TaskConfig{counterTask(module, eos)},
+				Tasks: []host.TaskConfig{counterTask(module, eos, mode != "at_least_once")},
 			})
 			// Partition 0 is processed to its end while partition 1's transaction is open.
 			wantCounts(t, counterOutputs(t, c, 20), map[string]int{"committed": 20})
@@ -231,13 +233,13 @@ func TestKafkaBoundedTransactionalInput(t *testing.T) {
 	deleteRecordsBelow(t, plain, "in", 3, 6)
 
 	dir := filepath.Join(t.TempDir(), "data")
-	runBounded(t, c, dir, counterTask(module, false))
+	runBounded(t, c, dir, counterTask(module, false, false))
 	wantCounts(t, counterOutputs(t, c, 13), map[string]int{"p0": 5, "p1": 4, "p3": 4})
 
 	if err := open.EndTransaction(context.Background(), kgo.TryAbort); err != nil {
 		t.Fatal(err)
 	}
-	runBounded(t, c, dir, counterTask(module, false))
+	runBounded(t, c, dir, counterTask(module, false, false))
 	wantCounts(t, counterOutputs(t, c, 16), map[string]int{"p0": 5, "p1": 4, "p3": 4, "late": 3})
 }
 
@@ -255,7 +257,7 @@ func TestKafkaManyPartitionsFewWithData(t *testing.T) {
 	h := hosttest.Start(t, host.Config{
 		DataDir: filepath.Join(t.TempDir(), "data"), Logger: testLogger(t), CheckpointInterval: 100 * time.Millisecond,
 		Kafka: host.KafkaConfig{Brokers: c.ListenAddrs()},
-		Tasks: []host.TaskConfig{counterTask(module, true)},
+		Tasks: []host.TaskConfig{counterTask(module, true, true)},
 	})
 	wantCounts(t, counterOutputs(t, c, 12), want)
 	hosttest.WaitFor(t, 60*time.Second, "64 partitions assigned, their lag 0", func() bool {
@@ -274,7 +276,7 @@ func TestKafkaManyPartitionsFewWithData(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	tc := counterTask(module, false)
+	tc := counterTask(module, false, false)
 	tc.Name = "b"
 	out := filepath.Join(t.TempDir(), "out.ndjson")
 	tc.Output = host.OutputConfig{Type: host.OutputFile, Path: out}
@@ -299,7 +301,7 @@ func TestKafkaBoundedLogDeletedToEnd(t *testing.T) {
 	plain := newClient(t, c, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	dir := filepath.Join(t.TempDir(), "data")
 	out := filepath.Join(t.TempDir(), "out.ndjson")
-	tc := counterTask(module, false)
+	tc := counterTask(module, false, false)
 	tc.Output = host.OutputConfig{Type: host.OutputFile, Path: out}
 	run := func() host.TaskStats { t.Helper(); return runBounded(t, c, dir, tc) }
 	plainWrite(t, plain, 0, "k", 5)
