@@ -125,11 +125,12 @@ func runBounded(t *testing.T, c *kfake.Cluster, dir string, tc host.TaskConfig) 
 // TestKafkaTransactionalInput: partition 0 of the input is written by another client's
 // transactions, committed and aborted, with the log ending in an abort marker; partition 1 holds
 // a transaction still open when the task starts, and after it records of a producer without
-// transactions. At least once and exactly once: the task processes every committed record once
-// and no aborted one; the open transaction holds back partition 1 (read_committed: the records
-// after it wait for its end) and not partition 0; once it aborts, the records after it are
-// processed and its own never. Every partition's committed offset then reaches its end, past the
-// markers, and the lag is 0 (at least once also with a changelog). Exactly once, a transaction of the task's that read an aborted
+// transactions. At least once (with and without a changelog) and exactly once: the task
+// processes every committed record once and no aborted one; the open transaction holds back
+// partition 1 (read_committed: the records after it wait for its end) and not partition 0; once
+// it aborts, the records after it are processed and its own never. Every partition's committed
+// offset then reaches its end, past the markers, and the lag is 0 (exactly once, before: the
+// lag stayed above 0 for good). Exactly once, a transaction of the task's that read an aborted
 // transaction alone (markers, no record) aborts: the partition is read again and its offset
 // still reaches its end (before, the abort left it uncommitted until a record came).
 func TestKafkaTransactionalInput(t *testing.T) {
