@@ -56,7 +56,7 @@ func restore1M(tb testing.TB, keys int) (took time.Duration, full, tail host.Tas
 	if err := kafka.EnsureChangelog(ctx, cfg, "wc-changelog", 1, 0); err != nil {
 		tb.Fatal(err)
 	}
-	w, err := kafka.NewChangelogWriter(cfg, "wc-changelog", nil)
+	w, err := kafka.NewChangelogWriter(cfg, "wc-changelog", 0, nil)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -293,6 +293,7 @@ func kafkaInput(cfg Config, tc TaskConfig, in InputConfig) *task.KafkaInput {
 		Name: in.Name, Client: kc, Group: group, Topics: in.Topics, StartAt: in.StartAt, Bounded: in.Bounded,
 		DrainTimeout: cfg.Kafka.DrainTimeout, UnreachableTimeout: cfg.Kafka.UnreachableTimeout,
 		SessionTimeout: cfg.Kafka.SessionTimeout, RebalanceTimeout: cfg.Kafka.RebalanceTimeout,
+		DeliveryTimeout: cfg.Kafka.DeliveryTimeout,
 	}
 	ki.FollowExternalReset = cfg.Kafka.ExternalOffsetReset == ExternalResetFollow
 	if !cfg.Kafka.DynamicMembership {
@@ -302,7 +303,6 @@ func kafkaInput(cfg Config, tc TaskConfig, in InputConfig) *task.KafkaInput {
 		ki.ExactlyOnce = true
 		ki.TxnID = "wasmstream-" + tc.Name + "-" + cfg.HostID
 		ki.TxnTimeout = cfg.Kafka.TransactionTimeout
-		ki.DeliveryTimeout = cfg.Kafka.DeliveryTimeout
 		ki.TxnCompression = tc.Output.Compression
 	}
 	return ki

@@ -312,6 +312,17 @@ func aloFaultCases() []faultCase {
 		{name: "produce held past delivery_timeout", before: heldProduces("counts"),
 			kafka: func(k *host.KafkaConfig) { k.DeliveryTimeout = 2 * time.Second },
 			halts: "outputs to counts ("},
+		// Before: the changelog's records had a delivery timeout of their own (2 min) and its
+		// flush waited 60 s whatever kafka.delivery_timeout said; the task went on without a
+		// checkpoint for a minute, then halted with "context deadline exceeded".
+		{name: "changelog produce held past delivery_timeout", before: func(c *kfake.Cluster) injected {
+			if err := c.CreateTopic("wc-changelog", 4, map[string]string{"cleanup.policy": "compact"}); err != nil {
+				panic(err)
+			}
+			return heldProduces("wc-changelog")(c)
+		},
+			kafka: func(k *host.KafkaConfig) { k.DeliveryTimeout = 2 * time.Second },
+			halts: "changelog wc-changelog: producing the checkpoint failed; it is not committed: kafka: changelog wc-changelog: records not acknowledged within 2s (kafka.delivery_timeout)"},
 	}
 }
 

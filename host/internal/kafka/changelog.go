@@ -79,10 +79,6 @@ func checkChangelogStart(ctx context.Context, adm *kadm.Client, topic string, p 
 	return &ChangelogLostError{Topic: topic, Partition: p, From: from, Start: start, Policy: policy}
 }
 
-// changelogDeliveryTimeout bounds how long a changelog record is retried before it fails (and
-// with it the Flush that covers it).
-const changelogDeliveryTimeout = 2 * time.Minute
-
 // withAdmin runs fn with a client (and an admin view of it) on a short-lived connection to
 // the cluster.
 func withAdmin(cfg Config, fn func(cl *kgo.Client, adm *kadm.Client) error) error {
@@ -404,6 +400,8 @@ type ChangelogWriter struct {
 	log    *slog.Logger
 	once   sync.Once
 	shared bool // the client is a transactional consumer's (NewTxnChangelogWriter)
+	// timeout is the records' delivery timeout (zero with shared: the transaction's own).
+	timeout time.Duration
 
 	mu   sync.Mutex
 	next map[int32]int64 // per partition written since the last Flush: the offset after its last acknowledged record
@@ -416,17 +414,21 @@ type ChangelogWriter struct {
 }
 
 // NewChangelogWriter creates the producer client for topic; it does not contact the cluster
-// (a failure to reach it surfaces from Flush). log (may be nil) gets a warning on the first
-// failure after each Flush.
-func NewChangelogWriter(cfg Config, topic string, log *slog.Logger) (*ChangelogWriter, error) {
+// (a failure to reach it surfaces from Flush). A record unacknowledged for deliveryTimeout
+// (zero: DefaultDeliveryTimeout) fails, and with it the Flush that covers it. log (may be nil)
+// gets a warning on the first failure after each Flush.
+func NewChangelogWriter(cfg Config, topic string, deliveryTimeout time.Duration, log *slog.Logger) (*ChangelogWriter, error) {
 	opts, err := cfg.opts()
 	if err != nil {
 		return nil, err
 	}
+	if deliveryTimeout <= 0 {
+		deliveryTimeout = DefaultDeliveryTimeout
+	}
 	opts = append(opts,
 		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotence (the default) needs it and keeps order per partition
 		kgo.ProducerLinger(5*time.Millisecond),
-		kgo.RecordDeliveryTimeout(changelogDeliveryTimeout),
+		kgo.RecordDeliveryTimeout(deliveryTimeout),
 		kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.MetadataMinAge(RetryMetadataMinAge), // retries of refused batches wait for a refresh (producerOpts)
 	)
@@ -434,7 +436,24 @@ func NewChangelogWriter(cfg Config, topic string, log *slog.Logger) (*ChangelogW
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
-	return &ChangelogWriter{cl: cl, topic: topic, log: log, next: map[int32]int64{}, after: map[int32]int64{}, gaps: map[int32]int64{}}, nil
+	return &ChangelogWriter{cl: cl, topic: topic, log: log, timeout: deliveryTimeout, next: map[int32]int64{}, after: map[int32]int64{}, gaps: map[int32]int64{}}, nil
+}
+
+// FlushWithin is Flush bounded by the records' delivery timeout (kafka.delivery_timeout): the
+// client fails a record at its timeout only between two tries, not while a broker holds the
+// request, so the wait itself is bounded too, and its end named.
+func (w *ChangelogWriter) FlushWithin(ctx context.Context) (map[int32]int64, error) {
+	timeout := w.timeout
+	if timeout <= 0 {
+		timeout = DefaultDeliveryTimeout
+	}
+	fctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	next, err := w.Flush(fctx)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		return nil, fmt.Errorf("kafka: changelog %s: records not acknowledged within %s (kafka.delivery_timeout): once the cluster acknowledges again, restart the task (wasmstream restart)", w.topic, timeout)
+	}
+	return next, err
 }
 
 // NewTxnChangelogWriter returns a writer without a client of its own: it writes through the

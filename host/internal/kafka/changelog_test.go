@@ -197,7 +197,7 @@ func readAll(t *testing.T, cfg Config, topic string, p int32, from int64) (end, 
 
 func newWriter(t *testing.T, cfg Config, topic string) *ChangelogWriter {
 	t.Helper()
-	w, err := NewChangelogWriter(cfg, topic, nil)
+	w, err := NewChangelogWriter(cfg, topic, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

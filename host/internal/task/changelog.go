@@ -110,7 +110,7 @@ func (t *Task) startChangelog(ctx context.Context) error {
 	w := t.txnChangelog // exactly once: the transactional consumer writes it
 	if w == nil {
 		var err error
-		if w, err = kafka.NewChangelogWriter(in.Client, cc.Topic, t.log); err != nil {
+		if w, err = kafka.NewChangelogWriter(in.Client, cc.Topic, in.DeliveryTimeout, t.log); err != nil {
 			return fmt.Errorf("changelog: %w", err)
 		}
 	}
@@ -322,9 +322,8 @@ func (t *Task) produceChangelog(pl *changelogPlan) (map[int32]int64, error) {
 	if err := t.writeChangelog(pl); err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	next, err := t.changelog.w.Flush(ctx)
+	ctx := context.Background()
+	next, err := t.changelog.w.FlushWithin(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("changelog %s: producing the checkpoint failed; it is not committed: %w", t.changelog.topic, err)
 	}
@@ -1012,16 +1011,12 @@ func (t *Task) publishPartition(ctx context.Context, tp kafka.TopicPartition, id
 		gen = t.kafka.consumer.Generation()
 	}
 	epoch := nextEpoch(base, gen)
-	w, err := kafka.NewChangelogWriter(t.cfg.Kafka.Client, topic, t.log)
+	w, err := kafka.NewChangelogWriter(t.cfg.Kafka.Client, topic, t.cfg.Kafka.DeliveryTimeout, t.log)
 	if err != nil {
 		return fail(err)
 	}
 	defer w.Close()
-	flush := func() (map[int32]int64, error) {
-		fctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		defer cancel()
-		return w.Flush(fctx)
-	}
+	flush := func() (map[int32]int64, error) { return w.FlushWithin(ctx) }
 	began, said := time.Now(), time.Now()
 	var bytes int64
 	refs := make([]store.KeyRef, 0, publishBatch)

@@ -40,8 +40,9 @@ type KafkaInput struct {
 	TxnTimeout     time.Duration // the transaction timeout; zero: the client's default here (15s)
 	TxnProducers   []*kafka.Producer
 	TxnCompression string // the compression of what the transactional client produces
-	// DeliveryTimeout bounds how long exactly-once transactions may go on aborting (a produce
-	// failure aborts one) before the task halts with the cause; zero:
+	// DeliveryTimeout bounds how long a changelog record may go unacknowledged (at least once:
+	// then the checkpoint fails and the task halts), and how long exactly-once transactions may
+	// go on aborting (a produce failure aborts one) before the task halts with the cause; zero:
 	// kafka.DefaultDeliveryTimeout.
 	DeliveryTimeout time.Duration
 	// InstanceID, if set, makes the consumer a static group member (kafka.ConsumerConfig).

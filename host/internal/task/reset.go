@@ -69,7 +69,7 @@ func ResetChangelog(ctx context.Context, cfg kafka.Config, topic string, tp kafk
 	if dryRun {
 		return r, nil
 	}
-	w, err := kafka.NewChangelogWriter(cfg, topic, nil)
+	w, err := kafka.NewChangelogWriter(cfg, topic, 0, nil)
 	if err != nil {
 		return r, err
 	}
