@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"sync"
@@ -465,28 +466,11 @@ func (c *Consumer) listBounds(ctx context.Context, parts []TopicPartition) error
 // listStarts records the log start offsets of newly assigned partitions (LogStart); a failure is
 // logged, and their log starts are then unknown.
 func (c *Consumer) listStarts(ctx context.Context, parts []TopicPartition) {
-	if len(parts) == 0 {
-		return // (no topics would list every topic)
-	}
-	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	listed, err := kadm.NewClient(c.cl).ListStartOffsets(lctx, topicNames(parts)...)
-	if err == nil {
-		err = listed.Error()
-	}
-	if err != nil {
-		if c.log != nil {
-			c.log.Warn("kafka: listing the assigned partitions' log start offsets failed; records removed below them are counted at their next fetch", "err", err)
-		}
-		return
-	}
+	starts := c.listOffsets(ctx, parts, (*kadm.Client).ListStartOffsets,
+		"kafka: listing the assigned partitions' log start offsets failed; records removed below them are counted at their next fetch")
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for _, tp := range parts {
-		if o, ok := listed.Lookup(tp.Topic, tp.Partition); ok && o.Err == nil {
-			c.starts[tp] = o.Offset
-		}
-	}
+	maps.Copy(c.starts, starts)
 }
 
 // LogStart returns a partition's log start offset as listed when it was assigned; false when
@@ -739,28 +723,34 @@ func (c *Consumer) topicIDs(ctx context.Context, parts []TopicPartition) map[str
 // endOffsets lists the partitions' end offsets; a failure is logged, and the partitions' ends
 // are then unknown.
 func (c *Consumer) endOffsets(ctx context.Context, parts []TopicPartition) map[TopicPartition]int64 {
+	return c.listOffsets(ctx, parts, (*kadm.Client).ListEndOffsets,
+		"kafka: listing the assigned partitions' end offsets failed; a recreated topic is not detected this time")
+}
+
+// listOffsets lists the partitions' offsets with list (of their topics); a failure is logged
+// with warning, and the partitions' offsets are then unknown (absent).
+func (c *Consumer) listOffsets(ctx context.Context, parts []TopicPartition, list func(*kadm.Client, context.Context, ...string) (kadm.ListedOffsets, error), warning string) map[TopicPartition]int64 {
 	if len(parts) == 0 {
 		return nil // (no topics would list every topic)
 	}
-	names := topicNames(parts)
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	listed, err := kadm.NewClient(c.cl).ListEndOffsets(lctx, names...)
+	listed, err := list(kadm.NewClient(c.cl), lctx, topicNames(parts)...)
 	if err == nil {
 		err = listed.Error()
 	}
 	if err != nil {
 		if c.log != nil {
-			c.log.Warn("kafka: listing the assigned partitions' end offsets failed; a recreated topic is not detected this time", "err", err)
+			c.log.Warn(warning, "err", err)
 		}
 		return nil
 	}
 	out := map[TopicPartition]int64{}
-	listed.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil {
-			out[TopicPartition{o.Topic, o.Partition}] = o.Offset
+	for _, tp := range parts {
+		if o, ok := listed.Lookup(tp.Topic, tp.Partition); ok && o.Err == nil {
+			out[tp] = o.Offset
 		}
-	})
+	}
 	return out
 }
 
