@@ -354,7 +354,8 @@ type InputConfig struct {
 	// for: "earliest" (default), "latest", or an RFC 3339 time.
 	StartAt string `yaml:"start_at"`
 	// Bounded makes a kafka input a bounded run (a backfill): each partition is read up to its
-	// end offset as it stood when the task started, then ends like a file — its watermark goes
+	// end offset as it stood when the task started (its last stable offset: a transaction open
+	// then is left for the next run), then ends like a file — its watermark goes
 	// to the end of time, so every event-time timer fires — and once every partition of the
 	// topics has ended the task takes its last checkpoint and ends. One host reads every
 	// partition; start_at must be earliest or latest; not with delivery exactly_once.

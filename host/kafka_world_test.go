@@ -601,3 +601,51 @@ func TestChangelogRetentionLostHalts(t *testing.T) {
 		}
 	}
 }
+
+// TestKafkaRetentionRemovedAllWhileDown: while the host is down, every record after its position
+// is removed (a DeleteRecords up to the end offset, as retention may do). The restarted host says
+// and counts the loss at once, from the log start listed at the assignment, and its position
+// passes the removed records (at least once, the group's offset too: its lag is 0); the records
+// produced next are counted, the state exact. Before, nothing was said or counted, and the
+// position stayed below the log start, until a new record came.
+func TestKafkaRetentionRemovedAllWhileDown(t *testing.T) {
+	module := guestbuild.Go(t, "wordcount")
+	for _, eos := range []bool{false, true} {
+		t.Run(map[bool]string{false: "at_least_once", true: "exactly_once"}[eos], func(t *testing.T) {
+			c := newClusterParts(t, 1, "words", "counts")
+			cl := newClient(t, c)
+			dir := filepath.Join(t.TempDir(), "data")
+			want := produceWords(t, cl, "words", 100, 20, 1)
+			h := startWorldHost(t, c, module, dir, "earliest", io.Discard, eos)
+			waitPosition(t, h, 100)
+			if err := h.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			produceWords(t, cl, "words", 50, 20, 2) // offsets 100..149: removed below
+			deleteRecordsBelow(t, cl, "words", 0, 150)
+
+			var logs syncBuffer
+			h = startWorldHost(t, c, module, dir, "earliest", &logs, eos)
+			st := waitPosition(t, h, 150)
+			if st.RetentionLost != 50 || !strings.Contains(logs.String(), "offsets_lost=50") {
+				t.Fatalf("retention_lost = %d, want 50 and a log line of them; the log:\n%s", st.RetentionLost, logs.String())
+			}
+			if !eos { // exactly once, the offsets commit with what the client polled: nothing here
+				hosttest.WaitFor(t, 30*time.Second, "the group's offset at the log start", func() bool {
+					offs, err := kadm.NewClient(cl).FetchOffsets(context.Background(), "wasmstream-wc")
+					o, _ := offs.Lookup("words", 0)
+					return err == nil && o.At == 150
+				})
+			}
+			addCounts(want, produceWords(t, cl, "words", 30, 20, 3))
+			waitPosition(t, h, 180)
+			if err := h.Stop(); err != nil {
+				t.Fatal(err)
+			}
+			if st := h.Stats(); st[0].RetentionLost != 50 {
+				t.Errorf("retention_lost = %d after the new records, want 50 (counted once)", st[0].RetentionLost)
+			}
+			sameCounts(t, want, stateOf(t, dir, "wc"))
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"slices"
 	"sync"
@@ -48,7 +49,6 @@ type Fetch struct {
 	// ControlEnd, when positive, is the offset after the fetch's last control record
 	// (a transaction's commit or abort marker), which comes after its last record: the
 	// partition's offsets below it hold nothing more to process (Records may be empty).
-	// Only a consumer that is not transactional sets it.
 	ControlEnd int64
 	// ControlEpoch is the leader epoch of the control record before ControlEnd.
 	ControlEpoch int32
@@ -178,7 +178,7 @@ const DefaultMetadataMaxAge = 10 * time.Second
 
 // Bounds are a partition's offsets for a bounded run (ConsumerConfig.Bounded): its log start
 // offset when the partition was assigned, and its end offset when the consumer first listed the
-// topics' end offsets.
+// topics' end offsets: the last stable offset, below the first record of a transaction open then.
 type Bounds struct{ Start, End int64 }
 
 // Consumer is a consumer-group member reading the task's topics.
@@ -204,6 +204,7 @@ type Consumer struct {
 	bounded bool
 	ends    map[TopicPartition]int64  // bounded: end offsets, listed once (under mu)
 	bounds  map[TopicPartition]Bounds // bounded: the assigned partitions' bounds (under mu)
+	starts  map[TopicPartition]int64  // the assigned partitions' log starts at assignment (LogStart; under mu)
 	topics  []string
 
 	// compactOnly holds the input topics whose cleanup.policy is compact alone, as described at
@@ -308,7 +309,7 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		cc.MaxPollRecords = 2000
 	}
 	c := &Consumer{ready: make(chan struct{}), log: cfg.Logger, connectTimeout: cfg.ConnectTimeout, max: cc.MaxPollRecords, handler: cc.Handler, paused: map[TopicPartition]bool{}, start: start,
-		bounded: cc.Bounded, topics: cc.Topics, bounds: map[TopicPartition]Bounds{},
+		bounded: cc.Bounded, topics: cc.Topics, bounds: map[TopicPartition]Bounds{}, starts: map[TopicPartition]int64{},
 		unreachableTimeout: cc.UnreachableTimeout, reachable: cc.Reachable,
 		group: cc.Group, instanceID: cc.InstanceID, base: slices.Clone(opts), latest: cc.StartAt == "latest", task: cc.Task}
 	if c.task == "" {
@@ -357,6 +358,11 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 	if cc.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(cc.InstanceID))
 	}
+	// Both clients keep control records (transaction markers): they are handed over as
+	// Fetch.ControlEnd, so that the position committed after a transaction's last record
+	// passes its marker (and the aborted records after it): otherwise the group's lag stayed
+	// above 0 for good. A transactional consumer's offsets commit with its transactions, from
+	// what its client polled, which includes the markers too.
 	if tc := cc.Txn; tc != nil {
 		if _, ok := cc.Handler.(TxnHandler); !ok {
 			return nil, errors.New("kafka: a transactional consumer needs a TxnHandler")
@@ -389,7 +395,7 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 			kgo.MetadataMinAge(RetryMetadataMinAge),
 		)
 		c.txn, c.polledAt = tc, map[TopicPartition]int64{}
-		c.sess, err = kgo.NewGroupTransactSession(opts...)
+		c.sess, err = kgo.NewGroupTransactSession(append(opts, kgo.KeepControlRecords())...)
 		if err != nil {
 			return nil, fmt.Errorf("kafka: %w", err)
 		}
@@ -403,10 +409,6 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 		close(c.ready)
 		return c, nil
 	}
-	// Control records (transaction markers) are handed over as Fetch.ControlEnd, so that the
-	// offset committed after a transaction's last record passes its marker (and the aborted
-	// records after it): otherwise the group's lag stayed above 0 for good. (A transactional
-	// consumer's offsets commit with its transactions, from what the client polled.)
 	c.cl, err = kgo.NewClient(append(opts, kgo.KeepControlRecords())...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
@@ -416,8 +418,8 @@ func NewConsumer(cfg Config, cc ConsumerConfig) (*Consumer, error) {
 }
 
 // listBounds records the bounds of newly assigned partitions: their log start offsets now, and
-// their end offsets as listed the first time (a bounded run's end does not move with a
-// rebalance).
+// their end offsets (last stable offsets) as listed the first time (a bounded run's end does not
+// move with a rebalance).
 func (c *Consumer) listBounds(ctx context.Context, parts []TopicPartition) error {
 	<-c.ready
 	adm := kadm.NewClient(c.cl)
@@ -425,7 +427,11 @@ func (c *Consumer) listBounds(ctx context.Context, parts []TopicPartition) error
 	ends := c.ends
 	c.mu.Unlock()
 	if ends == nil {
-		listed, err := adm.ListEndOffsets(ctx, c.topics...)
+		// The end a read_committed reader can reach: the last stable offset. The records of a
+		// transaction open now (and any after its first) become readable only when it ends,
+		// which may take the transaction's timeout; the partition's high watermark would have
+		// the run wait for that.
+		listed, err := adm.ListCommittedOffsets(ctx, c.topics...)
 		if err == nil {
 			err = listed.Error()
 		}
@@ -452,8 +458,32 @@ func (c *Consumer) listBounds(ctx context.Context, parts []TopicPartition) error
 			b.Start = o.Offset
 		}
 		c.bounds[tp] = b
+		c.starts[tp] = b.Start
 	}
 	return nil
+}
+
+// listStarts records the log start offsets of newly assigned partitions (LogStart); a failure is
+// logged, and their log starts are then unknown.
+func (c *Consumer) listStarts(ctx context.Context, parts []TopicPartition) {
+	starts := c.listOffsets(ctx, parts, (*kadm.Client).ListStartOffsets,
+		"kafka: listing the assigned partitions' log start offsets failed; records removed below them are counted at their next fetch")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	maps.Copy(c.starts, starts)
+}
+
+// LogStart returns a partition's log start offset as listed when it was assigned; false when
+// unknown, or its topic is compacted alone (as a fetch's LogStart). Safe from any goroutine; a
+// Handler's Assigned may call it for the partitions it is told.
+func (c *Consumer) LogStart(tp TopicPartition) (int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.compactOnly[tp.Topic] {
+		return -1, false
+	}
+	s, ok := c.starts[tp]
+	return s, ok
 }
 
 // Bound returns a partition's bounds in a bounded run; false when the consumer is not bounded
@@ -525,6 +555,8 @@ func (c *Consumer) adjust(ctx context.Context, offs map[string]map[int32]kgo.Off
 		if err := c.listBounds(ctx, fresh); err != nil {
 			return nil, err
 		}
+	} else {
+		c.listStarts(ctx, fresh)
 	}
 	if c.latest {
 		c.addedFromStart(ctx, offs, committed)
@@ -691,28 +723,34 @@ func (c *Consumer) topicIDs(ctx context.Context, parts []TopicPartition) map[str
 // endOffsets lists the partitions' end offsets; a failure is logged, and the partitions' ends
 // are then unknown.
 func (c *Consumer) endOffsets(ctx context.Context, parts []TopicPartition) map[TopicPartition]int64 {
+	return c.listOffsets(ctx, parts, (*kadm.Client).ListEndOffsets,
+		"kafka: listing the assigned partitions' end offsets failed; a recreated topic is not detected this time")
+}
+
+// listOffsets lists the partitions' offsets with list (of their topics); a failure is logged
+// with warning, and the partitions' offsets are then unknown (absent).
+func (c *Consumer) listOffsets(ctx context.Context, parts []TopicPartition, list func(*kadm.Client, context.Context, ...string) (kadm.ListedOffsets, error), warning string) map[TopicPartition]int64 {
 	if len(parts) == 0 {
 		return nil // (no topics would list every topic)
 	}
-	names := topicNames(parts)
 	lctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	listed, err := kadm.NewClient(c.cl).ListEndOffsets(lctx, names...)
+	listed, err := list(kadm.NewClient(c.cl), lctx, topicNames(parts)...)
 	if err == nil {
 		err = listed.Error()
 	}
 	if err != nil {
 		if c.log != nil {
-			c.log.Warn("kafka: listing the assigned partitions' end offsets failed; a recreated topic is not detected this time", "err", err)
+			c.log.Warn(warning, "err", err)
 		}
 		return nil
 	}
 	out := map[TopicPartition]int64{}
-	listed.Each(func(o kadm.ListedOffset) {
-		if o.Err == nil {
-			out[TopicPartition{o.Topic, o.Partition}] = o.Offset
+	for _, tp := range parts {
+		if o, ok := listed.Lookup(tp.Topic, tp.Partition); ok && o.Err == nil {
+			out[tp] = o.Offset
 		}
-	})
+	}
 	return out
 }
 
@@ -826,6 +864,7 @@ func (c *Consumer) forget(parts []TopicPartition) {
 	for _, tp := range parts {
 		delete(c.paused, tp)
 		delete(c.next, tp)
+		delete(c.starts, tp)
 		resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
 	}
 	if len(resume) > 0 {
@@ -1011,9 +1050,14 @@ func (c *Consumer) handOver(ctx context.Context, fs kgo.Fetches, out chan<- Fetc
 		}
 		c.next[tp] = next
 		c.mu.Unlock()
-		if c.polledAt != nil && len(f.Records) > 0 {
+		if c.polledAt != nil {
 			if _, seen := c.polledAt[tp]; !seen {
-				c.polledAt[tp] = f.Records[0].Offset
+				// A fetch of markers alone moved the partition too: an abort rewinds it.
+				first := f.ControlEnd - 1
+				if len(f.Records) > 0 {
+					first = f.Records[0].Offset
+				}
+				c.polledAt[tp] = first
 			}
 		}
 		select {

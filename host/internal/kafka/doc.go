@@ -20,14 +20,16 @@
 // syncs (join.go): franz-go holds a transaction's offset commit for as long, so a transaction
 // that had polled records then could outlast its timeout and get the producer fenced.
 //
-// A consumer that is not transactional keeps control records (transaction markers) and tells
-// the task, as Fetch.ControlEnd, where the markers after a fetch's last record end, so that the
-// committed offset can pass them.
+// A consumer keeps control records (transaction markers) and tells the task, as
+// Fetch.ControlEnd, where the markers after a fetch's last record end, so that the committed
+// offset can pass them (a transactional consumer's client commits past them too, and its task's
+// position does). A bounded run ends each partition at its last stable offset.
 //
 // When the log moves under a position: one below the log start (retention, DeleteRecords)
 // resumes at the log start, whatever StartAt says (the client's reset offset), and each Fetch
 // carries the partition's log start (Fetch.LogStart; -1 for a topic compacted alone, whose log
-// start compaction moves) so that the task can count what it lost; a log that lost records below
+// start compaction moves) so that the task can count what it lost, as does the log start listed
+// at each assignment (Consumer.LogStart), for a partition no fetch follows; a log that lost records below
 // the position (kgo.ErrDataLoss: truncated, an unclean leader election) fails Run, naming the
 // reset to run, unless the cluster, asked again, says the log still holds every offset below
 // where the task read (logHolds: a fetch answered OFFSET_OUT_OF_RANGE at an offset the partition

@@ -388,6 +388,9 @@ func (t *Task) openPartition(tp kafka.TopicPartition, id uint32, epoch uint64, c
 		st.tracker, st.origin = positions.NewTracker(at), at
 		st.noteEpoch(at-1, leader)
 	}
+	if err := t.removedBelow(st, ends); err != nil {
+		return none, err
+	}
 	st.boundEnd = -1
 	if b, ok := t.bound(tp); ok {
 		st.boundEnd = b.End
@@ -397,6 +400,8 @@ func (t *Task) openPartition(tp kafka.TopicPartition, id uint32, epoch uint64, c
 			if t.cfg.Kafka.StartAt == "latest" {
 				first = b.End
 			}
+		} else if first < b.Start {
+			first = b.Start // the records between were removed: counted above
 		}
 		if first >= b.End {
 			st.done = true // nothing to read in this run
@@ -603,6 +608,35 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 		t.stats.PeakQueued = q
 	}
 	t.applyFlow()
+	return nil
+}
+
+// removedBelow counts the records removed (retention, a DeleteRecords) after a partition's
+// position while no host read it, as the log start listed at its assignment says: the consumer
+// resumes at the log start. Said and counted here (lostToRetention), as a partition with nothing
+// left after them sees no fetch that would; and then the position passes them, so that the
+// group's lag reaches 0 and the next start does not count them again (the record before the
+// position is gone: its leader epoch is unknown).
+func (t *Task) removedBelow(st *stream, ends map[kafka.TopicPartition]int64) error {
+	if st.tracker == nil || t.kafka.consumer == nil {
+		return nil
+	}
+	start, ok := t.kafka.consumer.LogStart(st.tp)
+	if !ok || start <= st.tracker.Committable() {
+		return nil
+	}
+	t.lostToRetention(st, start)
+	if end, known := ends[st.tp]; !known || start < end {
+		return nil // records follow: the first fetch moves the position
+	}
+	if err := st.tracker.Add(start - 1); err != nil {
+		return err
+	}
+	if err := st.tracker.Complete(start - 1); err != nil {
+		return err
+	}
+	st.lastAdded = start - 1
+	st.noteEpoch(start-1, -1)
 	return nil
 }
 
