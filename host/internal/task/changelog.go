@@ -984,8 +984,27 @@ func (t *Task) replayChangelog(ctx context.Context, cc changelogClient, tp kafka
 		return r, err
 	}
 	r.epoch, r.stale = rs.highest, rs.stale
-	if err := rs.finish(pos, ok && !r.full, r.records, r.end); err != nil {
+	// A tail over a copy a run without the changelog changed leaves that run's changes to keys
+	// the tail does not write in the copy alone, while the positions the copy's checkpoints
+	// write from now on (their sets and Next) say they are applied: the copy is published, and
+	// until then its resume offset stays negated, so that a host stopped before the publish
+	// ends publishes at its next restore.
+	changed := unpublished > 0 && !r.full
+	resume := r.end
+	if changed {
+		resume = -r.end
+	}
+	if err := rs.finish(pos, ok && !r.full, r.records, resume); err != nil {
 		return r, err
+	}
+	if changed && owned {
+		restored, _, err := db.Position(name, id)
+		if err != nil {
+			return r, err
+		}
+		if r.end, err = t.publishPartition(ctx, tp, id, restored, r.epoch); err != nil {
+			return r, err
+		}
 	}
 	if owned {
 		how := "tail"
