@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -67,6 +65,14 @@ func (r *appliedRig) run(changelog bool, span int64) *hosttest.Running {
 	return hosttest.Start(r.t, cfg)
 }
 
+// stop stops h, which must end without an error.
+func (r *appliedRig) stop(h *hosttest.Running) {
+	r.t.Helper()
+	if err := h.Stop(); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
 // produce appends records key, command, key, command... to partition 0.
 func (r *appliedRig) produce(kv ...string) {
 	r.t.Helper()
@@ -116,18 +122,32 @@ type appliedView struct {
 	counts map[string]int64 // the conform guest's counter "n" of each key with one
 }
 
-func (r *appliedRig) look() appliedView {
+// inStore calls fn with the store of data directory dir, open, and the stream of partition 0
+// of "cmds" for task "cf".
+func (r *appliedRig) inStore(dir string, fn func(db *store.DB, id uint32)) {
 	r.t.Helper()
-	t := r.t
-	db, err := store.Open(filepath.Join(r.dir, "state"), store.Options{})
+	db, err := store.Open(filepath.Join(dir, "state"), store.Options{})
 	if err != nil {
-		t.Fatal(err)
+		r.t.Fatal(err)
 	}
 	defer db.Close()
 	id, err := db.StreamID("cf", "kafka:cmds/0")
 	if err != nil {
-		t.Fatal(err)
+		r.t.Fatal(err)
 	}
+	fn(db, id)
+}
+
+func (r *appliedRig) look() (v appliedView) {
+	r.t.Helper()
+	r.inStore(r.dir, func(db *store.DB, id uint32) { v = r.view(db, id) })
+	return v
+}
+
+func (r *appliedRig) view(db *store.DB, id uint32) appliedView {
+	t := r.t
+	t.Helper()
+	var err error
 	v := appliedView{marks: map[string]int64{}, counts: map[string]int64{}}
 	if v.set, err = db.Applied("cf", id); err != nil {
 		t.Fatal(err)
@@ -162,12 +182,7 @@ func (r *appliedRig) look() appliedView {
 func TestChangelogCarriesAppliedSet(t *testing.T) {
 	r := newAppliedRig(t)
 	r.ts = 10 // event time, for b's timer
-	stop := func(h *hosttest.Running) {
-		t.Helper()
-		if err := h.Stop(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stop := r.stop
 	// Run 1, with the changelog: a@0.
 	h := r.run(true, 0)
 	r.produce("a", "count n 1")
@@ -240,35 +255,8 @@ func TestAppliedSpanCrossedMidRun(t *testing.T) {
 
 	// The crash: the results of 501..600 are refused (not retried), so the checkpoint that
 	// would cover them fails and the task halts.
-	topics, err := kadm.NewClient(newClient(t, r.c)).ListTopics(context.Background(), "results")
-	if err != nil || topics["results"].Err != nil {
-		t.Fatalf("listing the results topic: %v %v", err, topics["results"].Err)
-	}
-	resultsID := [16]byte(topics["results"].ID)
-	var refuse atomic.Bool
+	refuse := refuseProduce(t, r, "results")
 	refuse.Store(true)
-	r.c.ControlKey(int16(kmsg.Produce), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
-		r.c.KeepControl()
-		req := kreq.(*kmsg.ProduceRequest)
-		if !refuse.Load() || req.TransactionID != nil {
-			return nil, nil, false
-		}
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			if rt.Topic != "results" && rt.TopicID != resultsID {
-				return nil, nil, false
-			}
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, p := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
-	})
 	r.counts(100, keys) // 501..600
 	hosttest.WaitFor(t, 60*time.Second, "the task halted on the refused results", func() bool { return h.Stats()[0].Halted })
 	h.Stop() // the task's failure, reported
@@ -357,11 +345,7 @@ func TestChangelogTurnedOnPublishesState(t *testing.T) {
 
 	// The cut-short publish. Produce requests name topics by id: the changelog's is the one
 	// that is neither the input's nor the output's.
-	topics, err := kadm.NewClient(newClient(t, r.c)).ListTopics(context.Background(), "cmds", "results")
-	if err != nil || topics["cmds"].Err != nil || topics["results"].Err != nil {
-		t.Fatalf("listing the topics: %v", err)
-	}
-	cmdsID, resultsID := [16]byte(topics["cmds"].ID), [16]byte(topics["results"].ID)
+	cmdsID, resultsID := topicID(t, r, "cmds"), topicID(t, r, "results")
 	var taken, refused atomic.Int32
 	var refuse atomic.Bool
 	refuse.Store(true)
@@ -382,18 +366,7 @@ func TestChangelogTurnedOnPublishesState(t *testing.T) {
 			return nil, nil, false
 		}
 		refused.Add(1)
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, p := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return refusedProduce(req), nil, true
 	})
 	h = r.run(true, 0)
 	hosttest.WaitFor(t, 60*time.Second, "the task halted on the refused publish", func() bool { return h.Stats()[0].Halted })
@@ -421,23 +394,14 @@ func TestChangelogTurnedOnPublishesState(t *testing.T) {
 	if fmt.Sprint(got.counts) != fmt.Sprint(want.counts) || fmt.Sprint(got.marks) != fmt.Sprint(want.marks) {
 		t.Errorf("restored on an empty disk: counts %v marks %v; want %v and %v, as the data directory held them", got.counts, got.marks, want.counts, want.marks)
 	}
-	timers := func() int {
-		db, err := store.Open(filepath.Join(r.dir, "state"), store.Options{})
-		if err != nil {
+	var n int
+	r.inStore(r.dir, func(db *store.DB, id uint32) {
+		var err error
+		if n, err = db.TimerCount("cf", id); err != nil {
 			t.Fatal(err)
 		}
-		defer db.Close()
-		id, err := db.StreamID("cf", "kafka:cmds/0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := db.TimerCount("cf", id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
-	if n := timers(); n != 1 {
+	})
+	if n != 1 {
 		t.Errorf("restored on an empty disk: %d timers, want c's 1", n)
 	}
 	h = r.run(true, 0)
@@ -541,12 +505,7 @@ func TestExactlyOnceTurnedOnPublishesState(t *testing.T) {
 // published nothing: the empty disk restored a counted 1 (the first run's) and no b.
 func TestChangelogOffThenOnPublishesState(t *testing.T) {
 	r := newAppliedRig(t)
-	stop := func(h *hosttest.Running) {
-		t.Helper()
-		if err := h.Stop(); err != nil {
-			t.Fatal(err)
-		}
-	}
+	stop := r.stop
 	h := r.run(true, 0)
 	r.produce("a", "count n 1")
 	processedThenCheckpoint(t, h, 1)

@@ -45,24 +45,17 @@ func (a *appends) add(keys ...string) {
 func (a *appends) lists(dir string) map[string][]string {
 	t := a.r.t
 	t.Helper()
-	db, err := store.Open(filepath.Join(dir, "state"), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	id, err := db.StreamID("cf", "kafka:cmds/0")
-	if err != nil {
-		t.Fatal(err)
-	}
 	got := map[string][]string{}
-	if err := db.ScanKeys("cf", id, nil, func(key, name, val []byte) bool {
-		if strings.HasPrefix(string(name), "l/") { // the items, in append order
-			got[string(key)] = append(got[string(key)], string(val))
+	a.r.inStore(dir, func(db *store.DB, id uint32) {
+		if err := db.ScanKeys("cf", id, nil, func(key, name, val []byte) bool {
+			if strings.HasPrefix(string(name), "l/") { // the items, in append order
+				got[string(key)] = append(got[string(key)], string(val))
+			}
+			return true
+		}); err != nil {
+			t.Fatal(err)
 		}
-		return true
-	}); err != nil {
-		t.Fatal(err)
-	}
+	})
 	return got
 }
 
@@ -111,20 +104,25 @@ func refuseProduce(t *testing.T, r *appliedRig, topic string) *atomic.Bool {
 		if !refused {
 			return nil, nil, false
 		}
-		resp := req.ResponseKind().(*kmsg.ProduceResponse)
-		for _, rt := range req.Topics {
-			st := kmsg.NewProduceResponseTopic()
-			st.Topic, st.TopicID = rt.Topic, rt.TopicID
-			for _, p := range rt.Partitions {
-				sp := kmsg.NewProduceResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return refusedProduce(req), nil, true
 	})
 	return &on
+}
+
+// refusedProduce is the answer to req that refuses every partition of it, not retryably.
+func refusedProduce(req *kmsg.ProduceRequest) *kmsg.ProduceResponse {
+	resp := req.ResponseKind().(*kmsg.ProduceResponse)
+	for _, rt := range req.Topics {
+		st := kmsg.NewProduceResponseTopic()
+		st.Topic, st.TopicID = rt.Topic, rt.TopicID
+		for _, p := range rt.Partitions {
+			sp := kmsg.NewProduceResponseTopicPartition()
+			sp.Partition, sp.ErrorCode = p.Partition, kerr.TopicAuthorizationFailed.Code
+			st.Partitions = append(st.Partitions, sp)
+		}
+		resp.Topics = append(resp.Topics, st)
+	}
+	return resp
 }
 
 func topicID(t *testing.T, r *appliedRig, topic string) [16]byte {
@@ -223,12 +221,7 @@ func tailOverChangedCopy(t *testing.T, crashes []string) {
 	crash := func(c string) bool { return slices.Contains(crashes, c) }
 	r := newAppliedRig(t)
 	a := &appends{r: r, sent: map[string][]string{}}
-	stop := func(h *hosttest.Running) {
-		t.Helper()
-		if err := h.Stop(); err != nil && !strings.Contains(err.Error(), "held") {
-			t.Fatal(err)
-		}
-	}
+	stop := r.stop
 	// settled waits until every record from offset from to the partition's end was processed
 	// or skipped in this run (the held record at offset 4 never is), and a checkpoint after.
 	end := int64(0)
