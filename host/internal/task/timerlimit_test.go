@@ -27,17 +27,23 @@ func (l *lockedBuf) String() string {
 	return l.b.String()
 }
 
+// deadLetters returns the dead letters written, as "key: error".
+func (r *rig) deadLetters() []string {
+	r.dl.mu.Lock()
+	defer r.dl.mu.Unlock()
+	var errs []string
+	for _, d := range r.dl.all {
+		errs = append(errs, fmt.Sprintf("%s: %v", d.Key, d.Err))
+	}
+	return errs
+}
+
 // waitDead waits until n dead letters are written and returns their errors.
 func (r *rig) waitDead(n int) []string {
 	r.t.Helper()
 	var errs []string
 	waitUntil(r.t, fmt.Sprintf("%d dead letters", n), func() bool {
-		r.dl.mu.Lock()
-		defer r.dl.mu.Unlock()
-		errs = errs[:0]
-		for _, d := range r.dl.all {
-			errs = append(errs, fmt.Sprintf("%s: %v", d.Key, d.Err))
-		}
+		errs = r.deadLetters()
 		return len(errs) >= n
 	})
 	return errs

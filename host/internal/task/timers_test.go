@@ -283,15 +283,23 @@ func (r *rig) waitLines(prefix string, n int) []string {
 			return got
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("waited for %d outputs %q; have %q", n, prefix, r.out.snapshot())
+			r.t.Fatalf("waited for %d outputs %q; have %q; %s", n, prefix, r.out.snapshot(), r.state())
 		}
 		select {
 		case err := <-r.done:
 			r.done <- err
-			r.t.Fatalf("the task stopped (%v) before %d outputs %q; have %q", err, n, prefix, r.out.snapshot())
+			r.t.Fatalf("the task stopped (%v) before %d outputs %q; have %q; %s", err, n, prefix, r.out.snapshot(), r.state())
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
+}
+
+// state describes the rig for a failure message: the committed pending timers, the room the
+// task counts for the pending-timer limit, the refusals and the dead letters.
+func (r *rig) state() string {
+	s := r.tk.Stats()
+	return fmt.Sprintf("pending timers %d (committed), timer room used %d of %d, timer_set refused %d, in flight %d, queued %d, dead letters %q",
+		s.PendingTimers, r.tk.timers.used.Load(), r.tk.timers.limit, s.TimersRefused, s.InFlight, s.Queued, r.deadLetters())
 }
 
 // settle gives the loop time to act on an event that must have no effect, and returns the
@@ -752,7 +760,7 @@ func (r *rig) waitPending(want int64) {
 			return
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("pending timers: task %d, inputs %+v; want %d", s.PendingTimers, s.Inputs, want)
+			r.t.Fatalf("pending timers: task %d, inputs %+v; want %d; %s", s.PendingTimers, s.Inputs, want, r.state())
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
