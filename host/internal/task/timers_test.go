@@ -143,8 +143,9 @@ type rigOpts struct {
 	idle        time.Duration
 	tick        time.Duration
 	guestConfig string
-	checkpoint  time.Duration // the checkpoint interval; 0 = 20ms
-	holdBytes   int           // > 0: the output sink holds this many bytes per line until Flush
+	checkpoint  time.Duration            // the checkpoint interval; 0 = 20ms
+	holdBytes   int                      // > 0: the output sink holds this many bytes per line until Flush
+	output      func(*memOut) OutputSink // the output sink, over the rig's memOut; nil: the memOut
 	wrap        func(Processor) Processor
 
 	migrateAtActivation bool
@@ -205,6 +206,9 @@ func startRig(t *testing.T, o rigOpts) *rig {
 	}
 	if o.holdBytes > 0 {
 		cfg.Output = &holdingOut{memOut: r.out, perLine: o.holdBytes}
+	}
+	if o.output != nil {
+		cfg.Output = o.output(r.out)
 	}
 	if o.wrap != nil {
 		cfg.NewProcessor = func(ctx context.Context) (Processor, error) {
