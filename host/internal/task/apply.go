@@ -37,7 +37,7 @@ func (t *Task) apply(j *job) error {
 			changed = true
 			id := timerID{string(it.fire.Key), string(it.fire.Name)}
 			delete(st.tm.queued, id)
-			if err := t.applyTimer(st, g.entry(it.fire.Key), it.fire.Name, dirtyTimer{del: true}); err != nil {
+			if err := t.applyTimer(st, g.entry(it.fire.Key), it.fire.Name, dirtyTimer{del: true}, nil); err != nil {
 				return err
 			}
 			if it.dropped {
@@ -49,7 +49,7 @@ func (t *Task) apply(j *job) error {
 			}
 		}
 		for i, op := range g.effects.Timers {
-			if err := t.applyTimer(st, g.timerEntry(i), op.Name, dirtyTimer{del: op.Delete, domain: op.Domain, due: op.Due, payload: op.Payload}); err != nil {
+			if err := t.applyTimer(st, g.timerEntry(i), op.Name, dirtyTimer{del: op.Delete, domain: op.Domain, due: op.Due, payload: op.Payload}, &g.timerHeld); err != nil {
 				return err
 			}
 		}

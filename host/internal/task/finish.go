@@ -178,7 +178,7 @@ func (t *Task) exhausted(j *job, st *stream, what string, re *RecordError) error
 		}
 		id := timerID{string(key), string(v.fire.Name)}
 		delete(st.tm.queued, id)
-		if err := t.applyTimer(st, e, v.fire.Name, dirtyTimer{del: true}); err != nil {
+		if err := t.applyTimer(st, e, v.fire.Name, dirtyTimer{del: true}, nil); err != nil {
 			return err
 		}
 	} else {

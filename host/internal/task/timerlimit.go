@@ -16,8 +16,11 @@ import (
 // subtracts 1 for every delete or firing of one that did (applyTimer; whether it existed comes
 // from the stream's uncommitted ops, else from the store). A call's first timer_set of a
 // (key, name) takes one unit of room while used is below the limit; at the limit it is refused
-// unless the timer exists already (a replacement: no room needed). Its held room goes back when
-// the loop is done with its job (finish), after the loop applied what the call set. So used never
+// unless the timer exists already (a replacement: no room needed). When the loop applies a new
+// timer the call set, the call's held room becomes the timer's (applyTimer): the timer is
+// counted once, not as held room and as a pending timer both (which, until the job was done,
+// refused other workers' calls room that was free). What the call still holds goes back when
+// the loop is done with its job (finish). So used never
 // passes the limit, and a replacement or a delete applied earlier costs nothing; but a delete in
 // the same call as a new set frees its room only once applied, and room held by a call in
 // flight for a timer that turns out to exist is counted until that call is applied.

@@ -209,7 +209,9 @@ func (tm *streamTime) uncommitted(id timerID) (dirtyTimer, bool) {
 }
 
 // applyTimer records a timer op of a succeeded unit (or the implicit delete of a fired timer).
-func (t *Task) applyTimer(st *stream, e *statecache.Entry, name []byte, op dirtyTimer) error {
+// room is the pending-timer room the unit's call still holds (nil: none): a new timer takes
+// its unit from it, so that it is never counted both as held and as pending (timerRoom).
+func (t *Task) applyTimer(st *stream, e *statecache.Entry, name []byte, op dirtyTimer, room *int64) error {
 	id := timerID{string(e.Key()), string(name)}
 	tm := &st.tm
 	existed := false
@@ -223,7 +225,11 @@ func (t *Task) applyTimer(st *stream, e *statecache.Entry, name []byte, op dirty
 	}
 	if d := b2i(!op.del) - b2i(existed); d != 0 {
 		tm.live += d
-		t.timers.used.Add(d)
+		if d > 0 && room != nil && *room > 0 {
+			*room-- // the call's room becomes the timer's: used stays
+		} else {
+			t.timers.used.Add(d)
+		}
 	}
 	t.timers.mu.Lock()
 	tm.dirty[id] = op
@@ -641,7 +647,7 @@ func (t *Task) finishTick(j *job) error {
 		if err != nil {
 			return err
 		}
-		if err := t.applyTimer(st, e, op.Name, dirtyTimer{del: op.Delete, domain: op.Domain, due: op.Due, payload: op.Payload}); err != nil {
+		if err := t.applyTimer(st, e, op.Name, dirtyTimer{del: op.Delete, domain: op.Domain, due: op.Due, payload: op.Payload}, &g.timerHeld); err != nil {
 			return err
 		}
 	}

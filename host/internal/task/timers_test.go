@@ -143,8 +143,9 @@ type rigOpts struct {
 	idle        time.Duration
 	tick        time.Duration
 	guestConfig string
-	checkpoint  time.Duration // the checkpoint interval; 0 = 20ms
-	holdBytes   int           // > 0: the output sink holds this many bytes per line until Flush
+	checkpoint  time.Duration            // the checkpoint interval; 0 = 20ms
+	holdBytes   int                      // > 0: the output sink holds this many bytes per line until Flush
+	output      func(*memOut) OutputSink // the output sink, over the rig's memOut; nil: the memOut
 	wrap        func(Processor) Processor
 
 	migrateAtActivation bool
@@ -205,6 +206,9 @@ func startRig(t *testing.T, o rigOpts) *rig {
 	}
 	if o.holdBytes > 0 {
 		cfg.Output = &holdingOut{memOut: r.out, perLine: o.holdBytes}
+	}
+	if o.output != nil {
+		cfg.Output = o.output(r.out)
 	}
 	if o.wrap != nil {
 		cfg.NewProcessor = func(ctx context.Context) (Processor, error) {
@@ -283,15 +287,23 @@ func (r *rig) waitLines(prefix string, n int) []string {
 			return got
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("waited for %d outputs %q; have %q", n, prefix, r.out.snapshot())
+			r.t.Fatalf("waited for %d outputs %q; have %q; %s", n, prefix, r.out.snapshot(), r.state())
 		}
 		select {
 		case err := <-r.done:
 			r.done <- err
-			r.t.Fatalf("the task stopped (%v) before %d outputs %q; have %q", err, n, prefix, r.out.snapshot())
+			r.t.Fatalf("the task stopped (%v) before %d outputs %q; have %q; %s", err, n, prefix, r.out.snapshot(), r.state())
 		case <-time.After(2 * time.Millisecond):
 		}
 	}
+}
+
+// state describes the rig for a failure message: the committed pending timers, the room the
+// task counts for the pending-timer limit, the refusals and the dead letters.
+func (r *rig) state() string {
+	s := r.tk.Stats()
+	return fmt.Sprintf("pending timers %d (committed), timer room used %d of %d, timer_set refused %d, in flight %d, queued %d, dead letters %q",
+		s.PendingTimers, r.tk.timers.used.Load(), r.tk.timers.limit, s.TimersRefused, s.InFlight, s.Queued, r.deadLetters())
 }
 
 // settle gives the loop time to act on an event that must have no effect, and returns the
@@ -752,7 +764,7 @@ func (r *rig) waitPending(want int64) {
 			return
 		}
 		if time.Now().After(deadline) {
-			r.t.Fatalf("pending timers: task %d, inputs %+v; want %d", s.PendingTimers, s.Inputs, want)
+			r.t.Fatalf("pending timers: task %d, inputs %+v; want %d; %s", s.PendingTimers, s.Inputs, want, r.state())
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
