@@ -368,7 +368,7 @@ func (db *DB) AppliedAfter(cp *Checkpoint) ([]AppliedSet, error) {
 				return fmt.Errorf("stream %d: %w", sp.Stream, err)
 			}
 			if ok {
-				out[i].Bits = trimWords(stored.from(sp.Position.Next))
+				out[i] = stored.At(sp.Position.Next)
 			}
 		}
 		return nil
@@ -379,4 +379,16 @@ func (db *DB) AppliedAfter(cp *Checkpoint) ([]AppliedSet, error) {
 // At returns the offsets of s at or above next as a set based at next.
 func (s AppliedSet) At(next int64) AppliedSet {
 	return AppliedSet{Base: next, Bits: trimWords(s.from(next))}
+}
+
+// invalidFor says why s, based at its position's Next, cannot be stored with a position of
+// horizon, or "" if it can: it spans more than MaxAppliedSpan, or holds an offset above horizon.
+func (s AppliedSet) invalidFor(horizon int64) string {
+	switch {
+	case len(s.Bits) > MaxAppliedSpan/64:
+		return fmt.Sprintf("applied set of %d offsets, over MaxAppliedSpan (%d)", 64*len(s.Bits), MaxAppliedSpan)
+	case s.last() >= s.Base && s.last() > horizon: // (an empty set's last is below Base)
+		return fmt.Sprintf("applied offset %d above the horizon %d", s.last(), horizon)
+	}
+	return ""
 }

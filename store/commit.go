@@ -444,13 +444,11 @@ func validateCheckpoint(cp *Checkpoint) error {
 		if pos != nil {
 			set.Base = pos.Next
 		}
-		switch {
-		case pos == nil:
+		if pos == nil {
 			return invalid("stream %d: an applied set without a position", sa.Stream)
-		case len(sa.Bits) > MaxAppliedSpan/64:
-			return invalid("stream %d: applied set of %d offsets, over MaxAppliedSpan (%d)", sa.Stream, 64*len(sa.Bits), MaxAppliedSpan)
-		case set.last() >= set.Base && set.last() > pos.Horizon: // (an empty set's last is below Base)
-			return invalid("stream %d: applied offset %d above the horizon %d", sa.Stream, set.last(), pos.Horizon)
+		}
+		if why := set.invalidFor(pos.Horizon); why != "" {
+			return invalid("stream %d: %s", sa.Stream, why)
 		}
 		for _, prev := range cp.Applied[:i] {
 			if prev.Stream == sa.Stream {

@@ -50,15 +50,11 @@ func (db *DB) Restore(task string, stream uint32, snaps []KeySnapshot, pos *Posi
 // deletes the stored one. It returns an error wrapping ErrInvalidCheckpoint for a set that
 // spans more than MaxAppliedSpan from pos.Next or holds an offset above pos.Horizon.
 func (db *DB) RestoreApplied(task string, stream uint32, snaps []KeySnapshot, pos Position, set AppliedSet) error {
-	words := trimWords(set.from(pos.Next))
-	s := AppliedSet{Base: pos.Next, Bits: words}
-	switch {
-	case len(words) > MaxAppliedSpan/64:
-		return fmt.Errorf("%w: task %q: stream %d: applied set of %d offsets, over MaxAppliedSpan (%d)", ErrInvalidCheckpoint, task, stream, 64*len(words), MaxAppliedSpan)
-	case s.last() >= s.Base && s.last() > pos.Horizon:
-		return fmt.Errorf("%w: task %q: stream %d: applied offset %d above the horizon %d", ErrInvalidCheckpoint, task, stream, s.last(), pos.Horizon)
+	s := set.At(pos.Next)
+	if why := s.invalidFor(pos.Horizon); why != "" {
+		return fmt.Errorf("%w: task %q: stream %d: %s", ErrInvalidCheckpoint, task, stream, why)
 	}
-	return db.restore(task, stream, snaps, &pos, &appliedWrite{stream: stream, next: pos.Next, words: words})
+	return db.restore(task, stream, snaps, &pos, &appliedWrite{stream: stream, next: pos.Next, words: s.Bits})
 }
 
 func (db *DB) restore(task string, stream uint32, snaps []KeySnapshot, pos *Position, applied *appliedWrite) error {

@@ -49,13 +49,13 @@ func StartDevBroker(cfg DevBrokerConfig) (*DevBroker, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return nil, fmt.Errorf("kafka: dev broker: %w", err)
 	}
-	c, gate, crashed, offsets, err := recoverDevCluster(cfg)
+	txns, err := openTxnOffsetLog(cfg.Dir)
 	if err != nil {
 		return nil, err
 	}
-	txns, err := openTxnOffsetLog(cfg.Dir)
+	c, gate, crashed, offsets, err := recoverDevCluster(cfg, txns.logged())
 	if err != nil {
-		c.Close()
+		txns.close()
 		return nil, err
 	}
 	c.ControlKey(int16(kmsg.TxnOffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
@@ -118,12 +118,7 @@ func startDevCluster(cfg DevBrokerConfig) (*kfake.Cluster, *gatedListener, error
 // cluster built when it loaded (kfake's own recovery aborts every unmarked one), so the cluster
 // is then stopped and started again on those partitions' logs alone (their snapshots, which a
 // clean stop writes from the index, removed), which now end with the COMMIT markers.
-func recoverDevCluster(cfg DevBrokerConfig) (*kfake.Cluster, *gatedListener, []CrashEndedTxn, int, error) {
-	lines, err := readTxnOffsets(cfg.Dir)
-	if err != nil {
-		return nil, nil, nil, 0, fmt.Errorf("kafka: dev broker: reading the transaction offset log: %w", err)
-	}
-	offsets := txnOffsetsOf(lines)
+func recoverDevCluster(cfg DevBrokerConfig, offsets map[producerEpoch]map[groupPartition]txnOffset) (*kfake.Cluster, *gatedListener, []CrashEndedTxn, int, error) {
 	end := func(c *kfake.Cluster, gate *gatedListener) ([]CrashEndedTxn, int, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), recoverTimeout)
 		defer cancel()

@@ -102,7 +102,7 @@ const recoverTimeout = time.Minute
 
 // endCrashedTxns ends every transaction that a crash left without its marker (see above) and
 // returns them, and how many transactions it committed the group offsets of with every marker
-// already written. offsets are the group offsets each transaction commits (readTxnOffsets). With
+// already written. offsets are the group offsets each transaction commits (txnOffsetLog.logged). With
 // a transaction committed, the broker's index still holds it aborted (kfake's own recovery
 // aborted it): the broker must be started again, with a full replay of those partitions.
 func endCrashedTxns(ctx context.Context, l *gatedListener, offsets map[producerEpoch]map[groupPartition]txnOffset) ([]CrashEndedTxn, int, error) {

@@ -128,6 +128,18 @@ func openTxnOffsetLog(dir string) (*txnOffsetLog, error) {
 	return l, nil
 }
 
+// logged groups the offsets of each producer's latest transaction by transaction
+// (txnOffsetsOf): those a crash may have left committing.
+func (l *txnOffsetLog) logged() map[producerEpoch]map[groupPartition]txnOffset {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var lines []txnOffset
+	for _, ls := range l.lines {
+		lines = append(lines, ls...)
+	}
+	return txnOffsetsOf(lines)
+}
+
 // note keeps o as a line of its producer's latest transaction, forgetting the lines of the
 // producer's earlier one.
 func (l *txnOffsetLog) note(o txnOffset) {

@@ -591,15 +591,9 @@ func (t *Task) ingestKafka(f kafka.Fetch) error {
 		// Transaction markers (and the aborted records before them) after the last record:
 		// nothing to process, but the committed position passes them (else the group's lag
 		// stays above 0 for good, and a bounded run waits for a record past its end).
-		at := f.ControlEnd - 1
-		if err := st.tracker.Add(at); err != nil {
+		if err := st.pass(f.ControlEnd-1, f.ControlEpoch); err != nil {
 			return err
 		}
-		if err := st.tracker.Complete(at); err != nil {
-			return err
-		}
-		st.lastAdded = at
-		st.noteEpoch(at, f.ControlEpoch)
 	}
 	if st.boundEnd >= 0 && st.lastAdded+1 >= st.boundEnd {
 		t.endBounded(st)
@@ -629,14 +623,20 @@ func (t *Task) removedBelow(st *stream, ends map[kafka.TopicPartition]int64) err
 	if end, known := ends[st.tp]; !known || start < end {
 		return nil // records follow: the first fetch moves the position
 	}
-	if err := st.tracker.Add(start - 1); err != nil {
+	return st.pass(start-1, -1)
+}
+
+// pass moves a partition's position past offset at, which holds nothing to process (a
+// transaction marker, or the last of records removed), with the leader epoch of at.
+func (st *stream) pass(at int64, epoch int32) error {
+	if err := st.tracker.Add(at); err != nil {
 		return err
 	}
-	if err := st.tracker.Complete(start - 1); err != nil {
+	if err := st.tracker.Complete(at); err != nil {
 		return err
 	}
-	st.lastAdded = start - 1
-	st.noteEpoch(start-1, -1)
+	st.lastAdded = at
+	st.noteEpoch(at, epoch)
 	return nil
 }
 

@@ -20,18 +20,17 @@ import (
 // timer the call set, the call's held room becomes the timer's (applyTimer): the timer is
 // counted once, not as held room and as a pending timer both (which, until the job was done,
 // refused other workers' calls room that was free). What the call still holds goes back when
-// the loop is done with its job (finish). So used never
-// passes the limit, and a replacement or a delete applied earlier costs nothing; but a delete in
-// the same call as a new set frees its room only once applied, and room held by a call in
-// flight for a timer that turns out to exist is counted until that call is applied.
+// the loop is done with its job (finish). So used never passes the limit, and a replacement or
+// a delete applied earlier costs nothing; but a delete in the same call as a new set frees its
+// room only once applied, and room held by a call in flight for a timer that turns out to exist
+// is counted until that call is applied.
 type timerRoom struct {
 	limit  int64 // 0: no limit
 	used   atomic.Int64
 	warned atomic.Int64 // unix nanoseconds of the last warning
-	refuse atomic.Int64 // refusals since the last warning
 	// refused counts every refusal (Stats.TimersRefused): a call that retries its refused
-	// timer_set counts each time.
-	refused atomic.Int64
+	// timer_set counts each time. reported is refused as of the last warning.
+	refused, reported atomic.Int64
 
 	// mu guards the streams' dirty and committing timer maps (streamTime) for readers off the
 	// loop (exists): the loop takes it to change them and reads them without it.
@@ -94,11 +93,10 @@ func (t *Task) reserveTimer(st *stream, key, name []byte, held *int64) (bool, er
 	if err != nil || ok {
 		return ok, err
 	}
-	r.refused.Add(1)
-	n := r.refuse.Add(1)
+	total := r.refused.Add(1)
 	now := time.Now().UnixNano()
 	if last := r.warned.Load(); now-last >= int64(timerWarnEvery) && r.warned.CompareAndSwap(last, now) {
-		r.refuse.Add(-n)
+		n := total - r.reported.Swap(total) // refusals since the last warning
 		t.log.Warn("pending timers at the task's limit: timer_set of a new timer returns ERR_LIMIT until timers fire or are deleted",
 			"limit", r.limit, "config", "tasks[].time.max_pending_timers", "refused", n)
 	}
